@@ -1,0 +1,1 @@
+"""The `metastore` command line."""

@@ -1,0 +1,15 @@
+"""Entry point of the `metastore` command."""
+
+from __future__ import annotations
+
+import typer
+
+from cli import dev
+
+app = typer.Typer(help="metastore: a replicated command-log metastore on Kafka and Spark.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+app.add_typer(dev.app, name="dev")
+
+
+def main() -> None:
+    app()

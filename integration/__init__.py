@@ -1,0 +1,1 @@
+"""Multi-process cluster tests, benchmarks, and the bootstrap that installs and runs everything."""

@@ -1,0 +1,21 @@
+"""The root of every error metastore raises on purpose.
+
+Each package adds typed subclasses in its own ``exceptions.py``; every error carries a
+machine-readable ``code`` (a short stable string) so callers never parse messages. Mapping to
+ksqlDB's numeric error codes happens at the HTTP edge only.
+"""
+
+from __future__ import annotations
+
+
+class MetastoreError(Exception):
+    """Base class of all metastore errors."""
+
+    code: str = "metastore_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,1 @@
+"""A thin typed wrapper around confluent_kafka: settings, transactional producer, log consumer, admin."""

@@ -1,0 +1,95 @@
+"""Topic administration: describe, create, and read the configuration that matters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.cimpl import NewTopic
+
+from metastore.kafka.exceptions import KafkaUnavailableError, TopicError
+from metastore.kafka.settings import KafkaSettings
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+    replication: int
+
+
+class Admin:
+    def __init__(self, settings: KafkaSettings, timeout: float = 10.0) -> None:
+        self._admin = AdminClient(settings.config())
+        self._timeout = timeout
+
+    def describe(self, topic: str) -> TopicInfo | None:
+        """The topic's shape, or None when it does not exist."""
+        try:
+            metadata = self._admin.list_topics(topic=topic, timeout=self._timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"listing topic {topic} failed: {exc}") from exc
+        found = metadata.topics.get(topic)
+        if found is None or (found.error is not None and found.error.code() in (
+                KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)):
+            return None
+        if found.error is not None:
+            raise TopicError(topic, f"topic {topic}: {found.error.str()}")
+        partitions = found.partitions
+        replication = len(next(iter(partitions.values())).replicas) if partitions else 0
+        return TopicInfo(name=topic, partitions=len(partitions), replication=replication)
+
+    def list_topics(self) -> list[TopicInfo]:
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"listing topics failed: {exc}") from exc
+        return sorted(
+            (TopicInfo(name, len(t.partitions),
+                       len(next(iter(t.partitions.values())).replicas) if t.partitions else 0)
+             for name, t in metadata.topics.items() if not name.startswith("__")),
+            key=lambda info: info.name)
+
+    def create(self, topic: str, partitions: int, replication: int | None = None,
+               config: Mapping[str, str] | None = None) -> bool:
+        """Create ``topic``; False when it already existed."""
+        new = NewTopic(topic, num_partitions=partitions,
+                       replication_factor=replication if replication is not None else -1,
+                       config=dict(config or {}))
+        future = self._admin.create_topics([new], operation_timeout=self._timeout)[topic]
+        try:
+            future.result(timeout=self._timeout)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False
+            raise TopicError(topic, f"creating topic {topic} failed: {exc}") from exc
+        return True
+
+    def delete(self, topic: str) -> None:
+        future = self._admin.delete_topics([topic], operation_timeout=self._timeout)[topic]
+        try:
+            future.result(timeout=self._timeout)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return
+            raise TopicError(topic, f"deleting topic {topic} failed: {exc}") from exc
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        future = self._admin.describe_configs([resource])[resource]
+        try:
+            entries = future.result(timeout=self._timeout)
+        except KafkaException as exc:
+            raise TopicError(topic, f"describing topic {topic} failed: {exc}") from exc
+        return {name: entry.value for name, entry in entries.items() if entry.value is not None}
+
+    def cluster_id(self) -> str | None:
+        try:
+            return self._admin.list_topics(timeout=self._timeout).cluster_id
+        except KafkaException:
+            return None

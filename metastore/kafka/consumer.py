@@ -1,0 +1,75 @@
+"""A read_committed reader of one partition that knows when it has reached the end.
+
+Transaction markers occupy offsets but are never delivered, so "caught up" cannot be judged from
+the last record seen. librdkafka reports a partition EOF carrying the fetch position once it has
+reached the last stable offset; :meth:`PartitionReader.poll` turns records and EOFs into one
+``position`` that only moves forward, and :meth:`end_offset` asks the broker for the LSO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from metastore.kafka.exceptions import KafkaClientError, KafkaUnavailableError
+from metastore.kafka.settings import KafkaSettings
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class PartitionReader:
+    """Reads ``topic``/``partition`` from ``start_offset`` with isolation.level=read_committed."""
+
+    def __init__(self, settings: KafkaSettings, topic: str, partition: int = 0,
+                 start_offset: int = 0, group_id: str = "metastore-reader") -> None:
+        self.topic = topic
+        self.partition = partition
+        self.position = start_offset
+        self._consumer = Consumer(settings.config(
+            group_id=group_id, enable_auto_commit=False, enable_partition_eof=True,
+            isolation_level="read_committed", auto_offset_reset="earliest",
+            fetch_wait_max_ms=50, fetch_error_backoff_ms=50))
+        offset = start_offset if start_offset > 0 else OFFSET_BEGINNING
+        self._consumer.assign([TopicPartition(topic, partition, offset)])
+
+    def poll(self, timeout: float, max_records: int = 500) -> list[Record]:
+        """Records committed after ``position``; an EOF moves ``position`` past trailing markers."""
+        try:
+            messages = self._consumer.consume(max_records, timeout)
+        except KafkaException as exc:
+            raise KafkaClientError(f"consume failed: {exc}", retriable=True) from exc
+        records: list[Record] = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    eof_offset = message.offset()
+                    if eof_offset is not None and eof_offset > self.position:
+                        self.position = eof_offset
+                    continue
+                if error.fatal() or not error.retriable():
+                    raise KafkaClientError(f"consume failed: {error.str()}")
+                continue
+            offset = message.offset()
+            assert offset is not None
+            records.append(Record(offset=offset, key=message.key(), value=message.value()))
+            self.position = offset + 1
+        return records
+
+    def end_offset(self, timeout: float = 10.0) -> int:
+        """The last stable offset: the end of the committed log as a read_committed reader sees it."""
+        try:
+            _low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, self.partition), timeout=timeout, cached=False)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"reading the end offset of {self.topic} failed: {exc}") from exc
+        return int(high)
+
+    def close(self) -> None:
+        self._consumer.close()

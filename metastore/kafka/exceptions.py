@@ -1,0 +1,52 @@
+"""Errors of the Kafka client layer, classified the way the write protocol needs them."""
+
+from __future__ import annotations
+
+from metastore.exceptions import MetastoreError
+
+
+class KafkaClientError(MetastoreError):
+    """A Kafka operation failed; ``retriable`` says whether trying again may help."""
+
+    code = "kafka_error"
+
+    def __init__(self, message: str, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class ProducerFencedError(KafkaClientError):
+    """Another producer with the same transactional.id initialised after this one."""
+
+    code = "producer_fenced"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=True)
+
+
+class TransactionAbortedError(KafkaClientError):
+    """The transaction had to be aborted; nothing of it is visible read_committed."""
+
+    code = "transaction_aborted"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=True)
+
+
+class KafkaUnavailableError(KafkaClientError):
+    """The cluster did not answer in time."""
+
+    code = "kafka_unavailable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retriable=True)
+
+
+class TopicError(KafkaClientError):
+    """A topic is missing or has the wrong shape."""
+
+    code = "topic_error"
+
+    def __init__(self, topic: str, message: str) -> None:
+        super().__init__(message)
+        self.topic = topic

@@ -1,0 +1,102 @@
+"""A transactional producer whose errors are classified for the single-writer protocol.
+
+``init()`` bumps the epoch of the transactional.id and fences every older producer with the same
+id. A producer that is still the newest epoch may run any number of transactions; a fenced one
+raises :class:`ProducerFencedError` and must be closed and replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from metastore.kafka.exceptions import (
+    KafkaClientError,
+    KafkaUnavailableError,
+    ProducerFencedError,
+    TransactionAbortedError,
+)
+from metastore.kafka.settings import KafkaSettings
+
+_FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                           KafkaError.INVALID_PRODUCER_EPOCH,
+                           KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+
+
+def classify(error: KafkaError, action: str) -> KafkaClientError:
+    """The typed error for a librdkafka error raised during ``action``."""
+    text = f"{action} failed: {error.str()}"
+    if error.code() in _FENCED_CODES or (error.fatal() and "fenced" in error.str().lower()):
+        return ProducerFencedError(text)
+    if error.txn_requires_abort():
+        return TransactionAbortedError(text)
+    if error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+                        KafkaError._ALL_BROKERS_DOWN):
+        return KafkaUnavailableError(text)
+    return KafkaClientError(text, retriable=error.retriable() and not error.fatal())
+
+
+class TransactionalProducer:
+    """One transactional.id, one producer instance, transactions run one after another."""
+
+    def __init__(self, settings: KafkaSettings, transactional_id: str,
+                 timeout_ms: int = 10_000) -> None:
+        self.transactional_id = transactional_id
+        self._timeout = timeout_ms / 1000
+        self._producer = Producer(settings.config(
+            transactional_id=transactional_id, enable_idempotence=True, acks="all",
+            linger_ms=0, transaction_timeout_ms=max(timeout_ms * 3, 10_000),
+            message_timeout_ms=timeout_ms))
+        self._delivery_error: KafkaError | None = None
+        self.in_transaction = False
+
+    def _call(self, action: str, fn: Callable[..., object], *args: object) -> None:
+        try:
+            fn(*args)
+        except KafkaException as exc:
+            raise classify(exc.args[0], action) from exc
+
+    def init(self) -> None:
+        self._call("init_transactions", self._producer.init_transactions, self._timeout)
+
+    def begin(self) -> None:
+        self._delivery_error = None
+        self._call("begin_transaction", self._producer.begin_transaction)
+        self.in_transaction = True
+
+    def produce(self, topic: str, key: bytes, value: bytes) -> None:
+        try:
+            self._producer.produce(topic, value=value, key=key, on_delivery=self._on_delivery)
+        except KafkaException as exc:
+            raise classify(exc.args[0], "produce") from exc
+        except BufferError as exc:
+            raise KafkaClientError(f"produce failed: {exc}", retriable=True) from exc
+
+    def _on_delivery(self, error: KafkaError | None, _message: object) -> None:
+        if error is not None and self._delivery_error is None:
+            self._delivery_error = error
+
+    def commit(self) -> None:
+        """Commit; on failure the transaction is aborted (if the producer still can) and raised."""
+        try:
+            self._call("commit_transaction", self._producer.commit_transaction, self._timeout)
+            if self._delivery_error is not None:
+                raise classify(self._delivery_error, "produce")
+        except TransactionAbortedError:
+            self.abort()
+            raise
+        finally:
+            self.in_transaction = False
+
+    def abort(self) -> None:
+        self.in_transaction = False
+        # A fenced or failed producer has nothing left to abort.
+        with contextlib.suppress(KafkaException):
+            self._producer.abort_transaction(self._timeout)
+
+    def close(self) -> None:
+        if self.in_transaction:
+            self.abort()
+        self._producer.flush(0)

@@ -1,0 +1,344 @@
+"""A real Apache Kafka cluster (KRaft, combined broker+controller nodes) on 127.0.0.1.
+
+The launcher formats storage, starts one JVM per node from the jars Maven resolved, waits until
+every broker answers metadata, and records the pids it started in ``cluster.json`` under its root
+directory. ``stop`` signals only those pids, and only while their command line still names this
+root, so it never touches a process it did not start.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from metastore.local import jars
+from metastore.local.exceptions import BrokerStartError
+
+STATE_FILE = "cluster.json"
+_QUIET = logging.getLogger("metastore.local.kafka_cluster.librdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    node_id: int
+    port: int
+    controller_port: int
+    pid: int | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    cluster_id: str
+    nodes: tuple[NodeInfo, ...]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(node.address for node in self.nodes)
+
+    def to_json(self) -> str:
+        return json.dumps({"cluster_id": self.cluster_id,
+                           "nodes": [asdict(node) for node in self.nodes]}, indent=2)
+
+    @staticmethod
+    def from_json(text: str) -> ClusterState:
+        data = json.loads(text)
+        return ClusterState(cluster_id=data["cluster_id"],
+                            nodes=tuple(NodeInfo(**node) for node in data["nodes"]))
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel reports free right now (bound together, so they are distinct)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _pid_alive(pid: int, marker: str) -> bool:
+    """True when ``pid`` runs and its command line contains ``marker`` (so it is ours)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if marker.encode() not in cmdline:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class LocalKafkaCluster:
+    """N combined KRaft nodes under ``root``; transactions and offsets sized for N."""
+
+    def __init__(self, root: Path, brokers: int = 1, ports: Iterable[int] | None = None,
+                 heap: str = "512m") -> None:
+        if brokers not in (1, 3):
+            raise ValueError("a local cluster has 1 or 3 brokers")
+        self.root = root.resolve()
+        self.brokers = brokers
+        self.heap = heap
+        self._ports = list(ports) if ports is not None else None
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path:
+        return self.root / STATE_FILE
+
+    def state(self) -> ClusterState | None:
+        try:
+            return ClusterState.from_json(self.state_path.read_text())
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def running_nodes(self) -> list[NodeInfo]:
+        state = self.state()
+        if state is None:
+            return []
+        return [node for node in state.nodes
+                if node.pid is not None and _pid_alive(node.pid, str(self.root))]
+
+    def is_running(self) -> bool:
+        state = self.state()
+        return state is not None and len(self.running_nodes()) == len(state.nodes)
+
+    # -- start -------------------------------------------------------------------------------
+    def start(self, progress: TextIO | None = sys.stderr, timeout: float = 90.0) -> ClusterState:
+        """Start the cluster (or return it if it already runs) once every broker is ready."""
+        if self.is_running():
+            state = self.state()
+            assert state is not None
+            return state
+        if self.running_nodes():
+            self.stop()
+        classpath = os.pathsep.join(str(jar) for jar in jars.resolve(jars.kafka_broker(), progress))
+        java = jars.require_java()
+        previous = self.state()
+        if previous is not None and len(previous.nodes) == self.brokers:
+            cluster_id, nodes, fresh = previous.cluster_id, previous.nodes, False
+        else:
+            ports = self._ports or free_ports(2 * self.brokers)
+            nodes = tuple(NodeInfo(node_id=i + 1, port=ports[i],
+                                   controller_port=ports[self.brokers + i])
+                          for i in range(self.brokers))
+            cluster_id, fresh = new_cluster_id(), True
+            self.wipe()
+        self.root.mkdir(parents=True, exist_ok=True)
+        log4j = self.root / "log4j2.properties"
+        log4j.write_text(LOG4J2)
+        if progress is not None:
+            verb = "Starting" if fresh else "Restarting"
+            print(f"{verb} {self.brokers} Kafka broker(s) under {self.root}...", file=progress,
+                  flush=True)
+        started: list[NodeInfo] = []
+        for node in nodes:
+            config = self._write_config(node, nodes)
+            if fresh:
+                self._format(java, classpath, cluster_id, config)
+            started.append(self._launch(java, classpath, log4j, node, config))
+        state = ClusterState(cluster_id=cluster_id, nodes=tuple(started))
+        self.state_path.write_text(state.to_json())
+        try:
+            self._wait_ready(state, timeout)
+        except BrokerStartError:
+            self.stop()
+            raise
+        if progress is not None:
+            print(f"Kafka is ready at {state.bootstrap_servers}", file=progress, flush=True)
+        return state
+
+    def wipe(self) -> None:
+        """Delete the cluster's data (it must not be running)."""
+        if self.running_nodes():
+            raise BrokerStartError("refusing to wipe a running cluster; stop it first")
+        for directory in self.root.glob("node-*"):
+            shutil.rmtree(directory, ignore_errors=True)
+        self.state_path.unlink(missing_ok=True)
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.root / f"node-{node_id}"
+
+    def _write_config(self, node: NodeInfo, nodes: tuple[NodeInfo, ...]) -> Path:
+        replication = len(nodes)
+        min_isr = 2 if replication >= 3 else 1
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in nodes)
+        directory = self.node_dir(node.node_id)
+        (directory / "data").mkdir(parents=True, exist_ok=True)
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(directory / "data"),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": str(replication),
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": str(replication),
+            "transaction.state.log.min.isr": str(min_isr),
+            "transaction.state.log.num.partitions": "10",
+            "share.coordinator.state.topic.replication.factor": str(replication),
+            "share.coordinator.state.topic.min.isr": str(min_isr),
+            "default.replication.factor": str(replication),
+            "min.insync.replicas": str(min_isr),
+            "unclean.leader.election.enable": "false",
+            "group.initial.rebalance.delay.ms": "0",
+            "log.flush.interval.messages": str(2**62),
+        }
+        config = directory / "server.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        return config
+
+    def _format(self, java: str, classpath: str, cluster_id: str, config: Path) -> None:
+        result = subprocess.run(
+            [java, "-cp", classpath, f"-Dlog4j2.configurationFile={self.root}/log4j2.properties",
+             "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+            capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BrokerStartError(f"Formatting KRaft storage failed ({config}):\n"
+                                   f"{(result.stdout + result.stderr).strip()[-2000:]}")
+
+    def _launch(self, java: str, classpath: str, log4j: Path, node: NodeInfo,
+                config: Path) -> NodeInfo:
+        log_path = self.node_dir(node.node_id) / "broker.log"
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [java, f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC",
+                 "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j}",
+                 f"-Dkafka.logs.dir={self.node_dir(node.node_id)}",
+                 "-cp", classpath, "kafka.Kafka", str(config)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        return NodeInfo(node.node_id, node.port, node.controller_port, process.pid)
+
+    def _wait_ready(self, state: ClusterState, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        config: dict[str, Any] = {"bootstrap.servers": state.bootstrap_servers,
+                                  "socket.connection.setup.timeout.ms": 2000, "logger": _QUIET}
+        admin = AdminClient(config)
+        deadline = time.monotonic() + timeout
+        while True:
+            dead = [n for n in state.nodes if n.pid is None or not _pid_alive(n.pid, str(self.root))]
+            if dead:
+                tail = self._log_tail(dead[0].node_id)
+                raise BrokerStartError(f"Kafka node {dead[0].node_id} exited during start-up:\n{tail}")
+            try:
+                if not all(_accepts(node.port) for node in state.nodes):
+                    raise ConnectionRefusedError
+                metadata = admin.list_topics(timeout=2)
+                if len(metadata.brokers) == len(state.nodes):
+                    return
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise BrokerStartError(f"Kafka did not become ready within {timeout:.0f}s; "
+                                       f"see {self.root}/node-*/broker.log")
+            time.sleep(0.25)
+
+    def _log_tail(self, node_id: int, lines: int = 30) -> str:
+        try:
+            text = (self.node_dir(node_id) / "broker.log").read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- stop / faults -----------------------------------------------------------------------
+    def stop(self, timeout: float = 20.0) -> int:
+        """Stop every node this launcher started; returns how many were running."""
+        nodes = self.running_nodes()
+        for node in nodes:
+            assert node.pid is not None
+            _signal(node.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(
+                n.pid is not None and _pid_alive(n.pid, str(self.root)) for n in nodes):
+            time.sleep(0.1)
+        for node in nodes:
+            if node.pid is not None and _pid_alive(node.pid, str(self.root)):
+                _signal(node.pid, signal.SIGKILL)
+        for node in nodes:
+            if node.pid is not None:
+                _reap(node.pid)
+        return len(nodes)
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one node (a broker failure); ``restart_node`` brings it back."""
+        for node in self.running_nodes():
+            if node.node_id == node_id and node.pid is not None:
+                _signal(node.pid, signal.SIGKILL)
+                _reap(node.pid)
+
+    def restart_node(self, node_id: int) -> None:
+        state = self.state()
+        if state is None:
+            raise BrokerStartError("no cluster state to restart a node from")
+        classpath = os.pathsep.join(str(jar) for jar in jars.resolve(jars.kafka_broker(), None))
+        node = next(n for n in state.nodes if n.node_id == node_id)
+        restarted = self._launch(jars.require_java(), classpath, self.root / "log4j2.properties",
+                                 node, self.node_dir(node_id) / "server.properties")
+        nodes = tuple(restarted if n.node_id == node_id else n for n in state.nodes)
+        self.state_path.write_text(ClusterState(state.cluster_id, nodes).to_json())
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _reap(pid: int) -> None:
+    """Collect a child's exit status when it is ours (no zombie left behind)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
