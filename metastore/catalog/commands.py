@@ -1,0 +1,211 @@
+"""Resolved commands: what a validated statement does to the catalog, and their JSON form.
+
+A command carries everything ``apply`` needs (names, columns and types, topic, formats, derived
+schemas), so replay never re-reads Kafka, the clock or the statement's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.sql.parser import parse_type
+from metastore.sql.statements import ColumnRole, SourceKind
+from metastore.sql.types import SqlType
+
+
+@dataclass(frozen=True)
+class Command:
+    @property
+    def command_id(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class CreateSourceCommand(Command):
+    source: DataSource
+    replace: bool = False
+
+    @property
+    def command_id(self) -> str:
+        return f"{self.source.kind.label}/{self.source.name}/create"
+
+
+@dataclass(frozen=True)
+class CreateAsSelectCommand(Command):
+    """CSAS / CTAS: the sink source and the persistent query that fills it (id from the offset)."""
+
+    source: DataSource
+    query_kind: str
+    query_sources: tuple[str, ...]
+    query_sql: str
+    replace: bool = False
+
+    @property
+    def command_id(self) -> str:
+        return f"{self.source.kind.label}/{self.source.name}/create"
+
+
+@dataclass(frozen=True)
+class InsertQueryCommand(Command):
+    sink: str
+    query_sources: tuple[str, ...]
+    query_sql: str
+
+    @property
+    def command_id(self) -> str:
+        return f"insert/{self.sink}/create"
+
+
+@dataclass(frozen=True)
+class DropSourceCommand(Command):
+    kind: SourceKind
+    name: str
+    delete_topic: bool = False
+
+    @property
+    def command_id(self) -> str:
+        return f"{self.kind.label}/{self.name}/drop"
+
+
+@dataclass(frozen=True)
+class TerminateCommand(Command):
+    query_ids: tuple[str, ...]
+
+    @property
+    def command_id(self) -> str:
+        return f"terminate/{','.join(self.query_ids) or 'ALL'}/execute"
+
+
+@dataclass(frozen=True)
+class AlterSourceCommand(Command):
+    kind: SourceKind
+    name: str
+    columns: tuple[Column, ...]
+    statement: str
+
+    @property
+    def command_id(self) -> str:
+        return f"{self.kind.label}/{self.name}/alter"
+
+
+@dataclass(frozen=True)
+class CreateTypeCommand(Command):
+    name: str
+    type: SqlType
+
+    @property
+    def command_id(self) -> str:
+        return f"type/{self.name}/create"
+
+
+@dataclass(frozen=True)
+class DropTypeCommand(Command):
+    name: str
+
+    @property
+    def command_id(self) -> str:
+        return f"type/{self.name}/drop"
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+class CommandDecodeError(ValueError):
+    pass
+
+
+def _column_json(column: Column) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": column.name, "type": column.type.sql(), "role": column.role.value}
+    if column.header_key is not None:
+        data["headerKey"] = column.header_key
+    return data
+
+
+def _column(data: dict[str, Any]) -> Column:
+    return Column(name=data["name"], type=parse_type(data["type"]), role=ColumnRole(data["role"]),
+                  header_key=data.get("headerKey"))
+
+
+def _source_json(source: DataSource) -> dict[str, Any]:
+    return {
+        "name": source.name, "kind": source.kind.value,
+        "columns": [_column_json(c) for c in source.columns],
+        "topic": source.topic, "keyFormat": source.key_format, "valueFormat": source.value_format,
+        "partitions": source.partitions, "statement": source.statement,
+        "isSource": source.is_source,
+        "window": None if source.window is None else {"kind": source.window.kind,
+                                                      "sizeMs": source.window.size_ms},
+        "timestampColumn": source.timestamp_column,
+        "properties": dict(source.properties),
+    }
+
+
+def _source(data: dict[str, Any]) -> DataSource:
+    window = data.get("window")
+    return DataSource(
+        name=data["name"], kind=SourceKind(data["kind"]),
+        columns=tuple(_column(c) for c in data["columns"]), topic=data["topic"],
+        key_format=data["keyFormat"], value_format=data["valueFormat"],
+        partitions=data.get("partitions"), statement=data["statement"],
+        is_source=bool(data.get("isSource", False)),
+        window=None if window is None else WindowInfo(window["kind"], window.get("sizeMs")),
+        timestamp_column=data.get("timestampColumn"),
+        properties=tuple(sorted((str(k), str(v)) for k, v in data.get("properties", {}).items())),
+    )
+
+
+def to_json(command: Command) -> dict[str, Any]:
+    if isinstance(command, CreateSourceCommand):
+        return {"type": "createSource", "source": _source_json(command.source),
+                "replace": command.replace}
+    if isinstance(command, CreateAsSelectCommand):
+        return {"type": "createAsSelect", "source": _source_json(command.source),
+                "queryKind": command.query_kind, "querySources": list(command.query_sources),
+                "querySql": command.query_sql, "replace": command.replace}
+    if isinstance(command, InsertQueryCommand):
+        return {"type": "insertQuery", "sink": command.sink,
+                "querySources": list(command.query_sources), "querySql": command.query_sql}
+    if isinstance(command, DropSourceCommand):
+        return {"type": "dropSource", "kind": command.kind.value, "name": command.name,
+                "deleteTopic": command.delete_topic}
+    if isinstance(command, TerminateCommand):
+        return {"type": "terminate", "queryIds": list(command.query_ids)}
+    if isinstance(command, AlterSourceCommand):
+        return {"type": "alterSource", "kind": command.kind.value, "name": command.name,
+                "columns": [_column_json(c) for c in command.columns],
+                "statement": command.statement}
+    if isinstance(command, CreateTypeCommand):
+        return {"type": "createType", "name": command.name, "sqlType": command.type.sql()}
+    if isinstance(command, DropTypeCommand):
+        return {"type": "dropType", "name": command.name}
+    raise TypeError(f"not a command: {command!r}")
+
+
+def from_json(data: dict[str, Any]) -> Command:
+    try:
+        kind = data["type"]
+        if kind == "createSource":
+            return CreateSourceCommand(_source(data["source"]), bool(data.get("replace", False)))
+        if kind == "createAsSelect":
+            return CreateAsSelectCommand(_source(data["source"]), data["queryKind"],
+                                         tuple(data["querySources"]), data["querySql"],
+                                         bool(data.get("replace", False)))
+        if kind == "insertQuery":
+            return InsertQueryCommand(data["sink"], tuple(data["querySources"]), data["querySql"])
+        if kind == "dropSource":
+            return DropSourceCommand(SourceKind(data["kind"]), data["name"],
+                                     bool(data.get("deleteTopic", False)))
+        if kind == "terminate":
+            return TerminateCommand(tuple(data["queryIds"]))
+        if kind == "alterSource":
+            return AlterSourceCommand(SourceKind(data["kind"]), data["name"],
+                                      tuple(_column(c) for c in data["columns"]), data["statement"])
+        if kind == "createType":
+            return CreateTypeCommand(data["name"], parse_type(data["sqlType"]))
+        if kind == "dropType":
+            return DropTypeCommand(data["name"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise CommandDecodeError(f"malformed command: {error}") from error
+    except Exception as error:  # a ParseError of a stored type is corruption, too
+        raise CommandDecodeError(f"malformed command: {error}") from error
+    raise CommandDecodeError(f"unknown command type: {data.get('type')!r}")

@@ -1,0 +1,188 @@
+"""The catalog image: an immutable value, changed only through a delta, with provenance.
+
+Modelled on KRaft's MetadataImage / MetadataDelta: :class:`Delta` collects the effect of one or
+more records on top of an image (copying each map at most once), and :meth:`Delta.apply` returns
+the next image. ``apply(image, record, offset)`` is the pure, total function replay is made of: it
+reads nothing but its arguments. Query ids derive from the record's offset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from metastore.catalog import commands as cmd
+from metastore.catalog.model import DataSource, PersistentQuery, RequestOutcome
+
+if TYPE_CHECKING:
+    from metastore.log.record import CommandRecord
+
+REQUEST_WINDOW = 10_000
+"""How many distinct request ids the image remembers for idempotent retries (oldest evicted)."""
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Image:
+    sources: Mapping[str, DataSource] = field(default_factory=lambda: _EMPTY)
+    types: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    queries: Mapping[str, PersistentQuery] = field(default_factory=lambda: _EMPTY)
+    requests: Mapping[str, RequestOutcome] = field(default_factory=lambda: _EMPTY)
+    offset: int = -1
+    """Provenance: the offset of the last record applied (-1 for the empty image)."""
+
+    def source(self, name: str) -> DataSource | None:
+        return self.sources.get(name)
+
+    def queries_reading(self, name: str) -> list[PersistentQuery]:
+        return sorted((q for q in self.queries.values() if name in q.sources),
+                      key=lambda q: q.query_id)
+
+    def queries_writing(self, name: str) -> list[PersistentQuery]:
+        return sorted((q for q in self.queries.values() if q.sink == name),
+                      key=lambda q: q.query_id)
+
+    def canonical(self) -> dict[str, Any]:
+        """Everything the image holds, in a canonical order (provenance excluded)."""
+        return {
+            "sources": [cmd.to_json(cmd.CreateSourceCommand(self.sources[n]))["source"]
+                        | {"queryId": self.sources[n].query_id} for n in sorted(self.sources)],
+            "types": [[n, self.types[n].sql()] for n in sorted(self.types)],
+            "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
+                        for q in (self.queries[i] for i in sorted(self.queries))],
+            "requests": [[r, list(o.offsets), list(o.command_ids)]
+                         for r, o in sorted(self.requests.items())],
+        }
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """SHA-256 of the canonical encoding: equal images, equal fingerprints, on every node."""
+        encoded = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+EMPTY_IMAGE = Image()
+
+
+class Delta:
+    """Changes on top of ``base``; ``apply()`` freezes them into the next image."""
+
+    def __init__(self, base: Image) -> None:
+        self.base = base
+        self._sources: dict[str, DataSource] | None = None
+        self._types: dict[str, Any] | None = None
+        self._queries: dict[str, PersistentQuery] | None = None
+        self._requests: dict[str, RequestOutcome] | None = None
+        self.offset = base.offset
+
+    # copy-on-write views
+    @property
+    def sources(self) -> dict[str, DataSource]:
+        if self._sources is None:
+            self._sources = dict(self.base.sources)
+        return self._sources
+
+    @property
+    def types(self) -> dict[str, Any]:
+        if self._types is None:
+            self._types = dict(self.base.types)
+        return self._types
+
+    @property
+    def queries(self) -> dict[str, PersistentQuery]:
+        if self._queries is None:
+            self._queries = dict(self.base.queries)
+        return self._queries
+
+    @property
+    def requests(self) -> dict[str, RequestOutcome]:
+        if self._requests is None:
+            self._requests = dict(self.base.requests)
+        return self._requests
+
+    def apply(self) -> Image:
+        def frozen(changed: dict[str, Any] | None, original: Mapping[str, Any]) -> Mapping[str, Any]:
+            return original if changed is None else MappingProxyType(changed)
+
+        return Image(sources=frozen(self._sources, self.base.sources),
+                     types=frozen(self._types, self.base.types),
+                     queries=frozen(self._queries, self.base.queries),
+                     requests=frozen(self._requests, self.base.requests),
+                     offset=self.offset)
+
+    # -- replay ------------------------------------------------------------------------------
+    def replay(self, record: CommandRecord, offset: int) -> None:
+        """Apply one validated record found at ``offset``."""
+        self.execute(record.command, offset)
+        if record.request_id:
+            self._remember(record.request_id, offset, record.command_id)
+        self.offset = offset
+
+    def advance(self, offset: int) -> None:
+        """Move provenance past offsets that hold no command (transaction markers)."""
+        self.offset = max(self.offset, offset)
+
+    def _remember(self, request_id: str, offset: int, command_id: str) -> None:
+        requests = self.requests
+        previous = requests.pop(request_id, None)
+        if previous is None:
+            requests[request_id] = RequestOutcome((offset,), (command_id,))
+            while len(requests) > REQUEST_WINDOW:
+                del requests[next(iter(requests))]
+        else:
+            requests[request_id] = RequestOutcome((*previous.offsets, offset),
+                                                  (*previous.command_ids, command_id))
+
+    def execute(self, command: cmd.Command, offset: int) -> None:
+        """The effect of one command; total for every command validation accepted."""
+        if isinstance(command, cmd.CreateSourceCommand):
+            self.sources[command.source.name] = command.source
+        elif isinstance(command, cmd.CreateAsSelectCommand):
+            self._create_as_select(command, offset)
+        elif isinstance(command, cmd.InsertQueryCommand):
+            query_id = f"INSERTQUERY_{offset}"
+            self.queries[query_id] = PersistentQuery(query_id, "INSERT", command.sink,
+                                                     command.query_sources, command.query_sql,
+                                                     offset)
+        elif isinstance(command, cmd.DropSourceCommand):
+            self.sources.pop(command.name, None)
+            for query_id in [q.query_id for q in self.queries.values() if q.sink == command.name]:
+                del self.queries[query_id]
+        elif isinstance(command, cmd.TerminateCommand):
+            for query_id in command.query_ids:
+                self.queries.pop(query_id, None)
+        elif isinstance(command, cmd.AlterSourceCommand):
+            existing = self.sources.get(command.name)
+            if existing is not None:
+                self.sources[command.name] = replace(
+                    existing, columns=existing.columns + command.columns,
+                    statement=existing.statement)
+        elif isinstance(command, cmd.CreateTypeCommand):
+            self.types[command.name] = command.type
+        elif isinstance(command, cmd.DropTypeCommand):
+            self.types.pop(command.name, None)
+        else:
+            raise TypeError(f"unknown command {command!r}")
+
+    def _create_as_select(self, command: cmd.CreateAsSelectCommand, offset: int) -> None:
+        existing = self.sources.get(command.source.name)
+        query_id = (existing.query_id if command.replace and existing is not None
+                    and existing.query_id else f"{command.query_kind}_{command.source.name}_{offset}")
+        self.sources[command.source.name] = replace(command.source, query_id=query_id)
+        previous = self.queries.get(query_id)
+        self.queries[query_id] = PersistentQuery(
+            query_id, command.query_kind, command.source.name, command.query_sources,
+            command.query_sql, previous.offset if previous else offset)
+
+
+def apply(image: Image, record: CommandRecord, offset: int) -> Image:
+    """The image after ``record`` at ``offset``: pure, deterministic, total for validated records."""
+    delta = Delta(image)
+    delta.replay(record, offset)
+    return delta.apply()

@@ -1,0 +1,1 @@
+"""The command log: record format, topic, reader (replay) and writer (single-writer protocol)."""

@@ -1,0 +1,83 @@
+"""The command record: key ``<kind>/<NAME>/<action>``, value versioned JSON.
+
+The value carries the statement text, the resolved command, the request id, the origin node and
+the submitter. A value with a newer ``version`` is :class:`IncompatibleRecordError`; one that
+cannot be decoded is :class:`CorruptRecordError`. Neither is ever skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from metastore.catalog import commands as cmd
+from metastore.exceptions import MetastoreError
+
+RECORD_VERSION = 1
+
+
+class RecordError(MetastoreError):
+    code = "record_error"
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class IncompatibleRecordError(RecordError):
+    code = "incompatible_record"
+
+
+class CorruptRecordError(RecordError):
+    code = "corrupt_record"
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    command: cmd.Command
+    statement: str
+    request_id: str
+    origin_node: str = ""
+    submitter: str = ""
+    version: int = RECORD_VERSION
+
+    @property
+    def command_id(self) -> str:
+        return self.command.command_id
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "commandId": self.command_id,
+                "statement": self.statement, "command": cmd.to_json(self.command),
+                "requestId": self.request_id, "originNode": self.origin_node,
+                "submitter": self.submitter}
+
+    def encode(self) -> tuple[bytes, bytes]:
+        value = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return self.command_id.encode(), value.encode()
+
+
+def decode(value: bytes | None, offset: int | None = None) -> CommandRecord:
+    if value is None:
+        raise CorruptRecordError("a command record has no value", offset)
+    try:
+        data = json.loads(value)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CorruptRecordError(f"undecodable command record: {error}", offset) from error
+    if not isinstance(data, dict):
+        raise CorruptRecordError("a command record is not a JSON object", offset)
+    version = data.get("version")
+    if not isinstance(version, int):
+        raise CorruptRecordError("a command record has no integer version", offset)
+    if version > RECORD_VERSION:
+        raise IncompatibleRecordError(
+            f"command record version {version} is newer than this node understands "
+            f"({RECORD_VERSION}); upgrade the node", offset)
+    try:
+        command = cmd.from_json(data["command"])
+        return CommandRecord(command=command, statement=str(data.get("statement", "")),
+                             request_id=str(data.get("requestId", "")),
+                             origin_node=str(data.get("originNode", "")),
+                             submitter=str(data.get("submitter", "")), version=version)
+    except (KeyError, TypeError, cmd.CommandDecodeError) as error:
+        raise CorruptRecordError(f"undecodable command record: {error}", offset) from error

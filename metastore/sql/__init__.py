@@ -1,0 +1,1 @@
+"""The ksqlDB language: types, statements, and a parser built as a custom sqlglot dialect."""

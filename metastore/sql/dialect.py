@@ -1,0 +1,553 @@
+"""ksqlDB as a sqlglot dialect: a tokenizer with backtick identifiers and a statement parser.
+
+DDL (CREATE STREAM/TABLE/TYPE, DROP, ALTER, TERMINATE, SHOW, DESCRIBE, INSERT, SET) is parsed here
+into :mod:`metastore.sql.statements`; the SELECT of persistent and transient queries is parsed by
+sqlglot's own SELECT machinery, extended with ksqlDB's WINDOW, WITHIN, PARTITION BY and EMIT
+clauses. Nothing falls back to sqlglot's opaque ``Command``: what is not understood is a
+:class:`~metastore.sql.exceptions.ParseError` with the line and column of the offending token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from sqlglot import Token, TokenType, exp, parser, tokens
+from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
+from sqlglot.errors import ErrorLevel
+from sqlglot.errors import ParseError as SqlglotParseError
+
+from metastore.sql import statements as st
+from metastore.sql import types as ty
+from metastore.sql.durations import DurationError, parse_duration_ms
+from metastore.sql.exceptions import ParseError
+
+T = TypeVar("T")
+
+WORD_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+TYPE_PARAMETER_EXPECTATION = "Expecting {'STRING', INTEGER_VALUE}"
+
+
+class KsqlTokenizer(tokens.Tokenizer):
+    IDENTIFIERS: ClassVar[list[str | tuple[str, str]]] = ["`"]
+    QUOTES: ClassVar[list[tuple[str, str] | str]] = ["'"]
+    STRING_ESCAPES: ClassVar[list[str]] = ["'"]
+    COMMENTS: ClassVar[list[str | tuple[str, str]]] = ["--", ("/*", "*/")]
+
+
+class KsqlParser(parser.Parser):
+    """sqlglot's parser, plus ksqlDB statements and SELECT clauses."""
+
+    QUERY_MODIFIER_PARSERS: ClassVar = {
+        **parser.Parser.QUERY_MODIFIER_PARSERS,
+        TokenType.PARTITION_BY: lambda self: (
+            "ksql_partition_by", self._parse_partition_by_clause()),
+        TokenType.WINDOW: lambda self: ("ksql_window", self._parse_ksql_window()),
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(error_level=ErrorLevel.IMMEDIATE, **kwargs)
+        self._window: st.WindowSpec | None = None
+
+    # -- driver --------------------------------------------------------------------------------
+    def parse_ksql(self, chunk: list[Token], sql: str) -> st.Statement:
+        """Parse one statement's tokens (without the semicolon) from the full ``sql`` text."""
+        self.reset()
+        self.sql = sql
+        self._tokens = chunk
+        self._tokens_size = len(chunk)
+        self._index = -1
+        self._advance()
+        self._window = None
+        start = chunk[0]
+        try:
+            statement = self._statement(start)
+        except SqlglotParseError as error:
+            raise self._convert(error) from error
+        if self._curr:
+            self._fail(f"Unexpected '{self._curr.text}' after the end of the statement", self._curr)
+        return statement
+
+    def parse_type(self, chunk: list[Token], sql: str) -> ty.SqlType:
+        self.reset()
+        self.sql = sql
+        self._tokens = chunk
+        self._tokens_size = len(chunk)
+        self._index = -1
+        self._advance()
+        parsed = self._type()
+        if self._curr:
+            self._fail(f"Unexpected '{self._curr.text}' after the type", self._curr)
+        return parsed
+
+    def _convert(self, error: SqlglotParseError) -> ParseError:
+        detail = error.errors[0] if error.errors else {}
+        token = self._curr or self._prev
+        line, column = self._position(token) if token else (1, 1)
+        return ParseError(str(detail.get("description") or error), line, column)
+
+    def _position(self, token: Token) -> tuple[int, int]:
+        line_start = self.sql.rfind("\n", 0, token.start) + 1
+        return token.line, token.start - line_start + 1
+
+    def _fail(self, description: str, token: Token | None = None) -> Any:
+        token = token or self._curr or self._prev
+        line, column = self._position(token) if token else (1, 1)
+        raise ParseError(description, line, column)
+
+    def _expect_text(self, *words: str) -> None:
+        for word in words:
+            if not self._match_text_seq(word):
+                found = f"'{self._curr.text}'" if self._curr else "end of statement"
+                self._fail(f"Expecting {word}, found {found}")
+
+    def _expect(self, token_type: TokenType, what: str) -> Token:
+        if not self._match(token_type):
+            found = f"'{self._curr.text}'" if self._curr else "end of statement"
+            self._fail(f"Expecting {what}, found {found}")
+        return self._prev
+
+    def _text(self, start: Token) -> str:
+        end = self._tokens[self._tokens_size - 1]
+        return self.sql[start.start:end.end + 1]
+
+    # -- statements ----------------------------------------------------------------------------
+    def _statement(self, start: Token) -> st.Statement:
+        word = start.text.upper()
+        handler = self._HANDLERS.get(word)
+        if handler is None:
+            self._fail(f"Unknown statement '{start.text}'", start)
+        self._advance()
+        assert handler is not None
+        return handler(self, start)
+
+    def _where(self, start: Token) -> st.Location:
+        line, column = self._position(start)
+        return st.Location(line, column)
+
+    def _create(self, start: Token) -> st.Statement:
+        or_replace = self._match_text_seq("OR", "REPLACE")
+        is_source = self._match_text_seq("SOURCE")
+        if self._match_text_seq("TYPE"):
+            if or_replace or is_source:
+                self._fail("CREATE TYPE takes neither OR REPLACE nor SOURCE", self._prev)
+            if_not_exists = self._match_text_seq("IF", "NOT", "EXISTS")
+            name = self._identifier("a type name")
+            self._expect_text("AS")
+            return st.CreateType(self._text(start), self._where(start), name, self._type(),
+                                 if_not_exists)
+        kind = self._source_kind()
+        if_not_exists = self._match_text_seq("IF", "NOT", "EXISTS")
+        name = self._identifier(f"a {kind.label} name")
+        columns: tuple[st.ColumnDef, ...] = ()
+        if self._match(TokenType.L_PAREN):
+            columns = tuple(self._csv(self._column_def))
+            self._expect(TokenType.R_PAREN, "')'")
+        properties = self._with_properties()
+        if self._match(TokenType.ALIAS):
+            if columns:
+                self._fail("A CREATE ... AS SELECT statement cannot declare columns", self._prev)
+            if is_source:
+                self._fail("SOURCE is not supported with CREATE ... AS SELECT", self._prev)
+            query = self._query()
+            return st.CreateAsSelect(self._text(start), self._where(start), kind, name, query,
+                                     properties, or_replace, if_not_exists)
+        return st.CreateSource(self._text(start), self._where(start), kind, name, columns,
+                               properties, or_replace, if_not_exists, is_source)
+
+    def _source_kind(self) -> st.SourceKind:
+        if self._match_text_seq("STREAM"):
+            return st.SourceKind.STREAM
+        if self._match_text_seq("TABLE"):
+            return st.SourceKind.TABLE
+        found = f"'{self._curr.text}'" if self._curr else "end of statement"
+        return self._fail(f"Expecting STREAM or TABLE, found {found}")  # type: ignore[no-any-return]
+
+    def _drop(self, start: Token) -> st.Statement:
+        if self._match_text_seq("TYPE"):
+            if_exists = self._match_text_seq("IF", "EXISTS")
+            return st.DropType(self._text(start), self._where(start),
+                               self._identifier("a type name"), if_exists)
+        kind = self._source_kind()
+        if_exists = self._match_text_seq("IF", "EXISTS")
+        name = self._identifier(f"a {kind.label} name")
+        delete_topic = self._match_text_seq("DELETE", "TOPIC")
+        return st.DropSource(self._text(start), self._where(start), kind, name, if_exists,
+                             delete_topic)
+
+    def _terminate(self, start: Token) -> st.Statement:
+        if self._match_text_seq("ALL"):
+            return st.Terminate(self._text(start), self._where(start), None)
+        return st.Terminate(self._text(start), self._where(start),
+                            self._identifier("a query id").upper())
+
+    def _alter(self, start: Token) -> st.Statement:
+        kind = self._source_kind()
+        name = self._identifier(f"a {kind.label} name")
+        columns: list[st.ColumnDef] = []
+        while True:
+            self._expect_text("ADD")
+            self._match(TokenType.COLUMN)
+            column_name = self._identifier("a column name")
+            columns.append(st.ColumnDef(column_name, self._type()))
+            if not self._match(TokenType.COMMA):
+                break
+        return st.AlterSource(self._text(start), self._where(start), kind, name, tuple(columns))
+
+    LISTABLE: ClassVar[frozenset[str]] = frozenset(
+        {"STREAMS", "TABLES", "QUERIES", "TOPICS", "TYPES", "PROPERTIES", "FUNCTIONS", "VARIABLES"})
+
+    def _list(self, start: Token) -> st.Statement:
+        self._match_text_seq("ALL")
+        if not self._curr or self._curr.text.upper() not in self.LISTABLE:
+            found = f"'{self._curr.text}'" if self._curr else "end of statement"
+            self._fail(f"Expecting one of {', '.join(sorted(self.LISTABLE))}, found {found}")
+        what = self._curr.text.upper()
+        self._advance()
+        extended = self._match_text_seq("EXTENDED")
+        return st.ListObjects(self._text(start), self._where(start), what, extended)
+
+    def _describe(self, start: Token) -> st.Statement:
+        if self._curr and self._curr.text.upper() in ("STREAMS", "TABLES") and (
+                not self._next or self._next.text.upper() == "EXTENDED"):
+            what = self._curr.text.upper()
+            self._advance()
+            extended = self._match_text_seq("EXTENDED")
+            return st.ListObjects(self._text(start), self._where(start), what, extended)
+        if self._curr and self._curr.text.upper() == "FUNCTION":
+            self._fail("DESCRIBE FUNCTION is not supported", self._curr)
+        name = self._identifier("a source name")
+        extended = self._match_text_seq("EXTENDED")
+        return st.Describe(self._text(start), self._where(start), name, extended)
+
+    def _insert(self, start: Token) -> st.Statement:
+        self._expect(TokenType.INTO, "INTO")
+        target = self._identifier("a stream or table name")
+        if (self._curr and self._curr.token_type == TokenType.L_PAREN) or (
+                self._curr and self._curr.token_type == TokenType.VALUES):
+            columns: list[str] = []
+            if self._match(TokenType.L_PAREN):
+                columns = self._csv(lambda: self._identifier("a column name"))
+                self._expect(TokenType.R_PAREN, "')'")
+            self._expect(TokenType.VALUES, "VALUES")
+            self._expect(TokenType.L_PAREN, "'('")
+            values = self._csv(self._value_expression)
+            self._expect(TokenType.R_PAREN, "')'")
+            return st.InsertValues(self._text(start), self._where(start), target,
+                                   tuple(columns), tuple(values))
+        properties = self._with_properties()
+        return st.InsertInto(self._text(start), self._where(start), target, self._query(),
+                             properties)
+
+    def _value_expression(self) -> exp.Expr:
+        value = self._parse_assignment()
+        if value is None:
+            self._fail("Expecting a value")
+        assert value is not None
+        return value
+
+    def _select_statement(self, start: Token) -> st.Statement:
+        self._retreat(self._index - 1)
+        return st.SelectStatement(self._text(start), self._where(start), self._query())
+
+    def _set(self, start: Token) -> st.Statement:
+        name = self._string_literal("a property name")
+        self._expect(TokenType.EQ, "'='")
+        return st.SetProperty(self._text(start), self._where(start), name,
+                              self._string_literal("a property value"))
+
+    def _unset(self, start: Token) -> st.Statement:
+        return st.SetProperty(self._text(start), self._where(start),
+                              self._string_literal("a property name"), None)
+
+    _HANDLERS: ClassVar[dict[str, Callable[[KsqlParser, Token], st.Statement]]] = {
+        "CREATE": _create, "DROP": _drop, "TERMINATE": _terminate, "ALTER": _alter,
+        "SHOW": _list, "LIST": _list, "DESCRIBE": _describe, "INSERT": _insert,
+        "SELECT": _select_statement, "SET": _set, "UNSET": _unset,
+    }
+
+    # -- pieces --------------------------------------------------------------------------------
+    def _csv(self, item: Callable[[], T]) -> list[T]:
+        items = [item()]
+        while self._match(TokenType.COMMA):
+            items.append(item())
+        return items
+
+    def _identifier(self, what: str) -> str:
+        token = self._curr
+        if not token:
+            return self._fail(f"Expecting {what}, found end of statement")  # type: ignore[no-any-return]
+        if token.token_type == TokenType.IDENTIFIER:
+            self._advance()
+            return token.text
+        if token.token_type in WORD_TOKENS or (
+                token.text.replace("_", "").isalnum() and not token.text[0].isdigit()
+                and token.token_type not in self._RESERVED):
+            self._advance()
+            return token.text.upper()
+        return self._fail(f"Expecting {what}, found '{token.text}'")  # type: ignore[no-any-return]
+
+    _RESERVED: ClassVar[frozenset[TokenType]] = frozenset({
+        TokenType.NULL, TokenType.TRUE, TokenType.FALSE, TokenType.SELECT, TokenType.FROM,
+        TokenType.WHERE, TokenType.ALIAS, TokenType.WITH, TokenType.L_PAREN, TokenType.R_PAREN,
+        TokenType.COMMA, TokenType.STRING, TokenType.NUMBER})
+
+    def _string_literal(self, what: str) -> str:
+        if not self._match(TokenType.STRING):
+            found = f"'{self._curr.text}'" if self._curr else "end of statement"
+            self._fail(f"Expecting {what} in single quotes, found {found}")
+        return self._prev.text
+
+    def _column_def(self) -> st.ColumnDef:
+        name = self._identifier("a column name")
+        column_type = self._type()
+        if self._match(TokenType.PRIMARY_KEY) or self._match_text_seq("PRIMARY", "KEY"):
+            return st.ColumnDef(name, column_type, st.ColumnRole.PRIMARY_KEY)
+        if self._match_text_seq("KEY"):
+            return st.ColumnDef(name, column_type, st.ColumnRole.KEY)
+        if self._match_text_seq("HEADERS"):
+            return st.ColumnDef(name, column_type, st.ColumnRole.HEADERS)
+        if self._match_text_seq("HEADER"):
+            self._expect(TokenType.L_PAREN, "'('")
+            header_key = self._string_literal("a header key")
+            self._expect(TokenType.R_PAREN, "')'")
+            return st.ColumnDef(name, column_type, st.ColumnRole.HEADER, header_key)
+        return st.ColumnDef(name, column_type)
+
+    def _type(self) -> ty.SqlType:
+        token = self._curr
+        if not token:
+            return self._fail("Expecting a type, found end of statement")  # type: ignore[no-any-return]
+        word = token.text.upper()
+        if token.token_type == TokenType.IDENTIFIER:
+            self._advance()
+            return ty.TypeRef(token.text)
+        if word == "ARRAY" and self._next and self._next.token_type == TokenType.LT:
+            self._advance(2)
+            element = self._type()
+            self._expect(TokenType.GT, "'>'")
+            return ty.ArrayType(element)
+        if word == "MAP" and self._next and self._next.token_type == TokenType.LT:
+            self._advance(2)
+            key = self._type()
+            self._expect(TokenType.COMMA, "','")
+            value = self._type()
+            self._expect(TokenType.GT, "'>'")
+            return ty.MapType(key, value)
+        if word == "STRUCT" and self._next and self._next.token_type in (TokenType.LT,
+                                                                          TokenType.NEQ):
+            self._advance(2)
+            if self._prev.token_type == TokenType.NEQ:
+                return ty.StructType(())
+            fields: list[tuple[str, ty.SqlType]] = []
+            if not self._match(TokenType.GT):
+                while True:
+                    field_name = self._identifier("a field name")
+                    fields.append((field_name, self._type()))
+                    if not self._match(TokenType.COMMA):
+                        break
+                self._expect(TokenType.GT, "'>'")
+            return ty.StructType(tuple(fields))
+        if token.token_type in self._RESERVED:
+            return self._fail(f"Expecting a type, found '{token.text}'")  # type: ignore[no-any-return]
+        self._advance()
+        parameters = self._type_parameters()
+        if word == "DECIMAL":
+            if len(parameters) != 2 or not all(isinstance(p, int) for p in parameters):
+                self._fail("DECIMAL requires a precision and a scale: DECIMAL(p, s)", token)
+            precision, scale = int(parameters[0]), int(parameters[1])
+            return ty.DecimalType(precision, scale)
+        if parameters:
+            self._fail(f"Type {word} takes no parameters", token)
+        primitive = ty.PRIMITIVE_ALIASES.get(word)
+        return ty.Primitive(primitive) if primitive else ty.TypeRef(word)
+
+    def _type_parameters(self) -> list[int | str]:
+        if not self._match(TokenType.L_PAREN):
+            return []
+        parameters: list[int | str] = []
+        while True:
+            if self._match(TokenType.NUMBER) and self._prev.text.isdigit():
+                parameters.append(int(self._prev.text))
+            elif self._match(TokenType.STRING):
+                parameters.append(self._prev.text)
+            else:
+                self._fail(TYPE_PARAMETER_EXPECTATION)
+            if not self._match(TokenType.COMMA):
+                break
+        self._expect(TokenType.R_PAREN, "')'")
+        return parameters
+
+    def _with_properties(self) -> dict[str, st.PropertyValue]:
+        if not self._match(TokenType.WITH):
+            return {}
+        self._expect(TokenType.L_PAREN, "'('")
+        properties: dict[str, st.PropertyValue] = {}
+        if self._match(TokenType.R_PAREN):
+            return properties
+        while True:
+            key_token = self._curr
+            key = self._identifier("a property name").upper()
+            self._expect(TokenType.EQ, "'='")
+            if key in properties:
+                self._fail(f"Duplicate property: {key}", key_token)
+            properties[key] = self._property_value()
+            if not self._match(TokenType.COMMA):
+                break
+        self._expect(TokenType.R_PAREN, "')'")
+        return properties
+
+    def _property_value(self) -> st.PropertyValue:
+        if self._match(TokenType.STRING):
+            return self._prev.text
+        if self._match(TokenType.TRUE):
+            return True
+        if self._match(TokenType.FALSE):
+            return False
+        negative = self._match(TokenType.DASH)
+        if self._match(TokenType.NUMBER):
+            text = ("-" if negative else "") + self._prev.text
+            return float(text) if any(c in text for c in ".eE") else int(text)
+        found = f"'{self._curr.text}'" if self._curr else "end of statement"
+        return self._fail(f"Expecting a property value, found {found}")  # type: ignore[no-any-return]
+
+    # -- queries -------------------------------------------------------------------------------
+    def _query(self) -> st.Query:
+        start = self._curr
+        if not start or start.token_type != TokenType.SELECT:
+            found = f"'{start.text}'" if start else "end of statement"
+            self._fail(f"Expecting SELECT, found {found}")
+        within = self._strip_within()
+        select = self._parse_select()
+        if select is None or not isinstance(select, exp.Select):
+            self._fail("Expecting a SELECT query", start)
+        assert isinstance(select, exp.Select)
+        emit_changes = emit_final = False
+        if self._match_text_seq("EMIT", "CHANGES"):
+            emit_changes = True
+        elif self._match_text_seq("EMIT", "FINAL"):
+            emit_final = True
+        if self._match(TokenType.LIMIT):
+            limit = self._parse_number()
+            select.set("limit", exp.Limit(expression=limit))
+        partition_by = select.args.pop("ksql_partition_by", None)
+        select.args.pop("ksql_window", None)
+        _normalise_identifiers(select)
+        for expression in partition_by or ():
+            _normalise_identifiers(expression)
+        text = self._text(start)
+        return st.Query(select=select, window=self._window,
+                        partition_by=tuple(partition_by or ()), emit_changes=emit_changes,
+                        emit_final=emit_final, within_ms=within, text=text)
+
+    def _strip_within(self) -> int | None:
+        """Remove ``WITHIN <duration> | WITHIN (<d>, <d>)`` from the remaining tokens (join windows)."""
+        within: int | None = None
+        tokens_left = self._tokens
+        index = self._index
+        kept: list[Token] = list(tokens_left[:index])
+        i = index
+        while i < len(tokens_left):
+            token = tokens_left[i]
+            if token.token_type == TokenType.VAR and token.text.upper() == "WITHIN":
+                j = i + 1
+                durations: list[int] = []
+                parenthesised = j < len(tokens_left) and tokens_left[j].token_type == TokenType.L_PAREN
+                if parenthesised:
+                    j += 1
+                while j + 1 < len(tokens_left) and tokens_left[j].token_type == TokenType.NUMBER:
+                    text = f"{tokens_left[j].text} {tokens_left[j + 1].text}"
+                    try:
+                        durations.append(parse_duration_ms(text))
+                    except DurationError as error:
+                        self._fail(str(error), tokens_left[j + 1])
+                    j += 2
+                    more = j < len(tokens_left) and tokens_left[j].token_type == TokenType.COMMA
+                    if parenthesised and more:
+                        j += 1
+                        continue
+                    break
+                if parenthesised:
+                    if j >= len(tokens_left) or tokens_left[j].token_type != TokenType.R_PAREN:
+                        self._fail("Expecting ')' after the WITHIN durations", token)
+                    j += 1
+                if not durations:
+                    self._fail("Expecting a duration after WITHIN", token)
+                within = max(durations)
+                i = j
+                continue
+            kept.append(token)
+            i += 1
+        self._tokens = kept
+        self._tokens_size = len(kept)
+        self._retreat(index)
+        self._advance(0)
+        return within
+
+    def _parse_partition_by_clause(self) -> list[exp.Expr]:
+        self._advance()
+        return [e for e in self._parse_csv(self._parse_assignment) if e is not None]
+
+    def _parse_ksql_window(self) -> exp.Expr:
+        window_token = self._curr
+        self._advance()
+        kind_token = self._curr
+        kind = kind_token.text.upper() if kind_token else ""
+        if kind not in ("TUMBLING", "HOPPING", "SESSION"):
+            self._fail("Expecting TUMBLING, HOPPING or SESSION after WINDOW", kind_token or window_token)
+        self._advance()
+        self._expect(TokenType.L_PAREN, "'('")
+        values: dict[str, int] = {}
+        while True:
+            if kind == "SESSION" and not values and self._curr and self._curr.token_type == TokenType.NUMBER:
+                values["GAP"] = self._duration()
+            else:
+                name_token = self._curr
+                name = self._identifier("SIZE, ADVANCE BY, RETENTION or GRACE PERIOD").upper()
+                if name == "ADVANCE":
+                    self._expect_text("BY")
+                elif name == "GRACE":
+                    self._expect_text("PERIOD")
+                if name not in ("SIZE", "ADVANCE", "RETENTION", "GRACE"):
+                    self._fail(f"Unknown window property {name}", name_token)
+                values[name] = self._duration()
+            if not self._match(TokenType.COMMA):
+                break
+        self._expect(TokenType.R_PAREN, "')'")
+        if kind in ("TUMBLING", "HOPPING") and "SIZE" not in values:
+            self._fail(f"{kind} windows require a SIZE", kind_token)
+        if kind == "HOPPING" and "ADVANCE" not in values:
+            self._fail("HOPPING windows require ADVANCE BY", kind_token)
+        self._window = st.WindowSpec(kind=kind, size_ms=values.get("SIZE"),
+                                     advance_ms=values.get("ADVANCE"), gap_ms=values.get("GAP"),
+                                     retention_ms=values.get("RETENTION"),
+                                     grace_ms=values.get("GRACE"))
+        return exp.Var(this=kind)
+
+    def _duration(self) -> int:
+        number = self._curr
+        if not self._match(TokenType.NUMBER):
+            self._fail("Expecting a duration such as 1 MINUTE")
+        unit = self._curr
+        if not unit:
+            return self._fail("Expecting a time unit")  # type: ignore[no-any-return]
+        self._advance()
+        try:
+            return parse_duration_ms(f"{number.text} {unit.text}")
+        except DurationError as error:
+            return self._fail(str(error), unit)  # type: ignore[no-any-return]
+
+
+def _normalise_identifiers(tree: exp.Expr) -> None:
+    """Upper-case unquoted identifiers, as ksqlDB does."""
+    for identifier in tree.find_all(exp.Identifier):
+        if not identifier.args.get("quoted"):
+            identifier.set("this", identifier.name.upper())
+
+
+class Ksql(Dialect):
+    """The ksqlDB dialect: backtick identifiers, upper-cased unquoted names."""
+
+    NORMALIZATION_STRATEGY = NormalizationStrategy.UPPERCASE
+    tokenizer_class = KsqlTokenizer
+    parser_class = KsqlParser  # type: ignore[assignment]  # sqlglot types it as its BaseParser

@@ -1,0 +1,68 @@
+"""Turn ksqlDB text into statements: ``parse(text) -> list[Statement]``."""
+
+from __future__ import annotations
+
+from sqlglot import Token, TokenType
+from sqlglot.errors import TokenError
+
+from metastore.sql.dialect import KsqlParser, KsqlTokenizer
+from metastore.sql.exceptions import ParseError
+from metastore.sql.statements import Statement
+from metastore.sql.types import SqlType
+
+
+def _position(sql: str, offset: int) -> tuple[int, int]:
+    line = sql.count("\n", 0, offset) + 1
+    return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
+
+
+def tokenize(sql: str) -> list[Token]:
+    try:
+        return KsqlTokenizer().tokenize(sql)
+    except TokenError as error:
+        offset = getattr(error, "start", None)
+        line, column = _position(sql, offset) if isinstance(offset, int) else (1, 1)
+        raise ParseError(f"Cannot read the text: {error}", line, column) from error
+
+
+def split(sql: str) -> list[tuple[list[Token], str]]:
+    """Each statement's tokens (without the ';') and its text (with it)."""
+    chunks: list[tuple[list[Token], str]] = []
+    current: list[Token] = []
+    for token in tokenize(sql):
+        if token.token_type == TokenType.SEMICOLON:
+            if current:
+                chunks.append((current, sql[current[0].start:token.end + 1]))
+            current = []
+        else:
+            current.append(token)
+    if current:
+        chunks.append((current, sql[current[0].start:current[-1].end + 1]))
+    return chunks
+
+
+def parse(sql: str) -> list[Statement]:
+    """Every statement of ``sql``; the first syntax error raises :class:`ParseError`."""
+    parser = KsqlParser()
+    statements = []
+    for chunk, text in split(sql):
+        try:
+            statement = parser.parse_ksql(chunk, sql)
+        except ParseError as error:
+            raise ParseError(error.description, error.line, error.column, text) from None
+        statements.append(_with_text(statement, text))
+    return statements
+
+
+def _with_text(statement: Statement, text: str) -> Statement:
+    from dataclasses import replace
+
+    return replace(statement, text=text)
+
+
+def parse_type(text: str) -> SqlType:
+    """A type from its text, e.g. ``ARRAY<STRUCT<A INTEGER>>``."""
+    tokens = tokenize(text)
+    if not tokens:
+        raise ParseError("Expecting a type", 1, 1)
+    return KsqlParser().parse_type(tokens, text)

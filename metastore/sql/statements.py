@@ -1,0 +1,205 @@
+"""Parsed statements: one immutable dataclass per kind of ksqlDB statement.
+
+Names are already normalised (unquoted upper-cased, quoted kept as written). Every statement keeps
+its source text and where it starts, for error messages and for the command record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from sqlglot import exp
+
+from metastore.sql.types import SqlType
+
+PropertyValue = str | int | float | bool
+
+
+class SourceKind(StrEnum):
+    STREAM = "STREAM"
+    TABLE = "TABLE"
+
+    @property
+    def label(self) -> str:
+        return self.value.lower()
+
+
+class ColumnRole(StrEnum):
+    VALUE = "VALUE"
+    KEY = "KEY"
+    PRIMARY_KEY = "PRIMARY KEY"
+    HEADERS = "HEADERS"
+    HEADER = "HEADER"
+
+    @property
+    def is_key(self) -> bool:
+        return self in (ColumnRole.KEY, ColumnRole.PRIMARY_KEY)
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    name: str
+    type: SqlType
+    role: ColumnRole = ColumnRole.VALUE
+    header_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Location:
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str
+    location: Location
+
+    @property
+    def writes_log(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A ksqlDB WINDOW clause: TUMBLING / HOPPING / SESSION with durations in milliseconds."""
+
+    kind: str
+    size_ms: int | None = None
+    advance_ms: int | None = None
+    gap_ms: int | None = None
+    retention_ms: int | None = None
+    grace_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    """A ksqlDB SELECT: the sqlglot tree plus the clauses sqlglot has no place for."""
+
+    select: exp.Expr
+    window: WindowSpec | None = None
+    partition_by: tuple[exp.Expr, ...] = ()
+    emit_changes: bool = False
+    emit_final: bool = False
+    within_ms: int | None = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class CreateSource(Statement):
+    kind: SourceKind
+    name: str
+    columns: tuple[ColumnDef, ...]
+    properties: dict[str, PropertyValue] = field(hash=False)
+    or_replace: bool = False
+    if_not_exists: bool = False
+    is_source: bool = False
+
+
+@dataclass(frozen=True)
+class CreateAsSelect(Statement):
+    kind: SourceKind
+    name: str
+    query: Query
+    properties: dict[str, PropertyValue] = field(hash=False)
+    or_replace: bool = False
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class InsertInto(Statement):
+    target: str
+    query: Query
+    properties: dict[str, PropertyValue] = field(hash=False, default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InsertValues(Statement):
+    """INSERT INTO ... VALUES: data, not metadata; validated but never written to the log."""
+
+    target: str
+    columns: tuple[str, ...]
+    values: tuple[exp.Expr, ...]
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class DropSource(Statement):
+    kind: SourceKind
+    name: str
+    if_exists: bool = False
+    delete_topic: bool = False
+
+
+@dataclass(frozen=True)
+class Terminate(Statement):
+    query_id: str | None  # None means ALL
+
+
+@dataclass(frozen=True)
+class AlterSource(Statement):
+    kind: SourceKind
+    name: str
+    columns: tuple[ColumnDef, ...]
+
+
+@dataclass(frozen=True)
+class CreateType(Statement):
+    name: str
+    type: SqlType
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropType(Statement):
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class ListObjects(Statement):
+    """SHOW / LIST STREAMS | TABLES | QUERIES | TOPICS | TYPES | PROPERTIES [EXTENDED]."""
+
+    what: str
+    extended: bool = False
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Describe(Statement):
+    name: str
+    extended: bool = False
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class SelectStatement(Statement):
+    """A transient query; answered by /query, never written to the log."""
+
+    query: Query
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class SetProperty(Statement):
+    """SET / UNSET 'name' [= 'value']: a session property, never written to the log."""
+
+    name: str
+    value: str | None
+
+    @property
+    def writes_log(self) -> bool:
+        return False
