@@ -167,3 +167,15 @@ def unresolved(sql_type: SqlType, custom: dict[str, SqlType]) -> str | None:
         if isinstance(nested, TypeRef) and nested.name not in custom:
             return nested.name
     return None
+
+
+def backticked(sql_type: SqlType) -> str:
+    """The type as ksqlDB prints it inside persistence schemas: struct fields in backticks."""
+    if isinstance(sql_type, ArrayType):
+        return f"ARRAY<{backticked(sql_type.element)}>"
+    if isinstance(sql_type, MapType):
+        return f"MAP<{backticked(sql_type.key)}, {backticked(sql_type.value)}>"
+    if isinstance(sql_type, StructType):
+        inner = ", ".join(f"`{name}` {backticked(t)}" for name, t in sql_type.fields)
+        return f"STRUCT<{inner}>"
+    return sql_type.sql()

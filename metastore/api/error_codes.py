@@ -1,0 +1,29 @@
+"""ksqlDB's numeric error codes, assigned to metastore's typed errors at the edge only."""
+
+from __future__ import annotations
+
+from metastore.catalog.exceptions import SourceNotFoundError, StatementError, TypeNotFoundError
+from metastore.exceptions import MetastoreError
+from metastore.sql.exceptions import ParseError
+
+BAD_REQUEST = 40000
+BAD_STATEMENT = 40001
+QUERY_ENDPOINT = 40002
+NOT_FOUND = 40400
+SERVER_ERROR = 50000
+COMMAND_QUEUE_CATCHUP_TIMEOUT = 50301
+SERVER_NOT_READY = 50302
+
+
+def error_code(error: MetastoreError) -> int:
+    if isinstance(error, ParseError):
+        return BAD_STATEMENT
+    if isinstance(error, SourceNotFoundError | TypeNotFoundError):
+        return BAD_STATEMENT
+    if isinstance(error, StatementError):
+        return BAD_STATEMENT
+    return SERVER_ERROR
+
+
+__all__ = ["BAD_REQUEST", "BAD_STATEMENT", "COMMAND_QUEUE_CATCHUP_TIMEOUT", "NOT_FOUND",
+           "QUERY_ENDPOINT", "SERVER_ERROR", "SERVER_NOT_READY", "error_code"]

@@ -1,0 +1,450 @@
+"""Derive what a SELECT produces: result kind, output columns with types, key columns, sources.
+
+A small type checker over sqlglot's tree, following ksqlDB's rules for naming (aliases, column
+names, ``KSQL_COL_n``), keys (source key, PARTITION BY, GROUP BY, join key) and result kinds
+(aggregations and tables produce tables; anything reading a stream produces a stream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from metastore.catalog.exceptions import QueryError, SourceNotFoundError
+from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.sql import types as ty
+from metastore.sql.statements import ColumnRole, Query, SourceKind
+
+PSEUDO_COLUMNS: dict[str, ty.SqlType] = {
+    "ROWTIME": ty.BIGINT, "ROWPARTITION": ty.INTEGER, "ROWOFFSET": ty.BIGINT,
+}
+WINDOW_BOUNDS: dict[str, ty.SqlType] = {"WINDOWSTART": ty.BIGINT, "WINDOWEND": ty.BIGINT}
+
+AGGREGATES = frozenset({
+    "COUNT", "SUM", "MIN", "MAX", "AVG", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET", "COLLECT_LIST",
+    "COLLECT_SET", "COUNT_DISTINCT", "TOPK", "TOPKDISTINCT", "HISTOGRAM", "STDDEV_SAMP",
+    "STDDEV_SAMPLE", "CORRELATION", "ATTR", "ARRAYAGG", "APPROXDISTINCT", "ARRAY_AGG",
+    "APPROX_DISTINCT", "STDDEV", "VARIANCE",
+})
+
+_NUMERIC_RANK = {"INTEGER": 1, "BIGINT": 2, "DECIMAL": 3, "DOUBLE": 4}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    kind: SourceKind
+    columns: tuple[Column, ...]
+    sources: tuple[str, ...]
+    window: WindowInfo | None
+    aggregate: bool
+
+    @property
+    def key_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if c.is_key)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """The sources a query reads, by alias, and their columns."""
+
+    by_alias: Mapping[str, DataSource]
+    order: tuple[str, ...]
+    windowed: bool
+
+    def resolve(self, name: str, qualifier: str | None) -> tuple[str, ty.SqlType]:
+        if qualifier:
+            source = self.by_alias.get(qualifier)
+            if source is None:
+                raise QueryError(f"'{qualifier}' is not a valid stream/table name or alias.")
+            found = self._column_of(source, name)
+            if found is None:
+                raise QueryError(f"Column '{qualifier}.{name}' cannot be resolved.")
+            return qualifier, found
+        matches = [(alias, t) for alias in self.order
+                   if (t := self._column_of(self.by_alias[alias], name)) is not None]
+        if not matches:
+            raise QueryError(f"Column '{name}' cannot be resolved.")
+        if len(matches) > 1 and name not in PSEUDO_COLUMNS:
+            raise QueryError(f"Column '{name}' is ambiguous. Could be any of: "
+                             + ", ".join(f"{alias}.{name}" for alias, _ in matches))
+        return matches[0]
+
+    def _column_of(self, source: DataSource, name: str) -> ty.SqlType | None:
+        column = source.column(name)
+        if column is not None:
+            return column.type
+        if name in PSEUDO_COLUMNS:
+            return PSEUDO_COLUMNS[name]
+        if (source.window is not None or self.windowed) and name in WINDOW_BOUNDS:
+            return WINDOW_BOUNDS[name]
+        return None
+
+
+def analyse(query: Query, sources: Mapping[str, DataSource],
+            custom_types: Mapping[str, ty.SqlType]) -> Analysis:
+    select = query.select
+    assert isinstance(select, exp.Select)
+    scope = _scope(select, sources, query.window is not None)
+    typer = _Typer(scope, dict(custom_types))
+    group = select.args.get("group")
+    group_by: list[exp.Expr] = list(group.expressions) if group is not None else []
+    aggregate = bool(group_by) or any(
+        _is_aggregate(e) for item in select.expressions for e in item.find_all(exp.Func))
+    where = select.args.get("where")
+    if where is not None:
+        typer.type_of(where.this)
+
+    projected = _project(select, scope, typer)
+    kinds = {source.kind for source in scope.by_alias.values()}
+    kind = SourceKind.TABLE if aggregate or kinds == {SourceKind.TABLE} else SourceKind.STREAM
+
+    if group_by:
+        key_exprs = list(group_by)
+    elif query.partition_by:
+        key_exprs = list(query.partition_by)
+    elif select.args.get("joins"):
+        key_exprs = _join_keys(select, scope)
+    else:
+        first = scope.by_alias[scope.order[0]]
+        key_exprs = [exp.column(c.name, table=scope.order[0], quoted=True)
+                     for c in first.key_columns]
+    columns = _assign_keys(projected, key_exprs, kind, typer, query)
+    window = None
+    if query.window is not None and aggregate:
+        window = WindowInfo(query.window.kind, query.window.size_ms)
+    elif len(scope.order) == 1 and not aggregate:
+        window = scope.by_alias[scope.order[0]].window
+    return Analysis(kind=kind, columns=tuple(columns),
+                    sources=tuple(dict.fromkeys(s.name for s in scope.by_alias.values())),
+                    window=window, aggregate=aggregate)
+
+
+def _scope(select: exp.Select, sources: Mapping[str, DataSource], windowed: bool) -> _Scope:
+    tables: list[exp.Table] = []
+    from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is None:
+        raise QueryError("A query must read FROM a stream or table.")
+    if isinstance(from_.this, exp.Table):
+        tables.append(from_.this)
+    else:
+        raise QueryError("Sub-queries are not supported.")
+    for join in select.args.get("joins") or []:
+        if not isinstance(join.this, exp.Table):
+            raise QueryError("Sub-queries are not supported.")
+        tables.append(join.this)
+    by_alias: dict[str, DataSource] = {}
+    order: list[str] = []
+    for table in tables:
+        name = table.name
+        source = sources.get(name)
+        if source is None:
+            raise SourceNotFoundError(f"{name} does not exist.", name)
+        alias = table.alias_or_name
+        by_alias[alias] = source
+        order.append(alias)
+    return _Scope(by_alias, tuple(order), windowed)
+
+
+@dataclass
+class _Projected:
+    name: str
+    type: ty.SqlType
+    expression: exp.Expr
+
+
+def _project(select: exp.Select, scope: _Scope, typer: _Typer) -> list[_Projected]:
+    out: list[_Projected] = []
+    generated = 0
+    seen: set[str] = set()
+    for item in select.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            qualifier = item.table if isinstance(item, exp.Column) else None
+            aliases = [qualifier] if qualifier else list(scope.order)
+            multi = len(scope.order) > 1
+            for alias in aliases:
+                source = scope.by_alias.get(alias)
+                if source is None:
+                    raise QueryError(f"'{alias}' is not a valid stream/table name or alias.")
+                for column in source.columns:
+                    if column.role in (ColumnRole.HEADERS, ColumnRole.HEADER):
+                        continue
+                    name = f"{alias}_{column.name}" if multi else column.name
+                    out.append(_Projected(name, column.type,
+                                          exp.column(column.name, table=alias, quoted=True)))
+            continue
+        expression = item.this if isinstance(item, exp.Alias) else item
+        sql_type = typer.type_of(expression)
+        if isinstance(item, exp.Alias):
+            name = item.alias
+        elif isinstance(expression, exp.Column):
+            name = expression.name
+            if len(scope.order) > 1 and expression.table:
+                name = f"{expression.table}_{expression.name}"
+        elif isinstance(expression, exp.Dot | exp.JSONExtract):
+            name = _deref_name(expression)
+        else:
+            name = f"KSQL_COL_{generated}"
+            generated += 1
+        if name in seen:
+            raise QueryError(f"Duplicate value columns found in schema: `{name}` {sql_type.sql()}")
+        seen.add(name)
+        out.append(_Projected(name, sql_type, expression))
+    return out
+
+
+def _deref_name(expression: exp.Expr) -> str:
+    path = expression.expression
+    text = path.name if isinstance(path, exp.Expr) else str(path)
+    return text.strip("$.").split(".")[-1].upper() or "KSQL_COL_0"
+
+
+def _join_keys(select: exp.Select, scope: _Scope) -> list[exp.Expr]:
+    join = (select.args.get("joins") or [None])[0]
+    condition = join.args.get("on") if join is not None else None
+    if not isinstance(condition, exp.EQ):
+        raise QueryError("Joins must be on an equality condition: ON a.x = b.y.")
+    return [condition.this, condition.expression]
+
+
+def _same(a: exp.Expr, b: exp.Expr) -> bool:
+    if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+        return a.name == b.name and (not a.table or not b.table or a.table == b.table)
+    return a.sql() == b.sql()
+
+
+def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: SourceKind,
+                 typer: _Typer, query: Query) -> list[Column]:
+    role = ColumnRole.PRIMARY_KEY if kind is SourceKind.TABLE else ColumnRole.KEY
+    key_indexes: list[int] = []
+    is_join = (len(key_exprs) == 2 and bool(query.select.args.get("joins"))
+               and not query.select.args.get("group") and not query.partition_by)
+    if is_join:
+        candidates = key_exprs
+        index = next((i for i, p in enumerate(projected)
+                      if any(_same(p.expression, k) for k in candidates)), None)
+        if index is None:
+            names = " or ".join(k.sql(identify=False) for k in candidates)
+            raise QueryError("Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\n"
+                             f"The query used to build the result must include the join expression "
+                             f"{names} in its projection (eg, SELECT {names}...).")
+        key_indexes.append(index)
+    else:
+        for key in key_exprs:
+            if isinstance(key, exp.Null) or (isinstance(key, exp.Column) and key.name == "NULL"):
+                continue
+            index = next((i for i, p in enumerate(projected) if _same(p.expression, key)), None)
+            if index is None:
+                shown = key.name if isinstance(key, exp.Column) else key.sql()
+                raise QueryError(
+                    "Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\n"
+                    f"The query used to build the result must include the key column {shown} in "
+                    f"its projection (eg, SELECT {shown}...).")
+            typer.type_of(key)
+            key_indexes.append(index)
+    keys = [Column(projected[i].name, projected[i].type, role) for i in key_indexes]
+    values = [Column(p.name, p.type) for i, p in enumerate(projected) if i not in key_indexes]
+    return keys + values
+
+
+def _is_aggregate(function: exp.Expr) -> bool:
+    return _function_name(function) in AGGREGATES
+
+
+def _function_name(function: exp.Expr) -> str:
+    if isinstance(function, exp.Anonymous):
+        return str(function.name).upper()
+    name = function.sql_name() if isinstance(function, exp.Func) else ""
+    aliases = {"ARRAY_AGG": "COLLECT_LIST", "APPROX_DISTINCT": "COUNT_DISTINCT", "STDDEV": "STDDEV_SAMP"}
+    return aliases.get(name, name)
+
+
+class _Typer:
+    def __init__(self, scope: _Scope, custom: dict[str, ty.SqlType]) -> None:
+        self.scope = scope
+        self.custom = custom
+
+    def type_of(self, node: exp.Expr) -> ty.SqlType:
+        if isinstance(node, exp.Paren):
+            return self.type_of(node.this)
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                raise QueryError("'*' is only allowed in the projection.")
+            return self.scope.resolve(node.name, node.table or None)[1]
+        if isinstance(node, exp.Literal):
+            return self._literal(node)
+        if isinstance(node, exp.Boolean):
+            return ty.BOOLEAN
+        if isinstance(node, exp.Null):
+            return ty.STRING
+        if isinstance(node, exp.Neg):
+            return self.type_of(node.this)
+        if isinstance(node, exp.Not | exp.And | exp.Or | exp.Predicate | exp.Is | exp.In |
+                      exp.Between | exp.Like | exp.ILike):
+            for operand in node.iter_expressions():
+                self.type_of(operand)
+            return ty.BOOLEAN
+        if isinstance(node, exp.DPipe):
+            return ty.STRING
+        if isinstance(node, exp.Binary) and isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
+            left, right = self.type_of(node.left), self.type_of(node.right)
+            if isinstance(node, exp.Add) and ty.STRING in (left, right):
+                return ty.STRING
+            return _promote(left, right)
+        if isinstance(node, exp.Cast):
+            return _from_sqlglot(node.to, self.custom)
+        if isinstance(node, exp.Case):
+            for branch in node.iter_expressions():
+                self.type_of(branch)
+            ifs = node.args.get("ifs") or []
+            return self.type_of(ifs[0].args["true"]) if ifs else ty.STRING
+        if isinstance(node, exp.If):
+            return self.type_of(node.args["true"])
+        if isinstance(node, exp.JSONExtract | exp.Dot):
+            return self._deref(node)
+        if isinstance(node, exp.Bracket):
+            container = self.type_of(node.this)
+            if isinstance(container, ty.ArrayType):
+                return container.element
+            if isinstance(container, ty.MapType):
+                return container.value
+            raise QueryError(f"Cannot index a value of type {container.sql()}.")
+        if isinstance(node, exp.Array):
+            elements = [self.type_of(e) for e in node.expressions]
+            return ty.ArrayType(elements[0] if elements else ty.STRING)
+        if isinstance(node, exp.Func):
+            return self._function(node)
+        raise QueryError(f"Unsupported expression: {node.sql()}")
+
+    def _deref(self, node: exp.Expr) -> ty.SqlType:
+        base = self.type_of(node.this)
+        field = _deref_name(node)
+        if isinstance(base, ty.StructType):
+            found = base.field(field)
+            if found is not None:
+                return found
+            raise QueryError(f"Could not find field '{field}' in '{node.this.sql()}'.")
+        raise QueryError(f"Expected STRUCT type, got: {base.sql()}")
+
+    def _literal(self, node: exp.Literal) -> ty.SqlType:
+        if node.is_string:
+            return ty.STRING
+        text = str(node.this)
+        if any(c in text for c in "eE"):
+            return ty.DOUBLE
+        if "." in text:
+            digits = text.lstrip("-").replace(".", "")
+            scale = len(text.split(".")[1])
+            return ty.DecimalType(max(len(digits.lstrip("0")) or 1, scale), scale)
+        return ty.INTEGER if abs(int(text)) <= 2**31 - 1 else ty.BIGINT
+
+    def _function(self, node: exp.Func) -> ty.SqlType:
+        name = _function_name(node)
+        args = [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
+        arg_types = [self.type_of(a) for a in args]
+        first = arg_types[0] if arg_types else None
+        if name in ("COUNT", "COUNT_DISTINCT", "APPROXDISTINCT"):
+            return ty.BIGINT
+        if name in ("SUM", "MIN", "MAX", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET", "ABS", "ATTR",
+                    "COALESCE", "IFNULL", "AS_VALUE", "GREATEST", "LEAST", "NULLIF"):
+            if name in ("LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET") and len(arg_types) > 1 and (
+                    isinstance(args[1], exp.Literal) and not args[1].is_string):
+                return ty.ArrayType(first or ty.STRING)
+            return first or ty.STRING
+        if name in ("AVG", "STDDEV_SAMP", "STDDEV_SAMPLE", "CORRELATION", "VARIANCE", "SQRT", "EXP",
+                    "LN", "LOG", "POWER", "POW", "RANDOM", "RAND", "SIN", "COS", "TAN", "DEGREES",
+                    "RADIANS", "CBRT"):
+            return ty.DOUBLE
+        if name in ("COLLECT_LIST", "COLLECT_SET", "TOPK", "TOPKDISTINCT", "ARRAY_AGG"):
+            return ty.ArrayType(first or ty.STRING)
+        if name == "HISTOGRAM":
+            return ty.MapType(ty.STRING, ty.BIGINT)
+        if name in ("ROUND", "FLOOR", "CEIL", "CEILING", "TRUNC", "SIGN"):
+            if name == "ROUND" and first is not None and len(arg_types) == 1 and first == ty.DOUBLE:
+                return ty.BIGINT
+            return first or ty.DOUBLE
+        if name in ("LENGTH", "LEN", "INSTR", "FIELD", "ARRAY_LENGTH", "ARRAY_SIZE", "CARDINALITY",
+                    "INITCAP_LEN"):
+            return ty.INTEGER
+        if name in ("UNIX_TIMESTAMP", "UNIX_DATE", "STRINGTOTIMESTAMP", "STR_TO_UNIX",
+                    "STRTOTIMESTAMP"):
+            return ty.BIGINT
+        if name in ("ARRAY_CONTAINS", "REGEXP_LIKE", "STARTSWITH", "ENDSWITH", "ISNULL"):
+            return ty.BOOLEAN
+        if name in ("SPLIT", "REGEXP_SPLIT_TO_ARRAY"):
+            return ty.ArrayType(ty.STRING)
+        if name in ("FROM_UNIXTIME", "PARSE_TIMESTAMP", "STR_TO_TIME", "TS_OR_DS_TO_TIMESTAMP"):
+            return ty.TIMESTAMP
+        if name in ("FROM_DAYS", "PARSE_DATE", "DATE"):
+            return ty.DATE
+        if name in ("MAP",):
+            values = arg_types[1::2]
+            return ty.MapType(ty.STRING, values[0] if values else ty.STRING)
+        if name in ("STRUCT",):
+            return ty.StructType(tuple(
+                (a.alias if isinstance(a, exp.Alias) else f"F{i}", t)
+                for i, (a, t) in enumerate(zip(args, arg_types, strict=True))))
+        return ty.STRING if name in _STRING_FUNCTIONS or first is None else first
+
+
+_STRING_FUNCTIONS = frozenset({
+    "UPPER", "LOWER", "UCASE", "LCASE", "TRIM", "LTRIM", "RTRIM", "CONCAT", "CONCAT_WS", "SUBSTRING",
+    "SUBSTR", "REPLACE", "REGEXP_REPLACE", "REGEXP_EXTRACT", "INITCAP", "LPAD", "RPAD", "MASK",
+    "MASK_LEFT", "MASK_RIGHT", "MASK_KEEP_LEFT", "MASK_KEEP_RIGHT", "EXTRACTJSONFIELD",
+    "TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "FORMAT_DATE", "FORMAT_TIME", "UUID", "MD5",
+    "TO_BASE64", "FROM_BASE64", "ENCODE", "CHR", "ELT", "SPLIT_PART", "TIME_TO_STR", "TO_CHAR",
+    "JSON_FORMAT", "REVERSE",
+})
+
+
+def _promote(left: ty.SqlType, right: ty.SqlType) -> ty.SqlType:
+    left_rank = _NUMERIC_RANK.get(left.base)
+    right_rank = _NUMERIC_RANK.get(right.base)
+    if left_rank is None or right_rank is None:
+        raise QueryError(f"Error processing expression: unsupported operand types {left.sql()} "
+                         f"and {right.sql()}")
+    if isinstance(left, ty.DecimalType) and isinstance(right, ty.DecimalType):
+        scale = max(left.scale, right.scale)
+        integral = max(left.precision - left.scale, right.precision - right.scale) + 1
+        return ty.DecimalType(min(integral + scale, 38), scale)
+    return left if left_rank >= right_rank else right
+
+
+def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.SqlType:
+    kind = data_type.this
+    types = exp.DataType.Type
+    simple = {
+        types.BOOLEAN: ty.BOOLEAN, types.INT: ty.INTEGER, types.BIGINT: ty.BIGINT, types.DOUBLE: ty.DOUBLE,
+        types.FLOAT: ty.DOUBLE, types.VARCHAR: ty.STRING, types.TEXT: ty.STRING, types.CHAR: ty.STRING,
+        types.VARBINARY: ty.BYTES, types.BINARY: ty.BYTES, types.DATE: ty.DATE, types.TIME: ty.TIME,
+        types.TIMESTAMP: ty.TIMESTAMP, types.SMALLINT: ty.INTEGER, types.TINYINT: ty.INTEGER,
+    }
+    if kind in simple:
+        return simple[kind]
+    nested = [e for e in data_type.expressions if isinstance(e, exp.DataType)]
+    if kind == types.DECIMAL:
+        params = [int(p.this.this) for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
+        return ty.DecimalType(*[*params, 10, 0][:2]) if params else ty.DecimalType(10, 0)
+    if kind == types.ARRAY and nested:
+        return ty.ArrayType(_from_sqlglot(nested[0], custom))
+    if kind == types.MAP and len(nested) == 2:
+        return ty.MapType(_from_sqlglot(nested[0], custom), _from_sqlglot(nested[1], custom))
+    if kind == types.STRUCT:
+        fields = []
+        for field in data_type.expressions:
+            if isinstance(field, exp.ColumnDef) and isinstance(field.args.get("kind"), exp.DataType):
+                fields.append((field.name.upper(), _from_sqlglot(field.args["kind"], custom)))
+        return ty.StructType(tuple(fields))
+    if kind == types.USERDEFINED:
+        name = str(data_type.args.get("kind") or "").upper()
+        if name in custom:
+            return custom[name]
+        if name in ty.PRIMITIVE_ALIASES:
+            return ty.Primitive(ty.PRIMITIVE_ALIASES[name])
+    text = data_type.sql().upper()
+    if text in ty.PRIMITIVE_ALIASES:
+        return ty.Primitive(ty.PRIMITIVE_ALIASES[text])
+    if text in custom:
+        return custom[text]
+    raise QueryError(f"Unsupported type in CAST: {data_type.sql()}")

@@ -1,0 +1,77 @@
+"""Why a statement was rejected: typed errors with the object they concern.
+
+Messages follow ksqlDB's wording; ``code`` is the machine-readable reason. The HTTP layer maps
+every :class:`StatementError` to ksqlDB's 40001 (bad statement) or 40400 (not found).
+"""
+
+from __future__ import annotations
+
+from metastore.exceptions import MetastoreError
+
+
+class StatementError(MetastoreError):
+    """A statement that cannot be executed against the current catalog."""
+
+    code = "statement_error"
+
+    def __init__(self, message: str, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class SourceExistsError(StatementError):
+    code = "source_exists"
+
+
+class SourceNotFoundError(StatementError):
+    code = "source_not_found"
+
+
+class IncompatibleSourceKindError(StatementError):
+    code = "incompatible_source_kind"
+
+
+class DependentsExistError(StatementError):
+    code = "dependents_exist"
+
+
+class UnknownQueryError(StatementError):
+    code = "unknown_query"
+
+
+class SchemaError(StatementError):
+    """Columns, keys or types that ksqlDB's rules do not allow."""
+
+    code = "schema_error"
+
+
+class FormatError(StatementError):
+    code = "format_error"
+
+
+class PropertyError(StatementError):
+    """A WITH-clause property that is missing, unknown, or has an invalid value."""
+
+    code = "property_error"
+
+
+class TopicError(StatementError):
+    code = "topic_error"
+
+
+class TypeExistsError(StatementError):
+    code = "type_exists"
+
+
+class TypeNotFoundError(StatementError):
+    code = "type_not_found"
+
+
+class QueryError(StatementError):
+    """A SELECT that cannot be analysed: unknown columns, wrong result type, missing key."""
+
+    code = "query_error"
+
+
+class UnsupportedStatementError(StatementError):
+    code = "unsupported"

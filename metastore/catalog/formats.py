@@ -1,0 +1,79 @@
+"""Serialization formats: which exist, which types and options each supports.
+
+The rules and their wording follow ksqlDB, so that a statement ksqlDB rejects is rejected here
+with the same reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from metastore.sql.types import ArrayType, DecimalType, MapType, Primitive, SqlType, StructType
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    unsupported: frozenset[str]
+    """Type families (SqlType.base) the format cannot carry."""
+    supports_wrapping: bool
+    infers_schema: bool
+    string_map_keys_only: str | None = None
+    single_column: bool = False
+    names_column: bool = False
+    """Whether ksqlDB names the offending column in an unsupported-type reason."""
+
+    def unsupported_reason(self, sql_type: SqlType) -> str | None:
+        for nested in sql_type.walk():
+            if nested.base in self.unsupported or (
+                    isinstance(nested, DecimalType) and "DECIMAL" in self.unsupported):
+                return f"The '{self.name}' format does not support type '{nested.base}'"
+            if (self.string_map_keys_only and isinstance(nested, MapType)
+                    and nested.key != Primitive("STRING")):
+                return self.string_map_keys_only
+        return None
+
+
+_COMPLEX = frozenset({"ARRAY", "MAP", "STRUCT"})
+
+FORMATS: dict[str, Format] = {
+    "KAFKA": Format("KAFKA", _COMPLEX | {"BOOLEAN", "DECIMAL", "DATE", "TIME", "TIMESTAMP"},
+                    supports_wrapping=False, infers_schema=False, single_column=True),
+    "DELIMITED": Format("DELIMITED", _COMPLEX, supports_wrapping=False, infers_schema=False,
+                         names_column=True),
+    "JSON": Format("JSON", frozenset(), supports_wrapping=True, infers_schema=False,
+                   string_map_keys_only="JSON only supports MAP types with STRING keys"),
+    "JSON_SR": Format("JSON_SR", frozenset(), supports_wrapping=True, infers_schema=True,
+                      string_map_keys_only="JSON only supports MAP types with STRING keys"),
+    "AVRO": Format("AVRO", frozenset(), supports_wrapping=True, infers_schema=True,
+                   string_map_keys_only="Avro only supports MAPs with STRING keys"),
+    "PROTOBUF": Format("PROTOBUF", frozenset(), supports_wrapping=True, infers_schema=True),
+    "PROTOBUF_NOSR": Format("PROTOBUF_NOSR", frozenset(), supports_wrapping=True,
+                            infers_schema=False),
+    "NONE": Format("NONE", frozenset(), supports_wrapping=False, infers_schema=False),
+}
+
+SPARK_READABLE = frozenset({"KAFKA", "JSON", "DELIMITED", "NONE"})
+"""Formats the Spark projection can decode (the others are catalogued but not queryable yet)."""
+
+
+def lookup(name: str) -> Format | None:
+    return FORMATS.get(name.upper())
+
+
+def is_complex(sql_type: SqlType) -> bool:
+    return isinstance(sql_type, ArrayType | MapType | StructType)
+
+
+def schema_problem(fmt: Format, columns: Sequence[tuple[str, SqlType]]) -> str | None:
+    """Why ``fmt`` cannot carry these (name, type) columns, or None."""
+    if fmt.name == "NONE" and columns:
+        return "The 'NONE' format can only be used when no columns are defined."
+    if fmt.single_column and len(columns) > 1:
+        return f"The '{fmt.name}' format only supports a single field. Got: {len(columns)} fields"
+    for name, sql_type in columns:
+        reason = fmt.unsupported_reason(sql_type)
+        if reason:
+            return f"{reason}, column: `{name}`" if fmt.names_column else reason
+    return None

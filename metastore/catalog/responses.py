@@ -1,0 +1,158 @@
+"""ksqlDB REST entities (the JSON objects of a ``POST /ksql`` response) built from the catalog.
+
+These are plain dicts in ksqlDB's shape (``@type``, ``statementText``, ``warnings``...), shared by
+the REST server and the offline ``metastore check``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from metastore.catalog import commands as cmd
+from metastore.catalog.image import Image
+from metastore.catalog.model import Column, DataSource, PersistentQuery
+from metastore.sql import statements as st
+from metastore.sql import types as ty
+
+Entity = dict[str, Any]
+
+
+def schema_json(sql_type: ty.SqlType) -> dict[str, Any]:
+    """ksqlDB's ``SchemaInfo``: ``{type, fields, memberSchema}``."""
+    if isinstance(sql_type, ty.ArrayType):
+        return {"type": "ARRAY", "fields": None, "memberSchema": schema_json(sql_type.element)}
+    if isinstance(sql_type, ty.MapType):
+        return {"type": "MAP", "fields": None, "memberSchema": schema_json(sql_type.value)}
+    if isinstance(sql_type, ty.StructType):
+        return {"type": "STRUCT", "memberSchema": None,
+                "fields": [{"name": n, "schema": schema_json(t)} for n, t in sql_type.fields]}
+    if isinstance(sql_type, ty.DecimalType):
+        return {"type": "DECIMAL", "fields": None, "memberSchema": None,
+                "parameters": {"precision": sql_type.precision, "scale": sql_type.scale}}
+    return {"type": sql_type.base, "fields": None, "memberSchema": None}
+
+
+def field_json(column: Column) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": column.name, "schema": schema_json(column.type)}
+    if column.is_key:
+        data["type"] = "KEY"
+    elif column.role is st.ColumnRole.HEADERS or column.role is st.ColumnRole.HEADER:
+        data["type"] = "HEADER"
+        if column.header_key is not None:
+            data["headerKey"] = column.header_key
+    return data
+
+
+def _base(statement: st.Statement, kind: str) -> Entity:
+    return {"@type": kind, "statementText": statement.text, "warnings": []}
+
+
+def status_message(command: cmd.Command, image: Image) -> tuple[str, str | None]:
+    """The ``commandStatus.message`` and ``queryId`` ksqlDB reports for a command."""
+    if isinstance(command, cmd.CreateSourceCommand):
+        return f"{command.source.kind.label.capitalize()} created", None
+    if isinstance(command, cmd.CreateAsSelectCommand):
+        source = image.source(command.source.name)
+        query_id = source.query_id if source else None
+        return f"Created query with ID {query_id}", query_id
+    if isinstance(command, cmd.InsertQueryCommand):
+        query_id = f"INSERTQUERY_{image.offset}"
+        return f"Created query with ID {query_id}", query_id
+    if isinstance(command, cmd.DropSourceCommand):
+        return f"Source `{command.name}` was dropped.", None
+    if isinstance(command, cmd.TerminateCommand):
+        return ("Query terminated." if len(command.query_ids) == 1
+                else f"Terminated {len(command.query_ids)} queries."), None
+    if isinstance(command, cmd.AlterSourceCommand):
+        return f"{command.kind.label.capitalize()} {command.name} altered.", None
+    if isinstance(command, cmd.CreateTypeCommand):
+        return (f"Registered custom type with name '{command.name}' and SQL type "
+                f"{command.type.sql()}"), None
+    if isinstance(command, cmd.DropTypeCommand):
+        return f"Dropped type '{command.name}'", None
+    return "Success", None
+
+
+def current_status(statement: st.Statement, command: cmd.Command, image_after: Image,
+                   offset: int) -> Entity:
+    message, query_id = status_message(command, image_after)
+    return {**_base(statement, "currentStatus"), "commandId": command.command_id,
+            "commandStatus": {"status": "SUCCESS", "message": message, "queryId": query_id},
+            "commandSequenceNumber": offset}
+
+
+def warning(statement: st.Statement, message: str) -> Entity:
+    return {**_base(statement, "warning_entity"), "message": message}
+
+
+def source_summary(source: DataSource) -> dict[str, Any]:
+    return {"type": source.kind.value, "name": source.name, "topic": source.topic,
+            "keyFormat": source.key_format, "valueFormat": source.value_format,
+            "isWindowed": source.window is not None}
+
+
+def query_summary(query: PersistentQuery, image: Image, state: str = "RUNNING") -> dict[str, Any]:
+    sink = image.source(query.sink)
+    return {"queryString": query.sql, "sinks": [query.sink],
+            "sinkKafkaTopics": [sink.topic] if sink else [], "id": query.query_id,
+            "statusCount": {state: 1}, "queryType": "PERSISTENT", "state": state}
+
+
+def source_description(source: DataSource, image: Image, extended: bool) -> dict[str, Any]:
+    def summaries(queries: Sequence[PersistentQuery]) -> list[dict[str, Any]]:
+        return [query_summary(q, image) for q in queries]
+
+    return {
+        "name": source.name, "windowType": source.window.kind if source.window else None,
+        "readQueries": summaries(image.queries_reading(source.name)),
+        "writeQueries": summaries(image.queries_writing(source.name)),
+        "fields": [field_json(c) for c in source.columns], "type": source.kind.value,
+        "timestamp": source.timestamp_column or "", "statistics": "", "errorStats": "",
+        "extended": extended, "keyFormat": source.key_format, "valueFormat": source.value_format,
+        "topic": source.topic, "partitions": source.partitions or 0, "replication": 0,
+        "statement": source.statement, "queryOffsetSummaries": [], "sourceConstraints": [
+            q.sink for q in image.queries_reading(source.name)],
+        "clusterStatistics": [], "clusterErrorStats": [],
+    }
+
+
+def read_entity(statement: st.Statement, image: Image,
+                topics: Sequence[tuple[str, int]] | None = None,
+                query_states: dict[str, str] | None = None) -> Entity:
+    """The answer to a statement that only reads the catalog."""
+    states = query_states or {}
+    if isinstance(statement, st.ListObjects):
+        what = statement.what
+        if what in ("STREAMS", "TABLES"):
+            kind = st.SourceKind.STREAM if what == "STREAMS" else st.SourceKind.TABLE
+            chosen = [image.sources[n] for n in sorted(image.sources)
+                      if image.sources[n].kind is kind]
+            if statement.extended:
+                return {**_base(statement, "source_descriptions"), "sourceDescriptions": [
+                    source_description(s, image, True) for s in chosen]}
+            return {**_base(statement, what.lower()), what.lower(): [
+                source_summary(s) for s in chosen]}
+        if what == "QUERIES":
+            return {**_base(statement, "queries"), "queries": [
+                query_summary(image.queries[q], image, states.get(q, "RUNNING"))
+                for q in sorted(image.queries)]}
+        if what == "TYPES":
+            return {**_base(statement, "type_list"), "types": {
+                name: schema_json(image.types[name]) for name in sorted(image.types)}}
+        if what == "TOPICS":
+            return {**_base(statement, "kafka_topics"), "topics": [
+                {"name": name, "replicaInfo": [1] * partitions} for name, partitions in topics or []]}
+        if what == "PROPERTIES":
+            return {**_base(statement, "properties"), "properties": [], "overwrittenProperties": [],
+                    "defaultProperties": []}
+        return {**_base(statement, what.lower()), what.lower(): []}
+    if isinstance(statement, st.Describe):
+        source = image.sources[statement.name]
+        return {**_base(statement, "sourceDescription"),
+                "sourceDescription": source_description(source, image, statement.extended)}
+    if isinstance(statement, st.SetProperty):
+        return {**_base(statement, "currentStatus"), "commandStatus": {
+            "status": "SUCCESS", "message": f"Property {statement.name} set", "queryId": None}}
+    return {**_base(statement, "currentStatus"), "commandStatus": {
+        "status": "SUCCESS", "message": "Validated", "queryId": None}}

@@ -1,0 +1,82 @@
+"""Offline validation of a script: ``metastore check FILE.sql``.
+
+Statements run in order against an empty in-memory catalog; topics named in WITH are assumed to
+exist (with one partition). The first failure stops the run. Each result is what ``POST /ksql``
+would answer for that statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from metastore.api.error_codes import error_code
+from metastore.catalog import responses
+from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
+from metastore.catalog.validation import Read, Skip, Validator, Write
+from metastore.exceptions import MetastoreError
+from metastore.sql.exceptions import ParseError
+from metastore.sql.parser import parse
+
+
+class AssumedTopics:
+    """Every topic exists with one partition (the offline stand-in for Kafka)."""
+
+    def partitions(self, topic: str) -> int | None:
+        return 1
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    statement: str
+    ok: bool
+    error_code: int | None
+    message: str
+    entity: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"statement": self.statement, "ok": self.ok, "error_code": self.error_code,
+                "message": self.message, "entity": self.entity}
+
+
+def run_script(text: str) -> tuple[list[CheckResult], Image]:
+    """Results, one per statement up to the first failure, and the catalog at the end."""
+    try:
+        statements = parse(text)
+    except ParseError as error:
+        return [CheckResult(error.statement or text.strip(), False, error_code(error),
+                            error.message, None)], EMPTY_IMAGE
+    image = EMPTY_IMAGE
+    results: list[CheckResult] = []
+    for statement in statements:
+        try:
+            outcome = Validator(image, AssumedTopics()).validate(statement)
+        except MetastoreError as error:
+            results.append(CheckResult(statement.text, False, error_code(error), error.message, None))
+            break
+        if isinstance(outcome, Write):
+            delta = Delta(image)
+            delta.execute(outcome.command, image.offset + 1)
+            delta.advance(image.offset + 1)
+            image = delta.apply()
+            entity = responses.current_status(statement, outcome.command, image, image.offset)
+            message = entity["commandStatus"]["message"]
+        elif isinstance(outcome, Skip):
+            entity = responses.warning(statement, outcome.message)
+            message = outcome.message
+        else:
+            assert isinstance(outcome, Read)
+            entity = responses.read_entity(statement, image)
+            message = ""
+        results.append(CheckResult(statement.text, True, None, message, entity))
+    return results, image
+
+
+def catalog_json(image: Image) -> dict[str, Any]:
+    return {"catalog": {
+        "sources": [{"name": s.name, "type": s.kind.value, "schema": s.schema_text(),
+                     "keyFormat": s.key_format, "valueFormat": s.value_format, "topic": s.topic,
+                     "isSource": s.is_source} for s in (image.sources[n] for n in sorted(image.sources))],
+        "queries": [{"id": q.query_id, "kind": q.kind, "sink": q.sink, "sources": list(q.sources),
+                     "sql": q.sql} for q in (image.queries[i] for i in sorted(image.queries))],
+    }}
