@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -18,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import LocalKafkaCluster
+from metastore.node import Node, NodeConfig
 
 
 @pytest.fixture(scope="session")
@@ -96,3 +98,23 @@ def consumer_factory(kafka_settings: KafkaSettings) -> Iterator[Callable[..., Co
     yield create
     for consumer in created:
         consumer.close()
+
+
+@pytest.fixture
+def node_factory(kafka_bootstrap: str) -> Iterator[Callable[..., Node]]:
+    """Started nodes on the real broker: ``node_factory(service_id=None, node_id=..., **config)``."""
+    created: list[Node] = []
+
+    def create(service_id: str | None = None, node_id: str = "node-1", ready: bool = True,
+               **config: Any) -> Node:
+        node = Node(NodeConfig(service_id=service_id or unique("svc"),
+                               bootstrap_servers=kafka_bootstrap, node_id=node_id, **config))
+        node.start()
+        created.append(node)
+        if ready:
+            assert node.replica.wait_ready(60), f"{node_id} did not become READY"
+        return node
+
+    yield create
+    for node in created:
+        node.stop()

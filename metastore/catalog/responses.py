@@ -48,7 +48,7 @@ def _base(statement: st.Statement, kind: str) -> Entity:
     return {"@type": kind, "statementText": statement.text, "warnings": []}
 
 
-def status_message(command: cmd.Command, image: Image) -> tuple[str, str | None]:
+def status_message(command: cmd.Command, image: Image, offset: int) -> tuple[str, str | None]:
     """The ``commandStatus.message`` and ``queryId`` ksqlDB reports for a command."""
     if isinstance(command, cmd.CreateSourceCommand):
         return f"{command.source.kind.label.capitalize()} created", None
@@ -57,7 +57,7 @@ def status_message(command: cmd.Command, image: Image) -> tuple[str, str | None]
         query_id = source.query_id if source else None
         return f"Created query with ID {query_id}", query_id
     if isinstance(command, cmd.InsertQueryCommand):
-        query_id = f"INSERTQUERY_{image.offset}"
+        query_id = f"INSERTQUERY_{offset}"
         return f"Created query with ID {query_id}", query_id
     if isinstance(command, cmd.DropSourceCommand):
         return f"Source `{command.name}` was dropped.", None
@@ -76,7 +76,7 @@ def status_message(command: cmd.Command, image: Image) -> tuple[str, str | None]
 
 def current_status(statement: st.Statement, command: cmd.Command, image_after: Image,
                    offset: int) -> Entity:
-    message, query_id = status_message(command, image_after)
+    message, query_id = status_message(command, image_after, offset)
     return {**_base(statement, "currentStatus"), "commandId": command.command_id,
             "commandStatus": {"status": "SUCCESS", "message": message, "queryId": query_id},
             "commandSequenceNumber": offset}

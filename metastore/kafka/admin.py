@@ -88,6 +88,12 @@ class Admin:
             raise TopicError(topic, f"describing topic {topic} failed: {exc}") from exc
         return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
+    def broker_count(self) -> int:
+        try:
+            return len(self._admin.list_topics(timeout=self._timeout).brokers)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"listing brokers failed: {exc}") from exc
+
     def cluster_id(self) -> str | None:
         try:
             return self._admin.list_topics(timeout=self._timeout).cluster_id

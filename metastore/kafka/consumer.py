@@ -73,3 +73,25 @@ class PartitionReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+class EndOffsetProbe:
+    """Asks the broker for a partition's last stable offset (no assignment, no fetching)."""
+
+    def __init__(self, settings: KafkaSettings, topic: str, partition: int = 0,
+                 group_id: str = "metastore-probe") -> None:
+        self._partition = TopicPartition(topic, partition)
+        self._consumer = Consumer(settings.config(group_id=group_id, enable_auto_commit=False,
+                                                  isolation_level="read_committed"))
+
+    def end_offset(self, timeout: float = 10.0) -> int:
+        try:
+            _low, high = self._consumer.get_watermark_offsets(self._partition, timeout=timeout,
+                                                              cached=False)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"reading the end offset of {self._partition.topic} failed: {exc}") from exc
+        return int(high)
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from metastore.kafka.exceptions import (
     KafkaClientError,
@@ -50,6 +50,7 @@ class TransactionalProducer:
             linger_ms=0, transaction_timeout_ms=max(timeout_ms * 3, 10_000),
             message_timeout_ms=timeout_ms))
         self._delivery_error: KafkaError | None = None
+        self._delivered: list[int] = []
         self.in_transaction = False
 
     def _call(self, action: str, fn: Callable[..., object], *args: object) -> None:
@@ -63,6 +64,7 @@ class TransactionalProducer:
 
     def begin(self) -> None:
         self._delivery_error = None
+        self._delivered = []
         self._call("begin_transaction", self._producer.begin_transaction)
         self.in_transaction = True
 
@@ -74,21 +76,41 @@ class TransactionalProducer:
         except BufferError as exc:
             raise KafkaClientError(f"produce failed: {exc}", retriable=True) from exc
 
-    def _on_delivery(self, error: KafkaError | None, _message: object) -> None:
-        if error is not None and self._delivery_error is None:
-            self._delivery_error = error
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            if self._delivery_error is None:
+                self._delivery_error = error
+            return
+        offset = message.offset()
+        if offset is not None:
+            self._delivered.append(offset)
 
-    def commit(self) -> None:
-        """Commit; on failure the transaction is aborted (if the producer still can) and raised."""
+    def commit(self) -> list[int]:
+        """Commit and return the offsets of the records produced in this transaction, in order.
+
+        On failure the transaction is aborted (if the producer still can) and the error raised.
+        """
         try:
-            self._call("commit_transaction", self._producer.commit_transaction, self._timeout)
+            try:
+                remaining = self._producer.flush(self._timeout)
+            except KafkaException as exc:
+                raise classify(exc.args[0], "flush") from exc
             if self._delivery_error is not None:
                 raise classify(self._delivery_error, "produce")
+            if remaining:
+                raise TransactionAbortedError(f"{remaining} record(s) not delivered in time")
+            self._call("commit_transaction", self._producer.commit_transaction, self._timeout)
+            return sorted(self._delivered)
         except TransactionAbortedError:
             self.abort()
             raise
         finally:
             self.in_transaction = False
+
+    def flush(self) -> None:
+        """Deliver produced records to the log without ending the transaction."""
+        with contextlib.suppress(KafkaException):
+            self._producer.flush(self._timeout)
 
     def abort(self) -> None:
         self.in_transaction = False
@@ -99,4 +121,5 @@ class TransactionalProducer:
     def close(self) -> None:
         if self.in_transaction:
             self.abort()
-        self._producer.flush(0)
+        with contextlib.suppress(KafkaException):
+            self._producer.flush(0)

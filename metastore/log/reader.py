@@ -1,0 +1,215 @@
+"""The replica: replays the command log read_committed into the image, in order, forever.
+
+One thread owns the consumer. It applies each polled batch through one delta (so a batch copies
+each map once), publishes the new image, and advances ``position``: every offset below it has been
+applied, transaction markers included. Writers and readers wait on ``position``.
+
+A record that cannot be decoded, or that has a newer version than this node understands, puts the
+replica into DEGRADED with the offset and the reason; it applies nothing after it, keeps serving
+the image it has, and never skips the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
+from metastore.kafka.consumer import PartitionReader, Record
+from metastore.kafka.exceptions import KafkaClientError
+from metastore.kafka.settings import KafkaSettings
+from metastore.log.record import IncompatibleRecordError, RecordError, decode
+
+log = logging.getLogger(__name__)
+
+
+class NodeState(StrEnum):
+    STARTING = "STARTING"
+    CATCHING_UP = "CATCHING_UP"
+    READY = "READY"
+    DEGRADED = "DEGRADED"
+
+
+@dataclass(frozen=True)
+class Degradation:
+    kind: str  # INCOMPATIBLE or CORRUPTED
+    offset: int
+    message: str
+
+    def describe(self) -> str:
+        return f"{self.kind} at offset {self.offset}: {self.message}"
+
+
+ImageListener = Callable[[Image, bool], None]
+"""Called with each new image and whether the replica is caught up (READY)."""
+
+
+class LogReplica:
+    def __init__(self, settings: KafkaSettings, topic: str, group_id: str,
+                 start_image: Image = EMPTY_IMAGE, poll_timeout: float = 0.1,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self._settings = settings
+        self._topic = topic
+        self._group_id = group_id
+        self._poll_timeout = poll_timeout
+        self._progress = progress
+        self._image = start_image
+        self._position = start_image.offset + 1
+        self._state = NodeState.STARTING
+        self._degradation: Degradation | None = None
+        self._catch_up_target: int | None = None
+        self._listeners: list[ImageListener] = []
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_error: str | None = None
+        self.records_applied = 0
+
+    # -- observation ---------------------------------------------------------------------------
+    @property
+    def image(self) -> Image:
+        return self._image
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    @property
+    def state(self) -> NodeState:
+        return self._state
+
+    @property
+    def degradation(self) -> Degradation | None:
+        return self._degradation
+
+    @property
+    def last_error(self) -> str | None:
+        return self._last_error
+
+    def add_listener(self, listener: ImageListener) -> None:
+        self._listeners.append(listener)
+
+    def wait_for_position(self, target: int, timeout: float) -> bool:
+        """True once every offset below ``target`` is applied (False on timeout or degradation)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._position < target:
+                if self._degradation is not None:
+                    return False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    def wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._state in (NodeState.STARTING, NodeState.CATCHING_UP):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return self._state is NodeState.READY
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"replica-{self._topic}",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        reader = PartitionReader(self._settings, self._topic, start_offset=self._position,
+                                 group_id=self._group_id)
+        try:
+            self._catch_up_target = self._end_offset(reader)
+            self._set_state(NodeState.CATCHING_UP if self._position < self._catch_up_target
+                            else NodeState.READY)
+            if self._state is NodeState.CATCHING_UP and self._progress:
+                self._progress(f"catching up: {self._catch_up_target - self._position} offsets "
+                               "to replay")
+            last_report = time.monotonic()
+            while not self._stop.is_set():
+                if self._degradation is not None:
+                    self._stop.wait(0.5)
+                    continue
+                try:
+                    records = reader.poll(self._poll_timeout, max_records=5000)
+                except KafkaClientError as error:
+                    self._last_error = str(error)
+                    log.warning("reading the command log failed: %s", error)
+                    self._stop.wait(0.5)
+                    continue
+                self._apply(records, reader.position)
+                if self._state is NodeState.CATCHING_UP:
+                    target = self._catch_up_target or 0
+                    if self._position >= target:
+                        self._set_state(NodeState.READY)
+                        self._notify_listeners()
+                        if self._progress:
+                            self._progress(f"caught up at offset {self._position}")
+                    elif self._progress and time.monotonic() - last_report > 2:
+                        last_report = time.monotonic()
+                        self._progress(f"catching up: at {self._position} of {target}")
+        finally:
+            reader.close()
+
+    def _end_offset(self, reader: PartitionReader) -> int:
+        while not self._stop.is_set():
+            try:
+                return reader.end_offset()
+            except KafkaClientError as error:
+                self._last_error = str(error)
+                self._stop.wait(0.5)
+        return 0
+
+    def _apply(self, records: list[Record], position: int) -> None:
+        if not records and position <= self._position:
+            return
+        delta = Delta(self._image)
+        applied = 0
+        new_position = position
+        for record in records:
+            try:
+                command_record = decode(record.value, record.offset)
+            except RecordError as error:
+                kind = "INCOMPATIBLE" if isinstance(error, IncompatibleRecordError) else "CORRUPTED"
+                self._degradation = Degradation(kind, record.offset, error.message)
+                log.error("command log %s: %s", self._topic, self._degradation.describe())
+                new_position = record.offset
+                break
+            delta.replay(command_record, record.offset)
+            applied += 1
+        if applied:
+            self._image = delta.apply()
+            self.records_applied += applied
+        with self._changed:
+            self._position = max(self._position, new_position)
+            if self._degradation is not None:
+                self._state = NodeState.DEGRADED
+            self._changed.notify_all()
+        if applied and self._state is not NodeState.CATCHING_UP:
+            self._notify_listeners()
+
+    def _notify_listeners(self) -> None:
+        ready = self._state is NodeState.READY
+        for listener in self._listeners:
+            try:
+                listener(self._image, ready)
+            except Exception:  # a listener must never stop the log
+                log.exception("image listener failed")
+
+    def _set_state(self, state: NodeState) -> None:
+        with self._changed:
+            if self._state is not NodeState.DEGRADED:
+                self._state = state
+            self._changed.notify_all()

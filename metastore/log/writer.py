@@ -1,0 +1,253 @@
+"""The single-writer protocol: validate against a caught-up snapshot, then write in one transaction.
+
+For each request, under the node's write lock:
+
+1. become the writer: a transactional producer whose transactional.id is the service id. A
+   producer that is still the newest epoch is reused; ``init_transactions`` (which fences every
+   other node) runs only for a new producer;
+2. begin a transaction;
+3. read the last stable offset and wait until the replica has applied everything below it;
+4. if the request id is already in the image, answer with the first outcome (idempotent retry);
+5. validate the statements in order on that snapshot (plus topic facts from Kafka); a validation
+   error aborts and nothing is written;
+6. produce one record per write statement and commit;
+7. wait (bounded) until the replica applied the new records, and answer.
+
+Fenced, aborted or timed-out attempts discard the producer (a new ``init_transactions`` settles
+the old transaction either way) and retry with jittered exponential backoff until the deadline;
+then :class:`NotWrittenError` says the request was NOT written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from metastore.catalog import responses
+from metastore.catalog.exceptions import StatementError
+from metastore.catalog.image import Image
+from metastore.catalog.model import RequestOutcome
+from metastore.catalog.validation import Read, Skip, TopicFacts, Validator, Write
+from metastore.kafka.admin import Admin
+from metastore.kafka.consumer import EndOffsetProbe
+from metastore.kafka.exceptions import KafkaClientError, TopicError
+from metastore.kafka.producer import TransactionalProducer
+from metastore.kafka.settings import KafkaSettings
+from metastore.log.exceptions import CatchUpTimeoutError, NotReadyError, NotWrittenError
+from metastore.log.reader import LogReplica, NodeState
+from metastore.log.record import CommandRecord
+from metastore.sql.statements import Statement
+
+log = logging.getLogger(__name__)
+
+Entity = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    reuse_producer: bool = True
+    """False gives ksqlDB's behaviour: a new producer and init_transactions for every request."""
+    request_timeout: float = 30.0
+    apply_timeout: float = 10.0
+    backoff_initial: float = 0.05
+    backoff_max: float = 1.0
+    transaction_timeout_ms: int = 10_000
+
+
+class KafkaTopicFacts:
+    """Topic facts read from the cluster, one metadata request per question."""
+
+    def __init__(self, admin: Admin) -> None:
+        self._admin = admin
+
+    def partitions(self, topic: str) -> int | None:
+        info = self._admin.describe(topic)
+        return None if info is None else info.partitions
+
+
+@dataclass
+class WriterStats:
+    requests: int = 0
+    transactions: int = 0
+    fenced_retries: int = 0
+    producers_created: int = 0
+
+
+class CommandWriter:
+    def __init__(self, settings: KafkaSettings, topic: str, service_id: str, node_id: str,
+                 replica: LogReplica, admin: Admin, options: WriterOptions | None = None,
+                 facts: TopicFacts | None = None) -> None:
+        self._settings = settings
+        self._topic = topic
+        self._service_id = service_id
+        self._node_id = node_id
+        self._replica = replica
+        self._admin = admin
+        self._facts = facts or KafkaTopicFacts(admin)
+        self.options = options or WriterOptions()
+        self._probe = EndOffsetProbe(settings, topic, group_id=f"{service_id}-{node_id}-probe")
+        self._producer: TransactionalProducer | None = None
+        self._lock = threading.Lock()
+        self.stats = WriterStats()
+        self.before_commit: Callable[[TransactionalProducer], None] | None = None
+        """Fault-injection seam for tests: runs after produce, before commit."""
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard_producer()
+            self._probe.close()
+
+    # -- public --------------------------------------------------------------------------------
+    def submit(self, statements: Sequence[Statement], request_id: str, submitter: str = "",
+               timeout: float | None = None) -> list[Entity]:
+        """Validate and write ``statements`` atomically; one entity per statement."""
+        deadline = time.monotonic() + (timeout if timeout is not None else self.options.request_timeout)
+        backoff = self.options.backoff_initial
+        attempts = 0
+        with self._lock:
+            self.stats.requests += 1
+            while True:
+                self._check_writable()
+                attempts += 1
+                try:
+                    return self._attempt(statements, request_id, submitter, deadline)
+                except (StatementError, NotReadyError, CatchUpTimeoutError):
+                    raise
+                except KafkaClientError as error:
+                    self._discard_producer()
+                    self.stats.fenced_retries += 1
+                    pause = random.uniform(0, backoff)
+                    if time.monotonic() + pause >= deadline:
+                        raise NotWrittenError(
+                            f"The statement was NOT written to the command log after {attempts} "
+                            f"attempt(s): {error}") from error
+                    log.info("write attempt %d failed (%s); retrying", attempts, error)
+                    time.sleep(pause)
+                    backoff = min(backoff * 2, self.options.backoff_max)
+
+    # -- protocol ------------------------------------------------------------------------------
+    def _check_writable(self) -> None:
+        state = self._replica.state
+        if state is NodeState.DEGRADED:
+            degradation = self._replica.degradation
+            reason = degradation.describe() if degradation else "unknown"
+            raise NotReadyError(f"This node is DEGRADED ({reason}); it refuses writes.")
+        if state is not NodeState.READY:
+            raise NotReadyError(f"This node is {state.value}; it accepts writes once READY.")
+
+    def _producer_for_request(self) -> TransactionalProducer:
+        if self._producer is None:
+            producer = TransactionalProducer(self._settings, self._service_id,
+                                             timeout_ms=self.options.transaction_timeout_ms)
+            self.stats.producers_created += 1
+            try:
+                producer.init()
+            except KafkaClientError:
+                producer.close()
+                raise
+            self._producer = producer
+        return self._producer
+
+    def _discard_producer(self) -> None:
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
+
+    def _attempt(self, statements: Sequence[Statement], request_id: str, submitter: str,
+                 deadline: float) -> list[Entity]:
+        producer = self._producer_for_request()
+        producer.begin()
+        try:
+            end = self._probe.end_offset()
+            if not self._replica.wait_for_position(end, max(deadline - time.monotonic(), 0)):
+                self._check_writable()
+                raise CatchUpTimeoutError(
+                    f"Timed out waiting for this node to apply the command log up to offset {end}",
+                    end)
+            image = self._replica.image
+            prior = image.requests.get(request_id) if request_id else None
+            if prior is not None:
+                producer.abort()
+                return self._replayed(statements, prior, image)
+            validator = Validator(image, self._facts, first_offset=end)
+            outcomes = [validator.validate(statement) for statement in statements]
+            writes = [o for o in outcomes if isinstance(o, Write)]
+            if not writes:
+                producer.abort()
+                return [self._entity_without_write(o, validator.image) for o in outcomes]
+            for write in writes:
+                for topic in write.topics_to_create:
+                    self._admin.create(topic.name, topic.partitions, topic.replicas)
+            for write in writes:
+                record = CommandRecord(write.command, write.statement.text, request_id,
+                                       self._node_id, submitter)
+                key, value = record.encode()
+                producer.produce(self._topic, key, value)
+            if self.before_commit is not None:
+                self.before_commit(producer)
+            offsets = producer.commit()
+            self.stats.transactions += 1
+        except BaseException:
+            if producer.in_transaction:
+                producer.abort()
+            raise
+        finally:
+            if not self.options.reuse_producer:
+                self._discard_producer()
+        if len(offsets) != len(writes):
+            raise NotWrittenError(f"expected {len(writes)} delivered records, got {len(offsets)}")
+        self._replica.wait_for_position(offsets[-1] + 1, self.options.apply_timeout)
+        for write in writes:
+            for topic_name in write.topics_to_delete:
+                try:
+                    self._admin.delete(topic_name)
+                except TopicError as error:
+                    log.warning("deleting topic %s failed: %s", topic_name, error)
+        applied = self._replica.image
+        offset_of = {id(write): offset for write, offset in zip(writes, offsets, strict=True)}
+        return [responses.current_status(o.statement, o.command, applied, offset_of[id(o)])
+                if isinstance(o, Write) else self._entity_without_write(o, validator.image)
+                for o in outcomes]
+
+    def _entity_without_write(self, outcome: Write | Skip | Read, image: Image) -> Entity:
+        if isinstance(outcome, Skip):
+            return responses.warning(outcome.statement, outcome.message)
+        if isinstance(outcome, Read):
+            return responses.read_entity(outcome.statement, image)
+        raise AssertionError("a write has an offset")
+
+    def _replayed(self, statements: Sequence[Statement], prior: RequestOutcome,
+                  image: Image) -> list[Entity]:
+        """The answer to a retried request whose records are already in the log."""
+        entities: list[Entity] = []
+        offsets = iter(zip(prior.offsets, prior.command_ids, strict=True))
+        for statement in statements:
+            if not statement.writes_log:
+                entities.append(responses.read_entity(statement, image))
+                continue
+            found = next(offsets, None)
+            if found is None:
+                entities.append(responses.warning(statement, "Already applied by an earlier "
+                                                             "attempt of this request."))
+                continue
+            offset, command_id = found
+            entities.append({"@type": "currentStatus", "statementText": statement.text,
+                             "commandId": command_id, "commandStatus": {
+                                 "status": "SUCCESS", "message": "Already written by an earlier "
+                                 "attempt of this request (same request id).", "queryId": None},
+                             "commandSequenceNumber": offset, "warnings": []})
+        return entities
+
+
+
+def die_between_produce_and_commit(producer: TransactionalProducer) -> None:
+    """Fault injection for tests: the records reach the log, the commit never happens."""
+    producer.flush()
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,130 @@
+"""A metastore node: the command-log replica, the writer, and request execution.
+
+``Node.execute`` is what ``POST /ksql`` does: parse, optionally wait for a command sequence
+number (read-your-writes), answer read-only requests from the replica's image, and hand requests
+that write to the single-writer protocol.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from metastore.catalog import responses
+from metastore.catalog.validation import Read, Skip, Validator, Write
+from metastore.kafka.admin import Admin
+from metastore.kafka.exceptions import KafkaUnavailableError
+from metastore.kafka.settings import KafkaSettings
+from metastore.log.exceptions import CatchUpTimeoutError
+from metastore.log.reader import LogReplica, NodeState
+from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
+from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
+from metastore.sql.parser import parse
+from metastore.sql.statements import ListObjects, Statement
+
+Entity = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    service_id: str
+    bootstrap_servers: str
+    node_id: str = "node-1"
+    kafka_client: dict[str, str] = field(default_factory=dict)
+    command_topic: str | None = None
+    command_topic_replication: int | None = None
+    command_topic_min_isr: int | None = None
+    writer: WriterOptions = field(default_factory=WriterOptions)
+    read_timeout: float = 30.0
+
+    @property
+    def topic(self) -> str:
+        return self.command_topic or command_topic_name(self.service_id)
+
+
+class Node:
+    def __init__(self, config: NodeConfig, progress: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.settings = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
+        self.admin = Admin(self.settings)
+        self._progress = progress
+        self.replica = LogReplica(self.settings, config.topic,
+                                  group_id=f"{config.service_id}-{config.node_id}",
+                                  progress=progress)
+        self.writer: CommandWriter | None = None
+        self.kafka_cluster_id: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Check Kafka, verify (or create) the command topic, start replaying."""
+        self.kafka_cluster_id = self.admin.cluster_id()
+        if self.kafka_cluster_id is None:
+            raise KafkaUnavailableError(
+                f"Kafka is unreachable at {self.config.bootstrap_servers}: no broker answered")
+        brokers = self.admin.broker_count()
+        ensure_command_topic(self.admin, CommandTopicSpec(
+            self.config.topic, self.config.command_topic_replication,
+            self.config.command_topic_min_isr), brokers)
+        self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
+                                    self.config.node_id, self.replica, self.admin,
+                                    self.config.writer)
+        self.replica.start()
+
+    def stop(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.replica.stop()
+
+    @property
+    def state(self) -> NodeState:
+        return self.replica.state
+
+    # -- requests ------------------------------------------------------------------------------
+    def execute(self, text: str, request_id: str | None = None, submitter: str = "",
+                command_sequence_number: int | None = None,
+                timeout: float | None = None) -> list[Entity]:
+        statements = parse(text)
+        if command_sequence_number is not None:
+            self.wait_for(command_sequence_number, timeout or self.config.read_timeout)
+        if not any(statement.writes_log for statement in statements):
+            return self.read(statements)
+        assert self.writer is not None, "start() the node first"
+        return self.writer.submit(statements, request_id or str(uuid.uuid4()), submitter, timeout)
+
+    def wait_for(self, command_sequence_number: int, timeout: float) -> None:
+        if not self.replica.wait_for_position(command_sequence_number + 1, timeout):
+            raise CatchUpTimeoutError(
+                f"Timed out after {timeout:.0f}s waiting for command sequence number "
+                f"{command_sequence_number} (applied up to {self.replica.position - 1})",
+                command_sequence_number)
+
+    def read(self, statements: list[Statement]) -> list[Entity]:
+        """Answer statements that never write, from the current image."""
+        image = self.replica.image
+        validator = Validator(image, KafkaTopicFacts(self.admin))
+        entities: list[Entity] = []
+        for statement in statements:
+            outcome = validator.validate(statement)
+            if isinstance(outcome, Skip):
+                entities.append(responses.warning(statement, outcome.message))
+                continue
+            assert isinstance(outcome, Read) and not isinstance(outcome, Write)
+            topics = None
+            if isinstance(statement, ListObjects) and statement.what == "TOPICS":
+                topics = [(t.name, t.partitions) for t in self.admin.list_topics()]
+            entities.append(responses.read_entity(statement, image, topics))
+        return entities
+
+    def status(self) -> dict[str, Any]:
+        degradation = self.replica.degradation
+        image = self.replica.image
+        return {
+            "serviceId": self.config.service_id, "nodeId": self.config.node_id,
+            "state": self.replica.state.value,
+            "degradedReason": degradation.describe() if degradation else None,
+            "appliedOffset": self.replica.position - 1, "endOffset": None,
+            "imageFingerprint": image.fingerprint, "sparkCatalogFingerprint": None,
+            "sparkInSync": None,
+        }

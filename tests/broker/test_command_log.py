@@ -1,0 +1,201 @@
+"""The command log and the single-writer protocol against the real broker."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from metastore.catalog.commands import DropSourceCommand
+from metastore.catalog.exceptions import SourceExistsError
+from metastore.kafka.admin import Admin
+from metastore.kafka.consumer import EndOffsetProbe
+from metastore.kafka.producer import TransactionalProducer
+from metastore.log.exceptions import CommandTopicError, NotReadyError, NotWrittenError
+from metastore.log.reader import NodeState
+from metastore.log.record import CommandRecord
+from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
+from metastore.log.writer import WriterOptions
+from metastore.node import Node
+from metastore.sql.statements import SourceKind
+from tests.conftest import unique
+
+NodeFactory = Callable[..., Node]
+
+
+def create_stream(name: str, topic: str) -> str:
+    return (f"CREATE STREAM {name} (ID INT KEY, V STRING) "
+            f"WITH (KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+
+
+def committed_values(consumer_factory: Callable[..., Consumer], topic: str) -> list[dict]:  # type: ignore[type-arg]
+    consumer = consumer_factory(topic, enable_partition_eof=True)
+    values = []
+    while True:
+        messages = consumer.consume(100, 2.0)
+        if not messages:
+            break
+        done = False
+        for message in messages:
+            if message.error() is not None:
+                done = True
+                continue
+            values.append(json.loads(message.value()))
+        if done:
+            break
+    return values
+
+
+def test_statement_is_written_applied_and_answered(node_factory: NodeFactory) -> None:
+    node = node_factory()
+    topic = unique("pv")
+    [entity] = node.execute(create_stream("PAGEVIEWS", topic))
+    assert entity["@type"] == "currentStatus"
+    assert entity["commandId"] == "stream/PAGEVIEWS/create"
+    assert entity["commandStatus"]["status"] == "SUCCESS"
+    source = node.replica.image.source("PAGEVIEWS")
+    assert source is not None and source.topic == topic
+    assert node.replica.position > entity["commandSequenceNumber"]
+    assert node.admin.describe(topic) is not None, "PARTITIONS creates the topic"
+
+
+def test_two_nodes_racing_for_one_name_exactly_one_wins(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    first = node_factory(node_id="a")
+    second = node_factory(service_id=first.config.service_id, node_id="b")
+    topic = unique("race")
+    results: dict[str, object] = {}
+    barrier = threading.Barrier(2)
+
+    def submit(node: Node) -> None:
+        barrier.wait()
+        try:
+            results[node.config.node_id] = node.execute(create_stream("RACED", topic))
+        except SourceExistsError as error:
+            results[node.config.node_id] = error
+
+    threads = [threading.Thread(target=submit, args=(n,)) for n in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    errors = [r for r in results.values() if isinstance(r, SourceExistsError)]
+    successes = [r for r in results.values() if isinstance(r, list)]
+    assert len(errors) == 1 and len(successes) == 1, results
+    assert "A stream with the same name already exists" in str(errors[0])
+    records = committed_values(consumer_factory, first.config.topic)
+    assert [r["commandId"] for r in records] == ["stream/RACED/create"]
+    assert first.replica.wait_for_position(second.replica.position, 10)
+    assert first.replica.image.fingerprint == second.replica.image.fingerprint
+
+
+def test_fenced_between_produce_and_commit_retries_transparently(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    node = node_factory()
+    other = node_factory(service_id=node.config.service_id, node_id="other")
+    assert node.writer is not None and other.writer is not None
+    fenced_once: list[bool] = []
+
+    def fence(_producer: TransactionalProducer) -> None:
+        if not fenced_once:
+            fenced_once.append(True)
+            other.execute(create_stream("FROM_OTHER", unique("o")))  # init_transactions fences us
+
+    node.writer.before_commit = fence
+    [entity] = node.execute(create_stream("FROM_NODE", unique("n")))
+    assert entity["commandStatus"]["status"] == "SUCCESS"
+    assert node.writer.stats.fenced_retries >= 1
+    ids = [r["commandId"] for r in committed_values(consumer_factory, node.config.topic)]
+    assert ids == ["stream/FROM_OTHER/create", "stream/FROM_NODE/create"]
+
+
+def test_writer_fenced_on_every_attempt_reports_not_written(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    node = node_factory(writer=WriterOptions(request_timeout=3.0))
+    assert node.writer is not None
+    settings = node.settings
+
+    def fence(_producer: TransactionalProducer) -> None:
+        usurper = TransactionalProducer(settings, node.config.service_id)
+        usurper.init()
+        usurper.close()
+
+    node.writer.before_commit = fence
+    with pytest.raises(NotWrittenError, match="NOT written"):
+        node.execute(create_stream("NEVER", unique("never")))
+    assert committed_values(consumer_factory, node.config.topic) == []
+    assert node.replica.image.source("NEVER") is None
+
+
+def test_retry_with_the_same_request_id_is_applied_once(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    node = node_factory()
+    statement = create_stream("ONCE", unique("once"))
+    [first] = node.execute(statement, request_id="req-1")
+    [again] = node.execute(statement, request_id="req-1")
+    assert again["commandSequenceNumber"] == first["commandSequenceNumber"]
+    assert len(committed_values(consumer_factory, node.config.topic)) == 1
+
+
+def test_multi_statement_request_is_atomic(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    node = node_factory()
+    script = create_stream("A1", unique("a1")) + create_stream("A1", unique("a2"))
+    with pytest.raises(SourceExistsError):
+        node.execute(script)
+    assert committed_values(consumer_factory, node.config.topic) == []
+    entities = node.execute(create_stream("B1", unique("b1")) + create_stream("B2", unique("b2")))
+    assert [e["commandSequenceNumber"] for e in entities] == [0, 1]
+
+
+def test_restarted_reader_rebuilds_the_same_fingerprint(node_factory: NodeFactory) -> None:
+    node = node_factory()
+    for i in range(5):
+        node.execute(create_stream(f"S{i}", unique("s")))
+    node.execute("CREATE STREAM DERIVED AS SELECT * FROM S0; DROP STREAM S4;")
+    fingerprint = node.replica.image.fingerprint
+    node.stop()
+    restarted = node_factory(service_id=node.config.service_id, node_id="restarted")
+    assert restarted.replica.image.fingerprint == fingerprint
+    assert restarted.replica.image.offset == node.replica.image.offset
+
+
+@pytest.mark.parametrize(("value", "kind"), [
+    (json.dumps({"version": 99, "command": {}}).encode(), "INCOMPATIBLE"),
+    (b"\x00\xffnot json", "CORRUPTED"),
+])
+def test_bad_record_degrades_the_node_without_applying_later_ones(
+        node_factory: NodeFactory, producer_factory: Callable[..., Producer],
+        value: bytes, kind: str) -> None:
+    node = node_factory()
+    node.execute(create_stream("BEFORE", unique("before")))
+    probe = EndOffsetProbe(node.settings, node.config.topic)
+    bad_offset = probe.end_offset()
+    probe.close()
+    good_later = CommandRecord(DropSourceCommand(SourceKind.STREAM, "BEFORE"), "DROP STREAM BEFORE;",
+                               "later")
+    raw = producer_factory()
+    raw.produce(node.config.topic, key=b"stream/BAD/create", value=value)
+    raw.produce(node.config.topic, key=good_later.encode()[0], value=good_later.encode()[1])
+    raw.flush(10)
+    observer = node_factory(service_id=node.config.service_id, node_id="observer", ready=False)
+    deadline_ok = observer.replica.wait_ready(30)
+    assert not deadline_ok and observer.state is NodeState.DEGRADED
+    degradation = observer.replica.degradation
+    assert degradation is not None and degradation.kind == kind
+    assert degradation.offset == bad_offset
+    assert observer.replica.image.source("BEFORE") is not None, "the later DROP is not applied"
+    with pytest.raises(NotReadyError, match="DEGRADED"):
+        observer.execute(create_stream("AFTER", unique("after")))
+    assert observer.execute("SHOW STREAMS;")[0]["streams"][0]["name"] == "BEFORE"
+
+
+def test_a_command_topic_of_the_wrong_shape_is_refused(kafka_admin: Admin) -> None:
+    name = command_topic_name(unique("shape"))
+    kafka_admin.create(name, partitions=2, config={"retention.ms": "1000"})
+    with pytest.raises(CommandTopicError, match="wrong shape") as raised:
+        ensure_command_topic(kafka_admin, CommandTopicSpec(name), broker_count=1)
+    assert "2 partitions" in str(raised.value) and "retention.ms" in str(raised.value)
