@@ -71,6 +71,9 @@ class _Scope:
                              + ", ".join(f"{alias}.{name}" for alias, _ in matches))
         return matches[0]
 
+    def is_ambiguous(self, name: str) -> bool:
+        return sum(self.by_alias[a].column(name) is not None for a in self.order) > 1
+
     def _column_of(self, source: DataSource, name: str) -> ty.SqlType | None:
         column = source.column(name)
         if column is not None:
@@ -180,7 +183,7 @@ def _project(select: exp.Select, scope: _Scope, typer: _Typer) -> list[_Projecte
             name = item.alias
         elif isinstance(expression, exp.Column):
             name = expression.name
-            if len(scope.order) > 1 and expression.table:
+            if expression.table and scope.is_ambiguous(name):
                 name = f"{expression.table}_{expression.name}"
         elif isinstance(expression, exp.Dot | exp.JSONExtract):
             name = _deref_name(expression)

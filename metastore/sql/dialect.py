@@ -91,8 +91,15 @@ class KsqlParser(parser.Parser):
         return token.line, token.start - line_start + 1
 
     def _fail(self, description: str, token: Token | None = None) -> Any:
-        token = token or self._curr or self._prev
-        line, column = self._position(token) if token else (1, 1)
+        """Raise a ParseError at ``token``, the current token, or just after the last one."""
+        token = token or self._curr
+        if token:
+            line, column = self._position(token)
+        elif self._prev:
+            line, column = self._position(self._prev)
+            column += self._prev.end - self._prev.start + 1
+        else:
+            line, column = 1, 1
         raise ParseError(description, line, column)
 
     def _expect_text(self, *words: str) -> None:

@@ -1,0 +1,151 @@
+"""Data-driven parser tests: tests/fixtures/parser/{valid,invalid}.sql."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from metastore.sql import statements as st
+from metastore.sql.exceptions import ParseError
+from metastore.sql.parser import parse, parse_type
+from metastore.sql.types import quote
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "parser"
+
+
+def cases(name: str, directive: str) -> list[tuple[str, str]]:
+    """(expectation, statement text) pairs: each ``-- directive:`` line, then its statement."""
+    found: list[tuple[str, str]] = []
+    expectation: str | None = None
+    lines: list[str] = []
+    for line in (FIXTURES / name).read_text().splitlines():
+        if line.startswith(f"-- {directive}:"):
+            if expectation is not None:
+                found.append((expectation, "\n".join(lines)))
+            expectation, lines = line.split(":", 1)[1].strip(), []
+        elif expectation is not None and not (line.startswith("-- ") and not lines):
+            lines.append(line)
+    if expectation is not None:
+        found.append((expectation, "\n".join(lines)))
+    return found
+
+
+def columns(defs: tuple[st.ColumnDef, ...]) -> str:
+    rendered = []
+    for column in defs:
+        text = f"{quote(column.name)} {column.type.sql()}"
+        if column.role is st.ColumnRole.HEADER:
+            text += f" HEADER('{column.header_key}')"
+        elif column.role is not st.ColumnRole.VALUE:
+            text += f" {column.role.value}"
+        rendered.append(text)
+    return "[" + ", ".join(rendered) + "]"
+
+
+def properties(props: dict[str, st.PropertyValue]) -> str:
+    return "{" + ", ".join(f"{k}={props[k]}" for k in sorted(props)) + "}"
+
+
+def query(q: st.Query) -> str:
+    text = f"query={q.select.sql()}"
+    if q.partition_by:
+        text += " partition_by=[" + ", ".join(e.sql() for e in q.partition_by) + "]"
+    if q.window:
+        text += f" window={q.window.kind}/{q.window.size_ms}"
+    if q.within_ms:
+        text += f" within={q.within_ms}"
+    if q.emit_changes:
+        text += " emit_changes"
+    return text
+
+
+def flags(statement: st.Statement, *names: str) -> str:
+    return "".join(f" {n}" for n in names if getattr(statement, n))
+
+
+def render(s: st.Statement) -> str:
+    kind = type(s).__name__
+    if isinstance(s, st.CreateSource):
+        return (f"{kind} {s.kind.value} {s.name} {columns(s.columns)} {properties(s.properties)}"
+                + flags(s, "or_replace", "if_not_exists", "is_source"))
+    if isinstance(s, st.CreateAsSelect):
+        return f"{kind} {s.kind.value} {s.name} {properties(s.properties)} {query(s.query)}"
+    if isinstance(s, st.InsertInto):
+        return f"{kind} {s.target} {query(s.query)}"
+    if isinstance(s, st.InsertValues):
+        return f"{kind} {s.target} columns=[{', '.join(s.columns)}]"
+    if isinstance(s, st.DropSource):
+        return f"{kind} {s.kind.value} {s.name}" + flags(s, "if_exists", "delete_topic")
+    if isinstance(s, st.Terminate):
+        return f"{kind} {s.query_id or 'ALL'}"
+    if isinstance(s, st.AlterSource):
+        return f"{kind} {s.kind.value} {s.name} {columns(s.columns)}"
+    if isinstance(s, st.CreateType):
+        return f"{kind} {s.name} {s.type.sql()}"
+    if isinstance(s, st.DropType):
+        return f"{kind} {s.name}" + flags(s, "if_exists")
+    if isinstance(s, st.ListObjects):
+        return f"{kind} {s.what}" + flags(s, "extended")
+    if isinstance(s, st.Describe):
+        return f"{kind} {s.name}" + flags(s, "extended")
+    if isinstance(s, st.SelectStatement):
+        return f"{kind} {query(s.query)}"
+    if isinstance(s, st.SetProperty):
+        return f"{kind} {s.name}={s.value}"
+    raise AssertionError(kind)
+
+
+VALID = cases("valid.sql", "expect")
+INVALID = cases("invalid.sql", "error")
+
+
+@pytest.mark.parametrize(("expected", "text"), VALID,
+                         ids=[e.split(" ")[0] + str(i) for i, (e, _) in enumerate(VALID)])
+def test_valid_statement_parses_as_expected(expected: str, text: str) -> None:
+    [statement] = parse(text)
+    assert render(statement) == expected
+    assert statement.text == text.strip()
+
+
+@pytest.mark.parametrize(("expected", "text"), INVALID, ids=[str(i) for i in range(len(INVALID))])
+def test_invalid_statement_reports_line_and_column(expected: str, text: str) -> None:
+    position, fragment = expected.split(" ", 1)
+    line, column = (int(part) for part in position.split(":"))
+    with pytest.raises(ParseError) as raised:
+        parse(text)
+    error = raised.value
+    assert (error.line, error.column) == (line, column), error.message
+    assert fragment in error.message
+    assert error.message.startswith(f"line {line}:{column}: Syntax Error")
+
+
+def test_fixtures_are_not_empty() -> None:
+    assert len(VALID) >= 20 and len(INVALID) >= 10
+
+
+def test_several_statements_keep_their_own_text_and_position() -> None:
+    text = "SHOW STREAMS;\n  DROP STREAM x;\nDESCRIBE y"
+    statements = parse(text)
+    assert [s.text for s in statements] == ["SHOW STREAMS;", "DROP STREAM x;", "DESCRIBE y"]
+    assert [(s.location.line, s.location.column) for s in statements] == [(1, 1), (2, 3), (3, 1)]
+
+
+def test_an_error_in_a_later_statement_points_into_the_whole_text() -> None:
+    with pytest.raises(ParseError) as raised:
+        parse("SHOW STREAMS;\nDROP STREAM;")
+    assert (raised.value.line, raised.value.column) == (2, 12)
+
+
+@pytest.mark.parametrize("text", ["ARRAY<STRUCT<A INTEGER, `b c` MAP<STRING, DECIMAL(10, 2)>>>",
+                                  "STRUCT<>", "BYTES", "ADDRESS"])
+def test_types_round_trip_through_their_text(text: str) -> None:
+    parsed = parse_type(text)
+    assert parse_type(parsed.sql()) == parsed
+
+
+def test_sqlglot_command_fallback_is_never_accepted() -> None:
+    for text in ("EXPLAIN SELECT * FROM x;", "PRINT 'topic';", "RUN SCRIPT 'x.sql';"):
+        with pytest.raises(ParseError, match=re.escape("Unknown statement")):
+            parse(text)

@@ -1,0 +1,157 @@
+"""The state machine: records, pure apply, canonical fingerprints, determinism across processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as strat
+
+from metastore.catalog.exceptions import StatementError
+from metastore.catalog.image import EMPTY_IMAGE, REQUEST_WINDOW, Delta, Image, apply
+from metastore.catalog.validation import Validator, Write
+from metastore.check import AssumedTopics
+from metastore.log.record import (
+    RECORD_VERSION,
+    CommandRecord,
+    CorruptRecordError,
+    IncompatibleRecordError,
+    decode,
+)
+from metastore.sql.parser import parse
+
+NAMES = ["A", "B", "C", "D"]
+TYPES = ["INT", "BIGINT", "STRING", "DOUBLE", "BOOLEAN", "ARRAY<STRING>", "STRUCT<X INT>", "T1"]
+
+statement_text = strat.one_of(
+    strat.builds(lambda n, t, kind: (
+        f"CREATE {'STREAM' if kind else 'TABLE'} {n} (K INT {'KEY' if kind else 'PRIMARY KEY'}, "
+        f"V {t}) WITH (KAFKA_TOPIC='{n.lower()}', VALUE_FORMAT='JSON');"),
+        strat.sampled_from(NAMES), strat.sampled_from(TYPES), strat.booleans()),
+    strat.builds(lambda n, m: f"CREATE STREAM {n} AS SELECT * FROM {m};",
+                 strat.sampled_from(NAMES), strat.sampled_from(NAMES)),
+    strat.builds(lambda n, m: f"CREATE TABLE {n} AS SELECT K, COUNT(*) AS C FROM {m} GROUP BY K;",
+                 strat.sampled_from(NAMES), strat.sampled_from(NAMES)),
+    strat.builds(lambda n: f"DROP STREAM {n};", strat.sampled_from(NAMES)),
+    strat.builds(lambda n: f"DROP TABLE IF EXISTS {n};", strat.sampled_from(NAMES)),
+    strat.builds(lambda n, t: f"ALTER STREAM {n} ADD COLUMN W{len(t)} {t};",
+                 strat.sampled_from(NAMES), strat.sampled_from(TYPES)),
+    strat.just("TERMINATE ALL;"),
+    strat.just("CREATE TYPE T1 AS STRUCT<F STRING>;"),
+    strat.just("DROP TYPE T1;"),
+)
+
+
+def validated_records(texts: list[str]) -> tuple[list[CommandRecord], Image]:
+    """Validate each statement against the image so far; keep the records that passed."""
+    image = EMPTY_IMAGE
+    records: list[CommandRecord] = []
+    for index, text in enumerate(texts):
+        [statement] = parse(text)
+        try:
+            outcome = Validator(image, AssumedTopics()).validate(statement)
+        except StatementError:
+            continue
+        if isinstance(outcome, Write):
+            record = CommandRecord(outcome.command, statement.text, f"req-{index}", "n1")
+            records.append(record)
+            image = apply(image, record, len(records) - 1)
+    return records, image
+
+
+def replay(encoded: list[bytes]) -> Image:
+    delta = Delta(EMPTY_IMAGE)
+    for offset, value in enumerate(encoded):
+        delta.replay(decode(value, offset), offset)
+    return delta.apply()
+
+
+REPLAY_IN_ANOTHER_PROCESS = """
+import json, sys
+from metastore.catalog.image import EMPTY_IMAGE, Delta
+from metastore.log.record import decode
+delta = Delta(EMPTY_IMAGE)
+for offset, line in enumerate(open(sys.argv[1])):
+    delta.replay(decode(line.strip().encode(), offset), offset)
+print(delta.apply().fingerprint)
+"""
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(strat.lists(statement_text, min_size=1, max_size=25))
+def test_replaying_validated_records_twice_gives_the_same_image(texts: list[str]) -> None:
+    records, built = validated_records(texts)
+    encoded = [record.encode()[1] for record in records]
+    first, second = replay(encoded), replay(encoded)
+    assert first.fingerprint == second.fingerprint == built.fingerprint
+    assert first.canonical() == built.canonical()
+
+
+def test_replay_in_two_processes_gives_the_same_fingerprint(tmp_path: Path) -> None:
+    texts = [
+        "CREATE TYPE T1 AS STRUCT<F STRING>;",
+        "CREATE STREAM A (K INT KEY, V T1) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');",
+        "CREATE TABLE B AS SELECT K, COUNT(*) AS C FROM A GROUP BY K;",
+        "CREATE STREAM C AS SELECT K, V->F AS F FROM A WHERE K > 1;",
+        "ALTER STREAM A ADD COLUMN EXTRA BIGINT;",
+        "TERMINATE ALL;", "DROP TABLE B;",
+    ]
+    records, built = validated_records(texts)
+    assert len(records) == len(texts)
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(r.encode()[1].decode() for r in records) + "\n")
+    fingerprints = {
+        subprocess.run([sys.executable, "-c", REPLAY_IN_ANOTHER_PROCESS, str(log)],
+                       capture_output=True, text=True, check=True).stdout.strip()
+        for _ in range(2)}
+    assert fingerprints == {built.fingerprint}
+
+
+def test_query_ids_derive_from_offsets() -> None:
+    records, _ = validated_records([
+        "CREATE STREAM A (K INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');",
+        "CREATE STREAM B AS SELECT * FROM A;"])
+    image = replay([r.encode()[1] for r in records])
+    assert set(image.queries) == {"CSAS_B_1"}
+    shifted = Delta(EMPTY_IMAGE)
+    shifted.replay(records[0], 10)
+    shifted.replay(records[1], 17)
+    assert set(shifted.apply().queries) == {"CSAS_B_17"}
+
+
+def test_fingerprint_ignores_creation_order_of_independent_objects() -> None:
+    a = "CREATE STREAM A (K INT KEY) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');"
+    b = "CREATE STREAM B (K INT KEY) WITH (KAFKA_TOPIC='b', VALUE_FORMAT='JSON');"
+    (_, one), (_, two) = validated_records([a, b]), validated_records([b, a])
+    assert one.sources == two.sources
+    assert one.canonical()["sources"] == two.canonical()["sources"]
+
+
+def test_record_round_trip_and_rejections() -> None:
+    records, _ = validated_records(["CREATE TYPE T1 AS STRUCT<F STRING>;"])
+    key, value = records[0].encode()
+    assert key == b"type/T1/create"
+    assert decode(value) == records[0]
+    newer = json.loads(value) | {"version": RECORD_VERSION + 1}
+    with pytest.raises(IncompatibleRecordError):
+        decode(json.dumps(newer).encode(), 5)
+    for bad in (b"{", b"[]", b'{"version": 1}', json.dumps(
+            json.loads(value) | {"command": {"type": "createType", "name": "X",
+                                             "sqlType": "NOT A TYPE <"}}).encode(), None):
+        with pytest.raises(CorruptRecordError):
+            decode(bad, 5)
+
+
+def test_request_window_is_bounded_and_deterministic() -> None:
+    records, _ = validated_records(["CREATE TYPE T1 AS STRUCT<F STRING>;"])
+    delta = Delta(EMPTY_IMAGE)
+    for offset in range(REQUEST_WINDOW + 5):
+        record = CommandRecord(records[0].command, "x", f"r{offset}")
+        delta.replay(record, offset)
+    requests = delta.apply().requests
+    assert len(requests) == REQUEST_WINDOW
+    assert "r0" not in requests and f"r{REQUEST_WINDOW + 4}" in requests

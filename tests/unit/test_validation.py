@@ -1,0 +1,141 @@
+"""Validation rules and their ksqlDB wording, on the offline catalog (no Kafka)."""
+
+from __future__ import annotations
+
+import pytest
+
+from metastore.catalog import exceptions as errors
+from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
+from metastore.catalog.validation import Read, Skip, TopicSpec, Validator, Write
+from metastore.check import run_script
+from metastore.sql.parser import parse
+
+BASE = """
+CREATE STREAM PV (ID INT KEY, URL STRING, N INT) WITH (KAFKA_TOPIC='pv', VALUE_FORMAT='JSON');
+CREATE TABLE USERS (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='users', VALUE_FORMAT='JSON');
+"""
+
+
+class Topics:
+    def __init__(self, existing: dict[str, int]) -> None:
+        self.existing = existing
+
+    def partitions(self, topic: str) -> int | None:
+        return self.existing.get(topic)
+
+
+def catalog(script: str = BASE) -> Image:
+    results, image = run_script(script)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    return image
+
+
+def fail(statement: str, image: Image | None = None, topics: dict[str, int] | None = None) -> str:
+    validator = Validator(image or catalog(), Topics(topics or {"pv": 1, "users": 1, "t": 1}))
+    with pytest.raises(errors.StatementError) as raised:
+        for parsed in parse(statement):
+            validator.validate(parsed)
+    return raised.value.message
+
+
+@pytest.mark.parametrize(("statement", "message"), [
+    ("CREATE STREAM PV (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "Cannot add stream 'PV': A stream with the same name already exists"),
+    ("CREATE STREAM USERS (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "Cannot add stream 'USERS': A table with the same name already exists"),
+    ("CREATE TABLE T (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "Tables require a PRIMARY KEY. Please define the PRIMARY KEY."),
+    ("CREATE STREAM S (K INT PRIMARY KEY) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "Column `K` is a 'PRIMARY KEY' column: please use 'KEY' for streams."),
+    ("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='t');", "is missing the 'VALUE_FORMAT' property"),
+    ("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='FOO');", "Unknown format: FOO"),
+    ("CREATE STREAM S (A BOOLEAN) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='KAFKA');",
+     "The 'KAFKA' format does not support type 'BOOLEAN'"),
+    ("CREATE STREAM S (A ARRAY<INT>) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='DELIMITED');",
+     "The 'DELIMITED' format does not support type 'ARRAY'"),
+    ("CREATE STREAM S (A MAP<INT, INT>) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "JSON only supports MAP types with STRING keys"),
+    ("CREATE STREAM S (A UNKNOWN_T) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "Type 'UNKNOWN_T' does not exist."),
+    ("CREATE STREAM S (A INT, A STRING) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "Duplicate column names"),
+    ("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='missing', VALUE_FORMAT='JSON');",
+     "Kafka topic does not exist: missing"),
+    ("DROP STREAM NOPE;", "Stream NOPE does not exist."),
+    ("DROP TABLE PV;", "Incompatible data source type is stream, but statement was DROP TABLE"),
+    ("TERMINATE CSAS_X_1;", "Unknown queryId: CSAS_X_1"),
+    ("ALTER STREAM NOPE ADD COLUMN A INT;", "Source NOPE does not exist"),
+    ("ALTER STREAM PV ADD COLUMN URL INT;", "A column with the same name already exists"),
+    ("CREATE STREAM S AS SELECT * FROM USERS;",
+     "Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE AS SELECT"),
+    ("CREATE TABLE S AS SELECT * FROM PV;",
+     "Invalid result type. Your SELECT query produces a STREAM."),
+    ("CREATE STREAM S AS SELECT URL FROM PV;", "Key missing from projection"),
+    ("CREATE STREAM S AS SELECT * FROM NOPE;", "NOPE does not exist."),
+    ("CREATE STREAM S AS SELECT ID, NOPE FROM PV;", "Column 'NOPE' cannot be resolved."),
+    ("DESCRIBE NOPE;", "Could not find STREAM/TABLE 'NOPE' in the Metastore"),
+])
+def test_rejections_use_ksqldb_wording(statement: str, message: str) -> None:
+    assert message in fail(statement)
+
+
+def test_drop_with_dependents_names_them() -> None:
+    image = catalog(BASE + "CREATE STREAM DERIVED AS SELECT * FROM PV;")
+    message = fail("DROP STREAM PV;", image)
+    assert "The following streams and/or tables read from this source: [DERIVED]" in message
+
+
+def test_statements_of_a_request_see_the_ones_before_them() -> None:
+    validator = Validator(catalog(), Topics({"pv": 1, "users": 1, "t": 1}))
+    first, second = parse("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');"
+                          "CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');")
+    assert isinstance(validator.validate(first), Write)
+    with pytest.raises(errors.SourceExistsError):
+        validator.validate(second)
+
+
+def test_partitions_plans_the_topic_and_if_not_exists_skips() -> None:
+    validator = Validator(catalog(), Topics({"pv": 1, "users": 1}))
+    [create] = parse("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='new', VALUE_FORMAT='JSON', "
+                     "PARTITIONS=4, REPLICAS=1);")
+    outcome = validator.validate(create)
+    assert isinstance(outcome, Write)
+    assert outcome.topics_to_create == (TopicSpec("new", 4, 1),)
+    [again] = parse("CREATE STREAM IF NOT EXISTS PV (A INT) WITH (KAFKA_TOPIC='pv', "
+                    "VALUE_FORMAT='JSON');")
+    assert isinstance(validator.validate(again), Skip)
+    [show] = parse("SHOW STREAMS;")
+    assert isinstance(validator.validate(show), Read)
+
+
+def test_derived_schemas() -> None:
+    image = catalog(BASE + """
+        CREATE STREAM UPPERED AS SELECT ID, UCASE(URL) AS U, N * 2 FROM PV WHERE N > 1;
+        CREATE TABLE COUNTS AS SELECT URL, COUNT(*) AS C, SUM(N) AS TOTAL FROM PV GROUP BY URL;
+        CREATE STREAM ENRICHED AS SELECT PV.ID, URL, NAME FROM PV JOIN USERS ON PV.ID = USERS.ID;
+        CREATE STREAM REKEYED AS SELECT URL, ID FROM PV PARTITION BY URL;
+    """)
+    schemas = {name: image.sources[name].schema_text() for name in image.sources}
+    assert schemas["UPPERED"] == "ID INTEGER KEY, U STRING, KSQL_COL_0 INTEGER"
+    assert schemas["COUNTS"] == "URL STRING PRIMARY KEY, C BIGINT, TOTAL INTEGER"
+    assert schemas["ENRICHED"] == "PV_ID INTEGER KEY, URL STRING, NAME STRING"
+    assert schemas["REKEYED"] == "URL STRING KEY, ID INTEGER"
+    assert {q.sink: q.sources for q in image.queries.values()}["ENRICHED"] == ("PV", "USERS")
+
+
+def test_every_validated_command_applies() -> None:
+    image = catalog()
+    validator = Validator(image, Topics({"pv": 1, "users": 1, "t": 1}))
+    script = parse(
+        "CREATE TYPE ADDR AS STRUCT<STREET STRING>;"
+        "CREATE STREAM S (K INT KEY, A ADDR) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');"
+        "ALTER STREAM S ADD COLUMN B INT;"
+        "CREATE STREAM D AS SELECT * FROM S; TERMINATE ALL; DROP STREAM D; DROP STREAM S;"
+        "DROP TYPE ADDR;")
+    delta = Delta(image)
+    for offset, statement in enumerate(script, start=image.offset + 1):
+        outcome = validator.validate(statement)
+        assert isinstance(outcome, Write)
+        delta.execute(outcome.command, offset)
+    assert set(delta.apply().sources) == {"PV", "USERS"}
+    assert EMPTY_IMAGE.fingerprint != image.fingerprint
