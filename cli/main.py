@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import typer
 
-from cli import dev
+from cli import commands, dev, log
 from cli.check import check
+from cli.server import server
 
 app = typer.Typer(help="metastore: a replicated command-log metastore on Kafka and Spark.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 app.add_typer(dev.app, name="dev")
 app.command()(check)
+app.command()(server)
+app.command("exec")(commands.exec_)
+app.command("run-script")(commands.run_script)
+app.command()(commands.shell)
+app.command()(commands.describe)
+app.command("list")(commands.list_)
+app.command()(commands.status)
+app.add_typer(log.app, name="log")
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ that write to the single-writer protocol.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 from metastore.catalog import responses
 from metastore.catalog.validation import Read, Skip, Validator, Write
 from metastore.kafka.admin import Admin
+from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.exceptions import CatchUpTimeoutError
@@ -55,6 +57,8 @@ class Node:
                                   progress=progress)
         self.writer: CommandWriter | None = None
         self.kafka_cluster_id: str | None = None
+        self._probe: EndOffsetProbe | None = None
+        self._probe_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -76,6 +80,21 @@ class Node:
         if self.writer is not None:
             self.writer.close()
         self.replica.stop()
+        with self._probe_lock:
+            if self._probe is not None:
+                self._probe.close()
+                self._probe = None
+
+    def end_offset(self) -> int | None:
+        """The command log's last stable offset, or None when Kafka does not answer."""
+        with self._probe_lock:
+            if self._probe is None:
+                self._probe = EndOffsetProbe(self.settings, self.config.topic,
+                                             group_id=f"{self.config.service_id}-status")
+            try:
+                return self._probe.end_offset(timeout=5)
+            except KafkaUnavailableError:
+                return None
 
     @property
     def state(self) -> NodeState:

@@ -68,6 +68,10 @@ class LogReplica:
         self._thread: threading.Thread | None = None
         self._last_error: str | None = None
         self.records_applied = 0
+        self.command_offsets: dict[str, int] = {}
+        """The offset of the last record of each command id (for /status); observation only."""
+        self.origin_nodes: dict[str, int] = {}
+        """Every node id seen writing to the log, with the offset of its last record."""
 
     # -- observation ---------------------------------------------------------------------------
     @property
@@ -188,6 +192,9 @@ class LogReplica:
                 new_position = record.offset
                 break
             delta.replay(command_record, record.offset)
+            self.command_offsets[command_record.command_id] = record.offset
+            if command_record.origin_node:
+                self.origin_nodes[command_record.origin_node] = record.offset
             applied += 1
         if applied:
             self._image = delta.apply()

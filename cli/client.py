@@ -1,0 +1,95 @@
+"""A small client of the ksqlDB REST API, with request ids that make retries safe."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+DEFAULT_SERVER = "http://127.0.0.1:8088"
+MEDIA_TYPE = "application/vnd.ksql.v1+json"
+
+
+class ClientError(Exception):
+    """Could not talk to the server (exit 2)."""
+
+
+@dataclass
+class StatementFailedError(Exception):
+    """The server rejected a statement (exit 1)."""
+
+    error_code: int
+    message: str
+    body: dict[str, Any]
+
+    def __str__(self) -> str:
+        return f"{self.error_code}: {self.message}"
+
+
+def server_url(explicit: str | None) -> str:
+    return (explicit or os.environ.get("METASTORE_SERVER") or DEFAULT_SERVER).rstrip("/")
+
+
+class KsqlClient:
+    def __init__(self, url: str, auth: tuple[str, str] | None = None, timeout: float = 60.0) -> None:
+        self.url = url
+        self._http = httpx.Client(base_url=url, timeout=timeout, auth=auth,
+                                  headers={"Accept": MEDIA_TYPE})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def ksql(self, text: str, command_sequence_number: int | None = None,
+             attempts: int = 3) -> list[dict[str, Any]]:
+        """Run statements; a lost connection is retried with the same request id (never twice applied)."""
+        body: dict[str, Any] = {"ksql": text, "streamsProperties": {},
+                                "requestId": str(uuid.uuid4())}
+        if command_sequence_number is not None:
+            body["commandSequenceNumber"] = command_sequence_number
+        for attempt in range(attempts):
+            try:
+                response = self._http.post("/ksql", json=body,
+                                           headers={"Content-Type": MEDIA_TYPE})
+            except httpx.TransportError as error:
+                if attempt + 1 == attempts:
+                    raise ClientError(f"cannot reach {self.url}: {error}. Is a node running "
+                                      "there? (metastore server / metastore dev up)") from error
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            answer = self._answer(response)
+            if not isinstance(answer, list):
+                raise ClientError(f"unexpected answer from {self.url}: {answer!r:.200}")
+            return answer
+        raise ClientError("unreachable")
+
+    def get(self, path: str) -> Any:
+        try:
+            response = self._http.get(path)
+        except httpx.TransportError as error:
+            raise ClientError(f"cannot reach {self.url}: {error}") from error
+        return self._answer(response)
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        try:
+            response = self._http.post(path, json=body, headers={"Content-Type": MEDIA_TYPE})
+        except httpx.TransportError as error:
+            raise ClientError(f"cannot reach {self.url}: {error}") from error
+        return self._answer(response)
+
+    def _answer(self, response: httpx.Response) -> Any:
+        if response.status_code == 401:
+            raise ClientError("the server requires credentials: pass --user USER:PASSWORD")
+        try:
+            data = response.json()
+        except ValueError as error:
+            raise ClientError(f"unexpected answer from {self.url} ({response.status_code}): "
+                              f"{response.text[:200]}") from error
+        if response.status_code >= 400:
+            if isinstance(data, dict) and "error_code" in data:
+                raise StatementFailedError(int(data["error_code"]), str(data.get("message", "")), data)
+            raise ClientError(f"HTTP {response.status_code}: {data}")
+        return data

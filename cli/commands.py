@@ -1,0 +1,149 @@
+"""Client commands: exec, run-script, shell, describe, list, status."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from cli.client import ClientError, KsqlClient, StatementFailedError, server_url
+from cli.output import print_json, print_table
+from cli.render import render_entity
+
+T = TypeVar("T")
+Server = Annotated[str | None, typer.Option("--server", "-s", envvar="METASTORE_SERVER",
+                                            help="Node URL (default http://127.0.0.1:8088).")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+User = Annotated[str | None, typer.Option("--user", "-u", envvar="METASTORE_USER",
+                                          help="USER:PASSWORD for HTTP basic auth.")]
+
+
+@contextlib.contextmanager
+def connected(server: str | None, user: str | None) -> Iterator[KsqlClient]:
+    auth = None
+    if user:
+        name, _, password = user.partition(":")
+        auth = (name, password)
+    client = KsqlClient(server_url(server), auth=auth)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def run_or_exit(action: Callable[[], T]) -> T:
+    """Run a client action; statement errors exit 1, connection and usage errors exit 2."""
+    try:
+        return action()
+    except StatementFailedError as error:
+        typer.echo(f"Error {error.error_code}: {error.message}", err=True)
+        raise typer.Exit(1) from error
+    except ClientError as error:
+        typer.echo(f"Error: {error}", err=True)
+        raise typer.Exit(2) from error
+
+
+def show(entities: Any, json_output: bool) -> None:
+    if json_output:
+        print_json(entities)
+        return
+    for entity in entities if isinstance(entities, list) else [entities]:
+        render_entity(entity)
+
+
+def exec_(sql: Annotated[str, typer.Argument(help="Statements, each ending in ';'.")],
+          server: Server = None, json_output: Json = False, user: User = None,
+          command_sequence_number: Annotated[int | None, typer.Option(
+              "--command-sequence-number", help="Wait until this command is applied first.")] = None,
+          ) -> None:
+    """Run statements on a node."""
+    with connected(server, user) as client:
+        show(run_or_exit(lambda: client.ksql(sql, command_sequence_number)), json_output)
+
+
+def run_script(file: Annotated[Path, typer.Argument(help="A .sql file.")], server: Server = None,
+               json_output: Json = False, user: User = None) -> None:
+    """Run a file of statements on a node, as one atomic request."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        typer.echo(f"Error: cannot read {file}: {error}", err=True)
+        raise typer.Exit(2) from error
+    with connected(server, user) as client:
+        show(run_or_exit(lambda: client.ksql(text)), json_output)
+
+
+def describe(name: Annotated[str, typer.Argument(help="Stream or table name.")],
+             extended: Annotated[bool, typer.Option(help="Show runtime details.")] = False,
+             server: Server = None, json_output: Json = False, user: User = None) -> None:
+    """Describe a stream or table."""
+    statement = f"DESCRIBE {name}{' EXTENDED' if extended else ''};"
+    with connected(server, user) as client:
+        show(run_or_exit(lambda: client.ksql(statement)), json_output)
+
+
+LISTABLE = ("streams", "tables", "queries", "types", "topics")
+
+
+def list_(what: Annotated[str, typer.Argument(help="streams, tables, queries, types or topics.")],
+          server: Server = None, json_output: Json = False, user: User = None) -> None:
+    """List streams, tables, queries, types or topics."""
+    if what.lower() not in LISTABLE:
+        typer.echo(f"Error: cannot list {what!r}; choose one of {', '.join(LISTABLE)}", err=True)
+        raise typer.Exit(2)
+    with connected(server, user) as client:
+        show(run_or_exit(lambda: client.ksql(f"SHOW {what.upper()};")), json_output)
+
+
+def status(server: Server = None, json_output: Json = False, user: User = None) -> None:
+    """Show every node of the service (alive or not) and this node's log position."""
+    with connected(server, user) as client:
+        cluster = run_or_exit(lambda: client.get("/clusterStatus"))
+        node = run_or_exit(lambda: client.get("/v1/metastore"))
+    if json_output:
+        print_json({"clusterStatus": cluster["clusterStatus"], "node": node})
+        return
+    rows = [[info.get("nodeId"), host, "yes" if info["hostAlive"] else "NO", info.get("state"),
+             info.get("appliedOffset")] for host, info in cluster["clusterStatus"].items()]
+    print_table(["Node", "Address", "Alive", "State", "Applied offset"], rows)
+    end, applied = node["endOffset"], node["appliedOffset"]
+    position = "caught up" if end is not None and applied + 1 >= end else f"lag {end - applied - 1}"
+    typer.echo(f"{node['nodeId']}: {node['state']}, applied through offset {applied} ({position}), "
+               f"image {node['imageFingerprint'][:16]}")
+
+
+def shell(server: Server = None, user: User = None) -> None:
+    """An interactive session: statements end with ';', 'exit' or Ctrl-D leaves."""
+    import readline
+
+    history = Path.home() / ".metastore_history"
+    with contextlib.suppress(OSError):
+        readline.read_history_file(history)
+    with connected(server, user) as client:
+        typer.echo(f"Connected to {client.url}. End statements with ';'. 'exit' to leave.")
+        buffer: list[str] = []
+        while True:
+            try:
+                line = input("metastore> " if not buffer else "        -> ")
+            except (EOFError, KeyboardInterrupt):
+                typer.echo("")
+                break
+            if not buffer and line.strip().lower() in ("exit", "quit", "exit;", "quit;"):
+                break
+            buffer.append(line)
+            text = "\n".join(buffer).strip()
+            if not text.endswith(";"):
+                continue
+            buffer = []
+            try:
+                for entity in client.ksql(text):
+                    render_entity(entity)
+            except StatementFailedError as error:
+                typer.echo(f"Error {error.error_code}: {error.message}")
+            except ClientError as error:
+                typer.echo(f"Error: {error}")
+    with contextlib.suppress(OSError):
+        readline.write_history_file(history)

@@ -1,0 +1,73 @@
+"""Human-readable rendering of ksqlDB REST entities."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from cli.output import print_table
+
+
+def _type_text(schema: dict[str, Any]) -> str:
+    kind = schema.get("type", "?")
+    if kind == "ARRAY":
+        return f"ARRAY<{_type_text(schema['memberSchema'])}>"
+    if kind == "MAP":
+        return f"MAP<STRING, {_type_text(schema['memberSchema'])}>"
+    if kind == "STRUCT":
+        inner = ", ".join(f"{f['name']} {_type_text(f['schema'])}" for f in schema.get("fields") or [])
+        return f"STRUCT<{inner}>"
+    if kind == "DECIMAL" and schema.get("parameters"):
+        return f"DECIMAL({schema['parameters']['precision']}, {schema['parameters']['scale']})"
+    return str(kind)
+
+
+def render_entity(entity: dict[str, Any]) -> None:
+    kind = entity.get("@type")
+    if kind == "currentStatus":
+        status = entity.get("commandStatus", {})
+        sequence = entity.get("commandSequenceNumber")
+        suffix = f" (command {sequence})" if sequence is not None else ""
+        typer.echo(f"{status.get('message', status.get('status'))}{suffix}")
+    elif kind == "warning_entity":
+        typer.echo(f"Warning: {entity.get('message')}")
+    elif kind in ("streams", "tables"):
+        rows = [[s["name"], s["topic"], s["keyFormat"], s["valueFormat"], s["isWindowed"]]
+                for s in entity[kind]]
+        print_table([f"{kind[:-1].capitalize()} Name", "Kafka Topic", "Key Format",
+                     "Value Format", "Windowed"], rows)
+    elif kind == "queries":
+        rows = [[q["id"], q.get("state", ""), ",".join(q["sinks"]), q["queryString"][:60]]
+                for q in entity["queries"]]
+        print_table(["Query ID", "Status", "Sink", "Query"], rows)
+    elif kind == "type_list":
+        print_table(["Type Name", "Schema"],
+                    [[name, _type_text(schema)] for name, schema in entity["types"].items()])
+    elif kind == "kafka_topics":
+        print_table(["Kafka Topic", "Partitions"],
+                    [[t["name"], len(t["replicaInfo"])] for t in entity["topics"]])
+    elif kind == "sourceDescription":
+        render_description(entity["sourceDescription"])
+    elif kind == "source_descriptions":
+        for description in entity["sourceDescriptions"]:
+            render_description(description)
+    else:
+        typer.echo(str(entity))
+
+
+def render_description(description: dict[str, Any]) -> None:
+    typer.echo(f"Name                 : {description['name']}")
+    typer.echo(f"Type                 : {description['type']}")
+    typer.echo(f"Kafka topic          : {description['topic']} (partitions: "
+               f"{description['partitions']})")
+    typer.echo(f"Key format           : {description['keyFormat']}")
+    typer.echo(f"Value format         : {description['valueFormat']}")
+    rows = [[f["name"], _type_text(f["schema"]) + (f" ({f['type']})" if f.get("type") else "")]
+            for f in description["fields"]]
+    print_table(["Field", "Type"], rows)
+    for label, key in (("Queries that read from this source", "readQueries"),
+                       ("Queries that write into this source", "writeQueries")):
+        queries = description.get(key) or []
+        if queries:
+            typer.echo(f"{label}: " + ", ".join(q["id"] for q in queries))

@@ -1,0 +1,137 @@
+"""`metastore server`: run one node (command-log replica, writer, REST API) until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from metastore.log.writer import WriterOptions, die_between_produce_and_commit
+from metastore.node import NodeConfig
+
+Opt = typer.Option
+
+
+def _parse_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise typer.BadParameter("expected HOST:PORT, e.g. 127.0.0.1:8088", param_hint="--listen")
+    return host or "127.0.0.1", int(port)
+
+
+def _parse_pairs(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--kafka")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def server(
+    service_id: Annotated[str | None, Opt(envvar="METASTORE_SERVICE_ID",
+                                          help="Service id: shared by every node of a cluster.")] = None,
+    bootstrap_servers: Annotated[str | None, Opt(envvar="KAFKA_BOOTSTRAP_SERVERS",
+                                                 help="Kafka bootstrap servers.")] = None,
+    kafka: Annotated[list[str] | None, Opt(help="Extra Kafka client setting KEY=VALUE "
+                                           "(TLS, SASL...); repeatable.")] = None,
+    listen: Annotated[str | None, Opt(envvar="METASTORE_LISTEN", help="HOST:PORT to serve on.")] = None,
+    node_id: Annotated[str | None, Opt(envvar="METASTORE_NODE_ID", help="This node's id.")] = None,
+    data_dir: Annotated[Path | None, Opt(envvar="METASTORE_DATA_DIR",
+                                         help="Directory for this node's local state.")] = None,
+    spark_master: Annotated[str | None, Opt(envvar="METASTORE_SPARK_MASTER",
+                                            help="Spark master URL (default local[1]).")] = None,
+    request_timeout: Annotated[float | None, Opt(help="Seconds a write may take, retries "
+                                                 "included.")] = None,
+    writer_mode: Annotated[str | None, Opt(help="'reuse' (default): keep the transactional "
+                                           "producer while it is not fenced; 'per-statement': "
+                                           "a new producer for each request, as ksqlDB does.")] = None,
+    auth_file: Annotated[Path | None, Opt(envvar="METASTORE_AUTH_FILE",
+                                          help="File of user:password lines; enables HTTP basic "
+                                          "auth.")] = None,
+    config: Annotated[Path | None, Opt(envvar="METASTORE_CONFIG",
+                                       help="TOML file with any of these settings.")] = None,
+    fault_injection: Annotated[str | None, Opt(hidden=True)] = None,
+) -> None:
+    """Run a node: catch up with the command log, then serve the ksqlDB REST API."""
+    from metastore.api.auth import BasicAuth
+
+    settings: dict[str, Any] = {}
+    if config is not None:
+        try:
+            settings = tomllib.loads(config.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            typer.echo(f"Error: cannot read config file {config}: {error}", err=True)
+            raise typer.Exit(2) from error
+
+    def pick(value: Any, key: str, default: Any = None) -> Any:
+        return value if value is not None else settings.get(key, default)
+
+    bootstrap = pick(bootstrap_servers, "bootstrap_servers")
+    if not bootstrap:
+        typer.echo("Error: no Kafka given. Pass --bootstrap-servers or set "
+                   "KAFKA_BOOTSTRAP_SERVERS (start a local one with: metastore dev kafka start).",
+                   err=True)
+        raise typer.Exit(2)
+    host, port = _parse_listen(pick(listen, "listen", "127.0.0.1:8088"))
+    mode = pick(writer_mode, "writer_mode", "reuse")
+    if mode not in ("reuse", "per-statement"):
+        raise typer.BadParameter("must be 'reuse' or 'per-statement'", param_hint="--writer-mode")
+    client = {**settings.get("kafka", {}), **_parse_pairs(kafka or [])}
+    node_config = NodeConfig(
+        service_id=pick(service_id, "service_id", "default_"), bootstrap_servers=bootstrap,
+        node_id=pick(node_id, "node_id", f"{socket.gethostname()}-{port}"),
+        kafka_client={str(k): str(v) for k, v in client.items()},
+        writer=WriterOptions(reuse_producer=mode == "reuse",
+                             request_timeout=float(pick(request_timeout, "request_timeout", 30.0))))
+    auth = None
+    auth_path = pick(auth_file, "auth_file")
+    if auth_path:
+        try:
+            auth = BasicAuth.from_file(Path(auth_path))
+        except (OSError, ValueError) as error:
+            typer.echo(f"Error: cannot read the auth file: {error}", err=True)
+            raise typer.Exit(2) from error
+    run_node(node_config, host, port, auth, fault_injection, spark_master=pick(
+        spark_master, "spark_master"), data_dir=pick(data_dir, "data_dir"))
+
+
+def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injection: str | None,
+             spark_master: str | None = None, data_dir: Any = None) -> None:
+    import uvicorn
+
+    from metastore.api.server import create_app
+    from metastore.exceptions import MetastoreError
+    from metastore.membership import Membership
+    from metastore.node import Node
+
+    del spark_master, data_dir  # used by the Spark projection and checkpoints
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("metastore.librdkafka").setLevel(logging.ERROR)
+    url = f"http://{host}:{port}"
+    node = Node(config, progress=lambda message: logging.getLogger("metastore").info(message))
+    try:
+        node.start()
+    except MetastoreError as error:
+        typer.echo(f"Error: {error}", err=True)
+        raise typer.Exit(1) from error
+    if fault_injection == "die-before-commit" and node.writer is not None:
+        node.writer.before_commit = die_between_produce_and_commit
+    membership = Membership(node.settings, node.admin, config.service_id, config.node_id, url,
+                            lambda: (node.state.value, node.replica.position - 1))
+    membership.start()
+    app = create_app(node, auth=auth, url=url, membership=membership)
+    logging.getLogger("metastore").info("node %s of service %s serving on %s", config.node_id,
+                                        config.service_id, url)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        membership.stop()
+        node.stop()

@@ -1,0 +1,112 @@
+"""Which nodes a service has, alive or not, found through Kafka.
+
+Each node publishes a heartbeat (its URL, state and applied offset) every few seconds to a compacted
+topic keyed by node id, and reads everyone's latest heartbeat. A node is alive while its last
+heartbeat is younger than three intervals. This is observation only; the catalog never reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+def membership_topic_name(service_id: str) -> str:
+    return f"_metastore-{service_id}-nodes"
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    node_id: str
+    url: str
+    state: str
+    applied_offset: int
+    timestamp_ms: int
+
+
+class Membership:
+    def __init__(self, settings: KafkaSettings, admin: Admin, service_id: str, node_id: str,
+                 url: str, status: Callable[[], tuple[str, int]], interval: float = 2.0) -> None:
+        self._settings = settings
+        self._admin = admin
+        self._topic = membership_topic_name(service_id)
+        self._node_id = node_id
+        self._url = url
+        self._status = status
+        self.interval = interval
+        self._heartbeats: dict[str, Heartbeat] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self._admin.create(self._topic, partitions=1,
+                           config={"cleanup.policy": "compact", "retention.ms": "-1"})
+        for target, name in ((self._publish, "heartbeat"), (self._follow, "membership")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(5)
+
+    def nodes(self) -> list[tuple[Heartbeat, bool]]:
+        """Every node seen, with whether it is alive now."""
+        now_ms = int(time.time() * 1000)
+        limit = int(self.interval * 3000)
+        return [(beat, now_ms - beat.timestamp_ms <= limit)
+                for beat in sorted(self._heartbeats.values(), key=lambda b: b.node_id)]
+
+    def _publish(self) -> None:
+        producer = Producer(self._settings.config(linger_ms=0))
+        try:
+            while not self._stop.is_set():
+                state, applied = self._status()
+                beat = {"nodeId": self._node_id, "url": self._url, "state": state,
+                        "appliedOffset": applied, "timestampMs": int(time.time() * 1000)}
+                try:
+                    producer.produce(self._topic, key=self._node_id.encode(),
+                                     value=json.dumps(beat).encode())
+                    producer.poll(0)
+                except (KafkaException, BufferError) as error:
+                    log.warning("heartbeat failed: %s", error)
+                self._stop.wait(self.interval)
+        finally:
+            producer.flush(2)
+
+    def _follow(self) -> None:
+        consumer = Consumer(self._settings.config(
+            group_id=f"{self._node_id}-membership", enable_auto_commit=False))
+        consumer.assign([TopicPartition(self._topic, 0, OFFSET_BEGINNING)])
+        try:
+            while not self._stop.is_set():
+                for message in consumer.consume(100, 0.5):
+                    if message.error() is not None or message.value() is None:
+                        continue
+                    beat = _decode(message.value())
+                    if beat is not None:
+                        self._heartbeats[beat.node_id] = beat
+        finally:
+            consumer.close()
+
+
+def _decode(value: bytes | None) -> Heartbeat | None:
+    try:
+        data: dict[str, Any] = json.loads(value or b"")
+        return Heartbeat(str(data["nodeId"]), str(data["url"]), str(data["state"]),
+                         int(data["appliedOffset"]), int(data["timestampMs"]))
+    except (ValueError, KeyError, TypeError):
+        return None
