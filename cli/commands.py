@@ -110,7 +110,10 @@ def status(server: Server = None, json_output: Json = False, user: User = None) 
              info.get("appliedOffset")] for host, info in cluster["clusterStatus"].items()]
     print_table(["Node", "Address", "Alive", "State", "Applied offset"], rows)
     end, applied = node["endOffset"], node["appliedOffset"]
-    position = "caught up" if end is not None and applied + 1 >= end else f"lag {end - applied - 1}"
+    if end is None:
+        position = "end offset unknown"
+    else:
+        position = "caught up" if applied + 1 >= end else f"lag {end - applied - 1}"
     typer.echo(f"{node['nodeId']}: {node['state']}, applied through offset {applied} ({position}), "
                f"image {node['imageFingerprint'][:16]}")
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import socket
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,6 +52,8 @@ def server(
                                             help="Spark master URL (default local[1]).")] = None,
     request_timeout: Annotated[float | None, Opt(help="Seconds a write may take, retries "
                                                  "included.")] = None,
+    read_timeout: Annotated[float | None, Opt(help="Seconds a request waits for its "
+                                              "commandSequenceNumber.")] = None,
     writer_mode: Annotated[str | None, Opt(help="'reuse' (default): keep the transactional "
                                            "producer while it is not fenced; 'per-statement': "
                                            "a new producer for each request, as ksqlDB does.")] = None,
@@ -89,7 +94,8 @@ def server(
         node_id=pick(node_id, "node_id", f"{socket.gethostname()}-{port}"),
         kafka_client={str(k): str(v) for k, v in client.items()},
         writer=WriterOptions(reuse_producer=mode == "reuse",
-                             request_timeout=float(pick(request_timeout, "request_timeout", 30.0))))
+                             request_timeout=float(pick(request_timeout, "request_timeout", 30.0))),
+        read_timeout=float(pick(read_timeout, "read_timeout", 30.0)))
     auth = None
     auth_path = pick(auth_file, "auth_file")
     if auth_path:
@@ -117,6 +123,8 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     logging.getLogger("metastore.librdkafka").setLevel(logging.ERROR)
     url = f"http://{host}:{port}"
     node = Node(config, progress=lambda message: logging.getLogger("metastore").info(message))
+    if fault_injection == "slow-replay":
+        node.replica.slow_down(batch=50, pause=0.05)
     try:
         node.start()
     except MetastoreError as error:
@@ -130,8 +138,29 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     app = create_app(node, auth=auth, url=url, membership=membership)
     logging.getLogger("metastore").info("node %s of service %s serving on %s", config.node_id,
                                         config.service_id, url)
+    class NodeServer(uvicorn.Server):
+        """uvicorn without its own signal handling: the node shuts down first, then exits 0."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    server = NodeServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                       access_log=False))
+
+    def request_shutdown(signum: int, _frame: object) -> None:
+        logging.getLogger("metastore").info("signal %d: shutting down", signum)
+        server.should_exit = True
+
+    signal.signal(signal.SIGTERM, request_shutdown)
+    signal.signal(signal.SIGINT, request_shutdown)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        server.run()
     finally:
         membership.stop()
         node.stop()
+        logging.getLogger("metastore").info("node %s stopped", config.node_id)
+    if not server.started:
+        typer.echo(f"Error: could not serve on {host}:{port} (is the port in use?)", err=True)
+        raise typer.Exit(1)
+

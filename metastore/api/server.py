@@ -34,6 +34,8 @@ from metastore.sql.statements import SelectStatement
 
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
 MAX_BODY_BYTES = 1 << 20
+UNAUTHENTICATED_PATHS = frozenset({"/healthcheck"})
+"""Load balancers and orchestrators probe health without credentials."""
 QUERY_ENDPOINT_MESSAGE = ("The following statement types should be issued to the websocket "
                           "endpoint '/query':\n\t* PRINT\n\t* SELECT")
 
@@ -85,7 +87,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if auth is not None and auth.user_for(request.headers.get("authorization")) is None:
+        if (auth is not None and request.url.path not in UNAUTHENTICATED_PATHS
+                and auth.user_for(request.headers.get("authorization")) is None):
             return KsqlResponse({"@type": "generic_error", "error_code": 40100,
                                  "message": "Unauthorized"}, status_code=401,
                                 headers={"WWW-Authenticate": 'Basic realm="metastore"'})

@@ -68,6 +68,7 @@ class LogReplica:
         self._thread: threading.Thread | None = None
         self._last_error: str | None = None
         self.records_applied = 0
+        self._max_batch, self._pause = 5000, 0.0
         self.command_offsets: dict[str, int] = {}
         """The offset of the last record of each command id (for /status); observation only."""
         self.origin_nodes: dict[str, int] = {}
@@ -93,6 +94,10 @@ class LogReplica:
     @property
     def last_error(self) -> str | None:
         return self._last_error
+
+    def slow_down(self, batch: int, pause: float) -> None:
+        """Fault injection for tests: replay at most ``batch`` records per ``pause`` seconds."""
+        self._max_batch, self._pause = batch, pause
 
     def add_listener(self, listener: ImageListener) -> None:
         self._listeners.append(listener)
@@ -147,7 +152,9 @@ class LogReplica:
                     self._stop.wait(0.5)
                     continue
                 try:
-                    records = reader.poll(self._poll_timeout, max_records=5000)
+                    records = reader.poll(self._poll_timeout, max_records=self._max_batch)
+                    if self._pause:
+                        self._stop.wait(self._pause)
                 except KafkaClientError as error:
                     self._last_error = str(error)
                     log.warning("reading the command log failed: %s", error)

@@ -1,0 +1,72 @@
+"""The metastore CLI against a real node: output, --json, exit codes, log dump and verify."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.server.conftest import ServerProcess
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True,
+                          text=True, timeout=120, input=stdin, check=False)
+
+
+def test_exec_list_describe_status(server: ServerProcess, tmp_path: Path) -> None:
+    create = ("CREATE STREAM CLICKS (ID INT KEY, URL STRING) WITH (KAFKA_TOPIC='clicks-cli', "
+              "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    result = cli("exec", create, "--server", server.url)
+    assert result.returncode == 0, result.stderr
+    assert "Stream created" in result.stdout
+
+    listed = cli("list", "streams", "--server", server.url)
+    assert listed.returncode == 0 and "CLICKS" in listed.stdout and "clicks-cli" in listed.stdout
+    as_json = json.loads(cli("list", "streams", "--server", server.url, "--json").stdout)
+    assert as_json[0]["streams"][0]["name"] == "CLICKS"
+
+    described = cli("describe", "CLICKS", "--server", server.url)
+    assert described.returncode == 0 and "INTEGER (KEY)" in described.stdout
+
+    status = json.loads(cli("status", "--server", server.url, "--json").stdout)
+    assert status["node"]["state"] == "READY"
+
+    script = tmp_path / "script.sql"
+    script.write_text("CREATE TABLE T AS SELECT URL, COUNT(*) AS N FROM CLICKS GROUP BY URL;\n"
+                      "SHOW QUERIES;\n")
+    ran = cli("run-script", str(script), "--server", server.url, "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)[1]["queries"][0]["sinks"] == ["T"]
+
+
+def test_exit_codes(server: ServerProcess) -> None:
+    bad = cli("exec", "DROP STREAM NOPE;", "--server", server.url)
+    assert bad.returncode == 1 and "40001" in bad.stderr and "does not exist" in bad.stderr
+    unreachable = cli("exec", "SHOW STREAMS;", "--server", "http://127.0.0.1:1")
+    assert unreachable.returncode == 2 and "cannot reach" in unreachable.stderr
+    usage = cli("list", "everything", "--server", server.url)
+    assert usage.returncode == 2
+
+
+def test_shell_runs_multi_line_statements(server: ServerProcess) -> None:
+    session = cli("shell", "--server", server.url,
+                  stdin="CREATE STREAM SH (ID INT KEY)\n WITH (KAFKA_TOPIC='sh-cli', "
+                        "VALUE_FORMAT='JSON', PARTITIONS=1);\nSHOW STREAMS;\nexit\n")
+    assert session.returncode == 0, session.stderr
+    assert "Stream created" in session.stdout and "SH" in session.stdout
+
+
+def test_log_dump_and_verify_agree_with_the_node(server: ServerProcess, kafka_bootstrap: str) -> None:
+    cli("exec", "CREATE TYPE ADDR AS STRUCT<STREET STRING>; DROP TYPE ADDR;", "--server", server.url)
+    dumped = cli("log", "dump", "--bootstrap-servers", kafka_bootstrap, "--service-id",
+                 server.service_id, "--json")
+    assert dumped.returncode == 0, dumped.stderr
+    assert [r["commandId"] for r in json.loads(dumped.stdout)] == ["type/ADDR/create",
+                                                                   "type/ADDR/drop"]
+    verified = cli("log", "verify", "--bootstrap-servers", kafka_bootstrap, "--service-id",
+                   server.service_id, "--node", server.url, "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    report = json.loads(verified.stdout)
+    assert report["node"]["agrees"] is True and report["badRecord"] is None
