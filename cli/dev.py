@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import os
+import signal
 from typing import Annotated
 
 import typer
 
 from cli.output import fail, print_json, print_table
 from metastore.local import jars
+from metastore.local.dev import ensure_kafka, external_bootstrap, local_kafka, local_nodes
 from metastore.local.exceptions import LocalInfraError
-from metastore.local.kafka_cluster import LocalKafkaCluster
-from metastore.local.paths import dev_dir
 
 app = typer.Typer(help="Local Kafka and local clusters for development.", no_args_is_help=True)
 kafka_app = typer.Typer(help="A real Apache Kafka (KRaft) on 127.0.0.1.", no_args_is_help=True)
 app.add_typer(kafka_app, name="kafka")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-
-
-def _external_bootstrap() -> str | None:
-    return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or None
-
-
-def local_kafka(brokers: int = 1) -> LocalKafkaCluster:
-    return LocalKafkaCluster(dev_dir() / "kafka", brokers=brokers)
 
 
 @app.command()
@@ -45,7 +36,7 @@ def kafka_start(
     fresh: Annotated[bool, typer.Option(help="Delete the previous cluster's data first.")] = False,
 ) -> None:
     """Start local Kafka and print its bootstrap servers once it is ready."""
-    external = _external_bootstrap()
+    external = external_bootstrap()
     if external:
         typer.echo(external)
         typer.echo("KAFKA_BOOTSTRAP_SERVERS is set: using that cluster, nothing started.", err=True)
@@ -86,7 +77,7 @@ def kafka_status(json_output: JsonOption = False) -> None:
         {"nodeId": n.node_id, "address": n.address, "pid": n.pid, "running": n.node_id in running}
         for n in state.nodes]
     all_up = bool(nodes) and all(n["running"] for n in nodes)
-    external = _external_bootstrap()
+    external = external_bootstrap()
     if json_output:
         print_json({"external": external, "bootstrapServers":
                     external or (state.bootstrap_servers if state else None),
@@ -100,3 +91,88 @@ def kafka_status(json_output: JsonOption = False) -> None:
                     [[n["nodeId"], n["address"], n["pid"], n["running"]] for n in nodes])
     if not (all_up or external):
         raise typer.Exit(3)
+
+
+
+@app.command()
+def up(
+    nodes: Annotated[int, typer.Option(help="Number of nodes (ports 8088, 8089, ...).")] = 3,
+    brokers: Annotated[int, typer.Option(help="Kafka brokers to start: 1 or 3.")] = 1,
+    service_id: Annotated[str, typer.Option(help="The service id the nodes share.")] = "demo",
+    no_spark: Annotated[bool, typer.Option("--no-spark", help="Run the nodes without Spark.")] = False,
+) -> None:
+    """Start local Kafka (if needed) and N nodes of one service; wait until all are READY."""
+    try:
+        bootstrap = ensure_kafka(brokers)
+        extra: tuple[str, ...] = ("--spark-master", "none") if no_spark else ()
+        typer.echo(f"Starting {nodes} node(s) of service '{service_id}'...", err=True)
+        state = local_nodes().up(nodes, service_id, bootstrap, extra)
+    except LocalInfraError as error:
+        fail(str(error), 1)
+    for node in state.nodes:
+        typer.echo(f"{node.name}: {node.url}")
+
+
+@app.command("status")
+def nodes_status(json_output: JsonOption = False) -> None:
+    """Show the local nodes and whether each runs."""
+    cluster = local_nodes()
+    state = cluster.state()
+    rows = [] if state is None else [
+        {"node": n.name, "url": n.url, "pid": n.pid, "running": cluster.is_running(n)}
+        for n in state.nodes]
+    if json_output:
+        print_json({"serviceId": state.service_id if state else None, "nodes": rows})
+    elif not rows:
+        typer.echo("No local cluster; start one with: metastore dev up")
+    else:
+        print_table(["node", "url", "pid", "running"],
+                    [[r["node"], r["url"], r["pid"], r["running"]] for r in rows])
+
+
+def _signal_node(node: str, sig: signal.Signals, verb: str) -> None:
+    try:
+        stopped = local_nodes().stop_node(node, sig)
+    except LocalInfraError as error:
+        fail(str(error), 2)
+    typer.echo(f"{verb} {node}." if stopped else f"{node} was not running.")
+
+
+@app.command()
+def kill(node: Annotated[str, typer.Argument(help="Node name, e.g. node-2.")]) -> None:
+    """SIGKILL one node (a crash)."""
+    _signal_node(node, signal.SIGKILL, "Killed")
+
+
+@app.command()
+def stop(node: Annotated[str, typer.Argument(help="Node name, e.g. node-2.")]) -> None:
+    """SIGTERM one node (a clean stop)."""
+    _signal_node(node, signal.SIGTERM, "Stopped")
+
+
+@app.command()
+def start(node: Annotated[str, typer.Argument(help="Node name, e.g. node-2.")]) -> None:
+    """Start a stopped node again and wait until it is READY."""
+    try:
+        state = local_nodes().start_node(node)
+    except LocalInfraError as error:
+        fail(str(error), 1)
+    typer.echo(f"{node}: {state.node(node).url}")
+
+
+@app.command()
+def down() -> None:
+    """Stop every node and the local Kafka this tool started (nothing else)."""
+    stopped = local_nodes().down()
+    brokers = local_kafka().stop()
+    typer.echo(f"Stopped {stopped} node(s) and {brokers} broker(s).")
+
+
+@app.command()
+def demo(
+    keep: Annotated[bool, typer.Option(help="Leave the cluster running afterwards.")] = False,
+) -> None:
+    """The main job: a local 3-node cluster, the examples, agreement, a crash and recovery."""
+    from metastore.local.demo import run_demo
+
+    raise typer.Exit(run_demo(keep=keep))

@@ -95,6 +95,11 @@ class TransactionalProducer:
                 remaining = self._producer.flush(self._timeout)
             except KafkaException as exc:
                 raise classify(exc.args[0], "flush") from exc
+            except SystemError as exc:
+                # A fatal error (a fenced producer) surfaces while delivery reports are served.
+                if self._delivery_error is not None:
+                    raise classify(self._delivery_error, "produce") from exc
+                raise ProducerFencedError(f"flush failed: {exc}") from exc
             if self._delivery_error is not None:
                 raise classify(self._delivery_error, "produce")
             if remaining:

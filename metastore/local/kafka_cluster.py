@@ -9,7 +9,6 @@ root, so it never touches a process it did not start.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from typing import Any, TextIO
 
 from metastore.local import jars
 from metastore.local.exceptions import BrokerStartError
+from metastore.local.processes import pid_alive, reap, send, terminate
 
 STATE_FILE = "cluster.json"
 _QUIET = logging.getLogger("metastore.local.kafka_cluster.librdkafka")
@@ -93,21 +93,6 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _pid_alive(pid: int, marker: str) -> bool:
-    """True when ``pid`` runs and its command line contains ``marker`` (so it is ours)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    if marker.encode() not in cmdline:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 class LocalKafkaCluster:
     """N combined KRaft nodes under ``root``; transactions and offsets sized for N."""
 
@@ -136,7 +121,7 @@ class LocalKafkaCluster:
         if state is None:
             return []
         return [node for node in state.nodes
-                if node.pid is not None and _pid_alive(node.pid, str(self.root))]
+                if node.pid is not None and pid_alive(node.pid, str(self.root))]
 
     def is_running(self) -> bool:
         state = self.state()
@@ -263,7 +248,7 @@ class LocalKafkaCluster:
         admin = AdminClient(config)
         deadline = time.monotonic() + timeout
         while True:
-            dead = [n for n in state.nodes if n.pid is None or not _pid_alive(n.pid, str(self.root))]
+            dead = [n for n in state.nodes if n.pid is None or not pid_alive(n.pid, str(self.root))]
             if dead:
                 tail = self._log_tail(dead[0].node_id)
                 raise BrokerStartError(f"Kafka node {dead[0].node_id} exited during start-up:\n{tail}")
@@ -290,28 +275,16 @@ class LocalKafkaCluster:
     # -- stop / faults -----------------------------------------------------------------------
     def stop(self, timeout: float = 20.0) -> int:
         """Stop every node this launcher started; returns how many were running."""
-        nodes = self.running_nodes()
-        for node in nodes:
-            assert node.pid is not None
-            _signal(node.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(
-                n.pid is not None and _pid_alive(n.pid, str(self.root)) for n in nodes):
-            time.sleep(0.1)
-        for node in nodes:
-            if node.pid is not None and _pid_alive(node.pid, str(self.root)):
-                _signal(node.pid, signal.SIGKILL)
-        for node in nodes:
-            if node.pid is not None:
-                _reap(node.pid)
-        return len(nodes)
+        pids = [node.pid for node in self.running_nodes() if node.pid is not None]
+        terminate(pids, str(self.root), timeout)
+        return len(pids)
 
     def kill_node(self, node_id: int) -> None:
         """SIGKILL one node (a broker failure); ``restart_node`` brings it back."""
         for node in self.running_nodes():
             if node.node_id == node_id and node.pid is not None:
-                _signal(node.pid, signal.SIGKILL)
-                _reap(node.pid)
+                send(node.pid, signal.SIGKILL)
+                reap(node.pid)
 
     def restart_node(self, node_id: int) -> None:
         state = self.state()
@@ -332,13 +305,3 @@ def _accepts(port: int) -> bool:
     except OSError:
         return False
 
-
-def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _reap(pid: int) -> None:
-    """Collect a child's exit status when it is ours (no zombie left behind)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)

@@ -199,3 +199,16 @@ def test_a_command_topic_of_the_wrong_shape_is_refused(kafka_admin: Admin) -> No
     with pytest.raises(CommandTopicError, match="wrong shape") as raised:
         ensure_command_topic(kafka_admin, CommandTopicSpec(name), broker_count=1)
     assert "2 partitions" in str(raised.value) and "retention.ms" in str(raised.value)
+
+
+def test_alternating_writers_recover_from_being_fenced_while_idle(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    first = node_factory(node_id="a")
+    second = node_factory(service_id=first.config.service_id, node_id="b")
+    for index in range(4):
+        writer = first if index % 2 == 0 else second
+        [entity] = writer.execute(create_stream(f"ALT{index}", unique("alt")))
+        assert entity["commandStatus"]["status"] == "SUCCESS"
+    assert first.writer is not None and first.writer.stats.fenced_retries >= 1
+    ids = [r["commandId"] for r in committed_values(consumer_factory, first.config.topic)]
+    assert ids == [f"stream/ALT{i}/create" for i in range(4)]

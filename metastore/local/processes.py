@@ -1,0 +1,47 @@
+"""Processes the local launchers start: are they alive, and are they ours."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def pid_alive(pid: int, marker: str) -> bool:
+    """True when ``pid`` runs and its command line contains ``marker`` (so it is ours)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if marker.encode() not in cmdline:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def send(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def reap(pid: int) -> None:
+    """Collect a child's exit status when it is ours (no zombie left behind)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def terminate(pids: list[int], marker: str, timeout: float) -> None:
+    """SIGTERM, wait up to ``timeout``, then SIGKILL whatever of ours still runs."""
+    for pid in pids:
+        send(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(pid_alive(p, marker) for p in pids):
+        for pid in pids:
+            reap(pid)
+        time.sleep(0.1)
+    for pid in pids:
+        if pid_alive(pid, marker):
+            send(pid, signal.SIGKILL)
+        reap(pid)
