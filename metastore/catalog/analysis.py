@@ -53,19 +53,19 @@ class _Scope:
     order: tuple[str, ...]
     windowed: bool
 
-    def resolve(self, name: str, qualifier: str | None) -> tuple[str, ty.SqlType]:
+    def resolve(self, name: str, qualifier: str | None, clause: str) -> tuple[str, ty.SqlType]:
         if qualifier:
             source = self.by_alias.get(qualifier)
             if source is None:
                 raise QueryError(f"'{qualifier}' is not a valid stream/table name or alias.")
             found = self._column_of(source, name)
             if found is None:
-                raise QueryError(f"Column '{qualifier}.{name}' cannot be resolved.")
+                raise QueryError(f"{clause} column '{qualifier}.{name}' cannot be resolved.")
             return qualifier, found
         matches = [(alias, t) for alias in self.order
                    if (t := self._column_of(self.by_alias[alias], name)) is not None]
         if not matches:
-            raise QueryError(f"Column '{name}' cannot be resolved.")
+            raise QueryError(f"{clause} column '{name}' cannot be resolved.")
         if len(matches) > 1 and name not in PSEUDO_COLUMNS:
             raise QueryError(f"Column '{name}' is ambiguous. Could be any of: "
                              + ", ".join(f"{alias}.{name}" for alias, _ in matches))
@@ -86,7 +86,7 @@ class _Scope:
 
 
 def analyse(query: Query, sources: Mapping[str, DataSource],
-            custom_types: Mapping[str, ty.SqlType]) -> Analysis:
+            custom_types: Mapping[str, ty.SqlType], sink: str = "the result") -> Analysis:
     select = query.select
     assert isinstance(select, exp.Select)
     scope = _scope(select, sources, query.window is not None)
@@ -97,23 +97,26 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
         _is_aggregate(e) for item in select.expressions for e in item.find_all(exp.Func))
     where = select.args.get("where")
     if where is not None:
+        typer.clause = "WHERE"
         typer.type_of(where.this)
-
+    typer.clause = "SELECT"
     projected = _project(select, scope, typer)
     kinds = {source.kind for source in scope.by_alias.values()}
     kind = SourceKind.TABLE if aggregate or kinds == {SourceKind.TABLE} else SourceKind.STREAM
 
     if group_by:
-        key_exprs = list(group_by)
+        key_exprs, typer.clause, key_kind = list(group_by), "GROUP BY", "grouping expression"
     elif query.partition_by:
-        key_exprs = list(query.partition_by)
+        key_exprs, typer.clause = list(query.partition_by), "PARTITION BY"
+        key_kind = "partitioning expression"
     elif select.args.get("joins"):
-        key_exprs = _join_keys(select, scope)
+        key_exprs, typer.clause, key_kind = _join_keys(select, scope), "JOIN ON", "join expression"
     else:
         first = scope.by_alias[scope.order[0]]
         key_exprs = [exp.column(c.name, table=scope.order[0], quoted=True)
                      for c in first.key_columns]
-    columns = _assign_keys(projected, key_exprs, kind, typer, query)
+        key_kind = "key column"
+    columns = _assign_keys(projected, key_exprs, kind, typer, query, f"`{sink}`", key_kind)
     window = None
     if query.window is not None and aggregate:
         window = WindowInfo(query.window.kind, query.window.size_ms)
@@ -217,8 +220,15 @@ def _same(a: exp.Expr, b: exp.Expr) -> bool:
     return a.sql() == b.sql()
 
 
+def _missing_key(sink: str, key_kind: str, shown: str, join: bool) -> QueryError:
+    link = " See https://cnfl.io/2LV7ouS." if join else " "
+    return QueryError(f"Key missing from projection (ie, SELECT).{link}\nThe query used to build "
+                      f"{sink} must include the {key_kind} {shown} in its projection "
+                      f"(eg, SELECT {shown}...).")
+
+
 def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: SourceKind,
-                 typer: _Typer, query: Query) -> list[Column]:
+                 typer: _Typer, query: Query, sink: str, key_kind: str) -> list[Column]:
     role = ColumnRole.PRIMARY_KEY if kind is SourceKind.TABLE else ColumnRole.KEY
     key_indexes: list[int] = []
     is_join = (len(key_exprs) == 2 and bool(query.select.args.get("joins"))
@@ -228,10 +238,7 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
         index = next((i for i, p in enumerate(projected)
                       if any(_same(p.expression, k) for k in candidates)), None)
         if index is None:
-            names = " or ".join(k.sql(identify=False) for k in candidates)
-            raise QueryError("Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\n"
-                             f"The query used to build the result must include the join expression "
-                             f"{names} in its projection (eg, SELECT {names}...).")
+            raise _missing_key(sink, key_kind, candidates[0].sql(identify=False), join=True)
         key_indexes.append(index)
     else:
         for key in key_exprs:
@@ -240,10 +247,7 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
             index = next((i for i, p in enumerate(projected) if _same(p.expression, key)), None)
             if index is None:
                 shown = key.name if isinstance(key, exp.Column) else key.sql()
-                raise QueryError(
-                    "Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\n"
-                    f"The query used to build the result must include the key column {shown} in "
-                    f"its projection (eg, SELECT {shown}...).")
+                raise _missing_key(sink, key_kind, shown, join=False)
             typer.type_of(key)
             key_indexes.append(index)
     keys = [Column(projected[i].name, projected[i].type, role) for i in key_indexes]
@@ -267,6 +271,7 @@ class _Typer:
     def __init__(self, scope: _Scope, custom: dict[str, ty.SqlType]) -> None:
         self.scope = scope
         self.custom = custom
+        self.clause = "SELECT"
 
     def type_of(self, node: exp.Expr) -> ty.SqlType:
         if isinstance(node, exp.Paren):
@@ -274,7 +279,7 @@ class _Typer:
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 raise QueryError("'*' is only allowed in the projection.")
-            return self.scope.resolve(node.name, node.table or None)[1]
+            return self.scope.resolve(node.name, node.table or None, self.clause)[1]
         if isinstance(node, exp.Literal):
             return self._literal(node)
         if isinstance(node, exp.Boolean):

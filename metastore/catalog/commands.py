@@ -63,6 +63,7 @@ class DropSourceCommand(Command):
     kind: SourceKind
     name: str
     delete_topic: bool = False
+    topic: str = ""
 
     @property
     def command_id(self) -> str:
@@ -167,7 +168,7 @@ def to_json(command: Command) -> dict[str, Any]:
                 "querySources": list(command.query_sources), "querySql": command.query_sql}
     if isinstance(command, DropSourceCommand):
         return {"type": "dropSource", "kind": command.kind.value, "name": command.name,
-                "deleteTopic": command.delete_topic}
+                "deleteTopic": command.delete_topic, "topic": command.topic}
     if isinstance(command, TerminateCommand):
         return {"type": "terminate", "queryIds": list(command.query_ids)}
     if isinstance(command, AlterSourceCommand):
@@ -194,7 +195,7 @@ def from_json(data: dict[str, Any]) -> Command:
             return InsertQueryCommand(data["sink"], tuple(data["querySources"]), data["querySql"])
         if kind == "dropSource":
             return DropSourceCommand(SourceKind(data["kind"]), data["name"],
-                                     bool(data.get("deleteTopic", False)))
+                                     bool(data.get("deleteTopic", False)), str(data.get("topic", "")))
         if kind == "terminate":
             return TerminateCommand(tuple(data["queryIds"]))
         if kind == "alterSource":

@@ -60,10 +60,9 @@ def status_message(command: cmd.Command, image: Image, offset: int) -> tuple[str
         query_id = f"INSERTQUERY_{offset}"
         return f"Created query with ID {query_id}", query_id
     if isinstance(command, cmd.DropSourceCommand):
-        return f"Source `{command.name}` was dropped.", None
+        return f"Source `{command.name}` (topic: {command.topic}) was dropped.", None
     if isinstance(command, cmd.TerminateCommand):
-        return ("Query terminated." if len(command.query_ids) == 1
-                else f"Terminated {len(command.query_ids)} queries."), None
+        return "Query terminated.", None
     if isinstance(command, cmd.AlterSourceCommand):
         return f"{command.kind.label.capitalize()} {command.name} altered.", None
     if isinstance(command, cmd.CreateTypeCommand):

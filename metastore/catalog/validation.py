@@ -158,8 +158,7 @@ class Validator:
                 f"source {kind.label}s.", name)
         if existing is not None:
             if statement.if_not_exists:
-                return Skip(statement, f"Cannot add {kind.label} '{name}': A "
-                                       f"{existing.kind.label} with the same name already exists")
+                return Skip(statement, _exists_warning(kind, name))
             if not statement.or_replace or existing.kind is not kind:
                 raise SourceExistsError(
                     f"Cannot add {kind.label} '{name}': A {existing.kind.label} with the same "
@@ -168,7 +167,8 @@ class Validator:
         _check_known(properties, CREATE_PROPERTIES)
         key_format, value_format = _formats(properties, defaults=None)
         if "KAFKA_TOPIC" not in properties:
-            raise PropertyError('Missing required property "KAFKA_TOPIC" which has no default value.')
+            raise PropertyError('Failed to prepare statement: Missing required property "KAFKA_TOPIC" '
+                                "which has no default value.")
         topic = str(properties["KAFKA_TOPIC"])
         _check_schema_ids(statement, key_format, value_format)
         window = _window_properties(properties)
@@ -202,7 +202,8 @@ class Validator:
         for definition in definitions:
             missing = ty.unresolved(definition.type, dict(self._delta.types))
             if missing is not None:
-                raise TypeNotFoundError(f"Type '{missing}' does not exist.", missing)
+                raise TypeNotFoundError(
+                    f"Failed to prepare statement: Cannot resolve unknown type: {missing}", missing)
             columns.append(Column(definition.name, ty.resolve(definition.type,
                                                               dict(self._delta.types)),
                                   definition.role, definition.header_key))
@@ -225,8 +226,10 @@ class Validator:
             default_partitions if create_by_default else None)
         if partitions is None:
             raise TopicError(
-                f"Kafka topic does not exist: {topic}. Create the topic first, or add "
-                "PARTITIONS=<n> to the WITH clause to have it created.", topic)
+                f"Topic '{topic}' does not exist. If you want to create a new topic for the "
+                "stream/table please re-run the statement providing the required 'PARTITIONS' "
+                "configuration in the WITH clause (and optionally 'REPLICAS'). For example: "
+                f"WITH (KAFKA_TOPIC='{topic}', PARTITIONS=2, ...)", topic)
         return partitions, (TopicSpec(topic, partitions, replicas),)
 
     # -- CREATE ... AS SELECT ----------------------------------------------------------------
@@ -235,15 +238,14 @@ class Validator:
         existing = self._delta.sources.get(name)
         if existing is not None and not statement.or_replace:
             if statement.if_not_exists:
-                return Skip(statement, f"Cannot add {kind.label} '{name}': A "
-                                       f"{existing.kind.label} with the same name already exists")
+                return Skip(statement, _exists_warning(kind, name))
             raise SourceExistsError(f"Cannot add {kind.label} '{name}': A {existing.kind.label} "
                                     "with the same name already exists", name)
         if existing is not None and (existing.kind is not kind or existing.is_source):
             raise SourceExistsError(f"Cannot add {kind.label} '{name}': A {existing.kind.label} "
                                     "with the same name already exists", name)
         _check_known(statement.properties, AS_SELECT_PROPERTIES)
-        analysis = analyse(statement.query, self._delta.sources, self._delta.types)
+        analysis = analyse(statement.query, self._delta.sources, self._delta.types, name)
         if analysis.kind is not kind:
             other = analysis.kind.value
             raise QueryError(f"Invalid result type. Your SELECT query produces a {other}. Please "
@@ -285,7 +287,7 @@ class Validator:
                              f"{target.name} is a table.", target.name)
         if target.is_source:
             raise QueryError(f"Cannot insert into read-only stream: {target.name}", target.name)
-        analysis = analyse(statement.query, self._delta.sources, self._delta.types)
+        analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name)
         if analysis.kind is not st.SourceKind.STREAM:
             raise QueryError("INSERT INTO can only be used with a query that produces a stream.")
         result = [(c.name, c.type, c.is_key) for c in analysis.columns]
@@ -320,7 +322,7 @@ class Validator:
         source = self._delta.sources.get(name)
         if source is None:
             if statement.if_exists:
-                return Skip(statement, f"Source {name} does not exist.")
+                return Skip(statement, f"Source `{name}` does not exist.")
             raise SourceNotFoundError(f"{statement.kind.label.capitalize()} {name} does not exist.",
                                       name)
         if source.kind is not statement.kind:
@@ -335,7 +337,8 @@ class Validator:
             raise DependentsExistError(
                 f"Cannot drop {name}.\nThe following streams and/or tables read from this source: "
                 f"[{', '.join(sinks)}].\nYou need to drop them before dropping {name}.", name)
-        return Write(statement, cmd.DropSourceCommand(source.kind, name, statement.delete_topic),
+        return Write(statement, cmd.DropSourceCommand(source.kind, name, statement.delete_topic,
+                                                      source.topic),
                      topics_to_delete=(source.topic,) if statement.delete_topic else ())
 
     def _terminate(self, statement: st.Terminate) -> Outcome:
@@ -349,10 +352,10 @@ class Validator:
         name = statement.name
         source = self._delta.sources.get(name)
         if source is None:
-            raise SourceNotFoundError(f"Source {name} does not exist", name)
+            raise SourceNotFoundError(f"Source {name} does not exist.", name)
         if source.kind is not statement.kind:
             raise IncompatibleSourceKindError(
-                f"Incompatible data source type is {source.kind.label}, but statement was "
+                f"Incompatible data source type is {source.kind.value}, but statement was "
                 f"ALTER {statement.kind.value}", name)
         if source.is_source:
             raise UnsupportedStatementError(
@@ -377,7 +380,8 @@ class Validator:
             message = (f"Cannot register custom type '{statement.name}' since it is already "
                        f"registered with type: {existing.sql()}")
             if statement.if_not_exists:
-                return Skip(statement, message)
+                return Skip(statement, f"{statement.name} is already registered with type "
+                                       f"{existing.sql()}")
             raise TypeExistsError(message, statement.name)
         missing = ty.unresolved(statement.type, dict(self._delta.types))
         if missing is not None:
@@ -388,12 +392,16 @@ class Validator:
     def _drop_type(self, statement: st.DropType) -> Outcome:
         if statement.name not in self._delta.types:
             if statement.if_exists:
-                return Skip(statement, f"Type {statement.name} does not exist.")
+                return Skip(statement, f"Type '{statement.name}' does not exist")
             raise TypeNotFoundError(f"Type {statement.name} does not exist.", statement.name)
         return Write(statement, cmd.DropTypeCommand(statement.name))
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+def _exists_warning(kind: st.SourceKind, name: str) -> str:
+    return f"Cannot add {kind.label} `{name}`: A {kind.label} with the same name already exists."
+
+
 def _schema_text(columns: tuple[Column, ...]) -> str:
     return ", ".join(f"`{c.name}` {ty.backticked(c.type)}"
                      + (" KEY" if c.is_key else "") for c in columns)
@@ -452,7 +460,8 @@ def _check_column_roles(kind: st.SourceKind, columns: tuple[st.ColumnDef, ...]) 
     headers = 0
     for column in columns:
         if column.name in seen:
-            raise SchemaError(f"Duplicate column names: {column.name}", column.name)
+            raise SchemaError(f"Failed to prepare statement: Duplicate column names: `{column.name}`",
+                              column.name)
         seen.add(column.name)
         if kind is st.SourceKind.STREAM and column.role is st.ColumnRole.PRIMARY_KEY:
             raise SchemaError(

@@ -56,11 +56,12 @@ def fail(statement: str, image: Image | None = None, topics: dict[str, int] | No
     ("CREATE STREAM S (A MAP<INT, INT>) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
      "JSON only supports MAP types with STRING keys"),
     ("CREATE STREAM S (A UNKNOWN_T) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
-     "Type 'UNKNOWN_T' does not exist."),
+     "Cannot resolve unknown type: UNKNOWN_T"),
     ("CREATE STREAM S (A INT, A STRING) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
      "Duplicate column names"),
     ("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='missing', VALUE_FORMAT='JSON');",
-     "Kafka topic does not exist: missing"),
+     "Topic 'missing' does not exist. If you want to create a new topic for the stream/table "
+     "please re-run the statement providing the required 'PARTITIONS' configuration"),
     ("DROP STREAM NOPE;", "Stream NOPE does not exist."),
     ("DROP TABLE PV;", "Incompatible data source type is stream, but statement was DROP TABLE"),
     ("TERMINATE CSAS_X_1;", "Unknown queryId: CSAS_X_1"),
@@ -72,7 +73,10 @@ def fail(statement: str, image: Image | None = None, topics: dict[str, int] | No
      "Invalid result type. Your SELECT query produces a STREAM."),
     ("CREATE STREAM S AS SELECT URL FROM PV;", "Key missing from projection"),
     ("CREATE STREAM S AS SELECT * FROM NOPE;", "NOPE does not exist."),
-    ("CREATE STREAM S AS SELECT ID, NOPE FROM PV;", "Column 'NOPE' cannot be resolved."),
+    ("CREATE STREAM S AS SELECT ID, NOPE FROM PV;", "SELECT column 'NOPE' cannot be resolved."),
+    ("CREATE STREAM S AS SELECT ID FROM PV WHERE NOPE > 1;", "WHERE column 'NOPE' cannot be resolved."),
+    ("CREATE STREAM S AS SELECT URL FROM PV;",
+     "The query used to build `S` must include the key column ID in its projection"),
     ("DESCRIBE NOPE;", "Could not find STREAM/TABLE 'NOPE' in the Metastore"),
 ])
 def test_rejections_use_ksqldb_wording(statement: str, message: str) -> None:

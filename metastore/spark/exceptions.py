@@ -1,0 +1,19 @@
+"""Errors of the Spark side."""
+
+from __future__ import annotations
+
+from metastore.exceptions import MetastoreError
+
+
+class SparkError(MetastoreError):
+    code = "spark_error"
+
+
+class SparkUnavailableError(SparkError):
+    """Spark is not running on this node (disabled, starting, or failed to start)."""
+
+    code = "spark_unavailable"
+
+
+class UnsupportedQueryError(SparkError):
+    code = "unsupported_query"
