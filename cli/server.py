@@ -8,12 +8,13 @@ import signal
 import socket
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from metastore.local.paths import dev_dir
 from metastore.log.writer import WriterOptions, die_between_produce_and_commit
 from metastore.node import NodeConfig
 
@@ -108,6 +109,37 @@ def server(
         spark_master, "spark_master"), data_dir=pick(data_dir, "data_dir"))
 
 
+def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any]:
+    """Give the node a Spark catalog projection; return the pull-query runner over it."""
+    from metastore.spark.exceptions import SparkUnavailableError
+    from metastore.spark.projection import ProjectionRunner, SparkProjection
+    from metastore.spark.query import run_pull_query
+    from metastore.spark.session import start_session
+    from metastore.spark.views import database_name
+
+    config = node.config
+    database = database_name(config.service_id)
+    kafka_options = {"kafka.bootstrap.servers": config.bootstrap_servers,
+                     **{f"kafka.{k}": v for k, v in config.kafka_client.items()}}
+
+    def start() -> SparkProjection:
+        spark = start_session(master, f"metastore-{config.service_id}-{config.node_id}",
+                              directory / "spark")
+        return SparkProjection(spark, database, kafka_options)
+
+    runner = ProjectionRunner(start)
+    node.attach_projection(runner)
+
+    def query(text: str) -> Any:
+        projection = runner.projection
+        if projection is None:
+            raise SparkUnavailableError(f"Spark is not available on this node: "
+                                        f"{runner.status.reason}")
+        return run_pull_query(projection.spark, text, node.replica.image, database)
+
+    return query
+
+
 def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injection: str | None,
              spark_master: str | None = None, data_dir: Any = None) -> None:
     import uvicorn
@@ -117,7 +149,6 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     from metastore.membership import Membership
     from metastore.node import Node
 
-    del spark_master, data_dir  # used by the Spark projection and checkpoints
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     logging.getLogger("metastore.librdkafka").setLevel(logging.ERROR)
@@ -125,6 +156,10 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     node = Node(config, progress=lambda message: logging.getLogger("metastore").info(message))
     if fault_injection == "slow-replay":
         node.replica.slow_down(batch=50, pause=0.05)
+    directory = Path(data_dir) if data_dir else dev_dir() / "nodes" / config.node_id
+    query_runner = None
+    if (spark_master or "local[1]") != "none":
+        query_runner = attach_spark(node, spark_master or "local[1]", directory)
     try:
         node.start()
     except MetastoreError as error:
@@ -135,7 +170,7 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     membership = Membership(node.settings, node.admin, config.service_id, config.node_id, url,
                             lambda: (node.state.value, node.replica.position - 1))
     membership.start()
-    app = create_app(node, auth=auth, url=url, membership=membership)
+    app = create_app(node, auth=auth, url=url, membership=membership, query_runner=query_runner)
     logging.getLogger("metastore").info("node %s of service %s serving on %s", config.node_id,
                                         config.service_id, url)
     class NodeServer(uvicorn.Server):

@@ -23,6 +23,7 @@ from metastore.log.exceptions import CatchUpTimeoutError
 from metastore.log.reader import LogReplica, NodeState
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
+from metastore.spark.projection import ProjectionRunner
 from metastore.sql.parser import parse
 from metastore.sql.statements import ListObjects, Statement
 
@@ -57,10 +58,17 @@ class Node:
                                   progress=progress)
         self.writer: CommandWriter | None = None
         self.kafka_cluster_id: str | None = None
+        self.projection: ProjectionRunner | None = None
+        """The Spark catalog projection, when this node runs Spark."""
         self._probe: EndOffsetProbe | None = None
         self._probe_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def attach_projection(self, projection: ProjectionRunner) -> None:
+        """Project every image into Spark (call before ``start``)."""
+        self.projection = projection
+        self.replica.add_listener(projection.offer)
+
     def start(self) -> None:
         """Check Kafka, verify (or create) the command topic, start replaying."""
         self.kafka_cluster_id = self.admin.cluster_id()
@@ -75,8 +83,12 @@ class Node:
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer)
         self.replica.start()
+        if self.projection is not None:
+            self.projection.start()
 
     def stop(self) -> None:
+        if self.projection is not None:
+            self.projection.stop()
         if self.writer is not None:
             self.writer.close()
         self.replica.stop()
@@ -139,11 +151,15 @@ class Node:
     def status(self) -> dict[str, Any]:
         degradation = self.replica.degradation
         image = self.replica.image
+        spark = self.projection.status if self.projection is not None else None
         return {
             "serviceId": self.config.service_id, "nodeId": self.config.node_id,
             "state": self.replica.state.value,
             "degradedReason": degradation.describe() if degradation else None,
             "appliedOffset": self.replica.position - 1, "endOffset": None,
-            "imageFingerprint": image.fingerprint, "sparkCatalogFingerprint": None,
-            "sparkInSync": None,
+            "imageFingerprint": image.fingerprint,
+            "sparkCatalogFingerprint": spark.fingerprint if spark else None,
+            "sparkInSync": (spark.in_sync and spark.image_fingerprint == image.fingerprint)
+            if spark else None,
+            "sparkReason": spark.reason if spark else "this node runs without Spark",
         }

@@ -28,6 +28,7 @@ from metastore.log.exceptions import CatchUpTimeoutError, NotReadyError, NotWrit
 from metastore.log.reader import NodeState
 from metastore.membership import Membership
 from metastore.node import Node
+from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError, UnsupportedQueryError
 from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
 from metastore.sql.statements import SelectStatement
@@ -185,8 +186,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         if isinstance(parsed, KsqlResponse):
             return parsed
         if query_runner is None:
-            return error_response(codes.SERVER_ERROR, "This node runs without Spark; queries "
-                                  "are not available.")
+            return error_response(codes.SERVER_NOT_READY, "This node runs without Spark "
+                                  "(--spark-master none); send queries to a node with Spark.")
         runner = query_runner
         return await _run_in_thread(lambda: _query(runner, parsed))
 
@@ -197,10 +198,12 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             return KsqlResponse(runner(body.ksql))
         except ParseError as error:
             return error_response(codes.BAD_STATEMENT, error.message, error.statement or body.ksql)
-        except StatementError as error:
+        except (StatementError, SparkQueryError, UnsupportedQueryError) as error:
             return error_response(codes.BAD_STATEMENT, error.message, body.ksql)
         except CatchUpTimeoutError as error:
             return error_response(codes.COMMAND_QUEUE_CATCHUP_TIMEOUT, error.message)
+        except SparkUnavailableError as error:
+            return error_response(codes.SERVER_NOT_READY, error.message)
         except MetastoreError as error:
             return error_response(codes.SERVER_ERROR, error.message)
 

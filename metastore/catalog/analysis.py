@@ -86,7 +86,9 @@ class _Scope:
 
 
 def analyse(query: Query, sources: Mapping[str, DataSource],
-            custom_types: Mapping[str, ty.SqlType], sink: str = "the result") -> Analysis:
+            custom_types: Mapping[str, ty.SqlType], sink: str = "the result",
+            transient: bool = False) -> Analysis:
+    """What ``query`` produces; a ``transient`` query (a pull query) has no key to keep."""
     select = query.select
     assert isinstance(select, exp.Select)
     scope = _scope(select, sources, query.window is not None)
@@ -104,6 +106,10 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     kinds = {source.kind for source in scope.by_alias.values()}
     kind = SourceKind.TABLE if aggregate or kinds == {SourceKind.TABLE} else SourceKind.STREAM
 
+    if transient:
+        return Analysis(kind=kind, columns=tuple(Column(p.name, p.type) for p in projected),
+                        sources=tuple(dict.fromkeys(s.name for s in scope.by_alias.values())),
+                        window=None, aggregate=aggregate)
     if group_by:
         key_exprs, typer.clause, key_kind = list(group_by), "GROUP BY", "grouping expression"
     elif query.partition_by:

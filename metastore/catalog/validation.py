@@ -129,7 +129,7 @@ class Validator:
             self._insert_values(statement)
             return Read(statement)
         if isinstance(statement, st.SelectStatement):
-            analyse(statement.query, self._delta.sources, self._delta.types)
+            analyse(statement.query, self._delta.sources, self._delta.types, transient=True)
             return Read(statement)
         if isinstance(statement, st.Describe):
             if statement.name not in self._delta.sources:

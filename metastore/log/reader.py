@@ -143,6 +143,8 @@ class LogReplica:
             self._catch_up_target = self._end_offset(reader)
             self._set_state(NodeState.CATCHING_UP if self._position < self._catch_up_target
                             else NodeState.READY)
+            if self._state is NodeState.READY:
+                self._notify_listeners()
             if self._state is NodeState.CATCHING_UP and self._progress:
                 self._progress(f"catching up: {self._catch_up_target - self._position} offsets "
                                "to replay")

@@ -17,3 +17,9 @@ class SparkUnavailableError(SparkError):
 
 class UnsupportedQueryError(SparkError):
     code = "unsupported_query"
+
+
+class SparkQueryError(SparkError):
+    """Spark rejected or failed the query (the client's query, not the node, is at fault)."""
+
+    code = "spark_query"

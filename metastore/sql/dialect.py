@@ -425,18 +425,12 @@ class KsqlParser(parser.Parser):
             found = f"'{start.text}'" if start else "end of statement"
             self._fail(f"Expecting SELECT, found {found}")
         within = self._strip_within()
+        emit = self._strip_emit()
         select = self._parse_select()
         if select is None or not isinstance(select, exp.Select):
             self._fail("Expecting a SELECT query", start)
         assert isinstance(select, exp.Select)
-        emit_changes = emit_final = False
-        if self._match_text_seq("EMIT", "CHANGES"):
-            emit_changes = True
-        elif self._match_text_seq("EMIT", "FINAL"):
-            emit_final = True
-        if self._match(TokenType.LIMIT):
-            limit = self._parse_number()
-            select.set("limit", exp.Limit(expression=limit))
+        emit_changes, emit_final = emit == "CHANGES", emit == "FINAL"
         partition_by = select.args.pop("ksql_partition_by", None)
         select.args.pop("ksql_window", None)
         _normalise_identifiers(select)
@@ -446,6 +440,21 @@ class KsqlParser(parser.Parser):
         return st.Query(select=select, window=self._window,
                         partition_by=tuple(partition_by or ()), emit_changes=emit_changes,
                         emit_final=emit_final, within_ms=within, text=text)
+
+    def _strip_emit(self) -> str | None:
+        """Remove ``EMIT CHANGES | EMIT FINAL`` (which sqlglot would read as an alias)."""
+        tokens = self._tokens
+        for i in range(self._index, len(tokens) - 1):
+            if (tokens[i].token_type == TokenType.VAR and tokens[i].text.upper() == "EMIT"
+                    and tokens[i + 1].text.upper() in ("CHANGES", "FINAL")):
+                kind = tokens[i + 1].text.upper()
+                index = self._index
+                self._tokens = tokens[:i] + tokens[i + 2:]
+                self._tokens_size = len(self._tokens)
+                self._retreat(index)
+                self._advance(0)
+                return kind
+        return None
 
     def _strip_within(self) -> int | None:
         """Remove ``WITHIN <duration> | WITHIN (<d>, <d>)`` from the remaining tokens (join windows)."""

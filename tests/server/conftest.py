@@ -80,9 +80,11 @@ def server_factory(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Callable[..
     started: list[ServerProcess] = []
 
     def create(*extra: str, service_id: str | None = None, node_id: str = "node-1",
-               wait: bool = True) -> ServerProcess:
+               wait: bool = True, spark: bool = False) -> ServerProcess:
+        """Nodes run without Spark unless ``spark=True`` (a Spark JVM per node is costly)."""
+        args = extra if spark else ("--spark-master", "none", *extra)
         server = start_server(kafka_bootstrap, tmp_path, service_id or unique("svc"), node_id,
-                              *extra, wait=wait)
+                              *args, wait=wait)
         started.append(server)
         return server
 

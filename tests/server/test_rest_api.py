@@ -179,7 +179,7 @@ def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:
     status = httpx.get(f"{server.url}/v1/metastore").json()
     assert set(status) == {"serviceId", "nodeId", "state", "degradedReason", "appliedOffset",
                            "endOffset", "imageFingerprint", "sparkCatalogFingerprint",
-                           "sparkInSync"}
+                           "sparkInSync", "sparkReason"}
     assert status["state"] == "READY" and status["appliedOffset"] + 1 >= status["endOffset"]
     cluster = httpx.get(f"{server.url}/clusterStatus").json()["clusterStatus"]
     assert cluster[server.url]["hostAlive"] is True
@@ -222,7 +222,7 @@ def test_one_node_serves_while_another_is_down(server_factory: Callable[..., Ser
     first = server_factory(node_id="a")
     ksql(first, stream("KEPT"))
     first.stop()
-    second = start_server(kafka_bootstrap, tmp_path, first.service_id, "b")
+    second = start_server(kafka_bootstrap, tmp_path, first.service_id, "b", "--spark-master", "none")
     try:
         [listed] = ksql(second, "SHOW STREAMS;").json()
         assert [s["name"] for s in listed["streams"]] == ["KEPT"]

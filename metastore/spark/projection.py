@@ -1,0 +1,216 @@
+"""Keep a node's Spark catalog equal to its image, by reconciling, never by replaying.
+
+``reconcile(image)`` reads what Spark actually holds in the service's database (one
+``SHOW TABLE EXTENDED`` call), computes the net difference against the objects the image wants,
+and applies only that: drops, then creates. An image whose fingerprint was already reconciled
+costs no Spark call at all. The Spark catalog fingerprint is computed from what Spark reports
+(names, kinds, schemas and spec properties), canonically, so it does not depend on creation order.
+
+:class:`ProjectionRunner` drives it from the replica: it reconciles the newest image in a thread of
+its own, so Spark never blocks the log, and retries after a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from metastore.catalog.image import Image
+from metastore.spark.views import SPEC_PROPERTY, CatalogObject, objects_for
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SparkObject:
+    """An object as Spark reports it."""
+
+    name: str
+    is_view: bool
+    spec: str | None
+    schema: str
+
+
+@dataclass
+class ReconcileResult:
+    created: int = 0
+    dropped: int = 0
+    catalog_calls: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class ProjectionStatus:
+    in_sync: bool = False
+    reason: str | None = "Spark is starting"
+    fingerprint: str | None = None
+    image_fingerprint: str | None = None
+    last: ReconcileResult = field(default_factory=ReconcileResult)
+    total_catalog_calls: int = 0
+
+
+_TABLE = re.compile(r"^Table: (.*)$", re.M)
+_TYPE = re.compile(r"^Type: (.*)$", re.M)
+_PROPS = re.compile(r"^Table Properties: \[(.*)\]$", re.M)
+_SCHEMA = re.compile(r"^Schema: root\n(.*)", re.S)
+
+
+class SparkProjection:
+    def __init__(self, spark: Any, database: str, kafka_options: Mapping[str, str]) -> None:
+        self.spark = spark
+        self.database = database
+        self.kafka_options = dict(kafka_options)
+        self.catalog_calls = 0
+        self._reconciled_image: str | None = None
+        self._fingerprint: str | None = None
+
+    def _sql(self, statement: str) -> Any:
+        self.catalog_calls += 1
+        return self.spark.sql(statement)
+
+    def desired(self, image: Image) -> dict[str, CatalogObject]:
+        wanted: dict[str, CatalogObject] = {}
+        for source in image.sources.values():
+            for obj in objects_for(source, self.database, self.kafka_options):
+                wanted[obj.name] = obj
+        return wanted
+
+    def actual(self) -> dict[str, SparkObject]:
+        """What Spark holds in the database, in one call."""
+        self._sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
+        rows = self._sql(f"SHOW TABLE EXTENDED IN `{self.database}` LIKE '*'").collect()
+        found: dict[str, SparkObject] = {}
+        for row in rows:
+            if row["isTemporary"]:
+                continue
+            info = row["information"]
+            properties = _properties(info)
+            schema_match = _SCHEMA.search(info)
+            type_match = _TYPE.search(info)
+            found[row["tableName"]] = SparkObject(
+                name=row["tableName"], is_view=bool(type_match and type_match.group(1) == "VIEW"),
+                spec=properties.get(SPEC_PROPERTY),
+                schema=schema_match.group(1).strip() if schema_match else "")
+        return found
+
+    def reconcile(self, image: Image) -> ReconcileResult:
+        started = time.perf_counter()
+        calls_before = self.catalog_calls
+        result = ReconcileResult()
+        if self._reconciled_image == image.fingerprint:
+            return result
+        wanted = self.desired(image)
+        present = self.actual()
+        stale = [obj for name, obj in present.items()
+                 if name not in wanted or wanted[name].spec != obj.spec]
+        for obj in sorted(stale, key=lambda o: not o.is_view):  # views before their tables
+            kind = "VIEW" if obj.is_view else "TABLE"
+            self._sql(f"DROP {kind} IF EXISTS `{self.database}`.`{obj.name}`")
+            present.pop(obj.name)
+            result.dropped += 1
+        missing = [wanted_obj for name, wanted_obj in wanted.items() if name not in present]
+        for created in sorted(missing, key=lambda o: o.is_view):  # tables before their views
+            self._sql(created.create_sql)
+            result.created += 1
+        if result.created or result.dropped:
+            present = self.actual()
+        self._fingerprint = fingerprint(present.values())
+        self._reconciled_image = image.fingerprint
+        result.catalog_calls = self.catalog_calls - calls_before
+        result.seconds = time.perf_counter() - started
+        return result
+
+    @property
+    def fingerprint(self) -> str | None:
+        return self._fingerprint
+
+
+def _properties(info: str) -> dict[str, str]:
+    match = _PROPS.search(info)
+    if not match:
+        return {}
+    out = {}
+    for part in match.group(1).split(", "):
+        key, _, value = part.partition("=")
+        out[key] = value
+    return out
+
+
+def fingerprint(objects: Any) -> str:
+    """SHA-256 over what Spark reports, sorted by name."""
+    digest = hashlib.sha256()
+    for obj in sorted(objects, key=lambda o: o.name):
+        digest.update(f"{obj.name}\0{obj.is_view}\0{obj.spec}\0{obj.schema}\n".encode())
+    return digest.hexdigest()
+
+
+class ProjectionRunner:
+    """Reconciles the newest image in the background; a Spark failure never blocks the log."""
+
+    def __init__(self, start_projection: Any, retry_seconds: float = 5.0) -> None:
+        self._start_projection = start_projection
+        self._retry = retry_seconds
+        self.projection: SparkProjection | None = None
+        self.status = ProjectionStatus()
+        self._latest: Image | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="spark-projection", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(10)
+
+    def offer(self, image: Image, ready: bool) -> None:
+        """Replica listener: remember the newest image once the replica is caught up."""
+        if not ready:
+            return
+        self._latest = image
+        if self.status.image_fingerprint != image.fingerprint:
+            self.status.in_sync = False
+        self._wake.set()
+
+    def _run(self) -> None:
+        try:
+            self.projection = self._start_projection()
+        except Exception as error:  # Spark failing to start must not take the node down
+            log.exception("Spark did not start")
+            self.status.reason = f"Spark did not start: {error}"
+            return
+        self.status.reason = None if self._latest is not None else "waiting for the log"
+        while not self._stop.is_set():
+            self._wake.wait(self._retry)
+            self._wake.clear()
+            image = self._latest
+            if image is None or self._stop.is_set():
+                continue
+            if self.status.in_sync and self.status.image_fingerprint == image.fingerprint:
+                continue
+            try:
+                result = self.projection.reconcile(image)
+            except Exception as error:  # reported, retried; the log goes on
+                log.warning("Spark reconcile failed: %s", error)
+                self.status.in_sync = False
+                self.status.reason = f"reconcile failed: {str(error).splitlines()[0][:300]}"
+                self._wake.set()
+                self._stop.wait(self._retry)
+                continue
+            self.status.last = result
+            self.status.total_catalog_calls = self.projection.catalog_calls
+            self.status.fingerprint = self.projection.fingerprint
+            self.status.image_fingerprint = image.fingerprint
+            self.status.in_sync = self._latest is image
+            self.status.reason = None
+            if result.created or result.dropped:
+                log.info("Spark catalog reconciled: %d created, %d dropped, %d calls, %.2fs",
+                         result.created, result.dropped, result.catalog_calls, result.seconds)

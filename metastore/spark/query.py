@@ -1,0 +1,83 @@
+"""Pull queries (``POST /query``) through the node's Spark, answered in ksqlDB's shape.
+
+The SELECT is parsed with the ksqlDB dialect, checked against the image, transpiled by sqlglot to
+Spark SQL with every source qualified by the service's database, and run with a row limit.
+The answer is a header object (``queryId``, ``schema``) followed by one ``row`` object per row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlglot import exp
+
+from metastore.catalog.analysis import analyse
+from metastore.catalog.image import Image
+from metastore.spark.exceptions import SparkQueryError, UnsupportedQueryError
+from metastore.spark.views import object_name
+from metastore.sql.parser import parse
+from metastore.sql.statements import SelectStatement
+
+DEFAULT_LIMIT = 10_000
+
+
+def to_spark_sql(statement: SelectStatement, database: str) -> str:
+    select = statement.query.select.copy()
+    for table in select.find_all(exp.Table):
+        table.set("this", exp.to_identifier(object_name(table.name), quoted=True))
+        table.set("db", exp.to_identifier(database, quoted=True))
+    for extract in list(select.find_all(exp.JSONExtract)):
+        path = extract.expression
+        field = path.name if isinstance(path, exp.Expr) else str(path)
+        extract.replace(exp.Dot(this=extract.this, expression=exp.to_identifier(
+            field.strip("$.").split(".")[-1].upper(), quoted=True)))
+    if not select.args.get("limit"):
+        select.set("limit", exp.Limit(expression=exp.Literal.number(DEFAULT_LIMIT)))
+    return select.sql(dialect="spark")
+
+
+def run_pull_query(spark: Any, text: str, image: Image, database: str) -> list[dict[str, Any]]:
+    statements = parse(text)
+    if len(statements) != 1 or not isinstance(statements[0], SelectStatement):
+        raise UnsupportedQueryError("/query takes exactly one SELECT statement")
+    statement = statements[0]
+    if statement.query.emit_changes:
+        raise UnsupportedQueryError("Push queries (EMIT CHANGES) are not supported yet; send the "
+                                    "SELECT without EMIT CHANGES for a pull query.")
+    analysis = analyse(statement.query, image.sources, image.types, transient=True)
+    try:
+        frame = spark.sql(to_spark_sql(statement, database))
+        rows = frame.collect()
+    except Exception as error:  # Spark's own analysis and runtime errors, as the client's error
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SparkQueryError(f"Spark could not run the query: {first[:1000]}") from error
+    names = [column.name for column in analysis.columns] if len(analysis.columns) == len(
+        frame.columns) else list(frame.columns)
+    types = [column.type.sql() for column in analysis.columns] if len(names) == len(
+        analysis.columns) else ["STRING"] * len(names)
+    schema = ", ".join(f"`{name}` {sql_type}" for name, sql_type in zip(names, types, strict=True))
+    header = {"header": {"queryId": f"query_{uuid.uuid4().hex[:12]}", "schema": schema}}
+    return [header, *({"row": {"columns": [_json_value(v) for v in row]}} for row in rows)]
+
+
+def _json_value(value: Any) -> Any:
+    import base64
+    import datetime
+    import decimal
+
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, datetime.datetime):
+        return int(value.replace(tzinfo=datetime.UTC).timestamp() * 1000)
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if hasattr(value, "asDict"):
+        return {k: _json_value(v) for k, v in value.asDict().items()}
+    return value

@@ -1,0 +1,30 @@
+"""The node's SparkSession: the project's Kafka connector jars, quiet logs, UI off."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from metastore.local import jars
+
+
+def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False) -> Any:
+    from pyspark.sql import SparkSession
+
+    connector = jars.resolve(jars.spark_kafka_connector(), progress=None)
+    warehouse.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.jars", ",".join(str(j) for j in connector))
+               .config("spark.ui.enabled", "true" if ui else "false")
+               .config("spark.sql.warehouse.dir", str(warehouse / "warehouse"))
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.driver.memory", "1g")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.extraJavaOptions",
+                       f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR"))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

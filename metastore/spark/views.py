@@ -1,0 +1,203 @@
+"""The Spark catalog objects that stand for one stream or table.
+
+Each source becomes two objects in the service's database:
+
+- ``_kafka_<name>``: a table ``USING kafka`` over the source's topic, read read_committed from
+  the earliest offset (the raw records, with headers);
+- ``<name>``: a view that decodes key and value with the declared formats into the declared
+  columns, key columns first. A table's view keeps the latest row per key and drops tombstones.
+
+Each object carries a ``metastore.spec`` property: a hash of everything that defines it, so
+reconciliation compares hashes, never definitions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from metastore.catalog.formats import SPARK_READABLE
+from metastore.catalog.model import Column, DataSource
+from metastore.spark.types import quote, spark_type, string_literal
+from metastore.sql import types as ty
+from metastore.sql.statements import ColumnRole, SourceKind
+
+RAW_PREFIX = "_kafka_"
+SPEC_PROPERTY = "metastore.spec"
+
+
+@dataclass(frozen=True)
+class CatalogObject:
+    """One object the projection wants in Spark: its name, kind, spec hash and creating SQL."""
+
+    name: str
+    is_view: bool
+    spec: str
+    create_sql: str
+
+
+def database_name(service_id: str) -> str:
+    return "ms_" + re.sub(r"[^0-9a-zA-Z_]", "_", service_id).lower()
+
+
+def object_name(source_name: str) -> str:
+    """Spark lower-cases catalog names; quoted mixed-case names keep their own spelling."""
+    return source_name.lower()
+
+
+def raw_name(source_name: str) -> str:
+    return RAW_PREFIX + source_name.lower()
+
+
+def _spec(parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def objects_for(source: DataSource, database: str, kafka_options: Mapping[str, str]
+                ) -> tuple[CatalogObject, CatalogObject]:
+    raw = raw_name(source.name)
+    options = {"subscribe": source.topic, "startingOffsets": "earliest",
+               "kafka.isolation.level": "read_committed", "includeHeaders": "true",
+               "failOnDataLoss": "false", **kafka_options}
+    raw_spec = _spec(["raw", options])
+    option_sql = ", ".join(f"{string_literal(k)} = {string_literal(v)}"
+                           for k, v in sorted(options.items()))
+    raw_sql = (f"CREATE TABLE {quote(database)}.{quote(raw)} USING kafka OPTIONS ({option_sql}) "
+               f"TBLPROPERTIES ({string_literal(SPEC_PROPERTY)} = {string_literal(raw_spec)})")
+    select = decode_select(source, f"{quote(database)}.{quote(raw)}")
+    view_spec = _spec(["view", select, source.kind.value, raw_spec])
+    properties = {SPEC_PROPERTY: view_spec, "metastore.kind": source.kind.value,
+                  "metastore.topic": source.topic, "metastore.keyFormat": source.key_format,
+                  "metastore.valueFormat": source.value_format}
+    property_sql = ", ".join(f"{string_literal(k)} = {string_literal(v)}"
+                             for k, v in properties.items())
+    view_sql = (f"CREATE VIEW {quote(database)}.{quote(object_name(source.name))} "
+                f"TBLPROPERTIES ({property_sql}) AS {select}")
+    return (CatalogObject(raw, False, raw_spec, raw_sql),
+            CatalogObject(object_name(source.name), True, view_spec, view_sql))
+
+
+# -- decoding ----------------------------------------------------------------------------------------
+def decode_select(source: DataSource, raw_table: str) -> str:
+    """A SELECT over the raw Kafka table producing the declared columns, in order."""
+    problem = _unsupported(source)
+    if problem is not None:
+        message = string_literal(f"{source.name} cannot be queried through Spark yet: {problem}")
+        columns = ", ".join(f"CAST(raise_error({message}) AS {spark_type(c.type)}) AS {quote(c.name)}"
+                            for c in source.columns)
+        return f"SELECT {columns} FROM {raw_table}"
+    expressions = [f"{_column_expression(source, c)} AS {quote(c.name)}" for c in source.columns]
+    decoded = f"SELECT {', '.join(expressions)} FROM {raw_table}"
+    if source.kind is SourceKind.STREAM:
+        return decoded
+    names = ", ".join(quote(c.name) for c in source.columns)
+    return (f"SELECT {names} FROM (SELECT {', '.join(expressions)}, value IS NULL AS __tombstone, "
+            "row_number() OVER (PARTITION BY key ORDER BY partition DESC, offset DESC) AS __latest "
+            f"FROM {raw_table}) WHERE __latest = 1 AND NOT __tombstone")
+
+
+def _unsupported(source: DataSource) -> str | None:
+    for fmt in (source.key_format, source.value_format):
+        if fmt not in SPARK_READABLE:
+            return f"the {fmt} format is not supported by the Spark projection"
+    if source.window is not None:
+        return "windowed keys are not decoded yet"
+    key_columns = source.key_columns
+    if source.key_format == "KAFKA" and key_columns and key_columns[0].type not in (
+            ty.INTEGER, ty.BIGINT, ty.STRING, ty.BYTES):
+        return f"KAFKA keys of type {key_columns[0].type.sql()} are not decoded yet"
+    if source.value_format == "KAFKA" and source.value_columns and source.value_columns[0].type not in (
+            ty.INTEGER, ty.BIGINT, ty.STRING, ty.BYTES):
+        return f"KAFKA values of type {source.value_columns[0].type.sql()} are not decoded yet"
+    return None
+
+
+def _column_expression(source: DataSource, column: Column) -> str:
+    if column.role is ColumnRole.HEADERS:
+        return "headers"
+    if column.role is ColumnRole.HEADER:
+        return (f"element_at(filter(headers, h -> h.key = {string_literal(column.header_key or '')}), "
+                "-1).value")
+    if column.is_key:
+        columns = source.key_columns
+        return _field(source.key_format, "key", columns, column,
+                      source.property("KEY_DELIMITER"), wrapped=True)
+    columns = source.value_columns
+    wrapped = source.property("WRAP_SINGLE_VALUE") != "false"
+    return _field(source.value_format, "value", columns, column,
+                  source.property("VALUE_DELIMITER"), wrapped)
+
+
+def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, delimiter: str | None,
+           wrapped: bool) -> str:
+    text = f"CAST({raw} AS STRING)"
+    if fmt == "KAFKA":
+        return _kafka_bytes(raw, column.type)
+    if fmt == "DELIMITED":
+        index = [c.name for c in columns].index(column.name)
+        separator = {"TAB": "\t", "SPACE": " "}.get((delimiter or ",").upper(), delimiter or ",")
+        pattern = string_literal(re.escape(separator))
+        element = f"element_at(split({text}, {pattern}, -1), {index + 1})"
+        return _from_text(f"NULLIF({element}, '')", column.type)
+    if fmt == "JSON":
+        if len(columns) == 1 and (raw == "key" or not wrapped):
+            return _from_json_value(text, column.type)
+        fields = (f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), "
+                  "(k, v) -> upper(k))")
+        return _from_text(f"{fields}[{string_literal(column.name.upper())}]", column.type,
+                          json_text=True)
+    raise ValueError(f"format {fmt} is not decodable")
+
+
+def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
+    if sql_type == ty.STRING:
+        return f"CAST({raw} AS STRING)"
+    if sql_type == ty.BYTES:
+        return raw
+    unsigned = f"CAST(conv(hex({raw}), 16, 10) AS DECIMAL(20,0))"
+    if sql_type == ty.INTEGER:
+        return (f"CAST(IF({unsigned} >= 2147483648, {unsigned} - 4294967296, {unsigned}) AS INT)")
+    return f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"
+
+
+def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
+    """A bare JSON value (not an object field), of any type."""
+    wrapped = f"concat('{{\"v\":', {text}, '}}')"
+    return _convert(f"from_json({wrapped}, {string_literal('v ' + _json_read_type(sql_type))}).v",
+                    sql_type)
+
+
+def _from_text(expression: str, sql_type: ty.SqlType, json_text: bool = False) -> str:
+    """A value held as text (a DELIMITED field, or a JSON field's text) converted to its type."""
+    if isinstance(sql_type, ty.ArrayType | ty.MapType | ty.StructType):
+        return f"from_json({expression}, {string_literal(spark_type(sql_type))})"
+    if sql_type == ty.BYTES:
+        return f"unbase64({expression})"
+    if sql_type in (ty.DATE, ty.TIMESTAMP) and json_text:
+        return _convert(f"CAST({expression} AS BIGINT)", sql_type)
+    if sql_type == ty.DATE:
+        return f"CAST({expression} AS DATE)"
+    if sql_type == ty.TIMESTAMP:
+        return f"CAST({expression} AS TIMESTAMP)"
+    if sql_type == ty.STRING:
+        return expression
+    return f"CAST({expression} AS {spark_type(sql_type)})"
+
+
+def _json_read_type(sql_type: ty.SqlType) -> str:
+    if sql_type == ty.TIMESTAMP:
+        return "BIGINT"
+    if sql_type == ty.DATE:
+        return "INT"
+    return spark_type(sql_type)
+
+
+def _convert(expression: str, sql_type: ty.SqlType) -> str:
+    if sql_type == ty.TIMESTAMP:
+        return f"timestamp_millis({expression})"
+    if sql_type == ty.DATE:
+        return f"date_from_unix_date({expression})"
+    return expression
