@@ -21,6 +21,8 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.node import Node, NodeConfig
 
+pytest_plugins = ["tests.servers"]
+
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -290,6 +290,19 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             "metastore_records_applied_total": ("Command records applied to the image.",
                                                 float(node.replica.records_applied)),
         }
+        spark = node.projection.status if node.projection is not None else None
+        if spark is not None:
+            gauges.update({
+                "metastore_spark_in_sync": ("1 when the Spark catalog equals the image.",
+                                            float(spark.in_sync)),
+                "metastore_spark_catalog_calls_total": ("Spark catalog calls made by the "
+                                                        "projection.",
+                                                        float(spark.total_catalog_calls)),
+                "metastore_spark_reconcile_passes_total": ("Reconciliations that touched Spark.",
+                                                           float(spark.passes)),
+                "metastore_spark_last_reconcile_seconds": ("Duration of the last reconciliation.",
+                                                           spark.last.seconds),
+            })
         text = metrics.render(gauges, node.state.value, [s.value for s in NodeState])
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 

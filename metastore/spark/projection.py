@@ -53,6 +53,8 @@ class ProjectionStatus:
     image_fingerprint: str | None = None
     last: ReconcileResult = field(default_factory=ReconcileResult)
     total_catalog_calls: int = 0
+    passes: int = 0
+    """Reconciliations that changed or read the Spark catalog."""
 
 
 _TABLE = re.compile(r"^Table: (.*)$", re.M)
@@ -69,6 +71,7 @@ class SparkProjection:
         self.catalog_calls = 0
         self._reconciled_image: str | None = None
         self._fingerprint: str | None = None
+        self._database_ready = False
 
     def _sql(self, statement: str) -> Any:
         self.catalog_calls += 1
@@ -83,7 +86,9 @@ class SparkProjection:
 
     def actual(self) -> dict[str, SparkObject]:
         """What Spark holds in the database, in one call."""
-        self._sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
+        if not self._database_ready:
+            self._sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
+            self._database_ready = True
         rows = self._sql(f"SHOW TABLE EXTENDED IN `{self.database}` LIKE '*'").collect()
         found: dict[str, SparkObject] = {}
         for row in rows:
@@ -206,6 +211,8 @@ class ProjectionRunner:
                 self._stop.wait(self._retry)
                 continue
             self.status.last = result
+            if result.catalog_calls:
+                self.status.passes += 1
             self.status.total_catalog_calls = self.projection.catalog_calls
             self.status.fingerprint = self.projection.fingerprint
             self.status.image_fingerprint = image.fingerprint

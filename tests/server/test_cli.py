@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.server.conftest import ServerProcess
+from tests.servers import ServerProcess
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ import httpx
 from confluent_kafka import Producer
 
 from tests.conftest import unique
-from tests.server.conftest import ServerProcess, start_server, wait_until_serving
+from tests.servers import ServerProcess, start_server, wait_until_serving
 
 KSQL = "application/vnd.ksql.v1+json"
 

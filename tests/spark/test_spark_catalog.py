@@ -1,0 +1,140 @@
+"""Every node's Spark catalog, with real Kafka and a real Spark per node process."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from confluent_kafka import Producer
+
+from tests.conftest import unique
+from tests.servers import ServerProcess
+
+ServerFactory = Callable[..., ServerProcess]
+
+
+def ksql(server: ServerProcess, text: str) -> list[dict[str, Any]]:
+    response = httpx.post(f"{server.url}/ksql", json={"ksql": text}, timeout=120)
+    assert response.status_code == 200, response.text
+    return list(response.json())
+
+
+def query(server: ServerProcess, text: str) -> tuple[str, list[list[Any]]]:
+    response = httpx.post(f"{server.url}/query", json={"ksql": text}, timeout=120)
+    assert response.status_code == 200, response.text
+    header, *rows = response.json()
+    return header["header"]["schema"], sorted(row["row"]["columns"] for row in rows)
+
+
+def metastore_status(server: ServerProcess) -> dict[str, Any]:
+    return dict(httpx.get(f"{server.url}/v1/metastore", timeout=30).json())
+
+
+def wait_in_sync(server: ServerProcess, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = metastore_status(server)
+        if status["sparkInSync"]:
+            return status
+        time.sleep(0.3)
+    raise AssertionError(f"Spark not in sync: {metastore_status(server)}\n{server.output()[-3000:]}")
+
+
+def metric(server: ServerProcess, name: str) -> float:
+    for line in httpx.get(f"{server.url}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def key(value: int) -> bytes:
+    return struct.pack(">i", value)
+
+
+def test_streams_and_tables_are_queryable_and_follow_the_catalog(
+        server_factory: ServerFactory, producer_factory: Callable[..., Producer]) -> None:
+    node = server_factory(spark=True)
+    clicks, users, raw = unique("clicks"), unique("users"), unique("raw")
+    ksql(node, f"""
+        CREATE STREAM CLICKS (ID INT KEY, URL STRING, N INT) WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE USERS (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='{users}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE STREAM RAW (ID INT KEY, A STRING, B DOUBLE) WITH (KAFKA_TOPIC='{raw}', VALUE_FORMAT='DELIMITED', PARTITIONS=1);
+    """)
+    plain = producer_factory()
+    plain.produce(clicks, key=key(1), value=json.dumps({"URL": "/a", "N": 1}))
+    plain.produce(clicks, key=key(-2), value=json.dumps({"url": "/b", "n": 2}))
+    plain.produce(users, key=key(1), value=json.dumps({"NAME": "alice"}))
+    plain.produce(users, key=key(1), value=json.dumps({"NAME": "alicia"}))
+    plain.produce(users, key=key(2), value=json.dumps({"NAME": "bob"}))
+    plain.produce(users, key=key(2), value=None)
+    plain.produce(raw, key=key(7), value=b"x,1.5")
+    plain.flush(10)
+    aborted = producer_factory(transactional_id=unique("aborting"))
+    aborted.init_transactions(10)
+    aborted.begin_transaction()
+    aborted.produce(clicks, key=key(9), value=json.dumps({"URL": "/aborted", "N": 9}))
+    aborted.flush(10)
+    aborted.abort_transaction(10)
+    wait_in_sync(node)
+
+    schema, rows = query(node, "SELECT * FROM CLICKS;")
+    assert schema == "`ID` INTEGER, `URL` STRING, `N` INTEGER"
+    assert rows == [[-2, "/b", 2], [1, "/a", 1]], "aborted records never show up"
+    assert query(node, "SELECT * FROM USERS;")[1] == [[1, "alicia"]], "latest per key, no tombstone"
+    assert query(node, "SELECT * FROM RAW;")[1] == [[7, "x", 1.5]]
+    assert query(node, "SELECT URL, N * 2 AS TWICE FROM CLICKS WHERE N > 1;")[1] == [["/b", 4]]
+    joined = query(node, "SELECT C.ID, NAME FROM CLICKS C JOIN USERS U ON C.ID = U.ID;")
+    assert joined[1] == [[1, "alicia"]]
+
+    ksql(node, f"DROP STREAM RAW; CREATE STREAM RAW (ID INT KEY, A STRING) WITH "
+               f"(KAFKA_TOPIC='{raw}', VALUE_FORMAT='DELIMITED');")
+    wait_in_sync(node)
+    schema, rows = query(node, "SELECT * FROM RAW;")
+    assert schema == "`ID` INTEGER, `A` STRING" and rows == [[7, "x"]]
+    ksql(node, "DROP STREAM RAW;")
+    wait_in_sync(node)
+    failed = httpx.post(f"{node.url}/query", json={"ksql": "SELECT * FROM RAW;"}, timeout=60)
+    assert failed.status_code == 400 and "RAW does not exist" in failed.json()["message"]
+    push = httpx.post(f"{node.url}/query", json={"ksql": "SELECT * FROM CLICKS EMIT CHANGES;"})
+    assert push.status_code == 400 and "Push queries" in push.json()["message"]
+
+
+def test_two_nodes_report_the_same_spark_catalog_fingerprint(server_factory: ServerFactory) -> None:
+    first = server_factory(node_id="a", spark=True)
+    topic = unique("shared")
+    ksql(first, f"CREATE STREAM S1 (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+                "VALUE_FORMAT='JSON', PARTITIONS=1);"
+                "CREATE TABLE T1 AS SELECT V, COUNT(*) AS C FROM S1 GROUP BY V;")
+    second = server_factory(service_id=first.service_id, node_id="b", spark=True)
+    ksql(second, f"CREATE STREAM S2 (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+                 "VALUE_FORMAT='DELIMITED');")
+    one, two = wait_in_sync(first), wait_in_sync(second)
+    deadline = time.monotonic() + 60
+    while one["imageFingerprint"] != two["imageFingerprint"] and time.monotonic() < deadline:
+        one, two = wait_in_sync(first), wait_in_sync(second)
+    assert one["imageFingerprint"] == two["imageFingerprint"]
+    assert one["sparkCatalogFingerprint"] == two["sparkCatalogFingerprint"]
+    assert one["sparkCatalogFingerprint"] is not None
+
+
+def test_restart_after_200_statements_reconciles_in_one_pass(server_factory: ServerFactory) -> None:
+    writer = server_factory(node_id="writer")
+    topic = unique("many")
+    ksql(writer, f"CREATE STREAM BASE (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+                 "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    for batch in range(0, 199, 50):
+        statements = "".join(
+            f"CREATE STREAM S{i} (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+            "VALUE_FORMAT='JSON');" for i in range(batch, min(batch + 50, 199)))
+        ksql(writer, statements)
+    node = server_factory(service_id=writer.service_id, node_id="restarted", spark=True)
+    status = wait_in_sync(node)
+    assert status["appliedOffset"] >= 199
+    assert metric(node, "metastore_spark_reconcile_passes_total") == 1
+    calls = metric(node, "metastore_spark_catalog_calls_total")
+    # the database, one read, 2 objects per source, one read back: nothing per command replayed
+    assert calls == 1 + 1 + 2 * 200 + 1, calls
