@@ -60,9 +60,12 @@ def test_streams_and_tables_are_queryable_and_follow_the_catalog(
     node = server_factory(spark=True)
     clicks, users, raw = unique("clicks"), unique("users"), unique("raw")
     ksql(node, f"""
-        CREATE STREAM CLICKS (ID INT KEY, URL STRING, N INT) WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON', PARTITIONS=1);
-        CREATE TABLE USERS (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='{users}', VALUE_FORMAT='JSON', PARTITIONS=1);
-        CREATE STREAM RAW (ID INT KEY, A STRING, B DOUBLE) WITH (KAFKA_TOPIC='{raw}', VALUE_FORMAT='DELIMITED', PARTITIONS=1);
+        CREATE STREAM CLICKS (ID INT KEY, URL STRING, N INT)
+            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE USERS (ID INT PRIMARY KEY, NAME STRING)
+            WITH (KAFKA_TOPIC='{users}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE STREAM RAW (ID INT KEY, A STRING, B DOUBLE)
+            WITH (KAFKA_TOPIC='{raw}', VALUE_FORMAT='DELIMITED', PARTITIONS=1);
     """)
     plain = producer_factory()
     plain.produce(clicks, key=key(1), value=json.dumps({"URL": "/a", "N": 1}))
