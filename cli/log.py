@@ -8,11 +8,12 @@ from typing import Annotated, Any
 import typer
 
 from cli.output import print_json, print_table
-from metastore.catalog.image import EMPTY_IMAGE, Delta
+from metastore.catalog.image import EMPTY_IMAGE
 from metastore.kafka.consumer import PartitionReader, Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.record import RecordError, decode
+from metastore.log.replay import replay_encoded
 from metastore.log.topic import command_topic_name
 
 app = typer.Typer(help="Inspect the command log.", no_args_is_help=True)
@@ -77,16 +78,11 @@ def verify(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default
            json_output: Json = False) -> None:
     """Replay the log offline; report the fingerprint, any bad record, and a node's agreement."""
     records = read_log(bootstrap_servers, service_id, topic)
-    delta = Delta(EMPTY_IMAGE)
-    problem = None
-    for record in records:
-        try:
-            delta.replay(decode(record.value, record.offset), record.offset)
-        except RecordError as error:
-            problem = {"offset": record.offset, "kind": type(error).__name__,
-                       "message": error.message}
-            break
-    image = delta.apply()
+    replayed = replay_encoded(EMPTY_IMAGE, ((r.offset, r.value) for r in records))
+    image = replayed.image
+    problem = None if replayed.error is None else {
+        "offset": replayed.error.offset, "kind": type(replayed.error).__name__,
+        "message": replayed.error.message}
     result: dict[str, Any] = {"records": len(records), "lastOffset": image.offset,
                               "fingerprint": image.fingerprint, "badRecord": problem,
                               "sources": len(image.sources), "queries": len(image.queries)}

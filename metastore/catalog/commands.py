@@ -122,8 +122,12 @@ def _column_json(column: Column) -> dict[str, Any]:
     return data
 
 
+_ROLES = {role.value: role for role in ColumnRole}
+_KINDS = {kind.value: kind for kind in SourceKind}
+
+
 def _column(data: dict[str, Any]) -> Column:
-    return Column(name=data["name"], type=parse_type(data["type"]), role=ColumnRole(data["role"]),
+    return Column(name=data["name"], type=parse_type(data["type"]), role=_ROLES[data["role"]],
                   header_key=data.get("headerKey"))
 
 
@@ -144,7 +148,7 @@ def _source_json(source: DataSource) -> dict[str, Any]:
 def _source(data: dict[str, Any]) -> DataSource:
     window = data.get("window")
     return DataSource(
-        name=data["name"], kind=SourceKind(data["kind"]),
+        name=data["name"], kind=_KINDS[data["kind"]],
         columns=tuple(_column(c) for c in data["columns"]), topic=data["topic"],
         key_format=data["keyFormat"], value_format=data["valueFormat"],
         partitions=data.get("partitions"), statement=data["statement"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -78,7 +79,7 @@ class Delta:
         self._sources: dict[str, DataSource] | None = None
         self._types: dict[str, Any] | None = None
         self._queries: dict[str, PersistentQuery] | None = None
-        self._requests: dict[str, RequestOutcome] | None = None
+        self._requests: OrderedDict[str, RequestOutcome] | None = None
         self.offset = base.offset
 
     # copy-on-write views
@@ -101,9 +102,9 @@ class Delta:
         return self._queries
 
     @property
-    def requests(self) -> dict[str, RequestOutcome]:
+    def requests(self) -> OrderedDict[str, RequestOutcome]:
         if self._requests is None:
-            self._requests = dict(self.base.requests)
+            self._requests = OrderedDict(self.base.requests)
         return self._requests
 
     def apply(self) -> Image:
@@ -134,7 +135,7 @@ class Delta:
         if previous is None:
             requests[request_id] = RequestOutcome((offset,), (command_id,))
             while len(requests) > REQUEST_WINDOW:
-                del requests[next(iter(requests))]
+                requests.popitem(last=False)
         else:
             requests[request_id] = RequestOutcome((*previous.offsets, offset),
                                                   (*previous.command_ids, command_id))

@@ -41,7 +41,13 @@ class PartitionReader:
     def poll(self, timeout: float, max_records: int = 500) -> list[Record]:
         """Records committed after ``position``; an EOF moves ``position`` past trailing markers."""
         try:
-            messages = self._consumer.consume(max_records, timeout)
+            # consume(n, t) waits for n messages or t seconds: ask for what is there first, then
+            # wait for one message at most, then drain without waiting.
+            messages = self._consumer.consume(max_records, 0)
+            if not messages:
+                messages = self._consumer.consume(1, timeout)
+                if messages:
+                    messages += self._consumer.consume(max_records - 1, 0)
         except KafkaException as exc:
             raise KafkaClientError(f"consume failed: {exc}", retriable=True) from exc
         records: list[Record] = []

@@ -11,6 +11,7 @@ the image it has, and never skips the record.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -18,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
+from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.kafka.consumer import PartitionReader, Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
-from metastore.log.record import IncompatibleRecordError, RecordError, decode
+from metastore.log.record import IncompatibleRecordError
+from metastore.log.replay import replay_encoded
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +168,9 @@ class LogReplica:
                 if self._state is NodeState.CATCHING_UP:
                     target = self._catch_up_target or 0
                     if self._position >= target:
+                        # The image built by catch-up lives long: keep the cyclic collector
+                        # from rescanning it on every later collection.
+                        gc.freeze()
                         self._set_state(NodeState.READY)
                         self._notify_listeners()
                         if self._progress:
@@ -188,25 +193,21 @@ class LogReplica:
     def _apply(self, records: list[Record], position: int) -> None:
         if not records and position <= self._position:
             return
-        delta = Delta(self._image)
-        applied = 0
+        result = replay_encoded(self._image, ((r.offset, r.value) for r in records))
         new_position = position
-        for record in records:
-            try:
-                command_record = decode(record.value, record.offset)
-            except RecordError as error:
-                kind = "INCOMPATIBLE" if isinstance(error, IncompatibleRecordError) else "CORRUPTED"
-                self._degradation = Degradation(kind, record.offset, error.message)
-                log.error("command log %s: %s", self._topic, self._degradation.describe())
-                new_position = record.offset
-                break
-            delta.replay(command_record, record.offset)
-            self.command_offsets[command_record.command_id] = record.offset
+        if result.error is not None:
+            offset = result.error.offset if result.error.offset is not None else position
+            kind = "INCOMPATIBLE" if isinstance(result.error, IncompatibleRecordError) else "CORRUPTED"
+            self._degradation = Degradation(kind, offset, result.error.message)
+            log.error("command log %s: %s", self._topic, self._degradation.describe())
+            new_position = offset
+        for offset, command_record in result.applied:
+            self.command_offsets[command_record.command_id] = offset
             if command_record.origin_node:
-                self.origin_nodes[command_record.origin_node] = record.offset
-            applied += 1
+                self.origin_nodes[command_record.origin_node] = offset
+        applied = len(result.applied)
         if applied:
-            self._image = delta.apply()
+            self._image = result.image
             self.records_applied += applied
         with self._changed:
             self._position = max(self._position, new_position)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from sqlglot import Token, TokenType
 from sqlglot.errors import TokenError
 
@@ -60,8 +62,9 @@ def _with_text(statement: Statement, text: str) -> Statement:
     return replace(statement, text=text)
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_type(text: str) -> SqlType:
-    """A type from its text, e.g. ``ARRAY<STRUCT<A INTEGER>>``."""
+    """A type from its text, e.g. ``ARRAY<STRUCT<A INTEGER>>`` (types are immutable: cached)."""
     tokens = tokenize(text)
     if not tokens:
         raise ParseError("Expecting a type", 1, 1)

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m integration.bench [NAME ...] [--quick] [--json]``."""

@@ -1,0 +1,62 @@
+"""Run benchmarks and print their figures: ``python -m integration.bench [NAME ...] [--quick] [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from integration.bench import latency, reconcile, replay
+
+BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
+    "latency": latency.run,
+    "replay": replay.run,
+    "reconcile": reconcile.run,
+}
+
+
+def machine() -> str:
+    import os
+
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
+    if isinstance(value, dict):
+        return [row for key, inner in value.items() for row in flatten(f"{prefix}.{key}", inner)]
+    if isinstance(value, list):
+        return [row for index, inner in enumerate(value)
+                for row in flatten(f"{prefix}[{index}]", inner)]
+    return [(prefix, str(value))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*", choices=[[], *BENCHMARKS], default=[])
+    parser.add_argument("--quick", action="store_true", help="smaller runs (a few minutes)")
+    parser.add_argument("--json", action="store_true", help="one JSON object keyed by benchmark")
+    args = parser.parse_args(argv)
+    names = args.names or list(BENCHMARKS)
+    results: dict[str, Any] = {"machine": machine(), "quick": args.quick}
+    for name in names:
+        print(f"running {name}...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        results[name] = BENCHMARKS[name](args.quick)
+        print(f"{name} done in {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        rows = [row for name in names for row in flatten(name, results[name])]
+        width = max(len(key) for key, _ in rows)
+        print(f"machine: {results['machine']}")
+        for key, value in rows:
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

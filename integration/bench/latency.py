@@ -1,0 +1,93 @@
+"""`latency`: sequential CREATE STREAM over REST against the Kafka transaction floor.
+
+The floor is measured in the same run, against the same broker, with a bare confluent-kafka
+transactional producer: begin+produce+commit with a reused producer, and
+init+begin+produce+commit with a fresh one (what ksqlDB pays per statement).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import httpx
+from confluent_kafka import Producer
+
+from integration.bench.common import kafka, summary_ms
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
+from metastore.local.kafka_cluster import free_ports
+
+
+def floor(bootstrap: str, count: int) -> dict[str, Any]:
+    topic = f"bench-floor-{uuid.uuid4().hex[:8]}"
+    Admin(KafkaSettings(bootstrap)).create(topic, 1)
+    reused = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"floor-{topic}",
+                       "linger.ms": 0})
+    reused.init_transactions(30)
+    samples = []
+    for index in range(count):
+        started = time.perf_counter()
+        reused.begin_transaction()
+        reused.produce(topic, value=str(index).encode())
+        reused.commit_transaction(30)
+        samples.append(time.perf_counter() - started)
+    fresh_samples = []
+    for index in range(max(count // 5, 20)):
+        started = time.perf_counter()
+        fresh = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"fresh-{topic}",
+                          "linger.ms": 0})
+        fresh.init_transactions(30)
+        fresh.begin_transaction()
+        fresh.produce(topic, value=str(index).encode())
+        fresh.commit_transaction(30)
+        fresh_samples.append(time.perf_counter() - started)
+    return {"reused_producer": summary_ms(samples), "fresh_producer": summary_ms(fresh_samples)}
+
+
+def statements(bootstrap: str, count: int, writer_mode: str = "reuse") -> dict[str, Any]:
+    [port] = free_ports(1)
+    service_id = f"bench-latency-{uuid.uuid4().hex[:8]}"
+    topic = f"{service_id}-data"
+    Admin(KafkaSettings(bootstrap)).create(topic, 1)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "server", "--bootstrap-servers", bootstrap,
+         "--service-id", service_id, "--listen", f"127.0.0.1:{port}", "--spark-master", "none",
+         "--writer-mode", writer_mode], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            try:
+                if httpx.get(f"{url}/healthcheck", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        samples = []
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for index in range(count + 5):
+                body = {"ksql": f"CREATE STREAM S{index} (ID INT KEY, V STRING) WITH "
+                                f"(KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON');"}
+                started = time.perf_counter()
+                response = client.post("/ksql", json=body)
+                elapsed = time.perf_counter() - started
+                assert response.status_code == 200, response.text
+                if index >= 5:  # the first statements pay init_transactions and warm-up
+                    samples.append(elapsed)
+        return summary_ms(samples)
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def run(quick: bool) -> dict[str, Any]:
+    count = 100 if quick else 500
+    with kafka() as bootstrap:
+        bare = floor(bootstrap, count)
+        measured = statements(bootstrap, count)
+    reused = bare["reused_producer"]["p50_ms"]
+    return {"statement_over_rest": measured, "floor": bare,
+            "ratio_p50_to_reused_floor": round(measured["p50_ms"] / reused, 2),
+            "ratio_p50_to_fresh_floor": round(measured["p50_ms"] / bare["fresh_producer"]["p50_ms"], 2)}
