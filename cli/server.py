@@ -55,6 +55,9 @@ def server(
                                                  "included.")] = None,
     read_timeout: Annotated[float | None, Opt(help="Seconds a request waits for its "
                                               "commandSequenceNumber.")] = None,
+    fetch_wait_ms: Annotated[int | None, Opt(help="Longest a command-log fetch waits at the "
+                                             "broker (ms): lower is faster writes, more "
+                                             "requests when idle.")] = None,
     writer_mode: Annotated[str | None, Opt(help="'reuse' (default): keep the transactional "
                                            "producer while it is not fenced; 'per-statement': "
                                            "a new producer for each request, as ksqlDB does.")] = None,
@@ -96,7 +99,8 @@ def server(
         kafka_client={str(k): str(v) for k, v in client.items()},
         writer=WriterOptions(reuse_producer=mode == "reuse",
                              request_timeout=float(pick(request_timeout, "request_timeout", 30.0))),
-        read_timeout=float(pick(read_timeout, "read_timeout", 30.0)))
+        read_timeout=float(pick(read_timeout, "read_timeout", 30.0)),
+        fetch_wait_ms=int(pick(fetch_wait_ms, "fetch_wait_ms", 10)))
     auth = None
     auth_path = pick(auth_file, "auth_file")
     if auth_path:

@@ -41,6 +41,7 @@ class NodeConfig:
     command_topic_min_isr: int | None = None
     writer: WriterOptions = field(default_factory=WriterOptions)
     read_timeout: float = 30.0
+    fetch_wait_ms: int = 10
 
     @property
     def topic(self) -> str:
@@ -55,7 +56,7 @@ class Node:
         self._progress = progress
         self.replica = LogReplica(self.settings, config.topic,
                                   group_id=f"{config.service_id}-{config.node_id}",
-                                  progress=progress)
+                                  progress=progress, fetch_wait_ms=config.fetch_wait_ms)
         self.writer: CommandWriter | None = None
         self.kafka_cluster_id: str | None = None
         self.projection: ProjectionRunner | None = None

@@ -53,7 +53,8 @@ ImageListener = Callable[[Image, bool], None]
 class LogReplica:
     def __init__(self, settings: KafkaSettings, topic: str, group_id: str,
                  start_image: Image = EMPTY_IMAGE, poll_timeout: float = 0.1,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, fetch_wait_ms: int = 10) -> None:
+        self._fetch_wait_ms = fetch_wait_ms
         self._settings = settings
         self._topic = topic
         self._group_id = group_id
@@ -140,7 +141,7 @@ class LogReplica:
 
     def _run(self) -> None:
         reader = PartitionReader(self._settings, self._topic, start_offset=self._position,
-                                 group_id=self._group_id)
+                                 group_id=self._group_id, fetch_wait_ms=self._fetch_wait_ms)
         try:
             self._catch_up_target = self._end_offset(reader)
             self._set_state(NodeState.CATCHING_UP if self._position < self._catch_up_target
