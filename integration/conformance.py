@@ -54,7 +54,10 @@ class Report:
 
 
 def normalise_schema(text: str) -> str:
-    text = text.replace("`", "")
+    """Compare schemas as ksqlDB's tests do: INT = INTEGER, VARCHAR = STRING, and a table's
+    ``PRIMARY KEY`` written as ``KEY``; quoting and spacing inside DECIMAL(p, s) do not matter."""
+    text = text.replace("`", "").replace("PRIMARY KEY", "KEY")
+    text = re.sub(r"DECIMAL\((\d+),\s*(\d+)\)", r"DECIMAL(\1,\2)", text)
     words = re.split(r"(\W)", text.upper())
     return re.sub(r"\s+", " ", "".join(_TYPE_WORDS.get(w, w) for w in words)).strip()
 

@@ -115,6 +115,8 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     elif query.partition_by:
         key_exprs, typer.clause = list(query.partition_by), "PARTITION BY"
         key_kind = "partitioning expression"
+    elif select.args.get("joins") and (fk_key := _foreign_key_join_key(select, scope)):
+        key_exprs, typer.clause, key_kind = fk_key, "JOIN ON", "key column"
     elif select.args.get("joins"):
         key_exprs, typer.clause, key_kind = _join_keys(select, scope), "JOIN ON", "join expression"
     else:
@@ -218,6 +220,28 @@ def _join_keys(select: exp.Select, scope: _Scope) -> list[exp.Expr]:
     if not isinstance(condition, exp.EQ):
         raise QueryError("Joins must be on an equality condition: ON a.x = b.y.")
     return [condition.this, condition.expression]
+
+
+def _foreign_key_join_key(select: exp.Select, scope: _Scope) -> list[exp.Expr] | None:
+    """A table-table join on a left value column is a foreign-key join: the left key stays."""
+    left_alias = scope.order[0]
+    left = scope.by_alias[left_alias]
+    if left.kind is not SourceKind.TABLE or len(scope.order) != 2 or (
+            scope.by_alias[scope.order[1]].kind is not SourceKind.TABLE):
+        return None
+    condition = (select.args.get("joins") or [None])[0].args.get("on")
+    if not isinstance(condition, exp.EQ):
+        return None
+    left_side = [side for side in (condition.this, condition.expression)
+                 if not (isinstance(side, exp.Column) and side.table
+                         and side.table != left_alias)
+                 and any(isinstance(c, exp.Column) and left.column(c.name) is not None
+                         and (not c.table or c.table == left_alias)
+                         for c in side.find_all(exp.Column))]
+    keys = {c.name for c in left.key_columns}
+    if not left_side or (isinstance(left_side[0], exp.Column) and left_side[0].name in keys):
+        return None
+    return [exp.column(c.name, table=left_alias) for c in left.key_columns]
 
 
 def _same(a: exp.Expr, b: exp.Expr) -> bool:
@@ -327,6 +351,8 @@ class _Typer:
         if isinstance(node, exp.Array):
             elements = [self.type_of(e) for e in node.expressions]
             return ty.ArrayType(elements[0] if elements else ty.STRING)
+        if isinstance(node, exp.PropertyEQ | exp.Alias):
+            return self.type_of(node.expression if isinstance(node, exp.PropertyEQ) else node.this)
         if isinstance(node, exp.Func):
             return self._function(node)
         raise QueryError(f"Unsupported expression: {node.sql()}")
@@ -397,9 +423,27 @@ class _Typer:
             return ty.MapType(ty.STRING, values[0] if values else ty.STRING)
         if name in ("STRUCT",):
             return ty.StructType(tuple(
-                (a.alias if isinstance(a, exp.Alias) else f"F{i}", t)
+                (_struct_field_name(a, i), t)
                 for i, (a, t) in enumerate(zip(args, arg_types, strict=True))))
+        if name in ("TO_BYTES",):
+            return ty.BYTES
+        if name in ("FROM_BYTES",):
+            return ty.STRING
+        if name in ("INT_FROM_BYTES",):
+            return ty.INTEGER
+        if name in ("BIGINT_FROM_BYTES",):
+            return ty.BIGINT
+        if name in ("DOUBLE_FROM_BYTES",):
+            return ty.DOUBLE
         return ty.STRING if name in _STRING_FUNCTIONS or first is None else first
+
+
+def _struct_field_name(argument: exp.Expr, index: int) -> str:
+    if isinstance(argument, exp.PropertyEQ):
+        return str(argument.this.name).upper()
+    if isinstance(argument, exp.Alias):
+        return argument.alias
+    return f"F{index}"
 
 
 _STRING_FUNCTIONS = frozenset({
