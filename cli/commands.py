@@ -85,6 +85,20 @@ def describe(name: Annotated[str, typer.Argument(help="Stream or table name.")],
         show(run_or_exit(lambda: client.ksql(statement)), json_output)
 
 
+def query(sql: Annotated[str, typer.Argument(help="One SELECT (a pull query).")],
+          server: Server = None, json_output: Json = False, user: User = None) -> None:
+    """Run a SELECT through the node's Spark and print the rows."""
+    with connected(server, user) as client:
+        answer = run_or_exit(lambda: client.post("/query", {"ksql": sql}))
+    if json_output:
+        print_json(answer)
+        return
+    header, *rows = answer
+    names = [part.strip().split(" ")[0].strip("`") for part in header["header"]["schema"].split(", ")]
+    print_table(names, [row["row"]["columns"] for row in rows])
+    typer.echo(f"{len(rows)} row(s)")
+
+
 LISTABLE = ("streams", "tables", "queries", "types", "topics")
 
 

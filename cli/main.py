@@ -18,6 +18,7 @@ app.command("run-script")(commands.run_script)
 app.command()(commands.shell)
 app.command()(commands.describe)
 app.command("list")(commands.list_)
+app.command()(commands.query)
 app.command()(commands.status)
 app.add_typer(log.app, name="log")
 

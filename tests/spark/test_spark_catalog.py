@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -92,6 +94,10 @@ def test_streams_and_tables_are_queryable_and_follow_the_catalog(
     assert query(node, "SELECT URL, N * 2 AS TWICE FROM CLICKS WHERE N > 1;")[1] == [["/b", 4]]
     joined = query(node, "SELECT C.ID, NAME FROM CLICKS C JOIN USERS U ON C.ID = U.ID;")
     assert joined[1] == [[1, "alicia"]]
+    cli = subprocess.run([sys.executable, "-m", "cli.main", "query", "SELECT * FROM USERS;",
+                          "--server", node.url], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert cli.returncode == 0 and "alicia" in cli.stdout and "1 row(s)" in cli.stdout
 
     ksql(node, f"DROP STREAM RAW; CREATE STREAM RAW (ID INT KEY, A STRING) WITH "
                f"(KAFKA_TOPIC='{raw}', VALUE_FORMAT='DELIMITED');")
