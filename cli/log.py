@@ -9,9 +9,10 @@ import typer
 
 from cli.output import print_json, print_table
 from metastore.catalog.image import EMPTY_IMAGE
-from metastore.kafka.consumer import PartitionReader, Record
+from metastore.kafka.consumer import Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
+from metastore.log.dump import read_committed
 from metastore.log.record import RecordError, decode
 from metastore.log.replay import replay_encoded
 from metastore.log.topic import command_topic_name
@@ -28,24 +29,13 @@ def read_log(bootstrap: str | None, service_id: str, topic: str | None) -> list[
     if not bootstrap:
         typer.echo("Error: pass --bootstrap-servers or set KAFKA_BOOTSTRAP_SERVERS", err=True)
         raise typer.Exit(2)
-    settings = KafkaSettings(bootstrap)
     name = topic or command_topic_name(service_id)
-    reader = PartitionReader(settings, name, group_id=f"{service_id}-log-tool-{time.time_ns()}")
-    records: list[Record] = []
     try:
-        end = reader.end_offset()
-        deadline = time.monotonic() + 60 + end / 10_000
-        while reader.position < end:
-            if time.monotonic() > deadline:
-                typer.echo(f"Error: timed out reading {name} at {reader.position} of {end}", err=True)
-                raise typer.Exit(2)
-            records.extend(reader.poll(0.5, max_records=10_000))
+        return read_committed(KafkaSettings(bootstrap), name,
+                              group_id=f"{service_id}-log-tool-{time.time_ns()}")
     except KafkaClientError as error:
         typer.echo(f"Error: cannot read {name}: {error}", err=True)
         raise typer.Exit(2) from error
-    finally:
-        reader.close()
-    return records
 
 
 @app.command()

@@ -113,6 +113,23 @@ def server(
         spark_master, "spark_master"), data_dir=pick(data_dir, "data_dir"))
 
 
+def stall_before_commit(marker: Path, seconds: float = 4.0) -> Callable[[Any], None]:
+    """Fault injection: once, with the transaction open, touch ``marker`` and stall."""
+    import time
+
+    fired: list[bool] = []
+
+    def stall(producer: Any) -> None:
+        if fired:
+            return
+        fired.append(True)
+        producer.flush()
+        marker.touch()
+        time.sleep(seconds)
+
+    return stall
+
+
 def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any]:
     """Give the node a Spark catalog projection; return the pull-query runner over it."""
     from metastore.spark.exceptions import SparkUnavailableError
@@ -171,6 +188,8 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
         raise typer.Exit(1) from error
     if fault_injection == "die-before-commit" and node.writer is not None:
         node.writer.before_commit = die_between_produce_and_commit
+    elif fault_injection and fault_injection.startswith("stall-before-commit:") and node.writer:
+        node.writer.before_commit = stall_before_commit(Path(fault_injection.split(":", 1)[1]))
     membership = Membership(node.settings, node.admin, config.service_id, config.node_id, url,
                             lambda: (node.state.value, node.replica.position - 1))
     membership.start()

@@ -94,14 +94,19 @@ class EndOffsetProbe:
     def __init__(self, settings: KafkaSettings, topic: str, partition: int = 0,
                  group_id: str = "metastore-probe") -> None:
         self._partition = TopicPartition(topic, partition)
-        self._consumer = Consumer(settings.config(group_id=group_id, enable_auto_commit=False,
-                                                  isolation_level="read_committed"))
+        self._config = settings.config(group_id=group_id, enable_auto_commit=False,
+                                       isolation_level="read_committed",
+                                       topic_metadata_refresh_interval_ms=10_000)
+        self._consumer = Consumer(self._config)
 
     def end_offset(self, timeout: float = 10.0) -> int:
         try:
             _low, high = self._consumer.get_watermark_offsets(self._partition, timeout=timeout,
                                                               cached=False)
         except KafkaException as exc:
+            # An unassigned consumer may keep asking a dead leader: start over with fresh metadata.
+            self._consumer.close()
+            self._consumer = Consumer(self._config)
             raise KafkaUnavailableError(
                 f"reading the end offset of {self._partition.topic} failed: {exc}") from exc
         return int(high)

@@ -212,6 +212,9 @@ class LocalKafkaCluster:
             "min.insync.replicas": str(min_isr),
             "unclean.leader.election.enable": "false",
             "group.initial.rebalance.delay.ms": "0",
+            # A dead broker is fenced, and its partitions move, within seconds (default 9 s).
+            "broker.heartbeat.interval.ms": "500",
+            "broker.session.timeout.ms": "3000",
             "log.flush.interval.messages": str(2**62),
         }
         config = directory / "server.properties"

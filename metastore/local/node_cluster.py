@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -68,8 +69,11 @@ class LocalNodeCluster:
             return None
 
     def _save(self, state: NodeClusterState) -> None:
+        """Write the state atomically: readers in other threads or processes never see half."""
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
+        partial = self.root / f".{STATE_FILE}.{os.getpid()}.{threading.get_ident()}"
+        partial.write_text(json.dumps(asdict(state), indent=2))
+        partial.replace(self.root / STATE_FILE)
 
     def is_running(self, node: LocalNode) -> bool:
         return node.pid is not None and pid_alive(node.pid, self.marker)
@@ -79,12 +83,14 @@ class LocalNodeCluster:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def up(self, count: int, service_id: str, bootstrap_servers: str,
-           extra_args: tuple[str, ...] = (), timeout: float = 180.0) -> NodeClusterState:
+           extra_args: tuple[str, ...] = (), timeout: float = 180.0,
+           ports: list[int] | None = None) -> NodeClusterState:
         existing = self.state()
         if existing is not None and any(self.is_running(n) for n in existing.nodes):
             raise LocalInfraError("a local cluster is already running here; "
                                   "run 'metastore dev down' first")
-        nodes = tuple(LocalNode(f"node-{i + 1}", BASE_PORT + i, None, extra_args)
+        chosen = ports or [BASE_PORT + i for i in range(count)]
+        nodes = tuple(LocalNode(f"node-{i + 1}", chosen[i], None, extra_args)
                       for i in range(count))
         state = NodeClusterState(service_id, bootstrap_servers, nodes)
         self._save(state)
@@ -94,11 +100,15 @@ class LocalNodeCluster:
             self.wait_ready(node, timeout)
         return state
 
-    def start_node(self, name: str, wait: bool = True, timeout: float = 180.0) -> NodeClusterState:
+    def start_node(self, name: str, wait: bool = True, timeout: float = 180.0,
+                   extra_args: tuple[str, ...] | None = None) -> NodeClusterState:
+        """Start ``name`` (again); ``extra_args`` replaces its extra server arguments."""
         state = self._require_state()
         node = state.node(name)
         if self.is_running(node):
             return state
+        if extra_args is not None:
+            node = replace(node, extra_args=extra_args)
         data_dir = self.root / name
         data_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "cli.main", "server",
@@ -114,6 +124,13 @@ class LocalNodeCluster:
         self._save(state)
         if wait:
             self.wait_ready(started, timeout)
+        return state
+
+    def add_node(self, name: str, port: int, extra_args: tuple[str, ...] = ()) -> NodeClusterState:
+        """Register a new node of the same service (not started)."""
+        state = self._require_state()
+        state = replace(state, nodes=(*state.nodes, LocalNode(name, port, None, extra_args)))
+        self._save(state)
         return state
 
     def wait_ready(self, node: LocalNode, timeout: float) -> None:

@@ -7,6 +7,7 @@ acknowledged command must never be lost), and configurable replication / ``min.i
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from metastore.kafka.admin import Admin
@@ -34,7 +35,8 @@ REQUIRED = {"retention.ms": "-1", "cleanup.policy": "delete",
             "unclean.leader.election.enable": "false"}
 
 
-def ensure_command_topic(admin: Admin, spec: CommandTopicSpec, broker_count: int) -> None:
+def ensure_command_topic(admin: Admin, spec: CommandTopicSpec, broker_count: int,
+                         visible_within: float = 30.0) -> None:
     """Create the topic if it is missing; refuse to go on if it exists with the wrong shape."""
     info = admin.describe(spec.name)
     if info is None:
@@ -45,10 +47,14 @@ def ensure_command_topic(admin: Admin, spec: CommandTopicSpec, broker_count: int
         except TopicError as error:
             raise CommandTopicError(spec.name, f"Cannot create the command topic {spec.name}: "
                                                f"{error}") from error
+        deadline = time.monotonic() + visible_within
         info = admin.describe(spec.name)
-        if info is None:
-            raise CommandTopicError(spec.name, f"The command topic {spec.name} was created but "
-                                               "is not visible yet; retry")
+        while info is None or info.partitions == 0:
+            if time.monotonic() > deadline:
+                raise CommandTopicError(spec.name, f"The command topic {spec.name} was created "
+                                                   f"but is not visible after {visible_within:.0f}s")
+            time.sleep(0.2)  # topic metadata reaches every broker shortly after creation
+            info = admin.describe(spec.name)
     problems = []
     if info.partitions != 1:
         problems.append(f"it has {info.partitions} partitions, it must have exactly 1")

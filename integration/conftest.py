@@ -1,0 +1,97 @@
+"""Fixtures for multi-process cluster tests: the suite's broker, and clusters of node processes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from metastore.local.kafka_cluster import free_ports
+from metastore.local.node_cluster import LocalNodeCluster, NodeClusterState
+from tests.conftest import (  # noqa: F401 - fixtures shared with the single-node suite
+    consumer_factory,
+    kafka_admin,
+    kafka_bootstrap,
+    kafka_settings,
+    producer_factory,
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--chaos-seconds", type=float, default=45.0,
+                     help="length of the chaos run (CI runs the short default)")
+
+
+@pytest.fixture
+def chaos_seconds(request: pytest.FixtureRequest) -> float:
+    return float(request.config.getoption("--chaos-seconds"))
+
+
+class Cluster:
+    """Nodes of one service as separate `metastore server` processes, on free ports."""
+
+    def __init__(self, root: Path, bootstrap: str) -> None:
+        self.nodes = LocalNodeCluster(root)
+        self.bootstrap = bootstrap
+        self.service_id = f"it-{uuid.uuid4().hex[:10]}"
+        self.state: NodeClusterState | None = None
+
+    def up(self, count: int, *extra: str) -> NodeClusterState:
+        args = ("--spark-master", "none", "--request-timeout", "20", *extra)
+        self.state = self.nodes.up(count, self.service_id, self.bootstrap, args,
+                                   ports=free_ports(count))
+        return self.state
+
+    def url(self, name: str) -> str:
+        state = self.nodes.state()
+        assert state is not None
+        return state.node(name).url
+
+    def urls(self) -> list[str]:
+        state = self.nodes.state()
+        return [] if state is None else [n.url for n in state.nodes if self.nodes.is_running(n)]
+
+    def ksql(self, name: str, text: str, **extra: Any) -> httpx.Response:
+        return httpx.post(f"{self.url(name)}/ksql", json={"ksql": text, **extra}, timeout=60)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict(httpx.get(f"{self.url(name)}/v1/metastore", timeout=30).json())
+
+    def converged(self, timeout: float = 60) -> dict[str, tuple[int, str]]:
+        """Each running node's (applied offset, fingerprint) once they all agree."""
+        deadline = time.monotonic() + timeout
+        seen: dict[str, tuple[int, str]] = {}
+        while time.monotonic() < deadline:
+            state = self.nodes.state()
+            assert state is not None
+            seen = {}
+            for node in state.nodes:
+                if self.nodes.is_running(node):
+                    status = httpx.get(f"{node.url}/v1/metastore", timeout=30).json()
+                    seen[node.name] = (status["appliedOffset"], status["imageFingerprint"])
+            if len(set(seen.values())) == 1:
+                return seen
+            time.sleep(0.3)
+        raise AssertionError(f"nodes did not converge: {seen}")
+
+    def down(self) -> None:
+        self.nodes.down()
+
+
+@pytest.fixture
+def cluster_factory(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Callable[..., Cluster]]:  # noqa: F811
+    made: list[Cluster] = []
+
+    def make(bootstrap: str | None = None) -> Cluster:
+        cluster = Cluster(tmp_path / f"cluster-{len(made)}", bootstrap or kafka_bootstrap)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.down()

@@ -1,0 +1,298 @@
+"""Clusters of node processes on real Kafka: races, crashes, zombies, restarts, broker failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from confluent_kafka.admin import AdminClient
+
+from integration.conftest import Cluster
+from metastore.kafka.settings import KafkaSettings
+from metastore.local.kafka_cluster import LocalKafkaCluster
+from metastore.log.dump import read_committed
+from metastore.log.topic import command_topic_name
+
+ClusterFactory = Callable[..., Cluster]
+
+
+def create(name: str, topic: str) -> str:
+    return (f"CREATE STREAM {name} (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+            "VALUE_FORMAT='JSON', PARTITIONS=1);")
+
+
+def log_records(cluster: Cluster) -> list[dict[str, Any]]:
+    """The committed command records, each with its ``offset``."""
+    records = read_committed(KafkaSettings(cluster.bootstrap), command_topic_name(cluster.service_id),
+                             group_id=f"check-{uuid.uuid4().hex[:8]}")
+    return [json.loads(r.value or b"{}") | {"offset": r.offset} for r in records]
+
+
+def verify_offline(cluster: Cluster, node_url: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", "log", "verify", "--bootstrap-servers", cluster.bootstrap,
+         "--service-id", cluster.service_id, "--node", node_url, "--json"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def test_concurrent_conflicting_ddl_across_three_nodes(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory()
+    cluster.up(3)
+    names = [f"RACE{i}" for i in range(6)]
+    topic = f"race-{uuid.uuid4().hex[:6]}"
+    outcomes: list[tuple[str, int, str]] = []
+    lock = threading.Lock()
+
+    def client(worker: int) -> None:
+        rng = random.Random(worker)
+        for _ in range(8):
+            name = rng.choice(names)
+            node = f"node-{rng.randint(1, 3)}"
+            response = cluster.ksql(node, create(name, topic))
+            with lock:
+                outcomes.append((name, response.status_code, response.text[:200]))
+
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    successes = Counter(name for name, status, _ in outcomes if status == 200)
+    assert set(successes) == set(names) and set(successes.values()) == {1}, outcomes
+    rejected = [text for _, status, text in outcomes if status != 200]
+    assert all("already exists" in text for text in rejected), rejected
+    created = Counter(r["commandId"] for r in log_records(cluster))
+    assert created == Counter({f"stream/{n}/create": 1 for n in names})
+    cluster.converged()
+
+
+def test_node_killed_between_produce_and_commit(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory()
+    cluster.up(3)
+    topic = f"kill-{uuid.uuid4().hex[:6]}"
+    assert cluster.ksql("node-1", create("BEFORE", topic)).status_code == 200
+    cluster.nodes.stop_node("node-3")
+    cluster.nodes.start_node("node-3", extra_args=(
+        "--spark-master", "none", "--fault-injection", "die-before-commit"))
+    try:
+        cluster.ksql("node-3", create("DOOMED", topic))
+        raise AssertionError("node-3 answered although it died before committing")
+    except httpx.TransportError:
+        pass
+    assert not cluster.nodes.is_running(cluster.nodes.state().node("node-3"))  # type: ignore[union-attr]
+    for index in range(3):
+        response = cluster.ksql(f"node-{1 + index % 2}", create(f"AFTER{index}", topic))
+        assert response.status_code == 200, response.text
+    cluster.nodes.start_node("node-3", extra_args=("--spark-master", "none"))
+    ids = [r["commandId"] for r in log_records(cluster)]
+    assert "stream/DOOMED/create" not in ids
+    assert ids == ["stream/BEFORE/create", "stream/AFTER0/create", "stream/AFTER1/create",
+                   "stream/AFTER2/create"]
+    cluster.converged()
+
+
+def test_frozen_node_is_fenced_and_its_client_gets_a_clear_answer(
+        cluster_factory: ClusterFactory, tmp_path: Path) -> None:
+    cluster = cluster_factory()
+    cluster.up(2)
+    marker = tmp_path / "in-transaction"
+    cluster.nodes.stop_node("node-2")
+    cluster.nodes.start_node("node-2", extra_args=(
+        "--spark-master", "none", "--fault-injection", f"stall-before-commit:{marker}"))
+    topic = f"frozen-{uuid.uuid4().hex[:6]}"
+    answer: dict[str, httpx.Response] = {}
+    frozen_client = threading.Thread(
+        target=lambda: answer.setdefault("frozen", cluster.ksql("node-2", create("FROZEN", topic))))
+    frozen_client.start()
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "node-2 never opened its transaction"
+        time.sleep(0.05)
+    pid = cluster.nodes.state().node("node-2").pid  # type: ignore[union-attr]
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        other = cluster.ksql("node-1", create("FROZEN", topic))
+        assert other.status_code == 200, other.text
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    frozen_client.join(120)
+    response = answer["frozen"]
+    assert response.status_code == 400, response.text
+    assert "already exists" in response.json()["message"], "the retry re-validated and was told"
+    ids = [r["commandId"] for r in log_records(cluster)]
+    assert ids == ["stream/FROZEN/create"]
+    [record] = log_records(cluster)
+    assert record["originNode"] == "node-1", "the zombie's record never became visible"
+    cluster.converged()
+
+
+def test_full_restart_and_a_new_node_reach_the_same_fingerprint(
+        cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory()
+    cluster.up(3)
+    topic = f"restart-{uuid.uuid4().hex[:6]}"
+    for index in range(10):
+        assert cluster.ksql(f"node-{1 + index % 3}", create(f"R{index}", topic)).status_code == 200
+    cluster.ksql("node-1", "CREATE TABLE COUNTS AS SELECT V, COUNT(*) AS C FROM R0 GROUP BY V;")
+    before = cluster.converged()
+    cluster.nodes.down()
+    for name in ("node-1", "node-2", "node-3"):
+        cluster.nodes.start_node(name, wait=False)
+    from metastore.local.kafka_cluster import free_ports
+
+    [port] = free_ports(1)
+    cluster.nodes.add_node("node-4", port, ("--spark-master", "none"))
+    cluster.nodes.start_node("node-4")
+    state = cluster.nodes.state()
+    assert state is not None
+    for node in state.nodes:
+        cluster.nodes.wait_ready(node, 120)
+    after = cluster.converged()
+    assert set(after.values()) == set(before.values())
+    assert len(after) == 4
+    report = verify_offline(cluster, cluster.url("node-4"))
+    assert report["node"]["agrees"] is True
+
+
+def test_losing_the_command_topic_leader_loses_no_acknowledged_statement(
+        cluster_factory: ClusterFactory, tmp_path: Path) -> None:
+    brokers = LocalKafkaCluster(tmp_path / "three-brokers", brokers=3)
+    bootstrap = brokers.start(progress=None).bootstrap_servers
+    try:
+        cluster = cluster_factory(bootstrap)
+        cluster.up(2)
+        topic = f"leader-{uuid.uuid4().hex[:6]}"
+        acknowledged: list[str] = []
+        errors: list[str] = []
+        stop = threading.Event()
+
+        def writer() -> None:
+            index = 0
+            while not stop.is_set():
+                name = f"L{index}"
+                try:
+                    response = cluster.ksql("node-1", create(name, topic))
+                except httpx.TransportError as error:
+                    errors.append(str(error))
+                    response = None
+                if response is not None and response.status_code == 200:
+                    acknowledged.append(name)
+                elif response is not None:
+                    errors.append(response.text[:200])
+                index += 1
+
+        def wait_for(count: int, timeout: float) -> None:
+            deadline = time.monotonic() + timeout
+            while len(acknowledged) < count:
+                assert time.monotonic() < deadline, (len(acknowledged), errors[-5:])
+                time.sleep(0.1)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            wait_for(5, 60)
+            metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+            leader = metadata.topics[command_topic_name(cluster.service_id)].partitions[0].leader
+            brokers.kill_node(leader)
+            wait_for(len(acknowledged) + 3, 90)  # writes go on with the two other brokers
+            brokers.restart_node(leader)
+            wait_for(len(acknowledged) + 3, 90)
+        finally:
+            stop.set()
+            thread.join(120)
+        ids = Counter(r["commandId"] for r in log_records(cluster))
+        for name in acknowledged:
+            assert ids[f"stream/{name}/create"] == 1, name
+        assert all(count == 1 for count in ids.values())
+        cluster.converged(timeout=120)
+    finally:
+        brokers.stop()
+
+
+def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
+    """Random DDL from many clients while nodes are killed and restarted at random."""
+    cluster = cluster_factory()
+    cluster.up(3)
+    topic = f"chaos-{uuid.uuid4().hex[:6]}"
+    rng = random.Random(7)
+    acknowledged: Counter[str] = Counter()
+    failed_clearly = 0
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    crashes: list[BaseException] = []
+
+    def client(worker: int) -> None:
+        try:
+            run_client(worker)
+        except BaseException as error:  # a dead client would make the run prove less
+            crashes.append(error)
+            raise
+
+    def run_client(worker: int) -> None:
+        nonlocal failed_clearly
+        local = random.Random(worker)
+        while not stop.is_set():
+            name = f"C{local.randint(0, 40)}"
+            statement = (create(name, topic) if local.random() < 0.7
+                         else f"DROP STREAM IF EXISTS {name};")
+            urls = cluster.urls()
+            if not urls:
+                time.sleep(0.1)
+                continue
+            try:
+                response = httpx.post(f"{local.choice(urls)}/ksql", json={
+                    "ksql": statement, "requestId": str(uuid.uuid4())}, timeout=30)
+            except httpx.TransportError:
+                continue
+            with lock:
+                if response.status_code == 200:
+                    for entity in response.json():
+                        if "commandSequenceNumber" in entity:
+                            acknowledged[entity["commandId"] + f"@{entity['commandSequenceNumber']}"] += 1
+                elif response.status_code >= 500:
+                    failed_clearly += 1
+
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(6)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + chaos_seconds
+    while time.monotonic() < deadline:
+        time.sleep(rng.uniform(2, 5))
+        victim = f"node-{rng.randint(1, 3)}"
+        sig = rng.choice([signal.SIGKILL, signal.SIGTERM])
+        cluster.nodes.stop_node(victim, sig)
+        time.sleep(rng.uniform(0.5, 2))
+        cluster.nodes.start_node(victim)
+    stop.set()
+    for thread in threads:
+        thread.join(120)
+    assert not crashes, crashes
+    records = log_records(cluster)
+    at_offset = {r["offset"]: r["commandId"] for r in records}
+    assert acknowledged, "the chaos run acknowledged nothing"
+    for key, answers in acknowledged.items():
+        command_id, offset = key.rsplit("@", 1)
+        assert answers == 1, f"{key} acknowledged twice"
+        assert at_offset.get(int(offset)) == command_id, f"acknowledged {key} is not in the log"
+    request_ids = Counter(r["requestId"] for r in records)
+    assert all(count == 1 for count in request_ids.values()), "a request was applied twice"
+    converged = cluster.converged(timeout=120)
+    fingerprints = {fingerprint for _, fingerprint in converged.values()}
+    report = verify_offline(cluster, cluster.url("node-1"))
+    assert fingerprints == {report["fingerprint"]}
