@@ -175,6 +175,7 @@ class Validator:
         _check_delimiters(properties, key_format, value_format)
         _check_wrapping(properties, value_format)
         columns = self._resolve_columns(statement.columns)
+        columns.sort(key=lambda column: not column.is_key)  # key columns first, as ksqlDB does
         if not columns:
             fmt = formats.lookup(value_format)
             if fmt is not None and fmt.infers_schema:

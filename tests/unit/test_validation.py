@@ -143,3 +143,9 @@ def test_every_validated_command_applies() -> None:
         delta.execute(outcome.command, offset)
     assert set(delta.apply().sources) == {"PV", "USERS"}
     assert EMPTY_IMAGE.fingerprint != image.fingerprint
+
+
+def test_key_columns_come_first() -> None:
+    image = catalog("CREATE STREAM P (TS BIGINT, USER_ID STRING KEY, PAGE STRING) "
+                    "WITH (KAFKA_TOPIC='p', VALUE_FORMAT='JSON');")
+    assert image.sources["P"].schema_text() == "USER_ID STRING KEY, TS BIGINT, PAGE STRING"

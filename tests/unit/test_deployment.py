@@ -1,0 +1,95 @@
+"""docker-compose.yml and its Dockerfile cannot run here (no Docker engine); keep them correct."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+
+
+def compose() -> dict[str, Any]:
+    return dict(yaml.safe_load(COMPOSE.read_text()))
+
+
+def server_options() -> set[str]:
+    help_text = subprocess.run([sys.executable, "-m", "cli.main", "server", "--help"],
+                               capture_output=True, text=True, check=True,
+                               env={"COLUMNS": "200", "PATH": ""}).stdout
+    return set(re.findall(r"--[a-z][a-z-]+", help_text))
+
+
+def test_kafka_is_configured_for_transactions_and_safety() -> None:
+    kafka = compose()["services"]["kafka"]
+    assert kafka["image"].startswith("apache/kafka:4.")
+    env = kafka["environment"]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == 1
+    assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == 1
+    assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == 1
+    assert env["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
+    assert env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+    assert "healthcheck" in kafka
+
+
+def test_three_nodes_of_one_service_with_valid_settings() -> None:
+    services = compose()["services"]
+    nodes = {name: spec for name, spec in services.items() if name.startswith("node-")}
+    assert sorted(nodes) == ["node-1", "node-2", "node-3"]
+    options = server_options()
+    host_ports = set()
+    for name, spec in nodes.items():
+        env = spec["environment"]
+        assert env["METASTORE_SERVICE_ID"] == "demo"
+        assert env["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
+        command = spec["command"]
+        assert command[0] == "server"
+        flags = [part for part in command if part.startswith("--")]
+        assert set(flags) <= options, set(flags) - options
+        assert command[command.index("--node-id") + 1] == name
+        assert spec["depends_on"]["kafka"]["condition"] == "service_healthy"
+        assert "/healthcheck" in " ".join(spec["healthcheck"]["test"])
+        host_ports.add(spec["ports"][0].split(":")[0])
+    assert host_ports == {"8088", "8089", "8090"}
+
+
+def test_environment_variables_are_ones_the_server_reads() -> None:
+    from cli.server import server
+
+    envvars = set()
+    for annotation in typing.get_type_hints(server, include_extras=True).values():
+        for meta in getattr(annotation, "__metadata__", ()):
+            envvar = getattr(meta, "envvar", None)
+            if envvar:
+                envvars.add(envvar)
+    node_env = compose()["services"]["node-1"]["environment"]
+    assert set(node_env) <= envvars, set(node_env) - envvars
+
+
+def test_demo_runs_the_examples_against_the_nodes() -> None:
+    demo = compose()["services"]["demo"]
+    script = demo["command"][0]
+    for example in re.findall(r"examples/\S+\.sql", script):
+        assert (ROOT / example).is_file(), example
+    assert {"node-1", "node-2", "node-3"} <= set(demo["depends_on"])
+
+
+def test_dockerfile_copies_what_exists_and_runs_metastore() -> None:
+    for service in compose()["services"].values():
+        build = service.get("build")
+        if build is None:
+            continue
+        dockerfile = ROOT / build["dockerfile"]
+        text = dockerfile.read_text()
+        for source in re.findall(r"^COPY (.+) \S+$", text, re.M):
+            for path in source.split():
+                assert (ROOT / path).exists(), path
+        assert 'ENTRYPOINT ["metastore"]' in text
+        assert "openjdk-17" in text, "Spark needs a Java runtime"
