@@ -8,12 +8,14 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from integration.bench import latency, reconcile, replay
+from integration.bench import contention, latency, plots, reconcile, replay
 
 BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "latency": latency.run,
+    "contention": contention.run,
     "replay": replay.run,
     "reconcile": reconcile.run,
 }
@@ -23,6 +25,15 @@ def machine() -> str:
     import os
 
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def without_samples(value: Any) -> Any:
+    """The results without raw samples (kept only for the plots)."""
+    if isinstance(value, dict):
+        return {k: without_samples(v) for k, v in value.items() if not k.startswith("samples")}
+    if isinstance(value, list):
+        return [without_samples(v) for v in value]
+    return value
 
 
 def flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
@@ -39,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", choices=[[], *BENCHMARKS], default=[])
     parser.add_argument("--quick", action="store_true", help="smaller runs (a few minutes)")
     parser.add_argument("--json", action="store_true", help="one JSON object keyed by benchmark")
+    parser.add_argument("--plots", type=Path, default=None, metavar="DIR",
+                        help="also write PNG plots into DIR (e.g. docs/bench)")
     args = parser.parse_args(argv)
     names = args.names or list(BENCHMARKS)
     results: dict[str, Any] = {"machine": machine(), "quick": args.quick}
@@ -47,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         results[name] = BENCHMARKS[name](args.quick)
         print(f"{name} done in {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
+    if args.plots is not None:
+        for path in plots.write(results, args.plots):
+            print(f"wrote {path}", file=sys.stderr)
+    results = without_samples(results)
     if args.json:
         print(json.dumps(results, indent=2))
     else:

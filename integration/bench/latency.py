@@ -47,7 +47,9 @@ def floor(bootstrap: str, count: int) -> dict[str, Any]:
         fresh.flush(30)
         fresh.commit_transaction(30)
         fresh_samples.append(time.perf_counter() - started)
-    return {"reused_producer": summary_ms(samples), "fresh_producer": summary_ms(fresh_samples)}
+    return {"reused_producer": summary_ms(samples) | {"samples_ms": [s * 1000 for s in samples]},
+            "fresh_producer": summary_ms(fresh_samples)
+            | {"samples_ms": [s * 1000 for s in fresh_samples]}}
 
 
 def statements(bootstrap: str, count: int, writer_mode: str = "reuse") -> dict[str, Any]:
@@ -78,7 +80,7 @@ def statements(bootstrap: str, count: int, writer_mode: str = "reuse") -> dict[s
                 assert response.status_code == 200, response.text
                 if index >= 5:  # the first statements pay init_transactions and warm-up
                     samples.append(elapsed)
-        return summary_ms(samples)
+        return summary_ms(samples) | {"samples_ms": [s * 1000 for s in samples]}
     finally:
         process.terminate()
         process.wait(30)

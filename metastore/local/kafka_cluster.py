@@ -90,7 +90,11 @@ def free_ports(count: int) -> list[int]:
 
 
 def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id (base64 of a UUID) that does not start with '-' (read as an option)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 class LocalKafkaCluster:

@@ -1,0 +1,98 @@
+"""`contention`: three nodes, 1/4/12 concurrent clients, this protocol against ksqlDB's.
+
+Two writer modes of the same server, in the same run: ``reuse`` (keep the transactional producer
+while it is the newest epoch) and ``per-statement`` (a new producer and ``init_transactions()`` for
+every request, as ksqlDB does). Non-conflicting statements measure throughput and latency;
+conflicting ones (every client creating the same few names) show the cost of fencing and that no
+request waits past its deadline.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from integration.bench.common import kafka, summary_ms
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
+from metastore.local.kafka_cluster import free_ports
+from metastore.local.node_cluster import LocalNodeCluster
+
+REQUEST_TIMEOUT = 20.0
+
+
+def run_clients(urls: list[str], clients: int, seconds: float, topic: str,
+                conflicting: bool) -> dict[str, Any]:
+    latencies: list[float] = []
+    outcomes = {"ok": 0, "rejected": 0, "failed": 0}
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def client(index: int) -> None:
+        http = httpx.Client(base_url=urls[index % len(urls)], timeout=REQUEST_TIMEOUT + 10)
+        count = 0
+        while time.monotonic() < stop_at:
+            name = f"HOT{count % 3}" if conflicting else f"C{index}_{count}_{uuid.uuid4().hex[:4]}"
+            body = {"ksql": f"CREATE STREAM {name} (ID INT KEY, V STRING) WITH "
+                            f"(KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON');"}
+            started = time.perf_counter()
+            try:
+                status = http.post("/ksql", json=body).status_code
+            except httpx.TransportError:
+                status = 599
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+                key = "ok" if status == 200 else "rejected" if status == 400 else "failed"
+                outcomes[key] += 1
+            count += 1
+        http.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"clients": clients, "statements_per_s": round(outcomes["ok"] / seconds, 1),
+            **outcomes, "latency": summary_ms(latencies) if latencies else None,
+            "max_ms": round(max(latencies) * 1000, 1) if latencies else None,
+            "samples_ms": [round(x * 1000, 2) for x in latencies]}
+
+
+def run_mode(bootstrap: str, mode: str, client_counts: list[int], seconds: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="metastore-bench-nodes-") as root:
+        nodes = LocalNodeCluster(Path(root))
+        service_id = f"bench-{mode}-{uuid.uuid4().hex[:6]}"
+        args = ("--spark-master", "none", "--writer-mode", mode,
+                "--request-timeout", str(REQUEST_TIMEOUT))
+        state = nodes.up(3, service_id, bootstrap, args, ports=free_ports(3))
+        try:
+            urls = [node.url for node in state.nodes]
+            topic = f"{service_id}-data"
+            Admin(KafkaSettings(bootstrap)).create(topic, 1)
+            run_clients(urls, 3, 2, topic, conflicting=False)  # warm-up: producers, connections
+            results = [run_clients(urls, n, seconds, topic, conflicting=False)
+                       for n in client_counts]
+            conflicting = run_clients(urls, max(client_counts), seconds, topic, conflicting=True)
+        finally:
+            nodes.down()
+    return {"non_conflicting": results, "conflicting": conflicting}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    seconds = 8.0 if quick else 30.0
+    client_counts = [1, 4, 12]
+    with kafka() as bootstrap:
+        ours = run_mode(bootstrap, "reuse", client_counts, seconds)
+        ksqldb_style = run_mode(bootstrap, "per-statement", client_counts, seconds)
+    at_max = {mode: result["non_conflicting"][-1]["statements_per_s"]
+              for mode, result in (("reuse", ours), ("per_statement", ksqldb_style))}
+    ratio = at_max["reuse"] / at_max["per_statement"] if at_max["per_statement"] else None
+    return {"seconds_per_point": seconds, "reuse": ours, "per_statement": ksqldb_style,
+            "throughput_ratio_at_12_clients": round(ratio, 1) if ratio else None}
