@@ -92,11 +92,13 @@ class EndOffsetProbe:
     """Asks the broker for a partition's last stable offset (no assignment, no fetching)."""
 
     def __init__(self, settings: KafkaSettings, topic: str, partition: int = 0,
-                 group_id: str = "metastore-probe") -> None:
+                 group_id: str = "metastore-probe", committed: bool = True) -> None:
+        """``committed``: the last stable offset (read_committed), else the high watermark."""
         self._partition = TopicPartition(topic, partition)
-        self._config = settings.config(group_id=group_id, enable_auto_commit=False,
-                                       isolation_level="read_committed",
-                                       topic_metadata_refresh_interval_ms=10_000)
+        self._config = settings.config(
+            group_id=group_id, enable_auto_commit=False,
+            isolation_level="read_committed" if committed else "read_uncommitted",
+            topic_metadata_refresh_interval_ms=10_000)
         self._consumer = Consumer(self._config)
 
     def end_offset(self, timeout: float = 10.0) -> int:

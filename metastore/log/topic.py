@@ -58,7 +58,7 @@ def ensure_command_topic(admin: Admin, spec: CommandTopicSpec, broker_count: int
     problems = []
     if info.partitions != 1:
         problems.append(f"it has {info.partitions} partitions, it must have exactly 1")
-    config = admin.topic_config(spec.name)
+    config = _config_when_known(admin, spec.name, visible_within)
     for key, wanted in REQUIRED.items():
         if config.get(key) != wanted:
             problems.append(f"{key} is {config.get(key)!r}, it must be {wanted!r}")
@@ -67,3 +67,15 @@ def ensure_command_topic(admin: Admin, spec: CommandTopicSpec, broker_count: int
             spec.name, f"The command topic {spec.name} has the wrong shape: "
                        + "; ".join(problems)
                        + ". Fix the topic or point the node at another service id.")
+
+
+def _config_when_known(admin: Admin, topic: str, within: float) -> dict[str, str]:
+    """The topic's configuration; a broker that has not heard of a new topic yet is asked again."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return admin.topic_config(topic)
+        except TopicError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

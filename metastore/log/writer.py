@@ -93,6 +93,8 @@ class CommandWriter:
         self._facts = facts or KafkaTopicFacts(admin)
         self.options = options or WriterOptions()
         self._probe = EndOffsetProbe(settings, topic, group_id=f"{service_id}-{node_id}-probe")
+        self._high_watermark = EndOffsetProbe(settings, topic, committed=False,
+                                              group_id=f"{service_id}-{node_id}-hw")
         self._producer: TransactionalProducer | None = None
         self._last_written: int | None = None
         self._lock = threading.Lock()
@@ -104,6 +106,7 @@ class CommandWriter:
         with self._lock:
             self._discard_producer()
             self._probe.close()
+            self._high_watermark.close()
 
     # -- public --------------------------------------------------------------------------------
     def submit(self, statements: Sequence[Statement], request_id: str, submitter: str = "",
@@ -155,8 +158,27 @@ class CommandWriter:
             return last + 1
         return end
 
+    def _await_open_transaction(self, patience: float = 0.2) -> None:
+        """Give another node's committing transaction a moment before fencing it.
+
+        The coordinator refuses a new epoch while the previous transaction's markers are being
+        written (CONCURRENT_TRANSACTIONS), and librdkafka then retries only after 500 ms. While
+        the last stable offset trails the high watermark a transaction is open; when it closes
+        within ``patience`` the new producer initialises at once.
+        """
+        deadline = time.monotonic() + patience
+        try:
+            while time.monotonic() < deadline:
+                if self._probe.end_offset(timeout=2) >= self._high_watermark.end_offset(timeout=2):
+                    return
+                time.sleep(0.005)
+        except KafkaClientError:
+            return
+
     def _producer_for_request(self) -> TransactionalProducer:
         if self._producer is None:
+            if self.stats.producers_created:
+                self._await_open_transaction()
             producer = TransactionalProducer(self._settings, self._service_id,
                                              timeout_ms=self.options.transaction_timeout_ms)
             self.stats.producers_created += 1
