@@ -5,9 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import httpx
 
 from metastore.catalog.commands import CreateSourceCommand, DropSourceCommand
 from metastore.catalog.model import Column, DataSource
@@ -66,3 +70,18 @@ def records(count: int) -> list[CommandRecord]:
             command = CreateSourceCommand(source(index))
         out.append(CommandRecord(command, "statement", f"req-{index}", "bench"))
     return out
+
+
+def wait_healthy(process: subprocess.Popen[bytes], url: str, timeout: float = 300) -> None:
+    """Until the node at ``url`` answers /healthcheck with 200 (it is READY)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the node at {url} exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/healthcheck", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.02)
+    raise RuntimeError(f"the node at {url} was not READY within {timeout:.0f}s")

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from integration.bench.common import kafka, summary_ms
+from integration.bench.common import kafka, summary_ms, wait_healthy
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import free_ports
@@ -63,12 +63,7 @@ def statements(bootstrap: str, count: int, writer_mode: str = "reuse") -> dict[s
          "--writer-mode", writer_mode], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        while True:
-            try:
-                if httpx.get(f"{url}/healthcheck", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        wait_healthy(process, url)
         samples = []
         with httpx.Client(base_url=url, timeout=60) as client:
             for index in range(count + 5):

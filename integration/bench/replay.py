@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from integration.bench.common import kafka, records
+from integration.bench.common import kafka, records, wait_healthy
 from metastore.catalog.image import EMPTY_IMAGE
 from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import free_ports
@@ -71,15 +71,7 @@ def start_to_ready(bootstrap: str, service_id: str, spark: bool) -> float:
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthcheck", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None:
-                raise RuntimeError("server exited")
-            time.sleep(0.05)
+        wait_healthy(process, f"http://127.0.0.1:{port}")
         ready = time.perf_counter() - started
         if spark:
             while not httpx.get(f"http://127.0.0.1:{port}/v1/metastore").json()["sparkInSync"]:

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from metastore.local import jars
 from metastore.local.exceptions import BrokerStartError
-from metastore.local.processes import pid_alive, reap, send, terminate
+from metastore.local.processes import pid_alive, pid_exists, reap, send, terminate
 
 STATE_FILE = "cluster.json"
 _QUIET = logging.getLogger("metastore.local.kafka_cluster.librdkafka")
@@ -255,7 +255,7 @@ class LocalKafkaCluster:
         admin = AdminClient(config)
         deadline = time.monotonic() + timeout
         while True:
-            dead = [n for n in state.nodes if n.pid is None or not pid_alive(n.pid, str(self.root))]
+            dead = [n for n in state.nodes if n.pid is None or not pid_exists(n.pid)]
             if dead:
                 tail = self._log_tail(dead[0].node_id)
                 raise BrokerStartError(f"Kafka node {dead[0].node_id} exited during start-up:\n{tail}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from metastore.local.exceptions import LocalInfraError
-from metastore.local.processes import pid_alive, reap, send, terminate
+from metastore.local.processes import pid_alive, pid_exists, reap, send, terminate
 
 STATE_FILE = "nodes.json"
 BASE_PORT = 8088
@@ -136,7 +136,7 @@ class LocalNodeCluster:
     def wait_ready(self, node: LocalNode, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not self.is_running(node):
+            if node.pid is None or not pid_exists(node.pid):
                 tail = "\n".join(self.log_path(node.name).read_text(errors="replace")
                                  .splitlines()[-20:])
                 raise LocalInfraError(f"{node.name} exited during start-up:\n{tail}")

@@ -21,6 +21,19 @@ def pid_alive(pid: int, marker: str) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def pid_exists(pid: int) -> bool:
+    """True while ``pid`` runs (and is not a zombie), whatever its command line says yet.
+
+    Right after a fork, before exec, a child still shows its parent's command line: use this, not
+    :func:`pid_alive`, to ask whether a process just started is still there.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def send(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)

@@ -50,8 +50,8 @@ class KsqlParser(parser.Parser):
         self._window: st.WindowSpec | None = None
 
     # -- driver --------------------------------------------------------------------------------
-    def parse_ksql(self, chunk: list[Token], sql: str) -> st.Statement:
-        """Parse one statement's tokens (without the semicolon) from the full ``sql`` text."""
+    def _load(self, chunk: list[Token], sql: str) -> None:
+        """Point the parser at ``chunk``, tokens taken from the full ``sql`` text."""
         self.reset()
         self.sql = sql
         self._tokens = chunk
@@ -59,6 +59,10 @@ class KsqlParser(parser.Parser):
         self._index = -1
         self._advance()
         self._window = None
+
+    def parse_ksql(self, chunk: list[Token], sql: str) -> st.Statement:
+        """Parse one statement's tokens (without the semicolon) from the full ``sql`` text."""
+        self._load(chunk, sql)
         start = chunk[0]
         try:
             statement = self._statement(start)
@@ -69,12 +73,7 @@ class KsqlParser(parser.Parser):
         return statement
 
     def parse_type(self, chunk: list[Token], sql: str) -> ty.SqlType:
-        self.reset()
-        self.sql = sql
-        self._tokens = chunk
-        self._tokens_size = len(chunk)
-        self._index = -1
-        self._advance()
+        self._load(chunk, sql)
         parsed = self._type()
         if self._curr:
             self._fail(f"Unexpected '{self._curr.text}' after the type", self._curr)
