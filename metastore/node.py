@@ -160,7 +160,7 @@ class Node:
             "appliedOffset": self.replica.position - 1, "endOffset": None,
             "imageFingerprint": image.fingerprint,
             "sparkCatalogFingerprint": spark.fingerprint if spark else None,
-            "sparkInSync": (spark.in_sync and spark.image_fingerprint == image.fingerprint)
+            "sparkInSync": (spark.in_sync and spark.image is image)
             if spark else None,
             "sparkReason": spark.reason if spark else "this node runs without Spark",
         }

@@ -5,17 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
-import subprocess
 import tempfile
-import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
-
 from metastore.catalog.commands import CreateSourceCommand, DropSourceCommand
 from metastore.catalog.model import Column, DataSource
-from metastore.local.kafka_cluster import LocalKafkaCluster
+from metastore.local.kafka_cluster import LocalKafkaCluster, free_ports
+from metastore.local.node_cluster import LocalNodeCluster, NodeClusterState
 from metastore.log.record import CommandRecord
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, SourceKind
@@ -72,16 +70,14 @@ def records(count: int) -> list[CommandRecord]:
     return out
 
 
-def wait_healthy(process: subprocess.Popen[bytes], url: str, timeout: float = 300) -> None:
-    """Until the node at ``url`` answers /healthcheck with 200 (it is READY)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the node at {url} exited with {process.returncode}")
+
+@contextlib.contextmanager
+def node_processes(bootstrap: str, count: int, *args: str) -> Iterator[NodeClusterState]:
+    """``count`` `metastore server` processes of a fresh service, READY, stopped afterwards."""
+    with tempfile.TemporaryDirectory(prefix="metastore-bench-nodes-") as root:
+        nodes = LocalNodeCluster(Path(root))
+        service_id = f"bench-{uuid.uuid4().hex[:8]}"
         try:
-            if httpx.get(f"{url}/healthcheck", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.02)
-    raise RuntimeError(f"the node at {url} was not READY within {timeout:.0f}s")
+            yield nodes.up(count, service_id, bootstrap, args, ports=free_ports(count))
+        finally:
+            nodes.down()

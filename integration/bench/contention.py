@@ -9,20 +9,16 @@ request waits past its deadline.
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from integration.bench.common import kafka, summary_ms
+from integration.bench.common import kafka, node_processes, summary_ms
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.kafka_cluster import free_ports
-from metastore.local.node_cluster import LocalNodeCluster
 
 REQUEST_TIMEOUT = 20.0
 
@@ -66,22 +62,15 @@ def run_clients(urls: list[str], clients: int, seconds: float, topic: str,
 
 
 def run_mode(bootstrap: str, mode: str, client_counts: list[int], seconds: float) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="metastore-bench-nodes-") as root:
-        nodes = LocalNodeCluster(Path(root))
-        service_id = f"bench-{mode}-{uuid.uuid4().hex[:6]}"
-        args = ("--spark-master", "none", "--writer-mode", mode,
-                "--request-timeout", str(REQUEST_TIMEOUT))
-        state = nodes.up(3, service_id, bootstrap, args, ports=free_ports(3))
-        try:
-            urls = [node.url for node in state.nodes]
-            topic = f"{service_id}-data"
-            Admin(KafkaSettings(bootstrap)).create(topic, 1)
-            run_clients(urls, 3, 2, topic, conflicting=False)  # warm-up: producers, connections
-            results = [run_clients(urls, n, seconds, topic, conflicting=False)
-                       for n in client_counts]
-            conflicting = run_clients(urls, max(client_counts), seconds, topic, conflicting=True)
-        finally:
-            nodes.down()
+    args = ("--spark-master", "none", "--writer-mode", mode, "--request-timeout",
+            str(REQUEST_TIMEOUT))
+    with node_processes(bootstrap, 3, *args) as state:
+        urls = [node.url for node in state.nodes]
+        topic = f"{state.service_id}-data"
+        Admin(KafkaSettings(bootstrap)).create(topic, 1)
+        run_clients(urls, 3, 2, topic, conflicting=False)  # warm-up: producers, connections
+        results = [run_clients(urls, n, seconds, topic, conflicting=False) for n in client_counts]
+        conflicting = run_clients(urls, max(client_counts), seconds, topic, conflicting=True)
     return {"non_conflicting": results, "conflicting": conflicting}
 
 

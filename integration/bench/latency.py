@@ -7,8 +7,6 @@ init+begin+produce+commit with a fresh one (what ksqlDB pays per statement).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any
@@ -16,10 +14,10 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from integration.bench.common import kafka, summary_ms, wait_healthy
+from integration.bench.common import kafka, node_processes, summary_ms
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.kafka_cluster import free_ports
+from metastore.node import Node, NodeConfig
 
 
 def floor(bootstrap: str, count: int) -> dict[str, Any]:
@@ -52,33 +50,48 @@ def floor(bootstrap: str, count: int) -> dict[str, Any]:
             | {"samples_ms": [s * 1000 for s in fresh_samples]}}
 
 
-def statements(bootstrap: str, count: int, writer_mode: str = "reuse") -> dict[str, Any]:
-    [port] = free_ports(1)
-    service_id = f"bench-latency-{uuid.uuid4().hex[:8]}"
-    topic = f"{service_id}-data"
-    Admin(KafkaSettings(bootstrap)).create(topic, 1)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "server", "--bootstrap-servers", bootstrap,
-         "--service-id", service_id, "--listen", f"127.0.0.1:{port}", "--spark-master", "none",
-         "--writer-mode", writer_mode], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(process, url)
+def statements(bootstrap: str, count: int) -> dict[str, Any]:
+    """Sequential statements over REST to one node process; the first 5 are warm-up."""
+    with node_processes(bootstrap, 1, "--spark-master", "none") as state:
+        [node] = state.nodes
+        topic = f"{state.service_id}-data"
+        Admin(KafkaSettings(bootstrap)).create(topic, 1)
         samples = []
-        with httpx.Client(base_url=url, timeout=60) as client:
+        with httpx.Client(base_url=node.url, timeout=60) as client:
             for index in range(count + 5):
-                body = {"ksql": f"CREATE STREAM S{index} (ID INT KEY, V STRING) WITH "
-                                f"(KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON');"}
+                body = {"ksql": create(index, topic)}
                 started = time.perf_counter()
                 response = client.post("/ksql", json=body)
                 elapsed = time.perf_counter() - started
                 assert response.status_code == 200, response.text
                 if index >= 5:  # the first statements pay init_transactions and warm-up
                     samples.append(elapsed)
-        return summary_ms(samples) | {"samples_ms": [s * 1000 for s in samples]}
+    return summary_ms(samples) | {"samples_ms": [s * 1000 for s in samples]}
+
+
+def in_process(bootstrap: str, count: int) -> dict[str, Any]:
+    """The same statements through ``Node.execute`` in this process: the latency without HTTP."""
+    node = Node(NodeConfig(service_id=f"bench-inproc-{uuid.uuid4().hex[:8]}",
+                           bootstrap_servers=bootstrap))
+    node.start()
+    try:
+        assert node.replica.wait_ready(60)
+        topic = f"{node.config.service_id}-data"
+        node.admin.create(topic, 1)
+        samples = []
+        for index in range(count + 5):
+            started = time.perf_counter()
+            node.execute(create(index, topic))
+            if index >= 5:
+                samples.append(time.perf_counter() - started)
     finally:
-        process.terminate()
-        process.wait(30)
+        node.stop()
+    return summary_ms(samples)
+
+
+def create(index: int, topic: str) -> str:
+    return (f"CREATE STREAM S{index} (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+            "VALUE_FORMAT='JSON');")
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -86,7 +99,8 @@ def run(quick: bool) -> dict[str, Any]:
     with kafka() as bootstrap:
         bare = floor(bootstrap, count)
         measured = statements(bootstrap, count)
+        without_http = in_process(bootstrap, count)
     reused = bare["reused_producer"]["p50_ms"]
-    return {"statement_over_rest": measured, "floor": bare,
+    return {"statement_over_rest": measured, "statement_in_process": without_http, "floor": bare,
             "ratio_p50_to_reused_floor": round(measured["p50_ms"] / reused, 2),
             "ratio_p50_to_fresh_floor": round(measured["p50_ms"] / bare["fresh_producer"]["p50_ms"], 2)}

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import gc
-import subprocess
-import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 from confluent_kafka import Producer
 
-from integration.bench.common import kafka, records, wait_healthy
+from integration.bench.common import kafka, records
 from metastore.catalog.image import EMPTY_IMAGE
 from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import free_ports
+from metastore.local.node_cluster import LocalNodeCluster
 from metastore.log.reader import LogReplica
 from metastore.log.replay import replay_encoded
 from metastore.log.topic import command_topic_name
@@ -62,25 +63,18 @@ def from_kafka(bootstrap: str, service_id: str, count: int) -> dict[str, Any]:
 
 
 def start_to_ready(bootstrap: str, service_id: str, spark: bool) -> float:
-    [port] = free_ports(1)
-    command = [sys.executable, "-m", "cli.main", "server", "--bootstrap-servers", bootstrap,
-               "--service-id", service_id, "--node-id", f"bench-{port}",
-               "--listen", f"127.0.0.1:{port}"]
-    if not spark:
-        command += ["--spark-master", "none"]
-    started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_healthy(process, f"http://127.0.0.1:{port}")
-        ready = time.perf_counter() - started
-        if spark:
-            while not httpx.get(f"http://127.0.0.1:{port}/v1/metastore").json()["sparkInSync"]:
+    """Seconds from starting a node process on an existing log to READY (or Spark in sync)."""
+    with tempfile.TemporaryDirectory(prefix="metastore-bench-ready-") as root:
+        nodes = LocalNodeCluster(Path(root))
+        args = () if spark else ("--spark-master", "none")
+        started = time.perf_counter()
+        try:
+            [node] = nodes.up(1, service_id, bootstrap, args, ports=free_ports(1)).nodes
+            while spark and not httpx.get(f"{node.url}/v1/metastore").json()["sparkInSync"]:
                 time.sleep(0.2)
             return round(time.perf_counter() - started, 2)
-        return round(ready, 2)
-    finally:
-        process.terminate()
-        process.wait(30)
+        finally:
+            nodes.down()
 
 
 def run(quick: bool) -> dict[str, Any]:

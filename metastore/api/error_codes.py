@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metastore.catalog.exceptions import SourceNotFoundError, StatementError, TypeNotFoundError
+from metastore.catalog.exceptions import StatementError
 from metastore.exceptions import MetastoreError
 from metastore.sql.exceptions import ParseError
 
@@ -16,13 +16,7 @@ SERVER_NOT_READY = 50302
 
 
 def error_code(error: MetastoreError) -> int:
-    if isinstance(error, ParseError):
-        return BAD_STATEMENT
-    if isinstance(error, SourceNotFoundError | TypeNotFoundError):
-        return BAD_STATEMENT
-    if isinstance(error, StatementError):
-        return BAD_STATEMENT
-    return SERVER_ERROR
+    return BAD_STATEMENT if isinstance(error, ParseError | StatementError) else SERVER_ERROR
 
 
 __all__ = ["BAD_REQUEST", "BAD_STATEMENT", "COMMAND_QUEUE_CATCHUP_TIMEOUT", "NOT_FOUND",

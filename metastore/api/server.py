@@ -21,7 +21,7 @@ from metastore import __version__
 from metastore.api import error_codes as codes
 from metastore.api.auth import BasicAuth
 from metastore.api.metrics import NodeMetrics
-from metastore.catalog.exceptions import SourceNotFoundError, StatementError
+from metastore.catalog.exceptions import StatementError
 from metastore.exceptions import MetastoreError
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.log.exceptions import CatchUpTimeoutError, NotReadyError, NotWrittenError
@@ -154,9 +154,6 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         except ParseError as error:
             metrics.count_request("statement_error")
             return error_response(codes.BAD_STATEMENT, error.message, error.statement or text)
-        except SourceNotFoundError as error:
-            metrics.count_request("statement_error")
-            return error_response(codes.BAD_STATEMENT, error.message, text)
         except StatementError as error:
             metrics.count_request("statement_error")
             return error_response(codes.BAD_STATEMENT, error.message, text)

@@ -131,7 +131,7 @@ def _column(data: dict[str, Any]) -> Column:
                   header_key=data.get("headerKey"))
 
 
-def _source_json(source: DataSource) -> dict[str, Any]:
+def source_json(source: DataSource) -> dict[str, Any]:
     return {
         "name": source.name, "kind": source.kind.value,
         "columns": [_column_json(c) for c in source.columns],
@@ -161,10 +161,10 @@ def _source(data: dict[str, Any]) -> DataSource:
 
 def to_json(command: Command) -> dict[str, Any]:
     if isinstance(command, CreateSourceCommand):
-        return {"type": "createSource", "source": _source_json(command.source),
+        return {"type": "createSource", "source": source_json(command.source),
                 "replace": command.replace}
     if isinstance(command, CreateAsSelectCommand):
-        return {"type": "createAsSelect", "source": _source_json(command.source),
+        return {"type": "createAsSelect", "source": source_json(command.source),
                 "queryKind": command.query_kind, "querySources": list(command.query_sources),
                 "querySql": command.query_sql, "replace": command.replace}
     if isinstance(command, InsertQueryCommand):

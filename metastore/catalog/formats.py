@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from metastore.sql.types import ArrayType, DecimalType, MapType, Primitive, SqlType, StructType
+from metastore.sql.types import DecimalType, MapType, Primitive, SqlType
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,6 @@ SPARK_READABLE = frozenset({"KAFKA", "JSON", "DELIMITED", "NONE"})
 
 def lookup(name: str) -> Format | None:
     return FORMATS.get(name.upper())
-
-
-def is_complex(sql_type: SqlType) -> bool:
-    return isinstance(sql_type, ArrayType | MapType | StructType)
 
 
 def schema_problem(fmt: Format, columns: Sequence[tuple[str, SqlType]]) -> str | None:

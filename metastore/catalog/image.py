@@ -52,8 +52,8 @@ class Image:
     def canonical(self) -> dict[str, Any]:
         """Everything the image holds, in a canonical order (provenance excluded)."""
         return {
-            "sources": [cmd.to_json(cmd.CreateSourceCommand(self.sources[n]))["source"]
-                        | {"queryId": self.sources[n].query_id} for n in sorted(self.sources)],
+            "sources": [cmd.source_json(self.sources[n]) | {"queryId": self.sources[n].query_id}
+                        for n in sorted(self.sources)],
             "types": [[n, self.types[n].sql()] for n in sorted(self.types)],
             "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
                         for q in (self.queries[i] for i in sorted(self.queries))],
@@ -162,8 +162,7 @@ class Delta:
             existing = self.sources.get(command.name)
             if existing is not None:
                 self.sources[command.name] = replace(
-                    existing, columns=existing.columns + command.columns,
-                    statement=existing.statement)
+                    existing, columns=existing.columns + command.columns)
         elif isinstance(command, cmd.CreateTypeCommand):
             self.types[command.name] = command.type
         elif isinstance(command, cmd.DropTypeCommand):

@@ -81,6 +81,14 @@ def current_status(statement: st.Statement, command: cmd.Command, image_after: I
             "commandSequenceNumber": offset}
 
 
+def already_written(statement: st.Statement, command_id: str, offset: int) -> Entity:
+    """The answer to a retried request whose record is already in the log (same request id)."""
+    return {**_base(statement, "currentStatus"), "commandId": command_id,
+            "commandStatus": {"status": "SUCCESS", "message": "Already written by an earlier "
+                              "attempt of this request (same request id).", "queryId": None},
+            "commandSequenceNumber": offset}
+
+
 def warning(statement: st.Statement, message: str) -> Entity:
     return {**_base(statement, "warning_entity"), "message": message}
 

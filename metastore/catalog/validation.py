@@ -211,8 +211,8 @@ class Validator:
         return columns
 
     def _ensure_topic(self, topic: str, properties: Mapping[str, st.PropertyValue],
-                      default_partitions: int | None = None, create_by_default: bool = False,
-                      ) -> tuple[int | None, tuple[TopicSpec, ...]]:
+                      create_with: int | None = None) -> tuple[int | None, tuple[TopicSpec, ...]]:
+        """The topic's partitions, and the topic to create: PARTITIONS, else ``create_with``."""
         requested = _positive_int(properties, "PARTITIONS")
         replicas = _positive_int(properties, "REPLICAS")
         existing = self._topic_partitions(topic)
@@ -223,8 +223,7 @@ class Validator:
                     f"partition/replica configuration than required. KSQL expects {requested} "
                     f"partitions (topic has {existing}).", topic)
             return existing, ()
-        partitions = requested if requested is not None else (
-            default_partitions if create_by_default else None)
+        partitions = requested if requested is not None else create_with
         if partitions is None:
             raise TopicError(
                 f"Topic '{topic}' does not exist. If you want to create a new topic for the "
@@ -266,8 +265,7 @@ class Validator:
         _check_formats(columns, key_format, value_format, statement.properties)
         topic = str(statement.properties.get("KAFKA_TOPIC", name))
         partitions, topics = self._ensure_topic(topic, statement.properties,
-                                                default_partitions=first.partitions or 1,
-                                                create_by_default=True)
+                                                create_with=first.partitions or 1)
         if existing is not None:
             _check_replacement(existing, columns)
         source = DataSource(

@@ -93,7 +93,7 @@ def _download(jar_set: JarSet, target: Path, progress: TextIO | None) -> None:
     settings = staging / "maven-settings.xml"
     settings.write_text(_pom_text("maven-settings.xml"), encoding="utf-8")
     command = [
-        mvn, "-B", "--no-transfer-progress", "-f", str(pom_path), "-gs", str(settings),
+        mvn, "-B", "-f", str(pom_path), "-gs", str(settings),
         "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
         f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
         *[f"-D{key}={value}" for key, value in sorted(jar_set.properties.items())],
@@ -102,12 +102,15 @@ def _download(jar_set: JarSet, target: Path, progress: TextIO | None) -> None:
         print(f"Resolving the {jar_set.name} jars from Maven Central (first run only)...",
               file=progress, flush=True)
     lines: list[str] = []
+    downloaded = 0
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     for line in process.stdout:
         lines.append(line.rstrip())
-        if progress is not None and ("Copying" in line or "Downloaded" in line):
-            print(f"  {line.strip()[:140]}", file=progress, flush=True)
+        if "Downloaded from" in line:
+            downloaded += 1
+            if progress is not None and downloaded % 25 == 0:
+                print(f"  {downloaded} files downloaded...", file=progress, flush=True)
     if process.wait() != 0:
         errors = [line for line in lines if "ERROR" in line][:5] or lines[-5:]
         shutil.rmtree(staging, ignore_errors=True)
@@ -119,4 +122,5 @@ def _download(jar_set: JarSet, target: Path, progress: TextIO | None) -> None:
     staging.rename(target)
     if progress is not None:
         count = len(list(target.glob("*.jar")))
-        print(f"Resolved {count} {jar_set.name} jars into {target}", file=progress, flush=True)
+        print(f"Resolved {count} {jar_set.name} jars into {target} ({downloaded} files downloaded)",
+              file=progress, flush=True)

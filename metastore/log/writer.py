@@ -275,11 +275,7 @@ class CommandWriter:
                                                              "attempt of this request."))
                 continue
             offset, command_id = found
-            entities.append({"@type": "currentStatus", "statementText": statement.text,
-                             "commandId": command_id, "commandStatus": {
-                                 "status": "SUCCESS", "message": "Already written by an earlier "
-                                 "attempt of this request (same request id).", "queryId": None},
-                             "commandSequenceNumber": offset, "warnings": []})
+            entities.append(responses.already_written(statement, command_id, offset))
         return entities
 
 

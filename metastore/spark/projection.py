@@ -2,8 +2,9 @@
 
 ``reconcile(image)`` reads what Spark actually holds in the service's database (one
 ``SHOW TABLE EXTENDED`` call), computes the net difference against the objects the image wants,
-and applies only that: drops, then creates. An image whose fingerprint was already reconciled
-costs no Spark call at all. The Spark catalog fingerprint is computed from what Spark reports
+and applies only that: drops, then creates. The image last reconciled costs no Spark call at all
+(images are immutable, so "unchanged" is "the same object": no O(catalog) fingerprint is computed
+per command). The Spark catalog fingerprint is computed from what Spark reports
 (names, kinds, schemas and spec properties), canonically, so it does not depend on creation order.
 
 :class:`ProjectionRunner` drives it from the replica: it reconciles the newest image in a thread of
@@ -50,7 +51,8 @@ class ProjectionStatus:
     in_sync: bool = False
     reason: str | None = "Spark is starting"
     fingerprint: str | None = None
-    image_fingerprint: str | None = None
+    image: Image | None = None
+    """The image the Spark catalog was last made equal to."""
     last: ReconcileResult = field(default_factory=ReconcileResult)
     total_catalog_calls: int = 0
     passes: int = 0
@@ -69,7 +71,7 @@ class SparkProjection:
         self.database = database
         self.kafka_options = dict(kafka_options)
         self.catalog_calls = 0
-        self._reconciled_image: str | None = None
+        self._reconciled_image: Image | None = None
         self._fingerprint: str | None = None
         self._database_ready = False
 
@@ -108,7 +110,7 @@ class SparkProjection:
         started = time.perf_counter()
         calls_before = self.catalog_calls
         result = ReconcileResult()
-        if self._reconciled_image == image.fingerprint:
+        if self._reconciled_image is image:
             return result
         wanted = self.desired(image)
         present = self.actual()
@@ -126,7 +128,7 @@ class SparkProjection:
         if result.created or result.dropped:
             present = self.actual()
         self._fingerprint = fingerprint(present.values())
-        self._reconciled_image = image.fingerprint
+        self._reconciled_image = image
         result.catalog_calls = self.catalog_calls - calls_before
         result.seconds = time.perf_counter() - started
         return result
@@ -181,7 +183,7 @@ class ProjectionRunner:
         if not ready:
             return
         self._latest = image
-        if self.status.image_fingerprint != image.fingerprint:
+        if self.status.image is not image:
             self.status.in_sync = False
         self._wake.set()
 
@@ -199,7 +201,7 @@ class ProjectionRunner:
             image = self._latest
             if image is None or self._stop.is_set():
                 continue
-            if self.status.in_sync and self.status.image_fingerprint == image.fingerprint:
+            if self.status.in_sync and self.status.image is image:
                 continue
             try:
                 result = self.projection.reconcile(image)
@@ -215,7 +217,7 @@ class ProjectionRunner:
                 self.status.passes += 1
             self.status.total_catalog_calls = self.projection.catalog_calls
             self.status.fingerprint = self.projection.fingerprint
-            self.status.image_fingerprint = image.fingerprint
+            self.status.image = image
             self.status.in_sync = self._latest is image
             self.status.reason = None
             if result.created or result.dropped:

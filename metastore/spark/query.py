@@ -7,6 +7,9 @@ The answer is a header object (``queryId``, ``schema``) followed by one ``row`` 
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
 import uuid
 from typing import Any
 
@@ -62,10 +65,6 @@ def run_pull_query(spark: Any, text: str, image: Image, database: str) -> list[d
 
 
 def _json_value(value: Any) -> Any:
-    import base64
-    import datetime
-    import decimal
-
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(bytes(value)).decode()
     if isinstance(value, decimal.Decimal):
