@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -14,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from metastore.checkpoint.checkpointer import CheckpointPolicy
 from metastore.local.paths import dev_dir
 from metastore.log.writer import WriterOptions, die_between_produce_and_commit
 from metastore.node import NodeConfig
@@ -61,6 +63,15 @@ def server(
     writer_mode: Annotated[str | None, Opt(help="'reuse' (default): keep the transactional "
                                            "producer while it is not fenced; 'per-statement': "
                                            "a new producer for each request, as ksqlDB does.")] = None,
+    checkpoint_every_records: Annotated[int | None, Opt(
+        help="Checkpoint the catalog to the data directory every N command-log offsets "
+             "(default 1000; 0: never, every start replays the whole log).")] = None,
+    checkpoint_every_seconds: Annotated[float | None, Opt(
+        help="...or every T seconds when anything changed (default 60).")] = None,
+    snapshots: Annotated[bool | None, Opt(
+        "--snapshots/--no-snapshots",
+        help="Publish checkpoints to the service's snapshot topic, and start a node without a "
+             "checkpoint from the newest snapshot (default: on).")] = None,
     auth_file: Annotated[Path | None, Opt(envvar="METASTORE_AUTH_FILE",
                                           help="File of user:password lines; enables HTTP basic "
                                           "auth.")] = None,
@@ -93,9 +104,18 @@ def server(
     if mode not in ("reuse", "per-statement"):
         raise typer.BadParameter("must be 'reuse' or 'per-statement'", param_hint="--writer-mode")
     client = {**settings.get("kafka", {}), **_parse_pairs(kafka or [])}
+    chosen_node_id = pick(node_id, "node_id", f"{socket.gethostname()}-{port}")
+    directory = Path(pick(data_dir, "data_dir") or dev_dir() / "nodes" / chosen_node_id)
+    every_records = int(pick(checkpoint_every_records, "checkpoint_every_records", 1000))
+    if every_records < 0:
+        raise typer.BadParameter("must be 0 or more", param_hint="--checkpoint-every-records")
     node_config = NodeConfig(
         service_id=pick(service_id, "service_id", "default_"), bootstrap_servers=bootstrap,
-        node_id=pick(node_id, "node_id", f"{socket.gethostname()}-{port}"),
+        node_id=chosen_node_id,
+        data_dir=directory if every_records > 0 else None,
+        checkpoint=CheckpointPolicy(every_records=max(every_records, 1), every_seconds=float(
+            pick(checkpoint_every_seconds, "checkpoint_every_seconds", 60.0))),
+        snapshots=bool(pick(snapshots, "snapshots", True)),
         kafka_client={str(k): str(v) for k, v in client.items()},
         writer=WriterOptions(reuse_producer=mode == "reuse",
                              request_timeout=float(pick(request_timeout, "request_timeout", 30.0))),
@@ -110,7 +130,13 @@ def server(
             typer.echo(f"Error: cannot read the auth file: {error}", err=True)
             raise typer.Exit(2) from error
     run_node(node_config, host, port, auth, fault_injection, spark_master=pick(
-        spark_master, "spark_master"), data_dir=pick(data_dir, "data_dir"))
+        spark_master, "spark_master"), data_dir=directory)
+
+
+def die_during_checkpoint(partial: Path) -> None:
+    """Fault injection: SIGKILL this process with a checkpoint half written."""
+    logging.getLogger("metastore").error("fault injection: dying while writing %s", partial)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def stall_before_commit(marker: Path, seconds: float = 4.0) -> Callable[[Any], None]:
@@ -162,7 +188,7 @@ def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any
 
 
 def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injection: str | None,
-             spark_master: str | None = None, data_dir: Any = None) -> None:
+             spark_master: str | None, data_dir: Path) -> None:
     import uvicorn
 
     from metastore.api.server import create_app
@@ -177,10 +203,9 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     node = Node(config, progress=lambda message: logging.getLogger("metastore").info(message))
     if fault_injection == "slow-replay":
         node.replica.slow_down(batch=50, pause=0.05)
-    directory = Path(data_dir) if data_dir else dev_dir() / "nodes" / config.node_id
     query_runner = None
     if (spark_master or "local[1]") != "none":
-        query_runner = attach_spark(node, spark_master or "local[1]", directory)
+        query_runner = attach_spark(node, spark_master or "local[1]", data_dir)
     try:
         node.start()
     except MetastoreError as error:
@@ -190,6 +215,8 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
         node.writer.before_commit = die_between_produce_and_commit
     elif fault_injection and fault_injection.startswith("stall-before-commit:") and node.writer:
         node.writer.before_commit = stall_before_commit(Path(fault_injection.split(":", 1)[1]))
+    elif fault_injection == "die-during-checkpoint" and node.checkpointer is not None:
+        node.checkpointer.store.during_write = die_during_checkpoint
     membership = Membership(node.settings, node.admin, config.service_id, config.node_id, url,
                             lambda: (node.state.value, node.replica.position - 1))
     membership.start()

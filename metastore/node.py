@@ -7,20 +7,28 @@ that write to the single-writer protocol.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from metastore.catalog import responses
 from metastore.catalog.validation import Read, Skip, Validator, Write
+from metastore.checkpoint.checkpointer import Checkpointer, CheckpointPolicy
+from metastore.checkpoint.exceptions import CheckpointError
+from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
+from metastore.checkpoint.store import Checkpoint, CheckpointStore, Incarnation
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.exceptions import CatchUpTimeoutError
-from metastore.log.reader import LogReplica, NodeState
+from metastore.log.reader import LogReplica, NodeState, Resume
+from metastore.log.replay import collector_paused
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
 from metastore.spark.projection import ProjectionRunner
@@ -42,6 +50,11 @@ class NodeConfig:
     writer: WriterOptions = field(default_factory=WriterOptions)
     read_timeout: float = 30.0
     fetch_wait_ms: int = 10
+    data_dir: Path | None = None
+    """Where checkpoints live; None: no checkpoints, every start replays the whole log."""
+    checkpoint: CheckpointPolicy = field(default_factory=CheckpointPolicy)
+    snapshots: bool = True
+    """Publish checkpoints to the snapshot topic, and bootstrap from it without a checkpoint."""
 
     @property
     def topic(self) -> str:
@@ -63,6 +76,11 @@ class Node:
         """The Spark catalog projection, when this node runs Spark."""
         self._probe: EndOffsetProbe | None = None
         self._probe_lock = threading.Lock()
+        self.checkpointer: Checkpointer | None = None
+        self.incarnation: Incarnation | None = None
+        self._checkpoint_warnings: list[str] = []
+        self.process_started = time.monotonic() - _process_age()
+        """``time.monotonic()`` of this process's start (for the start-to-READY figure)."""
 
     # -- lifecycle -----------------------------------------------------------------------------
     def attach_projection(self, projection: ProjectionRunner) -> None:
@@ -83,9 +101,62 @@ class Node:
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer)
+        if self.config.data_dir is not None:
+            self._start_checkpoints(self.config.data_dir)
         self.replica.start()
         if self.projection is not None:
             self.projection.start()
+
+    def _start_checkpoints(self, data_dir: Path) -> None:
+        """Offer the replica the newest usable checkpoint (or snapshot); checkpoint from now on."""
+        config = self.config
+        self.incarnation = Incarnation(config.service_id, config.topic,
+                                       self.admin.topic_id(config.topic))
+        store = CheckpointStore(data_dir / "checkpoints")
+        snapshots = None
+        if config.snapshots:
+            snapshots = SnapshotTopic(self.settings, self.admin,
+                                      snapshot_topic_name(config.service_id))
+            snapshots.ensure(config.command_topic_replication)
+        resume = self._resume_point(store, snapshots, self.incarnation)
+        self.replica.resume_from(resume)
+        self.checkpointer = Checkpointer(store, self.incarnation, config.node_id, config.checkpoint,
+                                         snapshots, last_offset=resume.offset if resume else -1)
+        self.replica.on_boundary = self.checkpointer.on_boundary
+        self.checkpointer.start()
+
+    def _resume_point(self, store: CheckpointStore, snapshots: SnapshotTopic | None,
+                      incarnation: Incarnation) -> Resume | None:
+        def warn(message: str) -> None:
+            self._checkpoint_warnings.append(message)
+            if self._progress:
+                self._progress(message)
+
+        found: list[tuple[Checkpoint, str]] = []
+        local = store.load_newest(incarnation, warn)
+        if local is not None:
+            found.append((local, f"checkpoint at offset {local.header.offset}"))
+        elif snapshots is not None:
+            try:
+                shared = snapshots.newest(incarnation)
+            except KafkaUnavailableError as error:
+                warn(f"the snapshot topic could not be read: {error}")
+                shared = None
+            if shared is not None:
+                found.append((shared, f"snapshot at offset {shared.header.offset} by "
+                                      f"{shared.header.node_id}"))
+        for checkpoint, origin in found:
+            try:
+                with collector_paused():
+                    state = checkpoint.state()
+            except CheckpointError as error:
+                warn(f"ignoring the {origin} ({error.reason}): {error}")
+                continue
+            if state.image.offset != checkpoint.header.offset:
+                warn(f"ignoring the {origin}: its image is at offset {state.image.offset}")
+                continue
+            return Resume(state, checkpoint.header.record_digest, origin)
+        return None
 
     def stop(self) -> None:
         if self.projection is not None:
@@ -93,6 +164,8 @@ class Node:
         if self.writer is not None:
             self.writer.close()
         self.replica.stop()
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         with self._probe_lock:
             if self._probe is not None:
                 self._probe.close()
@@ -163,4 +236,34 @@ class Node:
             "sparkInSync": (spark.in_sync and spark.image is image)
             if spark else None,
             "sparkReason": spark.reason if spark else "this node runs without Spark",
+            "startup": self._startup(),
         }
+
+    def _startup(self) -> dict[str, Any]:
+        report = self.replica.start_report
+        ready_at = self.replica.ready_at
+        checkpoints = self.checkpointer.status if self.checkpointer is not None else None
+        return {
+            "readySeconds": round(ready_at - self.process_started, 3) if ready_at else None,
+            "resumedFrom": report.resumed_from if report else None,
+            "resumedOffset": report.resumed_offset if report else None,
+            "checkpointRejected": "; ".join(
+                [*self._checkpoint_warnings, *([report.rejected] if report and report.rejected
+                                               else [])]) or None,
+            "recordsReplayed": self.replica.records_applied,
+            "checkpoints": None if checkpoints is None else {
+                "written": checkpoints.written, "lastOffset": checkpoints.last_offset,
+                "lastSeconds": checkpoints.last_seconds, "lastBytes": checkpoints.last_bytes,
+                "published": checkpoints.published, "lastError": checkpoints.last_error},
+        }
+
+
+def _process_age() -> float:
+    """Seconds since this process started, from the kernel's record of it (0 where unknown)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        started_ticks = int(fields[19])  # field 22, counted after the command name
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0

@@ -115,7 +115,7 @@ class CommandDecodeError(ValueError):
     pass
 
 
-def _column_json(column: Column) -> dict[str, Any]:
+def column_json(column: Column) -> dict[str, Any]:
     data: dict[str, Any] = {"name": column.name, "type": column.type.sql(), "role": column.role.value}
     if column.header_key is not None:
         data["headerKey"] = column.header_key
@@ -126,7 +126,7 @@ _ROLES = {role.value: role for role in ColumnRole}
 _KINDS = {kind.value: kind for kind in SourceKind}
 
 
-def _column(data: dict[str, Any]) -> Column:
+def column_from_json(data: dict[str, Any]) -> Column:
     return Column(name=data["name"], type=parse_type(data["type"]), role=_ROLES[data["role"]],
                   header_key=data.get("headerKey"))
 
@@ -134,7 +134,7 @@ def _column(data: dict[str, Any]) -> Column:
 def source_json(source: DataSource) -> dict[str, Any]:
     return {
         "name": source.name, "kind": source.kind.value,
-        "columns": [_column_json(c) for c in source.columns],
+        "columns": [column_json(c) for c in source.columns],
         "topic": source.topic, "keyFormat": source.key_format, "valueFormat": source.value_format,
         "partitions": source.partitions, "statement": source.statement,
         "isSource": source.is_source,
@@ -145,11 +145,11 @@ def source_json(source: DataSource) -> dict[str, Any]:
     }
 
 
-def _source(data: dict[str, Any]) -> DataSource:
+def source_from_json(data: dict[str, Any]) -> DataSource:
     window = data.get("window")
     return DataSource(
         name=data["name"], kind=_KINDS[data["kind"]],
-        columns=tuple(_column(c) for c in data["columns"]), topic=data["topic"],
+        columns=tuple(column_from_json(c) for c in data["columns"]), topic=data["topic"],
         key_format=data["keyFormat"], value_format=data["valueFormat"],
         partitions=data.get("partitions"), statement=data["statement"],
         is_source=bool(data.get("isSource", False)),
@@ -177,7 +177,7 @@ def to_json(command: Command) -> dict[str, Any]:
         return {"type": "terminate", "queryIds": list(command.query_ids)}
     if isinstance(command, AlterSourceCommand):
         return {"type": "alterSource", "kind": command.kind.value, "name": command.name,
-                "columns": [_column_json(c) for c in command.columns],
+                "columns": [column_json(c) for c in command.columns],
                 "statement": command.statement}
     if isinstance(command, CreateTypeCommand):
         return {"type": "createType", "name": command.name, "sqlType": command.type.sql()}
@@ -190,9 +190,9 @@ def from_json(data: dict[str, Any]) -> Command:
     try:
         kind = data["type"]
         if kind == "createSource":
-            return CreateSourceCommand(_source(data["source"]), bool(data.get("replace", False)))
+            return CreateSourceCommand(source_from_json(data["source"]), bool(data.get("replace", False)))
         if kind == "createAsSelect":
-            return CreateAsSelectCommand(_source(data["source"]), data["queryKind"],
+            return CreateAsSelectCommand(source_from_json(data["source"]), data["queryKind"],
                                          tuple(data["querySources"]), data["querySql"],
                                          bool(data.get("replace", False)))
         if kind == "insertQuery":
@@ -204,7 +204,7 @@ def from_json(data: dict[str, Any]) -> Command:
             return TerminateCommand(tuple(data["queryIds"]))
         if kind == "alterSource":
             return AlterSourceCommand(SourceKind(data["kind"]), data["name"],
-                                      tuple(_column(c) for c in data["columns"]), data["statement"])
+                                      tuple(column_from_json(c) for c in data["columns"]), data["statement"])
         if kind == "createType":
             return CreateTypeCommand(data["name"], parse_type(data["sqlType"]))
         if kind == "dropType":

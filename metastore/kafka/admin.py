@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
@@ -41,6 +41,18 @@ class Admin:
         partitions = found.partitions
         replication = len(next(iter(partitions.values())).replicas) if partitions else 0
         return TopicInfo(name=topic, partitions=len(partitions), replication=replication)
+
+    def topic_id(self, topic: str) -> str:
+        """The topic's id: it changes when a topic is deleted and created again."""
+        try:
+            description = self._admin.describe_topics(TopicCollection([topic]))[topic].result(
+                self._timeout)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise TopicError(topic, f"topic {topic} does not exist") from exc
+            raise KafkaUnavailableError(f"describing topic {topic} failed: {exc}") from exc
+        return str(description.topic_id)
 
     def list_topics(self) -> list[TopicInfo]:
         try:

@@ -38,6 +38,9 @@ class PartitionReader:
         self.topic = topic
         self.partition = partition
         self.position = start_offset
+        self.at_end = False
+        """Whether the last poll ended at the end of the committed log (no open transaction
+        straddles ``position``)."""
         self._consumer = Consumer(settings.config(
             group_id=group_id, enable_auto_commit=False, enable_partition_eof=True,
             isolation_level="read_committed", auto_offset_reset="earliest",
@@ -53,11 +56,14 @@ class PartitionReader:
             messages = self._consumer.consume(max_records, 0)
             if not messages:
                 messages = self._consumer.consume(1, timeout)
-                if messages:
+                if messages and max_records > 1:
                     messages += self._consumer.consume(max_records - 1, 0)
         except KafkaException as exc:
             raise KafkaClientError(f"consume failed: {exc}", retriable=True) from exc
         records: list[Record] = []
+        if messages:
+            last_error = messages[-1].error()
+            self.at_end = last_error is not None and last_error.code() == KafkaError._PARTITION_EOF
         for message in messages:
             error = message.error()
             if error is not None:

@@ -4,6 +4,11 @@ One thread owns the consumer. It applies each polled batch through one delta (so
 each map once), publishes the new image, and advances ``position``: every offset below it has been
 applied, transaction markers included. Writers and readers wait on ``position``.
 
+A replica may start from a checkpoint (:class:`Resume`) instead of the empty image: it reads the
+log from the checkpoint's offset and goes on from there only if the record at that offset is the
+one the checkpoint was taken at. Otherwise (a re-created or truncated topic) it warns and replays
+from the start with the empty image: a checkpoint can save time, never change the outcome.
+
 A record that cannot be decoded, or that has a newer version than this node understands, puts the
 replica into DEGRADED with the offset and the reason; it applies nothing after it, keeps serving
 the image it has, and never skips the record.
@@ -20,6 +25,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from metastore.catalog.image import EMPTY_IMAGE, Image
+from metastore.checkpoint.codec import ReplicaState
+from metastore.checkpoint.store import record_digest
 from metastore.kafka.consumer import PartitionReader, Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
@@ -50,10 +57,47 @@ ImageListener = Callable[[Image, bool], None]
 """Called with each new image and whether the replica is caught up (READY)."""
 
 
+@dataclass(frozen=True)
+class Resume:
+    """A replica state to start from, valid only if the log still holds ``record_digest``'s record
+    at ``state.image.offset``."""
+
+    state: ReplicaState
+    record_digest: str
+    origin: str
+    """Where the state came from, for logs and status (a checkpoint file, a snapshot)."""
+
+    @property
+    def offset(self) -> int:
+        return self.state.image.offset
+
+
+@dataclass(frozen=True)
+class StartReport:
+    """How the replica started: from a confirmed checkpoint, or by replaying from offset 0."""
+
+    resumed_from: str | None
+    resumed_offset: int | None
+    rejected: str | None
+    """Why an offered checkpoint was not used."""
+
+
+BoundaryHook = Callable[["LogReplica"], None]
+"""Called in the replica's thread whenever it has applied records and reached the end of the
+committed log: a transaction boundary, where :meth:`LogReplica.capture` is consistent."""
+
+
 class LogReplica:
     def __init__(self, settings: KafkaSettings, topic: str, group_id: str,
                  start_image: Image = EMPTY_IMAGE, poll_timeout: float = 0.1,
-                 progress: Callable[[str], None] | None = None, fetch_wait_ms: int = 10) -> None:
+                 progress: Callable[[str], None] | None = None, fetch_wait_ms: int = 10,
+                 resume: Resume | None = None) -> None:
+        self._resume = resume
+        self.start_report: StartReport | None = None
+        self.ready_at: float | None = None
+        """``time.monotonic()`` when the replica first became READY."""
+        self.on_boundary: BoundaryHook | None = None
+        self._last_record: Record | None = None
         self._fetch_wait_ms = fetch_wait_ms
         self._settings = settings
         self._topic = topic
@@ -102,6 +146,18 @@ class LogReplica:
         """Fault injection for tests: replay at most ``batch`` records per ``pause`` seconds."""
         self._max_batch, self._pause = batch, pause
 
+    def resume_from(self, resume: Resume | None) -> None:
+        """Offer a checkpoint to start from (before ``start``); it is confirmed against the log."""
+        assert self._thread is None, "resume_from() must come before start()"
+        self._resume = resume
+
+    def capture(self) -> tuple[ReplicaState, str] | None:
+        """The replica's state and the digest of its last record (from the boundary hook only)."""
+        if self._last_record is None or self._last_record.offset != self._image.offset:
+            return None
+        state = ReplicaState(self._image, dict(self.command_offsets), dict(self.origin_nodes))
+        return state, record_digest(self._last_record.key, self._last_record.value)
+
     def add_listener(self, listener: ImageListener) -> None:
         self._listeners.append(listener)
 
@@ -139,14 +195,23 @@ class LogReplica:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def _reader(self, start_offset: int) -> PartitionReader:
+        return PartitionReader(self._settings, self._topic, start_offset=start_offset,
+                               group_id=self._group_id, fetch_wait_ms=self._fetch_wait_ms)
+
     def _run(self) -> None:
-        reader = PartitionReader(self._settings, self._topic, start_offset=self._position,
-                                 group_id=self._group_id, fetch_wait_ms=self._fetch_wait_ms)
+        resume = self._resume
+        reader = self._reader(resume.offset if resume is not None else self._position)
         try:
             self._catch_up_target = self._end_offset(reader)
+            if resume is not None:
+                reader = self._confirm(resume, reader)
+            else:
+                self.start_report = StartReport(None, None, None)
             self._set_state(NodeState.CATCHING_UP if self._position < self._catch_up_target
                             else NodeState.READY)
             if self._state is NodeState.READY:
+                gc.freeze()
                 self._notify_listeners()
             if self._state is NodeState.CATCHING_UP and self._progress:
                 self._progress(f"catching up: {self._catch_up_target - self._position} offsets "
@@ -165,7 +230,7 @@ class LogReplica:
                     log.warning("reading the command log failed: %s", error)
                     self._stop.wait(0.5)
                     continue
-                self._apply(records, reader.position)
+                self._apply(records, reader.position, reader.at_end)
                 if self._state is NodeState.CATCHING_UP:
                     target = self._catch_up_target or 0
                     if self._position >= target:
@@ -182,6 +247,54 @@ class LogReplica:
         finally:
             reader.close()
 
+    def _confirm(self, resume: Resume, reader: PartitionReader) -> PartitionReader:
+        """Start from ``resume`` if the log holds its record; else a reader from offset 0."""
+        rejected: str | None = None
+        first: Record | None = None
+        if (self._catch_up_target or 0) <= resume.offset:
+            rejected = (f"the log ends at offset {self._catch_up_target}, before the checkpoint's "
+                        f"offset {resume.offset}")
+        else:
+            first = self._first_record(reader)
+            if first is None:
+                return reader  # stopping
+            if first.offset != resume.offset:
+                rejected = (f"the log no longer holds offset {resume.offset} (it starts at "
+                            f"{first.offset})")
+            elif record_digest(first.key, first.value) != resume.record_digest:
+                rejected = f"the log holds a different record at offset {resume.offset}"
+        if rejected is None:
+            assert first is not None
+            self._image = resume.state.image
+            self.command_offsets = dict(resume.state.command_offsets)
+            self.origin_nodes = dict(resume.state.origin_nodes)
+            self._last_record = first
+            with self._changed:
+                self._position = max(reader.position, resume.offset + 1)
+            self.start_report = StartReport(resume.origin, resume.offset, None)
+            log.info("resumed from %s at offset %d", resume.origin, resume.offset)
+            return reader
+        message = f"not using {resume.origin}: {rejected}; replaying the log from the start"
+        log.warning(message)
+        if self._progress:
+            self._progress(message)
+        self.start_report = StartReport(None, None, rejected)
+        reader.close()
+        return self._reader(0)
+
+    def _first_record(self, reader: PartitionReader) -> Record | None:
+        """The first committed record the reader returns (records after it are read again)."""
+        while not self._stop.is_set():
+            try:
+                records = reader.poll(self._poll_timeout, max_records=1)
+            except KafkaClientError as error:
+                self._last_error = str(error)
+                self._stop.wait(0.5)
+                continue
+            if records:
+                return records[0]
+        return None
+
     def _end_offset(self, reader: PartitionReader) -> int:
         while not self._stop.is_set():
             try:
@@ -191,7 +304,7 @@ class LogReplica:
                 self._stop.wait(0.5)
         return 0
 
-    def _apply(self, records: list[Record], position: int) -> None:
+    def _apply(self, records: list[Record], position: int, at_end: bool = False) -> None:
         if not records and position <= self._position:
             return
         result = replay_encoded(self._image, ((r.offset, r.value) for r in records))
@@ -210,6 +323,7 @@ class LogReplica:
         if applied:
             self._image = result.image
             self.records_applied += applied
+            self._last_record = records[applied - 1]
         with self._changed:
             self._position = max(self._position, new_position)
             if self._degradation is not None:
@@ -217,6 +331,11 @@ class LogReplica:
             self._changed.notify_all()
         if applied and self._state is not NodeState.CATCHING_UP:
             self._notify_listeners()
+        if self.on_boundary is not None and at_end and self._degradation is None:
+            try:
+                self.on_boundary(self)
+            except Exception:  # checkpointing must never stop the log
+                log.exception("boundary hook failed")
 
     def _notify_listeners(self) -> None:
         ready = self._state is NodeState.READY
@@ -230,4 +349,6 @@ class LogReplica:
         with self._changed:
             if self._state is not NodeState.DEGRADED:
                 self._state = state
+                if state is NodeState.READY and self.ready_at is None:
+                    self.ready_at = time.monotonic()
             self._changed.notify_all()

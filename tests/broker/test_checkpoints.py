@@ -1,0 +1,150 @@
+"""Checkpoints and snapshots against the real broker: restarts replay only the tail, never wrongly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from metastore.catalog.commands import CreateSourceCommand, DropSourceCommand
+from metastore.catalog.model import Column, DataSource
+from metastore.checkpoint.checkpointer import CheckpointPolicy
+from metastore.checkpoint.codec import ReplicaState
+from metastore.kafka.admin import Admin
+from metastore.log.reader import LogReplica, Resume
+from metastore.log.record import CommandRecord
+from metastore.node import Node
+from metastore.sql import types as ty
+from metastore.sql.statements import ColumnRole, SourceKind
+from tests.conftest import unique
+
+NodeFactory = Callable[..., Node]
+
+
+def statement(name: str) -> str:
+    return (f"CREATE STREAM {name} (ID INT KEY, V STRING) "
+            f"WITH (KAFKA_TOPIC='{name.lower()}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+
+
+def fill(producer: Producer, topic: str, count: int) -> None:
+    """``count`` records written straight to the log: creates, and every tenth a drop."""
+    for index in range(count):
+        command: CreateSourceCommand | DropSourceCommand
+        if index % 10 == 9:
+            command = DropSourceCommand(SourceKind.STREAM, f"S{index - 1}")
+        else:
+            command = CreateSourceCommand(DataSource(
+                f"S{index}", SourceKind.STREAM,
+                (Column("ID", ty.INTEGER, ColumnRole.KEY), Column("V", ty.STRING)),
+                f"t{index}", "KAFKA", "JSON", 1, f"CREATE STREAM S{index} ..."))
+        key, value = CommandRecord(command, "statement", f"fill-{index}", "filler").encode()
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
+def wait_for_checkpoint(node: Node, offset: int, timeout: float = 60) -> None:
+    assert node.checkpointer is not None
+    deadline = time.monotonic() + timeout
+    while (node.checkpointer.status.last_offset or -1) < offset:
+        assert time.monotonic() < deadline, f"no checkpoint at {offset}: {node.checkpointer.status}"
+        time.sleep(0.05)
+
+
+def test_restart_after_10000_commands_replays_only_the_tail(
+        node_factory: NodeFactory, producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    service = unique("svc")
+    policy = CheckpointPolicy(every_records=1000, every_seconds=3600)
+    first = node_factory(service, data_dir=tmp_path, checkpoint=policy, snapshots=False)
+    fill(producer_factory(), first.config.topic, 10_000)
+    wait_for_checkpoint(first, 9_999)
+    for index in range(5):  # a tail, written through the protocol, not checkpointed
+        first.execute(statement(f"TAIL{index}"))
+    tail_fingerprint = first.replica.image.fingerprint
+    first.stop()
+
+    restarted = node_factory(service, data_dir=tmp_path, checkpoint=policy, snapshots=False)
+    report = restarted.replica.start_report
+    assert report is not None and report.resumed_offset == 9_999, report
+    assert restarted.replica.records_applied == 5
+    assert restarted.replica.image.fingerprint == tail_fingerprint
+    full = node_factory(service, node_id="full-replay")
+    assert full.replica.records_applied == 10_005
+    assert full.replica.image.fingerprint == restarted.replica.image.fingerprint
+    assert restarted.replica.command_offsets == full.replica.command_offsets
+    assert restarted.status()["startup"]["resumedOffset"] == 9_999
+
+
+def test_checkpoint_of_a_recreated_topic_is_refused(
+        node_factory: NodeFactory, kafka_admin: Admin, tmp_path: Path) -> None:
+    service = unique("svc")
+    policy = CheckpointPolicy(every_records=1, every_seconds=3600)
+    old = node_factory(service, data_dir=tmp_path, checkpoint=policy, snapshots=False)
+    old.execute(statement("OLD_ONE"))
+    old.execute(statement("OLD_TWO"))
+    wait_for_checkpoint(old, old.replica.image.offset)
+    topic = old.config.topic
+    old.stop()
+    kafka_admin.delete(topic)
+    deadline = time.monotonic() + 30
+    while kafka_admin.describe(topic) is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+    writer = node_factory(service, node_id="writer")  # re-creates the topic: a new incarnation
+    writer.execute(statement("NEW_ONE"))
+    restarted = node_factory(service, data_dir=tmp_path, checkpoint=policy, snapshots=False)
+    assert set(restarted.replica.image.sources) == {"NEW_ONE"}
+    assert restarted.replica.start_report is not None
+    assert restarted.replica.start_report.resumed_from is None
+    assert "foreign" in (restarted.status()["startup"]["checkpointRejected"] or "")
+
+
+def test_a_checkpoint_whose_record_the_log_no_longer_holds_is_not_used(
+        node_factory: NodeFactory, kafka_settings: object) -> None:
+    node = node_factory()
+    for name in ("A", "B", "C"):
+        node.execute(statement(name))
+    image = node.replica.image
+    wrong = Resume(ReplicaState(image, {}, {}), record_digest="0" * 64, origin="a test checkpoint")
+    replica = LogReplica(node.settings, node.config.topic, group_id=unique("g"))
+    replica.resume_from(wrong)
+    replica.start()
+    try:
+        assert replica.wait_ready(30)
+        assert replica.start_report is not None and replica.start_report.resumed_from is None
+        assert "different record" in (replica.start_report.rejected or "")
+        assert replica.records_applied == 3
+        assert replica.image.fingerprint == image.fingerprint
+    finally:
+        replica.stop()
+
+
+def test_a_new_node_bootstraps_from_the_snapshot_topic(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    service = unique("svc")
+    policy = CheckpointPolicy(every_records=6, every_seconds=3600)
+    publisher = node_factory(service, data_dir=tmp_path / "a", checkpoint=policy)
+    for index in range(4):  # a record and a commit marker each: the checkpoint is due at 6
+        publisher.execute(statement(f"SNAP{index}"))
+    assert publisher.checkpointer is not None
+    deadline = time.monotonic() + 30
+    while publisher.checkpointer.status.published < 1:
+        assert time.monotonic() < deadline, publisher.checkpointer.status
+        time.sleep(0.05)
+    assert publisher.checkpointer.status.last_offset == 6
+    publisher.execute(statement("AFTER_SNAPSHOT"))
+
+    joiner = node_factory(service, node_id="joiner", data_dir=tmp_path / "b", checkpoint=policy)
+    report = joiner.replica.start_report
+    assert report is not None and (report.resumed_from or "").startswith("snapshot"), report
+    assert report.resumed_offset == 6
+    assert joiner.replica.records_applied == 1
+    assert joiner.replica.image.fingerprint == publisher.replica.image.fingerprint
