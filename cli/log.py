@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from cli.output import print_json, print_table
-from metastore.catalog.image import EMPTY_IMAGE
+from metastore.catalog.image import EMPTY_IMAGE, Image
+from metastore.checkpoint.exceptions import CheckpointError
+from metastore.checkpoint.store import Checkpoint, CheckpointStore, parse, record_digest
+from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
@@ -65,10 +70,24 @@ def dump(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default_"
 def verify(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default_",
            topic: Annotated[str | None, typer.Option(help="Command topic.")] = None,
            node: Annotated[str | None, typer.Option(help="A node URL whose image must agree.")] = None,
+           checkpoint: Annotated[Path | None, typer.Option(
+               help="A node's data directory (its newest checkpoint) or a checkpoint file, "
+                    "which must agree with the replay at its offset.")] = None,
            json_output: Json = False) -> None:
-    """Replay the log offline; report the fingerprint, any bad record, and a node's agreement."""
+    """Replay the log offline; report the fingerprint, any bad record, a node's and a
+    checkpoint's agreement."""
     records = read_log(bootstrap_servers, service_id, topic)
-    replayed = replay_encoded(EMPTY_IMAGE, ((r.offset, r.value) for r in records))
+    checked = _load_checkpoint(checkpoint) if checkpoint is not None else None
+    at_checkpoint: Image | None = None
+    if isinstance(checked, _Located):
+        split = checked.checkpoint.header.offset
+        prefix = replay_encoded(EMPTY_IMAGE, ((r.offset, r.value) for r in records
+                                              if r.offset <= split))
+        at_checkpoint = prefix.image
+        replayed = prefix if prefix.error is not None else replay_encoded(
+            prefix.image, ((r.offset, r.value) for r in records if r.offset > split))
+    else:
+        replayed = replay_encoded(EMPTY_IMAGE, ((r.offset, r.value) for r in records))
     image = replayed.image
     problem = None if replayed.error is None else {
         "offset": replayed.error.offset, "kind": type(replayed.error).__name__,
@@ -91,6 +110,13 @@ def verify(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default
         agrees = status.get("imageFingerprint") == image.fingerprint
         result["node"] = {"url": node, "fingerprint": status.get("imageFingerprint"),
                           "appliedOffset": status.get("appliedOffset"), "agrees": agrees}
+    checkpoint_agrees = True
+    if checkpoint is not None:
+        assert checked is not None and bootstrap_servers is not None
+        name = topic or command_topic_name(service_id)
+        result["checkpoint"] = _check_checkpoint(checked, at_checkpoint, records, service_id,
+                                                 name, bootstrap_servers)
+        checkpoint_agrees = result["checkpoint"]["agrees"]
     if json_output:
         print_json(result)
     else:
@@ -101,5 +127,63 @@ def verify(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default
             typer.echo(f"BAD RECORD at offset {problem['offset']}: {problem['message']}")
         if node is not None:
             typer.echo(f"node {node}: {'agrees' if agrees else 'DISAGREES'}")
-    if problem or not agrees:
+        if checkpoint is not None:
+            found = result["checkpoint"]
+            typer.echo(f"checkpoint {found['path']}: "
+                       + ("agrees" if checkpoint_agrees else f"DISAGREES: {found['problem']}"))
+    if problem or not agrees or not checkpoint_agrees:
         raise typer.Exit(1)
+
+
+@dataclass(frozen=True)
+class _Located:
+    path: Path
+    checkpoint: Checkpoint
+
+
+def _load_checkpoint(path: Path) -> _Located | str:
+    """The checkpoint at ``path`` (a file, or a data directory's newest), or why there is none."""
+    if path.is_dir():
+        directory = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+        newest = CheckpointStore(directory).paths()
+        if not newest:
+            return f"no checkpoint in {directory}"
+        path = newest[0]
+    try:
+        loaded = parse(path.read_bytes())
+    except (OSError, CheckpointError) as error:
+        return f"{path}: {error}"
+    return _Located(path, loaded)
+
+
+def _check_checkpoint(checked: _Located | str, at_offset: Image | None, records: list[Record],
+                      service_id: str, topic: str, bootstrap: str) -> dict[str, Any]:
+    if isinstance(checked, str):
+        return {"path": None, "agrees": False, "problem": checked}
+    header = checked.checkpoint.header
+    report: dict[str, Any] = {"path": str(checked.path), "offset": header.offset,
+                              "nodeId": header.node_id, "agrees": False, "problem": None}
+    held = next((r for r in records if r.offset == header.offset), None)
+    try:
+        topic_id = Admin(KafkaSettings(bootstrap)).topic_id(topic)
+    except KafkaClientError as error:
+        report["problem"] = f"cannot read the topic id: {error}"
+        return report
+    try:
+        state = checked.checkpoint.state()
+    except CheckpointError as error:
+        report["problem"] = str(error)
+        return report
+    assert at_offset is not None
+    if (header.service_id, header.topic, header.topic_id) != (service_id, topic, topic_id):
+        report["problem"] = (f"it belongs to service {header.service_id}, topic {header.topic} "
+                             f"(id {header.topic_id}), not to this log (id {topic_id})")
+    elif held is None or record_digest(held.key, held.value) != header.record_digest:
+        report["problem"] = f"the log does not hold its record at offset {header.offset}"
+    elif state.image.fingerprint != at_offset.fingerprint:
+        report["problem"] = (f"its image ({state.image.fingerprint[:12]}) differs from the "
+                             f"replay at offset {header.offset} ({at_offset.fingerprint[:12]})")
+    else:
+        report["agrees"] = True
+    report["fingerprint"] = state.image.fingerprint
+    return report

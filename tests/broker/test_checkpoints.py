@@ -52,7 +52,7 @@ def fill(producer: Producer, topic: str, count: int) -> None:
 def wait_for_checkpoint(node: Node, offset: int, timeout: float = 60) -> None:
     assert node.checkpointer is not None
     deadline = time.monotonic() + timeout
-    while (node.checkpointer.status.last_offset or -1) < offset:
+    while node.checkpointer.status.last_offset is None or node.checkpointer.status.last_offset < offset:
         assert time.monotonic() < deadline, f"no checkpoint at {offset}: {node.checkpointer.status}"
         time.sleep(0.05)
 

@@ -1,0 +1,136 @@
+"""Checkpoint payloads and files: lossless round trips, and every damaged file refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as strat
+
+from metastore.catalog.image import EMPTY_IMAGE, REQUEST_WINDOW, Delta, apply
+from metastore.checkpoint.codec import ReplicaState, decode, encode
+from metastore.checkpoint.exceptions import CheckpointError
+from metastore.checkpoint.store import (
+    FORMAT_VERSION,
+    MAGIC,
+    Checkpoint,
+    CheckpointHeader,
+    CheckpointStore,
+    Incarnation,
+    parse,
+    record_digest,
+)
+from tests.unit.test_replay import statement_text, validated_records
+
+INCARNATION = Incarnation("svc", "_metastore-svc-command-log", "topic-id-1")
+
+
+def checkpoint_at(offset: int, payload: bytes = b"payload", fmt: int = FORMAT_VERSION,
+                  incarnation: Incarnation = INCARNATION) -> Checkpoint:
+    return Checkpoint(CheckpointHeader(fmt, incarnation.service_id, incarnation.topic,
+                                       incarnation.topic_id, offset, "d" * 64, "node-1"), payload)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(strat.lists(statement_text, min_size=1, max_size=30))
+def test_the_payload_round_trips_every_image(texts: list[str]) -> None:
+    records, image = validated_records(texts)
+    state = ReplicaState(image, {r.command_id: i for i, r in enumerate(records)}, {"n1": 3})
+    decoded = decode(encode(state))
+    assert decoded.image.fingerprint == image.fingerprint
+    assert decoded.image.offset == image.offset
+    assert list(decoded.image.requests) == list(image.requests)
+    assert decoded.command_offsets == state.command_offsets
+    assert decoded.origin_nodes == {"n1": 3}
+
+
+def test_the_request_window_keeps_its_eviction_order_across_a_checkpoint() -> None:
+    records, _ = validated_records(["CREATE TYPE T1 AS STRUCT<F STRING>;"])
+    [record] = records
+    delta = Delta(EMPTY_IMAGE)
+    for offset in range(REQUEST_WINDOW + 5):
+        delta.replay(record.__class__(record.command, "s", f"req-{(offset * 7919) % 20011}"), offset)
+    image = delta.apply()
+    restored = decode(encode(ReplicaState(image, {}, {}))).image
+    following = record.__class__(record.command, "s", "one-more")
+    assert (apply(restored, following, 99_999).fingerprint
+            == apply(image, following, 99_999).fingerprint)
+
+
+def test_a_whole_checkpoint_parses_and_a_damaged_one_never_does() -> None:
+    data = checkpoint_at(41).to_bytes()
+    assert parse(data, INCARNATION).header.offset == 41
+    with pytest.raises(CheckpointError) as torn:
+        parse(data[:-10], INCARNATION)
+    assert torn.value.reason == "torn"
+    flipped = bytearray(data)
+    flipped[len(MAGIC) + 20] ^= 0x01
+    with pytest.raises(CheckpointError) as corrupt:
+        parse(bytes(flipped), INCARNATION)
+    assert corrupt.value.reason == "torn"
+    with pytest.raises(CheckpointError) as garbage:
+        parse(b"not a checkpoint at all", INCARNATION)
+    assert garbage.value.reason == "corrupt"
+
+
+def test_newer_formats_and_other_incarnations_are_refused() -> None:
+    with pytest.raises(CheckpointError) as newer:
+        parse(checkpoint_at(1, fmt=FORMAT_VERSION + 1).to_bytes(), INCARNATION)
+    assert newer.value.reason == "newer-format"
+    recreated = Incarnation(INCARNATION.service_id, INCARNATION.topic, "topic-id-2")
+    with pytest.raises(CheckpointError) as foreign:
+        parse(checkpoint_at(1, incarnation=recreated).to_bytes(), INCARNATION)
+    assert foreign.value.reason == "foreign"
+
+
+def test_an_undecodable_payload_is_corrupt() -> None:
+    with pytest.raises(CheckpointError) as error:
+        decode(b"\x78\x01garbage")
+    assert error.value.reason == "corrupt"
+
+
+def test_the_store_falls_back_to_the_newest_usable_checkpoint(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path, keep=3)
+    for offset in (10, 20, 30):
+        store.write(checkpoint_at(offset))
+    newest = store.paths()[0]
+    newest.write_bytes(newest.read_bytes()[:100])  # torn in place
+    warnings: list[str] = []
+    loaded = store.load_newest(INCARNATION, warnings.append)
+    assert loaded is not None and loaded.header.offset == 20
+    assert len(warnings) == 1 and "torn" in warnings[0]
+
+
+def test_the_store_keeps_the_newest_and_cleans_up_partial_files(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path, keep=2)
+    (tmp_path / ".checkpoint-00000000000000000001.ckpt.999999.tmp").write_bytes(b"half")
+    for offset in (1, 2, 3):
+        store.write(checkpoint_at(offset))
+    assert [p.name for p in store.paths()] == ["checkpoint-00000000000000000003.ckpt",
+                                               "checkpoint-00000000000000000002.ckpt"]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_write_interrupted_half_way_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path)
+    store.write(checkpoint_at(5))
+
+    class CrashError(Exception):
+        pass
+
+    def crash(_partial: Path) -> None:
+        raise CrashError
+
+    store.during_write = crash
+    with pytest.raises(CrashError):
+        store.write(checkpoint_at(9))
+    loaded = CheckpointStore(tmp_path).load_newest(INCARNATION)
+    assert loaded is not None and loaded.header.offset == 5
+
+
+def test_record_digests_tell_key_and_value_apart() -> None:
+    assert record_digest(b"ab", b"c") != record_digest(b"a", b"bc")
+    assert record_digest(None, b"x") == record_digest(b"", b"x")
+    assert len(json.dumps(record_digest(b"k", b"v"))) == 66
