@@ -132,10 +132,10 @@ class Node:
             if self._progress:
                 self._progress(message)
 
-        found: list[tuple[Checkpoint, str]] = []
+        found: list[tuple[Checkpoint, str, bool]] = []
         local = store.load_newest(incarnation, warn)
-        if local is not None:
-            found.append((local, f"checkpoint at offset {local.header.offset}"))
+        if local is not None:  # its checksum is this node's own: decode sources when used
+            found.append((local, f"checkpoint at offset {local.header.offset}", True))
         elif snapshots is not None:
             try:
                 shared = snapshots.newest(incarnation)
@@ -144,11 +144,11 @@ class Node:
                 shared = None
             if shared is not None:
                 found.append((shared, f"snapshot at offset {shared.header.offset} by "
-                                      f"{shared.header.node_id}"))
-        for checkpoint, origin in found:
+                                      f"{shared.header.node_id}", False))
+        for checkpoint, origin, lazy in found:
             try:
                 with collector_paused():
-                    state = checkpoint.state()
+                    state = checkpoint.state(lazy)
             except CheckpointError as error:
                 warn(f"ignoring the {origin} ({error.reason}): {error}")
                 continue

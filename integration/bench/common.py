@@ -54,7 +54,10 @@ def source(index: int, topic: str = "bench") -> DataSource:
         columns=(Column("ID", ty.INTEGER, ColumnRole.KEY if index % 2 else ColumnRole.PRIMARY_KEY),
                  Column("NAME", ty.STRING), Column("N", ty.BIGINT)),
         topic=topic, key_format="KAFKA", value_format="JSON", partitions=1,
-        statement=f"CREATE ... S{index}")
+        statement=(f"CREATE {'STREAM' if index % 2 else 'TABLE'} S{index} (ID INT "
+                   f"{'KEY' if index % 2 else 'PRIMARY KEY'}, NAME STRING, N BIGINT) WITH "
+                   f"(KAFKA_TOPIC='{topic}', KEY_FORMAT='KAFKA', VALUE_FORMAT='JSON', "
+                   "PARTITIONS=1);"))
 
 
 def records(count: int) -> list[CommandRecord]:

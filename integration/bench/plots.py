@@ -62,8 +62,13 @@ def write(results: dict[str, Any], directory: Path) -> list[Path]:
                   label="decode + apply, in memory")
         axis.plot(sizes, [r["seconds"] for r in replay["from_kafka"]], marker="o",
                   label="replica, from Kafka to caught up")
-        axis.plot(sizes, [r["without_spark"] for r in replay["start_to_ready_s"]], marker="o",
-                  label="process start to READY")
+        axis.plot(sizes, [r["first_start"]["ready_s"] for r in replay["start_to_ready_s"]],
+                  marker="o", label="process start to READY, full replay")
+        axis.plot(sizes, [r["restart"]["ready_s"] for r in replay["start_to_ready_s"]],
+                  marker="o", label="process start to READY, from its checkpoint")
+        axis.plot(sizes, [r["new_node_from_snapshot"]["ready_s"]
+                          for r in replay["start_to_ready_s"]],
+                  marker="o", label="new node, from the snapshot topic")
         axis.set_xscale("log")
         axis.set_yscale("log")
         axis.set_xlabel("commands in the log")

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from metastore.catalog import commands as cmd
+from metastore.catalog.lazy import LazyDict
 from metastore.catalog.model import DataSource, PersistentQuery, RequestOutcome
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class Delta:
 
     def __init__(self, base: Image) -> None:
         self.base = base
-        self._sources: dict[str, DataSource] | None = None
+        self._sources: MutableMapping[str, DataSource] | None = None
         self._types: dict[str, Any] | None = None
         self._queries: dict[str, PersistentQuery] | None = None
         self._requests: OrderedDict[str, RequestOutcome] | None = None
@@ -84,9 +85,10 @@ class Delta:
 
     # copy-on-write views
     @property
-    def sources(self) -> dict[str, DataSource]:
+    def sources(self) -> MutableMapping[str, DataSource]:
         if self._sources is None:
-            self._sources = dict(self.base.sources)
+            base = self.base.sources
+            self._sources = base.copy() if isinstance(base, LazyDict) else dict(base)
         return self._sources
 
     @property
@@ -108,8 +110,12 @@ class Delta:
         return self._requests
 
     def apply(self) -> Image:
-        def frozen(changed: dict[str, Any] | None, original: Mapping[str, Any]) -> Mapping[str, Any]:
-            return original if changed is None else MappingProxyType(changed)
+        def frozen(changed: MutableMapping[str, Any] | None,
+                   original: Mapping[str, Any]) -> Mapping[str, Any]:
+            if changed is None:
+                return original
+            # A LazyDict restored from a checkpoint stays one; the Image only exposes Mapping.
+            return changed if isinstance(changed, LazyDict) else MappingProxyType(changed)
 
         return Image(sources=frozen(self._sources, self.base.sources),
                      types=frozen(self._types, self.base.types),

@@ -3,14 +3,19 @@
 The state is the image (sources, types, queries, the request window in its eviction order, the
 offset) plus what the replica observes beside it (the last offset of every command id and of
 every origin node). The encoding is plain JSON, compressed: a checkpoint may come from another
-node through Kafka, so nothing in it can make the decoder run code. Sources are stored as rows,
-their column lists once per distinct schema, which keeps a 100,000-command image small and quick
-to decode.
+node through Kafka, so nothing in it can make the decoder run code.
+
+Layout (inside zlib): a 4-byte length, a JSON document with everything but the sources, then the
+sources as one JSON row each, back to back (the document lists their names and where each row
+ends). Column lists are stored once per distinct schema. Decoding reads the document and leaves
+each source encoded until it is first used (:class:`metastore.catalog.lazy.LazyDict`), so the
+time to restore grows with the number of names, not with everything the catalog holds.
 """
 
 from __future__ import annotations
 
 import json
+import struct
 import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -20,6 +25,7 @@ from typing import Any
 
 from metastore.catalog import commands as cmd
 from metastore.catalog.image import Image
+from metastore.catalog.lazy import LazyDict
 from metastore.catalog.model import Column, DataSource, PersistentQuery, RequestOutcome, WindowInfo
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.sql.parser import parse_type
@@ -37,22 +43,32 @@ class ReplicaState:
     origin_nodes: Mapping[str, int]
 
 
+_LENGTH = struct.Struct(">I")
+
+
 def encode(state: ReplicaState) -> bytes:
     image = state.image
     schemas: dict[str, int] = {}
-    rows = []
+    rows: list[bytes] = []
+    ends: list[int] = []
+    end = 0
     for source in image.sources.values():
         columns = json.dumps([cmd.column_json(c) for c in source.columns], separators=(",", ":"))
         schema = schemas.setdefault(columns, len(schemas))
         window = None if source.window is None else [source.window.kind, source.window.size_ms]
-        rows.append([source.name, source.kind.value, schema, source.topic, source.key_format,
-                     source.value_format, source.partitions, source.statement, source.is_source,
-                     window, source.timestamp_column, [list(p) for p in source.properties],
-                     source.query_id])
+        row = json.dumps([source.kind.value, schema, source.topic, source.key_format,
+                          source.value_format, source.partitions, source.statement,
+                          source.is_source, window, source.timestamp_column,
+                          [list(p) for p in source.properties], source.query_id],
+                         separators=(",", ":")).encode()
+        rows.append(row)
+        end += len(row)
+        ends.append(end)
     document = {
         "offset": image.offset,
         "schemas": list(schemas),
-        "sources": rows,
+        "sourceNames": list(image.sources),
+        "sourceEnds": ends,
         "types": [[name, sql_type.sql()] for name, sql_type in image.types.items()],
         "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
                     for q in image.queries.values()],
@@ -61,28 +77,46 @@ def encode(state: ReplicaState) -> bytes:
         "commandOffsets": dict(state.command_offsets),
         "originNodes": dict(state.origin_nodes),
     }
-    return zlib.compress(json.dumps(document, separators=(",", ":")).encode(), 1)
+    head = json.dumps(document, separators=(",", ":")).encode()
+    return zlib.compress(_LENGTH.pack(len(head)) + head + b"".join(rows), 1)
 
 
-def decode(payload: bytes) -> ReplicaState:
+def decode(payload: bytes, lazy: bool = True) -> ReplicaState:
+    """The state in ``payload``. ``lazy``: leave sources encoded until first used (for a
+    checkpoint this node's own checksum vouches for); otherwise decode every one now."""
     try:
-        document = json.loads(zlib.decompress(payload))
+        data = zlib.decompress(payload)
+        (length,) = _LENGTH.unpack_from(data)
+        document = json.loads(data[_LENGTH.size:_LENGTH.size + length])
+        base = _LENGTH.size + length
         schemas = [_columns(json.loads(text)) for text in document["schemas"]]
-        sources: dict[str, DataSource] = {}
-        for (name, kind, schema, topic, key_format, value_format, partitions, statement,
-             is_source, window, timestamp_column, properties, query_id) in document["sources"]:
-            sources[name] = DataSource(
-                name, _KINDS[kind], schemas[schema], topic, key_format, value_format, partitions,
-                statement, is_source, None if window is None else WindowInfo(window[0], window[1]),
+        names: list[str] = document["sourceNames"]
+        ends: list[int] = document["sourceEnds"]
+        if len(names) != len(ends) or (ends and base + ends[-1] != len(data)):
+            raise ValueError("the source rows do not match their index")
+
+        def source(index: int) -> DataSource:
+            start = ends[index - 1] if index else 0
+            (kind, schema, topic, key_format, value_format, partitions, statement, is_source,
+             window, timestamp_column, properties, query_id) = json.loads(
+                data[base + start:base + ends[index]])
+            return DataSource(
+                names[index], _KINDS[kind], schemas[schema], topic, key_format, value_format,
+                partitions, statement, is_source,
+                None if window is None else WindowInfo(window[0], window[1]),
                 timestamp_column, tuple((str(k), str(v)) for k, v in properties), query_id)
+
+        sources = LazyDict(dict(zip(names, range(len(names)), strict=True)), source)
         types = {name: parse_type(text) for name, text in document["types"]}
         queries = {q[0]: PersistentQuery(q[0], q[1], q[2], tuple(q[3]), q[4], q[5])
                    for q in document["queries"]}
         requests = OrderedDict((r[0], RequestOutcome(tuple(r[1]), tuple(r[2])))
                                for r in document["requests"])
-        image = Image(sources=MappingProxyType(sources), types=MappingProxyType(types),
+        image = Image(sources=sources, types=MappingProxyType(types),
                       queries=MappingProxyType(queries), requests=MappingProxyType(requests),
                       offset=int(document["offset"]))
+        if not lazy:
+            sources.decode_all()
         return ReplicaState(image, _offsets(document["commandOffsets"]),
                             _offsets(document["originNodes"]))
     except (zlib.error, ValueError, KeyError, TypeError, IndexError) as error:

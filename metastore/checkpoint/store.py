@@ -75,8 +75,8 @@ class Checkpoint:
     header: CheckpointHeader
     payload: bytes
 
-    def state(self) -> ReplicaState:
-        return decode(self.payload)
+    def state(self, lazy: bool = True) -> ReplicaState:
+        return decode(self.payload, lazy)
 
     def to_bytes(self) -> bytes:
         header = json.dumps(asdict(self.header), sort_keys=True).encode()

@@ -230,7 +230,12 @@ class LogReplica:
                     log.warning("reading the command log failed: %s", error)
                     self._stop.wait(0.5)
                     continue
-                self._apply(records, reader.position, reader.at_end)
+                self._apply(records, reader.position)
+                if reader.at_end and self.on_boundary is not None and self._degradation is None:
+                    try:
+                        self.on_boundary(self)
+                    except Exception:  # checkpointing must never stop the log
+                        log.exception("boundary hook failed")
                 if self._state is NodeState.CATCHING_UP:
                     target = self._catch_up_target or 0
                     if self._position >= target:
@@ -304,7 +309,7 @@ class LogReplica:
                 self._stop.wait(0.5)
         return 0
 
-    def _apply(self, records: list[Record], position: int, at_end: bool = False) -> None:
+    def _apply(self, records: list[Record], position: int) -> None:
         if not records and position <= self._position:
             return
         result = replay_encoded(self._image, ((r.offset, r.value) for r in records))
@@ -331,11 +336,6 @@ class LogReplica:
             self._changed.notify_all()
         if applied and self._state is not NodeState.CATCHING_UP:
             self._notify_listeners()
-        if self.on_boundary is not None and at_end and self._degradation is None:
-            try:
-                self.on_boundary(self)
-            except Exception:  # checkpointing must never stop the log
-                log.exception("boundary hook failed")
 
     def _notify_listeners(self) -> None:
         ready = self._state is NodeState.READY

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as strat
 
 from metastore.catalog.image import EMPTY_IMAGE, REQUEST_WINDOW, Delta, apply
+from metastore.catalog.lazy import LazyDict
 from metastore.checkpoint.codec import ReplicaState, decode, encode
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.store import (
@@ -134,3 +135,50 @@ def test_record_digests_tell_key_and_value_apart() -> None:
     assert record_digest(b"ab", b"c") != record_digest(b"a", b"bc")
     assert record_digest(None, b"x") == record_digest(b"", b"x")
     assert len(json.dumps(record_digest(b"k", b"v"))) == 66
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(strat.lists(statement_text, min_size=2, max_size=30), strat.integers(0, 30))
+def test_replaying_on_a_restored_image_equals_replaying_on_the_original(
+        texts: list[str], split: int) -> None:
+    records, image = validated_records(texts)
+    cut = min(split, len(records))
+    original = EMPTY_IMAGE
+    for offset, record in enumerate(records[:cut]):
+        original = apply(original, record, offset)
+    restored = decode(encode(ReplicaState(original, {}, {}))).image
+    for offset, record in enumerate(records[cut:], start=cut):
+        original = apply(original, record, offset)
+        restored = apply(restored, record, offset)
+    assert restored.fingerprint == original.fingerprint == image.fingerprint
+    assert list(restored.sources) == list(original.sources)
+
+
+operation = strat.tuples(strat.sampled_from(["set", "del", "copy"]), strat.sampled_from("ABCDEFG"),
+                         strat.integers(0, 9))
+
+
+@settings(max_examples=300, deadline=None)
+@given(strat.dictionaries(strat.sampled_from("ABCDEF"), strat.integers(0, 9)),
+       strat.lists(operation, max_size=40))
+def test_a_lazy_dict_behaves_as_a_dict(restored: dict[str, int], operations: list) -> None:  # type: ignore[type-arg]
+    keys = list(restored)
+    lazy: LazyDict[int] = LazyDict({k: i for i, k in enumerate(keys)}, lambda i: restored[keys[i]])
+    plain = dict(restored)
+    generations: list[tuple[LazyDict[int], dict[str, int]]] = []
+    for kind, key, value in operations:
+        if kind == "set":
+            lazy[key] = value
+            plain[key] = value
+        elif kind == "del" and key in plain:
+            del lazy[key]
+            del plain[key]
+        elif kind == "copy":
+            generations.append((lazy, dict(plain)))
+            lazy, plain = lazy.copy(), dict(plain)
+        assert key not in plain or lazy[key] == plain[key]
+        assert key in lazy if key in plain else key not in lazy
+    generations.append((lazy, plain))
+    for seen, expected in generations:  # earlier generations are unchanged by later writes
+        assert list(seen.items()) == list(expected.items())
+        assert len(seen) == len(expected)
