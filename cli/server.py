@@ -53,6 +53,9 @@ def server(
                                          help="Directory for this node's local state.")] = None,
     spark_master: Annotated[str | None, Opt(envvar="METASTORE_SPARK_MASTER",
                                             help="Spark master URL (default local[1]).")] = None,
+    spark_catalog: Annotated[str | None, Opt(
+        help="'persistent' (default): Spark's Hive catalog in the data directory, kept across "
+             "restarts; 'in-memory': Spark's in-memory catalog, rebuilt at every start.")] = None,
     request_timeout: Annotated[float | None, Opt(help="Seconds a write may take, retries "
                                                  "included.")] = None,
     read_timeout: Annotated[float | None, Opt(help="Seconds a request waits for its "
@@ -129,8 +132,12 @@ def server(
         except (OSError, ValueError) as error:
             typer.echo(f"Error: cannot read the auth file: {error}", err=True)
             raise typer.Exit(2) from error
+    catalog = pick(spark_catalog, "spark_catalog", "persistent")
+    if catalog not in ("persistent", "in-memory"):
+        raise typer.BadParameter("must be 'persistent' or 'in-memory'", param_hint="--spark-catalog")
     run_node(node_config, host, port, auth, fault_injection, spark_master=pick(
-        spark_master, "spark_master"), data_dir=directory)
+        spark_master, "spark_master"), data_dir=directory,
+             persistent_catalog=catalog == "persistent")
 
 
 def die_during_checkpoint(partial: Path) -> None:
@@ -156,12 +163,14 @@ def stall_before_commit(marker: Path, seconds: float = 4.0) -> Callable[[Any], N
     return stall
 
 
-def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any]:
+def attach_spark(node: Any, master: str, directory: Path,
+                 persistent_catalog: bool = True) -> Callable[[str], Any]:
     """Give the node a Spark catalog projection; return the pull-query runner over it."""
+    from metastore.spark.catalog_state import CatalogStateFile
     from metastore.spark.exceptions import SparkUnavailableError
     from metastore.spark.projection import ProjectionRunner, SparkProjection
     from metastore.spark.query import run_pull_query
-    from metastore.spark.session import start_session
+    from metastore.spark.session import metastore_db, start_session
     from metastore.spark.views import database_name
 
     config = node.config
@@ -170,9 +179,12 @@ def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any
                      **{f"kafka.{k}": v for k, v in config.kafka_client.items()}}
 
     def start() -> SparkProjection:
+        warehouse = directory / "spark"
         spark = start_session(master, f"metastore-{config.service_id}-{config.node_id}",
-                              directory / "spark")
-        return SparkProjection(spark, database, kafka_options)
+                              warehouse, persistent_catalog=persistent_catalog)
+        state = CatalogStateFile(warehouse / "catalog-state.json", metastore_db(warehouse),
+                                 database) if persistent_catalog else None
+        return SparkProjection(spark, database, kafka_options, state)
 
     runner = ProjectionRunner(start)
     node.attach_projection(runner)
@@ -188,7 +200,7 @@ def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any
 
 
 def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injection: str | None,
-             spark_master: str | None, data_dir: Path) -> None:
+             spark_master: str | None, data_dir: Path, persistent_catalog: bool = True) -> None:
     import uvicorn
 
     from metastore.api.server import create_app
@@ -205,7 +217,7 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
         node.replica.slow_down(batch=50, pause=0.05)
     query_runner = None
     if (spark_master or "local[1]") != "none":
-        query_runner = attach_spark(node, spark_master or "local[1]", data_dir)
+        query_runner = attach_spark(node, spark_master or "local[1]", data_dir, persistent_catalog)
     try:
         node.start()
     except MetastoreError as error:

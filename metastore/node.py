@@ -158,14 +158,15 @@ class Node:
             return Resume(state, checkpoint.header.record_digest, origin)
         return None
 
-    def stop(self) -> None:
+    def stop(self, checkpoint: bool = True) -> None:
+        """Stop; ``checkpoint``: write a last checkpoint of what was applied (a clean stop)."""
         if self.projection is not None:
             self.projection.stop()
         if self.writer is not None:
             self.writer.close()
         self.replica.stop()
         if self.checkpointer is not None:
-            self.checkpointer.stop()
+            self.checkpointer.stop(self.replica if checkpoint else None)
         with self._probe_lock:
             if self._probe is not None:
                 self._probe.close()
@@ -236,6 +237,7 @@ class Node:
             "sparkInSync": (spark.in_sync and spark.image is image)
             if spark else None,
             "sparkReason": spark.reason if spark else "this node runs without Spark",
+            "sparkCatalogCalls": spark.total_catalog_calls if spark else None,
             "startup": self._startup(),
         }
 

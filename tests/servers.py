@@ -80,9 +80,13 @@ def server_factory(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Callable[..
     started: list[ServerProcess] = []
 
     def create(*extra: str, service_id: str | None = None, node_id: str = "node-1",
-               wait: bool = True, spark: bool = False) -> ServerProcess:
-        """Nodes run without Spark unless ``spark=True`` (a Spark JVM per node is costly)."""
-        args = extra if spark else ("--spark-master", "none", *extra)
+               wait: bool = True, spark: bool = False,
+               data_dir: Path | None = None) -> ServerProcess:
+        """Nodes run without Spark unless ``spark=True`` (a Spark JVM per node is costly).
+        Each gets a data directory of its own unless ``data_dir`` names one (to restart a node)."""
+        directory = data_dir or tmp_path / f"data-{len(started)}-{node_id}"
+        args = (*(() if spark else ("--spark-master", "none")), "--data-dir", str(directory),
+                *extra)
         server = start_server(kafka_bootstrap, tmp_path, service_id or unique("svc"), node_id,
                               *args, wait=wait)
         started.append(server)

@@ -68,14 +68,29 @@ class Checkpointer:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Finish the checkpoint being written (a half-written one is never left in place)."""
+    def stop(self, stopped_replica: LogReplica | None = None, timeout: float = 30.0) -> None:
+        """Finish the checkpoint being written; with the (stopped) replica, also checkpoint
+        what it applied since, so a clean restart replays nothing."""
         with self._wake:
             self._stop = True
             self._wake.notify_all()
         self._thread.join(timeout)
+        if stopped_replica is not None:
+            self._final(stopped_replica)
         if self._snapshots is not None:
             self._snapshots.close()
+
+    def _final(self, replica: LogReplica) -> None:
+        offset = replica.image.offset
+        if not replica.at_boundary or offset <= self._last_offset:
+            return
+        captured = replica.capture()
+        if captured is not None:
+            self._last_offset = offset
+            try:
+                self._write(*captured)
+            except Exception:  # the node stops anyway; the next start replays a longer tail
+                log.exception("writing the final checkpoint failed")
 
     def on_boundary(self, replica: LogReplica) -> None:
         offset = replica.image.offset

@@ -95,6 +95,8 @@ class LogReplica:
         self._resume = resume
         self.start_report: StartReport | None = None
         self.ready_at: float | None = None
+        self.at_boundary = False
+        """Whether the replica's last poll ended at the end of the committed log."""
         """``time.monotonic()`` when the replica first became READY."""
         self.on_boundary: BoundaryHook | None = None
         self._last_record: Record | None = None
@@ -231,6 +233,7 @@ class LogReplica:
                     self._stop.wait(0.5)
                     continue
                 self._apply(records, reader.position)
+                self.at_boundary = reader.at_end
                 if reader.at_end and self.on_boundary is not None and self._degradation is None:
                     try:
                         self.on_boundary(self)

@@ -1,10 +1,12 @@
 """Keep a node's Spark catalog equal to its image, by reconciling, never by replaying.
 
-``reconcile(image)`` reads what Spark actually holds in the service's database (one
-``SHOW TABLE EXTENDED`` call), computes the net difference against the objects the image wants,
-and applies only that: drops, then creates. The image last reconciled costs no Spark call at all
-(images are immutable, so "unchanged" is "the same object": no O(catalog) fingerprint is computed
-per command). The Spark catalog fingerprint is computed from what Spark reports
+``reconcile(image)`` compares the objects the image wants with what Spark holds in the service's
+database, and applies only the net difference: drops, then creates, then one read back. What
+Spark holds is read once (one ``SHOW TABLE EXTENDED`` call), then known from the last read back;
+with a persistent catalog it is remembered across restarts (:mod:`metastore.spark.catalog_state`),
+so a restarted node whose catalog already matches makes no Spark call. The image last reconciled
+costs nothing at all (images are immutable, so "unchanged" is "the same object": no O(catalog)
+fingerprint is computed per command). The Spark catalog fingerprint is computed from what Spark reports
 (names, kinds, schemas and spec properties), canonically, so it does not depend on creation order.
 
 :class:`ProjectionRunner` drives it from the replica: it reconciles the newest image in a thread of
@@ -23,19 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog.image import Image
+from metastore.spark.catalog_state import CatalogStateFile, SparkObject
 from metastore.spark.views import SPEC_PROPERTY, CatalogObject, objects_for
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SparkObject:
-    """An object as Spark reports it."""
-
-    name: str
-    is_view: bool
-    spec: str | None
-    schema: str
 
 
 @dataclass
@@ -66,7 +59,8 @@ _SCHEMA = re.compile(r"^Schema: root\n(.*)", re.S)
 
 
 class SparkProjection:
-    def __init__(self, spark: Any, database: str, kafka_options: Mapping[str, str]) -> None:
+    def __init__(self, spark: Any, database: str, kafka_options: Mapping[str, str],
+                 state_file: CatalogStateFile | None = None) -> None:
         self.spark = spark
         self.database = database
         self.kafka_options = dict(kafka_options)
@@ -74,6 +68,9 @@ class SparkProjection:
         self._reconciled_image: Image | None = None
         self._fingerprint: str | None = None
         self._database_ready = False
+        self._state_file = state_file
+        self._known: dict[str, SparkObject] | None = None
+        """What Spark holds, as last read back (or remembered by the state file)."""
 
     def _sql(self, statement: str) -> Any:
         self.catalog_calls += 1
@@ -113,20 +110,34 @@ class SparkProjection:
         if self._reconciled_image is image:
             return result
         wanted = self.desired(image)
-        present = self.actual()
+        if self._known is None and self._state_file is not None:
+            self._known = self._state_file.load()
+            self._database_ready = self._known is not None
+        read_back = self._known is None
+        present = dict(self._known) if self._known is not None else self.actual()
         stale = [obj for name, obj in present.items()
                  if name not in wanted or wanted[name].spec != obj.spec]
+        stale_names = {obj.name for obj in stale}
+        missing = [wanted_obj for name, wanted_obj in wanted.items()
+                   if name not in present or name in stale_names]
+        if stale or missing:
+            self._known = None
+            if self._state_file is not None:
+                self._state_file.forget()
         for obj in sorted(stale, key=lambda o: not o.is_view):  # views before their tables
             kind = "VIEW" if obj.is_view else "TABLE"
             self._sql(f"DROP {kind} IF EXISTS `{self.database}`.`{obj.name}`")
             present.pop(obj.name)
             result.dropped += 1
-        missing = [wanted_obj for name, wanted_obj in wanted.items() if name not in present]
         for created in sorted(missing, key=lambda o: o.is_view):  # tables before their views
             self._sql(created.create_sql)
             result.created += 1
         if result.created or result.dropped:
             present = self.actual()
+            read_back = True
+        if read_back and self._state_file is not None:
+            self._state_file.save(present)
+        self._known = present
         self._fingerprint = fingerprint(present.values())
         self._reconciled_image = image
         result.catalog_calls = self.catalog_calls - calls_before

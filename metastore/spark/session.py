@@ -1,4 +1,9 @@
-"""The node's SparkSession: the project's Kafka connector jars, quiet logs, UI off."""
+"""The node's SparkSession: the project's Kafka connector jars, quiet logs, UI off.
+
+With ``persistent_catalog`` the session's catalog is Spark's Hive catalog in an embedded Derby
+database under the node's data directory, so the streams and tables projected into it survive a
+restart; otherwise it is Spark's in-memory catalog.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,13 @@ from typing import Any
 from metastore.local import jars
 
 
-def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False) -> Any:
+def metastore_db(warehouse: Path) -> Path:
+    """The Derby database that holds a persistent catalog."""
+    return warehouse / "metastore_db"
+
+
+def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
+                  persistent_catalog: bool = False) -> Any:
     from pyspark.sql import SparkSession
 
     connector = jars.resolve(jars.spark_kafka_connector(), progress=None)
@@ -24,7 +35,12 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False)
                .config("spark.driver.memory", "1g")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.extraJavaOptions",
-                       f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR"))
+                       f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR "
+                       f"-Dderby.stream.error.file={warehouse / 'derby.log'}"))
+    if persistent_catalog:
+        builder = (builder.config("spark.sql.catalogImplementation", "hive")
+                   .config("spark.hadoop.javax.jdo.option.ConnectionURL",
+                           f"jdbc:derby:;databaseName={metastore_db(warehouse)};create=true"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -68,7 +68,7 @@ def test_restart_after_10000_commands_replays_only_the_tail(
     for index in range(5):  # a tail, written through the protocol, not checkpointed
         first.execute(statement(f"TAIL{index}"))
     tail_fingerprint = first.replica.image.fingerprint
-    first.stop()
+    first.stop(checkpoint=False)  # as a crash would: no last checkpoint
 
     restarted = node_factory(service, data_dir=tmp_path, checkpoint=policy, snapshots=False)
     report = restarted.replica.start_report
@@ -148,3 +148,18 @@ def test_a_new_node_bootstraps_from_the_snapshot_topic(
     assert report.resumed_offset == 6
     assert joiner.replica.records_applied == 1
     assert joiner.replica.image.fingerprint == publisher.replica.image.fingerprint
+
+
+def test_a_clean_stop_checkpoints_so_the_restart_replays_nothing(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    service = unique("svc")
+    policy = CheckpointPolicy(every_records=1000, every_seconds=3600)
+    node = node_factory(service, data_dir=tmp_path, checkpoint=policy, snapshots=False)
+    for index in range(3):
+        node.execute(statement(f"CLEAN{index}"))
+    assert node.checkpointer is not None and node.checkpointer.status.written == 0
+    fingerprint = node.replica.image.fingerprint
+    node.stop()
+    restarted = node_factory(service, data_dir=tmp_path, checkpoint=policy, snapshots=False)
+    assert restarted.replica.records_applied == 0
+    assert restarted.replica.image.fingerprint == fingerprint

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -147,3 +148,39 @@ def test_restart_after_200_statements_reconciles_in_one_pass(server_factory: Ser
     calls = metric(node, "metastore_spark_catalog_calls_total")
     # the database, one read, 2 objects per source, one read back: nothing per command replayed
     assert calls == 1 + 1 + 2 * 200 + 1, calls
+
+
+def test_a_restart_whose_catalog_matches_makes_no_spark_catalog_calls(
+        server_factory: ServerFactory, producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    directory = tmp_path / "kept-node"
+    node = server_factory(spark=True, data_dir=directory)
+    topic = unique("kept")
+    ksql(node, f"CREATE STREAM KEPT (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+               "VALUE_FORMAT='JSON', PARTITIONS=1);"
+               "CREATE TABLE KEPT_COUNTS AS SELECT V, COUNT(*) AS C FROM KEPT GROUP BY V;")
+    plain = producer_factory()
+    plain.produce(topic, key=key(1), value=json.dumps({"V": "kept"}).encode())
+    plain.flush(10)
+    before = wait_in_sync(node)
+    assert before["sparkCatalogCalls"] > 0
+    node.stop()
+
+    restarted = server_factory(spark=True, data_dir=directory, service_id=node.service_id)
+    after = wait_in_sync(restarted)
+    assert after["sparkCatalogCalls"] == 0, after
+    assert after["sparkCatalogFingerprint"] == before["sparkCatalogFingerprint"]
+    assert after["startup"]["resumedFrom"] is not None
+    deadline = time.monotonic() + 60
+    rows: list[list[Any]] = []
+    while not rows and time.monotonic() < deadline:  # the objects are really in Spark's catalog
+        _schema, rows = query(restarted, "SELECT * FROM KEPT;")
+    assert rows == [[1, "kept"]]
+
+    ksql(restarted, f"CREATE STREAM LATER (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+                    "VALUE_FORMAT='JSON');")
+    deadline = time.monotonic() + 60
+    while metastore_status(restarted)["sparkCatalogCalls"] == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert wait_in_sync(restarted)["sparkCatalogCalls"] == 3  # two objects and one read back
