@@ -125,7 +125,10 @@ def run_demo(keep: bool = False) -> int:
 
         say("\n== 6. The node restarts and catches up from the log")
         nodes_cluster.start_node("node-3")
-        say("  node-3 is READY again")
+        startup = httpx.get(f"{nodes[2].url}/v1/metastore", timeout=30).json()["startup"]
+        say(f"  node-3 is READY again after {startup['readySeconds']} s: from "
+            f"{startup['resumedFrom'] or 'the start of the log'}, "
+            f"{startup['recordsReplayed']} records replayed")
         checks.append(("the restarted node caught up to the same state", show_agreement(nodes)))
 
         say("\n== 7. The log, replayed offline, gives the same fingerprint")

@@ -179,8 +179,10 @@ def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:
     status = httpx.get(f"{server.url}/v1/metastore").json()
     assert set(status) == {"serviceId", "nodeId", "state", "degradedReason", "appliedOffset",
                            "endOffset", "imageFingerprint", "sparkCatalogFingerprint",
-                           "sparkInSync", "sparkReason"}
+                           "sparkInSync", "sparkReason", "sparkCatalogCalls", "startup"}
     assert status["state"] == "READY" and status["appliedOffset"] + 1 >= status["endOffset"]
+    assert status["startup"]["readySeconds"] > 0 and status["startup"]["resumedFrom"] is None
+    assert status["startup"]["checkpoints"]["lastError"] is None
     cluster = httpx.get(f"{server.url}/clusterStatus").json()["clusterStatus"]
     assert cluster[server.url]["hostAlive"] is True
     metrics = httpx.get(f"{server.url}/metrics").text
