@@ -51,6 +51,13 @@ def server(
                                          help="Directory for this node's local state.")] = None,
     spark_master: Annotated[str | None, Opt(envvar="METASTORE_SPARK_MASTER",
                                             help="Spark master URL (default local[1]).")] = None,
+    query_checkpoint_dir: Annotated[Path | None, Opt(
+        envvar="METASTORE_QUERY_CHECKPOINT_DIR",
+        help="Root of the persistent queries' Spark checkpoints (default <data dir>/"
+        "query-checkpoints); share it between nodes so another node can take a query over.")] = None,
+    query_session_timeout_ms: Annotated[int | None, Opt(
+        help="How long (ms) a node that stopped answering keeps its persistent queries before "
+        "the query group gives them to another node (default 10000).")] = None,
     request_timeout: Annotated[float | None, Opt(help="Seconds a write may take, retries "
                                                  "included.")] = None,
     read_timeout: Annotated[float | None, Opt(help="Seconds a request waits for its "
@@ -110,7 +117,9 @@ def server(
             typer.echo(f"Error: cannot read the auth file: {error}", err=True)
             raise typer.Exit(2) from error
     run_node(node_config, host, port, auth, fault_injection, spark_master=pick(
-        spark_master, "spark_master"), data_dir=pick(data_dir, "data_dir"))
+        spark_master, "spark_master"), data_dir=pick(data_dir, "data_dir"),
+        checkpoints=pick(query_checkpoint_dir, "query_checkpoint_dir"),
+        session_timeout_ms=int(pick(query_session_timeout_ms, "query_session_timeout_ms", 10_000)))
 
 
 def stall_before_commit(marker: Path, seconds: float = 4.0) -> Callable[[Any], None]:
@@ -130,8 +139,12 @@ def stall_before_commit(marker: Path, seconds: float = 4.0) -> Callable[[Any], N
     return stall
 
 
-def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any]:
-    """Give the node a Spark catalog projection; return the pull-query runner over it."""
+def attach_spark(node: Any, master: str, directory: Path, checkpoints: Path | None = None,
+                 session_timeout_ms: int = 10_000) -> Callable[[str], Any]:
+    """Give the node a Spark catalog projection and a persistent-query runner; return the
+    pull-query runner over it."""
+    from metastore.queries.assignment import QueryAssignment
+    from metastore.queries.runner import QueryRunner
     from metastore.spark.exceptions import SparkUnavailableError
     from metastore.spark.projection import ProjectionRunner, SparkProjection
     from metastore.spark.query import run_pull_query
@@ -151,6 +164,17 @@ def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any
     runner = ProjectionRunner(start)
     node.attach_projection(runner)
 
+    def spark() -> Any:
+        return runner.projection.spark if runner.projection is not None else None
+
+    def assignment(assigned: Any, revoked: Any) -> QueryAssignment:
+        return QueryAssignment(node.settings, node.admin, config.service_id, config.node_id,
+                               assigned, revoked, session_timeout_ms=session_timeout_ms)
+
+    node.attach_queries(QueryRunner(config.node_id, spark, kafka_options,
+                                    Path(checkpoints or directory / "query-checkpoints"),
+                                    node.settings, assignment))
+
     def query(text: str) -> Any:
         projection = runner.projection
         if projection is None:
@@ -161,8 +185,25 @@ def attach_spark(node: Any, master: str, directory: Path) -> Callable[[str], Any
     return query
 
 
+def local_queries(node: Any) -> dict[str, Any]:
+    from metastore.queries.status import report
+
+    return report(node.queries.statuses()) if node.queries is not None else {}
+
+
+def cluster_queries(node: Any, membership: Any) -> Any:
+    """Every query's state, owner and lag: this node's own view first, then live heartbeats."""
+    from metastore.queries.status import merge
+
+    claims = [(node.config.node_id, local_queries(node))]
+    claims += [(beat.node_id, beat.queries) for beat, alive in membership.nodes()
+               if alive and beat.node_id != node.config.node_id]
+    return merge(node.replica.image, claims)
+
+
 def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injection: str | None,
-             spark_master: str | None = None, data_dir: Any = None) -> None:
+             spark_master: str | None = None, data_dir: Any = None, checkpoints: Any = None,
+             session_timeout_ms: int = 10_000) -> None:
     import uvicorn
 
     from metastore.api.server import create_app
@@ -180,7 +221,8 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     directory = Path(data_dir) if data_dir else dev_dir() / "nodes" / config.node_id
     query_runner = None
     if (spark_master or "local[1]") != "none":
-        query_runner = attach_spark(node, spark_master or "local[1]", directory)
+        query_runner = attach_spark(node, spark_master or "local[1]", directory,
+                                    Path(checkpoints) if checkpoints else None, session_timeout_ms)
     try:
         node.start()
     except MetastoreError as error:
@@ -191,8 +233,10 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     elif fault_injection and fault_injection.startswith("stall-before-commit:") and node.writer:
         node.writer.before_commit = stall_before_commit(Path(fault_injection.split(":", 1)[1]))
     membership = Membership(node.settings, node.admin, config.service_id, config.node_id, url,
-                            lambda: (node.state.value, node.replica.position - 1))
+                            lambda: (node.state.value, node.replica.position - 1),
+                            queries=lambda: local_queries(node))
     membership.start()
+    node.query_status = lambda: cluster_queries(node, membership)
     app = create_app(node, auth=auth, url=url, membership=membership, query_runner=query_runner)
     logging.getLogger("metastore").info("node %s of service %s serving on %s", config.node_id,
                                         config.service_id, url)

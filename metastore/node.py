@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_com
 from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.parser import parse
-from metastore.sql.statements import ListObjects, Statement
+from metastore.sql.statements import Describe, ListObjects, Statement
 
 Entity = dict[str, Any]
 
@@ -63,12 +63,21 @@ class Node:
         """The Spark catalog projection, when this node runs Spark."""
         self._probe: EndOffsetProbe | None = None
         self._probe_lock = threading.Lock()
+        self.queries: Any = None
+        """The persistent-query runner (metastore.queries.runner), when this node runs Spark."""
+        self.query_status: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None
+        """Every query's state, owner and lag across the cluster, for SHOW QUERIES / DESCRIBE."""
 
     # -- lifecycle -----------------------------------------------------------------------------
     def attach_projection(self, projection: ProjectionRunner) -> None:
         """Project every image into Spark (call before ``start``)."""
         self.projection = projection
         self.replica.add_listener(projection.offer)
+
+    def attach_queries(self, runner: Any) -> None:
+        """Run the persistent queries this node is assigned (call before ``start``)."""
+        self.queries = runner
+        self.replica.add_listener(runner.offer)
 
     def start(self) -> None:
         """Check Kafka, verify (or create) the command topic, start replaying."""
@@ -86,8 +95,12 @@ class Node:
         self.replica.start()
         if self.projection is not None:
             self.projection.start()
+        if self.queries is not None:
+            self.queries.start()
 
     def stop(self) -> None:
+        if self.queries is not None:
+            self.queries.stop()  # before Spark goes: stop this node's queries, leave the group
         if self.projection is not None:
             self.projection.stop()
         if self.writer is not None:
@@ -137,6 +150,8 @@ class Node:
         image = self.replica.image
         validator = Validator(image, KafkaTopicFacts(self.admin))
         entities: list[Entity] = []
+        status = self.query_status() if self.query_status is not None and any(
+            isinstance(s, ListObjects | Describe) for s in statements) else None
         for statement in statements:
             outcome = validator.validate(statement)
             if isinstance(outcome, Skip):
@@ -146,7 +161,7 @@ class Node:
             topics = None
             if isinstance(statement, ListObjects) and statement.what == "TOPICS":
                 topics = [(t.name, t.partitions) for t in self.admin.list_topics()]
-            entities.append(responses.read_entity(statement, image, topics))
+            entities.append(responses.read_entity(statement, image, topics, status))
         return entities
 
     def status(self) -> dict[str, Any]:
