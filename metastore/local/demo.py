@@ -101,8 +101,9 @@ def query_moves_data(node: LocalNode, bootstrap: str, timeout: float = 240) -> b
     try:
         while counts != expected and time.monotonic() < deadline:
             for message in consumer.consume(100, 0.5):
-                if message.error() is None and message.value() is not None:
-                    counts[(message.key() or b"").decode()] = json.loads(message.value())["VIEWS"]
+                value = message.value()
+                if message.error() is None and value is not None:
+                    counts[(message.key() or b"").decode()] = json.loads(value)["VIEWS"]
     finally:
         consumer.close()
     say("  PAGEVIEWS_PER_PAGE topic (upserts keyed by page): "
