@@ -10,6 +10,7 @@ import socket
 import sys
 import tomllib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,6 +57,13 @@ def server(
     spark_catalog: Annotated[str | None, Opt(
         help="'persistent' (default): Spark's Hive catalog in the data directory, kept across "
              "restarts; 'in-memory': Spark's in-memory catalog, rebuilt at every start.")] = None,
+    query_checkpoint_dir: Annotated[Path | None, Opt(
+        envvar="METASTORE_QUERY_CHECKPOINT_DIR",
+        help="Root of the persistent queries' Spark checkpoints (default <data dir>/"
+        "query-checkpoints); share it between nodes so another node can take a query over.")] = None,
+    query_session_timeout_ms: Annotated[int | None, Opt(
+        help="How long (ms) a node that stopped answering keeps its persistent queries before "
+        "the query group gives them to another node (default 10000).")] = None,
     request_timeout: Annotated[float | None, Opt(help="Seconds a write may take, retries "
                                                  "included.")] = None,
     read_timeout: Annotated[float | None, Opt(help="Seconds a request waits for its "
@@ -135,9 +143,26 @@ def server(
     catalog = pick(spark_catalog, "spark_catalog", "persistent")
     if catalog not in ("persistent", "in-memory"):
         raise typer.BadParameter("must be 'persistent' or 'in-memory'", param_hint="--spark-catalog")
-    run_node(node_config, host, port, auth, fault_injection, spark_master=pick(
-        spark_master, "spark_master"), data_dir=directory,
-             persistent_catalog=catalog == "persistent")
+    master = pick(spark_master, "spark_master", "local[1]")
+    query_checkpoints = pick(query_checkpoint_dir, "query_checkpoint_dir")
+    spark = None if master == "none" else SparkOptions(
+        master=master, persistent_catalog=catalog == "persistent",
+        query_checkpoints=Path(query_checkpoints) if query_checkpoints
+        else directory / "query-checkpoints",
+        query_session_timeout_ms=int(pick(query_session_timeout_ms, "query_session_timeout_ms",
+                                          10_000)))
+    run_node(node_config, host, port, auth, fault_injection, spark, directory)
+
+
+@dataclass(frozen=True)
+class SparkOptions:
+    """How a node runs Spark: the master, its catalog, and its persistent queries."""
+
+    master: str
+    persistent_catalog: bool
+    query_checkpoints: Path
+    """Root of the queries' Spark checkpoints; shared between nodes, so one can take over."""
+    query_session_timeout_ms: int
 
 
 def die_during_checkpoint(partial: Path) -> None:
@@ -163,9 +188,11 @@ def stall_before_commit(marker: Path, seconds: float = 4.0) -> Callable[[Any], N
     return stall
 
 
-def attach_spark(node: Any, master: str, directory: Path,
-                 persistent_catalog: bool = True) -> Callable[[str], Any]:
-    """Give the node a Spark catalog projection; return the pull-query runner over it."""
+def attach_spark(node: Any, options: SparkOptions, directory: Path) -> Callable[[str], Any]:
+    """Give the node a Spark catalog projection and a persistent-query runner; return the
+    pull-query runner over it."""
+    from metastore.queries.assignment import QueryAssignment
+    from metastore.queries.runner import QueryRunner
     from metastore.spark.catalog_state import CatalogStateFile
     from metastore.spark.exceptions import SparkUnavailableError
     from metastore.spark.projection import ProjectionRunner, SparkProjection
@@ -180,14 +207,25 @@ def attach_spark(node: Any, master: str, directory: Path,
 
     def start() -> SparkProjection:
         warehouse = directory / "spark"
-        spark = start_session(master, f"metastore-{config.service_id}-{config.node_id}",
-                              warehouse, persistent_catalog=persistent_catalog)
+        spark = start_session(options.master, f"metastore-{config.service_id}-{config.node_id}",
+                              warehouse, persistent_catalog=options.persistent_catalog)
         state = CatalogStateFile(warehouse / "catalog-state.json", metastore_db(warehouse),
-                                 database) if persistent_catalog else None
+                                 database) if options.persistent_catalog else None
         return SparkProjection(spark, database, kafka_options, state)
 
     runner = ProjectionRunner(start)
     node.attach_projection(runner)
+
+    def spark() -> Any:
+        return runner.projection.spark if runner.projection is not None else None
+
+    def assignment(assigned: Any, revoked: Any) -> QueryAssignment:
+        return QueryAssignment(node.settings, node.admin, config.service_id, config.node_id,
+                               assigned, revoked,
+                               session_timeout_ms=options.query_session_timeout_ms)
+
+    node.attach_queries(QueryRunner(config.node_id, spark, kafka_options,
+                                    options.query_checkpoints, node.settings, assignment))
 
     def query(text: str) -> Any:
         projection = runner.projection
@@ -199,8 +237,24 @@ def attach_spark(node: Any, master: str, directory: Path,
     return query
 
 
+def local_queries(node: Any) -> dict[str, Any]:
+    from metastore.queries.status import report
+
+    return report(node.queries.statuses()) if node.queries is not None else {}
+
+
+def cluster_queries(node: Any, membership: Any) -> Any:
+    """Every query's state, owner and lag: this node's own view first, then live heartbeats."""
+    from metastore.queries.status import merge
+
+    claims = [(node.config.node_id, local_queries(node))]
+    claims += [(beat.node_id, beat.queries) for beat, alive in membership.nodes()
+               if alive and beat.node_id != node.config.node_id]
+    return merge(node.replica.image, claims)
+
+
 def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injection: str | None,
-             spark_master: str | None, data_dir: Path, persistent_catalog: bool = True) -> None:
+             spark: SparkOptions | None, data_dir: Path) -> None:
     import uvicorn
 
     from metastore.api.server import create_app
@@ -216,8 +270,8 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     if fault_injection == "slow-replay":
         node.replica.slow_down(batch=50, pause=0.05)
     query_runner = None
-    if (spark_master or "local[1]") != "none":
-        query_runner = attach_spark(node, spark_master or "local[1]", data_dir, persistent_catalog)
+    if spark is not None:
+        query_runner = attach_spark(node, spark, data_dir)
     try:
         node.start()
     except MetastoreError as error:
@@ -230,8 +284,10 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
     elif fault_injection == "die-during-checkpoint" and node.checkpointer is not None:
         node.checkpointer.store.during_write = die_during_checkpoint
     membership = Membership(node.settings, node.admin, config.service_id, config.node_id, url,
-                            lambda: (node.state.value, node.replica.position - 1))
+                            lambda: (node.state.value, node.replica.position - 1),
+                            queries=lambda: local_queries(node))
     membership.start()
+    node.query_status = lambda: cluster_queries(node, membership)
     app = create_app(node, auth=auth, url=url, membership=membership, query_runner=query_runner)
     logging.getLogger("metastore").info("node %s of service %s serving on %s", config.node_id,
                                         config.service_id, url)

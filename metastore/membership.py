@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -34,17 +34,21 @@ class Heartbeat:
     state: str
     applied_offset: int
     timestamp_ms: int
+    queries: dict[str, Any] = field(default_factory=dict)
+    """The persistent queries the node runs, with state and lag (metastore.queries.status)."""
 
 
 class Membership:
     def __init__(self, settings: KafkaSettings, admin: Admin, service_id: str, node_id: str,
-                 url: str, status: Callable[[], tuple[str, int]], interval: float = 2.0) -> None:
+                 url: str, status: Callable[[], tuple[str, int]], interval: float = 2.0,
+                 queries: Callable[[], dict[str, Any]] | None = None) -> None:
         self._settings = settings
         self._admin = admin
         self._topic = membership_topic_name(service_id)
         self._node_id = node_id
         self._url = url
         self._status = status
+        self._queries = queries
         self.interval = interval
         self._heartbeats: dict[str, Heartbeat] = {}
         self._stop = threading.Event()
@@ -76,7 +80,8 @@ class Membership:
             while not self._stop.is_set():
                 state, applied = self._status()
                 beat = {"nodeId": self._node_id, "url": self._url, "state": state,
-                        "appliedOffset": applied, "timestampMs": int(time.time() * 1000)}
+                        "appliedOffset": applied, "timestampMs": int(time.time() * 1000),
+                        "queries": self._queries() if self._queries is not None else {}}
                 try:
                     producer.produce(self._topic, key=self._node_id.encode(),
                                      value=json.dumps(beat).encode())
@@ -107,6 +112,7 @@ def _decode(value: bytes | None) -> Heartbeat | None:
     try:
         data: dict[str, Any] = json.loads(value or b"")
         return Heartbeat(str(data["nodeId"]), str(data["url"]), str(data["state"]),
-                         int(data["appliedOffset"]), int(data["timestampMs"]))
+                         int(data["appliedOffset"]), int(data["timestampMs"]),
+                         dict(data.get("queries") or {}))
     except (ValueError, KeyError, TypeError):
         return None

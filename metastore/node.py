@@ -11,7 +11,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,10 @@ from metastore.log.reader import LogReplica, NodeState, Resume
 from metastore.log.replay import collector_paused
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
+from metastore.queries.runner import QueryRunner
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.parser import parse
-from metastore.sql.statements import ListObjects, Statement
+from metastore.sql.statements import Describe, ListObjects, Statement
 
 Entity = dict[str, Any]
 
@@ -81,12 +82,21 @@ class Node:
         self._checkpoint_warnings: list[str] = []
         self.process_started = time.monotonic() - _process_age()
         """``time.monotonic()`` of this process's start (for the start-to-READY figure)."""
+        self.queries: QueryRunner | None = None
+        """The persistent-query runner, when this node runs Spark."""
+        self.query_status: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None
+        """Every query's state, owner and lag across the cluster, for SHOW QUERIES / DESCRIBE."""
 
     # -- lifecycle -----------------------------------------------------------------------------
     def attach_projection(self, projection: ProjectionRunner) -> None:
         """Project every image into Spark (call before ``start``)."""
         self.projection = projection
         self.replica.add_listener(projection.offer)
+
+    def attach_queries(self, runner: QueryRunner) -> None:
+        """Run the persistent queries this node is assigned (call before ``start``)."""
+        self.queries = runner
+        self.replica.add_listener(runner.offer)
 
     def start(self) -> None:
         """Check Kafka, verify (or create) the command topic, start replaying."""
@@ -106,6 +116,8 @@ class Node:
         self.replica.start()
         if self.projection is not None:
             self.projection.start()
+        if self.queries is not None:
+            self.queries.start()
 
     def _start_checkpoints(self, data_dir: Path) -> None:
         """Offer the replica the newest usable checkpoint (or snapshot); checkpoint from now on."""
@@ -160,6 +172,8 @@ class Node:
 
     def stop(self, checkpoint: bool = True) -> None:
         """Stop; ``checkpoint``: write a last checkpoint of what was applied (a clean stop)."""
+        if self.queries is not None:
+            self.queries.stop()  # before Spark goes: stop this node's queries, leave the group
         if self.projection is not None:
             self.projection.stop()
         if self.writer is not None:
@@ -211,6 +225,8 @@ class Node:
         image = self.replica.image
         validator = Validator(image, KafkaTopicFacts(self.admin))
         entities: list[Entity] = []
+        status = self.query_status() if self.query_status is not None and any(
+            isinstance(s, ListObjects | Describe) for s in statements) else None
         for statement in statements:
             outcome = validator.validate(statement)
             if isinstance(outcome, Skip):
@@ -220,7 +236,7 @@ class Node:
             topics = None
             if isinstance(statement, ListObjects) and statement.what == "TOPICS":
                 topics = [(t.name, t.partitions) for t in self.admin.list_topics()]
-            entities.append(responses.read_entity(statement, image, topics))
+            entities.append(responses.read_entity(statement, image, topics, status))
         return entities
 
     def status(self) -> dict[str, Any]:

@@ -39,6 +39,9 @@ class Analysis:
     sources: tuple[str, ...]
     window: WindowInfo | None
     aggregate: bool
+    projection: tuple[tuple[str, exp.Expr], ...] = ()
+    """Each output column's name and the expression computing it, in SELECT order (``*``
+    expanded); what a runtime compiles the projection from."""
 
     @property
     def key_columns(self) -> tuple[Column, ...]:
@@ -132,7 +135,8 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
         window = scope.by_alias[scope.order[0]].window
     return Analysis(kind=kind, columns=tuple(columns),
                     sources=tuple(dict.fromkeys(s.name for s in scope.by_alias.values())),
-                    window=window, aggregate=aggregate)
+                    window=window, aggregate=aggregate,
+                    projection=tuple((p.name, p.expression) for p in projected))
 
 
 def _scope(select: exp.Select, sources: Mapping[str, DataSource], windowed: bool) -> _Scope:

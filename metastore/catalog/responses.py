@@ -6,7 +6,7 @@ the REST server and the offline ``metastore check``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from metastore.catalog import commands as cmd
@@ -16,6 +16,8 @@ from metastore.sql import statements as st
 from metastore.sql import types as ty
 
 Entity = dict[str, Any]
+QueryStatuses = Mapping[str, Mapping[str, Any]]
+"""Per query id: ``state``, ``ownerNode``, ``lag``, ``message`` (see metastore.queries.status)."""
 
 
 def schema_json(sql_type: ty.SqlType) -> dict[str, Any]:
@@ -99,16 +101,27 @@ def source_summary(source: DataSource) -> dict[str, Any]:
             "isWindowed": source.window is not None}
 
 
-def query_summary(query: PersistentQuery, image: Image, state: str = "RUNNING") -> dict[str, Any]:
+def query_summary(query: PersistentQuery, image: Image,
+                  status: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """ksqlDB's ``RunningQuery``, plus where it runs: ``ownerNode``, ``lag``, ``errorMessage``.
+
+    ``status`` is the runtime's view (``state``, ``ownerNode``, ``lag``, ``message``); without
+    one (offline checks) the query is reported RUNNING, as the catalog alone implies.
+    """
     sink = image.source(query.sink)
+    state = str(status.get("state") or "RUNNING") if status is not None else "RUNNING"
     return {"queryString": query.sql, "sinks": [query.sink],
             "sinkKafkaTopics": [sink.topic] if sink else [], "id": query.query_id,
-            "statusCount": {state: 1}, "queryType": "PERSISTENT", "state": state}
+            "statusCount": {state: 1}, "queryType": "PERSISTENT", "state": state,
+            "ownerNode": status.get("ownerNode") if status else None,
+            "lag": status.get("lag") if status else None,
+            "errorMessage": status.get("message") if status else None}
 
 
-def source_description(source: DataSource, image: Image, extended: bool) -> dict[str, Any]:
+def source_description(source: DataSource, image: Image, extended: bool,
+                       query_status: QueryStatuses | None = None) -> dict[str, Any]:
     def summaries(queries: Sequence[PersistentQuery]) -> list[dict[str, Any]]:
-        return [query_summary(q, image) for q in queries]
+        return [query_summary(q, image, _status(query_status, q.query_id)) for q in queries]
 
     return {
         "name": source.name, "windowType": source.window.kind if source.window else None,
@@ -124,11 +137,16 @@ def source_description(source: DataSource, image: Image, extended: bool) -> dict
     }
 
 
+def _status(statuses: QueryStatuses | None, query_id: str) -> Mapping[str, Any] | None:
+    if statuses is None:
+        return None
+    return statuses.get(query_id) or {"state": "PENDING"}
+
+
 def read_entity(statement: st.Statement, image: Image,
                 topics: Sequence[tuple[str, int]] | None = None,
-                query_states: dict[str, str] | None = None) -> Entity:
-    """The answer to a statement that only reads the catalog."""
-    states = query_states or {}
+                query_status: QueryStatuses | None = None) -> Entity:
+    """The answer to a statement that only reads the catalog (and the queries' runtime status)."""
     if isinstance(statement, st.ListObjects):
         what = statement.what
         if what in ("STREAMS", "TABLES"):
@@ -137,12 +155,12 @@ def read_entity(statement: st.Statement, image: Image,
                       if image.sources[n].kind is kind]
             if statement.extended:
                 return {**_base(statement, "source_descriptions"), "sourceDescriptions": [
-                    source_description(s, image, True) for s in chosen]}
+                    source_description(s, image, True, query_status) for s in chosen]}
             return {**_base(statement, what.lower()), what.lower(): [
                 source_summary(s) for s in chosen]}
         if what == "QUERIES":
             return {**_base(statement, "queries"), "queries": [
-                query_summary(image.queries[q], image, states.get(q, "RUNNING"))
+                query_summary(image.queries[q], image, _status(query_status, q))
                 for q in sorted(image.queries)]}
         if what == "TYPES":
             return {**_base(statement, "type_list"), "types": {
@@ -157,7 +175,8 @@ def read_entity(statement: st.Statement, image: Image,
     if isinstance(statement, st.Describe):
         source = image.sources[statement.name]
         return {**_base(statement, "sourceDescription"),
-                "sourceDescription": source_description(source, image, statement.extended)}
+                "sourceDescription": source_description(source, image, statement.extended,
+                                                        query_status)}
     if isinstance(statement, st.SetProperty):
         return {**_base(statement, "currentStatus"), "commandStatus": {
             "status": "SUCCESS", "message": f"Property {statement.name} set", "queryId": None}}

@@ -89,8 +89,10 @@ Outcome = Write | Skip | Read
 class Validator:
     """Validates a request's statements in order on one snapshot."""
 
-    def __init__(self, snapshot: Image, facts: TopicFacts, first_offset: int | None = None) -> None:
+    def __init__(self, snapshot: Image, facts: TopicFacts, first_offset: int | None = None,
+                 runtime_check: bool = True) -> None:
         self._delta = Delta(snapshot)
+        self._runtime_check = runtime_check
         self._facts = facts
         self._next_offset = first_offset if first_offset is not None else snapshot.offset + 1
         self._planned_topics: dict[str, int] = {}
@@ -272,6 +274,8 @@ class Validator:
             name=name, kind=kind, columns=tuple(columns), topic=topic, key_format=key_format,
             value_format=value_format, partitions=partitions, statement=statement.text,
             window=analysis.window, properties=_pass_through(statement.properties))
+        if self._runtime_check:
+            _check_runtime(statement.query, self._delta.sources, source)
         query_kind = "CSAS" if kind is st.SourceKind.STREAM else "CTAS"
         return Write(statement, cmd.CreateAsSelectCommand(
             source, query_kind, analysis.sources, statement.query.text,
@@ -297,6 +301,8 @@ class Validator:
                 "Incompatible schema between results and sink.\n"
                 f"Result schema is {_schema_text(analysis.columns)}\n"
                 f"Sink schema is {_schema_text(target.columns)}", target.name)
+        if self._runtime_check:
+            _check_runtime(statement.query, self._delta.sources, target)
         return Write(statement, cmd.InsertQueryCommand(target.name, analysis.sources,
                                                        statement.query.text))
 
@@ -336,6 +342,13 @@ class Validator:
             raise DependentsExistError(
                 f"Cannot drop {name}.\nThe following streams and/or tables read from this source: "
                 f"[{', '.join(sinks)}].\nYou need to drop them before dropping {name}.", name)
+        inserts = sorted(q.query_id for q in self._delta.queries.values()
+                         if q.kind == "INSERT" and q.sink == name)
+        if inserts:  # the query that created the sink is terminated with it; INSERTs are not
+            raise DependentsExistError(
+                f"Cannot drop {name}.\nThe following queries read from this source: [].\n"
+                f"The following queries write into this source: [{', '.join(inserts)}].\n"
+                f"You need to terminate them before dropping {name}.", name)
         return Write(statement, cmd.DropSourceCommand(source.kind, name, statement.delete_topic,
                                                       source.topic),
                      topics_to_delete=(source.topic,) if statement.delete_topic else ())
@@ -397,6 +410,16 @@ class Validator:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+def _check_runtime(query: st.Query, sources: Mapping[str, DataSource], sink: DataSource) -> None:
+    """Refuse, before writing, a persistent query the Spark runtime could not run."""
+    from metastore.queries.exceptions import UnsupportedByRuntimeError
+    from metastore.queries.support import explain, runtime_problem
+
+    problem = runtime_problem(query, sources, sink)
+    if problem is not None:
+        raise UnsupportedByRuntimeError(explain(problem), sink.name)
+
+
 def _exists_warning(kind: st.SourceKind, name: str) -> str:
     return f"Cannot add {kind.label} `{name}`: A {kind.label} with the same name already exists."
 

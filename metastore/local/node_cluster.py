@@ -115,6 +115,8 @@ class LocalNodeCluster:
                    "--service-id", state.service_id, "--bootstrap-servers", state.bootstrap_servers,
                    "--node-id", name, "--listen", f"127.0.0.1:{node.port}",
                    "--data-dir", str(data_dir), *node.extra_args]
+        if "--query-checkpoint-dir" not in node.extra_args:  # shared: any node can take over
+            command += ["--query-checkpoint-dir", str(self.root / "query-checkpoints")]
         with self.log_path(name).open("ab") as log:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True,

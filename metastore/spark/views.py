@@ -81,8 +81,12 @@ def objects_for(source: DataSource, database: str, kafka_options: Mapping[str, s
 
 
 # -- decoding ----------------------------------------------------------------------------------------
-def decode_select(source: DataSource, raw_table: str) -> str:
-    """A SELECT over the raw Kafka table producing the declared columns, in order."""
+def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = ()) -> str:
+    """A SELECT over the raw Kafka table producing the declared columns, in order.
+
+    ``extra`` select items over the raw columns (``offset AS ROWOFFSET``...) are appended when the
+    source is read as a stream (a record per Kafka record, no latest-per-key).
+    """
     problem = _unsupported(source)
     if problem is not None:
         message = string_literal(f"{source.name} cannot be queried through Spark yet: {problem}")
@@ -90,13 +94,18 @@ def decode_select(source: DataSource, raw_table: str) -> str:
                             for c in source.columns)
         return f"SELECT {columns} FROM {raw_table}"
     expressions = [f"{_column_expression(source, c)} AS {quote(c.name)}" for c in source.columns]
-    decoded = f"SELECT {', '.join(expressions)} FROM {raw_table}"
-    if source.kind is SourceKind.STREAM:
+    decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table}"
+    if source.kind is SourceKind.STREAM or extra:
         return decoded
     names = ", ".join(quote(c.name) for c in source.columns)
     return (f"SELECT {names} FROM (SELECT {', '.join(expressions)}, value IS NULL AS __tombstone, "
             "row_number() OVER (PARTITION BY key ORDER BY partition DESC, offset DESC) AS __latest "
             f"FROM {raw_table}) WHERE __latest = 1 AND NOT __tombstone")
+
+
+def decode_problem(source: DataSource) -> str | None:
+    """Why Spark cannot decode ``source``'s records yet, or None."""
+    return _unsupported(source)
 
 
 def _unsupported(source: DataSource) -> str | None:

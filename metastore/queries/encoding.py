@@ -1,0 +1,114 @@
+"""Sink records in the sink's formats: Spark SQL expressions for the Kafka key, value and headers.
+
+The inverse of the decoding in :mod:`metastore.spark.views`, byte for byte what ksqlDB writes:
+
+- KAFKA: INTEGER as 4 bytes and BIGINT as 8 bytes big-endian, STRING as UTF-8, BYTES as is;
+- JSON: an object of the columns (nulls kept), or the bare value for a single key column or an
+  unwrapped single value (``WRAP_SINGLE_VALUE=false``); TIMESTAMP as epoch milliseconds, DATE as
+  epoch days, BYTES as base64, as ksqlDB's JSON serializer does;
+- DELIMITED: the columns' text joined by the delimiter, a null as an empty field;
+- a windowed key (TUMBLING / HOPPING) is the key's bytes followed by the window start as an
+  8-byte big-endian epoch-millisecond, ksqlDB's time-windowed key layout.
+
+A null value is a tombstone.
+"""
+
+from __future__ import annotations
+
+from metastore.catalog.model import Column, DataSource
+from metastore.spark.types import quote, string_literal
+from metastore.sql import types as ty
+
+SOURCE_HEADER = "metastore.source"
+"""Header naming the source record (``topic/partition/offset``) an output record came from."""
+
+
+def key_expression(sink: DataSource, window_start: str | None = None) -> str:
+    """The Kafka key of a sink record, from the typed sink columns (and the window start)."""
+    columns = sink.key_columns
+    if not columns or sink.key_format == "NONE":
+        return "CAST(NULL AS BINARY)"
+    fmt = sink.key_format
+    if fmt == "KAFKA":
+        encoded = _kafka(quote(columns[0].name), columns[0].type)
+    elif fmt == "JSON":
+        encoded = (_bare_json(columns[0]) if len(columns) == 1 else _json_object(columns))
+    elif fmt == "DELIMITED":
+        encoded = _delimited(columns, sink.property("KEY_DELIMITER"))
+    else:
+        raise ValueError(f"key format {fmt} cannot be written")
+    if window_start is not None:
+        return f"concat(CAST({encoded} AS BINARY), {_int64(window_start)})"
+    return encoded
+
+
+def value_expression(sink: DataSource) -> str:
+    """The Kafka value of a sink record, from the typed sink columns."""
+    columns = sink.value_columns
+    fmt = sink.value_format
+    if fmt == "KAFKA":
+        return _kafka(quote(columns[0].name), columns[0].type)
+    if fmt == "JSON":
+        if len(columns) == 1 and sink.property("WRAP_SINGLE_VALUE") == "false":
+            return _bare_json(columns[0])
+        return _json_object(columns)
+    if fmt == "DELIMITED":
+        return _delimited(columns, sink.property("VALUE_DELIMITER"))
+    raise ValueError(f"value format {fmt} cannot be written")
+
+
+def source_headers(source_column: str) -> str:
+    """Headers carrying the source record's coordinates, so duplicates can be recognised."""
+    return (f"array(named_struct('key', {string_literal(SOURCE_HEADER)}, "
+            f"'value', CAST({source_column} AS BINARY)))")
+
+
+def _int64(expression: str) -> str:
+    return f"unhex(lpad(hex(CAST({expression} AS BIGINT)), 16, '0'))"
+
+
+def _kafka(expression: str, sql_type: ty.SqlType) -> str:
+    if sql_type == ty.STRING:
+        return f"CAST({expression} AS BINARY)"
+    if sql_type == ty.BYTES:
+        return expression
+    if sql_type == ty.INTEGER:
+        return f"substring({_int64(expression)}, 5, 4)"
+    if sql_type == ty.BIGINT:
+        return _int64(expression)
+    raise ValueError(f"KAFKA format cannot carry {sql_type.sql()}")
+
+
+def _json_ready(column: Column) -> str:
+    """The column as the value to_json must write (ksqlDB's JSON representation)."""
+    name = quote(column.name)
+    if column.type == ty.TIMESTAMP:
+        return f"unix_millis({name})"
+    if column.type == ty.DATE:
+        return f"unix_date({name})"
+    if column.type == ty.BYTES:
+        return f"base64({name})"
+    return name
+
+
+def _json_object(columns: tuple[Column, ...]) -> str:
+    fields = ", ".join(f"{string_literal(c.name)}, {_json_ready(c)}" for c in columns)
+    return f"to_json(named_struct({fields}), map('ignoreNullFields', 'false'))"
+
+
+def _bare_json(column: Column) -> str:
+    wrapped = f"to_json(named_struct('v', {_json_ready(column)}))"
+    pattern = string_literal(r'^\{"v":(.*)\}$')
+    return (f"CASE WHEN {quote(column.name)} IS NULL THEN NULL "
+            f"ELSE regexp_extract({wrapped}, {pattern}, 1) END")
+
+
+def _delimited(columns: tuple[Column, ...], delimiter: str | None) -> str:
+    separator = {"TAB": "\t", "SPACE": " "}.get((delimiter or ",").upper(), delimiter or ",")
+    fields = []
+    for column in columns:
+        text = _json_ready(column) if column.type in (ty.TIMESTAMP, ty.DATE, ty.BYTES) else (
+            quote(column.name))
+        fields.append(f"coalesce(CAST({text} AS STRING), '')")
+    return f"concat_ws({string_literal(separator)}, {', '.join(fields)})"
+

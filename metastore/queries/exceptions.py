@@ -1,0 +1,24 @@
+"""Errors of the persistent-query runtime."""
+
+from __future__ import annotations
+
+from metastore.catalog.exceptions import UnsupportedStatementError
+from metastore.exceptions import MetastoreError
+
+
+class UnsupportedByRuntimeError(UnsupportedStatementError):
+    """A persistent query the Spark runtime cannot run: rejected at validation, never written."""
+
+    code = "unsupported_by_runtime"
+
+
+class QueryRuntimeError(MetastoreError):
+    """A persistent query could not be compiled or started on this node."""
+
+    code = "query_runtime"
+
+
+class AssignmentError(MetastoreError):
+    """The query-assignment group or its topic is unusable."""
+
+    code = "query_assignment"

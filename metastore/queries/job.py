@@ -1,0 +1,81 @@
+"""One persistent query as a Spark StreamingQuery: start it from a plan, read its progress.
+
+Each query runs in a Spark session of its own (``spark.newSession()``: the node's SparkContext,
+its own temporary views and SQL settings), with ANSI mode off so that a bad value yields NULL,
+as in ksqlDB, instead of failing the query. Its checkpoint (source offsets and aggregation
+state) is ``<checkpoint root>/<query id>``; a query restarted anywhere with the same checkpoint
+resumes after the last micro-batch it committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metastore.queries.plan import QueryPlan
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the last micro-batch processed: the next offset per (topic, partition)."""
+
+    batch_id: int
+    offsets: Mapping[tuple[str, int], int]
+
+
+def start(spark: Any, plan: QueryPlan, checkpoint: Path,
+          kafka_options: Mapping[str, str]) -> Any:
+    """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery."""
+    session = spark.newSession()
+    session.conf.set("spark.sql.ansi.enabled", "false")
+    session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
+    for step in plan.steps:
+        if step.topic is not None:
+            reader = session.readStream if step.streaming else session.read
+            options = {"subscribe": step.topic, "startingOffsets": "earliest",
+                       "kafka.isolation.level": "read_committed", "failOnDataLoss": "false",
+                       **kafka_options}
+            frame = reader.format("kafka").options(**options).load()
+        else:
+            frame = session.sql(step.sql)
+        if step.watermark_ms is not None:
+            frame = frame.withWatermark("__MS_TS", f"{step.watermark_ms} milliseconds")
+        frame.createOrReplaceTempView(step.view)
+    output = session.sql(plan.sql)
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    writer = (output.writeStream.format("kafka").options(**kafka_options)
+              .option("topic", plan.topic).option("checkpointLocation", str(checkpoint))
+              .outputMode(plan.output_mode).queryName(plan.query_id))
+    return writer.start()
+
+
+def progress(streaming_query: Any) -> Progress | None:
+    """The offsets the last micro-batch reached, or None before the first one."""
+    last = streaming_query.lastProgress
+    if last is None:
+        return None
+    data: dict[str, Any] = json.loads(last.json) if hasattr(last, "json") else dict(last)
+    offsets: dict[tuple[str, int], int] = {}
+    for source in data.get("sources") or []:
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        for topic, partitions in (end or {}).items():
+            for partition, offset in partitions.items():
+                offsets[(topic, int(partition))] = int(offset)
+    return Progress(int(data.get("batchId", -1)), offsets)
+
+
+def failure(streaming_query: Any) -> str | None:
+    """The reason a stopped query failed (first line), or None."""
+    error = streaming_query.exception()
+    if error is None:
+        return None
+    text = str(getattr(error, "desc", None) or error).strip()
+    return text.splitlines()[0][:1000] if text else type(error).__name__

@@ -1,0 +1,194 @@
+"""Compile a persistent query into the Spark SQL of a Structured Streaming job.
+
+A :class:`QueryPlan` is a list of :class:`Step` s, each registering a temporary view in the
+query's own Spark session, and the final SELECT whose rows are the sink's Kafka records
+(``key``, ``value`` and, for streams, ``headers``):
+
+1. every stream read becomes a streaming Kafka source (``read_committed``, from the earliest
+   offset the first time, from the checkpoint afterwards), decoded with
+   :func:`metastore.spark.views.decode_select` plus the pseudo columns ``ROWTIME``,
+   ``ROWPARTITION``, ``ROWOFFSET``, the event time (the ``TIMESTAMP`` column or the record's
+   timestamp) and, for a windowed query, the ``window()`` each record falls into;
+2. every table in a stream-table join is a *batch* Kafka read decoded to its latest row per key,
+   which Spark re-plans, so re-reads up to the newest committed offset, at every micro-batch
+   (a stream-static join);
+3. the ksqlDB SELECT, transpiled with sqlglot to Spark SQL over those views, each output column
+   cast to the sink column's type;
+4. the sink encoding of :mod:`metastore.queries.encoding`.
+
+Aggregations run in Spark's ``update`` output mode: each micro-batch writes the new value of
+every key (and window) it changed, an upsert keyed by the GROUP BY key.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from metastore.catalog.analysis import _function_name, analyse
+from metastore.catalog.image import Image
+from metastore.catalog.model import DataSource, PersistentQuery
+from metastore.queries import encoding
+from metastore.queries.exceptions import QueryRuntimeError
+from metastore.queries.support import explain, runtime_problem
+from metastore.spark.types import quote, spark_type
+from metastore.spark.views import decode_select
+from metastore.sql import types as ty
+from metastore.sql.parser import parse
+from metastore.sql.statements import Query, SelectStatement, SourceKind
+
+TS = "__MS_TS"
+WINDOW = "__MS_WINDOW"
+SOURCE = "__MS_SOURCE"
+WINDOW_START = "__MS_WINDOWSTART"
+
+
+@dataclass(frozen=True)
+class Step:
+    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), or a SELECT."""
+
+    view: str
+    sql: str | None = None
+    topic: str | None = None
+    streaming: bool = True
+    watermark_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    query_id: str
+    steps: tuple[Step, ...]
+    sql: str
+    output_mode: str
+    topic: str
+    source_topics: tuple[str, ...]
+
+
+def parse_query(sql: str) -> Query:
+    statements = parse(sql if sql.rstrip().endswith(";") else sql + ";")
+    if len(statements) != 1 or not isinstance(statements[0], SelectStatement):
+        raise QueryRuntimeError(f"not a SELECT: {sql[:200]}")
+    return statements[0].query
+
+
+def compile_query(query: PersistentQuery, image: Image) -> QueryPlan:
+    """The Spark plan of ``query`` over the catalog of ``image``."""
+    sink = image.source(query.sink)
+    if sink is None:
+        raise QueryRuntimeError(f"{query.query_id}: its sink {query.sink} is not in the catalog")
+    parsed = parse_query(query.sql)
+    problem = runtime_problem(parsed, image.sources, sink)
+    if problem is not None:
+        raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")
+    analysis = analyse(parsed, image.sources, image.types, sink.name)
+    select = parsed.select
+    assert isinstance(select, exp.Select)
+    prefix = "q_" + re.sub(r"[^0-9a-zA-Z_]", "_", query.query_id).lower()
+    steps: list[Step] = []
+    stream_alias: str | None = None
+    source_topics: list[str] = []
+    tables = [select.args["from_"].this] if select.args.get("from_") else []
+    tables += [join.this for join in select.args.get("joins") or []]
+    for index, table in enumerate(tables):
+        source = image.sources[table.name]
+        alias = table.alias_or_name
+        view = f"{prefix}_{index}"
+        if source.kind is SourceKind.STREAM:
+            stream_alias = stream_alias or alias
+            source_topics.append(source.topic)
+            steps += _stream_steps(source, view, parsed)
+        else:
+            steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
+                      Step(view, decode_select(source, quote(f"{view}_raw")))]
+        table.replace(exp.Table(this=exp.to_identifier(view, quoted=True),
+                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    assert stream_alias is not None, "support admits only queries reading a stream"
+    items: list[exp.Expr] = [exp.alias_(expression.copy(), name, quoted=True)
+                             for name, expression in analysis.projection]
+    windowed = parsed.window is not None and analysis.aggregate
+    if windowed:
+        group = select.args.get("group") or exp.Group(expressions=[])
+        group.append("expressions", exp.column(WINDOW, table=stream_alias, quoted=True))
+        select.set("group", group)
+        items.append(exp.alias_(_bound(stream_alias, "start"), WINDOW_START, quoted=True))
+    elif not analysis.aggregate:
+        items.append(exp.alias_(exp.column(SOURCE, table=stream_alias, quoted=True), SOURCE,
+                                quoted=True))
+    select.set("expressions", items)
+    _rewrite(select, stream_alias)
+    inner = select.sql(dialect="spark", identify=True)
+    typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
+             for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
+    hidden = WINDOW_START if windowed else (None if analysis.aggregate else SOURCE)
+    if hidden is not None:
+        typed.append(quote(hidden))
+    records = [f"{encoding.key_expression(sink, quote(WINDOW_START) if windowed else None)} AS key",
+               f"{encoding.value_expression(sink)} AS value"]
+    if hidden == SOURCE:
+        records.append(f"{encoding.source_headers(quote(SOURCE))} AS headers")
+    sql = (f"SELECT {', '.join(records)} FROM (SELECT {', '.join(typed)} FROM ({inner}) "
+           "AS __ms_result) AS __ms_typed")
+    return QueryPlan(query.query_id, tuple(steps), sql,
+                     "update" if analysis.aggregate else "append", sink.topic,
+                     tuple(dict.fromkeys(source_topics)))
+
+
+def _stream_steps(source: DataSource, view: str, query: Query) -> list[Step]:
+    pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
+              f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
+              "timestamp AS __MS_KAFKA_TS")
+    decoded = decode_select(source, quote(f"{view}_raw"), extra=pseudo)
+    event_time = "__MS_KAFKA_TS"
+    column = source.column(source.timestamp_column) if source.timestamp_column else None
+    if column is not None:
+        event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
+                      else quote(column.name))
+    window = query.window
+    grace = window.grace_ms if window is not None else None
+    bounds = ""
+    if window is not None and window.size_ms is not None:
+        size = f"'{window.size_ms} milliseconds'"
+        slide = f", '{window.advance_ms} milliseconds'" if window.advance_ms else ""
+        bounds = f", window({TS}, {size}{slide}) AS {WINDOW}"
+    return [Step(f"{view}_raw", topic=source.topic),
+            Step(f"{view}_decoded", f"SELECT *, {event_time} AS {TS} FROM ({decoded})",
+                 watermark_ms=grace),
+            Step(view, f"SELECT *, unix_millis({TS}) AS ROWTIME{bounds} FROM {quote(view + '_decoded')}")]
+
+
+def _bound(alias: str, which: str) -> exp.Expr:
+    field = exp.Dot(this=exp.column(WINDOW, table=alias, quoted=True),
+                    expression=exp.to_identifier(which))
+    return exp.Anonymous(this="unix_millis", expressions=[field])
+
+
+def _rewrite(select: exp.Select, stream_alias: str) -> None:
+    """ksqlDB expressions as Spark SQL with ksqlDB's meaning."""
+
+    def transform(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and node.name in ("WINDOWSTART",
+                                                                             "WINDOWEND"):
+            return _bound(stream_alias, "start" if node.name == "WINDOWSTART" else "end")
+        if isinstance(node, exp.JSONExtract):
+            path = node.expression
+            field = path.name if isinstance(path, exp.Expr) else str(path)
+            return exp.Dot(this=node.this, expression=exp.to_identifier(
+                field.strip("$.").split(".")[-1].upper(), quoted=True))
+        if isinstance(node, exp.Bracket):  # ksqlDB indexes arrays from 1, like element_at
+            return exp.Anonymous(this="element_at", expressions=[node.this, *node.expressions])
+        if isinstance(node, exp.Func):
+            name = _function_name(node)
+            args = [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
+            if name == "AS_VALUE":
+                return args[0]
+            if name in ("LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET"):
+                offset = exp.column("ROWOFFSET", table=stream_alias, quoted=True)
+                order = exp.If(this=exp.Is(this=args[0].copy(), expression=exp.Null()),
+                               true=exp.Null(), false=offset)
+                function = "max_by" if name == "LATEST_BY_OFFSET" else "min_by"
+                return exp.Anonymous(this=function, expressions=[args[0], order])
+        return node
+
+    select.transform(transform, copy=False)

@@ -1,0 +1,268 @@
+"""Keep the Spark queries running on this node equal to the image's queries this node owns.
+
+:class:`QueryRunner` is a replica listener, like the Spark catalog projection: it remembers the
+newest image (once the replica is caught up) and reconciles in a thread of its own, so Spark
+never blocks the command log. A pass compares *wanted* (every query of the image whose
+assignment partition this node owns) with *running* (the StreamingQuery objects it started):
+
+- a query no longer in the image (TERMINATE, or DROP of its sink) is stopped and its checkpoint
+  deleted: it can never run again, its id is never reused;
+- a query whose partition was revoked is stopped, synchronously, from the assignment's revoke
+  callback; its checkpoint stays for the next owner;
+- a wanted query not running is compiled and started from its checkpoint
+  (``<checkpoint root>/<query id>``); one whose SQL changed (CREATE OR REPLACE) is restarted
+  on the same checkpoint;
+- a query that failed is reported ERROR with Spark's reason and retried after
+  ``retry_seconds``.
+
+It also deletes checkpoints left by queries that were terminated while nobody owned them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from metastore.catalog.image import Image
+from metastore.catalog.model import PersistentQuery
+from metastore.kafka.settings import KafkaSettings
+from metastore.queries import job
+from metastore.queries.assignment import Partitions, QueryAssignment, partition_of
+from metastore.queries.plan import compile_query
+
+log = logging.getLogger(__name__)
+
+PENDING, RUNNING, ERROR = "PENDING", "RUNNING", "ERROR"
+_ID_OFFSET = re.compile(r"_(\d+)$")
+
+
+@dataclass
+class QueryState:
+    """One query this node owns: its state, Spark's failure reason, and its lag."""
+
+    query_id: str
+    state: str
+    message: str | None = None
+    lag: int | None = None
+    since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "message": self.message, "lag": self.lag,
+                "sinceMs": self.since_ms}
+
+
+@dataclass
+class _Entry:
+    query: PersistentQuery
+    state: QueryState
+    handle: Any | None = None
+    failed_at: float | None = None
+
+
+class QueryRunner:
+    def __init__(self, node_id: str, spark: Callable[[], Any | None],
+                 kafka_options: Mapping[str, str], checkpoint_root: Path,
+                 settings: KafkaSettings,
+                 assignment: Callable[[Callable[[Partitions], None],
+                                       Callable[[Partitions], None]], QueryAssignment],
+                 retry_seconds: float = 10.0, interval: float = 1.0) -> None:
+        self.node_id = node_id
+        self._spark = spark
+        self._kafka_options = dict(kafka_options)
+        self.checkpoint_root = checkpoint_root
+        self._settings = settings
+        self._make_assignment = assignment
+        self.assignment: QueryAssignment | None = None
+        self._retry = retry_seconds
+        self._interval = interval
+        self._latest: Image | None = None
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="query-runner", daemon=True)
+        self._offsets: Consumer | None = None
+        self.reason: str | None = "waiting for Spark"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(120)
+        if self.assignment is not None:
+            self.assignment.stop()
+        with self._lock:
+            for entry in list(self._entries.values()):
+                self._halt(entry)
+            self._entries.clear()
+        if self._offsets is not None:
+            self._offsets.close()
+
+    def offer(self, image: Image, ready: bool) -> None:
+        """Replica listener: remember the newest image once the replica is caught up."""
+        if ready:
+            self._latest = image
+            self._wake.set()
+
+    def statuses(self) -> dict[str, QueryState]:
+        """The queries this node owns, with their state (a copy)."""
+        with self._lock:
+            return {qid: QueryState(**vars(e.state)) for qid, e in self._entries.items()}
+
+    def checkpoint(self, query_id: str) -> Path:
+        return self.checkpoint_root / query_id
+
+    # -- assignment callbacks (the assignment's polling thread) ----------------------------------
+    def _assigned(self, _owned: Partitions) -> None:
+        self._wake.set()
+
+    def _revoked(self, partitions: Partitions) -> None:
+        assignment = self.assignment
+        count = assignment.partitions if assignment is not None else 1
+        with self._lock:
+            for query_id in [q for q in self._entries if partition_of(q, count) in partitions]:
+                log.info("stopping %s: its partition moves to another node", query_id)
+                self._halt(self._entries.pop(query_id))
+
+    # -- the reconciling thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                spark = self._spark()
+                if spark is None:
+                    continue
+                if self.assignment is None:
+                    self.assignment = self._make_assignment(self._assigned, self._revoked)
+                    self.assignment.start()
+                    self.reason = None
+                self.reconcile(spark)
+                self._measure_lag()
+            except Exception as error:  # a Spark or Kafka failure must never end the thread
+                log.exception("query reconciliation failed")
+                self.reason = f"query reconciliation failed: {error}"
+
+    def reconcile(self, spark: Any) -> None:
+        image, assignment = self._latest, self.assignment
+        if image is None or assignment is None:
+            return
+        with self._lock:
+            owned = assignment.owned
+            wanted = {qid: q for qid, q in image.queries.items()
+                      if partition_of(qid, assignment.partitions) in owned}
+            for query_id in [q for q in self._entries if q not in wanted]:
+                entry = self._entries.pop(query_id)
+                self._halt(entry)
+                if query_id not in image.queries:
+                    log.info("%s was terminated: stopped, checkpoint deleted", query_id)
+                    shutil.rmtree(self.checkpoint(query_id), ignore_errors=True)
+            for query_id, query in sorted(wanted.items()):
+                if self._stop.is_set() or partition_of(query_id, assignment.partitions) not in (
+                        assignment.owned):
+                    continue
+                found = self._entries.get(query_id)
+                if found is not None and found.query.sql != query.sql:
+                    self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new SQL
+                    found = None
+                entry = found or _Entry(query, QueryState(query_id, PENDING))
+                self._entries[query_id] = entry
+                entry.query = query
+                self._check(entry)
+                if entry.handle is None and (entry.failed_at is None or
+                                             time.monotonic() - entry.failed_at >= self._retry):
+                    self._launch(spark, entry, image)
+            self._collect_orphans(image, owned, assignment.partitions)
+
+    def _launch(self, spark: Any, entry: _Entry, image: Image) -> None:
+        query_id = entry.query.query_id
+        try:
+            plan = compile_query(entry.query, image)
+            entry.handle = job.start(spark, plan, self.checkpoint(query_id), self._kafka_options)
+            entry.state = QueryState(query_id, RUNNING)
+            entry.failed_at = None
+            log.info("started %s (checkpoint %s)", query_id, self.checkpoint(query_id))
+        except Exception as error:  # compile or Spark start failure: ERROR, retried later
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            entry.state = QueryState(query_id, ERROR, first[:1000])
+            entry.failed_at = time.monotonic()
+            log.warning("%s could not start: %s", query_id, first[:300])
+
+    def _check(self, entry: _Entry) -> None:
+        handle = entry.handle
+        if handle is None or handle.isActive:
+            return
+        reason = job.failure(handle) or "the Spark query stopped"
+        entry.handle = None
+        entry.state = QueryState(entry.query.query_id, ERROR, reason)
+        entry.failed_at = time.monotonic()
+        log.warning("%s failed: %s", entry.query.query_id, reason[:300])
+
+    def _halt(self, entry: _Entry) -> None:
+        handle, entry.handle = entry.handle, None
+        if handle is not None:
+            try:
+                handle.stop()
+            except Exception as error:  # already stopped or Spark gone: nothing left to stop
+                log.warning("stopping %s: %s", entry.query.query_id, error)
+
+    def _collect_orphans(self, image: Image, owned: Partitions, partitions: int) -> None:
+        """Delete checkpoints of queries terminated while no node ran them."""
+        try:
+            directories = [d for d in self.checkpoint_root.iterdir() if d.is_dir()]
+        except OSError:
+            return
+        for directory in directories:
+            query_id = directory.name
+            match = _ID_OFFSET.search(query_id)
+            if (match is None or query_id in image.queries or query_id in self._entries
+                    or int(match.group(1)) > image.offset
+                    or partition_of(query_id, partitions) not in owned):
+                continue
+            log.info("deleting the checkpoint of terminated query %s", query_id)
+            shutil.rmtree(directory, ignore_errors=True)
+
+    # -- lag -------------------------------------------------------------------------------------
+    def _measure_lag(self) -> None:
+        """Lag per query: the sources' last stable offsets minus what its last batch reached."""
+        with self._lock:
+            progress = {qid: job.progress(e.handle) for qid, e in self._entries.items()
+                        if e.handle is not None}
+        if self._offsets is None:
+            self._offsets = Consumer(self._settings.config(
+                group_id=f"{self.node_id}-query-lag", enable_auto_commit=False,
+                isolation_level="read_committed"))
+        lags: dict[str, int | None] = {}
+        for query_id, reached in progress.items():
+            if reached is None or not reached.offsets:
+                lags[query_id] = None
+                continue
+            total = 0
+            for (topic, partition), offset in reached.offsets.items():
+                try:
+                    _, end = self._offsets.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=5, cached=False)
+                except KafkaException:
+                    total = -1
+                    break
+                total += max(end - offset, 0)
+            lags[query_id] = None if total < 0 else total
+        with self._lock:
+            for query_id, lag in lags.items():
+                entry = self._entries.get(query_id)
+                if entry is not None and entry.state.state == RUNNING:
+                    entry.state.lag = lag

@@ -1,0 +1,44 @@
+"""Every query's state, owner node and lag, as any node sees it.
+
+The owner of a query knows its state first hand; it publishes the states of the queries it
+owns in its membership heartbeat (every 2 s). Any node, with or without Spark, merges the live
+heartbeats: a query claimed by a live node has that node as owner; a query nobody claims is
+PENDING (not started yet, or its owner died and the group has not moved its partition yet).
+While a partition moves, two nodes can both report a query for one heartbeat; the one running
+it wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from metastore.catalog.image import Image
+from metastore.queries.runner import PENDING, RUNNING, QueryState
+
+Status = dict[str, Any]
+
+
+def report(states: Mapping[str, QueryState]) -> dict[str, Any]:
+    """What a node puts in its heartbeat: the queries it owns."""
+    return {query_id: state.to_json() for query_id, state in sorted(states.items())}
+
+
+def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Status]:
+    """Each query of ``image``: ``{state, ownerNode, lag, message}`` from the nodes' claims.
+
+    ``claims`` are ``(node id, report)`` pairs of live nodes (this node's own report first).
+    """
+    best: dict[str, Status] = {}
+    for node_id, claimed in claims:
+        for query_id, state in claimed.items():
+            if query_id not in image.queries or not isinstance(state, Mapping):
+                continue
+            candidate = {"state": str(state.get("state", PENDING)), "ownerNode": node_id,
+                         "lag": state.get("lag"), "message": state.get("message")}
+            current = best.get(query_id)
+            if current is None or (current["state"] != RUNNING and candidate["state"] == RUNNING):
+                best[query_id] = candidate
+    return {query_id: best.get(query_id) or {"state": PENDING, "ownerNode": None, "lag": None,
+                                             "message": None}
+            for query_id in sorted(image.queries)}

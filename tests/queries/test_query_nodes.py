@@ -1,0 +1,104 @@
+"""Persistent queries on node processes with Spark: state, owner and lag, TERMINATE, DROP, and
+the query group (nodes without Spark never join it)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from metastore.kafka.settings import KafkaSettings
+from metastore.queries.assignment import group_name
+from tests.conftest import unique
+from tests.queries.test_spark_jobs import read_all
+from tests.servers import ServerProcess
+
+ServerFactory = Callable[..., ServerProcess]
+
+
+def ksql(server: ServerProcess, text: str, status: int = 200) -> list[dict[str, Any]]:
+    response = httpx.post(f"{server.url}/ksql", json={"ksql": text}, timeout=120)
+    assert response.status_code == status, response.text
+    return list(response.json()) if status == 200 else [response.json()]
+
+
+def queries(server: ServerProcess) -> dict[str, dict[str, Any]]:
+    [entity] = ksql(server, "SHOW QUERIES;")
+    return {q["id"]: q for q in entity["queries"]}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
+        server_factory: ServerFactory, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        producer_factory: Callable[..., Producer], tmp_path: Path) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    node = server_factory("--query-checkpoint-dir", str(checkpoints),
+                          "--query-session-timeout-ms", "6000", spark=True)
+    plain = server_factory(service_id=node.service_id, node_id="no-spark")
+    source, sink, counts = unique("src"), unique("sink"), unique("counts")
+    ksql(node, f"""
+        CREATE STREAM SRC (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='JSON',
+            PARTITIONS=1);
+        CREATE STREAM EVEN WITH (KAFKA_TOPIC='{sink}') AS
+            SELECT ID, V FROM SRC WHERE V % 2 = 0 EMIT CHANGES;
+        CREATE TABLE COUNTS WITH (KAFKA_TOPIC='{counts}') AS
+            SELECT V, COUNT(*) AS N FROM SRC GROUP BY V EMIT CHANGES;""")
+    rejected = ksql(plain, "CREATE STREAM SELF AS SELECT A.ID, A.V FROM SRC A JOIN SRC B "
+                           "WITHIN 1 MINUTE ON A.ID = B.ID EMIT CHANGES;", status=400)
+    assert "stream-stream joins are not supported" in rejected[0]["message"]
+
+    producer = producer_factory()
+    for i in range(10):
+        producer.produce(source, key=struct.pack(">i", i), value=json.dumps({"V": i}))
+    producer.flush(10)
+    records = read_all(kafka_settings, sink, 5)
+    assert sorted(json.loads(v or b"")["V"] for _, v, _ in records) == [0, 2, 4, 6, 8]
+
+    def settled() -> dict[str, dict[str, Any]] | None:
+        seen = queries(plain)  # a node without Spark reports what the owner publishes
+        ok = len(seen) == 2 and all(q["state"] == "RUNNING" and q["ownerNode"] == "node-1"
+                                    and q["lag"] == 0 for q in seen.values())
+        return seen if ok else None
+
+    seen = wait_for(settled, 60, "both queries RUNNING on node-1 with no lag")
+    even_id = next(q for q in seen if q.startswith("CSAS_EVEN_"))
+    counts_id = next(q for q in seen if q.startswith("CTAS_COUNTS_"))
+    assert seen[even_id]["sinkKafkaTopics"] == [sink]
+    [described] = ksql(node, "DESCRIBE SRC;")
+    read_by = {q["id"]: q for q in described["sourceDescription"]["readQueries"]}
+    assert read_by[even_id]["state"] == "RUNNING" and read_by[even_id]["ownerNode"] == "node-1"
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    futures = admin.describe_consumer_groups([group_name(node.service_id)])
+    group = futures[group_name(node.service_id)].result(30)
+    assert [m.client_id for m in group.members] == ["node-1-queries"], "no-spark never joins"
+
+    assert (checkpoints / even_id).is_dir() and (checkpoints / counts_id).is_dir()
+    ksql(plain, f"TERMINATE {even_id};")
+    wait_for(lambda: not (checkpoints / even_id).exists(), 60, "the checkpoint to be deleted")
+    for i in range(10, 14):
+        producer.produce(source, key=struct.pack(">i", i), value=json.dumps({"V": i}))
+    producer.flush(10)
+    wait_for(lambda: queries(node)[counts_id]["lag"] == 0, 60, "COUNTS to process the new rows")
+    assert len(read_all(kafka_settings, sink, 6, timeout=5)) == 5, "terminated: no new output"
+    assert list(queries(node)) == [counts_id]
+
+    ksql(node, "DROP TABLE COUNTS;")
+    wait_for(lambda: not (checkpoints / counts_id).exists(), 60, "DROP to stop the CTAS query")
+    assert queries(plain) == {}

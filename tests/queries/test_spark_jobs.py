@@ -1,0 +1,204 @@
+"""Persistent queries compiled and run as Spark streaming jobs, on real Kafka, record by record."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from metastore.catalog.image import Image
+from metastore.check import run_script
+from metastore.kafka.settings import KafkaSettings
+from metastore.queries import job
+from metastore.queries.plan import compile_query
+from metastore.spark.session import start_session
+from tests.conftest import unique
+
+Record = tuple[bytes | None, bytes | None, dict[str, bytes]]
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    session = start_session("local[2]", "metastore-query-tests",
+                            Path(tmp_path_factory.mktemp("spark")))
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+def catalog(text: str) -> Image:
+    results, image = run_script(text)
+    failed = [r for r in results if not r.ok]
+    assert not failed, failed[0].message
+    return image
+
+
+def read_all(settings: KafkaSettings, topic: str, count: int, timeout: float = 90) -> list[Record]:
+    """At least ``count`` records of ``topic`` (read_committed, from the start)."""
+    consumer = Consumer(settings.config(group_id=unique("check"), auto_offset_reset="earliest",
+                                        enable_auto_commit=False,
+                                        isolation_level="read_committed"))
+    consumer.subscribe([topic])
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < count and time.monotonic() < deadline:
+            for message in consumer.consume(100, 0.5):
+                if message.error() is None:
+                    records.append((message.key(), message.value(),
+                                    {k: v for k, v in message.headers() or []}))
+    finally:
+        consumer.close()
+    return records
+
+
+def run(spark: Any, image: Image, query_id: str, tmp_path: Path, bootstrap: str) -> Any:
+    plan = compile_query(image.queries[query_id], image)
+    return job.start(spark, plan, tmp_path / query_id, {"kafka.bootstrap.servers": bootstrap})
+
+
+def int_key(value: int) -> bytes:
+    return struct.pack(">i", value)
+
+
+def query_id(image: Image, sink: str) -> str:
+    source = image.source(sink)
+    assert source is not None and source.query_id is not None
+    return source.query_id
+
+
+def test_filter_csas_writes_each_matching_record_with_its_source(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    source, sink = topic_factory(partitions=2), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM ORDERS (ID INT KEY, ITEM STRING, AMOUNT DOUBLE, AT TIMESTAMP)
+            WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='JSON');
+        CREATE STREAM BIG WITH (KAFKA_TOPIC='{sink}') AS
+            SELECT ID, UCASE(ITEM) AS ITEM, AMOUNT * 2 AS TWICE, AT FROM ORDERS
+            WHERE AMOUNT > 10 EMIT CHANGES;""")
+    producer = producer_factory()
+    inputs = [(i, f"item{i}", float(i * 3)) for i in range(12)]
+    for i, item, amount in inputs:
+        producer.produce(source, key=int_key(i), partition=i % 2,
+                         value=json.dumps({"ITEM": item, "AMOUNT": amount, "AT": 1000 + i}))
+    producer.flush(10)
+    streaming = run(spark, image, query_id(image, "BIG"), tmp_path, kafka_bootstrap)
+    try:
+        expected = {i: (f"ITEM{i}", amount * 2) for i, _, amount in inputs if amount > 10}
+        records = read_all(kafka_settings, sink, len(expected))
+        got = {struct.unpack(">i", k or b"")[0]: json.loads(v or b"") for k, v, _ in records}
+        assert got == {i: {"ITEM": item, "TWICE": twice, "AT": 1000 + i}
+                       for i, (item, twice) in expected.items()}
+        assert len(records) == len(expected), "each matching record once"
+        sources = {h["metastore.source"].decode() for _, _, h in records}
+        assert sources == {f"{source}/{i % 2}/{i // 2}" for i in expected}
+    finally:
+        streaming.stop()
+
+
+def test_ctas_count_by_key_upserts_latest_counts(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    source, sink = topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM CLICKS (ID INT KEY, PAGE STRING, MS BIGINT)
+            WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='JSON');
+        CREATE TABLE PER_PAGE WITH (KAFKA_TOPIC='{sink}', KEY_FORMAT='KAFKA') AS
+            SELECT PAGE, COUNT(*) AS VIEWS, SUM(MS) AS TOTAL, MAX(MS) AS LONGEST,
+                   LATEST_BY_OFFSET(ID) AS LAST_ID
+            FROM CLICKS GROUP BY PAGE EMIT CHANGES;""")
+    producer = producer_factory()
+    pages = ["home", "cart", "home", "pay", "home", "cart"]
+    for i, page in enumerate(pages):
+        producer.produce(source, key=int_key(i), value=json.dumps({"PAGE": page, "MS": i * 10}))
+    producer.flush(10)
+    streaming = run(spark, image, query_id(image, "PER_PAGE"), tmp_path, kafka_bootstrap)
+    try:
+        records = read_all(kafka_settings, sink, 3)
+        latest = {(k or b"").decode(): json.loads(v or b"") for k, v, _ in records}
+        assert latest == {"home": {"VIEWS": 3, "TOTAL": 60, "LONGEST": 40, "LAST_ID": 4},
+                          "cart": {"VIEWS": 2, "TOTAL": 60, "LONGEST": 50, "LAST_ID": 5},
+                          "pay": {"VIEWS": 1, "TOTAL": 30, "LONGEST": 30, "LAST_ID": 3}}
+        producer.produce(source, key=int_key(9), value=json.dumps({"PAGE": "pay", "MS": 1}))
+        producer.flush(10)
+        more = read_all(kafka_settings, sink, len(records) + 1)
+        assert more[-1] == (b"pay", json.dumps(
+            {"VIEWS": 2, "TOTAL": 31, "LONGEST": 30, "LAST_ID": 9}).replace(" ", "").encode(), {})
+    finally:
+        streaming.stop()
+
+
+def test_stream_table_join_sees_table_rows_written_after_the_start(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    views, users, sink = topic_factory(), topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM VIEWS (USER_ID STRING KEY, PAGE STRING)
+            WITH (KAFKA_TOPIC='{views}', VALUE_FORMAT='JSON');
+        CREATE TABLE USERS (ID STRING PRIMARY KEY, NAME STRING, REGION STRING)
+            WITH (KAFKA_TOPIC='{users}', VALUE_FORMAT='JSON');
+        CREATE STREAM ENRICHED WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT V.USER_ID AS USER_ID, PAGE, NAME, REGION
+            FROM VIEWS V LEFT JOIN USERS U ON V.USER_ID = U.ID EMIT CHANGES;""")
+    producer = producer_factory()
+    producer.produce(users, key=b"u1", value=json.dumps({"NAME": "alice", "REGION": "eu"}))
+    producer.produce(users, key=b"u2", value=json.dumps({"NAME": "bob", "REGION": "us"}))
+    producer.flush(10)
+    for user, page in (("u1", "a"), ("u2", "b"), ("u3", "c")):
+        producer.produce(views, key=user.encode(), value=json.dumps({"PAGE": page}))
+    producer.flush(10)
+    streaming = run(spark, image, query_id(image, "ENRICHED"), tmp_path, kafka_bootstrap)
+    try:
+        first = read_all(kafka_settings, sink, 3)
+        assert sorted((k, v) for k, v, _ in first) == [
+            (b"u1", b"a,alice,eu"), (b"u2", b"b,bob,us"), (b"u3", b"c,,")]
+        producer.produce(users, key=b"u3", value=json.dumps({"NAME": "carol", "REGION": "ap"}))
+        producer.produce(users, key=b"u1", value=json.dumps({"NAME": "alicia", "REGION": "eu"}))
+        producer.produce(users, key=b"u2", value=None)
+        producer.flush(10)
+        time.sleep(1)
+        for user, page in (("u1", "d"), ("u2", "e"), ("u3", "f")):
+            producer.produce(views, key=user.encode(), value=json.dumps({"PAGE": page}))
+        producer.flush(10)
+        records = read_all(kafka_settings, sink, 6)
+        assert sorted((k, v) for k, v, _ in records[3:]) == [
+            (b"u1", b"d,alicia,eu"), (b"u2", b"e,,"), (b"u3", b"f,carol,ap")]
+    finally:
+        streaming.stop()
+
+
+def test_tumbling_window_count_writes_ksqldb_windowed_keys(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    source, sink = topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM READINGS (SENSOR INT KEY, V INT, TS BIGINT)
+            WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='JSON', TIMESTAMP='TS');
+        CREATE TABLE PER_MINUTE WITH (KAFKA_TOPIC='{sink}') AS
+            SELECT SENSOR, COUNT(*) AS N, SUM(V) AS TOTAL, WINDOWSTART AS WS
+            FROM READINGS WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY SENSOR EMIT CHANGES;""")
+    producer = producer_factory()
+    for sensor, value, ts in ((1, 5, 1_000), (1, 6, 59_000), (1, 7, 60_000), (2, 1, 61_000)):
+        producer.produce(source, key=int_key(sensor), value=json.dumps({"V": value, "TS": ts}))
+    producer.flush(10)
+    streaming = run(spark, image, query_id(image, "PER_MINUTE"), tmp_path, kafka_bootstrap)
+    try:
+        records = read_all(kafka_settings, sink, 3)
+        got = {struct.unpack(">iq", k or b""): json.loads(v or b"") for k, v, _ in records}
+        assert got == {(1, 0): {"N": 2, "TOTAL": 11, "WS": 0},
+                       (1, 60_000): {"N": 1, "TOTAL": 7, "WS": 60_000},
+                       (2, 60_000): {"N": 1, "TOTAL": 1, "WS": 60_000}}
+    finally:
+        streaming.stop()

@@ -1,0 +1,70 @@
+"""What the Spark runtime runs is decided at validation, purely: every refusal names its reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from metastore.check import run_script
+
+BASE = """
+CREATE STREAM S (ID INT KEY, V INT, NAME STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');
+CREATE STREAM S2 (ID INT KEY, V INT) WITH (KAFKA_TOPIC='s2', VALUE_FORMAT='JSON');
+CREATE TABLE T (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');
+CREATE TABLE T2 (ID INT PRIMARY KEY, N INT) WITH (KAFKA_TOPIC='t2', VALUE_FORMAT='JSON');
+CREATE STREAM A (ID INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='AVRO');
+"""
+
+
+def outcome(statement: str) -> str | None:
+    results, _ = run_script(BASE + statement)
+    failed = [r for r in results if not r.ok]
+    return failed[0].message if failed else None
+
+
+@pytest.mark.parametrize("statement", [
+    "CREATE STREAM X AS SELECT ID, V * 2 AS W FROM S WHERE V > 1 AND NAME LIKE 'a%';",
+    "CREATE STREAM X AS SELECT ID, UCASE(NAME) AS U, COALESCE(V, 0) AS C FROM S PARTITION BY ID;",
+    "CREATE TABLE X AS SELECT NAME, COUNT(*) AS N, AVG(V) AS M, LATEST_BY_OFFSET(V) AS L "
+    "FROM S GROUP BY NAME;",
+    "CREATE TABLE X AS SELECT ID, COUNT(*) AS N FROM S WINDOW HOPPING (SIZE 1 MINUTE, "
+    "ADVANCE BY 10 SECONDS) GROUP BY ID;",
+    "CREATE STREAM X AS SELECT S.ID AS ID, V, T.NAME AS N FROM S LEFT JOIN T ON S.ID = T.ID;",
+    "CREATE STREAM X AS SELECT ID, V FROM S; INSERT INTO X SELECT ID, V FROM S2;",
+])
+def test_supported_queries_are_accepted(statement: str) -> None:
+    assert outcome(statement) is None
+
+
+@pytest.mark.parametrize(("statement", "reason"), [
+    ("CREATE STREAM X AS SELECT S.ID, S.V FROM S JOIN S2 WITHIN 1 MINUTE ON S.ID = S2.ID;",
+     "stream-stream joins are not supported"),
+    ("CREATE TABLE X AS SELECT T.ID, N FROM T JOIN T2 ON T.ID = T2.ID;",
+     "table-table joins are not supported"),
+    ("CREATE TABLE X AS SELECT ID, COUNT(*) AS N FROM S WINDOW SESSION (1 MINUTE) GROUP BY ID;",
+     "SESSION windows are not supported"),
+    ("CREATE TABLE X AS SELECT ID, COUNT(*) AS N FROM S GROUP BY ID HAVING COUNT(*) > 1;",
+     "HAVING is not supported"),
+    ("CREATE STREAM X AS SELECT ID, MASK(NAME) AS M FROM S;",
+     "the function MASK is not supported"),
+    ("CREATE STREAM X AS SELECT ID, V FROM A;", "the AVRO format is not supported"),
+    ("CREATE STREAM X WITH (VALUE_FORMAT='AVRO') AS SELECT ID, V FROM S;",
+     "the sink's value format AVRO cannot be written"),
+    ("CREATE TABLE X AS SELECT ID, NAME FROM T;", "reading the changelog of TABLE T"),
+    ("CREATE TABLE X AS SELECT NAME, COUNT(*) AS N FROM S GROUP BY NAME EMIT FINAL;",
+     "EMIT FINAL is not supported"),
+])
+def test_unsupported_queries_are_refused_before_they_are_written(statement: str,
+                                                                  reason: str) -> None:
+    message = outcome(statement)
+    assert message is not None and message.startswith(
+        "The Spark runtime cannot run this query: ") and reason in message, message
+
+
+def test_drop_terminates_the_sinks_query_but_not_insert_queries_into_it() -> None:
+    results, image = run_script(BASE + "CREATE STREAM X AS SELECT ID, V FROM S;"
+                                       "INSERT INTO X SELECT ID, V FROM S2; DROP STREAM X;")
+    assert results[-1].ok is False
+    assert ("The following queries write into this source: [INSERTQUERY_6].\nYou need to "
+            "terminate them before dropping X." in results[-1].message)
+    results, image = run_script(BASE + "CREATE STREAM X AS SELECT ID, V FROM S; DROP STREAM X;")
+    assert all(r.ok for r in results) and image.queries == {}
