@@ -290,10 +290,10 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
 
 
 def _is_aggregate(function: exp.Expr) -> bool:
-    return _function_name(function) in AGGREGATES
+    return function_name(function) in AGGREGATES
 
 
-def _function_name(function: exp.Expr) -> str:
+def function_name(function: exp.Expr) -> str:
     if isinstance(function, exp.Anonymous):
         return str(function.name).upper()
     name = function.sql_name() if isinstance(function, exp.Func) else ""
@@ -384,7 +384,7 @@ class _Typer:
         return ty.INTEGER if abs(int(text)) <= 2**31 - 1 else ty.BIGINT
 
     def _function(self, node: exp.Func) -> ty.SqlType:
-        name = _function_name(node)
+        name = function_name(node)
         args = [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
         arg_types = [self.type_of(a) for a in args]
         first = arg_types[0] if arg_types else None

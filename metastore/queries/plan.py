@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from metastore.catalog.analysis import _function_name, analyse
+from metastore.catalog.analysis import analyse, function_name
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.queries import encoding
@@ -179,7 +179,7 @@ def _rewrite(select: exp.Select, stream_alias: str) -> None:
         if isinstance(node, exp.Bracket):  # ksqlDB indexes arrays from 1, like element_at
             return exp.Anonymous(this="element_at", expressions=[node.this, *node.expressions])
         if isinstance(node, exp.Func):
-            name = _function_name(node)
+            name = function_name(node)
             args = [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
             if name == "AS_VALUE":
                 return args[0]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from metastore.catalog.analysis import _function_name
+from metastore.catalog.analysis import function_name
 from metastore.catalog.model import DataSource
 from metastore.spark.views import decode_problem
 from metastore.sql import types as ty
@@ -110,7 +110,7 @@ def _expressions(query: Query) -> str | None:
             if isinstance(node, refused):
                 return f"{what} are not supported"
         if isinstance(node, exp.Func) and not isinstance(node, exp.Connector | exp.JSONExtract):
-            name = _function_name(node)
+            name = function_name(node)
             if name in AGGREGATE_FUNCTIONS:
                 args = [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
                 if name in ("LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET") and len(args) > 1:
