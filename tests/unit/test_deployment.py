@@ -93,3 +93,17 @@ def test_dockerfile_copies_what_exists_and_runs_metastore() -> None:
                 assert (ROOT / path).exists(), path
         assert 'ENTRYPOINT ["metastore"]' in text
         assert "openjdk-17" in text, "Spark needs a Java runtime"
+
+
+def test_nodes_keep_their_data_and_share_the_query_checkpoints() -> None:
+    document = compose()
+    nodes = {n: s for n, s in document["services"].items() if n.startswith("node-")}
+    shared = set()
+    for name, spec in nodes.items():
+        env = spec["environment"]
+        mounts = dict(volume.split(":")[::-1] for volume in spec["volumes"])
+        assert mounts[env["METASTORE_DATA_DIR"]] == f"{name}-data"
+        checkpoints = env["METASTORE_QUERY_CHECKPOINT_DIR"]
+        [volume] = [v for t, v in mounts.items() if checkpoints.startswith(t + "/")]
+        shared.add(volume)
+    assert len(shared) == 1 and shared <= set(document["volumes"])
