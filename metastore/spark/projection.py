@@ -1,12 +1,13 @@
 """Keep a node's Spark catalog equal to its image, by reconciling, never by replaying.
 
 ``reconcile(image)`` compares the objects the image wants with what Spark holds in the service's
-database, and applies only the net difference: drops, then creates, then one read back. What
-Spark holds is read once (one ``SHOW TABLE EXTENDED`` call), then known from the last read back;
-with a persistent catalog it is remembered across restarts (:mod:`metastore.spark.catalog_state`),
-so a restarted node whose catalog already matches makes no Spark call. The image last reconciled
-costs nothing at all (images are immutable, so "unchanged" is "the same object": no O(catalog)
-fingerprint is computed per command). The Spark catalog fingerprint is computed from what Spark reports
+database, and applies only the net difference: drops, then creates, then one read back of what
+changed. What Spark holds is read once (one ``SHOW TABLE EXTENDED`` call), then known from the
+read backs; with a persistent catalog it is remembered across restarts
+(:mod:`metastore.spark.catalog_state`), so a restarted node whose catalog already matches makes
+no Spark call. The image last reconciled costs nothing at all (images are immutable, so
+"unchanged" is "the same object": no O(catalog) fingerprint is computed per command). The Spark
+catalog fingerprint is computed from what Spark reports
 (names, kinds, schemas and spec properties), canonically, so it does not depend on creation order.
 
 :class:`ProjectionRunner` drives it from the replica: it reconciles the newest image in a thread of
@@ -20,7 +21,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,12 +84,13 @@ class SparkProjection:
                 wanted[obj.name] = obj
         return wanted
 
-    def actual(self) -> dict[str, SparkObject]:
-        """What Spark holds in the database, in one call."""
+    def actual(self, names: Collection[str] | None = None) -> dict[str, SparkObject]:
+        """What Spark holds in the database (of ``names`` only, when given), in one call."""
         if not self._database_ready:
             self._sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
             self._database_ready = True
-        rows = self._sql(f"SHOW TABLE EXTENDED IN `{self.database}` LIKE '*'").collect()
+        pattern = "*" if names is None else "|".join(sorted(names))
+        rows = self._sql(f"SHOW TABLE EXTENDED IN `{self.database}` LIKE '{pattern}'").collect()
         found: dict[str, SparkObject] = {}
         for row in rows:
             if row["isTemporary"]:
@@ -133,7 +135,11 @@ class SparkProjection:
             self._sql(created.create_sql)
             result.created += 1
         if result.created or result.dropped:
-            present = self.actual()
+            changed = {obj.name for obj in stale} | {obj.name for obj in missing}
+            if all(_plain(name) for name in changed):  # read back only what changed
+                present.update(self.actual(changed))
+            else:
+                present = self.actual()
             read_back = True
         if read_back and self._state_file is not None:
             self._state_file.save(present)
@@ -147,6 +153,11 @@ class SparkProjection:
     @property
     def fingerprint(self) -> str | None:
         return self._fingerprint
+
+
+def _plain(name: str) -> bool:
+    """Whether ``name`` can stand in a SHOW TABLES pattern as itself."""
+    return re.fullmatch(r"[0-9a-z_]+", name) is not None
 
 
 def _properties(info: str) -> dict[str, str]:
