@@ -31,6 +31,10 @@ from metastore.spark.views import SPEC_PROPERTY, CatalogObject, objects_for
 
 log = logging.getLogger(__name__)
 
+PARTIAL_READ_BACK = 64
+"""Read back only the changed objects when there are at most this many: a pattern of many names
+is slower than reading everything (the Hive catalog matches it name by name)."""
+
 
 @dataclass
 class ReconcileResult:
@@ -136,7 +140,7 @@ class SparkProjection:
             result.created += 1
         if result.created or result.dropped:
             changed = {obj.name for obj in stale} | {obj.name for obj in missing}
-            if all(_plain(name) for name in changed):  # read back only what changed
+            if len(changed) <= PARTIAL_READ_BACK and all(_plain(name) for name in changed):
                 present.update(self.actual(changed))
             else:
                 present = self.actual()
