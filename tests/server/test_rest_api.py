@@ -130,8 +130,9 @@ def test_not_ready_during_catch_up(server_factory: Callable[..., ServerProcess],
         producer.produce(topic, key=b"type/T/drop", value=drop.encode())
         producer.poll(0)
     producer.flush(30)
-    late = server_factory("--fault-injection", "slow-replay", service_id=seeded.service_id,
-                          node_id="late", wait=False)
+    # --no-snapshots: the seeded node may have published a snapshot; this node must replay
+    late = server_factory("--fault-injection", "slow-replay", "--no-snapshots",
+                          service_id=seeded.service_id, node_id="late", wait=False)
     wait_until_serving(late, ready=False)
     health = httpx.get(f"{late.url}/healthcheck", timeout=10)
     assert health.status_code == 503
