@@ -111,28 +111,29 @@ class Node:
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer)
+        self.incarnation = Incarnation(self.config.service_id, self.config.topic,
+                                       self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:
-            self._start_checkpoints(self.config.data_dir)
+            self._start_checkpoints(self.config.data_dir, self.incarnation)
         self.replica.start()
         if self.projection is not None:
             self.projection.start()
         if self.queries is not None:
-            self.queries.start()
+            topic_id = self.incarnation.topic_id.replace("/", "_").replace("+", "-")  # a path
+            self.queries.start(f"{self.config.service_id}/{topic_id}")
 
-    def _start_checkpoints(self, data_dir: Path) -> None:
+    def _start_checkpoints(self, data_dir: Path, incarnation: Incarnation) -> None:
         """Offer the replica the newest usable checkpoint (or snapshot); checkpoint from now on."""
         config = self.config
-        self.incarnation = Incarnation(config.service_id, config.topic,
-                                       self.admin.topic_id(config.topic))
         store = CheckpointStore(data_dir / "checkpoints")
         snapshots = None
         if config.snapshots:
             snapshots = SnapshotTopic(self.settings, self.admin,
                                       snapshot_topic_name(config.service_id))
             snapshots.ensure(config.command_topic_replication)
-        resume = self._resume_point(store, snapshots, self.incarnation)
+        resume = self._resume_point(store, snapshots, incarnation)
         self.replica.resume_from(resume)
-        self.checkpointer = Checkpointer(store, self.incarnation, config.node_id, config.checkpoint,
+        self.checkpointer = Checkpointer(store, incarnation, config.node_id, config.checkpoint,
                                          snapshots, last_offset=resume.offset if resume else -1)
         self.replica.on_boundary = self.checkpointer.on_boundary
         self.checkpointer.start()

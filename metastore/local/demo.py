@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from metastore.local.dev import ensure_kafka, local_kafka, local_nodes
+from metastore.local.dev import ensure_kafka, external_bootstrap, local_kafka, local_nodes
 from metastore.local.exceptions import LocalInfraError
 from metastore.local.node_cluster import LocalNode
 from metastore.local.paths import source_checkout
@@ -122,6 +122,8 @@ def run_demo(keep: bool = False) -> int:
     nodes_cluster = local_nodes()
     try:
         say("== 1. Local Kafka and three metastore nodes")
+        if started_kafka and not external_bootstrap():
+            local_kafka().wipe()  # the demo's own broker: no topics left from an earlier run
         bootstrap = ensure_kafka(1)
         say(f"Kafka: {bootstrap}")
         nodes_cluster.down()

@@ -10,8 +10,9 @@ assignment partition this node owns) with *running* (the StreamingQuery objects 
 - a query whose partition was revoked is stopped, synchronously, from the assignment's revoke
   callback; its checkpoint stays for the next owner;
 - a wanted query not running is compiled and started from its checkpoint
-  (``<checkpoint root>/<query id>``); one whose SQL changed (CREATE OR REPLACE) is restarted
-  on the same checkpoint;
+  (``<checkpoint root>/<service id>/<command topic id>/<query id>``: query ids derive from
+  offsets, so they repeat in another service or a re-created command log); one whose SQL
+  changed (CREATE OR REPLACE) is restarted on the same checkpoint;
 - a query that failed is reported ERROR with Spark's reason and retried after
   ``retry_seconds``.
 
@@ -94,7 +95,11 @@ class QueryRunner:
         self.reason: str | None = "waiting for Spark"
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, scope: str | None = None) -> None:
+        """Start; ``scope`` (the service and the command log's incarnation) keeps this log's
+        query checkpoints apart from any other's under a shared root."""
+        if scope is not None:
+            self.checkpoint_root = self.checkpoint_root / scope
         self._thread.start()
 
     def stop(self) -> None:

@@ -89,9 +89,10 @@ def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
     group = futures[group_name(node.service_id)].result(30)
     assert [m.client_id for m in group.members] == ["node-1-queries"], "no-spark never joins"
 
-    assert (checkpoints / even_id).is_dir() and (checkpoints / counts_id).is_dir()
+    [scope] = (checkpoints / node.service_id).iterdir()  # one command log incarnation
+    assert (scope / even_id).is_dir() and (scope / counts_id).is_dir()
     ksql(plain, f"TERMINATE {even_id};")
-    wait_for(lambda: not (checkpoints / even_id).exists(), 60, "the checkpoint to be deleted")
+    wait_for(lambda: not (scope / even_id).exists(), 60, "the checkpoint to be deleted")
     for i in range(10, 14):
         producer.produce(source, key=struct.pack(">i", i), value=json.dumps({"V": i}))
     producer.flush(10)
@@ -100,5 +101,5 @@ def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
     assert list(queries(node)) == [counts_id]
 
     ksql(node, "DROP TABLE COUNTS;")
-    wait_for(lambda: not (checkpoints / counts_id).exists(), 60, "DROP to stop the CTAS query")
+    wait_for(lambda: not (scope / counts_id).exists(), 60, "DROP to stop the CTAS query")
     assert queries(plain) == {}
