@@ -54,7 +54,15 @@ def terminate(pids: list[int], marker: str, timeout: float) -> None:
         for pid in pids:
             reap(pid)
         time.sleep(0.1)
+    killed = [pid for pid in pids if pid_alive(pid, marker)]
+    for pid in killed:
+        send(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10  # SIGKILL is delivered asynchronously: wait until gone
+    while killed and time.monotonic() < deadline:
+        for pid in killed:
+            reap(pid)
+        killed = [pid for pid in killed if pid_alive(pid, marker)]
+        if killed:
+            time.sleep(0.05)
     for pid in pids:
-        if pid_alive(pid, marker):
-            send(pid, signal.SIGKILL)
         reap(pid)
