@@ -12,7 +12,7 @@ import typer
 from cli.output import print_json, print_table
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.checkpoint.exceptions import CheckpointError
-from metastore.checkpoint.store import Checkpoint, CheckpointStore, parse, record_digest
+from metastore.checkpoint.store import Checkpoint, CheckpointStore, Incarnation, parse, record_digest
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import Record
 from metastore.kafka.exceptions import KafkaClientError
@@ -169,18 +169,20 @@ def _check_checkpoint(checked: _Located | str, at_offset: Image | None, records:
     except KafkaClientError as error:
         report["problem"] = f"cannot read the topic id: {error}"
         return report
+    assert at_offset is not None
+    if header.incarnation != Incarnation(service_id, topic, topic_id):
+        report["problem"] = (f"it belongs to service {header.service_id}, topic {header.topic} "
+                             f"(id {header.topic_id}), not to this log (id {topic_id})")
+        return report
+    if held is None or record_digest(held.key, held.value) != header.record_digest:
+        report["problem"] = f"the log does not hold its record at offset {header.offset}"
+        return report
     try:
         state = checked.checkpoint.state()
     except CheckpointError as error:
         report["problem"] = str(error)
         return report
-    assert at_offset is not None
-    if (header.service_id, header.topic, header.topic_id) != (service_id, topic, topic_id):
-        report["problem"] = (f"it belongs to service {header.service_id}, topic {header.topic} "
-                             f"(id {header.topic_id}), not to this log (id {topic_id})")
-    elif held is None or record_digest(held.key, held.value) != header.record_digest:
-        report["problem"] = f"the log does not hold its record at offset {header.offset}"
-    elif state.image.fingerprint != at_offset.fingerprint:
+    if state.image.fingerprint != at_offset.fingerprint:
         report["problem"] = (f"its image ({state.image.fingerprint[:12]}) differs from the "
                              f"replay at offset {header.offset} ({at_offset.fingerprint[:12]})")
     else:

@@ -14,14 +14,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metastore.catalog import responses
 from metastore.catalog.validation import Read, Skip, Validator, Write
 from metastore.checkpoint.checkpointer import Checkpointer, CheckpointPolicy
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
-from metastore.checkpoint.store import Checkpoint, CheckpointStore, Incarnation
+from metastore.checkpoint.store import CheckpointStore, Incarnation
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.exceptions import KafkaUnavailableError
@@ -31,10 +31,12 @@ from metastore.log.reader import LogReplica, NodeState, Resume
 from metastore.log.replay import collector_paused
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
-from metastore.queries.runner import QueryRunner
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.parser import parse
 from metastore.sql.statements import Describe, ListObjects, Statement
+
+if TYPE_CHECKING:
+    from metastore.queries.runner import QueryRunner
 
 Entity = dict[str, Any]
 
@@ -80,6 +82,7 @@ class Node:
         self.checkpointer: Checkpointer | None = None
         self.incarnation: Incarnation | None = None
         self._checkpoint_warnings: list[str] = []
+        self._restore_seconds: float | None = None
         self.process_started = time.monotonic() - _process_age()
         """``time.monotonic()`` of this process's start (for the start-to-READY figure)."""
         self.queries: QueryRunner | None = None
@@ -119,8 +122,7 @@ class Node:
         if self.projection is not None:
             self.projection.start()
         if self.queries is not None:
-            topic_id = self.incarnation.topic_id.replace("/", "_").replace("+", "-")  # a path
-            self.queries.start(f"{self.config.service_id}/{topic_id}")
+            self.queries.start(self.incarnation.path())
 
     def _start_checkpoints(self, data_dir: Path, incarnation: Incarnation) -> None:
         """Offer the replica the newest usable checkpoint (or snapshot); checkpoint from now on."""
@@ -129,12 +131,14 @@ class Node:
         snapshots = None
         if config.snapshots:
             snapshots = SnapshotTopic(self.settings, self.admin,
-                                      snapshot_topic_name(config.service_id))
-            snapshots.ensure(config.command_topic_replication)
+                                      snapshot_topic_name(config.service_id),
+                                      config.command_topic_replication)
+        started = time.perf_counter()
         resume = self._resume_point(store, snapshots, incarnation)
+        self._restore_seconds = round(time.perf_counter() - started, 3)
         self.replica.resume_from(resume)
         self.checkpointer = Checkpointer(store, incarnation, config.node_id, config.checkpoint,
-                                         snapshots, last_offset=resume.offset if resume else -1)
+                                         snapshots)
         self.replica.on_boundary = self.checkpointer.on_boundary
         self.checkpointer.start()
 
@@ -145,31 +149,26 @@ class Node:
             if self._progress:
                 self._progress(message)
 
-        found: list[tuple[Checkpoint, str, bool]] = []
         local = store.load_newest(incarnation, warn)
         if local is not None:  # its checksum is this node's own: decode sources when used
-            found.append((local, f"checkpoint at offset {local.header.offset}", True))
-        elif snapshots is not None:
+            candidate, origin, lazy = local, f"checkpoint at offset {local.header.offset}", True
+        else:
             try:
-                shared = snapshots.newest(incarnation)
+                shared = snapshots.newest(incarnation) if snapshots is not None else None
             except KafkaUnavailableError as error:
                 warn(f"the snapshot topic could not be read: {error}")
                 shared = None
-            if shared is not None:
-                found.append((shared, f"snapshot at offset {shared.header.offset} by "
-                                      f"{shared.header.node_id}", False))
-        for checkpoint, origin, lazy in found:
-            try:
-                with collector_paused():
-                    state = checkpoint.state(lazy)
-            except CheckpointError as error:
-                warn(f"ignoring the {origin} ({error.reason}): {error}")
-                continue
-            if state.image.offset != checkpoint.header.offset:
-                warn(f"ignoring the {origin}: its image is at offset {state.image.offset}")
-                continue
-            return Resume(state, checkpoint.header.record_digest, origin)
-        return None
+            if shared is None:
+                return None
+            candidate, origin, lazy = shared, (f"snapshot at offset {shared.header.offset} by "
+                                               f"{shared.header.node_id}"), False
+        try:
+            with collector_paused():
+                state = candidate.state(lazy)
+        except CheckpointError as error:
+            warn(f"ignoring the {origin} ({error.reason}): {error}")
+            return None
+        return Resume(state, candidate.header.record_digest, origin)
 
     def stop(self, checkpoint: bool = True) -> None:
         """Stop; ``checkpoint``: write a last checkpoint of what was applied (a clean stop)."""
@@ -264,6 +263,7 @@ class Node:
         checkpoints = self.checkpointer.status if self.checkpointer is not None else None
         return {
             "readySeconds": round(ready_at - self.process_started, 3) if ready_at else None,
+            "restoreSeconds": self._restore_seconds,
             "resumedFrom": report.resumed_from if report else None,
             "resumedOffset": report.resumed_offset if report else None,
             "checkpointRejected": "; ".join(

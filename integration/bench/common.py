@@ -10,11 +10,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from confluent_kafka import Producer
+
 from metastore.catalog.commands import CreateSourceCommand, DropSourceCommand
 from metastore.catalog.model import Column, DataSource
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import LocalKafkaCluster, free_ports
 from metastore.local.node_cluster import LocalNodeCluster, NodeClusterState
 from metastore.log.record import CommandRecord
+from metastore.log.topic import CommandTopicSpec, ensure_command_topic
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, SourceKind
 
@@ -84,3 +89,20 @@ def node_processes(bootstrap: str, count: int, *args: str) -> Iterator[NodeClust
             yield nodes.up(count, service_id, bootstrap, args, ports=free_ports(count))
         finally:
             nodes.down()
+
+
+def fill(bootstrap: str, topic: str, count: int) -> None:
+    """The :func:`records` log of ``count`` commands, written straight to ``topic``."""
+    ensure_command_topic(Admin(KafkaSettings(bootstrap)), CommandTopicSpec(topic), 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "batch.num.messages": 10000, "compression.type": "lz4"})
+    for record in records(count):
+        key, value = record.encode()
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(120) == 0, "not every record was acknowledged"

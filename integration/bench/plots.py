@@ -13,6 +13,21 @@ def _cdf(axis: Any, samples: list[float], label: str) -> None:
     axis.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
 
 
+def _label(axis: Any, xlabel: str, ylabel: str | None = None, title: str | None = None,
+           log_y: bool = False) -> None:
+    """Log-scale x, labels, legend and a light grid: the look every plot here shares."""
+    axis.set_xscale("log")
+    if log_y:
+        axis.set_yscale("log")
+    axis.set_xlabel(xlabel)
+    if ylabel:
+        axis.set_ylabel(ylabel)
+    if title:
+        axis.set_title(title)
+    axis.legend()
+    axis.grid(True, alpha=0.3)
+
+
 def write(results: dict[str, Any], directory: Path) -> list[Path]:
     import matplotlib
 
@@ -27,12 +42,8 @@ def write(results: dict[str, Any], directory: Path) -> list[Path]:
         _cdf(axis, latency["statement_over_rest"]["samples_ms"], "CREATE STREAM over REST")
         _cdf(axis, latency["floor"]["reused_producer"]["samples_ms"], "floor: reused producer")
         _cdf(axis, latency["floor"]["fresh_producer"]["samples_ms"], "floor: fresh producer")
-        axis.set_xscale("log")
-        axis.set_xlabel("latency (ms, log scale)")
-        axis.set_ylabel("fraction of statements")
-        axis.set_title("Statement latency against the Kafka transaction floor")
-        axis.legend()
-        axis.grid(True, alpha=0.3)
+        _label(axis, "latency (ms, log scale)", "fraction of statements",
+               "Statement latency against the Kafka transaction floor")
         written.append(_save(figure, directory / "latency-cdf.png"))
     contention = results.get("contention")
     if contention:
@@ -48,11 +59,7 @@ def write(results: dict[str, Any], directory: Path) -> list[Path]:
         left.set_title("Throughput, non-conflicting statements")
         left.legend()
         left.grid(True, alpha=0.3)
-        right.set_xscale("log")
-        right.set_xlabel("latency (ms, log scale)")
-        right.set_title("Latency at the most clients")
-        right.legend()
-        right.grid(True, alpha=0.3)
+        _label(right, "latency (ms, log scale)", title="Latency at the most clients")
         written.append(_save(figure, directory / "contention.png"))
     replay = results.get("replay")
     if replay:
@@ -62,20 +69,13 @@ def write(results: dict[str, Any], directory: Path) -> list[Path]:
                   label="decode + apply, in memory")
         axis.plot(sizes, [r["seconds"] for r in replay["from_kafka"]], marker="o",
                   label="replica, from Kafka to caught up")
-        axis.plot(sizes, [r["first_start"]["ready_s"] for r in replay["start_to_ready_s"]],
-                  marker="o", label="process start to READY, full replay")
-        axis.plot(sizes, [r["restart"]["ready_s"] for r in replay["start_to_ready_s"]],
-                  marker="o", label="process start to READY, from its checkpoint")
-        axis.plot(sizes, [r["new_node_from_snapshot"]["ready_s"]
-                          for r in replay["start_to_ready_s"]],
-                  marker="o", label="new node, from the snapshot topic")
-        axis.set_xscale("log")
-        axis.set_yscale("log")
-        axis.set_xlabel("commands in the log")
-        axis.set_ylabel("seconds")
-        axis.set_title("Replay time against log length")
-        axis.legend()
-        axis.grid(True, alpha=0.3)
+        for start, label in (("first_start", "process start to READY, full replay"),
+                             ("restart", "process start to READY, from its checkpoint"),
+                             ("new_node_from_snapshot", "new node, from the snapshot topic")):
+            axis.plot(sizes, [r[start]["ready_s"] for r in replay["start_to_ready_s"]],
+                      marker="o", label=label)
+        _label(axis, "commands in the log", "seconds", "Replay time against log length",
+               log_y=True)
         written.append(_save(figure, directory / "replay.png"))
     return written
 

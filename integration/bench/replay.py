@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from confluent_kafka import Producer
 
-from integration.bench.common import kafka, records
+from integration.bench.common import fill, kafka, records
 from metastore.catalog.image import EMPTY_IMAGE
 from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import free_ports
@@ -30,25 +29,6 @@ def in_memory(count: int) -> dict[str, Any]:
     gc.unfreeze()
     return {"records": count, "seconds": round(seconds, 3),
             "records_per_s": round(count / seconds), "sources": len(image.sources)}
-
-
-def fill(bootstrap: str, topic: str, count: int) -> None:
-    from metastore.kafka.admin import Admin
-    from metastore.log.topic import CommandTopicSpec, ensure_command_topic
-
-    ensure_command_topic(Admin(KafkaSettings(bootstrap)), CommandTopicSpec(topic), 1)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                         "batch.num.messages": 10000, "compression.type": "lz4"})
-    for record in records(count):
-        key, value = record.encode()
-        while True:
-            try:
-                producer.produce(topic, key=key, value=value)
-                break
-            except BufferError:
-                producer.poll(0.1)
-        producer.poll(0)
-    producer.flush(120)
 
 
 def from_kafka(bootstrap: str, service_id: str, count: int) -> dict[str, Any]:
@@ -113,6 +93,7 @@ def _observed(started: float, url: str) -> dict[str, Any]:
 
 def _brief(startup: dict[str, Any]) -> dict[str, Any]:
     return {"ready_s": startup["readySeconds"], "observed_s": startup["observed"],
+            "restore_s": startup["restoreSeconds"],
             "resumed_from": startup["resumedFrom"], "records_replayed": startup["recordsReplayed"]}
 
 

@@ -49,15 +49,16 @@ class CheckpointStatus:
 
 class Checkpointer:
     def __init__(self, store: CheckpointStore, incarnation: Incarnation, node_id: str,
-                 policy: CheckpointPolicy, snapshots: SnapshotTopic | None = None,
-                 last_offset: int = -1) -> None:
+                 policy: CheckpointPolicy, snapshots: SnapshotTopic | None = None) -> None:
         self.store = store
-        self.status = CheckpointStatus(last_offset=last_offset if last_offset >= 0 else None)
+        self.status = CheckpointStatus()
         self._incarnation = incarnation
         self._node_id = node_id
         self._policy = policy
         self._snapshots = snapshots
-        self._last_offset = last_offset
+        self._last_offset = -1
+        """The offset of the newest checkpoint there is: written here, or confirmed by the
+        replica as the one it resumed from."""
         self._last_time = time.monotonic()
         self._pending: tuple[ReplicaState, str] | None = None
         self._busy = False
@@ -81,8 +82,9 @@ class Checkpointer:
             self._snapshots.close()
 
     def _final(self, replica: LogReplica) -> None:
+        self._note_resume(replica)
         offset = replica.image.offset
-        if not replica.at_boundary or offset <= self._last_offset:
+        if offset <= self._last_offset:
             return
         captured = replica.capture()
         if captured is not None:
@@ -92,7 +94,13 @@ class Checkpointer:
             except Exception:  # the node stops anyway; the next start replays a longer tail
                 log.exception("writing the final checkpoint failed")
 
+    def _note_resume(self, replica: LogReplica) -> None:
+        report = replica.start_report
+        if self._last_offset < 0 and report is not None and report.resumed_offset is not None:
+            self._last_offset = report.resumed_offset
+
     def on_boundary(self, replica: LogReplica) -> None:
+        self._note_resume(replica)
         offset = replica.image.offset
         if offset <= self._last_offset or self._busy:
             return

@@ -31,8 +31,6 @@ from metastore.checkpoint.exceptions import CheckpointError
 from metastore.sql.parser import parse_type
 from metastore.sql.statements import SourceKind
 
-_KINDS = {kind.value: kind for kind in SourceKind}
-
 
 @dataclass(frozen=True)
 class ReplicaState:
@@ -101,7 +99,7 @@ def decode(payload: bytes, lazy: bool = True) -> ReplicaState:
              window, timestamp_column, properties, query_id) = json.loads(
                 data[base + start:base + ends[index]])
             return DataSource(
-                names[index], _KINDS[kind], schemas[schema], topic, key_format, value_format,
+                names[index], SourceKind(kind), schemas[schema], topic, key_format, value_format,
                 partitions, statement, is_source,
                 None if window is None else WindowInfo(window[0], window[1]),
                 timestamp_column, tuple((str(k), str(v)) for k, v in properties), query_id)
@@ -119,9 +117,7 @@ def decode(payload: bytes, lazy: bool = True) -> ReplicaState:
             sources.decode_all()
         return ReplicaState(image, _offsets(document["commandOffsets"]),
                             _offsets(document["originNodes"]))
-    except (zlib.error, ValueError, KeyError, TypeError, IndexError) as error:
-        raise CheckpointError("corrupt", f"the checkpoint payload does not decode: {error}") from error
-    except Exception as error:  # a stored type that no longer parses is corruption, too
+    except Exception as error:  # bad zlib, JSON or shape; or a stored type that does not parse
         raise CheckpointError("corrupt", f"the checkpoint payload does not decode: {error}") from error
 
 

@@ -29,17 +29,21 @@ def snapshot_topic_name(service_id: str) -> str:
 
 
 class SnapshotTopic:
-    def __init__(self, settings: KafkaSettings, admin: Admin, topic: str) -> None:
+    def __init__(self, settings: KafkaSettings, admin: Admin, topic: str,
+                 replication: int | None = None) -> None:
         self.topic = topic
+        self._replication = replication
         self._settings = settings
         self._admin = admin
         self._producer: Producer | None = None
 
-    def ensure(self, replication: int | None = None) -> None:
+    def _ensure(self) -> None:
+        """Create the topic on first publish. Segments roll every 10 minutes, so compaction
+        (which never touches the active segment) keeps it to about one snapshot."""
         if self._admin.describe(self.topic) is None:
-            self._admin.create(self.topic, partitions=1, replication=replication, config={
+            self._admin.create(self.topic, partitions=1, replication=self._replication, config={
                 "cleanup.policy": "compact", "max.message.bytes": str(MAX_SNAPSHOT_BYTES + 4096),
-                "min.compaction.lag.ms": "60000"})
+                "segment.ms": "600000", "min.compaction.lag.ms": "60000"})
 
     def publish(self, checkpoint: Checkpoint, timeout: float = 30.0) -> bool:
         """Produce ``checkpoint``; False (with a warning) when it is too large or not acknowledged."""
@@ -49,6 +53,7 @@ class SnapshotTopic:
                         checkpoint.header.offset, len(data), MAX_SNAPSHOT_BYTES)
             return False
         if self._producer is None:
+            self._ensure()
             self._producer = Producer(self._settings.config(
                 message_max_bytes=MAX_SNAPSHOT_BYTES + 65536, compression_type="none",
                 enable_idempotence=True, linger_ms=0))

@@ -52,6 +52,11 @@ class Incarnation:
     topic: str
     topic_id: str
 
+    def path(self) -> str:
+        """``<service id>/<topic id>``, safe as a relative path (topic ids are base64)."""
+        safe = self.topic_id.replace("/", "_").replace("+", "-")
+        return f"{self.service_id.replace('/', '_')}/{safe}"
+
 
 @dataclass(frozen=True)
 class CheckpointHeader:
@@ -147,7 +152,7 @@ class CheckpointStore:
             os.fsync(file.fileno())
         partial.replace(final)
         _fsync_directory(self.directory)
-        self._prune()
+        self._prune(checkpoint.header.offset)
         return final
 
     def load_newest(self, expected: Incarnation,
@@ -164,14 +169,23 @@ class CheckpointStore:
                     warn(message)
         return None
 
-    def _prune(self) -> None:
-        for old in self.paths()[self.keep:]:
+    def _prune(self, written: int) -> None:
+        """Keep the newest ``keep`` up to ``written``; any of a higher offset belongs to a log
+        that is no more (a re-created or truncated topic): it would only be refused again."""
+        paths = self.paths()
+        stale = [p for p in paths if _offset(p) > written]
+        for old in stale + [p for p in paths if _offset(p) <= written][self.keep:]:
             with contextlib.suppress(OSError):
                 old.unlink()
         for leftover in self.directory.glob(".checkpoint-*.tmp"):
             if not leftover.name.endswith(f".{os.getpid()}.tmp"):
                 with contextlib.suppress(OSError):
                     leftover.unlink()
+
+
+def _offset(path: Path) -> int:
+    match = _NAME.match(path.name)
+    return int(match.group(1)) if match else -1
 
 
 def _fsync_directory(directory: Path) -> None:

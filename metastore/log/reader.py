@@ -95,9 +95,9 @@ class LogReplica:
         self._resume = resume
         self.start_report: StartReport | None = None
         self.ready_at: float | None = None
-        self.at_boundary = False
-        """Whether the replica's last poll ended at the end of the committed log."""
         """``time.monotonic()`` when the replica first became READY."""
+        self._at_boundary = False
+        """Whether the replica's last poll ended at the end of the committed log."""
         self.on_boundary: BoundaryHook | None = None
         self._last_record: Record | None = None
         self._fetch_wait_ms = fetch_wait_ms
@@ -154,8 +154,10 @@ class LogReplica:
         self._resume = resume
 
     def capture(self) -> tuple[ReplicaState, str] | None:
-        """The replica's state and the digest of its last record (from the boundary hook only)."""
-        if self._last_record is None or self._last_record.offset != self._image.offset:
+        """The replica's state and the digest of its last record, when it is at a transaction
+        boundary (call from the boundary hook, or once the replica has stopped)."""
+        if (not self._at_boundary or self._last_record is None
+                or self._last_record.offset != self._image.offset):
             return None
         state = ReplicaState(self._image, dict(self.command_offsets), dict(self.origin_nodes))
         return state, record_digest(self._last_record.key, self._last_record.value)
@@ -233,7 +235,7 @@ class LogReplica:
                     self._stop.wait(0.5)
                     continue
                 self._apply(records, reader.position)
-                self.at_boundary = reader.at_end
+                self._at_boundary = reader.at_end
                 if reader.at_end and self.on_boundary is not None and self._degradation is None:
                     try:
                         self.on_boundary(self)

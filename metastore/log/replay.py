@@ -3,7 +3,7 @@
 The node's replica, ``metastore log verify`` and the benchmarks all replay through
 :func:`replay_encoded`, so they cannot disagree. Python's cyclic garbage collector is paused while
 a run is applied (records make no cycles, and the collector would otherwise rescan the growing
-image again and again); it resumes, and collects, when the run is done.
+image again and again); it resumes when the run is done.
 """
 
 from __future__ import annotations

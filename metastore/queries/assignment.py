@@ -70,21 +70,19 @@ class QueryAssignment:
         self._node_id = node_id
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
-        self._wanted_partitions = partitions
         self.partitions = partitions
-        """The topic's actual partition count: what query ids are hashed over."""
+        """The topic's partition count (what query ids are hashed over), as found at start."""
         self.session_timeout_ms = session_timeout_ms
         self._owned: Partitions = frozenset()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.last_error: str | None = None
 
     @property
     def owned(self) -> Partitions:
         return self._owned
 
     def start(self) -> None:
-        self._admin.create(self.topic, partitions=self._wanted_partitions,
+        self._admin.create(self.topic, partitions=self.partitions,
                            config={"cleanup.policy": "compact"})
         info = self._admin.describe(self.topic)
         if info is None or info.partitions < 1:
@@ -118,10 +116,8 @@ class QueryAssignment:
     def _revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         removed = frozenset(p.partition for p in partitions)
         log.info("query partitions revoked %s", sorted(removed))
-        try:
-            self._on_revoked(removed)  # stops their queries before the rebalance completes
-        finally:
-            self._owned = self._owned - removed
+        self._owned = self._owned - removed  # first, so no reconcile starts them again
+        self._on_revoked(removed)  # stops their queries before the rebalance completes
 
     def _run(self) -> None:
         consumer = Consumer(self._config())
@@ -130,11 +126,8 @@ class QueryAssignment:
         try:
             while not self._stop.is_set():
                 try:
-                    message = consumer.poll(0.5)
-                    if message is not None and message.error() is not None:
-                        self.last_error = str(message.error())
+                    consumer.poll(0.5)  # serves the group: rebalances call the callbacks
                 except KafkaException as error:
-                    self.last_error = str(error)
                     log.warning("query assignment poll failed: %s", error)
         finally:
             try:

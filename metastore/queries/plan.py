@@ -33,6 +33,7 @@ from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError
 from metastore.queries.support import explain, runtime_problem
+from metastore.spark.query import struct_access
 from metastore.spark.types import quote, spark_type
 from metastore.spark.views import decode_select
 from metastore.sql import types as ty
@@ -172,10 +173,7 @@ def _rewrite(select: exp.Select, stream_alias: str) -> None:
                                                                              "WINDOWEND"):
             return _bound(stream_alias, "start" if node.name == "WINDOWSTART" else "end")
         if isinstance(node, exp.JSONExtract):
-            path = node.expression
-            field = path.name if isinstance(path, exp.Expr) else str(path)
-            return exp.Dot(this=node.this, expression=exp.to_identifier(
-                field.strip("$.").split(".")[-1].upper(), quoted=True))
+            return struct_access(node)
         if isinstance(node, exp.Bracket):  # ksqlDB indexes arrays from 1, like element_at
             return exp.Anonymous(this="element_at", expressions=[node.this, *node.expressions])
         if isinstance(node, exp.Func):

@@ -92,7 +92,9 @@ class QueryRunner:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="query-runner", daemon=True)
         self._offsets: Consumer | None = None
-        self.reason: str | None = "waiting for Spark"
+        self._published: dict[str, QueryState] = {}
+        self._reconciled: tuple[Any, Partitions] | None = None
+        """The queries and partitions of the last reconcile: the same again is no work."""
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self, scope: str | None = None) -> None:
@@ -112,6 +114,7 @@ class QueryRunner:
             for entry in list(self._entries.values()):
                 self._halt(entry)
             self._entries.clear()
+            self._publish()
         if self._offsets is not None:
             self._offsets.close()
 
@@ -122,9 +125,13 @@ class QueryRunner:
             self._wake.set()
 
     def statuses(self) -> dict[str, QueryState]:
-        """The queries this node owns, with their state (a copy)."""
-        with self._lock:
-            return {qid: QueryState(**vars(e.state)) for qid, e in self._entries.items()}
+        """The queries this node owns, with their state, as last published: heartbeats and
+        SHOW QUERIES never wait for a Spark query starting or stopping."""
+        return self._published
+
+    def _publish(self) -> None:
+        """Replace the published states (call with the lock held)."""
+        self._published = {qid: QueryState(**vars(e.state)) for qid, e in self._entries.items()}
 
     def checkpoint(self, query_id: str) -> Path:
         return self.checkpoint_root / query_id
@@ -140,6 +147,7 @@ class QueryRunner:
             for query_id in [q for q in self._entries if partition_of(q, count) in partitions]:
                 log.info("stopping %s: its partition moves to another node", query_id)
                 self._halt(self._entries.pop(query_id))
+            self._publish()
 
     # -- the reconciling thread ------------------------------------------------------------------
     def _run(self) -> None:
@@ -155,19 +163,21 @@ class QueryRunner:
                 if self.assignment is None:
                     self.assignment = self._make_assignment(self._assigned, self._revoked)
                     self.assignment.start()
-                    self.reason = None
                 self.reconcile(spark)
                 self._measure_lag()
-            except Exception as error:  # a Spark or Kafka failure must never end the thread
+            except Exception:  # a Spark or Kafka failure must never end the thread
                 log.exception("query reconciliation failed")
-                self.reason = f"query reconciliation failed: {error}"
 
     def reconcile(self, spark: Any) -> None:
         image, assignment = self._latest, self.assignment
         if image is None or assignment is None:
             return
+        owned = assignment.owned
+        last = self._reconciled
+        if last is not None and last[0] is image.queries and last[1] == owned and all(
+                e.handle is not None and e.handle.isActive for e in list(self._entries.values())):
+            return  # same queries, same partitions, all running: nothing to start or stop
         with self._lock:
-            owned = assignment.owned
             wanted = {qid: q for qid, q in image.queries.items()
                       if partition_of(qid, assignment.partitions) in owned}
             for query_id in [q for q in self._entries if q not in wanted]:
@@ -177,9 +187,8 @@ class QueryRunner:
                     log.info("%s was terminated: stopped, checkpoint deleted", query_id)
                     shutil.rmtree(self.checkpoint(query_id), ignore_errors=True)
             for query_id, query in sorted(wanted.items()):
-                if self._stop.is_set() or partition_of(query_id, assignment.partitions) not in (
-                        assignment.owned):
-                    continue
+                if self._stop.is_set():
+                    break
                 found = self._entries.get(query_id)
                 if found is not None and found.query.sql != query.sql:
                     self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new SQL
@@ -192,6 +201,8 @@ class QueryRunner:
                                              time.monotonic() - entry.failed_at >= self._retry):
                     self._launch(spark, entry, image)
             self._collect_orphans(image, owned, assignment.partitions)
+            self._publish()
+            self._reconciled = (image.queries, owned)
 
     def _launch(self, spark: Any, entry: _Entry, image: Image) -> None:
         query_id = entry.query.query_id
@@ -271,3 +282,4 @@ class QueryRunner:
                 entry = self._entries.get(query_id)
                 if entry is not None and entry.state.state == RUNNING:
                     entry.state.lag = lag
+            self._publish()

@@ -25,16 +25,21 @@ from metastore.sql.statements import SelectStatement
 DEFAULT_LIMIT = 10_000
 
 
+def struct_access(extract: exp.JSONExtract) -> exp.Dot:
+    """ksqlDB's ``a->b`` as Spark's struct field access ``a.`B```."""
+    path = extract.expression
+    field = path.name if isinstance(path, exp.Expr) else str(path)
+    return exp.Dot(this=extract.this, expression=exp.to_identifier(
+        field.strip("$.").split(".")[-1].upper(), quoted=True))
+
+
 def to_spark_sql(statement: SelectStatement, database: str) -> str:
     select = statement.query.select.copy()
     for table in select.find_all(exp.Table):
         table.set("this", exp.to_identifier(object_name(table.name), quoted=True))
         table.set("db", exp.to_identifier(database, quoted=True))
     for extract in list(select.find_all(exp.JSONExtract)):
-        path = extract.expression
-        field = path.name if isinstance(path, exp.Expr) else str(path)
-        extract.replace(exp.Dot(this=extract.this, expression=exp.to_identifier(
-            field.strip("$.").split(".")[-1].upper(), quoted=True)))
+        extract.replace(struct_access(extract))
     if not select.args.get("limit"):
         select.set("limit", exp.Limit(expression=exp.Literal.number(DEFAULT_LIMIT)))
     return select.sql(dialect="spark")
