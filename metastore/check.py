@@ -25,6 +25,9 @@ class AssumedTopics:
     def partitions(self, topic: str) -> int | None:
         return 1
 
+    def broker_count(self) -> int | None:
+        return None
+
 
 @dataclass(frozen=True)
 class CheckResult:

@@ -12,7 +12,7 @@ from typing import Any
 from metastore.catalog.model import Column, DataSource, WindowInfo
 from metastore.sql.parser import parse_type
 from metastore.sql.statements import ColumnRole, SourceKind
-from metastore.sql.types import SqlType
+from metastore.sql.types import SqlType, StructType
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,30 @@ class DropTypeCommand(Command):
 
 
 # -- JSON ------------------------------------------------------------------------------------------
+def names(command: Command) -> list[tuple[str, str]]:
+    """``(what, name)`` of every name ``command`` adds to the catalog: sources, columns, fields,
+    types."""
+    found: list[tuple[str, str]] = []
+    columns: tuple[Column, ...] = ()
+    if isinstance(command, CreateSourceCommand | CreateAsSelectCommand):
+        found.append(("source", command.source.name))
+        columns = command.source.columns
+    elif isinstance(command, AlterSourceCommand):
+        columns = command.columns
+    elif isinstance(command, CreateTypeCommand):
+        found.append(("type", command.name))
+        found += [("field", field) for field in _field_names(command.type)]
+    for column in columns:
+        found.append(("column", column.name))
+        found += [("field", field) for field in _field_names(column.type)]
+    return found
+
+
+def _field_names(sql_type: SqlType) -> list[str]:
+    return [name for nested in sql_type.walk() if isinstance(nested, StructType)
+            for name, _ in nested.fields]
+
+
 class CommandDecodeError(ValueError):
     pass
 

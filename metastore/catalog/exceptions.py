@@ -73,5 +73,17 @@ class QueryError(StatementError):
     code = "query_error"
 
 
+class RequestIdReusedError(StatementError):
+    """A request id already names another request (ids bind to their content)."""
+
+    code = "request_id_reused"
+
+
+class TooLargeError(StatementError):
+    """A statement, record or response beyond the bounds of metastore.limits."""
+
+    code = "too_large"
+
+
 class UnsupportedStatementError(StatementError):
     code = "unsupported"

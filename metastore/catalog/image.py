@@ -58,7 +58,7 @@ class Image:
             "types": [[n, self.types[n].sql()] for n in sorted(self.types)],
             "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
                         for q in (self.queries[i] for i in sorted(self.queries))],
-            "requests": [[r, list(o.offsets), list(o.command_ids)]
+            "requests": [[r, list(o.offsets), list(o.command_ids), o.digest]
                          for r, o in sorted(self.requests.items())],
         }
 
@@ -128,23 +128,24 @@ class Delta:
         """Apply one validated record found at ``offset``."""
         self.execute(record.command, offset)
         if record.request_id:
-            self._remember(record.request_id, offset, record.command_id)
+            self._remember(record.request_id, offset, record.command_id, record.request_digest)
         self.offset = offset
 
     def advance(self, offset: int) -> None:
         """Move provenance past offsets that hold no command (transaction markers)."""
         self.offset = max(self.offset, offset)
 
-    def _remember(self, request_id: str, offset: int, command_id: str) -> None:
+    def _remember(self, request_id: str, offset: int, command_id: str, digest: str) -> None:
         requests = self.requests
         previous = requests.pop(request_id, None)
         if previous is None:
-            requests[request_id] = RequestOutcome((offset,), (command_id,))
+            requests[request_id] = RequestOutcome((offset,), (command_id,), digest)
             while len(requests) > REQUEST_WINDOW:
                 requests.popitem(last=False)
         else:
             requests[request_id] = RequestOutcome((*previous.offsets, offset),
-                                                  (*previous.command_ids, command_id))
+                                                  (*previous.command_ids, command_id),
+                                                  previous.digest)
 
     def execute(self, command: cmd.Command, offset: int) -> None:
         """The effect of one command; total for every command validation accepted."""

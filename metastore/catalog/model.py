@@ -93,3 +93,5 @@ class RequestOutcome:
 
     offsets: tuple[int, ...]
     command_ids: tuple[str, ...]
+    digest: str = ""
+    """The request's digest ('' for records written before requests carried one)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from metastore.catalog import commands as cmd
-from metastore.catalog import formats
+from metastore.catalog import formats, topics
 from metastore.catalog.analysis import analyse
 from metastore.catalog.exceptions import (
     DependentsExistError,
@@ -34,6 +34,7 @@ from metastore.catalog.exceptions import (
 )
 from metastore.catalog.image import Delta, Image
 from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.limits import MAX_NAME_LENGTH, MAX_REPLICAS, MAX_TYPE_DEPTH, RequestLimits
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
@@ -52,9 +53,12 @@ DEFAULT_KEY_FORMAT = "KAFKA"
 
 
 class TopicFacts(Protocol):
-    """What validation may ask Kafka: a topic's partition count (None when it does not exist)."""
+    """What validation may ask Kafka: a topic's partition count (None when it does not exist),
+    and the number of brokers (None when unknown, offline)."""
 
     def partitions(self, topic: str) -> int | None: ...
+
+    def broker_count(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -90,10 +94,11 @@ class Validator:
     """Validates a request's statements in order on one snapshot."""
 
     def __init__(self, snapshot: Image, facts: TopicFacts, first_offset: int | None = None,
-                 runtime_check: bool = True) -> None:
+                 runtime_check: bool = True, limits: RequestLimits | None = None) -> None:
         self._delta = Delta(snapshot)
         self._runtime_check = runtime_check
         self._facts = facts
+        self._limits = limits or RequestLimits()
         self._next_offset = first_offset if first_offset is not None else snapshot.offset + 1
         self._planned_topics: dict[str, int] = {}
 
@@ -104,6 +109,8 @@ class Validator:
     def validate(self, statement: st.Statement) -> Outcome:
         outcome = self._validate(statement)
         if isinstance(outcome, Write):
+            _check_names(outcome.command)
+            self._check_topic_budget(outcome.topics_to_create)
             for topic in outcome.topics_to_create:
                 self._planned_topics[topic.name] = topic.partitions
             self._delta.execute(outcome.command, self._next_offset)
@@ -143,6 +150,16 @@ class Validator:
             return Read(statement)
         raise UnsupportedStatementError(f"Unsupported statement: {statement.text}")
 
+    def _check_topic_budget(self, created: tuple[TopicSpec, ...]) -> None:
+        planned = {**self._planned_topics, **{t.name: t.partitions for t in created}}
+        if len(planned) > self._limits.max_topics_created:
+            raise TopicError(f"A request may create at most {self._limits.max_topics_created} "
+                             f"topics; this one would create {len(planned)}.")
+        total = sum(planned.values())
+        if total > self._limits.max_partitions_created:
+            raise TopicError(f"A request may create at most {self._limits.max_partitions_created}"
+                             f" partitions; this one would create {total}.")
+
     # -- facts -------------------------------------------------------------------------------
     def _topic_partitions(self, topic: str) -> int | None:
         if topic in self._planned_topics:
@@ -172,6 +189,7 @@ class Validator:
             raise PropertyError('Failed to prepare statement: Missing required property "KAFKA_TOPIC" '
                                 "which has no default value.")
         topic = str(properties["KAFKA_TOPIC"])
+        topics.check_readable(topic)
         _check_schema_ids(statement, key_format, value_format)
         window = _window_properties(properties)
         _check_delimiters(properties, key_format, value_format)
@@ -207,9 +225,10 @@ class Validator:
             if missing is not None:
                 raise TypeNotFoundError(
                     f"Failed to prepare statement: Cannot resolve unknown type: {missing}", missing)
-            columns.append(Column(definition.name, ty.resolve(definition.type,
-                                                              dict(self._delta.types)),
-                                  definition.role, definition.header_key))
+            resolved = ty.resolve(definition.type, dict(self._delta.types))
+            _check_type_depth(resolved, definition.name)
+            columns.append(Column(definition.name, resolved, definition.role,
+                                  definition.header_key))
         return columns
 
     def _ensure_topic(self, topic: str, properties: Mapping[str, st.PropertyValue],
@@ -217,6 +236,7 @@ class Validator:
         """The topic's partitions, and the topic to create: PARTITIONS, else ``create_with``."""
         requested = _positive_int(properties, "PARTITIONS")
         replicas = _positive_int(properties, "REPLICAS")
+        self._check_replicas(replicas)
         existing = self._topic_partitions(topic)
         if existing is not None:
             if requested is not None and requested != existing:
@@ -232,7 +252,22 @@ class Validator:
                 "stream/table please re-run the statement providing the required 'PARTITIONS' "
                 "configuration in the WITH clause (and optionally 'REPLICAS'). For example: "
                 f"WITH (KAFKA_TOPIC='{topic}', PARTITIONS=2, ...)", topic)
+        topics.check_writable(topic)
+        if partitions > self._limits.max_partitions_per_topic:
+            raise TopicError(f"Invalid PARTITIONS value: {partitions}. A statement may create "
+                             f"a topic of at most {self._limits.max_partitions_per_topic} "
+                             "partitions.", topic)
         return partitions, (TopicSpec(topic, partitions, replicas),)
+
+    def _check_replicas(self, replicas: int | None) -> None:
+        if replicas is None:
+            return
+        brokers = self._facts.broker_count()
+        if replicas > MAX_REPLICAS or (brokers is not None and replicas > brokers):
+            available = f"the cluster has {brokers} broker(s)" if brokers is not None else (
+                f"the limit is {MAX_REPLICAS}")
+            raise TopicError(f"Invalid REPLICAS value: {replicas}. Replication factor: {replicas}"
+                             f" larger than available brokers: {available}.")
 
     # -- CREATE ... AS SELECT ----------------------------------------------------------------
     def _create_as_select(self, statement: st.CreateAsSelect) -> Outcome:
@@ -266,8 +301,9 @@ class Validator:
             raise SchemaError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", name)
         _check_formats(columns, key_format, value_format, statement.properties)
         topic = str(statement.properties.get("KAFKA_TOPIC", name))
-        partitions, topics = self._ensure_topic(topic, statement.properties,
-                                                create_with=first.partitions or 1)
+        topics.check_writable(topic)
+        partitions, created = self._ensure_topic(topic, statement.properties,
+                                                 create_with=first.partitions or 1)
         if existing is not None:
             _check_replacement(existing, columns)
         source = DataSource(
@@ -279,7 +315,7 @@ class Validator:
         query_kind = "CSAS" if kind is st.SourceKind.STREAM else "CTAS"
         return Write(statement, cmd.CreateAsSelectCommand(
             source, query_kind, analysis.sources, statement.query.text,
-            replace=existing is not None), topics)
+            replace=existing is not None), created)
 
     def _insert_into(self, statement: st.InsertInto) -> Outcome:
         target = self._delta.sources.get(statement.target)
@@ -290,6 +326,7 @@ class Validator:
                              f"{target.name} is a table.", target.name)
         if target.is_source:
             raise QueryError(f"Cannot insert into read-only stream: {target.name}", target.name)
+        topics.check_writable(target.topic)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name)
         if analysis.kind is not st.SourceKind.STREAM:
             raise QueryError("INSERT INTO can only be used with a query that produces a stream.")
@@ -311,6 +348,7 @@ class Validator:
         if target is None:
             raise SourceNotFoundError(f"Cannot insert values into an unknown stream/table: "
                                       f"{statement.target}", statement.target)
+        topics.check_writable(target.topic)
         names = statement.columns or tuple(c.name for c in target.columns
                                            if c.role in (st.ColumnRole.KEY, st.ColumnRole.VALUE,
                                                          st.ColumnRole.PRIMARY_KEY))
@@ -334,8 +372,8 @@ class Validator:
             raise IncompatibleSourceKindError(
                 f"Incompatible data source type is {source.kind.label}, but statement was "
                 f"DROP {statement.kind.value}", name)
-        if statement.delete_topic and source.is_source:
-            raise StatementError(f"Cannot delete topic for read-only source: {name}", name)
+        if statement.delete_topic:
+            self._check_deletable(source)
         readers = [q for q in self._delta.queries.values() if name in q.sources]
         if readers:
             sinks = sorted({q.sink for q in readers})
@@ -352,6 +390,17 @@ class Validator:
         return Write(statement, cmd.DropSourceCommand(source.kind, name, statement.delete_topic,
                                                       source.topic),
                      topics_to_delete=(source.topic,) if statement.delete_topic else ())
+
+    def _check_deletable(self, source: DataSource) -> None:
+        if source.is_source:
+            raise StatementError(f"Cannot delete topic for read-only source: {source.name}",
+                                 source.name)
+        topics.check_writable(source.topic)
+        using = sorted(other.name for other in self._delta.sources.values()
+                       if other.topic == source.topic and other.name != source.name)
+        if using:
+            raise TopicError(f"Refusing to delete topic. Found other data sources "
+                             f"({', '.join(using)}) using topic {source.topic}", source.topic)
 
     def _terminate(self, statement: st.Terminate) -> Outcome:
         if statement.query_id is None:
@@ -399,6 +448,7 @@ class Validator:
         if missing is not None:
             raise TypeNotFoundError(f"Type '{missing}' does not exist.", missing)
         resolved = ty.resolve(statement.type, dict(self._delta.types))
+        _check_type_depth(resolved, statement.name)
         return Write(statement, cmd.CreateTypeCommand(statement.name, resolved))
 
     def _drop_type(self, statement: st.DropType) -> Outcome:
@@ -418,6 +468,21 @@ def _check_runtime(query: st.Query, sources: Mapping[str, DataSource], sink: Dat
     problem = runtime_problem(query, sources, sink)
     if problem is not None:
         raise UnsupportedByRuntimeError(explain(problem), sink.name)
+
+
+def _check_type_depth(sql_type: ty.SqlType, name: str) -> None:
+    depth = ty.depth(sql_type)
+    if depth > MAX_TYPE_DEPTH:
+        raise SchemaError(f"The type of '{name[:60]}' is nested {depth} levels deep, custom "
+                          f"types resolved; the limit is {MAX_TYPE_DEPTH}.", name)
+
+
+def _check_names(command: cmd.Command) -> None:
+    """Every name a command adds to the catalog is at most MAX_NAME_LENGTH characters long."""
+    for what, name in cmd.names(command):
+        if len(name) > MAX_NAME_LENGTH:
+            raise SchemaError(f"The {what} name '{name[:60]}...' is {len(name)} characters long; "
+                              f"the limit is {MAX_NAME_LENGTH}.", name[:MAX_NAME_LENGTH])
 
 
 def _exists_warning(kind: st.SourceKind, name: str) -> str:

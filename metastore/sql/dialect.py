@@ -17,10 +17,11 @@ from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
 from sqlglot.errors import ErrorLevel
 from sqlglot.errors import ParseError as SqlglotParseError
 
+from metastore.limits import MAX_EXPRESSION_DEPTH, MAX_TYPE_DEPTH
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
-from metastore.sql.exceptions import ParseError
+from metastore.sql.exceptions import ParseError, TooComplexError
 
 T = TypeVar("T")
 
@@ -48,6 +49,7 @@ class KsqlParser(parser.Parser):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(error_level=ErrorLevel.IMMEDIATE, **kwargs)
         self._window: st.WindowSpec | None = None
+        self._type_depth = 0
 
     # -- driver --------------------------------------------------------------------------------
     def _load(self, chunk: list[Token], sql: str) -> None:
@@ -59,6 +61,7 @@ class KsqlParser(parser.Parser):
         self._index = -1
         self._advance()
         self._window = None
+        self._type_depth = 0
 
     def parse_ksql(self, chunk: list[Token], sql: str) -> st.Statement:
         """Parse one statement's tokens (without the semicolon) from the full ``sql`` text."""
@@ -246,11 +249,19 @@ class KsqlParser(parser.Parser):
                              properties)
 
     def _value_expression(self) -> exp.Expr:
+        start = self._curr
         value = self._parse_assignment()
         if value is None:
             self._fail("Expecting a value")
-        assert value is not None
+        assert value is not None and start is not None
+        self._check_depth(value, start)
         return value
+
+    def _check_depth(self, tree: exp.Expr, start: Token) -> None:
+        if expression_depth(tree) > MAX_EXPRESSION_DEPTH:
+            line, column = self._position(start)
+            raise TooComplexError(
+                f"Expression nested deeper than {MAX_EXPRESSION_DEPTH} levels", line, column)
 
     def _select_statement(self, start: Token) -> st.Statement:
         self._retreat(self._index - 1)
@@ -321,6 +332,16 @@ class KsqlParser(parser.Parser):
         return st.ColumnDef(name, column_type)
 
     def _type(self) -> ty.SqlType:
+        if self._type_depth >= MAX_TYPE_DEPTH:
+            line, column = self._position(self._curr) if self._curr else (1, 1)
+            raise TooComplexError(f"Type nested deeper than {MAX_TYPE_DEPTH} levels", line, column)
+        self._type_depth += 1
+        try:
+            return self._nested_type()
+        finally:
+            self._type_depth -= 1
+
+    def _nested_type(self) -> ty.SqlType:
         token = self._curr
         if not token:
             return self._fail("Expecting a type, found end of statement")  # type: ignore[no-any-return]
@@ -432,6 +453,9 @@ class KsqlParser(parser.Parser):
         emit_changes, emit_final = emit == "CHANGES", emit == "FINAL"
         partition_by = select.args.pop("ksql_partition_by", None)
         select.args.pop("ksql_window", None)
+        self._check_depth(select, start)
+        for expression in partition_by or ():
+            self._check_depth(expression, start)
         _normalise_identifiers(select)
         for expression in partition_by or ():
             _normalise_identifiers(expression)
@@ -566,3 +590,15 @@ class Ksql(Dialect):
     NORMALIZATION_STRATEGY = NormalizationStrategy.UPPERCASE
     tokenizer_class = KsqlTokenizer
     parser_class = KsqlParser  # type: ignore[assignment]  # sqlglot types it as its BaseParser
+
+
+def expression_depth(tree: exp.Expr) -> int:
+    """The depth of ``tree``, measured without recursion (the tree may be arbitrarily deep)."""
+    deepest = 0
+    pending: list[tuple[exp.Expr, int]] = [(tree, 1)]
+    while pending:
+        node, depth = pending.pop()
+        deepest = max(deepest, depth)
+        for child in node.iter_expressions():
+            pending.append((child, depth + 1))
+    return deepest

@@ -19,3 +19,9 @@ class ParseError(MetastoreError):
         self.line = line
         self.column = column
         self.statement = statement
+
+
+class TooComplexError(ParseError):
+    """A statement beyond the bounds every node can replay and compile (see metastore.limits)."""
+
+    code = "too_complex"

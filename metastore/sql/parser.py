@@ -7,8 +7,9 @@ import functools
 from sqlglot import Token, TokenType
 from sqlglot.errors import TokenError
 
+from metastore.limits import MAX_NESTING, MAX_STATEMENT_CHARS
 from metastore.sql.dialect import KsqlParser, KsqlTokenizer
-from metastore.sql.exceptions import ParseError
+from metastore.sql.exceptions import ParseError, TooComplexError
 from metastore.sql.statements import Statement
 from metastore.sql.types import SqlType
 
@@ -43,17 +44,49 @@ def split(sql: str) -> list[tuple[list[Token], str]]:
     return chunks
 
 
+_OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE})
+_CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE})
+
+
 def parse(sql: str) -> list[Statement]:
-    """Every statement of ``sql``; the first syntax error raises :class:`ParseError`."""
+    """Every statement of ``sql``; the first syntax error raises :class:`ParseError`.
+
+    A statement beyond the bounds of :mod:`metastore.limits` raises :class:`TooComplexError`
+    before the (recursive) parser sees it, so parsing never depends on the interpreter's stack.
+    """
     parser = KsqlParser()
     statements = []
     for chunk, text in split(sql):
         try:
+            _check_bounds(chunk, text, sql)
             statement = parser.parse_ksql(chunk, sql)
+        except TooComplexError as error:
+            raise TooComplexError(error.description, error.line, error.column, text) from None
         except ParseError as error:
             raise ParseError(error.description, error.line, error.column, text) from None
+        except RecursionError:
+            line, column = _position(sql, chunk[0].start)
+            raise TooComplexError("The statement is nested too deeply to parse", line, column,
+                                  text) from None
         statements.append(_with_text(statement, text))
     return statements
+
+
+def _check_bounds(chunk: list[Token], text: str, sql: str) -> None:
+    if len(text) > MAX_STATEMENT_CHARS:
+        line, column = _position(sql, chunk[0].start)
+        raise TooComplexError(f"The statement is {len(text)} characters long; the limit is "
+                              f"{MAX_STATEMENT_CHARS}", line, column)
+    depth = 0
+    for token in chunk:
+        if token.token_type in _OPENING:
+            depth += 1
+            if depth > MAX_NESTING:
+                line, column = _position(sql, token.start)
+                raise TooComplexError(f"Parentheses nested deeper than {MAX_NESTING} levels",
+                                      line, column)
+        elif token.token_type in _CLOSING:
+            depth -= 1
 
 
 def _with_text(statement: Statement, text: str) -> Statement:

@@ -144,6 +144,22 @@ def quote(name: str) -> str:
     return name if is_plain_identifier(name) else "`" + name.replace("`", "``") + "`"
 
 
+def depth(sql_type: SqlType) -> int:
+    """Nesting depth (``INT`` is 1, ``ARRAY<INT>`` 2), measured without recursion."""
+    deepest = 0
+    pending = [(sql_type, 1)]
+    while pending:
+        current, level = pending.pop()
+        deepest = max(deepest, level)
+        if isinstance(current, ArrayType):
+            pending.append((current.element, level + 1))
+        elif isinstance(current, MapType):
+            pending += [(current.key, level + 1), (current.value, level + 1)]
+        elif isinstance(current, StructType):
+            pending += [(field_type, level + 1) for _, field_type in current.fields]
+    return deepest
+
+
 def contains_map(sql_type: SqlType) -> bool:
     return any(isinstance(t, MapType) for t in sql_type.walk())
 

@@ -23,6 +23,9 @@ class Topics:
     def partitions(self, topic: str) -> int | None:
         return self.existing.get(topic)
 
+    def broker_count(self) -> int | None:
+        return 3
+
 
 def catalog(script: str = BASE) -> Image:
     results, image = run_script(script)
