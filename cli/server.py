@@ -10,13 +10,14 @@ import socket
 import sys
 import tomllib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from metastore.checkpoint.checkpointer import CheckpointPolicy
+from metastore.limits import RequestLimits
 from metastore.local.paths import dev_dir
 from metastore.log.writer import WriterOptions, die_between_produce_and_commit
 from metastore.node import NodeConfig
@@ -39,6 +40,18 @@ def _parse_pairs(pairs: list[str]) -> dict[str, str]:
             raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--kafka")
         out[key.strip()] = value.strip()
     return out
+
+
+def _request_limits(values: dict[str, Any]) -> RequestLimits:
+    known = {f.name for f in fields(RequestLimits)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise typer.BadParameter(f"unknown limit(s) {', '.join(unknown)}; known: "
+                                 f"{', '.join(sorted(known))}", param_hint="--limit")
+    try:
+        return RequestLimits(**{name: int(value) for name, value in values.items()})
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--limit") from error
 
 
 def server(
@@ -83,6 +96,9 @@ def server(
         "--snapshots/--no-snapshots",
         help="Publish checkpoints to the service's snapshot topic, and start a node without a "
              "checkpoint from the newest snapshot (default: on).")] = None,
+    limit: Annotated[list[str] | None, Opt(
+        help="A request limit NAME=N (max_statements, max_response_bytes, max_topics_created, "
+             "max_partitions_per_topic, max_partitions_created); repeatable.")] = None,
     auth_file: Annotated[Path | None, Opt(envvar="METASTORE_AUTH_FILE",
                                           help="File of user:password lines; enables HTTP basic "
                                           "auth.")] = None,
@@ -131,7 +147,8 @@ def server(
         writer=WriterOptions(reuse_producer=mode == "reuse",
                              request_timeout=float(pick(request_timeout, "request_timeout", 30.0))),
         read_timeout=float(pick(read_timeout, "read_timeout", 30.0)),
-        fetch_wait_ms=int(pick(fetch_wait_ms, "fetch_wait_ms", 10)))
+        fetch_wait_ms=int(pick(fetch_wait_ms, "fetch_wait_ms", 10)),
+        limits=_request_limits({**settings.get("limits", {}), **_parse_pairs(limit or [])}))
     auth = None
     auth_path = pick(auth_file, "auth_file")
     if auth_path:

@@ -7,6 +7,7 @@ that write to the single-writer protocol.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.catalog import responses
+from metastore.catalog.exceptions import TooLargeError
+from metastore.catalog.topics import is_hidden
 from metastore.catalog.validation import Read, Skip, Validator, Write
 from metastore.checkpoint.checkpointer import Checkpointer, CheckpointPolicy
 from metastore.checkpoint.exceptions import CheckpointError
@@ -26,6 +29,7 @@ from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
+from metastore.limits import RequestLimits
 from metastore.log.exceptions import CatchUpTimeoutError
 from metastore.log.reader import LogReplica, NodeState, Resume
 from metastore.log.replay import collector_paused
@@ -58,6 +62,7 @@ class NodeConfig:
     checkpoint: CheckpointPolicy = field(default_factory=CheckpointPolicy)
     snapshots: bool = True
     """Publish checkpoints to the snapshot topic, and bootstrap from it without a checkpoint."""
+    limits: RequestLimits = field(default_factory=RequestLimits)
 
     @property
     def topic(self) -> str:
@@ -113,7 +118,7 @@ class Node:
             self.config.command_topic_min_isr), brokers)
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
-                                    self.config.writer)
+                                    self.config.writer, limits=self.config.limits)
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:
@@ -206,6 +211,10 @@ class Node:
                 command_sequence_number: int | None = None,
                 timeout: float | None = None) -> list[Entity]:
         statements = parse(text)
+        limit = self.config.limits.max_statements
+        if len(statements) > limit:
+            raise TooLargeError(f"The request holds {len(statements)} statements; the limit is "
+                                f"{limit}. Split it into several requests.")
         if command_sequence_number is not None:
             self.wait_for(command_sequence_number, timeout or self.config.read_timeout)
         if not any(statement.writes_log for statement in statements):
@@ -223,20 +232,28 @@ class Node:
     def read(self, statements: list[Statement]) -> list[Entity]:
         """Answer statements that never write, from the current image."""
         image = self.replica.image
-        validator = Validator(image, KafkaTopicFacts(self.admin))
+        validator = Validator(image, KafkaTopicFacts(self.admin), limits=self.config.limits)
         entities: list[Entity] = []
+        budget = self.config.limits.max_response_bytes
         status = self.query_status() if self.query_status is not None and any(
             isinstance(s, ListObjects | Describe) for s in statements) else None
         for statement in statements:
             outcome = validator.validate(statement)
             if isinstance(outcome, Skip):
-                entities.append(responses.warning(statement, outcome.message))
-                continue
-            assert isinstance(outcome, Read) and not isinstance(outcome, Write)
-            topics = None
-            if isinstance(statement, ListObjects) and statement.what == "TOPICS":
-                topics = [(t.name, t.partitions) for t in self.admin.list_topics()]
-            entities.append(responses.read_entity(statement, image, topics, status))
+                entity = responses.warning(statement, outcome.message)
+            else:
+                assert isinstance(outcome, Read) and not isinstance(outcome, Write)
+                topics = None
+                if isinstance(statement, ListObjects) and statement.what == "TOPICS":
+                    topics = [(t.name, t.partitions) for t in self.admin.list_topics()
+                              if not is_hidden(t.name)]
+                entity = responses.read_entity(statement, image, topics, status)
+            budget -= len(json.dumps(entity, separators=(",", ":")))
+            if budget < 0:
+                raise TooLargeError(
+                    f"The response would be larger than {self.config.limits.max_response_bytes} "
+                    "bytes; ask for less in one request.")
+            entities.append(entity)
         return entities
 
     def status(self) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def encode(state: ReplicaState) -> bytes:
         "types": [[name, sql_type.sql()] for name, sql_type in image.types.items()],
         "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
                     for q in image.queries.values()],
-        "requests": [[request_id, list(o.offsets), list(o.command_ids)]
+        "requests": [[request_id, list(o.offsets), list(o.command_ids), o.digest]
                      for request_id, o in image.requests.items()],
         "commandOffsets": dict(state.command_offsets),
         "originNodes": dict(state.origin_nodes),
@@ -108,7 +108,8 @@ def decode(payload: bytes, lazy: bool = True) -> ReplicaState:
         types = {name: parse_type(text) for name, text in document["types"]}
         queries = {q[0]: PersistentQuery(q[0], q[1], q[2], tuple(q[3]), q[4], q[5])
                    for q in document["queries"]}
-        requests = OrderedDict((r[0], RequestOutcome(tuple(r[1]), tuple(r[2])))
+        requests = OrderedDict((r[0], RequestOutcome(tuple(r[1]), tuple(r[2]),
+                                                     str(r[3]) if len(r) > 3 else ""))
                                for r in document["requests"])
         image = Image(sources=sources, types=MappingProxyType(types),
                       queries=MappingProxyType(queries), requests=MappingProxyType(requests),

@@ -26,10 +26,10 @@ class Admin:
         self._admin = AdminClient(settings.config())
         self._timeout = timeout
 
-    def describe(self, topic: str) -> TopicInfo | None:
+    def describe(self, topic: str, timeout: float | None = None) -> TopicInfo | None:
         """The topic's shape, or None when it does not exist."""
         try:
-            metadata = self._admin.list_topics(topic=topic, timeout=self._timeout)
+            metadata = self._admin.list_topics(topic=topic, timeout=timeout or self._timeout)
         except KafkaException as exc:
             raise KafkaUnavailableError(f"listing topic {topic} failed: {exc}") from exc
         found = metadata.topics.get(topic)
@@ -66,25 +66,38 @@ class Admin:
             key=lambda info: info.name)
 
     def create(self, topic: str, partitions: int, replication: int | None = None,
-               config: Mapping[str, str] | None = None) -> bool:
-        """Create ``topic``; False when it already existed."""
+               config: Mapping[str, str] | None = None, timeout: float | None = None) -> bool:
+        """Create ``topic``; False when it already existed.
+
+        A refusal that no retry can change (an invalid name or configuration, a policy, missing
+        authorization) is a :class:`TopicError` with ``retriable`` False; a timeout or an
+        unavailable controller is :class:`KafkaUnavailableError`.
+        """
+        wait = timeout or self._timeout
         new = NewTopic(topic, num_partitions=partitions,
                        replication_factor=replication if replication is not None else -1,
                        config=dict(config or {}))
-        future = self._admin.create_topics([new], operation_timeout=self._timeout)[topic]
         try:
-            future.result(timeout=self._timeout)
+            future = self._admin.create_topics([new], operation_timeout=wait)[topic]
+            future.result(timeout=wait)
         except KafkaException as exc:
             error = exc.args[0]
             if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return False
-            raise TopicError(topic, f"creating topic {topic} failed: {exc}") from exc
+            if isinstance(error, KafkaError) and (error.retriable() or error.code() in (
+                    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT)):
+                raise KafkaUnavailableError(f"creating topic {topic} failed: {exc}") from exc
+            reason = error.str() if isinstance(error, KafkaError) else str(exc)
+            raise TopicError(topic, f"Could not create the Kafka topic {topic}: {reason}") from exc
+        except ValueError as exc:  # refused by the client before sending, e.g. a bad name
+            raise TopicError(topic, f"Could not create the Kafka topic {topic}: {exc}") from exc
         return True
 
-    def delete(self, topic: str) -> None:
-        future = self._admin.delete_topics([topic], operation_timeout=self._timeout)[topic]
+    def delete(self, topic: str, timeout: float | None = None) -> None:
+        wait = timeout or self._timeout
+        future = self._admin.delete_topics([topic], operation_timeout=wait)[topic]
         try:
-            future.result(timeout=self._timeout)
+            future.result(timeout=wait)
         except KafkaException as exc:
             error = exc.args[0]
             if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -100,9 +113,9 @@ class Admin:
             raise TopicError(topic, f"describing topic {topic} failed: {exc}") from exc
         return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
-    def broker_count(self) -> int:
+    def broker_count(self, timeout: float | None = None) -> int:
         try:
-            return len(self._admin.list_topics(timeout=self._timeout).brokers)
+            return len(self._admin.list_topics(timeout=timeout or self._timeout).brokers)
         except KafkaException as exc:
             raise KafkaUnavailableError(f"listing brokers failed: {exc}") from exc
 

@@ -42,6 +42,15 @@ class KafkaUnavailableError(KafkaClientError):
         super().__init__(message, retriable=True)
 
 
+class CommitOutcomeUnknownError(KafkaUnavailableError):
+    """``commit_transaction`` did not answer in time: the transaction may yet commit or abort.
+
+    The next ``init_transactions`` on the same transactional.id settles it either way.
+    """
+
+    code = "commit_outcome_unknown"
+
+
 class TopicError(KafkaClientError):
     """A topic is missing or has the wrong shape."""
 

@@ -8,11 +8,13 @@ raises :class:`ProducerFencedError` and must be closed and replaced.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from metastore.kafka.exceptions import (
+    CommitOutcomeUnknownError,
     KafkaClientError,
     KafkaUnavailableError,
     ProducerFencedError,
@@ -59,8 +61,11 @@ class TransactionalProducer:
         except KafkaException as exc:
             raise classify(exc.args[0], action) from exc
 
-    def init(self) -> None:
-        self._call("init_transactions", self._producer.init_transactions, self._timeout)
+    def _within(self, timeout: float | None) -> float:
+        return self._timeout if timeout is None else max(min(timeout, self._timeout), 0.1)
+
+    def init(self, timeout: float | None = None) -> None:
+        self._call("init_transactions", self._producer.init_transactions, self._within(timeout))
 
     def begin(self) -> None:
         self._delivery_error = None
@@ -85,14 +90,16 @@ class TransactionalProducer:
         if offset is not None:
             self._delivered.append(offset)
 
-    def commit(self) -> list[int]:
+    def commit(self, timeout: float | None = None) -> list[int]:
         """Commit and return the offsets of the records produced in this transaction, in order.
 
         On failure the transaction is aborted (if the producer still can) and the error raised.
+        ``timeout`` bounds the flush and the commit together (the producer's own by default).
         """
+        deadline = time.monotonic() + self._within(timeout)
         try:
             try:
-                remaining = self._producer.flush(self._timeout)
+                remaining = self._producer.flush(self._within(deadline - time.monotonic()))
             except KafkaException as exc:
                 raise classify(exc.args[0], "flush") from exc
             except SystemError as exc:
@@ -104,7 +111,11 @@ class TransactionalProducer:
                 raise classify(self._delivery_error, "produce")
             if remaining:
                 raise TransactionAbortedError(f"{remaining} record(s) not delivered in time")
-            self._call("commit_transaction", self._producer.commit_transaction, self._timeout)
+            try:
+                self._call("commit_transaction", self._producer.commit_transaction,
+                           self._within(deadline - time.monotonic()))
+            except KafkaUnavailableError as error:
+                raise CommitOutcomeUnknownError(error.message) from error
             return sorted(self._delivered)
         except TransactionAbortedError:
             self.abort()

@@ -21,6 +21,13 @@ class NotWrittenError(MetastoreError):
     code = "not_written"
 
 
+class OutcomeUnknownError(MetastoreError):
+    """The request's deadline passed while its transaction was committing: it may have been
+    written. A retry with the same request id answers which."""
+
+    code = "outcome_unknown"
+
+
 class NotReadyError(MetastoreError):
     """The node is still catching up with the log, or is degraded; it does not accept writes."""
 

@@ -40,6 +40,8 @@ class CommandRecord:
     request_id: str
     origin_node: str = ""
     submitter: str = ""
+    request_digest: str = ""
+    """SHA-256 of the request's statements: a request id names one request, never another."""
     version: int = RECORD_VERSION
 
     @property
@@ -50,7 +52,8 @@ class CommandRecord:
         return {"version": self.version, "commandId": self.command_id,
                 "statement": self.statement, "command": cmd.to_json(self.command),
                 "requestId": self.request_id, "originNode": self.origin_node,
-                "submitter": self.submitter}
+                "submitter": self.submitter,
+                **({"requestDigest": self.request_digest} if self.request_digest else {})}
 
     def encode(self) -> tuple[bytes, bytes]:
         value = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
@@ -78,6 +81,7 @@ def decode(value: bytes | None, offset: int | None = None) -> CommandRecord:
         return CommandRecord(command=command, statement=str(data.get("statement", "")),
                              request_id=str(data.get("requestId", "")),
                              origin_node=str(data.get("originNode", "")),
+                             request_digest=str(data.get("requestDigest", "")),
                              submitter=str(data.get("submitter", "")), version=version)
     except (KeyError, TypeError, cmd.CommandDecodeError) as error:
         raise CorruptRecordError(f"undecodable command record: {error}", offset) from error

@@ -15,11 +15,17 @@ For each request, under the node's write lock:
 
 Fenced, aborted or timed-out attempts discard the producer (a new ``init_transactions`` settles
 the old transaction either way) and retry with jittered exponential backoff until the deadline;
-then :class:`NotWrittenError` says the request was NOT written.
+then :class:`NotWrittenError` says the request was NOT written (or, when the deadline passed while
+a commit was in flight, :class:`OutcomeUnknownError` says a retry with the same request id will
+tell). An error no retry can change (a topic Kafka refuses to create, missing authorization)
+fails the request at once. The deadline covers the whole request, the wait for the write lock
+included, and every Kafka call is given only the time that is left. Topics created for an attempt
+that does not commit are deleted again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
@@ -31,16 +37,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from metastore.catalog import responses
-from metastore.catalog.exceptions import StatementError
+from metastore.catalog.exceptions import RequestIdReusedError, StatementError, TooLargeError
+from metastore.catalog.exceptions import TopicError as TopicRefusedError
 from metastore.catalog.image import Image
 from metastore.catalog.model import RequestOutcome
 from metastore.catalog.validation import Read, Skip, TopicFacts, Validator, Write
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
-from metastore.kafka.exceptions import KafkaClientError, TopicError
+from metastore.kafka.exceptions import CommitOutcomeUnknownError, KafkaClientError, TopicError
 from metastore.kafka.producer import TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
-from metastore.log.exceptions import CatchUpTimeoutError, NotReadyError, NotWrittenError
+from metastore.limits import MAX_RECORD_BYTES, RequestLimits
+from metastore.log.exceptions import (
+    CatchUpTimeoutError,
+    NotReadyError,
+    NotWrittenError,
+    OutcomeUnknownError,
+)
 from metastore.log.reader import LogReplica, NodeState
 from metastore.log.record import CommandRecord
 from metastore.sql.statements import Statement
@@ -62,14 +75,35 @@ class WriterOptions:
 
 
 class KafkaTopicFacts:
-    """Topic facts read from the cluster, one metadata request per question."""
+    """Topic facts read from the cluster, one metadata request per question, each within what
+    is left of ``deadline`` (``time.monotonic()``; None: the admin client's own timeout)."""
 
-    def __init__(self, admin: Admin) -> None:
+    def __init__(self, admin: Admin, deadline: float | None = None) -> None:
         self._admin = admin
+        self._deadline = deadline
+
+    def _timeout(self) -> float | None:
+        return None if self._deadline is None else _left(self._deadline)
 
     def partitions(self, topic: str) -> int | None:
-        info = self._admin.describe(topic)
+        info = self._admin.describe(topic, self._timeout())
         return None if info is None else info.partitions
+
+    def broker_count(self) -> int | None:
+        return self._admin.broker_count(self._timeout())
+
+
+def _left(deadline: float, floor: float = 0.1) -> float:
+    return max(deadline - time.monotonic(), floor)
+
+
+def request_digest(statements: Sequence[Statement]) -> str:
+    """What a request id is bound to: the request's statements, in order."""
+    digest = hashlib.sha256()
+    for statement in statements:
+        digest.update(statement.text.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 @dataclass
@@ -83,14 +117,15 @@ class WriterStats:
 class CommandWriter:
     def __init__(self, settings: KafkaSettings, topic: str, service_id: str, node_id: str,
                  replica: LogReplica, admin: Admin, options: WriterOptions | None = None,
-                 facts: TopicFacts | None = None) -> None:
+                 facts: TopicFacts | None = None, limits: RequestLimits | None = None) -> None:
         self._settings = settings
         self._topic = topic
         self._service_id = service_id
         self._node_id = node_id
         self._replica = replica
         self._admin = admin
-        self._facts = facts or KafkaTopicFacts(admin)
+        self._facts = facts
+        self._limits = limits or RequestLimits()
         self.options = options or WriterOptions()
         self._probe = EndOffsetProbe(settings, topic, group_id=f"{service_id}-{node_id}-probe")
         self._high_watermark = EndOffsetProbe(settings, topic, committed=False,
@@ -113,28 +148,46 @@ class CommandWriter:
                timeout: float | None = None) -> list[Entity]:
         """Validate and write ``statements`` atomically; one entity per statement."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.options.request_timeout)
+        if not self._lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
+            raise NotWrittenError("The statement was NOT written to the command log: the node "
+                                  "was busy with other writes until the request's deadline.")
+        try:
+            self.stats.requests += 1
+            return self._submit_locked(statements, request_id, submitter, deadline)
+        finally:
+            self._lock.release()
+
+    def _submit_locked(self, statements: Sequence[Statement], request_id: str, submitter: str,
+                       deadline: float) -> list[Entity]:
         backoff = self.options.backoff_initial
         attempts = 0
-        with self._lock:
-            self.stats.requests += 1
-            while True:
-                self._check_writable()
-                attempts += 1
-                try:
-                    return self._attempt(statements, request_id, submitter, deadline)
-                except (StatementError, NotReadyError, CatchUpTimeoutError):
-                    raise
-                except KafkaClientError as error:
-                    self._discard_producer()
-                    self.stats.fenced_retries += 1
-                    pause = random.uniform(0, backoff)
-                    if time.monotonic() + pause >= deadline:
-                        raise NotWrittenError(
-                            f"The statement was NOT written to the command log after {attempts} "
-                            f"attempt(s): {error}") from error
-                    log.info("write attempt %d failed (%s); retrying", attempts, error)
-                    time.sleep(pause)
-                    backoff = min(backoff * 2, self.options.backoff_max)
+        digest = request_digest(statements)
+        while True:
+            self._check_writable()
+            attempts += 1
+            try:
+                return self._attempt(statements, request_id, submitter, digest, deadline)
+            except (StatementError, NotReadyError, CatchUpTimeoutError):
+                raise
+            except KafkaClientError as error:
+                self._discard_producer()
+                if not error.retriable:
+                    raise NotWrittenError(f"The statement was NOT written to the command log: "
+                                          f"{error}") from error
+                self.stats.fenced_retries += 1
+                pause = random.uniform(0, backoff)
+                if time.monotonic() + pause >= deadline:
+                    if isinstance(error, CommitOutcomeUnknownError):
+                        raise OutcomeUnknownError(
+                            f"The request timed out while its transaction was committing: it "
+                            f"may have been written. Retry with the same request id "
+                            f"({request_id}) to learn the outcome.") from error
+                    raise NotWrittenError(
+                        f"The statement was NOT written to the command log after {attempts} "
+                        f"attempt(s): {error}") from error
+                log.info("write attempt %d failed (%s); retrying", attempts, error)
+                time.sleep(pause)
+                backoff = min(backoff * 2, self.options.backoff_max)
 
     # -- protocol ------------------------------------------------------------------------------
     def _check_writable(self) -> None:
@@ -175,7 +228,7 @@ class CommandWriter:
         except KafkaClientError:
             return
 
-    def _producer_for_request(self) -> TransactionalProducer:
+    def _producer_for_request(self, deadline: float) -> TransactionalProducer:
         if self._producer is None:
             if self.stats.producers_created:
                 self._await_open_transaction()
@@ -183,7 +236,7 @@ class CommandWriter:
                                              timeout_ms=self.options.transaction_timeout_ms)
             self.stats.producers_created += 1
             try:
-                producer.init()
+                producer.init(_left(deadline))
             except KafkaClientError:
                 producer.close()
                 raise
@@ -197,11 +250,13 @@ class CommandWriter:
             self._producer = None
 
     def _attempt(self, statements: Sequence[Statement], request_id: str, submitter: str,
-                 deadline: float) -> list[Entity]:
-        producer = self._producer_for_request()
+                 digest: str, deadline: float) -> list[Entity]:
+        producer = self._producer_for_request(deadline)
         producer.begin()
+        created: list[str] = []
+        committing = False
         try:
-            end = self._caught_up_target(self._probe.end_offset())
+            end = self._caught_up_target(self._probe.end_offset(timeout=_left(deadline)))
             if not self._replica.wait_for_position(end, max(deadline - time.monotonic(), 0)):
                 self._check_writable()
                 raise CatchUpTimeoutError(
@@ -211,29 +266,36 @@ class CommandWriter:
             prior = image.requests.get(request_id) if request_id else None
             if prior is not None:
                 producer.abort()
+                if prior.digest and prior.digest != digest:
+                    raise RequestIdReusedError(
+                        f"The request id {request_id} was already used for another request "
+                        f"(at offset {prior.offsets[0]}); use a new id for a new request.")
                 return self._replayed(statements, prior, image)
-            validator = Validator(image, self._facts, first_offset=end)
+            facts = self._facts or KafkaTopicFacts(self._admin, deadline)
+            validator = Validator(image, facts, first_offset=end, limits=self._limits)
             outcomes = [validator.validate(statement) for statement in statements]
             writes = [o for o in outcomes if isinstance(o, Write)]
             if not writes:
                 producer.abort()
                 return [self._entity_without_write(o, validator.image) for o in outcomes]
+            records = [self._encode(write, request_id, submitter, digest) for write in writes]
             for write in writes:
                 for topic in write.topics_to_create:
-                    self._admin.create(topic.name, topic.partitions, topic.replicas)
-            for write in writes:
-                record = CommandRecord(write.command, write.statement.text, request_id,
-                                       self._node_id, submitter)
-                key, value = record.encode()
+                    created += self._create_topic(topic.name, topic.partitions, topic.replicas,
+                                                  deadline)
+            for key, value in records:
                 producer.produce(self._topic, key, value)
             if self.before_commit is not None:
                 self.before_commit(producer)
-            offsets = producer.commit()
+            committing = True
+            offsets = producer.commit(_left(deadline, floor=1.0))
             self._last_written = offsets[-1] if offsets else None
             self.stats.transactions += 1
-        except BaseException:
+        except BaseException as error:
             if producer.in_transaction:
                 producer.abort()
+            if created and not (committing and isinstance(error, CommitOutcomeUnknownError)):
+                self._delete_topics(created)
             raise
         finally:
             if not self.options.reuse_producer:
@@ -252,6 +314,37 @@ class CommandWriter:
         return [responses.current_status(o.statement, o.command, applied, offset_of[id(o)])
                 if isinstance(o, Write) else self._entity_without_write(o, validator.image)
                 for o in outcomes]
+
+    def _encode(self, write: Write, request_id: str, submitter: str,
+                digest: str) -> tuple[bytes, bytes]:
+        record = CommandRecord(write.command, write.statement.text, request_id, self._node_id,
+                               submitter, digest)
+        key, value = record.encode()
+        if len(key) + len(value) > MAX_RECORD_BYTES:
+            raise TooLargeError(f"The command record of this statement would be "
+                                f"{len(key) + len(value)} bytes; the limit is {MAX_RECORD_BYTES}."
+                                f" Split the statement or the request.")
+        return key, value
+
+    def _create_topic(self, name: str, partitions: int, replicas: int | None,
+                      deadline: float) -> list[str]:
+        """Create a topic a statement needs; the names of the topics this call created."""
+        try:
+            return [name] if self._admin.create(name, partitions, replicas,
+                                                timeout=_left(deadline, floor=1.0)) else []
+        except TopicError as error:
+            if error.retriable:
+                raise
+            raise TopicRefusedError(error.message, name) from error
+
+    def _delete_topics(self, names: list[str]) -> None:
+        """Remove topics created for a transaction that did not commit."""
+        for name in names:
+            try:
+                self._admin.delete(name)
+            except KafkaClientError as error:
+                log.warning("deleting topic %s, created for a request that was not written, "
+                            "failed: %s", name, error)
 
     def _entity_without_write(self, outcome: Write | Skip | Read, image: Image) -> Entity:
         if isinstance(outcome, Skip):
