@@ -1,0 +1,126 @@
+"""The writer against hostile and unlucky requests, on the real broker: nothing written, nothing
+left behind, the lock released, the deadline kept."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import Consumer
+
+from metastore.catalog.exceptions import RequestIdReusedError, TooLargeError, TopicError
+from metastore.kafka.admin import Admin
+from metastore.kafka.exceptions import KafkaClientError
+from metastore.kafka.producer import TransactionalProducer
+from metastore.limits import RequestLimits
+from metastore.log.exceptions import NotWrittenError
+from metastore.log.writer import WriterOptions
+from metastore.node import Node
+from tests.broker.test_command_log import committed_values, create_stream
+from tests.conftest import unique
+
+NodeFactory = Callable[..., Node]
+
+
+def test_a_request_id_binds_to_its_request(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    node = node_factory()
+    node.execute(create_stream("FIRST", unique("first")), request_id="shared-id")
+    with pytest.raises(RequestIdReusedError, match="already used for another request"):
+        node.execute(create_stream("SECOND", unique("second")), request_id="shared-id")
+    assert node.replica.image.source("SECOND") is None
+    assert len(committed_values(consumer_factory, node.config.topic)) == 1
+
+
+def test_a_topic_kafka_refuses_fails_at_once_and_releases_the_lock(
+        node_factory: NodeFactory, kafka_admin: Admin) -> None:
+    node = node_factory(writer=WriterOptions(request_timeout=20.0))
+    existing = unique("collide").replace("-", "_")
+    kafka_admin.create(existing, 1)
+    colliding = existing.replace("_", ".")  # Kafka refuses names that collide in its metrics
+    started = time.monotonic()
+    with pytest.raises(TopicError, match=f"Could not create the Kafka topic {colliding}"):
+        node.execute(create_stream("COLLIDES", colliding))
+    assert time.monotonic() - started < 5
+    [entity] = node.execute(create_stream("AFTER", unique("after")))
+    assert entity["commandStatus"]["status"] == "SUCCESS"
+
+
+def test_topics_created_for_a_transaction_that_fails_are_deleted(
+        node_factory: NodeFactory, kafka_admin: Admin,
+        consumer_factory: Callable[..., Consumer]) -> None:
+    node = node_factory()
+    assert node.writer is not None
+
+    def refuse(_producer: TransactionalProducer) -> None:
+        raise KafkaClientError("the broker refuses this transaction", retriable=False)
+
+    node.writer.before_commit = refuse
+    topic = unique("orphan")
+    with pytest.raises(NotWrittenError, match="refuses this transaction"):
+        node.execute(create_stream("ORPHAN", topic))
+    assert kafka_admin.describe(topic) is None
+    assert committed_values(consumer_factory, node.config.topic) == []
+
+
+def test_topics_of_attempts_fenced_until_the_deadline_are_deleted(
+        node_factory: NodeFactory, kafka_admin: Admin) -> None:
+    node = node_factory(writer=WriterOptions(request_timeout=2.0))
+    assert node.writer is not None
+    settings = node.settings
+
+    def fence(_producer: TransactionalProducer) -> None:
+        usurper = TransactionalProducer(settings, node.config.service_id)
+        usurper.init()
+        usurper.close()
+
+    node.writer.before_commit = fence
+    topic = unique("fenced")
+    with pytest.raises(NotWrittenError, match="NOT written"):
+        node.execute(create_stream("FENCED", topic))
+    assert kafka_admin.describe(topic) is None
+
+
+def test_the_deadline_covers_the_wait_for_the_write_lock(node_factory: NodeFactory) -> None:
+    node = node_factory()
+    assert node.writer is not None
+    release = threading.Event()
+
+    def hold(_producer: TransactionalProducer) -> None:
+        release.wait(30)
+
+    node.writer.before_commit = hold
+    holder = threading.Thread(target=node.execute, args=(create_stream("SLOW", unique("s")),))
+    holder.start()
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        with pytest.raises(NotWrittenError, match="busy with other writes"):
+            node.execute(create_stream("WAITING", unique("w")), timeout=1.0)
+        assert time.monotonic() - started < 2.0
+    finally:
+        release.set()
+        holder.join(30)
+    assert node.replica.image.source("SLOW") is not None
+
+
+def test_request_limits_bound_statements_and_responses(node_factory: NodeFactory) -> None:
+    node = node_factory(limits=RequestLimits(max_statements=20, max_response_bytes=4000))
+    node.execute(" ".join(create_stream(f"S{i}", unique("t")) for i in range(20)))
+    with pytest.raises(TooLargeError, match="21 statements; the limit is 20"):
+        node.execute("SHOW STREAMS;" * 21)
+    with pytest.raises(TooLargeError, match="larger than 4000 bytes"):
+        node.execute("SHOW STREAMS;" * 5)
+    assert node.execute("SHOW STREAMS;")[0]["@type"] == "streams"
+
+
+def test_show_topics_hides_internal_topics(node_factory: NodeFactory) -> None:
+    node = node_factory()
+    topic = unique("visible")
+    node.execute(create_stream("VISIBLE", topic))
+    [entity] = node.execute("SHOW TOPICS;")
+    names = {t["name"] for t in entity["topics"]}
+    assert topic in names
+    assert not any(name.startswith(("_metastore-", "__")) for name in names)
