@@ -224,14 +224,40 @@ def test_losing_the_command_topic_leader_loses_no_acknowledged_statement(
         brokers.stop()
 
 
+def abusive_requests(service_id: str, topic: str) -> list[dict[str, Any]]:
+    """Bodies a hostile client sends: each must be refused (4xx), or meet a node not ready."""
+    own_log = command_topic_name(service_id)
+    chain = "".join(f"CREATE TYPE ABUSE_T{i} AS ARRAY<{'INT' if i == 0 else f'ABUSE_T{i - 1}'}>;"
+                    for i in range(40))
+    statements = [
+        f"CREATE STREAM STEAL (ID INT KEY) WITH (KAFKA_TOPIC='{own_log}', VALUE_FORMAT='JSON');",
+        f"CREATE STREAM STEAL WITH (KAFKA_TOPIC='{own_log}') AS SELECT * FROM C1;",
+        "CREATE STREAM STEAL (ID INT KEY) WITH (KAFKA_TOPIC='__consumer_offsets', "
+        "VALUE_FORMAT='JSON');",
+        f"CREATE STREAM C1 (ID INT KEY) WITH (KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON', "
+        "PARTITIONS=1099511627776);",
+        "CREATE STREAM C2 (ID INT KEY) WITH (KAFKA_TOPIC='bad\x00name', VALUE_FORMAT='JSON', "
+        "PARTITIONS=1, REPLICAS=40000);",
+        chain,
+        "CREATE STREAM X AS SELECT ID, " + "(" * 20_000 + "1" + ")" * 20_000 + " FROM C1;",
+        "SHOW STREAMS EXTENDED;" * 1001,
+    ]
+    bodies: list[dict[str, Any]] = [{"ksql": text} for text in statements]
+    bodies.append({"ksql": create("C3", topic), "requestId": "chaos-reused-id"})
+    bodies.append({"ksql": "DROP STREAM IF EXISTS C3;", "requestId": "chaos-reused-id"})
+    return bodies
+
+
 def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
-    """Random DDL from many clients while nodes are killed and restarted at random."""
+    """Random DDL from many clients, and abuse from others, while nodes are killed and
+    restarted at random: nothing acknowledged is lost or doubled, no abuse is accepted."""
     cluster = cluster_factory()
     cluster.up(3)
     topic = f"chaos-{uuid.uuid4().hex[:6]}"
     rng = random.Random(7)
     acknowledged: Counter[str] = Counter()
     failed_clearly = 0
+    abuse_answers: Counter[int] = Counter()
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -241,6 +267,28 @@ def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
         try:
             run_client(worker)
         except BaseException as error:  # a dead client would make the run prove less
+            crashes.append(error)
+            raise
+
+    def abuser(worker: int) -> None:
+        local = random.Random(1000 + worker)
+        bodies = abusive_requests(cluster.service_id, topic)
+        try:
+            while not stop.is_set():
+                urls = cluster.urls()
+                if not urls:
+                    time.sleep(0.1)
+                    continue
+                body = local.choice(bodies)
+                try:
+                    response = httpx.post(f"{local.choice(urls)}/ksql", json=body, timeout=30)
+                except httpx.TransportError:
+                    continue
+                with lock:
+                    abuse_answers[response.status_code] += 1
+                if response.status_code == 200:
+                    assert body.get("requestId") == "chaos-reused-id", (body, response.text)
+        except BaseException as error:
             crashes.append(error)
             raise
 
@@ -269,6 +317,7 @@ def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
                     failed_clearly += 1
 
     threads = [threading.Thread(target=client, args=(w,)) for w in range(6)]
+    threads += [threading.Thread(target=abuser, args=(w,)) for w in range(2)]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + chaos_seconds
@@ -292,6 +341,10 @@ def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
         assert at_offset.get(int(offset)) == command_id, f"acknowledged {key} is not in the log"
     request_ids = Counter(r["requestId"] for r in records)
     assert all(count == 1 for count in request_ids.values()), "a request was applied twice"
+    assert abuse_answers[400] > 0, abuse_answers
+    assert set(abuse_answers) <= {200, 400, 503}, abuse_answers
+    assert not any(r["commandId"].startswith(("stream/STEAL/", "type/ABUSE_T", "stream/X/"))
+                   for r in records), "an abusive statement was written"
     converged = cluster.converged(timeout=120)
     fingerprints = {fingerprint for _, fingerprint in converged.values()}
     report = verify_offline(cluster, cluster.url("node-1"))
