@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
@@ -15,9 +16,10 @@ from metastore.kafka.admin import Admin
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.producer import TransactionalProducer
 from metastore.limits import RequestLimits
+from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.log.exceptions import NotWrittenError
 from metastore.log.writer import WriterOptions
-from metastore.node import Node
+from metastore.node import Node, NodeConfig
 from tests.broker.test_command_log import committed_values, create_stream
 from tests.conftest import unique
 
@@ -124,3 +126,23 @@ def test_show_topics_hides_internal_topics(node_factory: NodeFactory) -> None:
     names = {t["name"] for t in entity["topics"]}
     assert topic in names
     assert not any(name.startswith(("_metastore-", "__")) for name in names)
+
+
+def test_the_deadline_holds_while_kafka_is_down(tmp_path: Path) -> None:
+    """With the only broker gone, a write answers NOT written within its deadline, not after
+    every Kafka call's own timeout."""
+    broker = LocalKafkaCluster(tmp_path / "outage", brokers=1)
+    bootstrap = broker.start(progress=None).bootstrap_servers
+    node = Node(NodeConfig(service_id=unique("outage"), bootstrap_servers=bootstrap))
+    try:
+        node.start()
+        assert node.replica.wait_ready(60)
+        node.execute(create_stream("BEFORE", unique("before")))
+        broker.stop()
+        started = time.monotonic()
+        with pytest.raises(NotWrittenError, match="NOT written"):
+            node.execute(create_stream("DURING", unique("during")), timeout=5.0)
+        assert time.monotonic() - started < 7.0
+    finally:
+        node.stop(checkpoint=False)
+        broker.stop()
