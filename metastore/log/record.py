@@ -33,6 +33,12 @@ class CorruptRecordError(RecordError):
     code = "corrupt_record"
 
 
+class UnappliableRecordError(CorruptRecordError):
+    """A record that decodes but cannot be applied (never one that validation accepted)."""
+
+    code = "unappliable_record"
+
+
 @dataclass(frozen=True)
 class CommandRecord:
     command: cmd.Command
@@ -65,6 +71,8 @@ def decode(value: bytes | None, offset: int | None = None) -> CommandRecord:
         raise CorruptRecordError("a command record has no value", offset)
     try:
         data = json.loads(value)
+    except RecursionError as error:
+        raise CorruptRecordError("undecodable command record: nested too deeply", offset) from error
     except (UnicodeDecodeError, ValueError) as error:
         raise CorruptRecordError(f"undecodable command record: {error}", offset) from error
     if not isinstance(data, dict):
@@ -83,5 +91,8 @@ def decode(value: bytes | None, offset: int | None = None) -> CommandRecord:
                              origin_node=str(data.get("originNode", "")),
                              request_digest=str(data.get("requestDigest", "")),
                              submitter=str(data.get("submitter", "")), version=version)
-    except (KeyError, TypeError, cmd.CommandDecodeError) as error:
+    except (KeyError, TypeError, ValueError, MetastoreError, cmd.CommandDecodeError) as error:
         raise CorruptRecordError(f"undecodable command record: {error}", offset) from error
+    except RecursionError as error:
+        raise CorruptRecordError("undecodable command record: nested too deeply",
+                                 offset) from error

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from metastore.catalog.image import Delta, Image
-from metastore.log.record import CommandRecord, RecordError, decode
+from metastore.log.record import CommandRecord, RecordError, UnappliableRecordError, decode
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ def collector_paused() -> Iterator[None]:
 
 
 def replay_encoded(base: Image, records: Iterable[tuple[int, bytes | None]]) -> ReplayResult:
-    """Apply ``(offset, value)`` pairs in order; stop at the first record that cannot be decoded."""
+    """Apply ``(offset, value)`` pairs in order; stop at the first record that cannot be decoded
+    or applied, with the image of the records before it."""
     delta = Delta(base)
     applied: list[tuple[int, CommandRecord]] = []
     error: RecordError | None = None
@@ -47,6 +48,21 @@ def replay_encoded(base: Image, records: Iterable[tuple[int, bytes | None]]) -> 
             except RecordError as bad:
                 error = bad
                 break
-            delta.replay(record, offset)
+            try:
+                delta.replay(record, offset)
+            except Exception as failure:  # validation never writes such a record; old logs may
+                error = UnappliableRecordError(
+                    f"the command record cannot be applied: {type(failure).__name__}: "
+                    f"{str(failure)[:200]}", offset)
+                delta = _rebuilt(base, applied)
+                break
             applied.append((offset, record))
     return ReplayResult(delta.apply() if applied else base, applied, error)
+
+
+def _rebuilt(base: Image, applied: list[tuple[int, CommandRecord]]) -> Delta:
+    """The records before a failed one, applied again: a failed apply may have changed a part."""
+    delta = Delta(base)
+    for offset, record in applied:
+        delta.replay(record, offset)
+    return delta

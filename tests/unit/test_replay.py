@@ -166,3 +166,33 @@ def test_request_window_is_bounded_and_deterministic() -> None:
     requests = delta.apply().requests
     assert len(requests) == REQUEST_WINDOW
     assert "r0" not in requests and f"r{REQUEST_WINDOW + 4}" in requests
+
+
+def test_a_record_that_cannot_be_applied_stops_replay_with_the_image_before_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validation never writes such a record, but an old or foreign log may hold one: replay
+    reports it (the node goes DEGRADED) instead of raising out of the replica's thread, and the
+    image is the one before it even when the failed apply changed part of the delta."""
+    from metastore.catalog.commands import TerminateCommand
+    from metastore.log.record import UnappliableRecordError
+    from metastore.log.replay import replay_encoded
+
+    execute = Delta.execute
+
+    def half_applied(delta: Delta, command: object, offset: int) -> None:
+        if isinstance(command, TerminateCommand) and command.query_ids == ("POISON",):
+            delta.sources.pop("A", None)
+            raise KeyError("POISON")
+        execute(delta, command, offset)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Delta, "execute", half_applied)
+    records, image = validated_records([
+        "CREATE STREAM A (K INT KEY, V STRING) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');"])
+    poisoned = CommandRecord(TerminateCommand(("POISON",)), "TERMINATE POISON;", "x")
+    deep = b'{"version": 1, "command": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    for bad, kind in ((poisoned.encode()[1], UnappliableRecordError), (deep, CorruptRecordError)):
+        values = [r.encode()[1] for r in records] + [bad, records[0].encode()[1]]
+        result = replay_encoded(EMPTY_IMAGE, enumerate(values))
+        assert isinstance(result.error, kind) and result.error.offset == len(records)
+        assert result.image.fingerprint == image.fingerprint
+        assert len(result.applied) == len(records)
