@@ -1,28 +1,40 @@
-"""`metastore log dump|verify`: read the command log straight from Kafka."""
+"""`metastore log dump|verify|repair|restore`: read the command log straight from Kafka, and
+repair or restore it (metastore.log.repair)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
+from confluent_kafka import KafkaException
 
 from cli.output import print_json, print_table
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.store import Checkpoint, CheckpointStore, Incarnation, parse, record_digest
+from metastore.exceptions import MetastoreError
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.dump import read_committed
 from metastore.log.record import RecordError, decode
+from metastore.log.repair import (
+    RepairOptions,
+    RepairPlan,
+    RestoreOptions,
+    RewriteError,
+    Rewritten,
+)
+from metastore.log.repair import repair as repair_log
+from metastore.log.repair import restore as restore_log
 from metastore.log.replay import replay_encoded
 from metastore.log.topic import command_topic_name
 
-app = typer.Typer(help="Inspect the command log.", no_args_is_help=True)
+app = typer.Typer(help="Inspect, repair and restore the command log.", no_args_is_help=True)
 
 Bootstrap = Annotated[str | None, typer.Option(envvar="KAFKA_BOOTSTRAP_SERVERS",
                                                help="Kafka bootstrap servers.")]
@@ -189,3 +201,151 @@ def _check_checkpoint(checked: _Located | str, at_offset: Image | None, records:
         report["agrees"] = True
     report["fingerprint"] = state.image.fingerprint
     return report
+
+
+Kafka = Annotated[list[str] | None, typer.Option(
+    "--kafka", help="Extra Kafka client setting KEY=VALUE (TLS, SASL...); repeatable.")]
+BackupFile = Annotated[Path, typer.Option("--backup", help="The backup file of every committed "
+                                                           "record.")]
+Yes = Annotated[bool, typer.Option("--yes", help="Really change the command topic.")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Report what would happen; change "
+                                                        "nothing.")]
+
+
+def _settings(bootstrap: str | None, kafka: list[str] | None) -> KafkaSettings:
+    if not bootstrap:
+        typer.echo("Error: pass --bootstrap-servers or set KAFKA_BOOTSTRAP_SERVERS", err=True)
+        raise typer.Exit(2)
+    client: dict[str, str] = {}
+    for pair in kafka or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--kafka")
+        client[key.strip()] = value.strip()
+    return KafkaSettings(bootstrap, client)
+
+
+def _progress(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _fail(error: Exception) -> NoReturn:
+    """Exit 1 for a refusal, 2 for Kafka (or a rewrite that Kafka broke off)."""
+    typer.echo(f"Error: {error}", err=True)
+    cause = error.__cause__ if isinstance(error, RewriteError) else error
+    raise typer.Exit(2 if isinstance(cause, KafkaClientError) else 1) from error
+
+
+@app.command()
+def repair(backup: BackupFile, bootstrap_servers: Bootstrap = None,
+           service_id: ServiceId = "default_", kafka: Kafka = None,
+           skip_offset: Annotated[list[int] | None, typer.Option(
+               "--skip-offset", help="Leave out the record at this offset; repeatable.")] = None,
+           skip_unappliable: Annotated[bool, typer.Option(
+               "--skip-unappliable", help="Leave out every record that fails to replay.")] = False,
+           dry_run: DryRun = False, yes: Yes = False,
+           json_output: Json = False) -> None:
+    """Leave records that cannot be replayed out of the command log (stop every node first).
+
+    Backs up every record to --backup, then re-creates the topic with the kept records at their
+    offsets. See docs/recovery.md."""
+    settings = _settings(bootstrap_servers, kafka)
+    options = RepairOptions(frozenset(skip_offset or ()), skip_unappliable, dry_run, yes)
+    try:
+        report = repair_log(settings, service_id, backup, options, _progress)
+    except (MetastoreError, KafkaException) as error:
+        _fail(error)
+    plan, done = report.plan, report.rewritten
+    if json_output:
+        print_json({**report.to_json(), "dryRun": dry_run})
+    else:
+        _print_plan(plan)
+        if done is not None:
+            typer.echo(f"Backed up {len(plan.records)} records to {done.backup}.")
+            _print_rewritten(done, plan.service_id)
+            typer.echo(f"To undo: metastore log restore --backup {done.backup} "
+                       f"--service-id {plan.service_id} --yes")
+        elif plan.refusal is None and not dry_run:
+            typer.echo(f"Nothing was changed. To repair: stop every node of service "
+                       f"{service_id}, then run this again with --yes. It first backs up every "
+                       f"record to {backup}.")
+        elif plan.refusal is None:
+            typer.echo("Dry run: nothing was changed.")
+    if plan.refusal is not None:
+        typer.echo(f"Refused: {plan.refusal}", err=True)
+        raise typer.Exit(1)
+    if done is None and not dry_run:
+        raise typer.Exit(1)
+
+
+@app.command()
+def restore(backup: BackupFile, bootstrap_servers: Bootstrap = None,
+            service_id: ServiceId = "default_", kafka: Kafka = None,
+            discard_newer: Annotated[bool, typer.Option(
+                "--discard-newer", help="Go on although the current log holds records the "
+                                        "backup does not; they are lost.")] = False,
+            dry_run: DryRun = False, yes: Yes = False, json_output: Json = False) -> None:
+    """Write a backup taken by `log repair` back as the command log (stop every node first)."""
+    settings = _settings(bootstrap_servers, kafka)
+    options = RestoreOptions(dry_run, yes, discard_newer)
+    try:
+        report = restore_log(settings, service_id, backup, options, _progress)
+    except (MetastoreError, KafkaException) as error:
+        _fail(error)
+    done = report.rewritten
+    if json_output:
+        print_json({**report.to_json(), "dryRun": dry_run})
+    else:
+        typer.echo(f"{backup}: {len(report.backup.records)} records of {report.backup.topic} "
+                   f"(taken {report.backup.taken_at or 'at an unknown time'}); the topic now "
+                   f"holds {report.current} committed records, {len(report.discarded)} of them "
+                   "not in the backup")
+        if done is not None:
+            _print_rewritten(done, service_id)
+        elif report.refusal is None and not dry_run:
+            typer.echo(f"Nothing was changed. To restore: stop every node of service "
+                       f"{service_id}, then run this again with --yes.")
+        elif report.refusal is None:
+            typer.echo("Dry run: nothing was changed.")
+    if report.refusal is not None:
+        typer.echo(f"Refused: {report.refusal}", err=True)
+        raise typer.Exit(1)
+    if done is None and not dry_run:
+        raise typer.Exit(1)
+
+
+def _print_plan(plan: RepairPlan) -> None:
+    end = plan.records[-1].offset + 1 if plan.records else 0
+    typer.echo(f"{plan.topic}: {len(plan.records)} committed records below offset {end}")
+    listed = sorted([(s, "skip") for s in plan.skipped] + [(s, "KEEP (fails)") for s in plan.left_in],
+                    key=lambda pair: pair[0].offset)
+    if listed:
+        print_table(["Offset", "Action", "Kind", "Key", "Reason"],
+                    [[s.offset, action, s.kind, s.key or "", s.reason[:70]] for s, action in listed])
+    image = f"{plan.image.fingerprint} ({len(plan.image.sources)} sources, " \
+            f"{len(plan.image.queries)} queries)"
+    if plan.left_in:
+        typer.echo(f"Without the records that fail, the other "
+                   f"{len(plan.records) - len(plan.left_in)} would replay to fingerprint {image}.")
+    else:
+        typer.echo(f"Keeping {len(plan.records) - len(plan.skipped)} records at their offsets; "
+                   f"they replay to fingerprint {image}.")
+
+
+def _print_rewritten(done: Rewritten, service_id: str) -> None:
+    topic = command_topic_name(service_id)
+    checkpoints = done.to_json(service_id, topic)["queryCheckpoints"]
+    if done.old_topic_id is None:
+        typer.echo(f"Created {topic}: topic id {done.new_topic_id}.")
+    else:
+        typer.echo(f"Re-created {topic}: topic id {done.old_topic_id} -> {done.new_topic_id}.")
+    typer.echo(f"The log replays to fingerprint {done.image.fingerprint} "
+               f"({len(done.image.sources)} sources, {len(done.image.queries)} queries).")
+    if done.bad_record is not None:
+        typer.echo(f"BAD RECORD at offset {done.bad_record.offset}: {done.bad_record.reason}")
+    typer.echo("Start the nodes: their checkpoints and snapshots belong to the old topic and are "
+               "ignored; each replays the log from offset 0.")
+    previous = (f" (the old ones stay under <root>/{checkpoints['old']})"
+                if checkpoints["old"] else "")
+    typer.echo(f"Persistent queries keep their checkpoints under <query checkpoint root>/"
+               f"{checkpoints['new']}{previous}; see docs/recovery.md.")
