@@ -73,6 +73,11 @@ class PartitionReader:
                         self.position = eof_offset
                     continue
                 if error.fatal() or not error.retriable():
+                    # Later messages of this batch were consumed too: read them again, after
+                    # handing over the records before the error (the error recurs next poll).
+                    self._rewind()
+                    if records:
+                        return records
                     raise KafkaClientError(f"consume failed: {error.str()}")
                 continue
             offset = message.offset()
@@ -80,6 +85,12 @@ class PartitionReader:
             records.append(Record(offset=offset, key=message.key(), value=message.value()))
             self.position = offset + 1
         return records
+
+    def _rewind(self) -> None:
+        """Fetch again from ``position``: nothing after it was handed over."""
+        self.at_end = False
+        offset = self.position if self.position > 0 else OFFSET_BEGINNING
+        self._consumer.assign([TopicPartition(self.topic, self.partition, offset)])
 
     def end_offset(self, timeout: float = 10.0) -> int:
         """The last stable offset: the end of the committed log as a read_committed reader sees it."""

@@ -23,13 +23,22 @@ from metastore.kafka.exceptions import (
 from metastore.kafka.settings import KafkaSettings
 
 _FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                           KafkaError.INVALID_PRODUCER_EPOCH,
-                           KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+                           KafkaError.INVALID_PRODUCER_EPOCH})
+PERMANENT_CODES = frozenset({
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION,
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD, KafkaError.POLICY_VIOLATION,
+    KafkaError.TOPIC_EXCEPTION, KafkaError.INVALID_CONFIG, KafkaError._INVALID_ARG})
+"""Errors no retry can change: they fail a request at once (every other error is retried)."""
 
 
 def classify(error: KafkaError, action: str) -> KafkaClientError:
     """The typed error for a librdkafka error raised during ``action``."""
     text = f"{action} failed: {error.str()}"
+    if error.code() in PERMANENT_CODES:
+        return KafkaClientError(text, retriable=False)
     if error.code() in _FENCED_CODES or (error.fatal() and "fenced" in error.str().lower()):
         return ProducerFencedError(text)
     if error.txn_requires_abort():
@@ -37,7 +46,7 @@ def classify(error: KafkaError, action: str) -> KafkaClientError:
     if error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
                         KafkaError._ALL_BROKERS_DOWN):
         return KafkaUnavailableError(text)
-    return KafkaClientError(text, retriable=error.retriable() and not error.fatal())
+    return KafkaClientError(text, retriable=True)
 
 
 class TransactionalProducer:
