@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from metastore.api.http_limits import HttpLimits
 from metastore.checkpoint.checkpointer import CheckpointPolicy
 from metastore.limits import RequestLimits
 from metastore.local.paths import dev_dir
@@ -52,6 +53,13 @@ def _request_limits(values: dict[str, Any]) -> RequestLimits:
         return RequestLimits(**{name: int(value) for name, value in values.items()})
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--limit") from error
+
+
+def _http_limits(values: dict[str, Any]) -> HttpLimits:
+    try:
+        return HttpLimits.from_settings(values)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--http-limit") from error
 
 
 def server(
@@ -99,6 +107,11 @@ def server(
     limit: Annotated[list[str] | None, Opt(
         help="A request limit NAME=N (max_statements, max_response_bytes, max_topics_created, "
              "max_partitions_per_topic, max_partitions_created); repeatable.")] = None,
+    http_limit: Annotated[list[str] | None, Opt(
+        help="An HTTP limit NAME=VALUE (max_body_bytes, body_timeout_seconds, "
+             "body_idle_timeout_seconds, max_json_depth, keep_alive_seconds, max_concurrency, "
+             "max_failed_logins, failed_login_window_seconds, login_lockout_seconds, "
+             "max_tracked_clients); repeatable.")] = None,
     auth_file: Annotated[Path | None, Opt(envvar="METASTORE_AUTH_FILE",
                                           help="File of user:password lines; enables HTTP basic "
                                           "auth.")] = None,
@@ -149,6 +162,8 @@ def server(
         read_timeout=float(pick(read_timeout, "read_timeout", 30.0)),
         fetch_wait_ms=int(pick(fetch_wait_ms, "fetch_wait_ms", 10)),
         limits=_request_limits({**settings.get("limits", {}), **_parse_pairs(limit or [])}))
+    http_limits = _http_limits({**settings.get("http_limits", {}),
+                                **_parse_pairs(http_limit or [])})
     auth = None
     auth_path = pick(auth_file, "auth_file")
     if auth_path:
@@ -168,7 +183,7 @@ def server(
         else directory / "query-checkpoints",
         query_session_timeout_ms=int(pick(query_session_timeout_ms, "query_session_timeout_ms",
                                           10_000)))
-    run_node(node_config, host, port, auth, fault_injection, spark, directory)
+    run_node(node_config, host, port, auth, fault_injection, spark, directory, http_limits)
 
 
 @dataclass(frozen=True)
@@ -271,7 +286,8 @@ def cluster_queries(node: Any, membership: Any) -> Any:
 
 
 def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injection: str | None,
-             spark: SparkOptions | None, data_dir: Path) -> None:
+             spark: SparkOptions | None, data_dir: Path,
+             http_limits: HttpLimits | None = None) -> None:
     import uvicorn
 
     from metastore.api.server import create_app
@@ -305,7 +321,9 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
                             queries=lambda: local_queries(node))
     membership.start()
     node.query_status = lambda: cluster_queries(node, membership)
-    app = create_app(node, auth=auth, url=url, membership=membership, query_runner=query_runner)
+    limits = http_limits or HttpLimits()
+    app = create_app(node, auth=auth, url=url, membership=membership, query_runner=query_runner,
+                     limits=limits)
     logging.getLogger("metastore").info("node %s of service %s serving on %s", config.node_id,
                                         config.service_id, url)
     class NodeServer(uvicorn.Server):
@@ -316,7 +334,8 @@ def run_node(config: NodeConfig, host: str, port: int, auth: Any, fault_injectio
             yield
 
     server = NodeServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                       access_log=False))
+                                       access_log=False, timeout_keep_alive=limits.keep_alive_seconds,
+                                       limit_concurrency=limits.max_concurrency))
 
     def request_shutdown(signum: int, _frame: object) -> None:
         logging.getLogger("metastore").info("signal %d: shutting down", signum)

@@ -3,28 +3,44 @@
 Endpoints: ``POST /ksql``, ``POST /query``, ``GET /info``, ``GET /healthcheck``,
 ``GET /clusterStatus``, ``GET /status[/{type}/{entity}/{action}]``, ``GET /v1/metastore``,
 ``GET /metrics``. Errors use ksqlDB's entities (``statement_error`` / ``generic_error``) and
-codes; no input a client can send produces an unhandled 5xx.
+codes; no input a client can send produces an unhandled 5xx, and an unexpected failure answers a
+generic message with an incident id, never the exception's text (the log has it). What one
+client may cost (body size and time, JSON nesting, failed logins) is bounded by
+:class:`~metastore.api.http_limits.HttpLimits`.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+import logging
+import math
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from metastore import __version__
 from metastore.api import error_codes as codes
-from metastore.api.auth import BasicAuth
+from metastore.api.auth import BasicAuth, LoginThrottle
+from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.api.metrics import NodeMetrics
 from metastore.catalog.exceptions import StatementError
 from metastore.exceptions import MetastoreError
+from metastore.health import PROBE_TIMEOUT_SECONDS, HealthProbe, KafkaHealth
+from metastore.kafka.admin import Admin
 from metastore.kafka.exceptions import KafkaClientError
-from metastore.log.exceptions import CatchUpTimeoutError, NotReadyError, NotWrittenError
+from metastore.log.exceptions import (
+    CatchUpTimeoutError,
+    NotReadyError,
+    NotWrittenError,
+    OutcomeUnknownError,
+)
 from metastore.log.reader import NodeState
 from metastore.membership import Membership
 from metastore.node import Node
@@ -34,11 +50,17 @@ from metastore.sql.parser import parse
 from metastore.sql.statements import SelectStatement
 
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
-MAX_BODY_BYTES = 1 << 20
+UNAUTHORIZED = 40100
+REQUEST_TIMEOUT = 40800
+PAYLOAD_TOO_LARGE = 41300
+TOO_MANY_REQUESTS = 42900
 UNAUTHENTICATED_PATHS = frozenset({"/healthcheck"})
 """Load balancers and orchestrators probe health without credentials."""
 QUERY_ENDPOINT_MESSAGE = ("The following statement types should be issued to the websocket "
                           "endpoint '/query':\n\t* PRINT\n\t* SELECT")
+
+
+_log = logging.getLogger(__name__)
 
 
 class KsqlRequest(BaseModel):
@@ -77,44 +99,114 @@ def error_response(code: int, message: str, statement: str | None = None,
     return KsqlResponse(body, status_code=_status_for(code))
 
 
+def generic_error(status: int, code: int, message: str,
+                  headers: Mapping[str, str] | None = None) -> KsqlResponse:
+    """A ``generic_error`` with an HTTP status that ksqlDB's code mapping does not give."""
+    return KsqlResponse({"@type": "generic_error", "error_code": code, "message": message},
+                        status_code=status, headers=headers)
+
+
+def internal_error(request: Request) -> KsqlResponse:
+    """Answer an unexpected failure; call it from an ``except`` block, which it logs."""
+    incident = uuid.uuid4().hex[:16]
+    _log.exception("incident %s: %s %s failed", incident, request.method, request.url.path)
+    return error_response(codes.SERVER_ERROR, f"Internal error (incident {incident}); the "
+                          "node's log has the details")
+
+
 def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
-               membership: Membership | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-               query_runner: Callable[[str], Any] | None = None) -> FastAPI:
+               membership: Membership | None = None,
+               query_runner: Callable[[str], Any] | None = None,
+               limits: HttpLimits | None = None) -> FastAPI:
     app = FastAPI(title="metastore", version=__version__,
                   description="A ksqlDB-compatible REST API over a replicated command log.")
+    limits = limits or HttpLimits()
     metrics = NodeMetrics()
+    logins = LoginThrottle(limits.max_failed_logins, limits.failed_login_window_seconds,
+                           limits.login_lockout_seconds, limits.max_tracked_clients)
+    health = HealthProbe(Admin(node.settings, timeout=PROBE_TIMEOUT_SECONDS), node.config.topic)
     app.state.node = node
     app.state.metrics = metrics
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if (auth is not None and request.url.path not in UNAUTHENTICATED_PATHS
-                and auth.user_for(request.headers.get("authorization")) is None):
-            return KsqlResponse({"@type": "generic_error", "error_code": 40100,
-                                 "message": "Unauthorized"}, status_code=401,
-                                headers={"WWW-Authenticate": 'Basic realm="metastore"'})
-        declared = request.headers.get("content-length")
-        if declared is not None and not declared.isdigit():
-            return error_response(codes.BAD_REQUEST, "Invalid Content-Length header")
-        if declared is not None and int(declared) > max_body_bytes:
-            return too_large()
         try:
-            return await call_next(request)
-        except Exception as error:  # the server never dies of a request
-            return error_response(codes.SERVER_ERROR, f"Internal error: {error}")
+            response = authenticate(request) or check_length(request) or await call_next(request)
+        except Exception:  # the server never dies of a request, nor tells its internals
+            response = internal_error(request)
+        if _body_left_unread(request):
+            response.headers["Connection"] = "close"
+        return response
+
+    def authenticate(request: Request) -> KsqlResponse | None:
+        """Refuse a request without valid credentials; count and limit failed logins.
+
+        Only a request that presents credentials is a login attempt: clients that send none
+        first (browsers, curl) are answered 401 without counting against them."""
+        if auth is None or request.url.path in UNAUTHENTICATED_PATHS:
+            return None
+        address = request.client.host if request.client is not None else ""
+        wait = logins.retry_after(address)
+        if wait > 0:
+            return generic_error(429, TOO_MANY_REQUESTS, "Too many failed logins from this "
+                                 "address; retry later.", {"Retry-After": str(math.ceil(wait))})
+        header = request.headers.get("authorization")
+        if auth.user_for(header) is not None:
+            return None
+        if header is not None:
+            logins.failed(address)
+        return generic_error(401, UNAUTHORIZED, "Unauthorized",
+                             {"WWW-Authenticate": 'Basic realm="metastore"'})
+
+    def check_length(request: Request) -> KsqlResponse | None:
+        declared = request.headers.get("content-length")
+        if declared is None:
+            return None
+        if not (declared.isascii() and declared.isdigit()):
+            return error_response(codes.BAD_REQUEST, "Invalid Content-Length header")
+        if len(declared) > 18 or int(declared) > limits.max_body_bytes:
+            return too_large()
+        return None
 
     def too_large() -> KsqlResponse:
-        return KsqlResponse({"@type": "generic_error", "error_code": 41300,
-                             "message": f"Request body larger than {max_body_bytes} bytes"},
-                            status_code=413)
+        return generic_error(413, PAYLOAD_TOO_LARGE, f"Request body larger than "
+                             f"{limits.max_body_bytes} bytes", {"Connection": "close"})
 
-    async def read_request(request: Request) -> KsqlRequest | KsqlResponse:
-        body = await request.body()
-        if len(body) > max_body_bytes:
-            return too_large()
+    def too_slow() -> KsqlResponse:
+        return generic_error(408, REQUEST_TIMEOUT, f"The request body was not received in time "
+                             f"(at most {limits.body_timeout_seconds:g} s for the whole body and "
+                             f"{limits.body_idle_timeout_seconds:g} s between two parts of it)",
+                             {"Connection": "close"})
+
+    async def read_body(request: Request) -> bytes | KsqlResponse:
+        """The whole body, read within the time and size limits, or the answer refusing it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.body_timeout_seconds
+        body = bytearray()
+        chunks = request.stream()
         try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, ValueError) as error:
+            while True:
+                wait = min(deadline - loop.time(), limits.body_idle_timeout_seconds)
+                async with asyncio.timeout(max(wait, 0.0)):
+                    chunk = await anext(chunks, None)
+                if chunk is None:
+                    request.state.body_read = True
+                    return bytes(body)
+                body += chunk
+                if len(body) > limits.max_body_bytes:
+                    return too_large()
+        except TimeoutError:
+            return too_slow()
+        except ClientDisconnect:
+            return error_response(codes.BAD_REQUEST, "The client closed the connection before "
+                                  "sending the whole body")
+        finally:
+            await chunks.aclose()
+
+    def parse_request(body: bytes) -> KsqlRequest | KsqlResponse:
+        try:
+            data = decode_json(body, limits.max_json_depth)
+        except ValueError as error:
             return error_response(codes.BAD_REQUEST, f"Malformed JSON in request: {error}")
         try:
             return KsqlRequest.model_validate(data)
@@ -129,11 +221,18 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                   "application/json": {"schema": KsqlRequest.model_json_schema()},
                   KSQL_MEDIA_TYPE: {"schema": KsqlRequest.model_json_schema()}}}})
     async def ksql(request: Request) -> Response:
-        parsed = await read_request(request)
+        body = await read_body(request)
+        if isinstance(body, KsqlResponse):
+            metrics.count_request("bad_request")
+            return body
+        return await run_in_threadpool(_execute_body, body)
+
+    def _execute_body(body: bytes) -> Response:
+        parsed = parse_request(body)
         if isinstance(parsed, KsqlResponse):
             metrics.count_request("bad_request")
             return parsed
-        return await _run_in_thread(lambda: _execute(parsed))
+        return _execute(parsed)
 
     def _execute(body: KsqlRequest) -> Response:
         started = time.perf_counter()
@@ -164,6 +263,9 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             metrics.count_request("not_ready")
             code = codes.SERVER_ERROR if node.state is NodeState.DEGRADED else codes.SERVER_NOT_READY
             return error_response(code, error.message)
+        except OutcomeUnknownError as error:
+            metrics.count_request("outcome_unknown")
+            return error_response(codes.SERVER_ERROR, error.message)
         except NotWrittenError as error:
             metrics.count_request("not_written")
             return error_response(codes.SERVER_ERROR, error.message)
@@ -179,14 +281,19 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
 
     @app.post("/query", response_class=KsqlResponse)
     async def query(request: Request) -> Response:
-        parsed = await read_request(request)
+        body = await read_body(request)
+        if isinstance(body, KsqlResponse):
+            return body
+        return await run_in_threadpool(_query_body, body)
+
+    def _query_body(body: bytes) -> Response:
+        parsed = parse_request(body)
         if isinstance(parsed, KsqlResponse):
             return parsed
         if query_runner is None:
             return error_response(codes.SERVER_NOT_READY, "This node runs without Spark "
                                   "(--spark-master none); send queries to a node with Spark.")
-        runner = query_runner
-        return await _run_in_thread(lambda: _query(runner, parsed))
+        return _query(query_runner, parsed)
 
     def _query(runner: Callable[[str], Any], body: KsqlRequest) -> Response:
         try:
@@ -213,12 +320,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
 
     @app.get("/healthcheck")
     def healthcheck() -> Response:
-        ready = node.state is NodeState.READY
-        kafka_ok = node.replica.last_error is None or ready
-        body = {"isHealthy": ready and kafka_ok, "details": {
-            "metastore": {"isHealthy": True}, "kafka": {"isHealthy": kafka_ok},
-            "commandRunner": {"isHealthy": ready, "state": node.state.value}}}
-        return KsqlResponse(body, status_code=200 if body["isHealthy"] else 503)
+        details = health_details(health.check(), node.state)
+        healthy = all(detail["isHealthy"] for detail in details.values())
+        return KsqlResponse({"isHealthy": healthy, "details": details},
+                            status_code=200 if healthy else 503)
 
     @app.get("/clusterStatus")
     def cluster_status() -> Response:
@@ -306,7 +411,26 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
     return app
 
 
-async def _run_in_thread(work: Callable[[], Response]) -> Response:
-    from starlette.concurrency import run_in_threadpool
+def _body_left_unread(request: Request) -> bool:
+    """Whether the request declared a body that was not read: answered before it (refused, or
+    an endpoint without a body). Its connection must close, or a client could keep it open for
+    ever by sending the rest of the body slowly (the server discards it, and every byte resets
+    the keep-alive timeout)."""
+    declared = request.headers.get("content-length", "0") != "0"
+    chunked = "transfer-encoding" in request.headers
+    return (declared or chunked) and not getattr(request.state, "body_read", False)
 
-    return await run_in_threadpool(work)
+
+def health_details(kafka: KafkaHealth, state: NodeState) -> dict[str, dict[str, Any]]:
+    """ksqlDB's healthcheck details; each unhealthy part says why, in a ``reason``."""
+    def detail(healthy: bool, reason: str | None, **extra: str) -> dict[str, Any]:
+        return {"isHealthy": healthy, **extra, **({} if healthy else {"reason": reason})}
+
+    ready = state is NodeState.READY
+    return {
+        "metastore": detail(kafka.command_topic_exists, kafka.reason if kafka.kafka_reachable
+                            else "the command topic cannot be checked: Kafka did not answer"),
+        "kafka": detail(kafka.kafka_reachable, kafka.reason),
+        "commandRunner": detail(ready, f"the node is {state.value}, not READY",
+                                state=state.value),
+    }

@@ -1,0 +1,363 @@
+"""The REST edge against hostile and broken clients: nested JSON, bodies that never finish,
+unexpected failures, password guessing, the auth file's format, and a health check that follows
+Kafka and the command log.
+
+Node processes run on the session's real broker; the login limiter, the JSON depth check and the
+health probe's cache are also tested on their own, with a fake clock where time matters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import select
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from metastore.api.auth import BasicAuth, LoginThrottle
+from metastore.api.http_limits import HttpLimits, JsonTooDeepError, check_json_depth, decode_json
+from metastore.api.server import create_app
+from metastore.health import HealthProbe
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
+from metastore.log.topic import command_topic_name
+from metastore.node import Node
+from tests.servers import ServerProcess
+
+ServerFactory = Callable[..., ServerProcess]
+NESTED = b'{"ksql": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def error_body(response: httpx.Response, status: int, code: int) -> dict[str, object]:
+    assert response.status_code == status, response.text[:500]
+    body = response.json()
+    assert body["@type"] == "generic_error" and body["error_code"] == code, body
+    return dict(body)
+
+
+# --- nested JSON ---------------------------------------------------------------------------
+
+def test_json_depth_is_bounded_without_recursion() -> None:
+    check_json_depth("[" * 64 + "]" * 64, 64)
+    with pytest.raises(JsonTooDeepError):
+        check_json_depth("[" * 65 + "]" * 65, 64)
+    with pytest.raises(JsonTooDeepError):
+        check_json_depth('{"a": {"b": ' * 40 + "1" + "}" * 80, 64)
+    check_json_depth('{"ksql": "' + "[{" * 100_000 + '"}', 2)
+    check_json_depth(r'{"ksql": "\"[[[[\\"}', 1)
+    with pytest.raises(JsonTooDeepError):
+        decode_json(NESTED, 64)
+    assert decode_json('{"ksql": "[["}'.encode("utf-16"), 1) == {"ksql": "[["}
+    with pytest.raises(ValueError, match="codec"):
+        decode_json(b'{"ksql": "\xff"}', 64)
+
+
+def test_deeply_nested_json_is_a_400(server: ServerProcess) -> None:
+    client = server.http()
+    for path in ("/ksql", "/query"):
+        response = client.post(path, content=NESTED, headers={"Content-Type": "application/json"})
+        body = error_body(response, 400, 40000)
+        assert "nested deeper than 64 levels" in str(body["message"])
+    nested_properties = {"ksql": "SHOW STREAMS;", "streamsProperties": {"a": [[[[1]]]]}}
+    assert client.post("/ksql", json=nested_properties).status_code == 200
+    too_deep = {"ksql": "SHOW STREAMS;", "streamsProperties": {"a": _nest(70)}}
+    error_body(client.post("/ksql", json=too_deep), 400, 40000)
+
+
+def _nest(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+# --- bodies that never finish --------------------------------------------------------------
+
+def _connect(server: ServerProcess) -> socket.socket:
+    address = urlsplit(server.url)
+    assert address.hostname is not None and address.port is not None
+    return socket.create_connection((address.hostname, address.port), timeout=10)
+
+
+def _post_head(length: int | str) -> bytes:
+    return (f"POST /ksql HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n\r\n").encode("latin-1")
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a timeout fails the test)."""
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+def _status_and_json(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in
+               (line.partition(":") for line in header_lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def _read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One response (with a Content-Length) from a connection that stays open."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    status, headers, body = _status_and_json(received)
+    while len(body) < int(headers["content-length"]):
+        body += sock.recv(65536)
+    return status, headers, body
+
+
+def test_a_body_that_stops_is_a_408_after_the_idle_timeout(
+        server_factory: ServerFactory) -> None:
+    server = server_factory("--http-limit", "body_idle_timeout_seconds=1",
+                            "--http-limit", "body_timeout_seconds=4",
+                            "--http-limit", "max_body_bytes=1000")
+    with _connect(server) as sock:
+        sock.sendall(_post_head(100) + b'{"ksql": "SHOW')
+        started = time.monotonic()
+        raw = _read_until_closed(sock)
+        elapsed = time.monotonic() - started
+    status, headers, body = _status_and_json(raw)
+    assert status == 408, raw
+    assert 0.8 < elapsed < 3.5, elapsed
+    assert headers["connection"] == "close"
+    assert b'"error_code":40800' in body and b"generic_error" in body
+    client = server.http()
+    assert client.post("/ksql", json={"ksql": "SHOW STREAMS;"}).status_code == 200
+    chunked = client.post("/ksql", content=iter([b'{"ksql": "', b"x" * 600, b"y" * 600, b'"}']))
+    assert "content-length" not in chunked.request.headers
+    error_body(chunked, 413, 41300)
+    for length in ("9" * 5000, "\xb2"):
+        with _connect(server) as sock:
+            sock.sendall(_post_head(length) + b"{}")
+            status, _, _ = _status_and_json(_read_until_closed(sock))
+        assert status in (400, 413), (length, status)
+
+
+def test_a_body_dribbled_slowly_is_a_408_after_the_total_timeout(
+        server_factory: ServerFactory) -> None:
+    server = server_factory("--http-limit", "body_idle_timeout_seconds=1",
+                            "--http-limit", "body_timeout_seconds=3")
+    with _connect(server) as sock:
+        sock.sendall(_post_head(10_000) + b'{"ksql": "')
+        started = time.monotonic()
+        sent = 0
+        while not select.select([sock], [], [], 0.3)[0]:
+            sock.sendall(b"x")
+            sent += 1
+            assert time.monotonic() - started < 10, "the server never stopped the upload"
+        elapsed = time.monotonic() - started
+        raw = _read_until_closed(sock)
+    status, headers, _ = _status_and_json(raw)
+    assert status == 408, raw
+    assert 2.8 < elapsed < 6, elapsed
+    assert sent >= 8, "the client kept sending within the idle timeout"
+    assert headers["connection"] == "close"
+
+
+def test_a_body_left_unread_closes_the_connection(server: ServerProcess) -> None:
+    """An answer given before the body was read closes the connection: otherwise a client could
+    hold it open for ever by dribbling the rest of the body, which the server discards."""
+    with _connect(server) as sock:
+        sock.sendall(b"GET /info HTTP/1.1\r\nHost: test\r\nContent-Length: 1000\r\n\r\nab")
+        sock.settimeout(5)
+        status, headers, _ = _status_and_json(_read_until_closed(sock))
+    assert status == 200 and headers["connection"] == "close"
+    whole = b'{"ksql": "SHOW STREAMS;"}'
+    with _connect(server) as sock:
+        for _ in range(2):
+            sock.sendall(_post_head(len(whole)) + whole)
+            status, headers, _ = _read_response(sock)
+            assert status == 200 and "connection" not in headers, "kept alive"
+
+
+def test_http_limits_from_settings() -> None:
+    limits = HttpLimits.from_settings({"body_timeout_seconds": "2.5", "max_body_bytes": 10})
+    assert limits.body_timeout_seconds == 2.5 and limits.max_body_bytes == 10
+    assert limits.max_failed_logins == HttpLimits().max_failed_logins
+    with pytest.raises(ValueError, match="unknown HTTP limit"):
+        HttpLimits.from_settings({"max_body": "1"})
+    with pytest.raises(ValueError, match="an integer"):
+        HttpLimits.from_settings({"max_body_bytes": "1.5"})
+    with pytest.raises(ValueError, match="must be positive"):
+        HttpLimits(body_idle_timeout_seconds=0)
+
+
+# --- unexpected failures -------------------------------------------------------------------
+
+def test_an_unexpected_failure_answers_an_incident_id_and_no_internals(
+        node_factory: Callable[..., Node], caplog: pytest.LogCaptureFixture) -> None:
+    """A pull-query runner (Spark, on a real node) that fails in a way nobody planned for."""
+
+    def failing_runner(text: str) -> object:
+        raise RuntimeError(f"secret internal detail while running {text}")
+
+    async def send(path: str, text: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://node") as client:
+            return await client.post(path, json={"ksql": text})
+
+    app = create_app(node_factory(), query_runner=failing_runner)
+    with caplog.at_level(logging.ERROR, logger="metastore.api.server"):
+        response = asyncio.run(send("/query", "SELECT * FROM X;"))
+    body = error_body(response, 500, 50000)
+    message = str(body["message"])
+    assert "secret" not in response.text and "RuntimeError" not in response.text
+    assert message.startswith("Internal error (incident ")
+    assert message.endswith("); the node's log has the details")
+    incident = message.removeprefix("Internal error (incident ").split(")")[0]
+    [record] = [r for r in caplog.records if incident in r.getMessage()]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert "secret internal detail" in caplog.text and "Traceback" in caplog.text
+    assert asyncio.run(send("/ksql", "SHOW STREAMS;")).status_code == 200
+
+
+# --- logins --------------------------------------------------------------------------------
+
+def test_failed_logins_lock_an_address_out_then_expire() -> None:
+    clock = FakeClock()
+    throttle = LoginThrottle(max_failures=3, window=60, lockout=30, clock=clock)
+    for _ in range(2):
+        throttle.failed("10.0.0.1")
+    assert throttle.retry_after("10.0.0.1") == 0
+    throttle.failed("10.0.0.1")
+    assert throttle.retry_after("10.0.0.1") == 30
+    assert throttle.retry_after("10.0.0.2") == 0
+    clock.now += 29.5
+    assert throttle.retry_after("10.0.0.1") == 0.5
+    clock.now += 0.5
+    assert throttle.retry_after("10.0.0.1") == 0
+    for _ in range(5):  # failures spread wider than the window never add up to a lockout
+        throttle.failed("10.0.0.1")
+        clock.now += 31
+    assert throttle.retry_after("10.0.0.1") == 0
+
+
+def test_login_bookkeeping_is_bounded() -> None:
+    throttle = LoginThrottle(max_failures=1, lockout=60, max_clients=100, clock=FakeClock())
+    throttle.failed("first")
+    assert throttle.retry_after("first") == 60
+    for index in range(10_000):
+        throttle.failed(f"10.{index // 256}.{index % 256}.1")
+    assert throttle.tracked() == 100
+    assert throttle.retry_after("first") == 0, "the oldest address is forgotten first"
+
+
+def test_failed_logins_over_http_are_answered_429_until_the_lockout_ends(
+        server_factory: ServerFactory, tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    users.write_text("alice:s3cret  \n")
+    server = server_factory("--auth-file", str(users), "--http-limit", "max_failed_logins=3",
+                            "--http-limit", "login_lockout_seconds=2")
+    info = f"{server.url}/info"
+    assert httpx.get(info, auth=("alice", "s3cret  ")).status_code == 200
+    assert httpx.get(info).status_code == 401, "no credentials: not a login attempt"
+    for password in ("s3cret", "wrong", "s3cret "):
+        assert httpx.get(info, auth=("alice", password)).status_code == 401
+    locked = httpx.get(info, auth=("alice", "s3cret  "))
+    body = error_body(locked, 429, 42900)
+    assert "Too many failed logins" in str(body["message"])
+    assert locked.headers["Retry-After"] in ("1", "2")
+    assert httpx.get(info).status_code == 429
+    assert httpx.post(f"{server.url}/ksql", json={"ksql": "SHOW STREAMS;"},
+                      auth=("alice", "s3cret  ")).status_code == 429
+    assert httpx.get(f"{server.url}/healthcheck").status_code == 200
+    time.sleep(2.1)
+    assert httpx.get(info, auth=("alice", "s3cret  ")).status_code == 200
+
+
+def test_the_auth_file_keeps_passwords_exactly(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    users.write_bytes(b"\xef\xbb\xbfalice:trailing  \n  # a comment\n\n   \n"
+                      b"bob: leading\r\ncarol:a:b#c\ndave:\n")
+    auth = BasicAuth.from_file(users)
+    assert auth.user_for(_basic("alice", "trailing  ")) == "alice"
+    assert auth.user_for(_basic("alice", "trailing")) is None
+    assert auth.user_for(_basic("bob", " leading")) == "bob"
+    assert auth.user_for(_basic("bob", " leading\r")) is None
+    assert auth.user_for(_basic("carol", "a:b#c")) == "carol"
+    assert auth.user_for(_basic("dave", "")) == "dave"
+    for content, line, problem in [("alice:x\n alice:y\n", 2, "surrounding spaces"),
+                                   ("alice :x\n", 1, "surrounding spaces"),
+                                   ("# users\n:x\n", 2, "expected 'user:password'"),
+                                   ("alice\n", 1, "expected 'user:password'")]:
+        users.write_text(content)
+        with pytest.raises(ValueError, match=f"{users}:{line}: .*{problem}"):
+            BasicAuth.from_file(users)
+    users.write_text("# nobody\n\n")
+    with pytest.raises(ValueError, match="no credentials"):
+        BasicAuth.from_file(users)
+
+
+def _basic(user: str, password: str) -> str:
+    import base64
+
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+# --- health --------------------------------------------------------------------------------
+
+def test_healthcheck_reports_a_deleted_command_topic(server: ServerProcess,
+                                                     kafka_admin: Admin) -> None:
+    healthy = httpx.get(f"{server.url}/healthcheck", timeout=10)
+    assert healthy.status_code == 200
+    assert healthy.json() == {"isHealthy": True, "details": {
+        "metastore": {"isHealthy": True}, "kafka": {"isHealthy": True},
+        "commandRunner": {"isHealthy": True, "state": "READY"}}}
+    topic = command_topic_name(server.service_id)
+    kafka_admin.delete(topic)
+    deadline = time.monotonic() + 30
+    while (response := httpx.get(f"{server.url}/healthcheck", timeout=10)).status_code == 200:
+        assert time.monotonic() < deadline, "the health check never noticed the deleted topic"
+        time.sleep(0.2)
+    assert response.status_code == 503
+    body = response.json()
+    assert body["isHealthy"] is False
+    assert body["details"]["kafka"] == {"isHealthy": True}
+    assert body["details"]["metastore"] == {
+        "isHealthy": False, "reason": f"the command topic {topic} does not exist"}
+
+
+def test_the_health_probe_asks_kafka_at_most_once_per_ttl(kafka_settings: KafkaSettings,
+                                                          topic_factory: Callable[..., str]) -> None:
+    clock = FakeClock()
+    probe = HealthProbe(Admin(kafka_settings, timeout=3), topic_factory(), ttl=2, clock=clock)
+    for _ in range(50):
+        assert probe.check().healthy
+    assert probe.probes == 1
+    clock.now += 1.9
+    probe.check()
+    assert probe.probes == 1
+    clock.now += 0.2
+    probe.check()
+    assert probe.probes == 2
+    missing = HealthProbe(Admin(kafka_settings, timeout=3), "no-such-topic-here", clock=clock)
+    found = missing.check()
+    assert found.kafka_reachable and not found.command_topic_exists
+
+
+def test_the_health_probe_answers_quickly_when_kafka_is_down() -> None:
+    probe = HealthProbe(Admin(KafkaSettings("127.0.0.1:1"), timeout=1), "any", timeout=1.5)
+    started = time.monotonic()
+    found = probe.check()
+    assert time.monotonic() - started < 4
+    assert not found.kafka_reachable and not found.healthy
+    assert found.reason == "Kafka did not answer within 1.5 s"
