@@ -1,4 +1,4 @@
-"""Errors of the command log: its topic's shape, and writes that did not happen."""
+"""Errors of the command log: its topic's shape, writes that did not happen, and repairs."""
 
 from __future__ import annotations
 
@@ -42,3 +42,15 @@ class CatchUpTimeoutError(MetastoreError):
     def __init__(self, message: str, offset: int) -> None:
         super().__init__(message)
         self.offset = offset
+
+
+class RepairError(MetastoreError):
+    """The repair or restore was refused, or could not be completed."""
+
+    code = "repair_refused"
+
+
+class RewriteError(RepairError):
+    """Writing the re-created topic failed: it is incomplete until a restore from the backup."""
+
+    code = "rewrite_failed"
