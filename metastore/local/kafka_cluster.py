@@ -4,6 +4,16 @@ The launcher formats storage, starts one JVM per node from the jars Maven resolv
 every broker answers metadata, and records the pids it started in ``cluster.json`` under its root
 directory. ``stop`` signals only those pids, and only while their command line still names this
 root, so it never touches a process it did not start.
+
+Opt-in secured mode (``LocalKafkaCluster(..., security=Security.generate())``): every listener
+speaks SASL_PLAINTEXT with SASL/PLAIN users, the broker runs KRaft's ``StandardAuthorizer`` with
+``allow.everyone.if.no.acl.found=false``, and the admin user is the only super user. The brokers
+log in as the admin, to each other and to the controller listener: in combined KRaft mode the
+principal of the controller listener must be a super user (it registers brokers and sends
+cluster-level requests no ACL is created for before the cluster is up). A PLAINTEXT controller
+listener would make that principal ``User:ANONYMOUS`` for anyone who reaches the port, so the
+controller listener is SASL too. The node user has no rights until ACLs grant them (see
+docs/kafka-acls.md). The credentials are recorded in ``cluster.json``.
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ import base64
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -43,6 +55,85 @@ rootLogger.appenderRef.out.ref = OUT
 logger.server.name = kafka.server.KafkaRaftServer
 logger.server.level = INFO
 """
+AUTHORIZER_LOG4J2 = """\
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = INFO
+"""
+"""Secured mode: every denied operation is logged to broker.log ("... is Denied operation ...")."""
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SASL_LISTENER = "SASL_PLAINTEXT"
+_USER_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_PASSWORD = re.compile(r"[^\"\\\s]+")
+
+
+@dataclass(frozen=True)
+class SaslUser:
+    """A SASL/PLAIN user of a secured cluster."""
+
+    name: str
+    password: str
+
+    def __post_init__(self) -> None:
+        if _USER_NAME.fullmatch(self.name) is None:
+            raise ValueError(f"a SASL user name is letters, digits, '.', '_' and '-': {self.name!r}")
+        if _PASSWORD.fullmatch(self.password) is None:
+            raise ValueError(f"the password of {self.name} must be non-empty, without spaces, "
+                             "quotes or backslashes")
+
+    @property
+    def principal(self) -> str:
+        return f"User:{self.name}"
+
+    def client_config(self) -> dict[str, str]:
+        """Client settings that log in as this user (a node takes them as ``--kafka K=V``)."""
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.username": self.name, "sasl.password": self.password}
+
+
+@dataclass(frozen=True)
+class Security:
+    """SASL/PLAIN users of a secured cluster: ``admin`` (the super user) and ``node`` (no rights
+    but those ACLs grant)."""
+
+    admin: SaslUser
+    node: SaslUser
+
+    def __post_init__(self) -> None:
+        if self.admin.name == self.node.name:
+            raise ValueError("the admin and the node user must differ")
+
+    @staticmethod
+    def generate(admin: str = "admin", node: str = "metastore") -> Security:
+        """Users with fresh random passwords."""
+        return Security(SaslUser(admin, secrets.token_urlsafe(18)),
+                        SaslUser(node, secrets.token_urlsafe(18)))
+
+    def broker_settings(self) -> dict[str, str]:
+        """The authorizer, the SASL mechanism and the users, for every listener of a node."""
+        return {
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            f"listener.name.{SASL_LISTENER.lower()}.plain.sasl.jaas.config":
+                self._jaas(self.admin, self.node),
+            "listener.name.controller.plain.sasl.jaas.config": self._jaas(self.admin),
+            "authorizer.class.name": AUTHORIZER,
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": self.admin.principal,
+        }
+
+    def _jaas(self, *users: SaslUser) -> str:
+        """PLAIN's login module: the brokers log in as the admin; ``users`` may log in here."""
+        accepted = " ".join(f'user_{user.name}="{user.password}"' for user in users)
+        return ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="{self.admin.name}" password="{self.admin.password}" {accepted};')
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"admin": asdict(self.admin), "node": asdict(self.node)}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Security:
+        return Security(SaslUser(**data["admin"]), SaslUser(**data["node"]))
 
 
 @dataclass(frozen=True)
@@ -61,20 +152,34 @@ class NodeInfo:
 class ClusterState:
     cluster_id: str
     nodes: tuple[NodeInfo, ...]
+    security: Security | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(node.address for node in self.nodes)
 
+    def client_config(self, user: SaslUser | None = None) -> dict[str, str]:
+        """Bootstrap servers, plus ``user``'s SASL settings on a secured cluster (default: the
+        admin)."""
+        config = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security is not None:
+            config.update((user or self.security.admin).client_config())
+        return config
+
     def to_json(self) -> str:
-        return json.dumps({"cluster_id": self.cluster_id,
-                           "nodes": [asdict(node) for node in self.nodes]}, indent=2)
+        data: dict[str, Any] = {"cluster_id": self.cluster_id,
+                                "nodes": [asdict(node) for node in self.nodes]}
+        if self.security is not None:
+            data["security"] = self.security.to_dict()
+        return json.dumps(data, indent=2)
 
     @staticmethod
     def from_json(text: str) -> ClusterState:
         data = json.loads(text)
+        security = data.get("security")
         return ClusterState(cluster_id=data["cluster_id"],
-                            nodes=tuple(NodeInfo(**node) for node in data["nodes"]))
+                            nodes=tuple(NodeInfo(**node) for node in data["nodes"]),
+                            security=Security.from_dict(security) if security else None)
 
 
 def free_ports(count: int) -> list[int]:
@@ -98,15 +203,20 @@ def new_cluster_id() -> str:
 
 
 class LocalKafkaCluster:
-    """N combined KRaft nodes under ``root``; transactions and offsets sized for N."""
+    """N combined KRaft nodes under ``root``; transactions and offsets sized for N.
+
+    ``security``: the secured mode with these users (see the module docstring); None, the
+    default, is PLAINTEXT without an authorizer.
+    """
 
     def __init__(self, root: Path, brokers: int = 1, ports: Iterable[int] | None = None,
-                 heap: str = "512m") -> None:
+                 heap: str = "512m", security: Security | None = None) -> None:
         if brokers not in (1, 3):
             raise ValueError("a local cluster has 1 or 3 brokers")
         self.root = root.resolve()
         self.brokers = brokers
         self.heap = heap
+        self.security = security
         self._ports = list(ports) if ports is not None else None
 
     # -- state -------------------------------------------------------------------------------
@@ -143,7 +253,7 @@ class LocalKafkaCluster:
         classpath = os.pathsep.join(str(jar) for jar in jars.resolve(jars.kafka_broker(), progress))
         java = jars.require_java()
         previous = self.state()
-        if previous is not None and len(previous.nodes) == self.brokers:
+        if previous is not None and self._reusable(previous):
             cluster_id, nodes, fresh = previous.cluster_id, previous.nodes, False
         else:
             ports = self._ports or free_ports(2 * self.brokers)
@@ -154,7 +264,7 @@ class LocalKafkaCluster:
             self.wipe()
         self.root.mkdir(parents=True, exist_ok=True)
         log4j = self.root / "log4j2.properties"
-        log4j.write_text(LOG4J2)
+        log4j.write_text(LOG4J2 if self.security is None else LOG4J2 + AUTHORIZER_LOG4J2)
         if progress is not None:
             verb = "Starting" if fresh else "Restarting"
             print(f"{verb} {self.brokers} Kafka broker(s) under {self.root}...", file=progress,
@@ -165,8 +275,8 @@ class LocalKafkaCluster:
             if fresh:
                 self._format(java, classpath, cluster_id, config)
             started.append(self._launch(java, classpath, log4j, node, config))
-        state = ClusterState(cluster_id=cluster_id, nodes=tuple(started))
-        self.state_path.write_text(state.to_json())
+        state = ClusterState(cluster_id=cluster_id, nodes=tuple(started), security=self.security)
+        self._write_state(state)
         try:
             self._wait_ready(state, timeout)
         except BrokerStartError:
@@ -175,6 +285,15 @@ class LocalKafkaCluster:
         if progress is not None:
             print(f"Kafka is ready at {state.bootstrap_servers}", file=progress, flush=True)
         return state
+
+    def _reusable(self, previous: ClusterState) -> bool:
+        """Whether the stored cluster can restart as asked: same size, same security."""
+        return len(previous.nodes) == self.brokers and previous.security == self.security
+
+    def _write_state(self, state: ClusterState) -> None:
+        self.state_path.write_text(state.to_json())
+        if state.security is not None:
+            self.state_path.chmod(0o600)
 
     def wipe(self) -> None:
         """Delete the cluster's data (it must not be running)."""
@@ -197,11 +316,7 @@ class LocalKafkaCluster:
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            **self._listeners(node),
             "log.dirs": str(directory / "data"),
             "num.partitions": "1",
             "auto.create.topics.enable": "false",
@@ -221,9 +336,26 @@ class LocalKafkaCluster:
             "broker.session.timeout.ms": "3000",
             "log.flush.interval.messages": str(2**62),
         }
+        if self.security is not None:
+            settings.update(self.security.broker_settings())
         config = directory / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        if self.security is not None:
+            config.chmod(0o600)
         return config
+
+    def _listeners(self, node: NodeInfo) -> dict[str, str]:
+        """A client listener (PLAINTEXT, or SASL_PLAINTEXT when secured) that brokers also use
+        between themselves, and the controller listener."""
+        client = "PLAINTEXT" if self.security is None else SASL_LISTENER
+        return {
+            "listeners": f"{client}://127.0.0.1:{node.port},"
+                         f"CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"{client}://127.0.0.1:{node.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": client,
+            "listener.security.protocol.map": f"{client}:{client},CONTROLLER:{client}",
+        }
 
     def _format(self, java: str, classpath: str, cluster_id: str, config: Path) -> None:
         result = subprocess.run(
@@ -250,7 +382,7 @@ class LocalKafkaCluster:
     def _wait_ready(self, state: ClusterState, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient
 
-        config: dict[str, Any] = {"bootstrap.servers": state.bootstrap_servers,
+        config: dict[str, Any] = {**state.client_config(),
                                   "socket.connection.setup.timeout.ms": 2000, "logger": _QUIET}
         admin = AdminClient(config)
         deadline = time.monotonic() + timeout
@@ -302,7 +434,7 @@ class LocalKafkaCluster:
         restarted = self._launch(jars.require_java(), classpath, self.root / "log4j2.properties",
                                  node, self.node_dir(node_id) / "server.properties")
         nodes = tuple(restarted if n.node_id == node_id else n for n in state.nodes)
-        self.state_path.write_text(ClusterState(state.cluster_id, nodes).to_json())
+        self._write_state(ClusterState(state.cluster_id, nodes, state.security))
 
 
 def _accepts(port: int) -> bool:

@@ -1,0 +1,63 @@
+"""A secured Kafka of its own: SASL/PLAIN, the StandardAuthorizer, nothing allowed without an ACL.
+
+The launcher's secured mode (``metastore.local.kafka_cluster.Security``) gives an admin super user
+and a node user with no rights; tests grant the node user ACLs as the admin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AclBinding, AdminClient
+
+from metastore.local.kafka_cluster import ClusterState, LocalKafkaCluster, SaslUser, Security
+
+
+@dataclass(frozen=True)
+class SecuredKafka:
+    cluster: LocalKafkaCluster
+    state: ClusterState
+    security: Security
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.state.bootstrap_servers
+
+    @property
+    def node_user(self) -> SaslUser:
+        return self.security.node
+
+    def admin_client(self) -> AdminClient:
+        return AdminClient(self.state.client_config())
+
+    def create_acls(self, bindings: list[AclBinding]) -> None:
+        """Create ``bindings`` as the admin and wait until every one is in place."""
+        admin = self.admin_client()  # referenced until every future is done
+        for future in admin.create_acls(bindings, request_timeout=10).values():
+            future.result()
+
+    @property
+    def broker_log(self) -> Path:
+        return self.cluster.node_dir(1) / "broker.log"
+
+    def denials_since(self, offset: int) -> list[str]:
+        """The authorizer's "Denied" lines logged after byte ``offset`` of the broker log."""
+        with self.broker_log.open("rb") as log:
+            log.seek(offset)
+            text = log.read().decode(errors="replace")
+        return [line for line in text.splitlines() if " is Denied operation " in line]
+
+
+@pytest.fixture(scope="module")
+def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredKafka]:
+    """A 1-broker secured cluster for one test module, stopped afterwards."""
+    security = Security.generate(admin="admin", node="metastore-node")
+    cluster = LocalKafkaCluster(tmp_path_factory.mktemp("secured-kafka"), security=security)
+    state = cluster.start(progress=None)
+    try:
+        yield SecuredKafka(cluster, state, security)
+    finally:
+        cluster.stop()
