@@ -21,14 +21,9 @@ from metastore.kafka.consumer import Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.dump import read_committed
+from metastore.log.exceptions import RewriteError
 from metastore.log.record import RecordError, decode
-from metastore.log.repair import (
-    RepairOptions,
-    RepairPlan,
-    RestoreOptions,
-    RewriteError,
-    Rewritten,
-)
+from metastore.log.repair import RepairOptions, RepairPlan, RestoreOptions, Rewritten
 from metastore.log.repair import repair as repair_log
 from metastore.log.repair import restore as restore_log
 from metastore.log.replay import replay_encoded

@@ -23,22 +23,18 @@ from cli.main import app
 from metastore.catalog.commands import DropSourceCommand
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.log.reader import NodeState
-from metastore.log.record import CommandRecord
-from metastore.log.repair import (
+from metastore.log.backup import (
     Backup,
-    RepairError,
-    RepairOptions,
-    RestoreOptions,
     StoredRecord,
     TopicShape,
-    find_unreplayable,
     read_backup,
     read_records,
-    repair,
-    restore,
     write_backup,
 )
+from metastore.log.exceptions import RepairError
+from metastore.log.reader import NodeState
+from metastore.log.record import CommandRecord
+from metastore.log.repair import RepairOptions, RestoreOptions, find_unreplayable, repair, restore
 from metastore.membership import membership_topic_name
 from metastore.node import Node
 from metastore.sql.statements import SourceKind
