@@ -257,7 +257,8 @@ def attach_spark(node: Any, options: SparkOptions, directory: Path) -> Callable[
                                session_timeout_ms=options.query_session_timeout_ms)
 
     node.attach_queries(QueryRunner(config.node_id, spark, kafka_options,
-                                    options.query_checkpoints, node.settings, assignment))
+                                    options.query_checkpoints, node.settings, assignment,
+                                    service_id=config.service_id))
 
     def query(text: str) -> Any:
         projection = runner.projection

@@ -45,6 +45,7 @@ class Membership:
         self._settings = settings
         self._admin = admin
         self._topic = membership_topic_name(service_id)
+        self._group = f"{service_id}-{node_id}-membership"
         self._node_id = node_id
         self._url = url
         self._status = status
@@ -94,7 +95,7 @@ class Membership:
 
     def _follow(self) -> None:
         consumer = Consumer(self._settings.config(
-            group_id=f"{self._node_id}-membership", enable_auto_commit=False))
+            group_id=self._group, enable_auto_commit=False))
         consumer.assign([TopicPartition(self._topic, 0, OFFSET_BEGINNING)])
         try:
             while not self._stop.is_set():

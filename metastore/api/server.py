@@ -50,10 +50,6 @@ from metastore.sql.parser import parse
 from metastore.sql.statements import SelectStatement
 
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
-UNAUTHORIZED = 40100
-REQUEST_TIMEOUT = 40800
-PAYLOAD_TOO_LARGE = 41300
-TOO_MANY_REQUESTS = 42900
 UNAUTHENTICATED_PATHS = frozenset({"/healthcheck"})
 """Load balancers and orchestrators probe health without credentials."""
 QUERY_ENDPOINT_MESSAGE = ("The following statement types should be issued to the websocket "
@@ -148,14 +144,14 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         address = request.client.host if request.client is not None else ""
         wait = logins.retry_after(address)
         if wait > 0:
-            return generic_error(429, TOO_MANY_REQUESTS, "Too many failed logins from this "
+            return generic_error(429, codes.TOO_MANY_REQUESTS, "Too many failed logins from this "
                                  "address; retry later.", {"Retry-After": str(math.ceil(wait))})
         header = request.headers.get("authorization")
         if auth.user_for(header) is not None:
             return None
         if header is not None:
             logins.failed(address)
-        return generic_error(401, UNAUTHORIZED, "Unauthorized",
+        return generic_error(401, codes.UNAUTHORIZED, "Unauthorized",
                              {"WWW-Authenticate": 'Basic realm="metastore"'})
 
     def check_length(request: Request) -> KsqlResponse | None:
@@ -169,11 +165,11 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         return None
 
     def too_large() -> KsqlResponse:
-        return generic_error(413, PAYLOAD_TOO_LARGE, f"Request body larger than "
+        return generic_error(413, codes.PAYLOAD_TOO_LARGE, f"Request body larger than "
                              f"{limits.max_body_bytes} bytes", {"Connection": "close"})
 
     def too_slow() -> KsqlResponse:
-        return generic_error(408, REQUEST_TIMEOUT, f"The request body was not received in time "
+        return generic_error(408, codes.REQUEST_TIMEOUT, f"The request body was not received in time "
                              f"(at most {limits.body_timeout_seconds:g} s for the whole body and "
                              f"{limits.body_idle_timeout_seconds:g} s between two parts of it)",
                              {"Connection": "close"})

@@ -75,8 +75,11 @@ class QueryRunner:
                  settings: KafkaSettings,
                  assignment: Callable[[Callable[[Partitions], None],
                                        Callable[[Partitions], None]], QueryAssignment],
-                 retry_seconds: float = 10.0, interval: float = 1.0) -> None:
+                 retry_seconds: float = 10.0, interval: float = 1.0,
+                 service_id: str = "") -> None:
         self.node_id = node_id
+        self._lag_group = f"{service_id}-{node_id}-query-lag" if service_id else (
+            f"{node_id}-query-lag")
         self._spark = spark
         self._kafka_options = dict(kafka_options)
         self.checkpoint_root = checkpoint_root
@@ -260,7 +263,7 @@ class QueryRunner:
                         if e.handle is not None}
         if self._offsets is None:
             self._offsets = Consumer(self._settings.config(
-                group_id=f"{self.node_id}-query-lag", enable_auto_commit=False,
+                group_id=self._lag_group, enable_auto_commit=False,
                 isolation_level="read_committed"))
         lags: dict[str, int | None] = {}
         for query_id, reached in progress.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +50,7 @@ class Grant:
     operations: tuple[AclOperation, ...]
 
 
-def node_grants(service_id: str, data_prefix: str, node_ids: Iterable[str]) -> list[Grant]:
+def node_grants(service_id: str, data_prefix: str) -> list[Grant]:
     """The documented ACLs of a node principal of ``service_id`` (nodes without Spark)."""
     return [
         Grant(ResourceType.TOPIC, PREFIXED, f"_metastore-{service_id}-",
@@ -58,8 +58,6 @@ def node_grants(service_id: str, data_prefix: str, node_ids: Iterable[str]) -> l
         Grant(ResourceType.TRANSACTIONAL_ID, LITERAL, service_id, (Op.DESCRIBE, Op.WRITE)),
         Grant(ResourceType.GROUP, PREFIXED, f"{service_id}-", (Op.DESCRIBE,)),
         Grant(ResourceType.GROUP, PREFIXED, f"_metastore-{service_id}-", (Op.DESCRIBE,)),
-        *(Grant(ResourceType.GROUP, LITERAL, f"{node_id}-membership", (Op.DESCRIBE,))
-          for node_id in node_ids),
         Grant(ResourceType.TOPIC, PREFIXED, data_prefix, (Op.CREATE, Op.DESCRIBE, Op.DELETE)),
     ]
 
@@ -83,7 +81,7 @@ class Service:
 def service(secured_kafka: SecuredKafka) -> Service:
     service_id = f"acl{uuid.uuid4().hex[:8]}"
     data_prefix = f"{service_id}."
-    grants = node_grants(service_id, data_prefix, ("node-1", "node-2", "node-3"))
+    grants = node_grants(service_id, data_prefix)
     secured_kafka.create_acls(bindings(grants, secured_kafka.node_user.principal))
     return Service(service_id, data_prefix, secured_kafka)
 
