@@ -15,6 +15,7 @@ from metastore.catalog import responses
 from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
 from metastore.catalog.validation import Read, Skip, Validator, Write
 from metastore.exceptions import MetastoreError
+from metastore.queries.support import check_runtime
 from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
 
@@ -55,10 +56,11 @@ def run_script(text: str, runtime_check: bool = True) -> tuple[list[CheckResult]
                             error.message, None)], EMPTY_IMAGE
     image = EMPTY_IMAGE
     results: list[CheckResult] = []
+    spark_check = check_runtime if runtime_check else None
     for statement in statements:
         try:
             outcome = Validator(image, AssumedTopics(),
-                                runtime_check=runtime_check).validate(statement)
+                                runtime_check=spark_check).validate(statement)
         except MetastoreError as error:
             results.append(CheckResult(statement.text, False, error_code(error), error.message, None))
             break

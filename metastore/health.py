@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from metastore.kafka.admin import Admin
-from metastore.kafka.exceptions import KafkaUnavailableError, TopicError
+from metastore.kafka.exceptions import KafkaTopicError, KafkaUnavailableError
 
 _log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class HealthProbe:
         except KafkaUnavailableError as error:
             _log.warning("health probe: Kafka did not answer: %s", error.message)
             return KafkaHealth(False, False, f"Kafka did not answer within {self._timeout:g} s")
-        except TopicError as error:
+        except KafkaTopicError as error:
             _log.warning("health probe: %s", error.message)
             return KafkaHealth(True, False, f"the command topic {self._topic} cannot be read")
         if found is None:

@@ -1,10 +1,29 @@
-"""ksqlDB's numeric error codes, assigned to metastore's typed errors at the edge only."""
+"""ksqlDB's numeric error codes, assigned to metastore's typed errors at the edge only.
+
+:data:`ERROR_CODES` is the one table from a typed error class to what an answer carries: the
+HTTP status and ksqlDB's ``error_code``. :func:`classify` looks an error up along its class's
+MRO, so a subclass not listed gets its nearest listed base's code (and every error at least
+:class:`~metastore.exceptions.MetastoreError`'s: a server error). What the table cannot know
+(a node that is DEGRADED answers a :class:`NotReadyError` as a server error, not as "catching
+up") stays with the endpoint that knows it.
+"""
 
 from __future__ import annotations
 
-from metastore.catalog.exceptions import StatementError
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from metastore.catalog import exceptions as catalog
+from metastore.checkpoint.exceptions import CheckpointError
 from metastore.exceptions import MetastoreError
-from metastore.sql.exceptions import ParseError
+from metastore.kafka import exceptions as kafka
+from metastore.local import exceptions as local
+from metastore.log import exceptions as log_errors
+from metastore.log import record as records
+from metastore.queries import exceptions as queries
+from metastore.spark import exceptions as spark
+from metastore.sql.exceptions import ParseError, TooComplexError
 
 BAD_REQUEST = 40000
 BAD_STATEMENT = 40001
@@ -19,10 +38,98 @@ COMMAND_QUEUE_CATCHUP_TIMEOUT = 50301
 SERVER_NOT_READY = 50302
 
 
+@dataclass(frozen=True)
+class ErrorCode:
+    """How an error is answered: the HTTP status and ksqlDB's ``error_code``."""
+
+    http_status: int
+    code: int
+
+
+STATEMENT_ERROR = ErrorCode(400, BAD_STATEMENT)
+"""The client's statement or query is at fault; sending it again changes nothing."""
+SERVER_FAILURE = ErrorCode(500, SERVER_ERROR)
+"""The node or Kafka failed (for a write: the statement was NOT written, or may have been)."""
+CATCHUP_TIMEOUT = ErrorCode(503, COMMAND_QUEUE_CATCHUP_TIMEOUT)
+"""The node did not reach the requested command sequence number in time."""
+NOT_READY = ErrorCode(503, SERVER_NOT_READY)
+"""The node cannot answer yet (catching up with the log, Spark not running); retry."""
+
+ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
+    MetastoreError: SERVER_FAILURE,
+    # the language
+    ParseError: STATEMENT_ERROR,
+    TooComplexError: STATEMENT_ERROR,
+    # the catalog: statements that cannot be executed against it
+    catalog.StatementError: STATEMENT_ERROR,
+    catalog.SourceExistsError: STATEMENT_ERROR,
+    catalog.SourceNotFoundError: STATEMENT_ERROR,
+    catalog.IncompatibleSourceKindError: STATEMENT_ERROR,
+    catalog.DependentsExistError: STATEMENT_ERROR,
+    catalog.UnknownQueryError: STATEMENT_ERROR,
+    catalog.SchemaError: STATEMENT_ERROR,
+    catalog.FormatError: STATEMENT_ERROR,
+    catalog.PropertyError: STATEMENT_ERROR,
+    catalog.TopicError: STATEMENT_ERROR,
+    catalog.TypeExistsError: STATEMENT_ERROR,
+    catalog.TypeNotFoundError: STATEMENT_ERROR,
+    catalog.QueryError: STATEMENT_ERROR,
+    catalog.RequestIdReusedError: STATEMENT_ERROR,
+    catalog.TooLargeError: STATEMENT_ERROR,
+    catalog.UnsupportedStatementError: STATEMENT_ERROR,
+    # the command log
+    log_errors.NotWrittenError: SERVER_FAILURE,
+    log_errors.OutcomeUnknownError: SERVER_FAILURE,
+    log_errors.NotReadyError: NOT_READY,
+    log_errors.CatchUpTimeoutError: CATCHUP_TIMEOUT,
+    log_errors.CommandTopicError: SERVER_FAILURE,
+    log_errors.RepairError: SERVER_FAILURE,
+    log_errors.RewriteError: SERVER_FAILURE,
+    records.RecordError: SERVER_FAILURE,
+    records.IncompatibleRecordError: SERVER_FAILURE,
+    records.CorruptRecordError: SERVER_FAILURE,
+    records.UnappliableRecordError: SERVER_FAILURE,
+    # checkpoints
+    CheckpointError: SERVER_FAILURE,
+    # the Kafka client
+    kafka.KafkaClientError: SERVER_FAILURE,
+    kafka.ProducerFencedError: SERVER_FAILURE,
+    kafka.TransactionAbortedError: SERVER_FAILURE,
+    kafka.KafkaUnavailableError: SERVER_FAILURE,
+    kafka.CommitOutcomeUnknownError: SERVER_FAILURE,
+    kafka.KafkaTopicError: SERVER_FAILURE,
+    # persistent queries
+    queries.UnsupportedByRuntimeError: STATEMENT_ERROR,
+    queries.QueryRuntimeError: SERVER_FAILURE,
+    queries.AssignmentError: SERVER_FAILURE,
+    # Spark
+    spark.SparkError: SERVER_FAILURE,
+    spark.SparkUnavailableError: NOT_READY,
+    spark.UnsupportedQueryError: STATEMENT_ERROR,
+    spark.SparkQueryError: STATEMENT_ERROR,
+    # local development infrastructure
+    local.LocalInfraError: SERVER_FAILURE,
+    local.ToolMissingError: SERVER_FAILURE,
+    local.JarResolutionError: SERVER_FAILURE,
+    local.BrokerStartError: SERVER_FAILURE,
+})
+
+
+def classify(error: MetastoreError) -> ErrorCode:
+    """The answer to ``error``: its class's entry, else its nearest listed base's."""
+    for cls in type(error).__mro__:
+        if issubclass(cls, MetastoreError) and cls in ERROR_CODES:
+            return ERROR_CODES[cls]
+    return ERROR_CODES[MetastoreError]
+
+
 def error_code(error: MetastoreError) -> int:
-    return BAD_STATEMENT if isinstance(error, ParseError | StatementError) else SERVER_ERROR
+    """ksqlDB's ``error_code`` for ``error``."""
+    return classify(error).code
 
 
-__all__ = ["BAD_REQUEST", "BAD_STATEMENT", "COMMAND_QUEUE_CATCHUP_TIMEOUT", "NOT_FOUND",
-           "PAYLOAD_TOO_LARGE", "QUERY_ENDPOINT", "REQUEST_TIMEOUT", "SERVER_ERROR",
-           "SERVER_NOT_READY", "TOO_MANY_REQUESTS", "UNAUTHORIZED", "error_code"]
+__all__ = ["BAD_REQUEST", "BAD_STATEMENT", "CATCHUP_TIMEOUT", "COMMAND_QUEUE_CATCHUP_TIMEOUT",
+           "ERROR_CODES", "NOT_FOUND", "NOT_READY", "PAYLOAD_TOO_LARGE", "QUERY_ENDPOINT",
+           "REQUEST_TIMEOUT", "SERVER_ERROR", "SERVER_FAILURE", "SERVER_NOT_READY",
+           "STATEMENT_ERROR", "TOO_MANY_REQUESTS", "UNAUTHORIZED", "ErrorCode", "classify",
+           "error_code"]

@@ -3,6 +3,11 @@
 A small type checker over sqlglot's tree, following ksqlDB's rules for naming (aliases, column
 names, ``KSQL_COL_n``), keys (source key, PARTITION BY, GROUP BY, join key) and result kinds
 (aggregations and tables produce tables; anything reading a stream produces a stream).
+
+:func:`analyse` is the one place that works out what a query reads: its :class:`Analysis`
+carries the sources (with their aliases and table nodes), the joins' shape, whether it
+aggregates and its windowing, so validation, the runtime check, the planner and pull queries
+all work from one analysis and none walks the tree for sources again.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from sqlglot import exp
 from metastore.catalog.exceptions import QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
 from metastore.sql import types as ty
-from metastore.sql.statements import ColumnRole, Query, SourceKind
+from metastore.sql.statements import ColumnRole, Query, SourceKind, WindowSpec
 
 PSEUDO_COLUMNS: dict[str, ty.SqlType] = {
     "ROWTIME": ty.BIGINT, "ROWPARTITION": ty.INTEGER, "ROWOFFSET": ty.BIGINT,
@@ -33,11 +38,41 @@ _NUMERIC_RANK = {"INTEGER": 1, "BIGINT": 2, "DECIMAL": 3, "DOUBLE": 4}
 
 
 @dataclass(frozen=True)
+class SourceRead:
+    """One source a query reads: its FROM table (the first) or a JOIN's, in the order written."""
+
+    alias: str
+    """The name the query's columns qualify it by: its alias, else its name."""
+    source: DataSource
+    table: exp.Table
+    """Its table node in the analysed query's tree (a runtime rewrites it to what it reads)."""
+
+
+@dataclass(frozen=True)
+class JoinShape:
+    """One JOIN of a query, as written: ``side`` is '', LEFT, RIGHT or FULL and ``kind`` '',
+    INNER, OUTER or CROSS (upper-cased); ``right`` is the source it joins."""
+
+    side: str
+    kind: str
+    right: SourceRead
+
+
+@dataclass(frozen=True)
 class Analysis:
+    """What a query reads and produces, derived once from the query and the catalog."""
+
+    query: Query
+    """The analysed query; ``reads`` and ``projection`` point into its tree."""
     kind: SourceKind
     columns: tuple[Column, ...]
     sources: tuple[str, ...]
+    """The names of the sources the query depends on, each once, in the order written."""
+    reads: tuple[SourceRead, ...]
+    """Every FROM and JOIN table with the catalog source it names, in the order written."""
+    joins: tuple[JoinShape, ...]
     window: WindowInfo | None
+    """The result's windowing (a windowed aggregation's, or its one source's)."""
     aggregate: bool
     projection: tuple[tuple[str, exp.Expr], ...] = ()
     """Each output column's name and the expression computing it, in SELECT order (``*``
@@ -47,6 +82,16 @@ class Analysis:
     def key_columns(self) -> tuple[Column, ...]:
         return tuple(c for c in self.columns if c.is_key)
 
+    @property
+    def windowing(self) -> WindowSpec | None:
+        """The query's WINDOW clause, as written."""
+        return self.query.window
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the query aggregates per window (its result is keyed by the window too)."""
+        return self.aggregate and self.query.window is not None
+
 
 @dataclass(frozen=True)
 class _Scope:
@@ -55,6 +100,13 @@ class _Scope:
     by_alias: Mapping[str, DataSource]
     order: tuple[str, ...]
     windowed: bool
+    reads: tuple[SourceRead, ...]
+    joins: tuple[JoinShape, ...]
+
+    @property
+    def source_names(self) -> tuple[str, ...]:
+        """The sources the aliases name, each once (an alias given twice names the last)."""
+        return tuple(dict.fromkeys(s.name for s in self.by_alias.values()))
 
     def resolve(self, name: str, qualifier: str | None, clause: str) -> tuple[str, ty.SqlType]:
         if qualifier:
@@ -110,8 +162,9 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     kind = SourceKind.TABLE if aggregate or kinds == {SourceKind.TABLE} else SourceKind.STREAM
 
     if transient:
-        return Analysis(kind=kind, columns=tuple(Column(p.name, p.type) for p in projected),
-                        sources=tuple(dict.fromkeys(s.name for s in scope.by_alias.values())),
+        return Analysis(query=query, kind=kind,
+                        columns=tuple(Column(p.name, p.type) for p in projected),
+                        sources=scope.source_names, reads=scope.reads, joins=scope.joins,
                         window=None, aggregate=aggregate)
     if group_by:
         key_exprs, typer.clause, key_kind = list(group_by), "GROUP BY", "grouping expression"
@@ -133,36 +186,34 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
         window = WindowInfo(query.window.kind, query.window.size_ms)
     elif len(scope.order) == 1 and not aggregate:
         window = scope.by_alias[scope.order[0]].window
-    return Analysis(kind=kind, columns=tuple(columns),
-                    sources=tuple(dict.fromkeys(s.name for s in scope.by_alias.values())),
-                    window=window, aggregate=aggregate,
+    return Analysis(query=query, kind=kind, columns=tuple(columns), sources=scope.source_names,
+                    reads=scope.reads, joins=scope.joins, window=window, aggregate=aggregate,
                     projection=tuple((p.name, p.expression) for p in projected))
 
 
 def _scope(select: exp.Select, sources: Mapping[str, DataSource], windowed: bool) -> _Scope:
-    tables: list[exp.Table] = []
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
         raise QueryError("A query must read FROM a stream or table.")
-    if isinstance(from_.this, exp.Table):
-        tables.append(from_.this)
-    else:
+    if not isinstance(from_.this, exp.Table):
         raise QueryError("Sub-queries are not supported.")
-    for join in select.args.get("joins") or []:
+    joins = list(select.args.get("joins") or [])
+    for join in joins:
         if not isinstance(join.this, exp.Table):
             raise QueryError("Sub-queries are not supported.")
-        tables.append(join.this)
     by_alias: dict[str, DataSource] = {}
-    order: list[str] = []
-    for table in tables:
+    reads: list[SourceRead] = []
+    for table in [from_.this, *(join.this for join in joins)]:
         name = table.name
         source = sources.get(name)
         if source is None:
             raise SourceNotFoundError(f"{name} does not exist.", name)
         alias = table.alias_or_name
         by_alias[alias] = source
-        order.append(alias)
-    return _Scope(by_alias, tuple(order), windowed)
+        reads.append(SourceRead(alias, source, table))
+    shapes = tuple(JoinShape((join.side or "").upper(), (join.kind or "").upper(), read)
+                   for join, read in zip(joins, reads[1:], strict=True))
+    return _Scope(by_alias, tuple(r.alias for r in reads), windowed, tuple(reads), shapes)
 
 
 @dataclass

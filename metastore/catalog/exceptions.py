@@ -1,7 +1,10 @@
 """Why a statement was rejected: typed errors with the object they concern.
 
-Messages follow ksqlDB's wording; ``code`` is the machine-readable reason. The HTTP layer maps
-every :class:`StatementError` to ksqlDB's 40001 (bad statement) or 40400 (not found).
+Messages follow ksqlDB's wording; ``code`` is the machine-readable reason. Each is answered as
+ksqlDB's 40001 (bad statement) by the table of :mod:`metastore.api.error_codes`. Not to be
+confused with the Kafka client's errors: :class:`TopicError` is a statement naming a topic it
+may not use or create, :class:`metastore.kafka.exceptions.KafkaTopicError` is Kafka failing an
+operation on a topic.
 """
 
 from __future__ import annotations

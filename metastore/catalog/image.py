@@ -15,14 +15,28 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from metastore.catalog import commands as cmd
 from metastore.catalog.lazy import LazyDict
 from metastore.catalog.model import DataSource, PersistentQuery, RequestOutcome
 
-if TYPE_CHECKING:
-    from metastore.log.record import CommandRecord
+
+class CommandRecord(Protocol):
+    """What replay reads of a command record (metastore.log.record.CommandRecord)."""
+
+    @property
+    def command(self) -> cmd.Command: ...
+
+    @property
+    def command_id(self) -> str: ...
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def request_digest(self) -> str: ...
+
 
 REQUEST_WINDOW = 10_000
 """How many distinct request ids the image remembers for idempotent retries (oldest evicted)."""

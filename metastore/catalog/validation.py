@@ -5,6 +5,10 @@ executed on it, so the next statement of the same request sees its effects. Noth
 here; the outcome says what to write (:class:`Write`), what to skip with a warning
 (:class:`Skip`), or that the statement only reads (:class:`Read`). Validation runs before a record
 is written, never at replay.
+
+Besides the catalog's rules, a validator may be given the check of the runtime that will run
+persistent queries (a :class:`RuntimeCheck`, such as
+:func:`metastore.queries.support.check_runtime`); it gets the query's one analysis.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Protocol
 
 from metastore.catalog import commands as cmd
 from metastore.catalog import formats, topics
-from metastore.catalog.analysis import analyse
+from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.exceptions import (
     DependentsExistError,
     FormatError,
@@ -61,6 +65,14 @@ class TopicFacts(Protocol):
     def broker_count(self) -> int | None: ...
 
 
+class RuntimeCheck(Protocol):
+    """Whether the runtime that runs persistent queries can run one: returns if it can, raises a
+    :class:`StatementError` saying why not. Pure (the analysis and the sink only), so every node
+    reaches the same verdict."""
+
+    def __call__(self, analysis: Analysis, sink: DataSource) -> None: ...
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     name: str
@@ -91,10 +103,14 @@ Outcome = Write | Skip | Read
 
 
 class Validator:
-    """Validates a request's statements in order on one snapshot."""
+    """Validates a request's statements in order on one snapshot.
+
+    With a ``runtime_check``, a persistent query it refuses is refused; without one, only the
+    catalog's rules apply."""
 
     def __init__(self, snapshot: Image, facts: TopicFacts, first_offset: int | None = None,
-                 runtime_check: bool = True, limits: RequestLimits | None = None) -> None:
+                 runtime_check: RuntimeCheck | None = None,
+                 limits: RequestLimits | None = None) -> None:
         self._delta = Delta(snapshot)
         self._runtime_check = runtime_check
         self._facts = facts
@@ -310,8 +326,8 @@ class Validator:
             name=name, kind=kind, columns=tuple(columns), topic=topic, key_format=key_format,
             value_format=value_format, partitions=partitions, statement=statement.text,
             window=analysis.window, properties=_pass_through(statement.properties))
-        if self._runtime_check:
-            _check_runtime(statement.query, self._delta.sources, source)
+        if self._runtime_check is not None:
+            self._runtime_check(analysis, source)
         query_kind = "CSAS" if kind is st.SourceKind.STREAM else "CTAS"
         return Write(statement, cmd.CreateAsSelectCommand(
             source, query_kind, analysis.sources, statement.query.text,
@@ -338,8 +354,8 @@ class Validator:
                 "Incompatible schema between results and sink.\n"
                 f"Result schema is {_schema_text(analysis.columns)}\n"
                 f"Sink schema is {_schema_text(target.columns)}", target.name)
-        if self._runtime_check:
-            _check_runtime(statement.query, self._delta.sources, target)
+        if self._runtime_check is not None:
+            self._runtime_check(analysis, target)
         return Write(statement, cmd.InsertQueryCommand(target.name, analysis.sources,
                                                        statement.query.text))
 
@@ -460,16 +476,6 @@ class Validator:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-def _check_runtime(query: st.Query, sources: Mapping[str, DataSource], sink: DataSource) -> None:
-    """Refuse, before writing, a persistent query the Spark runtime could not run."""
-    from metastore.queries.exceptions import UnsupportedByRuntimeError
-    from metastore.queries.support import explain, runtime_problem
-
-    problem = runtime_problem(query, sources, sink)
-    if problem is not None:
-        raise UnsupportedByRuntimeError(explain(problem), sink.name)
-
-
 def _check_type_depth(sql_type: ty.SqlType, name: str) -> None:
     depth = ty.depth(sql_type)
     if depth > MAX_TYPE_DEPTH:

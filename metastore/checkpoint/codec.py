@@ -18,8 +18,6 @@ import json
 import struct
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -28,18 +26,13 @@ from metastore.catalog.image import Image
 from metastore.catalog.lazy import LazyDict
 from metastore.catalog.model import Column, DataSource, PersistentQuery, RequestOutcome, WindowInfo
 from metastore.checkpoint.exceptions import CheckpointError
+from metastore.log.state import ReplicaState
 from metastore.sql.parser import parse_type
 from metastore.sql.statements import SourceKind
 
-
-@dataclass(frozen=True)
-class ReplicaState:
-    """Everything a replica needs to go on from ``image.offset + 1`` as if it had replayed."""
-
-    image: Image
-    command_offsets: Mapping[str, int]
-    origin_nodes: Mapping[str, int]
-
+__all__ = ["ReplicaState", "decode", "encode"]
+"""``ReplicaState`` belongs to :mod:`metastore.log.state`; re-exported for the importers that
+still name it from here."""
 
 _LENGTH = struct.Struct(">I")
 

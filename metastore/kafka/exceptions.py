@@ -51,10 +51,12 @@ class CommitOutcomeUnknownError(KafkaUnavailableError):
     code = "commit_outcome_unknown"
 
 
-class TopicError(KafkaClientError):
-    """A topic is missing or has the wrong shape."""
+class KafkaTopicError(KafkaClientError):
+    """Kafka refused or failed an operation on a topic: it is missing, cannot be created or
+    deleted, or has the wrong shape. (Not :class:`metastore.catalog.exceptions.TopicError`,
+    a statement naming a topic it may not use.)"""
 
-    code = "topic_error"
+    code = "kafka_topic_error"
 
     def __init__(self, topic: str, message: str) -> None:
         super().__init__(message)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from metastore.kafka.admin import Admin
-from metastore.kafka.exceptions import TopicError
+from metastore.kafka.exceptions import KafkaTopicError
 from metastore.log.exceptions import CommandTopicError
 
 
@@ -44,7 +44,7 @@ def ensure_command_topic(admin: Admin, spec: CommandTopicSpec, broker_count: int
         try:
             admin.create(spec.name, partitions=1, replication=replication,
                          config=spec.configs(replication))
-        except TopicError as error:
+        except KafkaTopicError as error:
             raise CommandTopicError(spec.name, f"Cannot create the command topic {spec.name}: "
                                                f"{error}") from error
         deadline = time.monotonic() + visible_within
@@ -75,7 +75,7 @@ def _config_when_known(admin: Admin, topic: str, within: float) -> dict[str, str
     while True:
         try:
             return admin.topic_config(topic)
-        except TopicError:
+        except KafkaTopicError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)

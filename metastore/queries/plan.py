@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from metastore.catalog.analysis import analyse, function_name
+from metastore.catalog.analysis import Analysis, analyse, function_name
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.queries import encoding
@@ -38,7 +38,7 @@ from metastore.spark.types import quote, spark_type
 from metastore.spark.views import decode_select
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
-from metastore.sql.statements import Query, SelectStatement, SourceKind
+from metastore.sql.statements import Query, SelectStatement, SourceKind, WindowSpec
 
 TS = "__MS_TS"
 WINDOW = "__MS_WINDOW"
@@ -79,36 +79,37 @@ def compile_query(query: PersistentQuery, image: Image) -> QueryPlan:
     sink = image.source(query.sink)
     if sink is None:
         raise QueryRuntimeError(f"{query.query_id}: its sink {query.sink} is not in the catalog")
-    parsed = parse_query(query.sql)
-    problem = runtime_problem(parsed, image.sources, sink)
+    analysis = analyse(parse_query(query.sql), image.sources, image.types, sink.name)
+    problem = runtime_problem(analysis, sink)
     if problem is not None:
         raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")
-    analysis = analyse(parsed, image.sources, image.types, sink.name)
-    select = parsed.select
+    return _plan(query.query_id, analysis, sink)
+
+
+def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
+    """The plan of an analysed query the runtime supports (it rewrites the query's tree)."""
+    select = analysis.query.select
     assert isinstance(select, exp.Select)
-    prefix = "q_" + re.sub(r"[^0-9a-zA-Z_]", "_", query.query_id).lower()
+    prefix = "q_" + re.sub(r"[^0-9a-zA-Z_]", "_", query_id).lower()
     steps: list[Step] = []
     stream_alias: str | None = None
     source_topics: list[str] = []
-    tables = [select.args["from_"].this] if select.args.get("from_") else []
-    tables += [join.this for join in select.args.get("joins") or []]
-    for index, table in enumerate(tables):
-        source = image.sources[table.name]
-        alias = table.alias_or_name
+    for index, read in enumerate(analysis.reads):
+        source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
         if source.kind is SourceKind.STREAM:
             stream_alias = stream_alias or alias
             source_topics.append(source.topic)
-            steps += _stream_steps(source, view, parsed)
+            steps += _stream_steps(source, view, analysis.windowing)
         else:
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
                       Step(view, decode_select(source, quote(f"{view}_raw")))]
-        table.replace(exp.Table(this=exp.to_identifier(view, quoted=True),
-                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        read.table.replace(exp.Table(this=exp.to_identifier(view, quoted=True),
+                                     alias=exp.TableAlias(this=exp.to_identifier(alias))))
     assert stream_alias is not None, "support admits only queries reading a stream"
     items: list[exp.Expr] = [exp.alias_(expression.copy(), name, quoted=True)
                              for name, expression in analysis.projection]
-    windowed = parsed.window is not None and analysis.aggregate
+    windowed = analysis.windowed
     if windowed:
         group = select.args.get("group") or exp.Group(expressions=[])
         group.append("expressions", exp.column(WINDOW, table=stream_alias, quoted=True))
@@ -131,12 +132,12 @@ def compile_query(query: PersistentQuery, image: Image) -> QueryPlan:
         records.append(f"{encoding.source_headers(quote(SOURCE))} AS headers")
     sql = (f"SELECT {', '.join(records)} FROM (SELECT {', '.join(typed)} FROM ({inner}) "
            "AS __ms_result) AS __ms_typed")
-    return QueryPlan(query.query_id, tuple(steps), sql,
+    return QueryPlan(query_id, tuple(steps), sql,
                      "update" if analysis.aggregate else "append", sink.topic,
                      tuple(dict.fromkeys(source_topics)))
 
 
-def _stream_steps(source: DataSource, view: str, query: Query) -> list[Step]:
+def _stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> list[Step]:
     pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
               f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
               "timestamp AS __MS_KAFKA_TS")
@@ -146,7 +147,6 @@ def _stream_steps(source: DataSource, view: str, query: Query) -> list[Step]:
     if column is not None:
         event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
                       else quote(column.name))
-    window = query.window
     grace = window.grace_ms if window is not None else None
     bounds = ""
     if window is not None and window.size_ms is not None:

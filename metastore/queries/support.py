@@ -1,22 +1,23 @@
 """What the Spark runtime can run: a pure check of a persistent query, made at validation.
 
-``runtime_problem(query, sources, sink)`` depends only on the parsed query and the catalog (the
-image's sources and the sink being created or written), never on Kafka, Spark or the clock, so
-every node reaches the same verdict and a statement accepted into the log is one the runtime
-can run. Supported: projections, filters, the scalar functions of :data:`SCALAR_FUNCTIONS`,
-``GROUP BY`` with the aggregates of :data:`AGGREGATE_FUNCTIONS`, TUMBLING and HOPPING windows,
-``PARTITION BY``, and stream-table joins (inner or left, each joined source a table). Anything
-else is refused with the reason, before it is written.
+``runtime_problem(analysis, sink)`` depends only on the query's analysis (the parsed query and
+the catalog sources it reads, :func:`metastore.catalog.analysis.analyse`) and the sink being
+created or written, never on Kafka, Spark or the clock, so every node reaches the same verdict
+and a statement accepted into the log is one the runtime can run. Supported: projections,
+filters, the scalar functions of :data:`SCALAR_FUNCTIONS`, ``GROUP BY`` with the aggregates of
+:data:`AGGREGATE_FUNCTIONS`, TUMBLING and HOPPING windows, ``PARTITION BY``, and stream-table
+joins (inner or left, each joined source a table). Anything else is refused with the reason,
+before it is written: :func:`check_runtime` is the
+:class:`~metastore.catalog.validation.RuntimeCheck` a validator is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from sqlglot import exp
 
-from metastore.catalog.analysis import function_name
+from metastore.catalog.analysis import Analysis, function_name
 from metastore.catalog.model import DataSource
+from metastore.queries.exceptions import UnsupportedByRuntimeError
 from metastore.spark.views import decode_problem
 from metastore.sql import types as ty
 from metastore.sql.statements import Query, SourceKind
@@ -41,10 +42,17 @@ _REFUSED_NODES: dict[type[exp.Expr], str] = {
 }
 
 
-def runtime_problem(query: Query, sources: Mapping[str, DataSource], sink: DataSource) -> str | None:
-    """Why the Spark runtime cannot run ``query`` into ``sink``, or None when it can."""
-    return (_clauses(query) or _shape(query, sources) or _expressions(query)
-            or _sink(sink))
+def runtime_problem(analysis: Analysis, sink: DataSource) -> str | None:
+    """Why the Spark runtime cannot run the analysed query into ``sink``, or None when it can."""
+    query = analysis.query
+    return _clauses(query) or _shape(analysis) or _expressions(query) or _sink(sink)
+
+
+def check_runtime(analysis: Analysis, sink: DataSource) -> None:
+    """Refuse, before it is written, a persistent query the Spark runtime could not run."""
+    problem = runtime_problem(analysis, sink)
+    if problem is not None:
+        raise UnsupportedByRuntimeError(explain(problem), sink.name)
 
 
 def explain(problem: str) -> str:
@@ -68,14 +76,9 @@ def _clauses(query: Query) -> str | None:
     return None
 
 
-def _shape(query: Query, sources: Mapping[str, DataSource]) -> str | None:
-    select = query.select
-    from_ = select.args.get("from_") or select.args.get("from")
-    tables = [from_.this] if from_ is not None else []
-    joins = list(select.args.get("joins") or [])
-    tables += [join.this for join in joins]
-    read = [sources[t.name] for t in tables if isinstance(t, exp.Table) and t.name in sources]
-    for source in read:
+def _shape(analysis: Analysis) -> str | None:
+    for read in analysis.reads:
+        source = read.source
         problem = decode_problem(source)
         if problem is not None:
             return f"{source.name} cannot be read: {problem}"
@@ -84,20 +87,18 @@ def _shape(query: Query, sources: Mapping[str, DataSource]) -> str | None:
             if column is not None and column.type == ty.STRING:
                 return (f"{source.name}'s TIMESTAMP column {column.name} is a STRING "
                         "(TIMESTAMP_FORMAT); declare it BIGINT or TIMESTAMP")
-    if not read:
-        return None
-    first = read[0]
-    if not joins:
+    first = analysis.reads[0].source
+    if not analysis.joins:
         if first.kind is SourceKind.TABLE:
             return (f"reading the changelog of TABLE {first.name} is not supported; a table can "
                     "be the right side of a stream-table join")
         return None
     if first.kind is SourceKind.TABLE:
         return "table-table joins are not supported (stream-table joins are)"
-    for join, source in zip(joins, read[1:], strict=False):
-        if source.kind is SourceKind.STREAM:
+    for join in analysis.joins:
+        if join.right.source.kind is SourceKind.STREAM:
             return "stream-stream joins are not supported (stream-table joins are)"
-        side, kind = (join.side or "").upper(), (join.kind or "").upper()
+        side, kind = join.side, join.kind
         if side not in ("", "LEFT") or kind == "CROSS" or (kind == "OUTER" and side != "LEFT"):
             shown = " ".join(part for part in (side, kind) if part)
             return f"{shown} joins are not supported (INNER and LEFT are)"

@@ -1,7 +1,8 @@
 """Pull queries (``POST /query``) through the node's Spark, answered in ksqlDB's shape.
 
-The SELECT is parsed with the ksqlDB dialect, checked against the image, transpiled by sqlglot to
-Spark SQL with every source qualified by the service's database, and run with a row limit.
+The SELECT is parsed with the ksqlDB dialect, analysed against the image (which also says what
+it reads), transpiled by sqlglot to Spark SQL with every source it reads qualified by the service's
+database, and run with a row limit.
 The answer is a header object (``queryId``, ``schema``) followed by one ``row`` object per row.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from metastore.catalog.analysis import analyse
+from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.image import Image
 from metastore.spark.exceptions import SparkQueryError, UnsupportedQueryError
 from metastore.spark.views import object_name
@@ -33,11 +34,13 @@ def struct_access(extract: exp.JSONExtract) -> exp.Dot:
         field.strip("$.").split(".")[-1].upper(), quoted=True))
 
 
-def to_spark_sql(statement: SelectStatement, database: str) -> str:
-    select = statement.query.select.copy()
-    for table in select.find_all(exp.Table):
-        table.set("this", exp.to_identifier(object_name(table.name), quoted=True))
-        table.set("db", exp.to_identifier(database, quoted=True))
+def to_spark_sql(analysis: Analysis, database: str) -> str:
+    """The analysed pull query as Spark SQL; rewrites the query's tree (its names and types are
+    derived already)."""
+    select = analysis.query.select
+    for read in analysis.reads:
+        read.table.set("this", exp.to_identifier(object_name(read.source.name), quoted=True))
+        read.table.set("db", exp.to_identifier(database, quoted=True))
     for extract in list(select.find_all(exp.JSONExtract)):
         extract.replace(struct_access(extract))
     if not select.args.get("limit"):
@@ -55,7 +58,7 @@ def run_pull_query(spark: Any, text: str, image: Image, database: str) -> list[d
                                     "SELECT without EMIT CHANGES for a pull query.")
     analysis = analyse(statement.query, image.sources, image.types, transient=True)
     try:
-        frame = spark.sql(to_spark_sql(statement, database))
+        frame = spark.sql(to_spark_sql(analysis, database))
         rows = frame.collect()
     except Exception as error:  # Spark's own analysis and runtime errors, as the client's error
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -45,7 +45,7 @@ class Topics:
 def run(script: str, image: Image = EMPTY_IMAGE,
         limits: RequestLimits | None = None) -> tuple[Image, list[CommandRecord]]:
     records: list[CommandRecord] = []
-    validator = Validator(image, Topics(), runtime_check=False, limits=limits)
+    validator = Validator(image, Topics(), limits=limits)
     for statement in parse(script):
         outcome = validator.validate(statement)
         if isinstance(outcome, Write):

@@ -23,6 +23,7 @@ from metastore.log.record import (
     IncompatibleRecordError,
     decode,
 )
+from metastore.queries.support import check_runtime
 from metastore.sql.parser import parse
 
 NAMES = ["A", "B", "C", "D"]
@@ -54,7 +55,8 @@ def validated_records(texts: list[str]) -> tuple[list[CommandRecord], Image]:
     for index, text in enumerate(texts):
         [statement] = parse(text)
         try:
-            outcome = Validator(image, AssumedTopics()).validate(statement)
+            outcome = Validator(image, AssumedTopics(),
+                                runtime_check=check_runtime).validate(statement)
         except StatementError:
             continue
         if isinstance(outcome, Write):

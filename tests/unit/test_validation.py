@@ -8,6 +8,7 @@ from metastore.catalog import exceptions as errors
 from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
 from metastore.catalog.validation import Read, Skip, TopicSpec, Validator, Write
 from metastore.check import run_script
+from metastore.queries.support import check_runtime
 from metastore.sql.parser import parse
 
 BASE = """
@@ -34,7 +35,8 @@ def catalog(script: str = BASE) -> Image:
 
 
 def fail(statement: str, image: Image | None = None, topics: dict[str, int] | None = None) -> str:
-    validator = Validator(image or catalog(), Topics(topics or {"pv": 1, "users": 1, "t": 1}))
+    validator = Validator(image or catalog(), Topics(topics or {"pv": 1, "users": 1, "t": 1}),
+                          runtime_check=check_runtime)
     with pytest.raises(errors.StatementError) as raised:
         for parsed in parse(statement):
             validator.validate(parsed)
@@ -93,7 +95,8 @@ def test_drop_with_dependents_names_them() -> None:
 
 
 def test_statements_of_a_request_see_the_ones_before_them() -> None:
-    validator = Validator(catalog(), Topics({"pv": 1, "users": 1, "t": 1}))
+    validator = Validator(catalog(), Topics({"pv": 1, "users": 1, "t": 1}),
+                          runtime_check=check_runtime)
     first, second = parse("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');"
                           "CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');")
     assert isinstance(validator.validate(first), Write)
@@ -102,7 +105,7 @@ def test_statements_of_a_request_see_the_ones_before_them() -> None:
 
 
 def test_partitions_plans_the_topic_and_if_not_exists_skips() -> None:
-    validator = Validator(catalog(), Topics({"pv": 1, "users": 1}))
+    validator = Validator(catalog(), Topics({"pv": 1, "users": 1}), runtime_check=check_runtime)
     [create] = parse("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='new', VALUE_FORMAT='JSON', "
                      "PARTITIONS=4, REPLICAS=1);")
     outcome = validator.validate(create)
@@ -132,7 +135,8 @@ def test_derived_schemas() -> None:
 
 def test_every_validated_command_applies() -> None:
     image = catalog()
-    validator = Validator(image, Topics({"pv": 1, "users": 1, "t": 1}))
+    validator = Validator(image, Topics({"pv": 1, "users": 1, "t": 1}),
+                          runtime_check=check_runtime)
     script = parse(
         "CREATE TYPE ADDR AS STRUCT<STREET STRING>;"
         "CREATE STREAM S (K INT KEY, A ADDR) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');"

@@ -1,0 +1,85 @@
+"""One table maps every typed error to its HTTP status and ksqlDB error code."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+import metastore
+from metastore.api.error_codes import ERROR_CODES, ErrorCode, classify, error_code
+from metastore.catalog import exceptions as catalog
+from metastore.exceptions import MetastoreError
+from metastore.kafka.exceptions import KafkaTopicError
+from metastore.log.exceptions import (
+    CatchUpTimeoutError,
+    NotReadyError,
+    NotWrittenError,
+    OutcomeUnknownError,
+)
+from metastore.queries.exceptions import UnsupportedByRuntimeError
+from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError
+from metastore.sql.exceptions import ParseError, TooComplexError
+
+ROOT = Path(metastore.__file__).parent
+ERROR_MODULES = sorted(
+    {".".join(("metastore", *path.relative_to(ROOT).with_suffix("").parts))
+     for path in ROOT.glob("*/exceptions.py")} | {"metastore.log.record"})
+
+
+def subclasses(base: type) -> set[type]:
+    found = set(base.__subclasses__())
+    for sub in list(found):
+        found |= subclasses(sub)
+    return found
+
+
+def test_every_typed_error_of_the_packages_is_in_the_table() -> None:
+    for module in ERROR_MODULES:
+        importlib.import_module(module)
+    typed = {cls for cls in subclasses(MetastoreError) if cls.__module__ in ERROR_MODULES}
+    assert len(typed) > 40
+    missing = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in typed - set(ERROR_CODES))
+    assert not missing, f"add these to metastore.api.error_codes.ERROR_CODES: {missing}"
+
+
+def test_each_typed_error_has_its_own_machine_readable_code() -> None:
+    codes = [cls.code for cls in ERROR_CODES]
+    assert sorted(c for c in set(codes) if codes.count(c) > 1) == []
+
+
+def test_statuses_agree_with_ksqldb_codes() -> None:
+    for cls, answer in ERROR_CODES.items():
+        assert answer.http_status == answer.code // 100, cls
+
+
+@pytest.mark.parametrize(("error", "expected"), [
+    (ParseError("no", 1, 1), ErrorCode(400, 40001)),
+    (TooComplexError("deep", 1, 1), ErrorCode(400, 40001)),
+    (catalog.SourceNotFoundError("X does not exist.", "X"), ErrorCode(400, 40001)),
+    (catalog.TopicError("Cannot write into read-only topic: t", "t"), ErrorCode(400, 40001)),
+    (UnsupportedByRuntimeError("The Spark runtime cannot run this query: x."), ErrorCode(400, 40001)),
+    (KafkaTopicError("t", "Could not create the Kafka topic t"), ErrorCode(500, 50000)),
+    (NotWrittenError("not written"), ErrorCode(500, 50000)),
+    (OutcomeUnknownError("maybe written"), ErrorCode(500, 50000)),
+    (NotReadyError("catching up"), ErrorCode(503, 50302)),
+    (CatchUpTimeoutError("timed out", 7), ErrorCode(503, 50301)),
+    (SparkQueryError("Spark could not run the query"), ErrorCode(400, 40001)),
+    (SparkUnavailableError("no Spark"), ErrorCode(503, 50302)),
+    (MetastoreError("anything"), ErrorCode(500, 50000)),
+])
+def test_classify(error: MetastoreError, expected: ErrorCode) -> None:
+    assert classify(error) == expected
+    assert error_code(error) == expected.code
+
+
+def test_a_class_not_in_the_table_gets_its_nearest_listed_base() -> None:
+    class UnlistedError(catalog.SchemaError):
+        pass
+
+    class UnknownError(MetastoreError):
+        pass
+
+    assert classify(UnlistedError("bad schema")) == ErrorCode(400, 40001)
+    assert classify(UnknownError("?")) == ErrorCode(500, 50000)
