@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from confluent_kafka import KafkaException
 
 from cli.output import print_json, print_table
 from metastore.catalog.image import EMPTY_IMAGE, Image
@@ -248,7 +247,7 @@ def repair(backup: BackupFile, bootstrap_servers: Bootstrap = None,
     options = RepairOptions(frozenset(skip_offset or ()), skip_unappliable, dry_run, yes)
     try:
         report = repair_log(settings, service_id, backup, options, _progress)
-    except (MetastoreError, KafkaException) as error:
+    except MetastoreError as error:
         _fail(error)
     plan, done = report.plan, report.rewritten
     if json_output:
@@ -266,11 +265,7 @@ def repair(backup: BackupFile, bootstrap_servers: Bootstrap = None,
                        f"record to {backup}.")
         elif plan.refusal is None:
             typer.echo("Dry run: nothing was changed.")
-    if plan.refusal is not None:
-        typer.echo(f"Refused: {plan.refusal}", err=True)
-        raise typer.Exit(1)
-    if done is None and not dry_run:
-        raise typer.Exit(1)
+    _conclude(plan.refusal, done is not None, dry_run)
 
 
 @app.command()
@@ -285,7 +280,7 @@ def restore(backup: BackupFile, bootstrap_servers: Bootstrap = None,
     options = RestoreOptions(dry_run, yes, discard_newer)
     try:
         report = restore_log(settings, service_id, backup, options, _progress)
-    except (MetastoreError, KafkaException) as error:
+    except MetastoreError as error:
         _fail(error)
     done = report.rewritten
     if json_output:
@@ -302,10 +297,15 @@ def restore(backup: BackupFile, bootstrap_servers: Bootstrap = None,
                        f"{service_id}, then run this again with --yes.")
         elif report.refusal is None:
             typer.echo("Dry run: nothing was changed.")
-    if report.refusal is not None:
-        typer.echo(f"Refused: {report.refusal}", err=True)
+    _conclude(report.refusal, done is not None, dry_run)
+
+
+def _conclude(refusal: str | None, rewritten: bool, dry_run: bool) -> None:
+    """Exit 1 when refused, or when nothing was rewritten without being a dry run."""
+    if refusal is not None:
+        typer.echo(f"Refused: {refusal}", err=True)
         raise typer.Exit(1)
-    if done is None and not dry_run:
+    if not rewritten and not dry_run:
         raise typer.Exit(1)
 
 

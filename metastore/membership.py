@@ -11,13 +11,14 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-
 from metastore.kafka.admin import Admin
+from metastore.kafka.compacted import CompactedTopic
+from metastore.kafka.consumer import Record
+from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -42,9 +43,7 @@ class Membership:
     def __init__(self, settings: KafkaSettings, admin: Admin, service_id: str, node_id: str,
                  url: str, status: Callable[[], tuple[str, int]], interval: float = 2.0,
                  queries: Callable[[], dict[str, Any]] | None = None) -> None:
-        self._settings = settings
-        self._admin = admin
-        self._topic = membership_topic_name(service_id)
+        self._topic = CompactedTopic(settings, admin, membership_topic_name(service_id))
         self._group = f"{service_id}-{node_id}-membership"
         self._node_id = node_id
         self._url = url
@@ -56,8 +55,7 @@ class Membership:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        self._admin.create(self._topic, partitions=1,
-                           config={"cleanup.policy": "compact", "retention.ms": "-1"})
+        self._topic.ensure(config={"retention.ms": "-1"})
         for target, name in ((self._publish, "heartbeat"), (self._follow, "membership")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -76,7 +74,7 @@ class Membership:
                 for beat in sorted(self._heartbeats.values(), key=lambda b: b.node_id)]
 
     def _publish(self) -> None:
-        producer = Producer(self._settings.config(linger_ms=0))
+        producer = self._topic.writer()
         try:
             while not self._stop.is_set():
                 state, applied = self._status()
@@ -84,29 +82,43 @@ class Membership:
                         "appliedOffset": applied, "timestampMs": int(time.time() * 1000),
                         "queries": self._queries() if self._queries is not None else {}}
                 try:
-                    producer.produce(self._topic, key=self._node_id.encode(),
-                                     value=json.dumps(beat).encode())
-                    producer.poll(0)
-                except (KafkaException, BufferError) as error:
+                    producer.send(self._topic.topic, self._node_id.encode(),
+                                  json.dumps(beat).encode())
+                except KafkaClientError as error:
                     log.warning("heartbeat failed: %s", error)
                 self._stop.wait(self.interval)
         finally:
-            producer.flush(2)
+            producer.close(2)
 
     def _follow(self) -> None:
-        consumer = Consumer(self._settings.config(
-            group_id=self._group, enable_auto_commit=False))
-        consumer.assign([TopicPartition(self._topic, 0, OFFSET_BEGINNING)])
+        reader = self._topic.follow(self._group)
         try:
             while not self._stop.is_set():
-                for message in consumer.consume(100, 0.5):
-                    if message.error() is not None or message.value() is None:
-                        continue
-                    beat = _decode(message.value())
-                    if beat is not None:
-                        self._heartbeats[beat.node_id] = beat
+                try:
+                    _collect(reader.poll(0.5, max_records=100), self._heartbeats)
+                except KafkaClientError as error:
+                    log.warning("reading heartbeats failed: %s", error)
+                    self._stop.wait(0.5)
         finally:
-            consumer.close()
+            reader.close()
+
+
+def read_heartbeats(settings: KafkaSettings, admin: Admin, service_id: str, group_id: str,
+                    timeout: float | None = None) -> list[Heartbeat]:
+    """Every node's latest heartbeat, read once up to the end of the topic, by node id."""
+    latest: dict[str, Heartbeat] = {}
+    _collect(CompactedTopic(settings, admin, membership_topic_name(service_id)).read(
+        group_id, timeout), latest)
+    return [latest[node_id] for node_id in sorted(latest)]
+
+
+def _collect(records: Iterable[Record], heartbeats: dict[str, Heartbeat]) -> None:
+    """Keep the heartbeat of each record in ``heartbeats``, by node id (tombstones and undecodable
+    values are skipped)."""
+    for record in records:
+        beat = _decode(record.value)
+        if beat is not None:
+            heartbeats[beat.node_id] = beat
 
 
 def _decode(value: bytes | None) -> Heartbeat | None:

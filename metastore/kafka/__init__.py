@@ -1,1 +1,4 @@
-"""A thin typed wrapper around confluent_kafka: settings, transactional producer, log consumer, admin."""
+"""A thin typed wrapper around confluent_kafka, the only code that uses it: settings and client
+creation, producers (plain and transactional), partition readers and end-offset probes, keyed
+compacted topics, consumer-group members, and admin. Every failure is an error of
+:mod:`metastore.kafka.exceptions`."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from metastore.kafka.exceptions import KafkaUnavailableError, TopicError
-from metastore.kafka.settings import KafkaSettings
+from metastore.kafka.exceptions import KafkaTopicError, KafkaUnavailableError
+from metastore.kafka.producer import classify
+from metastore.kafka.settings import KafkaSettings, create_client
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class TopicInfo:
 
 class Admin:
     def __init__(self, settings: KafkaSettings, timeout: float = 10.0) -> None:
-        self._admin = AdminClient(settings.config())
+        self._admin = create_client(AdminClient, settings.config())
         self._timeout = timeout
 
     def describe(self, topic: str, timeout: float | None = None) -> TopicInfo | None:
@@ -37,7 +38,7 @@ class Admin:
                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)):
             return None
         if found.error is not None:
-            raise TopicError(topic, f"topic {topic}: {found.error.str()}")
+            raise KafkaTopicError(topic, f"topic {topic}: {found.error.str()}")
         partitions = found.partitions
         replication = len(next(iter(partitions.values())).replicas) if partitions else 0
         return TopicInfo(name=topic, partitions=len(partitions), replication=replication)
@@ -50,7 +51,7 @@ class Admin:
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise TopicError(topic, f"topic {topic} does not exist") from exc
+                raise KafkaTopicError(topic, f"topic {topic} does not exist") from exc
             raise KafkaUnavailableError(f"describing topic {topic} failed: {exc}") from exc
         return str(description.topic_id)
 
@@ -70,7 +71,7 @@ class Admin:
         """Create ``topic``; False when it already existed.
 
         A refusal that no retry can change (an invalid name or configuration, a policy, missing
-        authorization) is a :class:`TopicError` with ``retriable`` False; a timeout or an
+        authorization) is a :class:`KafkaTopicError` with ``retriable`` False; a timeout or an
         unavailable controller is :class:`KafkaUnavailableError`.
         """
         wait = timeout or self._timeout
@@ -88,29 +89,41 @@ class Admin:
                     KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT)):
                 raise KafkaUnavailableError(f"creating topic {topic} failed: {exc}") from exc
             reason = error.str() if isinstance(error, KafkaError) else str(exc)
-            raise TopicError(topic, f"Could not create the Kafka topic {topic}: {reason}") from exc
+            raise KafkaTopicError(topic, f"Could not create the Kafka topic {topic}: {reason}") from exc
         except ValueError as exc:  # refused by the client before sending, e.g. a bad name
-            raise TopicError(topic, f"Could not create the Kafka topic {topic}: {exc}") from exc
+            raise KafkaTopicError(topic, f"Could not create the Kafka topic {topic}: {exc}") from exc
         return True
 
     def delete(self, topic: str, timeout: float | None = None) -> None:
         wait = timeout or self._timeout
-        future = self._admin.delete_topics([topic], operation_timeout=wait)[topic]
         try:
-            future.result(timeout=wait)
+            self._admin.delete_topics([topic], operation_timeout=wait)[topic].result(timeout=wait)
         except KafkaException as exc:
             error = exc.args[0]
             if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return
-            raise TopicError(topic, f"deleting topic {topic} failed: {exc}") from exc
+            raise KafkaTopicError(topic, f"deleting topic {topic} failed: {exc}") from exc
+
+    def delete_records(self, topic: str, before: int, partition: int = 0,
+                       timeout: float | None = None) -> None:
+        """Delete the records of ``topic``/``partition`` below offset ``before``: the partition
+        then starts at ``before``."""
+        wait = timeout or self._timeout
+        try:
+            futures = self._admin.delete_records([TopicPartition(topic, partition, before)],
+                                                 request_timeout=wait)
+            for future in futures.values():
+                future.result(wait)
+        except KafkaException as exc:
+            raise classify(exc.args[0], "delete_records") from exc
 
     def topic_config(self, topic: str) -> dict[str, str]:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        future = self._admin.describe_configs([resource])[resource]
         try:
-            entries = future.result(timeout=self._timeout)
+            entries = self._admin.describe_configs([resource])[resource].result(
+                timeout=self._timeout)
         except KafkaException as exc:
-            raise TopicError(topic, f"describing topic {topic} failed: {exc}") from exc
+            raise KafkaTopicError(topic, f"describing topic {topic} failed: {exc}") from exc
         return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
     def broker_count(self, timeout: float | None = None) -> int:

@@ -1,11 +1,16 @@
-"""Connection settings shared by every client a node creates."""
+"""Connection settings shared by every client a node creates, and the creation of clients."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from metastore.kafka.exceptions import KafkaClientError
 
 LIBRDKAFKA_LOGGER = logging.getLogger("metastore.librdkafka")
 
@@ -24,3 +29,16 @@ class KafkaSettings:
         config.update(self.client)
         config.update({key.replace("_", "."): value for key, value in overrides.items()})
         return config
+
+
+Client = TypeVar("Client", Consumer, Producer, AdminClient)
+
+
+def create_client(kind: type[Client], config: dict[str, Any]) -> Client:
+    """A librdkafka client of ``kind``; settings it refuses are a :class:`KafkaClientError`."""
+    try:
+        return kind(config)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        reason = error.str() if isinstance(error, KafkaError) else str(exc)
+        raise KafkaClientError(f"the Kafka client settings were refused: {reason}") from exc

@@ -15,23 +15,12 @@ import binascii
 import itertools
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    TopicPartition,
-)
-
 from metastore.kafka.admin import Admin
-from metastore.kafka.exceptions import KafkaClientError, KafkaUnavailableError
+from metastore.kafka.consumer import Headers, PartitionReader
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.exceptions import RepairError
 
@@ -40,8 +29,6 @@ BACKUP_VERSION = 1
 
 
 # -- records and backups ---------------------------------------------------------------------
-Headers = tuple[tuple[str, bytes | None], ...]
-
 
 @dataclass(frozen=True)
 class StoredRecord:
@@ -176,52 +163,15 @@ def read_backup(path: Path) -> Backup:
 # -- reading the log ---------------------------------------------------------------------------
 def read_records(settings: KafkaSettings, topic: str, group_id: str,
                  timeout: float | None = None) -> list[StoredRecord]:
-    """Every committed record up to the log's last stable offset, with headers and timestamps."""
-    consumer = Consumer(settings.config(
-        group_id=group_id, enable_auto_commit=False, enable_partition_eof=True,
-        isolation_level="read_committed", auto_offset_reset="earliest", fetch_wait_max_ms=10))
-    partition = TopicPartition(topic, 0)
+    """Every committed record up to the log's last stable offset, with headers and timestamps.
+    ``timeout`` bounds the read (by default 60 s and a second per 10,000 offsets)."""
+    reader = PartitionReader(settings, topic, group_id=group_id, details=True)
     try:
-        try:
-            _low, end = consumer.get_watermark_offsets(partition, timeout=10, cached=False)
-        except KafkaException as exc:
-            raise KafkaUnavailableError(f"reading the end offset of {topic} failed: {exc}") from exc
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        deadline = time.monotonic() + (timeout if timeout is not None else 60 + end / 10_000)
-        records: list[StoredRecord] = []
-        position = 0
-        while position < end:
-            if time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"timed out reading {topic} at offset {position} of {end}")
-            try:
-                messages = consumer.consume(10_000, 0.5)
-            except KafkaException as exc:
-                raise KafkaClientError(f"consume failed: {exc}") from exc
-            for message in messages:
-                position = max(position, _absorb(message, records))
-        return records
+        return [StoredRecord(record.offset, record.key, record.value, record.headers,
+                             record.timestamp_ms)
+                for batch in reader.read_to_end(timeout) for record in batch]
     finally:
-        consumer.close()
-
-
-def _absorb(message: Message, records: list[StoredRecord]) -> int:
-    """Add ``message`` to ``records``; the position it proves the reader has reached."""
-    offset = message.offset() or 0
-    error = message.error()
-    if error is not None:
-        if error.code() == KafkaError._PARTITION_EOF:
-            return offset
-        if error.fatal() or not error.retriable():
-            raise KafkaClientError(f"consume failed: {error.str()}")
-        return 0
-    kind, stamp = message.timestamp()
-    found = message.headers() or []
-    pairs = found.items() if isinstance(found, dict) else found
-    headers = tuple((name, value.encode() if isinstance(value, str) else value)
-                    for name, value in pairs)
-    records.append(StoredRecord(offset, message.key(), message.value(), headers,
-                                None if kind == TIMESTAMP_NOT_AVAILABLE else stamp))
-    return offset + 1
+        reader.close()
 
 
 def topic_shape(admin: Admin, topic: str) -> TopicShape:

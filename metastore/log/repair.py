@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.checkpoint.store import Incarnation
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.backup import (
@@ -40,6 +39,7 @@ from metastore.log.exceptions import RepairError, RewriteError
 from metastore.log.record import IncompatibleRecordError, UnappliableRecordError
 from metastore.log.replay import replay_encoded
 from metastore.log.rewrite import Progress, note, quiesce, rewrite, verify
+from metastore.log.state import Incarnation
 from metastore.log.topic import command_topic_name
 
 

@@ -14,33 +14,20 @@ fences the service's writer and waits out transactions other producers hold open
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
-from confluent_kafka.admin import AdminClient
-
 from metastore.exceptions import MetastoreError
 from metastore.kafka.admin import Admin
-from metastore.kafka.consumer import EndOffsetProbe
+from metastore.kafka.consumer import EndOffsetProbe, Headers
 from metastore.kafka.exceptions import KafkaUnavailableError
-from metastore.kafka.producer import TransactionalProducer, classify
+from metastore.kafka.producer import RecordProducer, TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
-from metastore.log.backup import Headers, StoredRecord, TopicShape, read_records
+from metastore.log.backup import StoredRecord, TopicShape, read_records
 from metastore.log.exceptions import RepairError, RewriteError
 from metastore.log.topic import CommandTopicSpec, ensure_command_topic
-from metastore.membership import membership_topic_name
+from metastore.membership import read_heartbeats
 
 HEARTBEAT_ALIVE_MS = 6_000
 """A node is alive while its last heartbeat is younger than three 2 s intervals (membership)."""
@@ -57,41 +44,11 @@ def note(progress: Progress | None, message: str) -> None:
 # -- making sure nobody writes -----------------------------------------------------------------
 def live_nodes(settings: KafkaSettings, admin: Admin, service_id: str) -> list[str]:
     """The nodes of ``service_id`` whose last heartbeat is recent: ``node (url), age``."""
-    topic = membership_topic_name(service_id)
-    if admin.describe(topic) is None:
-        return []
-    consumer = Consumer(settings.config(group_id=f"{service_id}-log-repair-{time.time_ns()}",
-                                        enable_auto_commit=False, enable_partition_eof=True,
-                                        isolation_level="read_uncommitted"))
-    latest: dict[str, tuple[str, int]] = {}
-    try:
-        _low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10,
-                                                   cached=False)
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        position, deadline = 0, time.monotonic() + 30
-        while position < end:
-            if time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"timed out reading {topic} at offset {position} of "
-                                            f"{end}")
-            for message in consumer.consume(1000, 0.5):
-                offset = message.offset() or 0
-                if message.error() is not None:
-                    position = max(position, offset)
-                    continue
-                position = max(position, offset + 1)
-                try:
-                    beat = json.loads(message.value() or b"")
-                    latest[str(beat["nodeId"])] = (str(beat.get("url", "")),
-                                                   int(beat["timestampMs"]))
-                except (ValueError, KeyError, TypeError):
-                    continue
-    except KafkaException as exc:
-        raise KafkaUnavailableError(f"reading {topic} failed: {exc}") from exc
-    finally:
-        consumer.close()
+    beats = read_heartbeats(settings, admin, service_id,
+                            group_id=f"{service_id}-log-repair-{time.time_ns()}", timeout=30)
     now = int(time.time() * 1000)
-    return [f"{node} ({url}), last heartbeat {(now - at) / 1000:.1f}s ago"
-            for node, (url, at) in sorted(latest.items()) if now - at <= HEARTBEAT_ALIVE_MS]
+    return [f"{beat.node_id} ({beat.url}), last heartbeat {(now - beat.timestamp_ms) / 1000:.1f}s ago"
+            for beat in beats if now - beat.timestamp_ms <= HEARTBEAT_ALIVE_MS]
 
 
 def quiesce(settings: KafkaSettings, admin: Admin, service_id: str, topic: str,
@@ -138,73 +95,42 @@ class _Transactions:
     """A transactional producer that checks the offset Kafka gives every record it writes."""
 
     def __init__(self, settings: KafkaSettings, transactional_id: str, timeout: float) -> None:
-        self._timeout = timeout
-        self._producer = Producer(settings.config(
-            transactional_id=transactional_id, enable_idempotence=True, acks="all", linger_ms=5,
-            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS, message_timeout_ms=int(timeout * 1000)))
+        self._producer = TransactionalProducer(
+            settings, transactional_id, timeout_ms=int(timeout * 1000), linger_ms=5,
+            transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
         self._expected: list[int] = []
-        self._delivered: list[int] = []
-        self._failed: KafkaError | None = None
-        self.open = False
-        self._call("init_transactions", self._producer.init_transactions, timeout)
+        self._producer.init()
 
-    def _call(self, action: str, fn: Callable[..., object], *args: object) -> None:
-        try:
-            fn(*args)
-        except KafkaException as exc:
-            raise classify(exc.args[0], action) from exc
-
-    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            self._failed = self._failed or error
-        elif message.offset() is not None:
-            self._delivered.append(int(message.offset() or 0))
+    @property
+    def open(self) -> bool:
+        return self._producer.in_transaction
 
     def produce(self, topic: str, offset: int, key: bytes | None, value: bytes | None,
                 headers: Headers = (), timestamp_ms: int | None = None) -> None:
         if not self.open:
-            self._call("begin_transaction", self._producer.begin_transaction)
-            self.open = True
-        while True:
-            try:
-                self._producer.produce(topic, value=value, key=key, headers=list(headers),
-                                       timestamp=timestamp_ms or 0, on_delivery=self._on_delivery)
-                break
-            except BufferError:
-                self._producer.poll(0.1)
-            except KafkaException as exc:
-                raise classify(exc.args[0], "produce") from exc
+            self._producer.begin()
+        self._producer.produce(topic, key, value, headers, timestamp_ms)
         self._expected.append(offset)
 
     def flush(self) -> None:
         """Deliver what was produced; every record must be at the offset it was meant for."""
-        remaining = self._producer.flush(self._timeout)
-        if self._failed is not None:
-            raise classify(self._failed, "produce")
-        if remaining:
-            raise KafkaUnavailableError(f"{remaining} record(s) not delivered within "
-                                        f"{self._timeout:.0f}s")
-        if sorted(self._delivered) != self._expected:
-            raise RepairError(f"records landed at offsets {_span(sorted(self._delivered))} "
+        delivered = self._producer.deliver()
+        if delivered != self._expected:
+            raise RepairError(f"records landed at offsets {_span(delivered)} "
                               f"instead of {_span(self._expected)}: something else writes to the "
                               "topic")
-        self._expected, self._delivered = [], []
+        self._expected = []
 
     def commit(self) -> None:
         self.flush()
-        self._call("commit_transaction", self._producer.commit_transaction, self._timeout)
-        self.open = False
+        self._producer.commit()
 
     def abort(self) -> None:
         self.flush()
-        self._call("abort_transaction", self._producer.abort_transaction, self._timeout)
-        self.open = False
+        self._producer.rollback()
 
     def close(self) -> None:
-        if self.open:
-            with contextlib.suppress(KafkaException):
-                self._producer.abort_transaction(self._timeout)
-            self.open = False
+        self._producer.close()
 
 
 def _span(offsets: Sequence[int]) -> str:
@@ -223,9 +149,10 @@ class _Placer:
     (DeleteRecords) instead, since nothing can be committed yet.
     """
 
-    def __init__(self, settings: KafkaSettings, topic: str, service_id: str,
+    def __init__(self, settings: KafkaSettings, admin: Admin, topic: str, service_id: str,
                  timeout: float = 30.0) -> None:
         self._settings = settings
+        self._admin = admin
         self._topic = topic
         self._service_id = service_id
         self._timeout = timeout
@@ -288,22 +215,16 @@ class _Placer:
 
     def _truncate_head(self) -> None:
         """Occupy offset 0 with a record and delete it: the log then starts at offset 1."""
-        producer = Producer(self._settings.config(enable_idempotence=True, acks="all"))
-        delivered: list[int] = []
-        producer.produce(self._topic, key=FILLER_KEY, value=None,
-                         on_delivery=lambda error, message: delivered.append(
-                             -1 if error is not None else int(message.offset() or 0)))
-        producer.flush(self._timeout)
+        producer = RecordProducer(self._settings, timeout_ms=int(self._timeout * 1000),
+                                  enable_idempotence=True, acks="all")
+        try:
+            producer.produce(self._topic, FILLER_KEY, None)
+            delivered = producer.deliver()
+        finally:
+            producer.close()
         if delivered != [0]:
             raise RepairError(f"the record occupying offset 0 landed at {delivered}")
-        admin = AdminClient(self._settings.config())
-        futures = admin.delete_records([TopicPartition(self._topic, 0, 1)],
-                                       request_timeout=self._timeout)
-        try:
-            for future in futures.values():
-                future.result(self._timeout)
-        except KafkaException as exc:
-            raise classify(exc.args[0], "delete_records") from exc
+        self._admin.delete_records(self._topic, before=1, timeout=self._timeout)
         self.next = 1
 
     def _await(self, target: int) -> None:
@@ -356,7 +277,7 @@ def rewrite(settings: KafkaSettings, admin: Admin, service_id: str, topic: str,
     try:
         new_id = recreate(admin, topic, shape)
         note(progress, f"re-created {topic} (topic id {new_id})")
-        placer = _Placer(settings, topic, service_id)
+        placer = _Placer(settings, admin, topic, service_id)
         try:
             placer.place(records, progress)
         finally:

@@ -25,11 +25,10 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
-
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from metastore.kafka.admin import Admin
+from metastore.kafka.exceptions import KafkaClientError
+from metastore.kafka.group import GroupMember
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries.exceptions import AssignmentError
 
@@ -98,41 +97,30 @@ class QueryAssignment:
             self._thread.join(60)
 
     # -- the polling thread ----------------------------------------------------------------------
-    def _config(self) -> dict[str, Any]:
-        heartbeat = max(self.session_timeout_ms // 4, 100)
-        return self._settings.config(
-            group_id=self.group, client_id=f"{self._node_id}-queries",
-            enable_auto_commit=False, auto_offset_reset="latest",
-            partition_assignment_strategy="cooperative-sticky",
-            session_timeout_ms=self.session_timeout_ms, heartbeat_interval_ms=heartbeat,
-            max_poll_interval_ms=300_000)
-
-    def _assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        added = frozenset(p.partition for p in partitions)
+    def _assign(self, added: Partitions) -> None:
         self._owned = self._owned | added
         log.info("query partitions assigned %s, owned %s", sorted(added), sorted(self._owned))
         self._on_assigned(self._owned)
 
-    def _revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        removed = frozenset(p.partition for p in partitions)
+    def _revoke(self, removed: Partitions) -> None:
         log.info("query partitions revoked %s", sorted(removed))
         self._owned = self._owned - removed  # first, so no reconcile starts them again
         self._on_revoked(removed)  # stops their queries before the rebalance completes
 
     def _run(self) -> None:
-        consumer = Consumer(self._config())
-        consumer.subscribe([self.topic], on_assign=self._assign, on_revoke=self._revoke,
-                           on_lost=self._revoke)
+        member = GroupMember(self._settings, self.group, self.topic, on_assign=self._assign,
+                             on_revoke=self._revoke, client_id=f"{self._node_id}-queries",
+                             session_timeout_ms=self.session_timeout_ms)
         try:
             while not self._stop.is_set():
                 try:
-                    consumer.poll(0.5)  # serves the group: rebalances call the callbacks
-                except KafkaException as error:
+                    member.poll(0.5)  # serves the group: rebalances call the callbacks
+                except KafkaClientError as error:
                     log.warning("query assignment poll failed: %s", error)
         finally:
             try:
-                consumer.close()  # revokes what is still owned, through the callback
-            except (KafkaException, RuntimeError) as error:
+                member.close()  # revokes what is still owned, through the callback
+            except KafkaClientError as error:
                 log.warning("closing the query assignment consumer: %s", error)
             if self._owned:
                 self._on_revoked(self._owned)

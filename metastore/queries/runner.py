@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 from metastore.catalog.image import Image
 from metastore.catalog.model import PersistentQuery
+from metastore.kafka.consumer import EndOffsets
+from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
 from metastore.queries.assignment import Partitions, QueryAssignment, partition_of
@@ -94,7 +94,7 @@ class QueryRunner:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="query-runner", daemon=True)
-        self._offsets: Consumer | None = None
+        self._offsets: EndOffsets | None = None
         self._published: dict[str, QueryState] = {}
         self._reconciled: tuple[Any, Partitions] | None = None
         """The queries and partitions of the last reconcile: the same again is no work."""
@@ -262,24 +262,18 @@ class QueryRunner:
             progress = {qid: job.progress(e.handle) for qid, e in self._entries.items()
                         if e.handle is not None}
         if self._offsets is None:
-            self._offsets = Consumer(self._settings.config(
-                group_id=self._lag_group, enable_auto_commit=False,
-                isolation_level="read_committed"))
+            self._offsets = EndOffsets(self._settings, group_id=self._lag_group)
         lags: dict[str, int | None] = {}
         for query_id, reached in progress.items():
+            lags[query_id] = None
             if reached is None or not reached.offsets:
-                lags[query_id] = None
                 continue
-            total = 0
-            for (topic, partition), offset in reached.offsets.items():
-                try:
-                    _, end = self._offsets.get_watermark_offsets(
-                        TopicPartition(topic, partition), timeout=5, cached=False)
-                except KafkaException:
-                    total = -1
-                    break
-                total += max(end - offset, 0)
-            lags[query_id] = None if total < 0 else total
+            try:
+                ends = self._offsets.end_offsets(reached.offsets, timeout=5)
+            except KafkaUnavailableError:
+                continue
+            lags[query_id] = sum(max(end - reached.offsets[partition], 0)
+                                 for partition, end in ends.items())
         with self._lock:
             for query_id, lag in lags.items():
                 entry = self._entries.get(query_id)
