@@ -12,7 +12,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from metastore.checkpoint.checkpointer import Checkpointer, CheckpointPolicy
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
 from metastore.checkpoint.store import CheckpointStore, Incarnation
+from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.exceptions import KafkaUnavailableError
@@ -63,24 +64,40 @@ class NodeConfig:
     snapshots: bool = True
     """Publish checkpoints to the snapshot topic, and bootstrap from it without a checkpoint."""
     limits: RequestLimits = field(default_factory=RequestLimits)
+    faults: Faults = NO_FAULTS
+    """Injected faults (tests only); none by default."""
 
     @property
     def topic(self) -> str:
         return self.command_topic or command_topic_name(self.service_id)
 
 
+QueryStatus = Callable[[], Mapping[str, Mapping[str, Any]]]
+"""Every query's state, owner and lag across the cluster, for SHOW QUERIES and DESCRIBE."""
+
+
 class Node:
-    def __init__(self, config: NodeConfig, progress: Callable[[str], None] | None = None) -> None:
+    """The command-log node; with Spark, also the image's consumers it starts and stops.
+
+    ``projection`` and ``queries`` receive every image the replica publishes; ``query_status``
+    answers for the cluster's queries. :func:`metastore.server.build` wires them.
+    """
+
+    def __init__(self, config: NodeConfig, progress: Callable[[str], None] | None = None,
+                 admin: Admin | None = None, projection: ProjectionRunner | None = None,
+                 queries: QueryRunner | None = None,
+                 query_status: QueryStatus | None = None) -> None:
         self.config = config
         self.settings = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
-        self.admin = Admin(self.settings)
+        self.admin = admin or Admin(self.settings)
         self._progress = progress
         self.replica = LogReplica(self.settings, config.topic,
                                   group_id=f"{config.service_id}-{config.node_id}",
-                                  progress=progress, fetch_wait_ms=config.fetch_wait_ms)
+                                  progress=progress, fetch_wait_ms=config.fetch_wait_ms,
+                                  faults=config.faults)
         self.writer: CommandWriter | None = None
         self.kafka_cluster_id: str | None = None
-        self.projection: ProjectionRunner | None = None
+        self.projection = projection
         """The Spark catalog projection, when this node runs Spark."""
         self._probe: EndOffsetProbe | None = None
         self._probe_lock = threading.Lock()
@@ -90,22 +107,14 @@ class Node:
         self._restore_seconds: float | None = None
         self.process_started = time.monotonic() - _process_age()
         """``time.monotonic()`` of this process's start (for the start-to-READY figure)."""
-        self.queries: QueryRunner | None = None
+        self.queries = queries
         """The persistent-query runner, when this node runs Spark."""
-        self.query_status: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None
-        """Every query's state, owner and lag across the cluster, for SHOW QUERIES / DESCRIBE."""
+        self.query_status = query_status
+        for consumer in (projection, queries):
+            if consumer is not None:
+                self.replica.add_listener(consumer.offer)
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def attach_projection(self, projection: ProjectionRunner) -> None:
-        """Project every image into Spark (call before ``start``)."""
-        self.projection = projection
-        self.replica.add_listener(projection.offer)
-
-    def attach_queries(self, runner: QueryRunner) -> None:
-        """Run the persistent queries this node is assigned (call before ``start``)."""
-        self.queries = runner
-        self.replica.add_listener(runner.offer)
-
     def start(self) -> None:
         """Check Kafka, verify (or create) the command topic, start replaying."""
         self.kafka_cluster_id = self.admin.cluster_id()
@@ -118,7 +127,8 @@ class Node:
             self.config.command_topic_min_isr), brokers)
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
-                                    self.config.writer, limits=self.config.limits)
+                                    self.config.writer, limits=self.config.limits,
+                                    faults=self.config.faults)
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:
@@ -132,7 +142,7 @@ class Node:
     def _start_checkpoints(self, data_dir: Path, incarnation: Incarnation) -> None:
         """Offer the replica the newest usable checkpoint (or snapshot); checkpoint from now on."""
         config = self.config
-        store = CheckpointStore(data_dir / "checkpoints")
+        store = CheckpointStore(data_dir / "checkpoints", faults=config.faults)
         snapshots = None
         if config.snapshots:
             snapshots = SnapshotTopic(self.settings, self.admin,
@@ -207,10 +217,11 @@ class Node:
         return self.replica.state
 
     # -- requests ------------------------------------------------------------------------------
-    def execute(self, text: str, request_id: str | None = None, submitter: str = "",
-                command_sequence_number: int | None = None,
+    def execute(self, request: str | Sequence[Statement], request_id: str | None = None,
+                submitter: str = "", command_sequence_number: int | None = None,
                 timeout: float | None = None) -> list[Entity]:
-        statements = parse(text)
+        """Answer a request: its text, or its statements as already parsed."""
+        statements = parse(request) if isinstance(request, str) else list(request)
         limit = self.config.limits.max_statements
         if len(statements) > limit:
             raise TooLargeError(f"The request holds {len(statements)} statements; the limit is "

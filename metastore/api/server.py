@@ -30,13 +30,10 @@ from metastore.api import error_codes as codes
 from metastore.api.auth import BasicAuth, LoginThrottle
 from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.api.metrics import NodeMetrics
-from metastore.catalog.exceptions import StatementError
 from metastore.exceptions import MetastoreError
 from metastore.health import PROBE_TIMEOUT_SECONDS, HealthProbe, KafkaHealth
 from metastore.kafka.admin import Admin
-from metastore.kafka.exceptions import KafkaClientError
 from metastore.log.exceptions import (
-    CatchUpTimeoutError,
     NotReadyError,
     NotWrittenError,
     OutcomeUnknownError,
@@ -44,7 +41,6 @@ from metastore.log.exceptions import (
 from metastore.log.reader import NodeState
 from metastore.membership import Membership
 from metastore.node import Node
-from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError, UnsupportedQueryError
 from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
 from metastore.sql.statements import SelectStatement
@@ -93,6 +89,33 @@ def error_response(code: int, message: str, statement: str | None = None,
         body["statementText"] = statement
         body["entities"] = entities or []
     return KsqlResponse(body, status_code=_status_for(code))
+
+
+def failure(error: MetastoreError, text: str, message: str | None = None) -> KsqlResponse:
+    """The answer to a typed error, from the one table of ksqlDB codes (api/error_codes.py)."""
+    answer = codes.classify(error)
+    statement = None
+    if answer.code == codes.BAD_STATEMENT:
+        statement = (error.statement or text) if isinstance(error, ParseError) else text
+    body: dict[str, Any] = {"@type": "generic_error" if statement is None else "statement_error",
+                            "error_code": answer.code, "message": message or error.message}
+    if statement is not None:
+        body |= {"statementText": statement, "entities": []}
+    return KsqlResponse(body, status_code=answer.http_status)
+
+
+_OUTCOMES: tuple[tuple[type[MetastoreError], str], ...] = (
+    (NotWrittenError, "not_written"), (OutcomeUnknownError, "outcome_unknown"),
+    (NotReadyError, "not_ready"))
+
+
+def _outcome(error: MetastoreError) -> str:
+    """The ``outcome`` label of a failed /ksql request in the metrics."""
+    for kind, label in _OUTCOMES:
+        if isinstance(error, kind):
+            return label
+    return {codes.BAD_STATEMENT: "statement_error",
+            codes.COMMAND_QUEUE_CATCHUP_TIMEOUT: "timeout"}.get(codes.classify(error).code, "error")
 
 
 def generic_error(status: int, code: int, message: str,
@@ -244,31 +267,11 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             if writes and node.state in (NodeState.STARTING, NodeState.CATCHING_UP):
                 return error_response(codes.SERVER_NOT_READY, "The node is catching up with the "
                                       "command log; retry shortly.")
-            entities = node.execute(text, request_id=body.requestId,
+            entities = node.execute(statements, request_id=body.requestId,
                                     command_sequence_number=body.commandSequenceNumber)
-        except ParseError as error:
-            metrics.count_request("statement_error")
-            return error_response(codes.BAD_STATEMENT, error.message, error.statement or text)
-        except StatementError as error:
-            metrics.count_request("statement_error")
-            return error_response(codes.BAD_STATEMENT, error.message, text)
-        except CatchUpTimeoutError as error:
-            metrics.count_request("timeout")
-            return error_response(codes.COMMAND_QUEUE_CATCHUP_TIMEOUT, error.message)
-        except NotReadyError as error:
-            metrics.count_request("not_ready")
-            code = codes.SERVER_ERROR if node.state is NodeState.DEGRADED else codes.SERVER_NOT_READY
-            return error_response(code, error.message)
-        except OutcomeUnknownError as error:
-            metrics.count_request("outcome_unknown")
-            return error_response(codes.SERVER_ERROR, error.message)
-        except NotWrittenError as error:
-            metrics.count_request("not_written")
-            return error_response(codes.SERVER_ERROR, error.message)
-        except (KafkaClientError, MetastoreError) as error:
-            metrics.count_request("error")
-            return error_response(codes.SERVER_ERROR, f"The statement was NOT written: "
-                                  f"{error.message}")
+        except MetastoreError as error:
+            metrics.count_request(_outcome(error))
+            return write_failed(error, text)
         if any(e.get("@type") == "currentStatus" and "commandSequenceNumber" in e
                for e in entities):
             metrics.statement_latency.observe(time.perf_counter() - started)
@@ -291,21 +294,21 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                                   "(--spark-master none); send queries to a node with Spark.")
         return _query(query_runner, parsed)
 
+    def write_failed(error: MetastoreError, text: str) -> KsqlResponse:
+        if isinstance(error, NotReadyError) and node.state is NodeState.DEGRADED:
+            return error_response(codes.SERVER_ERROR, error.message)
+        if codes.classify(error).code == codes.SERVER_ERROR and not isinstance(
+                error, NotWrittenError | OutcomeUnknownError):
+            return failure(error, text, f"The statement was NOT written: {error.message}")
+        return failure(error, text)
+
     def _query(runner: Callable[[str], Any], body: KsqlRequest) -> Response:
         try:
             if body.commandSequenceNumber is not None:
                 node.wait_for(body.commandSequenceNumber, node.config.read_timeout)
             return KsqlResponse(runner(body.ksql))
-        except ParseError as error:
-            return error_response(codes.BAD_STATEMENT, error.message, error.statement or body.ksql)
-        except (StatementError, SparkQueryError, UnsupportedQueryError) as error:
-            return error_response(codes.BAD_STATEMENT, error.message, body.ksql)
-        except CatchUpTimeoutError as error:
-            return error_response(codes.COMMAND_QUEUE_CATCHUP_TIMEOUT, error.message)
-        except SparkUnavailableError as error:
-            return error_response(codes.SERVER_NOT_READY, error.message)
         except MetastoreError as error:
-            return error_response(codes.SERVER_ERROR, error.message)
+            return failure(error, body.ksql)
 
     @app.get("/info")
     def info() -> Response:

@@ -23,8 +23,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from metastore.checkpoint.codec import ReplicaState, decode
+from metastore.checkpoint.codec import decode
 from metastore.checkpoint.exceptions import CheckpointError
+from metastore.faults import NO_FAULTS, Faults
+from metastore.log.state import Incarnation, ReplicaState, record_digest
+
+__all__ = ["FORMAT_VERSION", "MAGIC", "Checkpoint", "CheckpointHeader", "CheckpointStore",
+           "Incarnation", "parse", "record_digest"]
+"""``Incarnation`` and ``record_digest`` belong to :mod:`metastore.log.state`; they are
+re-exported for the importers that still name them from here."""
 
 log = logging.getLogger(__name__)
 
@@ -33,29 +40,6 @@ FORMAT_VERSION = 1
 _LENGTH = struct.Struct(">I")
 _DIGEST_BYTES = 32
 _NAME = re.compile(r"^checkpoint-(\d{20})\.ckpt$")
-
-
-def record_digest(key: bytes | None, value: bytes | None) -> str:
-    """SHA-256 of one command record as the log holds it (key and value, length-prefixed)."""
-    digest = hashlib.sha256()
-    for part in (key, value):
-        data = part or b""
-        digest.update(_LENGTH.pack(len(data)) + data)
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class Incarnation:
-    """Which log a checkpoint belongs to: a re-created topic of the same name is another one."""
-
-    service_id: str
-    topic: str
-    topic_id: str
-
-    def path(self) -> str:
-        """``<service id>/<topic id>``, safe as a relative path (topic ids are base64)."""
-        safe = self.topic_id.replace("/", "_").replace("+", "-")
-        return f"{self.service_id.replace('/', '_')}/{safe}"
 
 
 @dataclass(frozen=True)
@@ -122,11 +106,10 @@ def parse(data: bytes, expected: Incarnation | None = None) -> Checkpoint:
 class CheckpointStore:
     """The checkpoint files of one node; keeps the newest ``keep``."""
 
-    def __init__(self, directory: Path, keep: int = 2) -> None:
+    def __init__(self, directory: Path, keep: int = 2, faults: Faults = NO_FAULTS) -> None:
         self.directory = directory
         self.keep = keep
-        self.during_write: Callable[[Path], None] | None = None
-        """Fault injection: called with the temporary file half written."""
+        self._during_write = faults.during_checkpoint_write
 
     def paths(self) -> list[Path]:
         """Checkpoint files, newest (highest offset) first."""
@@ -141,10 +124,10 @@ class CheckpointStore:
         partial = self.directory / f".{final.name}.{os.getpid()}.tmp"
         data = checkpoint.to_bytes()
         with partial.open("wb") as file:
-            if self.during_write is not None:
+            if self._during_write is not None:
                 file.write(data[:len(data) // 2])
                 file.flush()
-                self.during_write(partial)
+                self._during_write(partial)
                 file.write(data[len(data) // 2:])
             else:
                 file.write(data)

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.checkpoint.codec import ReplicaState
-from metastore.checkpoint.store import record_digest
+from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.consumer import PartitionReader, Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.record import IncompatibleRecordError
 from metastore.log.replay import replay_encoded
+from metastore.log.state import ReplicaState, record_digest
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class LogReplica:
     def __init__(self, settings: KafkaSettings, topic: str, group_id: str,
                  start_image: Image = EMPTY_IMAGE, poll_timeout: float = 0.1,
                  progress: Callable[[str], None] | None = None, fetch_wait_ms: int = 10,
-                 resume: Resume | None = None) -> None:
+                 resume: Resume | None = None, faults: Faults = NO_FAULTS) -> None:
         self._resume = resume
         self.start_report: StartReport | None = None
         self.ready_at: float | None = None
@@ -117,7 +117,8 @@ class LogReplica:
         self._thread: threading.Thread | None = None
         self._last_error: str | None = None
         self.records_applied = 0
-        self._max_batch, self._pause = 5000, 0.0
+        pace = faults.replay_pace
+        self._max_batch, self._pause = (pace.batch, pace.pause) if pace else (5000, 0.0)
         self.command_offsets: dict[str, int] = {}
         """The offset of the last record of each command id (for /status); observation only."""
         self.origin_nodes: dict[str, int] = {}
@@ -143,10 +144,6 @@ class LogReplica:
     @property
     def last_error(self) -> str | None:
         return self._last_error
-
-    def slow_down(self, batch: int, pause: float) -> None:
-        """Fault injection for tests: replay at most ``batch`` records per ``pause`` seconds."""
-        self._max_batch, self._pause = batch, pause
 
     def resume_from(self, resume: Resume | None) -> None:
         """Offer a checkpoint to start from (before ``start``); it is confirmed against the log."""

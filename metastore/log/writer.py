@@ -27,24 +27,22 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import random
-import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from metastore.catalog import responses
-from metastore.catalog.exceptions import RequestIdReusedError, StatementError, TooLargeError
-from metastore.catalog.exceptions import TopicError as TopicRefusedError
+from metastore.catalog.exceptions import RequestIdReusedError, StatementError, TooLargeError, TopicError
 from metastore.catalog.image import Image
 from metastore.catalog.model import RequestOutcome
 from metastore.catalog.validation import Read, Skip, TopicFacts, Validator, Write
+from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
-from metastore.kafka.exceptions import CommitOutcomeUnknownError, KafkaClientError, TopicError
+from metastore.kafka.exceptions import CommitOutcomeUnknownError, KafkaClientError, KafkaTopicError
 from metastore.kafka.producer import TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
 from metastore.limits import MAX_RECORD_BYTES, RequestLimits
@@ -56,6 +54,7 @@ from metastore.log.exceptions import (
 )
 from metastore.log.reader import LogReplica, NodeState
 from metastore.log.record import CommandRecord
+from metastore.queries.support import check_runtime
 from metastore.sql.statements import Statement
 
 log = logging.getLogger(__name__)
@@ -117,7 +116,8 @@ class WriterStats:
 class CommandWriter:
     def __init__(self, settings: KafkaSettings, topic: str, service_id: str, node_id: str,
                  replica: LogReplica, admin: Admin, options: WriterOptions | None = None,
-                 facts: TopicFacts | None = None, limits: RequestLimits | None = None) -> None:
+                 facts: TopicFacts | None = None, limits: RequestLimits | None = None,
+                 faults: Faults = NO_FAULTS) -> None:
         self._settings = settings
         self._topic = topic
         self._service_id = service_id
@@ -134,8 +134,7 @@ class CommandWriter:
         self._last_written: int | None = None
         self._lock = threading.Lock()
         self.stats = WriterStats()
-        self.before_commit: Callable[[TransactionalProducer], None] | None = None
-        """Fault-injection seam for tests: runs after produce, before commit."""
+        self._faults = faults
 
     def close(self) -> None:
         with self._lock:
@@ -272,7 +271,8 @@ class CommandWriter:
                         f"(at offset {prior.offsets[0]}); use a new id for a new request.")
                 return self._replayed(statements, prior, image)
             facts = self._facts or KafkaTopicFacts(self._admin, deadline)
-            validator = Validator(image, facts, first_offset=end, limits=self._limits)
+            validator = Validator(image, facts, first_offset=end, limits=self._limits,
+                                  runtime_check=check_runtime)
             outcomes = [validator.validate(statement) for statement in statements]
             writes = [o for o in outcomes if isinstance(o, Write)]
             if not writes:
@@ -285,8 +285,8 @@ class CommandWriter:
                                                   deadline)
             for key, value in records:
                 producer.produce(self._topic, key, value)
-            if self.before_commit is not None:
-                self.before_commit(producer)
+            if self._faults.before_commit is not None:
+                self._faults.before_commit(producer)
             committing = True
             offsets = producer.commit(_left(deadline, floor=1.0))
             self._last_written = offsets[-1] if offsets else None
@@ -307,7 +307,7 @@ class CommandWriter:
             for topic_name in write.topics_to_delete:
                 try:
                     self._admin.delete(topic_name)
-                except TopicError as error:
+                except KafkaTopicError as error:
                     log.warning("deleting topic %s failed: %s", topic_name, error)
         applied = self._replica.image
         offset_of = {id(write): offset for write, offset in zip(writes, offsets, strict=True)}
@@ -332,10 +332,10 @@ class CommandWriter:
         try:
             return [name] if self._admin.create(name, partitions, replicas,
                                                 timeout=_left(deadline, floor=1.0)) else []
-        except TopicError as error:
+        except KafkaTopicError as error:
             if error.retriable:
                 raise
-            raise TopicRefusedError(error.message, name) from error
+            raise TopicError(error.message, name) from error
 
     def _delete_topics(self, names: list[str]) -> None:
         """Remove topics created for a transaction that did not commit."""
@@ -370,10 +370,3 @@ class CommandWriter:
             offset, command_id = found
             entities.append(responses.already_written(statement, command_id, offset))
         return entities
-
-
-
-def die_between_produce_and_commit(producer: TransactionalProducer) -> None:
-    """Fault injection for tests: the records reach the log, the commit never happens."""
-    producer.flush()
-    os.kill(os.getpid(), signal.SIGKILL)

@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, Producer
 
 from metastore.catalog.commands import DropSourceCommand
 from metastore.catalog.exceptions import SourceExistsError
+from metastore.faults import Faults, Flushable
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.producer import TransactionalProducer
@@ -29,6 +30,13 @@ NodeFactory = Callable[..., Node]
 def create_stream(name: str, topic: str) -> str:
     return (f"CREATE STREAM {name} (ID INT KEY, V STRING) "
             f"WITH (KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+
+
+def usurp(node: Node) -> None:
+    """Fence ``node``'s writer: initialise another producer with its transactional id."""
+    usurper = TransactionalProducer(node.settings, node.config.service_id)
+    usurper.init()
+    usurper.close()
 
 
 def committed_values(consumer_factory: Callable[..., Consumer], topic: str) -> list[dict]:  # type: ignore[type-arg]
@@ -94,17 +102,16 @@ def test_two_nodes_racing_for_one_name_exactly_one_wins(
 
 def test_fenced_between_produce_and_commit_retries_transparently(
         node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
-    node = node_factory()
-    other = node_factory(service_id=node.config.service_id, node_id="other")
-    assert node.writer is not None and other.writer is not None
     fenced_once: list[bool] = []
 
-    def fence(_producer: TransactionalProducer) -> None:
+    def fence(_producer: Flushable) -> None:
         if not fenced_once:
             fenced_once.append(True)
             other.execute(create_stream("FROM_OTHER", unique("o")))  # init_transactions fences us
 
-    node.writer.before_commit = fence
+    node = node_factory(faults=Faults(before_commit=fence))
+    other = node_factory(service_id=node.config.service_id, node_id="other")
+    assert node.writer is not None and other.writer is not None
     [entity] = node.execute(create_stream("FROM_NODE", unique("n")))
     assert entity["commandStatus"]["status"] == "SUCCESS"
     assert node.writer.stats.fenced_retries >= 1
@@ -114,16 +121,8 @@ def test_fenced_between_produce_and_commit_retries_transparently(
 
 def test_writer_fenced_on_every_attempt_reports_not_written(
         node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
-    node = node_factory(writer=WriterOptions(request_timeout=3.0))
-    assert node.writer is not None
-    settings = node.settings
-
-    def fence(_producer: TransactionalProducer) -> None:
-        usurper = TransactionalProducer(settings, node.config.service_id)
-        usurper.init()
-        usurper.close()
-
-    node.writer.before_commit = fence
+    node = node_factory(writer=WriterOptions(request_timeout=3.0),
+                        faults=Faults(before_commit=lambda _producer: usurp(node)))
     with pytest.raises(NotWrittenError, match="NOT written"):
         node.execute(create_stream("NEVER", unique("never")))
     assert committed_values(consumer_factory, node.config.topic) == []

@@ -12,15 +12,15 @@ import pytest
 from confluent_kafka import Consumer
 
 from metastore.catalog.exceptions import RequestIdReusedError, TooLargeError, TopicError
+from metastore.faults import Faults, Flushable
 from metastore.kafka.admin import Admin
 from metastore.kafka.exceptions import KafkaClientError
-from metastore.kafka.producer import TransactionalProducer
 from metastore.limits import RequestLimits
 from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.log.exceptions import NotWrittenError
 from metastore.log.writer import WriterOptions
 from metastore.node import Node, NodeConfig
-from tests.broker.test_command_log import committed_values, create_stream
+from tests.broker.test_command_log import committed_values, create_stream, usurp
 from tests.conftest import unique
 
 NodeFactory = Callable[..., Node]
@@ -53,13 +53,10 @@ def test_a_topic_kafka_refuses_fails_at_once_and_releases_the_lock(
 def test_topics_created_for_a_transaction_that_fails_are_deleted(
         node_factory: NodeFactory, kafka_admin: Admin,
         consumer_factory: Callable[..., Consumer]) -> None:
-    node = node_factory()
-    assert node.writer is not None
-
-    def refuse(_producer: TransactionalProducer) -> None:
+    def refuse(_producer: Flushable) -> None:
         raise KafkaClientError("the broker refuses this transaction", retriable=False)
 
-    node.writer.before_commit = refuse
+    node = node_factory(faults=Faults(before_commit=refuse))
     topic = unique("orphan")
     with pytest.raises(NotWrittenError, match="refuses this transaction"):
         node.execute(create_stream("ORPHAN", topic))
@@ -69,16 +66,8 @@ def test_topics_created_for_a_transaction_that_fails_are_deleted(
 
 def test_topics_of_attempts_fenced_until_the_deadline_are_deleted(
         node_factory: NodeFactory, kafka_admin: Admin) -> None:
-    node = node_factory(writer=WriterOptions(request_timeout=2.0))
-    assert node.writer is not None
-    settings = node.settings
-
-    def fence(_producer: TransactionalProducer) -> None:
-        usurper = TransactionalProducer(settings, node.config.service_id)
-        usurper.init()
-        usurper.close()
-
-    node.writer.before_commit = fence
+    node = node_factory(writer=WriterOptions(request_timeout=2.0),
+                        faults=Faults(before_commit=lambda _producer: usurp(node)))
     topic = unique("fenced")
     with pytest.raises(NotWrittenError, match="NOT written"):
         node.execute(create_stream("FENCED", topic))
@@ -86,14 +75,12 @@ def test_topics_of_attempts_fenced_until_the_deadline_are_deleted(
 
 
 def test_the_deadline_covers_the_wait_for_the_write_lock(node_factory: NodeFactory) -> None:
-    node = node_factory()
-    assert node.writer is not None
     release = threading.Event()
 
-    def hold(_producer: TransactionalProducer) -> None:
+    def hold(_producer: Flushable) -> None:
         release.wait(30)
 
-    node.writer.before_commit = hold
+    node = node_factory(faults=Faults(before_commit=hold))
     holder = threading.Thread(target=node.execute, args=(create_stream("SLOW", unique("s")),))
     holder.start()
     try:

@@ -23,6 +23,7 @@ from metastore.checkpoint.store import (
     parse,
     record_digest,
 )
+from metastore.faults import Faults
 from tests.unit.test_replay import statement_text, validated_records
 
 INCARNATION = Incarnation("svc", "_metastore-svc-command-log", "topic-id-1")
@@ -115,16 +116,14 @@ def test_the_store_keeps_the_newest_and_cleans_up_partial_files(tmp_path: Path) 
 
 
 def test_a_write_interrupted_half_way_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
-    store = CheckpointStore(tmp_path)
-    store.write(checkpoint_at(5))
-
     class CrashError(Exception):
         pass
 
     def crash(_partial: Path) -> None:
         raise CrashError
 
-    store.during_write = crash
+    CheckpointStore(tmp_path).write(checkpoint_at(5))
+    store = CheckpointStore(tmp_path, faults=Faults(during_checkpoint_write=crash))
     with pytest.raises(CrashError):
         store.write(checkpoint_at(9))
     loaded = CheckpointStore(tmp_path).load_newest(INCARNATION)

@@ -1,0 +1,209 @@
+"""The composition root: a node process built in one place, started and stopped in one order.
+
+:func:`build` turns :class:`~metastore.settings.ServerSettings` into the node's services, each
+given its collaborators through its constructor: the Kafka clients, the command-log node (replica,
+writer, checkpoints), with Spark the catalog projection and the persistent-query runner, the
+membership heartbeats, and the REST app. :meth:`NodeServices.start` starts them in dependency
+order and :meth:`NodeServices.stop` stops them in reverse; :func:`serve` runs the REST app on
+uvicorn until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+
+from metastore.api.auth import BasicAuth
+from metastore.api.server import create_app
+from metastore.catalog.image import Image
+from metastore.exceptions import MetastoreError
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
+from metastore.membership import Membership
+from metastore.node import Node, NodeConfig
+from metastore.settings import ServerSettings, SparkSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from metastore.queries.assignment import Partitions, QueryAssignment
+    from metastore.queries.runner import QueryRunner
+    from metastore.spark.projection import ProjectionRunner
+
+log = logging.getLogger("metastore")
+
+PullQuery = Callable[[str], Any]
+"""Runs a pull query's text, answering ksqlDB's /query entities."""
+
+
+class ServeError(MetastoreError):
+    """The node could not start serving (Kafka unreachable, a port in use, a bad auth file)."""
+
+    code = "serve_error"
+
+
+@dataclass
+class NodeServices:
+    """A node's parts, as :func:`build` wired them."""
+
+    settings: ServerSettings
+    node: Node
+    membership: Membership
+    app: FastAPI
+    projection: ProjectionRunner | None = None
+    queries: QueryRunner | None = None
+
+    def start(self) -> None:
+        """Check Kafka and the command topic, replay, then project, run queries, heartbeat."""
+        self.node.start()
+        self.membership.start()
+
+    def stop(self) -> None:
+        """Stop heartbeats, then the node (its queries, Spark, writer, replica, checkpoints)."""
+        self.membership.stop()
+        self.node.stop()
+
+
+def build(settings: ServerSettings) -> NodeServices:
+    """The node of ``settings``, wired but not started."""
+    config = settings.node
+    kafka = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
+    admin = Admin(kafka)
+    projection = queries = pull = None
+    if settings.spark is not None:
+        projection, queries, pull = _spark_services(config, settings.spark, settings, kafka, admin,
+                                                    lambda: node.replica.image)
+    membership: Membership | None = None
+
+    def cluster_queries() -> Mapping[str, Mapping[str, Any]]:
+        return _cluster_queries(node, queries, membership)
+
+    node = Node(config, progress=log.info, admin=admin, projection=projection, queries=queries,
+                query_status=cluster_queries)
+    membership = Membership(kafka, admin, config.service_id, config.node_id, settings.url,
+                            lambda: (node.state.value, node.replica.position - 1),
+                            queries=lambda: _local_queries(queries))
+    app = create_app(node, auth=_auth(settings.auth_file), url=settings.url,
+                     membership=membership, query_runner=pull, limits=settings.http)
+    return NodeServices(settings, node, membership, app, projection, queries)
+
+
+def _auth(path: Path | None) -> BasicAuth | None:
+    if path is None:
+        return None
+    try:
+        return BasicAuth.from_file(path)
+    except (OSError, ValueError) as error:
+        raise ServeError(f"cannot read the auth file: {error}") from error
+
+
+def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings: ServerSettings,
+                    kafka: KafkaSettings, admin: Admin, image: Callable[[], Image],
+                    ) -> tuple[ProjectionRunner, QueryRunner, PullQuery]:
+    """The Spark catalog projection, the persistent-query runner and pull queries, sharing one
+    SparkSession that the projection starts."""
+    from metastore.queries.assignment import QueryAssignment
+    from metastore.queries.runner import QueryRunner
+    from metastore.spark.catalog_state import CatalogStateFile
+    from metastore.spark.exceptions import SparkUnavailableError
+    from metastore.spark.projection import ProjectionRunner, SparkProjection
+    from metastore.spark.query import run_pull_query
+    from metastore.spark.session import metastore_db, start_session
+    from metastore.spark.views import database_name
+
+    database = database_name(config.service_id)
+    kafka_options = {"kafka.bootstrap.servers": config.bootstrap_servers,
+                     **{f"kafka.{k}": v for k, v in config.kafka_client.items()}}
+    warehouse = settings.directory / "spark"
+
+    def start() -> SparkProjection:
+        session = start_session(spark_settings.master,
+                                f"metastore-{config.service_id}-{config.node_id}", warehouse,
+                                persistent_catalog=spark_settings.persistent_catalog)
+        state = CatalogStateFile(warehouse / "catalog-state.json", metastore_db(warehouse),
+                                 database) if spark_settings.persistent_catalog else None
+        return SparkProjection(session, database, kafka_options, state)
+
+    projection = ProjectionRunner(start)
+
+    def session() -> SparkSession | None:
+        return projection.projection.spark if projection.projection is not None else None
+
+    def assignment(assigned: Callable[[Partitions], None],
+                   revoked: Callable[[Partitions], None]) -> QueryAssignment:
+        return QueryAssignment(kafka, admin, config.service_id, config.node_id, assigned, revoked,
+                               session_timeout_ms=spark_settings.query_session_timeout_ms)
+
+    queries = QueryRunner(config.node_id, session, kafka_options, settings.query_checkpoints,
+                          kafka, assignment, service_id=config.service_id)
+
+    def pull(text: str) -> Any:
+        running = projection.projection
+        if running is None:
+            raise SparkUnavailableError(f"Spark is not available on this node: "
+                                        f"{projection.status.reason}")
+        return run_pull_query(running.spark, text, image(), database)
+
+    return projection, queries, pull
+
+
+def _local_queries(queries: QueryRunner | None) -> dict[str, Any]:
+    from metastore.queries.status import report
+
+    return report(queries.statuses()) if queries is not None else {}
+
+
+def _cluster_queries(node: Node, queries: QueryRunner | None,
+                     membership: Membership | None) -> Mapping[str, Mapping[str, Any]]:
+    """Every query's state, owner and lag: this node's own view first, then live heartbeats."""
+    from metastore.queries.status import merge
+
+    claims = [(node.config.node_id, _local_queries(queries))]
+    if membership is not None:
+        claims += [(beat.node_id, beat.queries) for beat, alive in membership.nodes()
+                   if alive and beat.node_id != node.config.node_id]
+    return merge(node.replica.image, claims)
+
+
+def serve(settings: ServerSettings) -> None:
+    """Build, start and serve a node until SIGTERM or SIGINT; then stop it cleanly."""
+    import uvicorn
+
+    services = build(settings)
+    services.start()
+    log.info("node %s of service %s serving on %s", settings.node.node_id,
+             settings.node.service_id, settings.url)
+
+    class NodeServer(uvicorn.Server):
+        """uvicorn without its own signal handling: the node shuts down first, then exits 0."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    server = NodeServer(uvicorn.Config(
+        services.app, host=settings.host, port=settings.port, log_level="warning",
+        access_log=False, timeout_keep_alive=settings.http.keep_alive_seconds,
+        limit_concurrency=settings.http.max_concurrency))
+
+    def request_shutdown(signum: int, _frame: object) -> None:
+        log.info("signal %d: shutting down", signum)
+        server.should_exit = True
+
+    signal.signal(signal.SIGTERM, request_shutdown)
+    signal.signal(signal.SIGINT, request_shutdown)
+    try:
+        server.run()
+    finally:
+        services.stop()
+        log.info("node %s stopped", settings.node.node_id)
+    if not server.started:
+        raise ServeError(f"could not serve on {settings.host}:{settings.port} (is the port in "
+                         "use?)")

@@ -1,0 +1,202 @@
+"""How a node process is configured: one frozen value, built from named settings.
+
+:func:`server_settings` takes the settings by name (``bootstrap_servers``, ``spark_master``, the
+``kafka`` / ``limits`` / ``http_limits`` tables, ...), as the TOML config file spells them and as
+``metastore server`` collects them from its options and environment variables, and fills in
+what is missing from the defaults of the dataclasses (``NodeConfig``, ``WriterOptions``,
+``CheckpointPolicy``, ``RequestLimits``, ``HttpLimits``, :class:`SparkSettings`): those defaults
+are the only ones. Bad values raise :class:`SettingsError` naming the setting.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from metastore.api.http_limits import HttpLimits
+from metastore.checkpoint.checkpointer import CheckpointPolicy
+from metastore.exceptions import MetastoreError
+from metastore.faults import NO_FAULTS, Faults
+from metastore.limits import RequestLimits
+from metastore.local.paths import dev_dir
+from metastore.log.writer import WriterOptions
+from metastore.node import NodeConfig
+
+DEFAULT_LISTEN = "127.0.0.1:8088"
+DEFAULT_SERVICE_ID = "default_"
+"""ksqlDB's default ``ksql.service.id``."""
+
+
+class SettingsError(MetastoreError):
+    """A setting with a value the node cannot use; ``setting`` names it."""
+
+    code = "bad_setting"
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How a node runs Spark: the master, its catalog, and its persistent queries."""
+
+    master: str = "local[1]"
+    persistent_catalog: bool = True
+    """Spark's Hive catalog in the data directory, kept across restarts (else in memory)."""
+    query_checkpoints: Path | None = None
+    """Root of the queries' Spark checkpoints (default ``<data dir>/query-checkpoints``); shared
+    between nodes, so one can take a query over."""
+    query_session_timeout_ms: int = 10_000
+    """How long a node that stopped answering keeps its queries before the group moves them."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Everything one ``metastore server`` process is built from."""
+
+    node: NodeConfig
+    directory: Path
+    """The node's own directory: checkpoints (when on), the Spark warehouse and catalog."""
+    host: str = "127.0.0.1"
+    port: int = 8088
+    spark: SparkSettings | None = field(default_factory=SparkSettings)
+    """None: the node runs without Spark (no catalog projection, pull or persistent queries)."""
+    http: HttpLimits = field(default_factory=HttpLimits)
+    auth_file: Path | None = None
+    """``user:password`` lines; basic auth on every endpoint but /healthcheck when set."""
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def query_checkpoints(self) -> Path:
+        chosen = self.spark.query_checkpoints if self.spark is not None else None
+        return chosen or self.directory / "query-checkpoints"
+
+
+def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> ServerSettings:
+    """The settings named in ``values`` (absent or None: the default)."""
+    given = {name: value for name, value in values.items() if value is not None}
+    unknown = sorted(set(given) - _KNOWN)
+    if unknown:
+        raise SettingsError(unknown[0], f"unknown setting; known: {', '.join(sorted(_KNOWN))}")
+    bootstrap = given.get("bootstrap_servers")
+    if not bootstrap:
+        raise SettingsError("bootstrap_servers", "no Kafka given (pass --bootstrap-servers or "
+                            "set KAFKA_BOOTSTRAP_SERVERS; start a local one with: metastore dev "
+                            "kafka start)")
+    host, port = _listen(str(given.get("listen", DEFAULT_LISTEN)))
+    node_id = str(given.get("node_id") or f"{socket.gethostname()}-{port}")
+    directory = Path(given.get("data_dir") or dev_dir() / "nodes" / node_id)
+    checkpoint, checkpoints_on = _checkpoints(given)
+    node = NodeConfig(
+        service_id=str(given.get("service_id", DEFAULT_SERVICE_ID)),
+        bootstrap_servers=str(bootstrap), node_id=node_id,
+        kafka_client={str(k): str(v) for k, v in _table(given, "kafka").items()},
+        data_dir=directory if checkpoints_on else None, checkpoint=checkpoint,
+        writer=_writer(given), limits=_limits(_table(given, "limits")), faults=faults,
+        **_pick(given, {"read_timeout": float, "fetch_wait_ms": int, "snapshots": _boolean}))
+    try:
+        http = HttpLimits.from_settings(_table(given, "http_limits"))
+    except ValueError as error:
+        raise SettingsError("http_limits", str(error)) from error
+    auth = given.get("auth_file")
+    return ServerSettings(node=node, directory=directory, host=host, port=port,
+                          spark=_spark(given), http=http,
+                          auth_file=Path(auth) if auth else None)
+
+
+_KNOWN = frozenset({
+    "bootstrap_servers", "service_id", "node_id", "listen", "data_dir", "kafka", "spark_master",
+    "spark_catalog", "query_checkpoint_dir", "query_session_timeout_ms", "request_timeout",
+    "read_timeout", "fetch_wait_ms", "writer_mode", "checkpoint_every_records",
+    "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
+})
+
+
+def _listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise SettingsError("listen", f"expected HOST:PORT, e.g. {DEFAULT_LISTEN}; got {listen!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _table(given: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    table = given.get(name, {})
+    if not isinstance(table, Mapping):
+        raise SettingsError(name, "expected a table of NAME = value")
+    return table
+
+
+def _convert(given: Mapping[str, Any], name: str, kind: Callable[[Any], Any]) -> Any:
+    try:
+        return kind(given[name])
+    except (TypeError, ValueError) as error:
+        raise SettingsError(name, f"invalid value {given[name]!r}") from error
+
+
+def _pick(given: Mapping[str, Any], converters: Mapping[str, Callable[[Any], Any]],
+          rename: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The given settings among ``converters``, converted, under their field names."""
+    return {(rename or {}).get(name, name): _convert(given, name, kind)
+            for name, kind in converters.items() if name in given}
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(text)
+    return text in ("true", "1", "yes")
+
+
+def _writer(given: Mapping[str, Any]) -> WriterOptions:
+    mode = given.get("writer_mode", "reuse")
+    if mode not in ("reuse", "per-statement"):
+        raise SettingsError("writer_mode", "must be 'reuse' or 'per-statement'")
+    timeout = _pick(given, {"request_timeout": float})
+    return WriterOptions(reuse_producer=mode == "reuse", **timeout)
+
+
+def _checkpoints(given: Mapping[str, Any]) -> tuple[CheckpointPolicy, bool]:
+    """The policy, and whether checkpoints are on (``checkpoint_every_records`` 0 turns off)."""
+    picked = _pick(given, {"checkpoint_every_records": int, "checkpoint_every_seconds": float},
+                   {"checkpoint_every_records": "every_records",
+                    "checkpoint_every_seconds": "every_seconds"})
+    records = picked.get("every_records")
+    if records is not None and records < 0:
+        raise SettingsError("checkpoint_every_records", "must be 0 or more")
+    if records == 0:
+        return CheckpointPolicy(), False
+    return CheckpointPolicy(**picked), True
+
+
+def _limits(values: Mapping[str, Any]) -> RequestLimits:
+    known = {spec.name for spec in fields(RequestLimits)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise SettingsError("limits", f"unknown limit(s) {', '.join(unknown)}; known: "
+                            f"{', '.join(sorted(known))}")
+    try:
+        return RequestLimits(**{name: int(value) for name, value in values.items()})
+    except ValueError as error:
+        raise SettingsError("limits", str(error)) from error
+
+
+def _spark(given: Mapping[str, Any]) -> SparkSettings | None:
+    master = str(given.get("spark_master", SparkSettings.master))
+    if master == "none":
+        return None
+    catalog = given.get("spark_catalog", "persistent")
+    if catalog not in ("persistent", "in-memory"):
+        raise SettingsError("spark_catalog", "must be 'persistent' or 'in-memory'")
+    checkpoints = given.get("query_checkpoint_dir")
+    return SparkSettings(master=master, persistent_catalog=catalog == "persistent",
+                         query_checkpoints=Path(checkpoints) if checkpoints else None,
+                         **_pick(given, {"query_session_timeout_ms": int}))

@@ -1,0 +1,68 @@
+"""A full node built in process by the composition root (metastore.server.build), as `metastore
+server` builds it: the Spark catalog projection, the persistent-query runner and membership run
+here, in the test's own process, against the real broker and a real SparkSession."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from fastapi.testclient import TestClient
+
+from metastore.server import NodeServices, build
+from metastore.settings import server_settings
+from tests.conftest import unique
+from tests.queries.test_query_nodes import wait_for
+from tests.queries.test_spark_jobs import read_all
+
+
+@pytest.fixture
+def services(kafka_bootstrap: str, tmp_path: Path) -> Iterator[NodeServices]:
+    built = build(server_settings({
+        "bootstrap_servers": kafka_bootstrap, "service_id": unique("svc"), "node_id": "inproc",
+        "listen": "127.0.0.1:0", "data_dir": str(tmp_path / "node"),
+        "spark_catalog": "in-memory", "query_session_timeout_ms": 6000}))
+    built.start()
+    try:
+        assert built.node.replica.wait_ready(60)
+        yield built
+    finally:
+        built.stop()
+
+
+def test_a_node_built_in_process_projects_runs_queries_and_heartbeats(
+        services: NodeServices, producer_factory: Callable[..., Producer]) -> None:
+    source, sink = unique("src"), unique("even")
+    client = TestClient(services.app)
+    response = client.post("/ksql", json={"ksql": f"""
+        CREATE STREAM SRC (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='JSON',
+            PARTITIONS=1);
+        CREATE STREAM EVEN WITH (KAFKA_TOPIC='{sink}') AS
+            SELECT ID, V FROM SRC WHERE V % 2 = 0 EMIT CHANGES;"""})
+    assert response.status_code == 200, response.text
+
+    status = wait_for(lambda: (s := client.get("/v1/metastore").json())["sparkInSync"] and s,
+                      120, "the Spark catalog to match the image")
+    assert status["state"] == "READY"
+    assert services.projection is not None and services.queries is not None
+
+    [query_id] = services.node.replica.image.queries
+    wait_for(lambda: (services.queries.statuses().get(query_id) or None)
+             and services.queries.statuses()[query_id].state == "RUNNING", 180,
+             "the persistent query to run on this node")
+    producer = producer_factory()
+    for value in range(4):
+        producer.produce(source, key=value.to_bytes(4, "big"),
+                         value=json.dumps({"V": value}).encode())
+    producer.flush(10)
+    records = read_all(services.node.settings, sink, 2, timeout=120)
+    assert sorted(json.loads(value)["V"] for _key, value, _headers in records) == [0, 2]
+
+    beats = wait_for(lambda: [b for b, alive in services.membership.nodes()
+                              if alive and b.node_id == "inproc"], 30, "this node's heartbeat")
+    assert beats[0].queries.get(query_id, {}).get("state") == "RUNNING"
+    [shown] = client.post("/ksql", json={"ksql": "SHOW QUERIES;"}).json()
+    assert [(q["id"], q["state"]) for q in shown["queries"]] == [(query_id, "RUNNING")]
