@@ -26,6 +26,7 @@ from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
 from metastore.checkpoint.store import CheckpointStore, Incarnation
 from metastore.faults import NO_FAULTS, Faults
+from metastore.image_worker import ImageConsumer, ImageWorker
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.exceptions import KafkaUnavailableError
@@ -110,9 +111,10 @@ class Node:
         self.queries = queries
         """The persistent-query runner, when this node runs Spark."""
         self.query_status = query_status
-        for consumer in (projection, queries):
-            if consumer is not None:
-                self.replica.add_listener(consumer.offer)
+        consumers: list[ImageConsumer] = [c for c in (projection, queries) if c is not None]
+        self.image_worker = ImageWorker(consumers)
+        """Hands the image's consumers every image the replica publishes, on one thread."""
+        self.replica.add_listener(self.image_worker.offer)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -134,10 +136,9 @@ class Node:
         if self.config.data_dir is not None:
             self._start_checkpoints(self.config.data_dir, self.incarnation)
         self.replica.start()
-        if self.projection is not None:
-            self.projection.start()
         if self.queries is not None:
-            self.queries.start(self.incarnation.path())
+            self.queries.scope(self.incarnation.path())
+        self.image_worker.start()
 
     def _start_checkpoints(self, data_dir: Path, incarnation: Incarnation) -> None:
         """Offer the replica the newest usable checkpoint (or snapshot); checkpoint from now on."""
@@ -187,10 +188,9 @@ class Node:
 
     def stop(self, checkpoint: bool = True) -> None:
         """Stop; ``checkpoint``: write a last checkpoint of what was applied (a clean stop)."""
+        self.image_worker.stop()
         if self.queries is not None:
             self.queries.stop()  # before Spark goes: stop this node's queries, leave the group
-        if self.projection is not None:
-            self.projection.stop()
         if self.writer is not None:
             self.writer.close()
         self.replica.stop()

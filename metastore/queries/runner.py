@@ -1,8 +1,10 @@
 """Keep the Spark queries running on this node equal to the image's queries this node owns.
 
-:class:`QueryRunner` is a replica listener, like the Spark catalog projection: it remembers the
-newest image (once the replica is caught up) and reconciles in a thread of its own, so Spark
-never blocks the command log. A pass compares *wanted* (every query of the image whose
+:class:`QueryRunner` is an image consumer of the node's
+:class:`~metastore.image_worker.ImageWorker`, like the Spark catalog projection: it takes the
+newest image (once the replica is caught up) and reconciles on the worker's thread, so Spark
+never blocks the command log; every tick it also checks its queries and measures their lag. A
+pass compares *wanted* (every query of the image whose
 assignment partition this node owns) with *running* (the StreamingQuery objects it started):
 
 - a query no longer in the image (TERMINATE, or DROP of its sink) is stopped and its checkpoint
@@ -33,6 +35,7 @@ from typing import Any
 
 from metastore.catalog.image import Image
 from metastore.catalog.model import PersistentQuery
+from metastore.image_worker import ImageChange
 from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
@@ -75,7 +78,7 @@ class QueryRunner:
                  settings: KafkaSettings,
                  assignment: Callable[[Callable[[Partitions], None],
                                        Callable[[Partitions], None]], QueryAssignment],
-                 retry_seconds: float = 10.0, interval: float = 1.0,
+                 retry_seconds: float = 10.0,
                  service_id: str = "") -> None:
         self.node_id = node_id
         self._lag_group = f"{service_id}-{node_id}-query-lag" if service_id else (
@@ -87,30 +90,29 @@ class QueryRunner:
         self._make_assignment = assignment
         self.assignment: QueryAssignment | None = None
         self._retry = retry_seconds
-        self._interval = interval
         self._latest: Image | None = None
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.RLock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="query-runner", daemon=True)
+        self._stopping = threading.Event()
         self._offsets: EndOffsets | None = None
         self._published: dict[str, QueryState] = {}
-        self._reconciled: tuple[Any, Partitions] | None = None
-        """The queries and partitions of the last reconcile: the same again is no work."""
+        self._queries_changed = True
+        """Whether the image's queries changed since the last reconcile."""
+        self._reconciled: Partitions | None = None
+        """The partitions of the last reconcile: the same again, with no query changed and every
+        query running, is no work."""
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def start(self, scope: str | None = None) -> None:
-        """Start; ``scope`` (the service and the command log's incarnation) keeps this log's
-        query checkpoints apart from any other's under a shared root."""
-        if scope is not None:
-            self.checkpoint_root = self.checkpoint_root / scope
-        self._thread.start()
+    name = "the persistent-query runner"
+
+    def scope(self, scope: str) -> None:
+        """Keep this log's query checkpoints apart from any other's under a shared root
+        (``scope``: the service and the command log's incarnation); call before the first image."""
+        self.checkpoint_root = self.checkpoint_root / scope
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(120)
+        """Stop this node's queries and leave the query group (after the worker stopped)."""
+        self._stopping.set()
         if self.assignment is not None:
             self.assignment.stop()
         with self._lock:
@@ -121,11 +123,26 @@ class QueryRunner:
         if self._offsets is not None:
             self._offsets.close()
 
-    def offer(self, image: Image, ready: bool) -> None:
-        """Replica listener: remember the newest image once the replica is caught up."""
-        if ready:
-            self._latest = image
-            self._wake.set()
+    # -- an image consumer (the node's image worker calls these on its thread) --------------------
+    def open(self) -> None:
+        """Nothing to prepare: queries wait for the projection's SparkSession."""
+
+    def consume(self, change: ImageChange) -> None:
+        self._latest = change.image
+        if change.queries or change.previous is None:
+            self._queries_changed = True
+        self.tick()
+
+    def tick(self) -> None:
+        """Join the query group once Spark runs, start and stop this node's queries, measure lag."""
+        spark = self._spark()
+        if spark is None:
+            return
+        if self.assignment is None:
+            self.assignment = self._make_assignment(self._assigned, self._revoked)
+            self.assignment.start()
+        self.reconcile(spark)
+        self._measure_lag()
 
     def statuses(self) -> dict[str, QueryState]:
         """The queries this node owns, with their state, as last published: heartbeats and
@@ -141,7 +158,7 @@ class QueryRunner:
 
     # -- assignment callbacks (the assignment's polling thread) ----------------------------------
     def _assigned(self, _owned: Partitions) -> None:
-        self._wake.set()
+        """The next tick (within a second) starts what this node now owns."""
 
     def _revoked(self, partitions: Partitions) -> None:
         assignment = self.assignment
@@ -152,32 +169,13 @@ class QueryRunner:
                 self._halt(self._entries.pop(query_id))
             self._publish()
 
-    # -- the reconciling thread ------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self._interval)
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            try:
-                spark = self._spark()
-                if spark is None:
-                    continue
-                if self.assignment is None:
-                    self.assignment = self._make_assignment(self._assigned, self._revoked)
-                    self.assignment.start()
-                self.reconcile(spark)
-                self._measure_lag()
-            except Exception:  # a Spark or Kafka failure must never end the thread
-                log.exception("query reconciliation failed")
-
+    # -- reconciling ----------------------------------------------------------------------------
     def reconcile(self, spark: Any) -> None:
         image, assignment = self._latest, self.assignment
         if image is None or assignment is None:
             return
         owned = assignment.owned
-        last = self._reconciled
-        if last is not None and last[0] is image.queries and last[1] == owned and all(
+        if not self._queries_changed and self._reconciled == owned and all(
                 e.handle is not None and e.handle.isActive for e in list(self._entries.values())):
             return  # same queries, same partitions, all running: nothing to start or stop
         with self._lock:
@@ -190,7 +188,7 @@ class QueryRunner:
                     log.info("%s was terminated: stopped, checkpoint deleted", query_id)
                     shutil.rmtree(self.checkpoint(query_id), ignore_errors=True)
             for query_id, query in sorted(wanted.items()):
-                if self._stop.is_set():
+                if self._stopping.is_set():
                     break
                 found = self._entries.get(query_id)
                 if found is not None and found.query.sql != query.sql:
@@ -205,7 +203,8 @@ class QueryRunner:
                     self._launch(spark, entry, image)
             self._collect_orphans(image, owned, assignment.partitions)
             self._publish()
-            self._reconciled = (image.queries, owned)
+            self._reconciled = owned
+            self._queries_changed = False
 
     def _launch(self, spark: Any, entry: _Entry, image: Image) -> None:
         query_id = entry.query.query_id

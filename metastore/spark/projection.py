@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog.image import Image
+from metastore.image_worker import ImageChange
 from metastore.spark.catalog_state import CatalogStateFile, SparkObject
 from metastore.spark.views import SPEC_PROPERTY, CatalogObject, objects_for
 
@@ -184,68 +184,49 @@ def fingerprint(objects: Any) -> str:
 
 
 class ProjectionRunner:
-    """Reconciles the newest image in the background; a Spark failure never blocks the log."""
+    """Keeps the Spark catalog equal to the newest image, as an image consumer of the node's
+    :class:`~metastore.image_worker.ImageWorker`: a Spark failure is reported and retried, and
+    never blocks the log."""
 
-    def __init__(self, start_projection: Any, retry_seconds: float = 5.0) -> None:
+    name = "the Spark catalog projection"
+
+    def __init__(self, start_projection: Callable[[], SparkProjection]) -> None:
         self._start_projection = start_projection
-        self._retry = retry_seconds
         self.projection: SparkProjection | None = None
         self.status = ProjectionStatus()
-        self._latest: Image | None = None
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="spark-projection", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(10)
-
-    def offer(self, image: Image, ready: bool) -> None:
-        """Replica listener: remember the newest image once the replica is caught up."""
-        if not ready:
-            return
-        self._latest = image
-        if self.status.image is not image:
-            self.status.in_sync = False
-        self._wake.set()
-
-    def _run(self) -> None:
+    def open(self) -> None:
         try:
             self.projection = self._start_projection()
         except Exception as error:  # Spark failing to start must not take the node down
-            log.exception("Spark did not start")
             self.status.reason = f"Spark did not start: {error}"
+            raise
+        self.status.reason = "waiting for the log"
+
+    def tick(self) -> None:
+        """Nothing between images: the catalog changes only with the image."""
+
+    def consume(self, change: ImageChange) -> None:
+        assert self.projection is not None, "open() first"
+        image = change.image
+        if self.status.in_sync and change.previous is not None and not (change.sources
+                                                                        or change.types):
+            self.status.image = image  # only queries or request ids changed: nothing to project
             return
-        self.status.reason = None if self._latest is not None else "waiting for the log"
-        while not self._stop.is_set():
-            self._wake.wait(self._retry)
-            self._wake.clear()
-            image = self._latest
-            if image is None or self._stop.is_set():
-                continue
-            if self.status.in_sync and self.status.image is image:
-                continue
-            try:
-                result = self.projection.reconcile(image)
-            except Exception as error:  # reported, retried; the log goes on
-                log.warning("Spark reconcile failed: %s", error)
-                self.status.in_sync = False
-                self.status.reason = f"reconcile failed: {str(error).splitlines()[0][:300]}"
-                self._wake.set()
-                self._stop.wait(self._retry)
-                continue
-            self.status.last = result
-            if result.catalog_calls:
-                self.status.passes += 1
-            self.status.total_catalog_calls = self.projection.catalog_calls
-            self.status.fingerprint = self.projection.fingerprint
-            self.status.image = image
-            self.status.in_sync = self._latest is image
-            self.status.reason = None
-            if result.created or result.dropped:
-                log.info("Spark catalog reconciled: %d created, %d dropped, %d calls, %.2fs",
-                         result.created, result.dropped, result.catalog_calls, result.seconds)
+        try:
+            result = self.projection.reconcile(image)
+        except Exception as error:  # reported, retried; the log goes on
+            self.status.in_sync = False
+            self.status.reason = f"reconcile failed: {str(error).splitlines()[0][:300]}"
+            raise
+        self.status.last = result
+        if result.catalog_calls:
+            self.status.passes += 1
+        self.status.total_catalog_calls = self.projection.catalog_calls
+        self.status.fingerprint = self.projection.fingerprint
+        self.status.image = image
+        self.status.in_sync = True
+        self.status.reason = None
+        if result.created or result.dropped:
+            log.info("Spark catalog reconciled: %d created, %d dropped, %d calls, %.2fs",
+                     result.created, result.dropped, result.catalog_calls, result.seconds)
