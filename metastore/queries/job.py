@@ -13,9 +13,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metastore.queries.plan import QueryPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,8 @@ class Progress:
     offsets: Mapping[tuple[str, int], int]
 
 
-def start(spark: Any, plan: QueryPlan, checkpoint: Path,
-          kafka_options: Mapping[str, str]) -> Any:
+def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
+          kafka_options: Mapping[str, str]) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery."""
     session = spark.newSession()
     session.conf.set("spark.sql.ansi.enabled", "false")
@@ -40,6 +44,7 @@ def start(spark: Any, plan: QueryPlan, checkpoint: Path,
                        **kafka_options}
             frame = reader.format("kafka").options(**options).load()
         else:
+            assert step.sql is not None, "a step reads a topic or runs a SELECT"
             frame = session.sql(step.sql)
         if step.watermark_ms is not None:
             frame = frame.withWatermark("__MS_TS", f"{step.watermark_ms} milliseconds")
@@ -52,7 +57,7 @@ def start(spark: Any, plan: QueryPlan, checkpoint: Path,
     return writer.start()
 
 
-def progress(streaming_query: Any) -> Progress | None:
+def progress(streaming_query: StreamingQuery) -> Progress | None:
     """The offsets the last micro-batch reached, or None before the first one."""
     last = streaming_query.lastProgress
     if last is None:
@@ -72,7 +77,7 @@ def progress(streaming_query: Any) -> Progress | None:
     return Progress(int(data.get("batchId", -1)), offsets)
 
 
-def failure(streaming_query: Any) -> str | None:
+def failure(streaming_query: StreamingQuery) -> str | None:
     """The reason a stopped query failed (first line), or None."""
     error = streaming_query.exception()
     if error is None:

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metastore.catalog.image import Image
 from metastore.catalog.model import PersistentQuery
@@ -42,6 +42,10 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
 from metastore.queries.assignment import Partitions, QueryAssignment, partition_of
 from metastore.queries.plan import compile_query
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +72,12 @@ class QueryState:
 class _Entry:
     query: PersistentQuery
     state: QueryState
-    handle: Any | None = None
+    handle: StreamingQuery | None = None
     failed_at: float | None = None
 
 
 class QueryRunner:
-    def __init__(self, node_id: str, spark: Callable[[], Any | None],
+    def __init__(self, node_id: str, spark: Callable[[], SparkSession | None],
                  kafka_options: Mapping[str, str], checkpoint_root: Path,
                  settings: KafkaSettings,
                  assignment: Callable[[Callable[[Partitions], None],
@@ -170,7 +174,7 @@ class QueryRunner:
             self._publish()
 
     # -- reconciling ----------------------------------------------------------------------------
-    def reconcile(self, spark: Any) -> None:
+    def reconcile(self, spark: SparkSession) -> None:
         image, assignment = self._latest, self.assignment
         if image is None or assignment is None:
             return
@@ -206,7 +210,7 @@ class QueryRunner:
             self._reconciled = owned
             self._queries_changed = False
 
-    def _launch(self, spark: Any, entry: _Entry, image: Image) -> None:
+    def _launch(self, spark: SparkSession, entry: _Entry, image: Image) -> None:
         query_id = entry.query.query_id
         try:
             plan = compile_query(entry.query, image)

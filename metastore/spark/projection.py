@@ -20,14 +20,17 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from metastore.catalog.image import Image
 from metastore.image_worker import ImageChange
 from metastore.spark.catalog_state import CatalogStateFile, SparkObject
 from metastore.spark.views import SPEC_PROPERTY, CatalogObject, objects_for
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ _SCHEMA = re.compile(r"^Schema: root\n(.*)", re.S)
 
 
 class SparkProjection:
-    def __init__(self, spark: Any, database: str, kafka_options: Mapping[str, str],
+    def __init__(self, spark: SparkSession, database: str, kafka_options: Mapping[str, str],
                  state_file: CatalogStateFile | None = None) -> None:
         self.spark = spark
         self.database = database
@@ -77,7 +80,7 @@ class SparkProjection:
         self._known: dict[str, SparkObject] | None = None
         """What Spark holds, as last read back (or remembered by the state file)."""
 
-    def _sql(self, statement: str) -> Any:
+    def _sql(self, statement: str) -> DataFrame:
         self.catalog_calls += 1
         return self.spark.sql(statement)
 
@@ -175,7 +178,7 @@ def _properties(info: str) -> dict[str, str]:
     return out
 
 
-def fingerprint(objects: Any) -> str:
+def fingerprint(objects: Iterable[SparkObject]) -> str:
     """SHA-256 over what Spark reports, sorted by name."""
     digest = hashlib.sha256()
     for obj in sorted(objects, key=lambda o: o.name):

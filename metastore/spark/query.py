@@ -12,7 +12,7 @@ import base64
 import datetime
 import decimal
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -22,6 +22,9 @@ from metastore.spark.exceptions import SparkQueryError, UnsupportedQueryError
 from metastore.spark.views import object_name
 from metastore.sql.parser import parse
 from metastore.sql.statements import SelectStatement
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_LIMIT = 10_000
 
@@ -48,7 +51,8 @@ def to_spark_sql(analysis: Analysis, database: str) -> str:
     return select.sql(dialect="spark")
 
 
-def run_pull_query(spark: Any, text: str, image: Image, database: str) -> list[dict[str, Any]]:
+def run_pull_query(spark: SparkSession, text: str, image: Image,
+                   database: str) -> list[dict[str, Any]]:
     statements = parse(text)
     if len(statements) != 1 or not isinstance(statements[0], SelectStatement):
         raise UnsupportedQueryError("/query takes exactly one SELECT statement")

@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from metastore.local import jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def metastore_db(warehouse: Path) -> Path:
@@ -21,7 +24,7 @@ def metastore_db(warehouse: Path) -> Path:
 
 
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
-                  persistent_catalog: bool = False) -> Any:
+                  persistent_catalog: bool = False) -> SparkSession:
     from pyspark.sql import SparkSession
 
     connector = jars.resolve(jars.spark_kafka_connector(), progress=None)
