@@ -11,7 +11,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from metastore.kafka.exceptions import KafkaTopicError, KafkaUnavailableError
-from metastore.kafka.producer import classify
+from metastore.kafka.producer import PERMANENT_CODES, classify
 from metastore.kafka.settings import KafkaSettings, create_client
 
 
@@ -123,6 +123,9 @@ class Admin:
             entries = self._admin.describe_configs([resource])[resource].result(
                 timeout=self._timeout)
         except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() in PERMANENT_CODES:
+                raise classify(error, f"describing the configuration of topic {topic}") from exc
             raise KafkaTopicError(topic, f"describing topic {topic} failed: {exc}") from exc
         return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -220,6 +220,26 @@ def test_the_node_principal_is_refused_outside_its_grants(
     with pytest.raises(MetastoreError, match=DENIED):
         secured_node("stranger", service_id=f"{service.service_id}x", ready=False)
     assert time.monotonic() - started < 10
+
+
+def test_a_node_without_describe_configs_fails_to_start_at_once(
+        secured_kafka: SecuredKafka) -> None:
+    """Without DescribeConfigs on its topics a node cannot check the command log's shape: it
+    says so at once instead of retrying for 30 s as for a topic the broker has not heard of."""
+    service_id = f"acl{uuid.uuid4().hex[:8]}"
+    own = f"_metastore-{service_id}-"
+    grants = [replace(g, operations=tuple(o for o in g.operations if o is not Op.DESCRIBE_CONFIGS))
+              if g.name == own else g for g in node_grants(service_id, f"{service_id}.")]
+    secured_kafka.create_acls(bindings(grants, secured_kafka.node_user.principal))
+    node = Node(NodeConfig(service_id=service_id, bootstrap_servers=secured_kafka.bootstrap_servers,
+                           kafka_client=secured_kafka.node_user.client_config()))
+    started = time.monotonic()
+    try:
+        with pytest.raises(MetastoreError, match=DENIED):
+            node.start()
+        assert time.monotonic() - started < 10
+    finally:
+        node.stop()
 
 
 def test_a_server_logs_in_with_the_settings_of_its_config_file(service: Service,
