@@ -92,7 +92,11 @@ def server(
               "http_limits": _pairs(http_limit, "--http-limit")}
     merged = {**file_settings, **{k: v for k, v in given.items() if v is not None}}
     for name, pairs in tables.items():
-        merged[name] = {**file_settings.get(name, {}), **pairs}
+        table = file_settings.get(name, {})
+        if not isinstance(table, dict):
+            typer.echo(f"Error: {name} in {config} must be a table of NAME = value", err=True)
+            raise typer.Exit(2)
+        merged[name] = {**table, **pairs}
     try:
         settings = server_settings(merged, Faults.named(fault_injection))
     except (SettingsError, ValueError) as error:

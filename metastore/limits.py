@@ -22,7 +22,7 @@ MAX_TYPE_DEPTH = 32
 MAX_NESTING = 24
 """Nesting of parentheses and brackets in one statement (each function call counts one)."""
 
-MAX_EXPRESSION_DEPTH = 128
+MAX_EXPRESSION_DEPTH = 256
 """Depth of one expression tree: ``a + b + c`` is 3 deep (the parser keeps it flat, others don't)."""
 
 MAX_NAME_LENGTH = 200

@@ -188,6 +188,8 @@ class Node:
 
     def stop(self, checkpoint: bool = True) -> None:
         """Stop; ``checkpoint``: write a last checkpoint of what was applied (a clean stop)."""
+        if self.queries is not None:
+            self.queries.interrupt()
         self.image_worker.stop()
         if self.queries is not None:
             self.queries.stop()  # before Spark goes: stop this node's queries, leave the group

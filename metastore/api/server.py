@@ -395,7 +395,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         if spark is not None:
             gauges.update({
                 "metastore_spark_in_sync": ("1 when the Spark catalog equals the image.",
-                                            float(spark.in_sync)),
+                                            float(spark.in_sync
+                                                  and spark.image is node.replica.image)),
                 "metastore_spark_catalog_calls_total": ("Spark catalog calls made by the "
                                                         "projection.",
                                                         float(spark.total_catalog_calls)),

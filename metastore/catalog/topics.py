@@ -29,7 +29,9 @@ _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def is_reserved(topic: str) -> bool:
-    return RESERVED.fullmatch(topic) is not None
+    """Reserved, or colliding with a reserved name (Kafka refuses a topic whose name equals an
+    existing one's once '.' is read as '_', so such a name could block a service's topics)."""
+    return RESERVED.fullmatch(topic.replace(".", "_")) is not None
 
 
 def is_hidden(topic: str) -> bool:

@@ -22,6 +22,14 @@ class TopicInfo:
     replication: int
 
 
+REFUSED_TOPIC_CODES = PERMANENT_CODES | frozenset({
+    KafkaError.INVALID_PARTITIONS,
+    KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_REPLICA_ASSIGNMENT,
+    KafkaError.INVALID_REQUEST, KafkaError.UNSUPPORTED_VERSION})
+"""Topic creation refusals no retry can change; every other error (a timeout, throttling, a
+controller moving) is retried while the request's deadline allows."""
+
+
 class Admin:
     def __init__(self, settings: KafkaSettings, timeout: float = 10.0) -> None:
         self._admin = create_client(AdminClient, settings.config())
@@ -85,8 +93,7 @@ class Admin:
             error = exc.args[0]
             if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return False
-            if isinstance(error, KafkaError) and (error.retriable() or error.code() in (
-                    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT)):
+            if isinstance(error, KafkaError) and error.code() not in REFUSED_TOPIC_CODES:
                 raise KafkaUnavailableError(f"creating topic {topic} failed: {exc}") from exc
             reason = error.str() if isinstance(error, KafkaError) else str(exc)
             raise KafkaTopicError(topic, f"Could not create the Kafka topic {topic}: {reason}") from exc

@@ -15,12 +15,13 @@ For each request, under the node's write lock:
 
 Fenced, aborted or timed-out attempts discard the producer (a new ``init_transactions`` settles
 the old transaction either way) and retry with jittered exponential backoff until the deadline;
-then :class:`NotWrittenError` says the request was NOT written (or, when the deadline passed while
-a commit was in flight, :class:`OutcomeUnknownError` says a retry with the same request id will
-tell). An error no retry can change (a topic Kafka refuses to create, missing authorization)
+then :class:`NotWrittenError` says the request was NOT written. When the last commit failed in a
+way that may hide a success, the log is asked first: a written request gets its outcome, and
+when the log cannot tell yet :class:`OutcomeUnknownError` says a retry with the same request id
+will. An error no retry can change (a topic Kafka refuses to create, missing authorization)
 fails the request at once. The deadline covers the whole request, the wait for the write lock
-included, and every Kafka call is given only the time that is left. Topics created for an attempt
-that does not commit are deleted again.
+included, and every Kafka call is given only the time that is left. Topics a failed request
+created are deleted once the log shows it was not written and no source uses them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog import responses
@@ -42,7 +43,7 @@ from metastore.catalog.validation import Read, Skip, TopicFacts, Validator, Writ
 from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
-from metastore.kafka.exceptions import CommitOutcomeUnknownError, KafkaClientError, KafkaTopicError
+from metastore.kafka.exceptions import KafkaClientError, KafkaTopicError, TransactionAbortedError
 from metastore.kafka.producer import TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
 from metastore.limits import MAX_RECORD_BYTES, RequestLimits
@@ -94,6 +95,21 @@ class KafkaTopicFacts:
 
 def _left(deadline: float, floor: float = 0.1) -> float:
     return max(deadline - time.monotonic(), floor)
+
+
+@dataclass
+class _Request:
+    """One request across its attempts."""
+
+    request_id: str
+    submitter: str
+    digest: str
+    deadline: float
+    created: set[str] = field(default_factory=set)
+    """Topics an attempt created (kept across attempts: only a request that fails removes them)."""
+    maybe_committed: bool = False
+    """An attempt's commit may have reached the coordinator, and no later attempt has yet seen
+    the log without it."""
 
 
 def request_digest(statements: Sequence[Statement]) -> str:
@@ -158,14 +174,32 @@ class CommandWriter:
 
     def _submit_locked(self, statements: Sequence[Statement], request_id: str, submitter: str,
                        deadline: float) -> list[Entity]:
+        request = _Request(request_id, submitter, request_digest(statements), deadline)
+        try:
+            return self._with_retries(statements, request)
+        except BaseException as error:
+            if request.maybe_committed and self._is_settled(patience=2.0):
+                written = self._replica.image.requests.get(request_id)
+                if written is not None:
+                    return self._replayed(statements, written, self._replica.image)
+                request.maybe_committed = False
+            if request.maybe_committed:
+                raise OutcomeUnknownError(
+                    f"The request failed after its transaction was sent to commit: it may have "
+                    f"been written. Retry with the same request id ({request_id}) to learn the "
+                    f"outcome. ({error})") from error
+            if request.created:
+                self._remove_unused(request.created, request_id)
+            raise
+
+    def _with_retries(self, statements: Sequence[Statement], request: _Request) -> list[Entity]:
         backoff = self.options.backoff_initial
         attempts = 0
-        digest = request_digest(statements)
         while True:
             self._check_writable()
             attempts += 1
             try:
-                return self._attempt(statements, request_id, submitter, digest, deadline)
+                return self._attempt(statements, request)
             except (StatementError, NotReadyError, CatchUpTimeoutError):
                 raise
             except KafkaClientError as error:
@@ -175,12 +209,7 @@ class CommandWriter:
                                           f"{error}") from error
                 self.stats.fenced_retries += 1
                 pause = random.uniform(0, backoff)
-                if time.monotonic() + pause >= deadline:
-                    if isinstance(error, CommitOutcomeUnknownError):
-                        raise OutcomeUnknownError(
-                            f"The request timed out while its transaction was committing: it "
-                            f"may have been written. Retry with the same request id "
-                            f"({request_id}) to learn the outcome.") from error
+                if time.monotonic() + pause >= request.deadline:
                     raise NotWrittenError(
                         f"The statement was NOT written to the command log after {attempts} "
                         f"attempt(s): {error}") from error
@@ -248,11 +277,10 @@ class CommandWriter:
             self._producer.close()
             self._producer = None
 
-    def _attempt(self, statements: Sequence[Statement], request_id: str, submitter: str,
-                 digest: str, deadline: float) -> list[Entity]:
+    def _attempt(self, statements: Sequence[Statement], request: _Request) -> list[Entity]:
+        request_id, digest, deadline = request.request_id, request.digest, request.deadline
         producer = self._producer_for_request(deadline)
         producer.begin()
-        created: list[str] = []
         committing = False
         try:
             end = self._caught_up_target(self._probe.end_offset(timeout=_left(deadline)))
@@ -263,7 +291,9 @@ class CommandWriter:
                     end)
             image = self._replica.image
             prior = image.requests.get(request_id) if request_id else None
-            if prior is not None:
+            if prior is None:
+                request.maybe_committed = False  # a new epoch settled earlier attempts: not written
+            else:
                 producer.abort()
                 if prior.digest and prior.digest != digest:
                     raise RequestIdReusedError(
@@ -278,11 +308,12 @@ class CommandWriter:
             if not writes:
                 producer.abort()
                 return [self._entity_without_write(o, validator.image) for o in outcomes]
-            records = [self._encode(write, request_id, submitter, digest) for write in writes]
+            records = [self._encode(write, request_id, request.submitter, digest)
+                       for write in writes]
             for write in writes:
                 for topic in write.topics_to_create:
-                    created += self._create_topic(topic.name, topic.partitions, topic.replicas,
-                                                  deadline)
+                    if self._create_topic(topic.name, topic.partitions, topic.replicas, deadline):
+                        request.created.add(topic.name)
             for key, value in records:
                 producer.produce(self._topic, key, value)
             if self._faults.before_commit is not None:
@@ -294,8 +325,8 @@ class CommandWriter:
         except BaseException as error:
             if producer.in_transaction:
                 producer.abort()
-            if created and not (committing and isinstance(error, CommitOutcomeUnknownError)):
-                self._delete_topics(created)
+            if committing and not isinstance(error, TransactionAbortedError):
+                request.maybe_committed = True  # the commit may have reached the coordinator
             raise
         finally:
             if not self.options.reuse_producer:
@@ -327,21 +358,46 @@ class CommandWriter:
         return key, value
 
     def _create_topic(self, name: str, partitions: int, replicas: int | None,
-                      deadline: float) -> list[str]:
-        """Create a topic a statement needs; the names of the topics this call created."""
+                      deadline: float) -> bool:
+        """Create a topic a statement needs; whether this call created it."""
         try:
-            return [name] if self._admin.create(name, partitions, replicas,
-                                                timeout=_left(deadline, floor=1.0)) else []
+            return self._admin.create(name, partitions, replicas,
+                                      timeout=_left(deadline, floor=1.0))
         except KafkaTopicError as error:
             if error.retriable:
                 raise
             raise TopicError(error.message, name) from error
 
-    def _delete_topics(self, names: list[str]) -> None:
-        """Remove topics created for a transaction that did not commit."""
-        for name in names:
+    def _is_settled(self, patience: float) -> bool:
+        """No transaction is open on the log and the replica has applied all of it."""
+        try:
+            end = self._probe.end_offset(timeout=patience)
+            if end < self._high_watermark.end_offset(timeout=patience):
+                return False
+        except KafkaClientError:
+            return False
+        return self._replica.wait_for_position(end, patience)
+
+    def _remove_unused(self, created: set[str], request_id: str, patience: float = 2.0) -> None:
+        """Delete topics this request created, once the log shows it was not written and no
+        source uses them (another node may have committed a statement over one meanwhile)."""
+        try:
+            end = self._probe.end_offset(timeout=patience)
+        except KafkaClientError as error:
+            log.warning("topics %s, created for a request that was not written, are left: the "
+                        "log cannot be read (%s)", sorted(created), error)
+            return
+        if not self._replica.wait_for_position(end, patience):
+            log.warning("topics %s, created for a request that was not written, are left: the "
+                        "replica did not catch up", sorted(created))
+            return
+        image = self._replica.image
+        if request_id and request_id in image.requests:
+            return
+        used = {source.topic for source in image.sources.values()}
+        for name in sorted(created - used):
             try:
-                self._admin.delete(name)
+                self._admin.delete(name, timeout=patience * 2)
             except KafkaClientError as error:
                 log.warning("deleting topic %s, created for a request that was not written, "
                             "failed: %s", name, error)

@@ -114,6 +114,10 @@ class QueryRunner:
         (``scope``: the service and the command log's incarnation); call before the first image."""
         self.checkpoint_root = self.checkpoint_root / scope
 
+    def interrupt(self) -> None:
+        """Start no more queries: the node is stopping (call before stopping the worker)."""
+        self._stopping.set()
+
     def stop(self) -> None:
         """Stop this node's queries and leave the query group (after the worker stopped)."""
         self._stopping.set()

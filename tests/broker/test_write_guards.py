@@ -133,3 +133,23 @@ def test_the_deadline_holds_while_kafka_is_down(tmp_path: Path) -> None:
     finally:
         node.stop(checkpoint=False)
         broker.stop()
+
+
+def test_a_topic_another_node_committed_a_source_over_is_never_deleted(
+        node_factory: NodeFactory, kafka_admin: Admin) -> None:
+    """Node A creates a topic and fails before committing; meanwhile node B commits a stream
+    over that topic: A's clean-up leaves the topic, which B's stream needs."""
+    topic = unique("shared")
+
+    def other_uses_it_then_fail(_producer: Flushable) -> None:
+        other.execute(f"CREATE STREAM OTHER (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+                      "VALUE_FORMAT='JSON');")
+        raise KafkaClientError("the broker refuses this transaction", retriable=False)
+
+    node = node_factory(faults=Faults(before_commit=other_uses_it_then_fail))
+    other = node_factory(service_id=node.config.service_id, node_id="other")
+    with pytest.raises(NotWrittenError):
+        node.execute(create_stream("MINE", topic))
+    assert kafka_admin.describe(topic) is not None
+    assert node.replica.image.source("OTHER") is not None
+    assert node.replica.image.source("MINE") is None

@@ -61,8 +61,9 @@ def test_a_node_built_in_process_projects_runs_queries_and_heartbeats(
     records = read_all(services.node.settings, sink, 2, timeout=120)
     assert sorted(json.loads(value)["V"] for _key, value, _headers in records) == [0, 2]
 
-    beats = wait_for(lambda: [b for b, alive in services.membership.nodes()
-                              if alive and b.node_id == "inproc"], 30, "this node's heartbeat")
-    assert beats[0].queries.get(query_id, {}).get("state") == "RUNNING"
+    wait_for(lambda: [b for b, alive in services.membership.nodes() if alive
+                      and b.node_id == "inproc"
+                      and b.queries.get(query_id, {}).get("state") == "RUNNING"], 30,
+             "this node's heartbeat to report the query RUNNING")
     [shown] = client.post("/ksql", json={"ksql": "SHOW QUERIES;"}).json()
     assert [(q["id"], q["state"]) for q in shown["queries"]] == [(query_id, "RUNNING")]
