@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from metastore.kafka.admin import Admin
@@ -80,12 +81,16 @@ class QueryAssignment:
     def owned(self) -> Partitions:
         return self._owned
 
-    def start(self) -> None:
+    def start(self, visible_within: float = 10.0) -> None:
         self._admin.create(self.topic, partitions=self.partitions,
                            config={"cleanup.policy": "compact"})
+        deadline = time.monotonic() + visible_within
         info = self._admin.describe(self.topic)
-        if info is None or info.partitions < 1:
-            raise AssignmentError(f"the query assignment topic {self.topic} is not usable")
+        while info is None or info.partitions < 1:  # a new topic reaches every broker shortly
+            if time.monotonic() > deadline:
+                raise AssignmentError(f"the query assignment topic {self.topic} is not usable")
+            time.sleep(0.2)
+            info = self._admin.describe(self.topic)
         self.partitions = info.partitions
         self._thread = threading.Thread(target=self._run, name="query-assignment", daemon=True)
         self._thread.start()

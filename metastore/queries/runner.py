@@ -147,8 +147,9 @@ class QueryRunner:
         if spark is None:
             return
         if self.assignment is None:
-            self.assignment = self._make_assignment(self._assigned, self._revoked)
-            self.assignment.start()
+            assignment = self._make_assignment(self._assigned, self._revoked)
+            assignment.start()  # a failure is retried at the next tick, with a new member
+            self.assignment = assignment
         self.reconcile(spark)
         self._measure_lag()
 
