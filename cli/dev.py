@@ -21,11 +21,13 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 @app.command()
 def fetch() -> None:
-    """Resolve the Kafka broker and Spark connector jars from Maven Central (once)."""
+    """Resolve the Kafka broker and Spark connector jars from Maven Central (once), and compile
+    the record timestamp interceptor."""
     try:
         for jar_set in (jars.kafka_broker(), jars.spark_kafka_connector()):
             found = jars.resolve(jar_set)
             typer.echo(f"{jar_set.name}: {len(found)} jars")
+        typer.echo(f"interceptor: {jars.record_timestamp_interceptor()}")
     except LocalInfraError as error:
         fail(str(error), 2)
 

@@ -7,12 +7,14 @@ import typer
 from cli import commands, dev, log
 from cli.check import check
 from cli.server import server
+from cli.test import test
 
 app = typer.Typer(help="metastore: a replicated command-log metastore on Kafka and Spark.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 app.add_typer(dev.app, name="dev")
 app.command()(check)
 app.command()(server)
+app.command()(test)
 app.command("exec")(commands.exec_)
 app.command("run-script")(commands.run_script)
 app.command()(commands.shell)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -110,6 +110,11 @@ class Admin:
             if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return
             raise KafkaTopicError(topic, f"deleting topic {topic} failed: {exc}") from exc
+
+    def start_deleting(self, topics: Sequence[str]) -> None:
+        """Ask the controller to delete ``topics`` and return without waiting for it."""
+        if topics:
+            self._admin.delete_topics(list(topics), operation_timeout=0)
 
     def delete_records(self, topic: str, before: int, partition: int = 0,
                        timeout: float | None = None) -> None:

@@ -124,3 +124,56 @@ def _download(jar_set: JarSet, target: Path, progress: TextIO | None) -> None:
         count = len(list(target.glob("*.jar")))
         print(f"Resolved {count} {jar_set.name} jars into {target} ({downloaded} files downloaded)",
               file=progress, flush=True)
+
+
+# -- the project's own Java ------------------------------------------------------------------------
+INTERCEPTOR_CLASS = "io.metastore.kafka.RecordTimestampInterceptor"
+"""The producer interceptor that sets a sink record's timestamp from its header (see the source)."""
+_INTERCEPTOR_SOURCE = "java/io/metastore/kafka/RecordTimestampInterceptor.java"
+_INTERCEPTOR_JAR = "metastore-kafka-interceptor.jar"
+
+
+def record_timestamp_interceptor(progress: TextIO | None = sys.stderr) -> Path:
+    """The jar of :data:`INTERCEPTOR_CLASS`, compiled against the Spark connector's Kafka client
+    the first time (and again when its source changes)."""
+    source = resources.files("metastore.local").joinpath(_INTERCEPTOR_SOURCE).read_text(
+        encoding="utf-8")
+    clients = [j for j in resolve(spark_kafka_connector(), progress)
+               if j.name.startswith("kafka-clients")]
+    if not clients:
+        raise JarResolutionError("metastore-kafka-interceptor", "no kafka-clients jar to compile "
+                                 "against in the Spark Kafka connector's jars")
+    stamp_value = {"source_sha256": hashlib.sha256(source.encode()).hexdigest(),
+                   "classpath": clients[0].name}
+    target = jar_dir("metastore-kafka-interceptor")
+    jar = target / _INTERCEPTOR_JAR
+    try:
+        if json.loads((target / STAMP).read_text()) == stamp_value and jar.exists():
+            return jar
+    except (OSError, ValueError):
+        pass
+    javac = require_tool("javac", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
+    jar_tool = require_tool("jar", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "classes").mkdir(parents=True)
+    java_file = staging / Path(_INTERCEPTOR_SOURCE).name
+    java_file.write_text(source, encoding="utf-8")
+    if progress is not None:
+        print("Compiling the record timestamp interceptor (first run only)...", file=progress,
+              flush=True)
+    for command in ([javac, "--release", "17", "-cp", str(clients[0]), "-d",
+                     str(staging / "classes"), str(java_file)],
+                    [jar_tool, "cf", str(staging / _INTERCEPTOR_JAR), "-C",
+                     str(staging / "classes"), "."]):
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise JarResolutionError("metastore-kafka-interceptor",
+                                     (done.stderr or done.stdout).strip()[:2000])
+    shutil.rmtree(staging / "classes")
+    java_file.unlink()
+    (staging / STAMP).write_text(json.dumps(stamp_value))
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return jar

@@ -20,6 +20,8 @@ from metastore.spark.types import quote, string_literal
 from metastore.sql import types as ty
 
 SOURCE_HEADER = "metastore.source"
+TIMESTAMP_HEADER = "metastore.timestamp"
+"""Header carrying a sink record's timestamp until the producer's interceptor applies it."""
 """Header naming the source record (``topic/partition/offset``) an output record came from."""
 
 
@@ -57,10 +59,16 @@ def value_expression(sink: DataSource) -> str:
     raise ValueError(f"value format {fmt} cannot be written")
 
 
-def source_headers(source_column: str) -> str:
-    """Headers carrying the source record's coordinates, so duplicates can be recognised."""
-    return (f"array(named_struct('key', {string_literal(SOURCE_HEADER)}, "
-            f"'value', CAST({source_column} AS BINARY)))")
+def headers(rowtime: str, source_column: str | None) -> str:
+    """A sink record's headers: its timestamp (the source record's ROWTIME, which the producer's
+    :data:`~metastore.local.jars.INTERCEPTOR_CLASS` moves into the record's timestamp) and, for
+    a stream, the source record's coordinates, so duplicates can be recognised."""
+    entries = [f"named_struct('key', {string_literal(TIMESTAMP_HEADER)}, "
+               f"'value', {_int64(rowtime)})"]
+    if source_column is not None:
+        entries.append(f"named_struct('key', {string_literal(SOURCE_HEADER)}, "
+                       f"'value', CAST({source_column} AS BINARY))")
+    return f"array({', '.join(entries)})"
 
 
 def _int64(expression: str) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metastore.local.jars import INTERCEPTOR_CLASS
 from metastore.queries.plan import QueryPlan
 
 if TYPE_CHECKING:
@@ -31,8 +32,12 @@ class Progress:
 
 
 def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
-          kafka_options: Mapping[str, str]) -> StreamingQuery:
-    """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery."""
+          kafka_options: Mapping[str, str], available_now: bool = False) -> StreamingQuery:
+    """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
+
+    ``available_now`` processes what the source topics hold when it starts, then stops (what a
+    test run wants); otherwise the query runs until stopped.
+    """
     session = spark.newSession()
     session.conf.set("spark.sql.ansi.enabled", "false")
     session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
@@ -52,8 +57,11 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     output = session.sql(plan.sql)
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     writer = (output.writeStream.format("kafka").options(**kafka_options)
+              .option("kafka.interceptor.classes", INTERCEPTOR_CLASS)
               .option("topic", plan.topic).option("checkpointLocation", str(checkpoint))
               .outputMode(plan.output_mode).queryName(plan.query_id))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
     return writer.start()
 
 

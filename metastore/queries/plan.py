@@ -44,6 +44,7 @@ TS = "__MS_TS"
 WINDOW = "__MS_WINDOW"
 SOURCE = "__MS_SOURCE"
 WINDOW_START = "__MS_WINDOWSTART"
+ROWTIME = "__MS_ROWTIME"
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
     items: list[exp.Expr] = [exp.alias_(expression.copy(), name, quoted=True)
                              for name, expression in analysis.projection]
     windowed = analysis.windowed
+    rowtime: exp.Expr = exp.column("ROWTIME", table=stream_alias, quoted=True)
+    if analysis.aggregate:  # an aggregate's record carries the newest input's time, as ksqlDB's
+        rowtime = exp.Max(this=rowtime)
+    items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
     if windowed:
         group = select.args.get("group") or exp.Group(expressions=[])
         group.append("expressions", exp.column(WINDOW, table=stream_alias, quoted=True))
@@ -124,12 +129,13 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
     hidden = WINDOW_START if windowed else (None if analysis.aggregate else SOURCE)
+    typed.append(quote(ROWTIME))
     if hidden is not None:
         typed.append(quote(hidden))
     records = [f"{encoding.key_expression(sink, quote(WINDOW_START) if windowed else None)} AS key",
-               f"{encoding.value_expression(sink)} AS value"]
-    if hidden == SOURCE:
-        records.append(f"{encoding.source_headers(quote(SOURCE))} AS headers")
+               f"{encoding.value_expression(sink)} AS value",
+               f"{encoding.headers(quote(ROWTIME), quote(SOURCE) if hidden == SOURCE else None)}"
+               " AS headers"]
     sql = (f"SELECT {', '.join(records)} FROM (SELECT {', '.join(typed)} FROM ({inner}) "
            "AS __ms_result) AS __ms_typed")
     return QueryPlan(query_id, tuple(steps), sql,

@@ -27,12 +27,14 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                   persistent_catalog: bool = False) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    connector = jars.resolve(jars.spark_kafka_connector(), progress=None)
+    connector = [*jars.resolve(jars.spark_kafka_connector(), progress=None),
+                 jars.record_timestamp_interceptor(progress=None)]
     warehouse.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.jars", ",".join(str(j) for j in connector))
                .config("spark.ui.enabled", "true" if ui else "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.warehouse.dir", str(warehouse / "warehouse"))
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "1g")

@@ -1,0 +1,73 @@
+"""`metastore test`: run ksqlDB query tests (inputs in, expected outputs out) on Kafka and Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.output import print_json, print_table
+from metastore.exceptions import MetastoreError
+from metastore.query_tests import cases
+from metastore.query_tests.runner import CaseResult
+from metastore.query_tests.session import kafka_bootstrap, run_tests
+
+
+def test(
+    files: Annotated[list[Path] | None, typer.Argument(
+        help="ksqlDB test files ({\"tests\": [...]}) or JSON Lines, one test a line.")] = None,
+    sql_file: Annotated[Path | None, typer.Option(
+        "--sql-file", help="ksql-test-runner: the statements.")] = None,
+    input_file: Annotated[Path | None, typer.Option(
+        "--input-file", help="ksql-test-runner: {\"inputs\": [...]}.")] = None,
+    output_file: Annotated[Path | None, typer.Option(
+        "--output-file", help="ksql-test-runner: {\"outputs\": [...]}.")] = None,
+    select: Annotated[list[str] | None, typer.Option(
+        "--select", "-k", help="Only tests whose id contains this text (repeatable).")] = None,
+    bootstrap_servers: Annotated[str | None, typer.Option(
+        "--bootstrap-servers", help="Kafka (default: $KAFKA_BOOTSTRAP_SERVERS, else the local "
+        "broker of `metastore dev kafka start`, started if needed).")] = None,
+    query_timeout: Annotated[float, typer.Option(
+        "--query-timeout", help="Seconds a query may take to process a test's inputs.")] = 120.0,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Run query tests on real Kafka and Spark; exit 0 only when every test passes."""
+    try:
+        if sql_file is not None:
+            tests = [cases.load_runner_files(sql_file, input_file, output_file)]
+        elif files:
+            tests = cases.load(files)
+        else:
+            typer.echo("Error: give test files, or --sql-file with --input-file and "
+                       "--output-file.", err=True)
+            raise typer.Exit(2)
+    except cases.CaseFileError as error:
+        typer.echo(f"Error: {error}", err=True)
+        raise typer.Exit(2) from error
+    if select:
+        tests = [t for t in tests if any(s in t.test_id for s in select)]
+    if not tests:
+        typer.echo("Error: no tests to run.", err=True)
+        raise typer.Exit(2)
+
+    def progress(index: int, total: int, result: CaseResult) -> None:
+        typer.echo(f"[{index}/{total}] {result.status:<7} {result.seconds:5.1f}s "
+                   f"{result.test_id}", err=True)
+
+    try:
+        report = run_tests(tests, kafka_bootstrap(bootstrap_servers), progress,
+                           query_timeout=query_timeout)
+    except MetastoreError as error:
+        typer.echo(f"Error: {error}", err=True)
+        raise typer.Exit(2) from error
+    if json_output:
+        print_json(report.to_json())
+    else:
+        failing = [r for r in report.results if r.status != "passed"]
+        if failing:
+            print_table(["STATUS", "TEST", "REASON"],
+                        [[r.status, r.test_id, r.reason.splitlines()[0][:160] if r.reason else ""]
+                         for r in failing])
+        typer.echo(f"{report.passed}/{len(report.results)} passed")
+    raise typer.Exit(0 if report.passed == len(report.results) else 1)

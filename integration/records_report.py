@@ -1,0 +1,70 @@
+"""Pass rates of a `metastore test --json` report over ksqlDB's records file, by family.
+
+``python -m integration.records_report REPORT.json [RECORDS.jsonl] [--reasons N] [--file F]``
+prints the overall and plain-format rates (plain: KAFKA, JSON, DELIMITED or NONE only; stateless:
+no JOIN, WINDOW or HAVING), the rate per test file, and the most common reasons a test did not pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+DEFAULT_RECORDS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / (
+    "ksql-records-dev.jsonl")
+PLAIN = {"KAFKA", "JSON", "DELIMITED", "NONE"}
+STATEFUL = re.compile(r"\bJOIN\b|\bWINDOW\b|\bHAVING\b", re.IGNORECASE)
+
+
+def is_plain(case: dict[str, Any]) -> bool:
+    return set(case["formats"]) <= PLAIN and not case["needs_schema_registry"]
+
+
+def is_stateless(case: dict[str, Any]) -> bool:
+    return not STATEFUL.search(" ".join(case["statements"]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("report", type=Path)
+    parser.add_argument("records", type=Path, nargs="?", default=DEFAULT_RECORDS)
+    parser.add_argument("--reasons", type=int, default=25)
+    parser.add_argument("--file", help="only cases of this test file (substring)")
+    args = parser.parse_args()
+    cases = {c["id"]: c for c in map(json.loads, args.records.read_text().splitlines())}
+    results = {r["id"]: r for r in json.loads(args.report.read_text())["cases"]}
+
+    def rate(label: str, chosen: list[str]) -> None:
+        passed = sum(results.get(i, {}).get("status") == "passed" for i in chosen)
+        print(f"{label:<44} {passed:>4}/{len(chosen):<4} {100 * passed / max(len(chosen), 1):5.1f}%")
+
+    plain = [i for i, c in cases.items() if is_plain(c)]
+    rate("all cases", list(cases))
+    rate("plain-format cases", plain)
+    rate("plain-format, no joins/windows/HAVING", [i for i in plain if is_stateless(cases[i])])
+    statuses = collections.Counter(results[i]["status"] for i in plain if i in results)
+    print("plain-format statuses:", dict(statuses))
+    by_file: dict[str, list[str]] = collections.defaultdict(list)
+    for i in plain:
+        by_file[cases[i]["file"].split("/")[-1]].append(i)
+    print("\nper file (plain-format cases):")
+    for name, ids in sorted(by_file.items(), key=lambda item: -len(item[1])):
+        if args.file is None or args.file in name:
+            rate(f"  {name}", ids)
+    reasons = collections.Counter()
+    for i in plain:
+        result = results.get(i)
+        if result and result["status"] != "passed" and (args.file is None or args.file in i):
+            text = re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "_", result["reason"].splitlines()[0])
+            reasons[f"{result['status']}: {text[:150]}"] += 1
+    print("\ncommon reasons:")
+    for reason, count in reasons.most_common(args.reasons):
+        print(f"{count:>4}  {reason}")
+
+
+if __name__ == "__main__":
+    main()

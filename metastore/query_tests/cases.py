@@ -1,0 +1,172 @@
+"""Query tests as ksqlDB writes them, loaded from its three file shapes.
+
+- a ksqlDB test file: ``{"tests": [{"name", "statements", "inputs", "outputs", ...}]}``;
+- JSON Lines, one test a line (each may carry an ``id``);
+- ksql-test-runner's trio: a SQL file plus ``{"inputs": [...]}`` and ``{"outputs": [...]}``.
+
+A record is ``{topic, key, value, timestamp?, headers?, window?}``; ``value`` is a JSON value (a
+string for DELIMITED and KAFKA strings), ``null`` for a tombstone. Loading checks the shape only;
+what the statements mean is the runner's business.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metastore.exceptions import MetastoreError
+
+
+class CaseFileError(MetastoreError):
+    """A test file that cannot be read or is not in one of ksqlDB's test shapes."""
+
+
+@dataclass(frozen=True)
+class Window:
+    start: int
+    end: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    topic: str
+    key: Any
+    value: Any
+    timestamp: int | None = None
+    headers: tuple[tuple[str, bytes | None], ...] | None = None
+    window: Window | None = None
+
+
+@dataclass(frozen=True)
+class DeclaredTopic:
+    name: str
+    partitions: int = 1
+
+
+@dataclass(frozen=True)
+class QueryTest:
+    test_id: str
+    name: str
+    statements: tuple[str, ...]
+    inputs: tuple[CaseRecord, ...]
+    outputs: tuple[CaseRecord, ...]
+    topics: tuple[DeclaredTopic, ...] = ()
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    expected_error: Mapping[str, Any] | None = None
+
+    @property
+    def script(self) -> str:
+        return "\n".join(s if s.rstrip().endswith(";") else s + ";" for s in self.statements)
+
+
+def load(paths: Sequence[Path]) -> list[QueryTest]:
+    """Every test in ``paths`` (ksqlDB test files or JSON Lines), in file order."""
+    tests: list[QueryTest] = []
+    for path in paths:
+        tests.extend(_load_file(path))
+    return tests
+
+
+def load_runner_files(sql_file: Path, input_file: Path | None, output_file: Path | None
+                      ) -> QueryTest:
+    """One test from ksql-test-runner's files: statements, inputs and expected outputs."""
+    statements = tuple(s for s in _read(sql_file).split(";") if s.strip())
+    inputs = _json(input_file).get("inputs", []) if input_file is not None else []
+    outputs = _json(output_file).get("outputs", []) if output_file is not None else []
+    return _test({"name": sql_file.stem, "statements": list(statements), "inputs": inputs,
+                  "outputs": outputs}, str(sql_file))
+
+
+def _load_file(path: Path) -> Iterator[QueryTest]:
+    text = _read(path)
+    stripped = text.lstrip()
+    if stripped.startswith("{") and not _is_json_lines(stripped):
+        document = _parse(text, str(path))
+        if not isinstance(document, dict) or not isinstance(document.get("tests"), list):
+            raise CaseFileError(f"{path}: expected an object with a \"tests\" list")
+        for raw in document["tests"]:
+            yield _test(raw, str(path))
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            yield _test(_parse(line, f"{path}:{number}"), str(path))
+
+
+def _is_json_lines(text: str) -> bool:
+    first = text.split("\n", 1)[0]
+    try:
+        parsed = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and "statements" in parsed
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise CaseFileError(f"{path}: {error.strerror or error}") from error
+
+
+def _parse(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise CaseFileError(f"{where}: not JSON: {error}") from error
+
+
+def _json(path: Path) -> dict[str, Any]:
+    document = _parse(_read(path), str(path))
+    if not isinstance(document, dict):
+        raise CaseFileError(f"{path}: expected a JSON object")
+    return document
+
+
+def _test(raw: Any, where: str) -> QueryTest:
+    if not isinstance(raw, dict) or not isinstance(raw.get("statements"), list):
+        raise CaseFileError(f"{where}: a test needs a \"statements\" list")
+    name = str(raw.get("name") or "unnamed")
+    test_id = str(raw.get("id") or f"{where}::{name}")
+    expected = raw.get("expectedException")
+    return QueryTest(
+        test_id=test_id, name=name,
+        statements=tuple(str(s) for s in raw["statements"]),
+        inputs=tuple(_record(r, where) for r in raw.get("inputs") or []),
+        outputs=tuple(_record(r, where) for r in raw.get("outputs") or []),
+        topics=tuple(_topic(t, where) for t in raw.get("topics") or []),
+        properties=dict(raw.get("properties") or {}),
+        expected_error=expected if isinstance(expected, dict) else None)
+
+
+def _record(raw: Any, where: str) -> CaseRecord:
+    if not isinstance(raw, dict) or not isinstance(raw.get("topic"), str):
+        raise CaseFileError(f"{where}: a record needs a \"topic\"")
+    timestamp = raw.get("timestamp")
+    window = raw.get("window")
+    headers = raw.get("headers")
+    return CaseRecord(
+        topic=raw["topic"], key=raw.get("key"), value=raw.get("value"),
+        timestamp=int(timestamp) if isinstance(timestamp, int | float) else None,
+        headers=None if headers is None else tuple(_header(h, where) for h in headers),
+        window=Window(int(window.get("start", 0)), int(window.get("end", 0)),
+                      str(window.get("type", "TIME")).upper()) if isinstance(window, dict) else None)
+
+
+def _header(raw: Any, where: str) -> tuple[str, bytes | None]:
+    import base64
+
+    if not isinstance(raw, dict) or "KEY" not in raw:
+        raise CaseFileError(f"{where}: a header is {{\"KEY\": ..., \"VALUE\": base64}}")
+    value = raw.get("VALUE")
+    return str(raw["KEY"]), None if value is None else base64.b64decode(str(value))
+
+
+def _topic(raw: Any, where: str) -> DeclaredTopic:
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise CaseFileError(f"{where}: a declared topic needs a \"name\"")
+    partitions = raw.get("partitions")
+    return DeclaredTopic(raw["name"], int(partitions) if isinstance(partitions, int) else 1)

@@ -1,0 +1,165 @@
+"""Test records as Kafka bytes and back, in the formats of the source or sink that owns a topic.
+
+Inputs are encoded the way a ksqlDB producer would write them for the source declared on their
+topic (KAFKA primitives big-endian, JSON, DELIMITED text); sink records are decoded into the
+test's representation (JSON values; DELIMITED and KAFKA strings as text), windowed keys split
+into the key and its window. A topic no source declares is written as text or JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from metastore.catalog.model import Column, DataSource
+from metastore.query_tests.cases import CaseRecord, Window
+from metastore.sql import types as ty
+
+
+class RecordCodecError(ValueError):
+    """A test record that cannot be written in its topic's format."""
+
+
+@dataclass(frozen=True)
+class KafkaBytes:
+    key: bytes | None
+    value: bytes | None
+
+
+def encode(record: CaseRecord, source: DataSource | None) -> KafkaBytes:
+    if source is None:
+        return KafkaBytes(_generic(record.key), _generic(record.value))
+    key = _encode_key(record.key, source)
+    if record.window is not None and key is not None:
+        key += struct.pack(">q", record.window.start)
+        if record.window.kind == "SESSION":
+            key += struct.pack(">q", record.window.end)
+    return KafkaBytes(key, _encode_value(record.value, source))
+
+
+def _generic(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value).encode()
+
+
+def _encode_key(key: Any, source: DataSource) -> bytes | None:
+    columns = source.key_columns
+    if key is None or source.key_format == "NONE":
+        return None
+    if not columns:
+        return _generic(key)
+    if source.key_format == "KAFKA":
+        return _kafka(key, columns[0].type)
+    if source.key_format == "JSON":
+        return json.dumps(key).encode()
+    return _text(key)
+
+
+def _encode_value(value: Any, source: DataSource) -> bytes | None:
+    if value is None:
+        return None
+    if source.value_format == "KAFKA":
+        columns = source.value_columns
+        return _kafka(value, columns[0].type) if columns else _generic(value)
+    if source.value_format == "JSON":
+        return json.dumps(value).encode()
+    return _text(value)
+
+
+def _text(value: Any) -> bytes:
+    return (value if isinstance(value, str) else json.dumps(value)).encode()
+
+
+def _kafka(value: Any, sql_type: ty.SqlType) -> bytes:
+    try:
+        if sql_type == ty.INTEGER:
+            return struct.pack(">i", int(value))
+        if sql_type == ty.BIGINT:
+            return struct.pack(">q", int(value))
+        if sql_type == ty.DOUBLE:
+            return struct.pack(">d", float(value))
+        if sql_type == ty.BYTES:
+            return base64.b64decode(str(value))
+    except (ValueError, TypeError, struct.error) as error:
+        raise RecordCodecError(f"{value!r} is not a KAFKA {sql_type.sql()}: {error}") from error
+    return _text(value)
+
+
+# -- decoding sink records ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DecodedKey:
+    key: Any
+    window: Window | None
+
+
+def decode_key(raw: bytes | None, sink: DataSource | None) -> DecodedKey:
+    if raw is None:
+        return DecodedKey(None, None)
+    if sink is None:
+        return DecodedKey(_text_or_json(raw), None)
+    window: Window | None = None
+    if sink.window is not None and sink.window.kind != "SESSION" and len(raw) >= 8:
+        start = struct.unpack(">q", raw[-8:])[0]
+        raw = raw[:-8]
+        window = Window(start, start + (sink.window.size_ms or 0), "TIME")
+    elif sink.window is not None and len(raw) >= 16:
+        start, end = struct.unpack(">q", raw[-16:-8])[0], struct.unpack(">q", raw[-8:])[0]
+        raw = raw[:-16]
+        window = Window(start, end, "SESSION")
+    columns = sink.key_columns
+    if sink.key_format == "NONE" or not columns:
+        return DecodedKey(None if sink.key_format == "NONE" else _text_or_json(raw), window)
+    if sink.key_format == "KAFKA":
+        return DecodedKey(_from_kafka(raw, columns[0]), window)
+    if sink.key_format == "JSON":
+        return DecodedKey(_json(raw), window)
+    return DecodedKey(raw.decode(errors="replace"), window)
+
+
+def decode_value(raw: bytes | None, sink: DataSource | None) -> Any:
+    if raw is None:
+        return None
+    if sink is None:
+        return _text_or_json(raw)
+    if sink.value_format == "KAFKA" and sink.value_columns:
+        return _from_kafka(raw, sink.value_columns[0])
+    if sink.value_format == "JSON":
+        return _json(raw)
+    return raw.decode(errors="replace")
+
+
+def _from_kafka(raw: bytes, column: Column) -> Any:
+    if column.type == ty.INTEGER and len(raw) == 4:
+        return struct.unpack(">i", raw)[0]
+    if column.type == ty.BIGINT and len(raw) == 8:
+        return struct.unpack(">q", raw)[0]
+    if column.type == ty.DOUBLE and len(raw) == 8:
+        return struct.unpack(">d", raw)[0]
+    if column.type == ty.BYTES:
+        return base64.b64encode(raw).decode()
+    return raw.decode(errors="replace")
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw, parse_float=_decimal_or_float)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def _decimal_or_float(text: str) -> float:
+    return float(text)
+
+
+def _text_or_json(raw: bytes) -> Any:
+    text = raw.decode(errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

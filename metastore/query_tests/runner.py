@@ -1,0 +1,342 @@
+"""Run one ksqlDB query test on real Kafka and Spark, as a node would run its statements.
+
+For each test:
+
+1. its statements are parsed and validated exactly as a node validates them (the same
+   :class:`~metastore.catalog.validation.Validator`, with the Spark runtime check), on an empty
+   catalog of its own; topics the test declares, or its CREATE statements name without
+   ``PARTITIONS``, exist (ksqlDB's test driver creates them), others are created as a node would;
+2. every Kafka topic is namespaced (``qtt-<run>-<n>-<topic>``), so tests never see each other;
+3. the inputs are produced, in order, with their keys and values encoded in the formats of the
+   source declared on their topic, their timestamps (0 when not given, as ksqlDB's driver does)
+   and headers, through the Kafka producer of Spark's JVM (librdkafka cannot write timestamp 0);
+4. each persistent query of the final catalog, in the order created, is compiled into the plan a
+   node runs and run as a Spark streaming query that processes what its sources hold, then stops;
+5. every topic the test expects records on is read ``read_committed`` and compared
+   (:mod:`metastore.query_tests.verdict`).
+
+A statement refused at step 1 makes the test *refused*; a query Spark fails, a timeout or a Kafka
+error makes it an *error*; a difference in records makes it *failed*.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from confluent_kafka import Consumer, TopicPartition
+
+from metastore.catalog.image import EMPTY_IMAGE, Image
+from metastore.catalog.model import DataSource
+from metastore.catalog.validation import Validator
+from metastore.exceptions import MetastoreError
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings, create_client
+from metastore.queries import job
+from metastore.queries.plan import QueryPlan, compile_query
+from metastore.queries.support import check_runtime
+from metastore.query_tests import records, verdict
+from metastore.query_tests.cases import QueryTest
+from metastore.sql import statements as st
+from metastore.sql.exceptions import ParseError
+from metastore.sql.parser import parse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PASSED, FAILED, REFUSED, ERROR = "passed", "failed", "refused", "error"
+
+Rename = Callable[[str], str]
+"""A test's topic name to the Kafka topic it is in this run."""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    test_id: str
+    name: str
+    status: str
+    reason: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.test_id, "name": self.name, "status": self.status,
+                "reason": self.reason, "seconds": round(self.seconds, 2)}
+
+
+class PreexistingTopics:
+    """The topics that exist before a test's statements run, as ksqlDB's test driver makes them."""
+
+    def __init__(self, test: QueryTest, statements: Iterable[st.Statement]) -> None:
+        self._existing = {topic.name: topic.partitions for topic in test.topics}
+        for statement in statements:
+            if isinstance(statement, st.CreateSource):
+                topic = str(statement.properties.get("KAFKA_TOPIC", statement.name))
+                if "PARTITIONS" not in statement.properties:
+                    self._existing.setdefault(topic, 1)
+
+    def partitions(self, topic: str) -> int | None:
+        return self._existing.get(topic)
+
+    def broker_count(self) -> int | None:
+        return None
+
+
+class _RefusedError(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class QueryTestRunner:
+    """Runs tests one after another on one SparkSession and one Kafka cluster."""
+
+    def __init__(self, spark: SparkSession, settings: KafkaSettings, work_dir: Path,
+                 run_id: str, query_timeout: float = 120.0) -> None:
+        self._spark = spark
+        self._settings = settings
+        self._work_dir = work_dir
+        self._run_id = run_id
+        self._query_timeout = query_timeout
+        self._admin = Admin(settings, timeout=30)
+        self._kafka_options = {"kafka.bootstrap.servers": settings.bootstrap_servers,
+                               **{f"kafka.{k}": v for k, v in settings.client.items()}}
+        self._producer = _JvmProducer(spark, settings)
+        self._count = 0
+
+    def close(self) -> None:
+        self._producer.close()
+
+    def run(self, test: QueryTest) -> CaseResult:
+        self._count += 1
+        started = time.monotonic()
+        namespace = f"qtt-{self._run_id}-{self._count}-"
+        try:
+            status, reason = self._run(test, namespace)
+        except MetastoreError as error:
+            status, reason = ERROR, str(error)
+        finally:
+            shutil.rmtree(self._work_dir / namespace, ignore_errors=True)
+        return CaseResult(test.test_id, test.name, status, reason, time.monotonic() - started)
+
+    def _run(self, test: QueryTest, namespace: str) -> tuple[str, str]:
+        try:
+            image = self._validate(test)
+        except _RefusedError as refusal:
+            if test.expected_error is not None:
+                wanted = str(test.expected_error.get("message") or "")
+                if wanted in refusal.reason:
+                    return PASSED, ""
+                return FAILED, f"expected the error {wanted!r}, got {refusal.reason!r}"
+            return REFUSED, refusal.reason
+        if test.expected_error is not None:
+            return FAILED, "expected a statement to fail; every statement was accepted"
+        def physical(topic: str) -> str:
+            return namespace + topic
+        self._create_topics(test, image, physical)
+        try:
+            self._produce(test, image, physical)
+            for query in sorted(image.queries.values(), key=lambda q: q.offset):
+                plan = _namespaced(compile_query(query, image), physical)
+                failure = self._run_query(plan, self._work_dir / namespace / query.query_id)
+                if failure is not None:
+                    return ERROR, f"{query.query_id}: {failure}"
+            difference = self._compare(test, image, physical)
+        finally:
+            self._delete_topics(test, image, physical)
+        return (PASSED, "") if difference is None else (FAILED, difference)
+
+    def _validate(self, test: QueryTest) -> Image:
+        try:
+            statements = parse(test.script)
+        except ParseError as error:
+            raise _RefusedError(str(error)) from error
+        validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
+                              runtime_check=check_runtime)
+        for statement in statements:
+            if isinstance(statement, st.InsertValues):
+                raise _RefusedError("INSERT INTO ... VALUES is not run by metastore test")
+            try:
+                validator.validate(statement)
+            except MetastoreError as error:
+                raise _RefusedError(f"{statement.text.strip()[:120]}: {error}") from error
+        return validator.image
+
+    # -- Kafka ----------------------------------------------------------------------------------
+    def _topics(self, test: QueryTest, image: Image) -> dict[str, int]:
+        wanted = {topic.name: topic.partitions for topic in test.topics}
+        for source in image.sources.values():
+            wanted.setdefault(source.topic, source.partitions or 1)
+        for record in (*test.inputs, *test.outputs):
+            wanted.setdefault(record.topic, 1)
+        return wanted
+
+    def _create_topics(self, test: QueryTest, image: Image, physical: Rename) -> None:
+        for name, partitions in self._topics(test, image).items():
+            self._admin.create(physical(name), partitions)
+
+    def _delete_topics(self, test: QueryTest, image: Image, physical: Rename) -> None:
+        self._admin.start_deleting([physical(t) for t in self._topics(test, image)])
+
+    def _produce(self, test: QueryTest, image: Image, physical: Rename) -> None:
+        for record in test.inputs:
+            source = _input_source(image, record.topic)
+            try:
+                encoded = records.encode(record, source)
+            except records.RecordCodecError as error:
+                raise RunKafkaError(f"input record on {record.topic}: {error}") from error
+            self._producer.send(physical(record.topic), encoded, record.timestamp or 0,
+                                record.headers or ())
+        self._producer.flush()
+
+    def _run_query(self, plan: QueryPlan, checkpoint: Path) -> str | None:
+        try:
+            handle = job.start(self._spark, plan, checkpoint, self._kafka_options,
+                               available_now=True)
+        except Exception as error:  # Spark's analysis of the plan: the test's error, not the run's
+            return _first_line(error)
+        try:
+            finished = handle.awaitTermination(int(self._query_timeout))
+        except Exception:  # Spark raises the query's failure here; job.failure says what it was
+            finished = True
+        if not finished:
+            handle.stop()
+            return f"did not finish within {self._query_timeout:.0f} s"
+        return job.failure(handle)
+
+    def _compare(self, test: QueryTest, image: Image, physical: Rename) -> str | None:
+        problems = []
+        expected_topics = list(dict.fromkeys(record.topic for record in test.outputs))
+        for topic in expected_topics:
+            sink = _sink_source(image, topic)
+            expected = [r for r in test.outputs if r.topic == topic]
+            actual = self._read(physical(topic), topic, sink)
+            if sink is not None and sink.kind is st.SourceKind.TABLE:
+                difference = verdict.table_difference(expected, actual)
+            else:
+                difference = verdict.stream_difference(expected, actual)
+            if difference is not None:
+                problems.append(f"{topic}: {difference}")
+        return "\n".join(problems) if problems else None
+
+    def _read(self, topic: str, shown: str, sink: DataSource | None) -> list[verdict.ActualRecord]:
+        consumer = create_client(Consumer, self._settings.config(
+            group_id=f"{topic}-check", enable_auto_commit=False, isolation_level="read_committed"))
+        try:
+            metadata = consumer.list_topics(topic, timeout=10)
+            partitions = sorted((metadata.topics.get(topic) or _NoTopic()).partitions)
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                    for p in partitions}
+            wanted = [TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0]
+            consumer.assign(wanted)
+            found: list[verdict.ActualRecord] = []
+            remaining = {p for p in partitions if ends[p] > 0}
+            deadline = time.monotonic() + 30
+            while remaining and time.monotonic() < deadline:
+                for message in consumer.consume(500, 0.5):
+                    if message.error() is not None:
+                        continue
+                    partition, offset = message.partition() or 0, message.offset() or 0
+                    key = records.decode_key(message.key(), sink)
+                    found.append(verdict.ActualRecord(
+                        shown, key.key, records.decode_value(message.value(), sink),
+                        message.timestamp()[1], _headers(message.headers()), key.window,
+                        partition, offset))
+                    if offset + 1 >= ends[partition]:
+                        remaining.discard(partition)
+            if remaining:
+                raise RunKafkaError(f"reading {shown} timed out")
+            return sorted(found, key=lambda r: (r.partition, r.offset))
+        finally:
+            consumer.close()
+
+
+class RunKafkaError(MetastoreError):
+    """Kafka refused or failed something a test run needs."""
+
+
+class _NoTopic:
+    partitions: Mapping[int, object] = {}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(getattr(error, "desc", None) or error).strip()
+    return text.splitlines()[0][:1000] if text else type(error).__name__
+
+
+def _namespaced(plan: QueryPlan, physical: Rename) -> QueryPlan:
+    steps = tuple(replace(step, topic=physical(step.topic)) if step.topic is not None else step
+                  for step in plan.steps)
+    return replace(plan, steps=steps, topic=physical(plan.topic),
+                   source_topics=tuple(physical(t) for t in plan.source_topics),
+                   query_id=re.sub(r"\W", "_", plan.query_id))
+
+
+def _headers(raw: object) -> tuple[tuple[str, bytes | None], ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple((str(key), value if isinstance(value, bytes) else None) for key, value in raw)
+
+
+def _input_source(image: Image, topic: str) -> DataSource | None:
+    """The source whose formats a topic's inputs are written in: one declared on it first."""
+    candidates = [s for s in image.sources.values() if s.topic == topic]
+    declared = [s for s in candidates if s.query_id is None]
+    chosen = declared or candidates
+    return chosen[0] if chosen else None
+
+
+def _sink_source(image: Image, topic: str) -> DataSource | None:
+    """The source whose formats a topic's records are read in: a query's sink first."""
+    candidates = [s for s in image.sources.values() if s.topic == topic]
+    sinks = [s for s in candidates if s.query_id is not None]
+    chosen = sinks or candidates
+    return chosen[0] if chosen else None
+
+
+class _JvmProducer:
+    """A Kafka producer in Spark's JVM: it writes any timestamp, 0 included."""
+
+    def __init__(self, spark: SparkSession, settings: KafkaSettings) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None, "a running SparkSession has a JVM"
+        self._jvm = jvm
+        properties = jvm.java.util.Properties()
+        properties.put("bootstrap.servers", settings.bootstrap_servers)
+        for key, value in settings.client.items():
+            properties.put(key, str(value))
+        properties.put("enable.idempotence", "true")
+        properties.put("acks", "all")
+        properties.put("linger.ms", "0")
+        serializer = jvm.org.apache.kafka.common.serialization.ByteArraySerializer
+        self._producer = jvm.org.apache.kafka.clients.producer.KafkaProducer(
+            properties, serializer(), serializer())
+        self._pending: list[object] = []
+
+    def send(self, topic: str, encoded: records.KafkaBytes, timestamp: int,
+             headers: Iterable[tuple[str, bytes | None]]) -> None:
+        jvm = self._jvm
+        record_headers = jvm.org.apache.kafka.common.header.internals.RecordHeaders()
+        for key, value in headers:
+            record_headers.add(key, None if value is None else bytearray(value))
+        record = jvm.org.apache.kafka.clients.producer.ProducerRecord(
+            topic, None, jvm.java.lang.Long(timestamp),
+            None if encoded.key is None else bytearray(encoded.key),
+            None if encoded.value is None else bytearray(encoded.value), record_headers)
+        self._pending.append(self._producer.send(record))
+
+    def flush(self) -> None:
+        self._producer.flush()
+        pending, self._pending = self._pending, []
+        for future in pending:
+            try:
+                future.get()  # type: ignore[attr-defined]
+            except Exception as error:  # the JVM's delivery failure, as the test's error
+                raise RunKafkaError(f"producing an input record failed: {error}") from error
+
+    def close(self) -> None:
+        self._producer.close()

@@ -1,0 +1,73 @@
+"""A whole ``metastore test`` run: Kafka, one SparkSession, every test in order, one report.
+
+Kafka is the given bootstrap servers, else ``KAFKA_BOOTSTRAP_SERVERS``, else the local broker
+``metastore dev kafka start`` runs (started when it is not running). Spark is a local session
+(``local[2]`` unless told otherwise) with the project's connector jars, started once per run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from metastore.kafka.settings import KafkaSettings
+from metastore.query_tests.cases import QueryTest
+from metastore.query_tests.runner import PASSED, CaseResult, QueryTestRunner
+
+
+@dataclass
+class RunReport:
+    results: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> int:
+        return sum(r.status == PASSED for r in self.results)
+
+    def to_json(self) -> dict[str, object]:
+        return {"cases": [r.to_json() for r in self.results], "passed": self.passed,
+                "total": len(self.results)}
+
+
+def kafka_bootstrap(given: str | None) -> str:
+    """The bootstrap servers to test against; starts the local broker when none is given."""
+    if given:
+        return given
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        return external
+    from metastore.local.dev import ensure_kafka
+
+    return ensure_kafka()
+
+
+def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
+              on_result: Callable[[int, int, CaseResult], None] | None = None,
+              spark_master: str = "local[2]", query_timeout: float = 120.0,
+              work_dir: Path | None = None) -> RunReport:
+    from metastore.spark.session import start_session
+
+    root = work_dir or Path(tempfile.mkdtemp(prefix="metastore-test-"))
+    spark = start_session(spark_master, "metastore-test", root / "spark")
+    spark.sparkContext.setLogLevel("OFF")  # a query's failure is the test's result, not a log
+    for logger in ("SQLQueryContextLogger", "pyspark"):
+        logging.getLogger(logger).setLevel(logging.CRITICAL)
+    runner = QueryTestRunner(spark, KafkaSettings(bootstrap_servers), root / "queries",
+                             run_id=f"{int(time.time()):x}{uuid.uuid4().hex[:4]}",
+                             query_timeout=query_timeout)
+    report = RunReport()
+    try:
+        for index, test in enumerate(tests, start=1):
+            result = runner.run(test)
+            report.results.append(result)
+            if on_result is not None:
+                on_result(index, len(tests), result)
+    finally:
+        runner.close()
+        spark.stop()
+    return report

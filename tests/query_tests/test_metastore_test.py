@@ -1,0 +1,103 @@
+"""`metastore test` end to end: ksqlDB's test files run on the real broker and a real Spark.
+
+One CLI run covers a passing, a failing and a refused test, a table compared on its final value
+per key and a slice of ksqlDB's own query tests (one case per family); a second runs
+ksql-test-runner's three files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+
+DEV_RECORDS = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / (
+    "ksql-records-dev.jsonl")
+DEV_SLICE = (
+    "qtt/project-filter.json::project and filter",
+    "qtt/math.json::calculate CEIL function",
+    "qtt/group-by.json::value column (stream->table)",
+    "qtt/kafka.json::INT",
+    "qtt/partition-by.json::struct field - select explicit",
+)
+INPUT = ("CREATE STREAM INPUT (ID INT KEY, NAME STRING, AMOUNT DOUBLE) WITH (KAFKA_TOPIC='input', "
+         "VALUE_FORMAT='JSON');")
+PROJECT = "CREATE STREAM OUTPUT AS SELECT ID, UCASE(NAME) AS NAME, AMOUNT * 2 AS DOUBLED FROM INPUT WHERE AMOUNT > 1;"
+INPUTS = [
+    {"topic": "input", "key": 1, "value": {"NAME": "a", "AMOUNT": 0.5}, "timestamp": 0},
+    {"topic": "input", "key": 2, "value": {"NAME": "b", "AMOUNT": 1.5}, "timestamp": 0,
+     "headers": [{"KEY": "h", "VALUE": "AQ=="}]},
+    {"topic": "input", "key": 1, "value": {"NAME": "c", "AMOUNT": 2}, "timestamp": 1000},
+]
+OUTPUTS = [
+    {"topic": "OUTPUT", "key": 2, "value": {"NAME": "B", "DOUBLED": 3.0}, "timestamp": 0},
+    {"topic": "OUTPUT", "key": 1, "value": {"NAME": "C", "DOUBLED": 4.0}, "timestamp": 1000},
+]
+
+
+def invoke(bootstrap: str, *args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(app, ["test", *args, "--bootstrap-servers", bootstrap, "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def dev_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wanted = {line["id"]: line for line in map(json.loads, DEV_RECORDS.read_text().splitlines())
+              if line["id"] in DEV_SLICE}
+    assert sorted(wanted) == sorted(DEV_SLICE), "the slice names cases of the dev records file"
+    path = tmp_path_factory.mktemp("slice") / "slice.jsonl"
+    path.write_text("".join(json.dumps(wanted[i]) + "\n" for i in DEV_SLICE))
+    return path
+
+
+def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp_path: Path,
+                                                       dev_slice: Path) -> None:
+    wrong = [dict(OUTPUTS[0]), {**OUTPUTS[1], "value": {"NAME": "C", "DOUBLED": 5.0}}]
+    tests = {"tests": [
+        {"name": "passes", "statements": [INPUT, PROJECT], "inputs": INPUTS, "outputs": OUTPUTS},
+        {"name": "fails", "statements": [INPUT, PROJECT], "inputs": INPUTS, "outputs": wrong},
+        {"name": "refused", "statements": [INPUT, "CREATE STREAM OUTPUT AS SELECT * FROM NOPE;"],
+         "inputs": [], "outputs": []},
+        {"name": "table", "statements": [
+            INPUT, "CREATE TABLE COUNTS AS SELECT ID, COUNT(*) AS N, SUM(AMOUNT) AS TOTAL "
+                   "FROM INPUT GROUP BY ID;"],
+         "inputs": INPUTS, "outputs": [
+             {"topic": "COUNTS", "key": 1, "value": {"N": 1, "TOTAL": 0.5}, "timestamp": 0},
+             {"topic": "COUNTS", "key": 2, "value": {"N": 1, "TOTAL": 1.5}, "timestamp": 0},
+             {"topic": "COUNTS", "key": 1, "value": {"N": 2, "TOTAL": 2.5}, "timestamp": 1000}]},
+    ]}
+    test_file = tmp_path / "tests.json"
+    test_file.write_text(json.dumps(tests))
+    code, report = invoke(kafka_bootstrap, str(test_file), str(dev_slice))
+    by_name = {case["name"]: case for case in report["cases"]}
+    assert code == 1
+    assert by_name["passes"]["status"] == "passed", by_name["passes"]
+    assert by_name["passes"]["id"] == f"{test_file}::passes"
+    assert by_name["fails"]["status"] == "failed"
+    assert '1 -> {"NAME": "C", "DOUBLED": 5.0} @1000' in by_name["fails"]["reason"]
+    assert '1 -> {"NAME": "C", "DOUBLED": 4.0} @1000' in by_name["fails"]["reason"]
+    assert by_name["refused"]["status"] == "refused"
+    assert "NOPE" in by_name["refused"]["reason"]
+    assert by_name["table"]["status"] == "passed", by_name["table"]
+    from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
+    assert [case["id"] for case in from_dev] == list(DEV_SLICE)
+    assert [case for case in from_dev if case["status"] != "passed"] == []
+    assert report["total"] == 4 + len(DEV_SLICE)
+    assert report["passed"] == 2 + len(DEV_SLICE)
+
+
+def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
+    (tmp_path / "s.sql").write_text(f"{INPUT}\n{PROJECT}\n")
+    (tmp_path / "in.json").write_text(json.dumps({"inputs": INPUTS}))
+    (tmp_path / "out.json").write_text(json.dumps({"outputs": OUTPUTS}))
+    code, report = invoke(kafka_bootstrap, "--sql-file", str(tmp_path / "s.sql"),
+                          "--input-file", str(tmp_path / "in.json"),
+                          "--output-file", str(tmp_path / "out.json"))
+    assert report["cases"][0]["status"] == "passed", report
+    assert (code, report["passed"], report["total"]) == (0, 1, 1)
