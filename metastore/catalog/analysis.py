@@ -19,6 +19,14 @@ from sqlglot import exp
 
 from metastore.catalog.exceptions import QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.functions import library as functions
+from metastore.functions.registry import (
+    TIME_UNITS,
+    Argument,
+    FunctionError,
+    LambdaArgument,
+    UnitArgument,
+)
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, Query, SourceKind, WindowSpec
 
@@ -26,13 +34,6 @@ PSEUDO_COLUMNS: dict[str, ty.SqlType] = {
     "ROWTIME": ty.BIGINT, "ROWPARTITION": ty.INTEGER, "ROWOFFSET": ty.BIGINT,
 }
 WINDOW_BOUNDS: dict[str, ty.SqlType] = {"WINDOWSTART": ty.BIGINT, "WINDOWEND": ty.BIGINT}
-
-AGGREGATES = frozenset({
-    "COUNT", "SUM", "MIN", "MAX", "AVG", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET", "COLLECT_LIST",
-    "COLLECT_SET", "COUNT_DISTINCT", "TOPK", "TOPKDISTINCT", "HISTOGRAM", "STDDEV_SAMP",
-    "STDDEV_SAMPLE", "CORRELATION", "ATTR", "ARRAYAGG", "APPROXDISTINCT", "ARRAY_AGG",
-    "APPROX_DISTINCT", "STDDEV", "VARIANCE",
-})
 
 _NUMERIC_RANK = {"INTEGER": 1, "BIGINT": 2, "DECIMAL": 3, "DOUBLE": 4}
 
@@ -340,16 +341,8 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
     return keys + values
 
 
-def _is_aggregate(function: exp.Expr) -> bool:
-    return function_name(function) in AGGREGATES
-
-
-def function_name(function: exp.Expr) -> str:
-    if isinstance(function, exp.Anonymous):
-        return str(function.name).upper()
-    name = function.sql_name() if isinstance(function, exp.Func) else ""
-    aliases = {"ARRAY_AGG": "COLLECT_LIST", "APPROX_DISTINCT": "COUNT_DISTINCT", "STDDEV": "STDDEV_SAMP"}
-    return aliases.get(name, name)
+_is_aggregate = functions.is_aggregate
+function_name = functions.function_name
 
 
 class _Typer:
@@ -357,8 +350,16 @@ class _Typer:
         self.scope = scope
         self.custom = custom
         self.clause = "SELECT"
+        self.lambda_scopes: list[dict[str, ty.SqlType]] = []
 
     def type_of(self, node: exp.Expr) -> ty.SqlType:
+        """The ksqlDB type of ``node``, also recorded in its ``meta`` for the translation."""
+        return functions.annotate(node, self._type_of(node))
+
+    def _type_of(self, node: exp.Expr) -> ty.SqlType:
+        if isinstance(node, exp.Column) and not node.table and (
+                bound := self._lambda_variable(node.name)) is not None:
+            return bound
         if isinstance(node, exp.Paren):
             return self.type_of(node.this)
         if isinstance(node, exp.Column):
@@ -436,61 +437,58 @@ class _Typer:
 
     def _function(self, node: exp.Func) -> ty.SqlType:
         name = function_name(node)
-        args = [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
+        args = functions.arguments(node)
+        if name in ("MAP", "STRUCT", "ARRAY"):
+            return self._constructor(name, args)
+        try:
+            resolution = functions.resolve_call(name, [self._argument(a) for a in args])
+        except FunctionError as error:
+            raise QueryError(str(error)) from error
+        for argument, param in zip(args, resolution.params, strict=False):
+            if isinstance(argument, exp.Null):
+                functions.annotate(argument, param)
+        return resolution.returns
+
+    def _constructor(self, name: str, args: list[exp.Expr]) -> ty.SqlType:
         arg_types = [self.type_of(a) for a in args]
-        first = arg_types[0] if arg_types else None
-        if name in ("COUNT", "COUNT_DISTINCT", "APPROXDISTINCT"):
-            return ty.BIGINT
-        if name in ("SUM", "MIN", "MAX", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET", "ABS", "ATTR",
-                    "COALESCE", "IFNULL", "AS_VALUE", "GREATEST", "LEAST", "NULLIF"):
-            if name in ("LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET") and len(arg_types) > 1 and (
-                    isinstance(args[1], exp.Literal) and not args[1].is_string):
-                return ty.ArrayType(first or ty.STRING)
-            return first or ty.STRING
-        if name in ("AVG", "STDDEV_SAMP", "STDDEV_SAMPLE", "CORRELATION", "VARIANCE", "SQRT", "EXP",
-                    "LN", "LOG", "POWER", "POW", "RANDOM", "RAND", "SIN", "COS", "TAN", "DEGREES",
-                    "RADIANS", "CBRT"):
-            return ty.DOUBLE
-        if name in ("COLLECT_LIST", "COLLECT_SET", "TOPK", "TOPKDISTINCT", "ARRAY_AGG"):
-            return ty.ArrayType(first or ty.STRING)
-        if name == "HISTOGRAM":
-            return ty.MapType(ty.STRING, ty.BIGINT)
-        if name in ("ROUND", "FLOOR", "CEIL", "CEILING", "TRUNC", "SIGN"):
-            if name == "ROUND" and first is not None and len(arg_types) == 1 and first == ty.DOUBLE:
-                return ty.BIGINT
-            return first or ty.DOUBLE
-        if name in ("LENGTH", "LEN", "INSTR", "FIELD", "ARRAY_LENGTH", "ARRAY_SIZE", "CARDINALITY",
-                    "INITCAP_LEN"):
-            return ty.INTEGER
-        if name in ("UNIX_TIMESTAMP", "UNIX_DATE", "STRINGTOTIMESTAMP", "STR_TO_UNIX",
-                    "STRTOTIMESTAMP"):
-            return ty.BIGINT
-        if name in ("ARRAY_CONTAINS", "REGEXP_LIKE", "STARTSWITH", "ENDSWITH", "ISNULL"):
-            return ty.BOOLEAN
-        if name in ("SPLIT", "REGEXP_SPLIT_TO_ARRAY"):
-            return ty.ArrayType(ty.STRING)
-        if name in ("FROM_UNIXTIME", "PARSE_TIMESTAMP", "STR_TO_TIME", "TS_OR_DS_TO_TIMESTAMP"):
-            return ty.TIMESTAMP
-        if name in ("FROM_DAYS", "PARSE_DATE", "DATE"):
-            return ty.DATE
-        if name in ("MAP",):
-            values = arg_types[1::2]
+        if name == "ARRAY":
+            return ty.ArrayType(arg_types[0] if arg_types else ty.STRING)
+        if name == "MAP":
+            values = arg_types[1::2] if not args or not isinstance(args[0], exp.PropertyEQ) \
+                else arg_types
             return ty.MapType(ty.STRING, values[0] if values else ty.STRING)
-        if name in ("STRUCT",):
-            return ty.StructType(tuple(
-                (_struct_field_name(a, i), t)
-                for i, (a, t) in enumerate(zip(args, arg_types, strict=True))))
-        if name in ("TO_BYTES",):
-            return ty.BYTES
-        if name in ("FROM_BYTES",):
-            return ty.STRING
-        if name in ("INT_FROM_BYTES",):
-            return ty.INTEGER
-        if name in ("BIGINT_FROM_BYTES",):
-            return ty.BIGINT
-        if name in ("DOUBLE_FROM_BYTES",):
-            return ty.DOUBLE
-        return ty.STRING if name in _STRING_FUNCTIONS or first is None else first
+        return ty.StructType(tuple(
+            (_struct_field_name(a, i), t) for i, (a, t) in enumerate(zip(args, arg_types, strict=True))))
+
+    def _argument(self, node: exp.Expr) -> Argument:
+        """One argument as function resolution sees it: a NULL literal, a lambda, a time unit
+        written as a bare word, or a typed expression."""
+        if isinstance(node, exp.Null):
+            return None
+        if isinstance(node, exp.Lambda):
+            return LambdaArgument(len(node.expressions),
+                                  lambda inputs: self._lambda_body(node, inputs))
+        if (isinstance(node, exp.Column) and not node.table and node.name.upper() in TIME_UNITS
+                and self._lambda_variable(node.name) is None):
+            try:
+                return self.type_of(node)
+            except QueryError:
+                return UnitArgument(node.name.upper())
+        return self.type_of(node)
+
+    def _lambda_body(self, node: exp.Lambda, inputs: tuple[ty.SqlType, ...]) -> ty.SqlType:
+        names = [str(p.name).upper() for p in node.expressions]
+        self.lambda_scopes.append(dict(zip(names, inputs, strict=True)))
+        try:
+            return functions.annotate(node, self.type_of(node.this))
+        finally:
+            self.lambda_scopes.pop()
+
+    def _lambda_variable(self, name: str) -> ty.SqlType | None:
+        for scope in reversed(self.lambda_scopes):
+            if name.upper() in scope:
+                return scope[name.upper()]
+        return None
 
 
 def _struct_field_name(argument: exp.Expr, index: int) -> str:
@@ -499,16 +497,6 @@ def _struct_field_name(argument: exp.Expr, index: int) -> str:
     if isinstance(argument, exp.Alias):
         return argument.alias
     return f"F{index}"
-
-
-_STRING_FUNCTIONS = frozenset({
-    "UPPER", "LOWER", "UCASE", "LCASE", "TRIM", "LTRIM", "RTRIM", "CONCAT", "CONCAT_WS", "SUBSTRING",
-    "SUBSTR", "REPLACE", "REGEXP_REPLACE", "REGEXP_EXTRACT", "INITCAP", "LPAD", "RPAD", "MASK",
-    "MASK_LEFT", "MASK_RIGHT", "MASK_KEEP_LEFT", "MASK_KEEP_RIGHT", "EXTRACTJSONFIELD",
-    "TIMESTAMPTOSTRING", "FORMAT_TIMESTAMP", "FORMAT_DATE", "FORMAT_TIME", "UUID", "MD5",
-    "TO_BASE64", "FROM_BASE64", "ENCODE", "CHR", "ELT", "SPLIT_PART", "TIME_TO_STR", "TO_CHAR",
-    "JSON_FORMAT", "REVERSE",
-})
 
 
 def _promote(left: ty.SqlType, right: ty.SqlType) -> ty.SqlType:

@@ -4,10 +4,10 @@
 the catalog sources it reads, :func:`metastore.catalog.analysis.analyse`) and the sink being
 created or written, never on Kafka, Spark or the clock, so every node reaches the same verdict
 and a statement accepted into the log is one the runtime can run. Supported: projections,
-filters, the scalar functions of :data:`SCALAR_FUNCTIONS`, ``GROUP BY`` with the aggregates of
-:data:`AGGREGATE_FUNCTIONS`, TUMBLING and HOPPING windows, ``PARTITION BY``, and stream-table
-joins (inner or left, each joined source a table). Anything else is refused with the reason,
-before it is written: :func:`check_runtime` is the
+filters, every function :mod:`metastore.functions` declares a Spark translation for (scalar
+functions, lambdas, and ``GROUP BY`` aggregates), TUMBLING and HOPPING windows, ``PARTITION
+BY``, and stream-table joins (inner or left, each joined source a table). Anything else is
+refused with the reason, before it is written: :func:`check_runtime` is the
 :class:`~metastore.catalog.validation.RuntimeCheck` a validator is given.
 """
 
@@ -15,30 +15,21 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from metastore.catalog.analysis import Analysis, function_name
+from metastore.catalog.analysis import Analysis
 from metastore.catalog.model import DataSource
+from metastore.functions import library as functions
+from metastore.functions.registry import UntranslatableError
 from metastore.queries.exceptions import UnsupportedByRuntimeError
-from metastore.spark.views import decode_problem
+from metastore.spark.views import KAFKA_TYPES, decode_problem
 from metastore.sql import types as ty
 from metastore.sql.statements import Query, SourceKind
 
-SCALAR_FUNCTIONS = frozenset({
-    "ABS", "ARRAY", "ARRAY_CONTAINS", "AS_VALUE", "CASE", "CAST", "CEIL", "COALESCE", "CONCAT",
-    "CONCAT_WS", "EXP", "FLOOR", "GREATEST", "IF", "LEAST", "LENGTH", "LN", "LOWER", "NULLIF",
-    "PAD", "REPLACE", "ROUND", "SPLIT", "SQRT", "SUBSTRING", "TRIM", "UPPER",
-})
-"""ksqlDB scalar functions whose Spark SQL transpilation has ksqlDB's meaning."""
-
-AGGREGATE_FUNCTIONS = frozenset({
-    "COUNT", "SUM", "MIN", "MAX", "AVG", "LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET",
-})
-
 SINK_KEY_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED", "NONE"})
 SINK_VALUE_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED"})
-KAFKA_FORMAT_TYPES = (ty.INTEGER, ty.BIGINT, ty.STRING, ty.BYTES)
+KAFKA_FORMAT_TYPES = KAFKA_TYPES
 _REFUSED_NODES: dict[type[exp.Expr], str] = {
     exp.Subquery: "sub-queries", exp.Window: "OVER (...) window functions",
-    exp.DPipe: "the || operator (use CONCAT)", exp.Lambda: "lambda functions",
+    exp.DPipe: "the || operator (use CONCAT)",
 }
 
 
@@ -106,27 +97,37 @@ def _shape(analysis: Analysis) -> str | None:
 
 
 def _expressions(query: Query) -> str | None:
-    for node in query.select.walk():
-        for refused, what in _REFUSED_NODES.items():
-            if isinstance(node, refused):
-                return f"{what} are not supported"
-        if isinstance(node, exp.Func) and not isinstance(node, exp.Connector | exp.JSONExtract):
-            name = function_name(node)
-            if name in AGGREGATE_FUNCTIONS:
-                args = [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
-                if name in ("LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET") and len(args) > 1:
-                    return f"{name} with more than one argument is not supported"
-                if name == "COUNT" and isinstance(node.this, exp.Distinct):
-                    return "COUNT(DISTINCT ...) is not supported"
-                continue
-            if name not in SCALAR_FUNCTIONS:
-                shown = name if name not in ("PAD",) else "LPAD/RPAD"
-                return (f"the function {shown} is not supported (supported: "
-                        f"{', '.join(sorted(SCALAR_FUNCTIONS | AGGREGATE_FUNCTIONS))})")
+    """Why some expression has no Spark translation: a refused construct, a function declared
+    without one, or a call whose arguments its translation refuses (a dry run of the planner's
+    translation, on a copy)."""
+    trees: list[exp.Expr] = [query.select, *query.partition_by]
+    for tree in trees:
+        for node in tree.walk():
+            for refused, what in _REFUSED_NODES.items():
+                if isinstance(node, refused):
+                    return f"{what} are not supported"
+            if isinstance(node, exp.Anonymous):
+                name = functions.function_name(node)
+                problem = functions.spark_problem(name)
+                if problem is not None:
+                    return problem
+                if name == "COUNT" and any(isinstance(a, exp.Distinct) for a in node.expressions):
+                    return "COUNT(DISTINCT ...) is not supported (COUNT_DISTINCT is)"
+    context = functions.SparkContext(row_offset=exp.column("ROWOFFSET"))
+    try:
+        for tree in trees:
+            functions.to_spark(tree.copy(), context)
+    except UntranslatableError as error:
+        return str(error)
     return None
 
 
 def _sink(sink: DataSource) -> str | None:
+    if sink.timestamp_column is not None:
+        column = sink.column(sink.timestamp_column)
+        if column is not None and column.type == ty.STRING:
+            return (f"the sink's TIMESTAMP column {column.name} is a STRING (TIMESTAMP_FORMAT); "
+                    "declare it BIGINT or TIMESTAMP")
     if sink.key_format not in SINK_KEY_FORMATS:
         return f"the sink's key format {sink.key_format} cannot be written"
     if sink.value_format not in SINK_VALUE_FORMATS:
@@ -137,10 +138,10 @@ def _sink(sink: DataSource) -> str | None:
             for column in columns:
                 if column.type not in KAFKA_FORMAT_TYPES:
                     return (f"KAFKA {side}s of type {column.type.sql()} cannot be written "
-                            "(INTEGER, BIGINT, STRING and BYTES can)")
+                            "(INTEGER, BIGINT, DOUBLE, STRING and BYTES can)")
         if fmt == "JSON":
             for column in columns:
-                if not isinstance(column.type, ty.Primitive) and any(
+                if not isinstance(column.type, ty.Primitive | ty.DecimalType) and any(
                         nested in (ty.TIMESTAMP, ty.DATE, ty.TIME, ty.BYTES) or isinstance(
                             nested, ty.DecimalType) for nested in column.type.walk()):
                     return (f"column {column.name}: TIMESTAMP, DATE, TIME, BYTES and DECIMAL "

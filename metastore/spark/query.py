@@ -18,6 +18,8 @@ from sqlglot import exp
 
 from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.image import Image
+from metastore.functions import library as functions
+from metastore.functions.registry import UntranslatableError
 from metastore.spark.exceptions import SparkQueryError, UnsupportedQueryError
 from metastore.spark.views import object_name
 from metastore.sql.parser import parse
@@ -46,6 +48,10 @@ def to_spark_sql(analysis: Analysis, database: str) -> str:
         read.table.set("db", exp.to_identifier(database, quoted=True))
     for extract in list(select.find_all(exp.JSONExtract)):
         extract.replace(struct_access(extract))
+    try:
+        functions.to_spark(select, functions.SparkContext(keep_undeclared=True))
+    except UntranslatableError as error:
+        raise UnsupportedQueryError(f"Spark cannot run this query: {error}") from error
     if not select.args.get("limit"):
         select.set("limit", exp.Limit(expression=exp.Literal.number(DEFAULT_LIMIT)))
     return select.sql(dialect="spark")

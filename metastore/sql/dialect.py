@@ -45,6 +45,14 @@ class KsqlParser(parser.Parser):
             "ksql_partition_by", self._parse_partition_by_clause()),
         TokenType.WINDOW: lambda self: ("ksql_window", self._parse_ksql_window()),
     }
+    # Every function call is an exp.Anonymous with its arguments as written (CAST excepted):
+    # metastore.functions types and translates ksqlDB's functions, sqlglot's builders would
+    # rename them, reorder or drop arguments and refuse ksqlDB's arities.
+    FUNCTIONS: ClassVar = {}
+    FUNCTION_PARSERS: ClassVar = {"CAST": parser.Parser.FUNCTION_PARSERS["CAST"]}
+    # ksqlDB's lambdas: x => x + 1, (k, v) => ... (variables stay columns; the typer binds them)
+    LAMBDAS: ClassVar = {TokenType.FARROW: lambda self, expressions: self.expression(
+        exp.Lambda(this=self._parse_disjunction(), expressions=expressions))}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(error_level=ErrorLevel.IMMEDIATE, **kwargs)

@@ -1,0 +1,148 @@
+"""Date and time functions: FORMAT_*/PARSE_*, *ADD/*SUB, UNIX_*, FROM_*, CONVERT_TZ, and the
+deprecated TIMESTAMPTOSTRING, STRINGTOTIMESTAMP, DATETOSTRING, STRINGTODATE.
+
+In Spark a TIMESTAMP is computed in the session's time zone, UTC (ksqlDB's default too); a TIME
+is an INT of milliseconds of the day, a DATE Spark's DATE. ksqlDB's patterns are Java's
+``DateTimeFormatter`` patterns, which Spark's datetime patterns follow for the common letters.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from metastore.functions import sparksql as sql
+from metastore.functions.registry import (
+    INTERVAL_UNIT,
+    Call,
+    FunctionSpec,
+    Translation,
+    UntranslatableError,
+    scalar,
+    sig,
+)
+from metastore.sql import types as ty
+
+STRING, INTEGER, BIGINT = ty.STRING, ty.INTEGER, ty.BIGINT
+DATE, TIME, TIMESTAMP = ty.DATE, ty.TIME, ty.TIMESTAMP
+
+_SECONDS_PER_UNIT = {
+    "DAYS": "86400", "HOURS": "3600", "MINUTES": "60", "SECONDS": "1", "MILLISECONDS": "0.001",
+    "MICROSECONDS": "0.000001", "NANOSECONDS": "0.000000001",
+}
+
+
+def _seconds(call: Call) -> exp.Expr:
+    """The interval of a *ADD/*SUB call in seconds (a DECIMAL), from its unit and count."""
+    unit = call.args[0].name.upper()
+    unit = unit if unit.endswith("S") else unit + "S"
+    if unit not in _SECONDS_PER_UNIT:
+        raise UntranslatableError(f"the time unit {unit} has no Spark translation")
+    count = sql.cast(call.args[1], ty.DecimalType(38, 9))
+    return sql.mul(count, exp.Literal.number(_SECONDS_PER_UNIT[unit]))
+
+
+def _shift(kind: str, sign: int) -> Translation:
+    def translate(call: Call) -> exp.Expr:
+        seconds = _seconds(call)
+        if sign < 0:
+            seconds = exp.Neg(this=exp.Paren(this=seconds))
+        value = call.args[2]
+        if kind == "TIMESTAMP":
+            interval = sql.fn("make_dt_interval", sql.lit(0), sql.lit(0), sql.lit(0), seconds)
+            return sql.add(value, interval)
+        if kind == "DATE":
+            days = sql.cast(sql.div(seconds, sql.lit(86400)), INTEGER)
+            return sql.fn("date_add", value, days)
+        millis = sql.cast(sql.mul(seconds, sql.lit(1000)), BIGINT)
+        return sql.cast(sql.fn("pmod", sql.add(value, millis), sql.lit(86_400_000)), INTEGER)
+    return translate
+
+
+def _in_zone(timestamp: exp.Expr, zone: list[exp.Expr]) -> exp.Expr:
+    return sql.fn("from_utc_timestamp", timestamp, zone[0]) if zone else timestamp
+
+
+def _from_zone(timestamp: exp.Expr, zone: list[exp.Expr]) -> exp.Expr:
+    return sql.fn("to_utc_timestamp", timestamp, zone[0]) if zone else timestamp
+
+
+def _format_timestamp(call: Call) -> exp.Expr:
+    timestamp, pattern, *zone = call.args
+    return sql.fn("date_format", _in_zone(timestamp, zone), pattern)
+
+
+def _timestamp_to_string(call: Call) -> exp.Expr:
+    millis, pattern, *zone = call.args
+    return sql.fn("date_format", _in_zone(sql.fn("timestamp_millis", millis), zone), pattern)
+
+
+def _parse_timestamp(call: Call) -> exp.Expr:
+    text, pattern, *zone = call.args
+    return _from_zone(sql.fn("to_timestamp", text, pattern), zone)
+
+
+def _string_to_timestamp(call: Call) -> exp.Expr:
+    return sql.fn("unix_millis", _parse_timestamp(call))
+
+
+def _format_time(call: Call) -> exp.Expr:
+    time, pattern = call.args
+    return sql.fn("date_format", sql.fn("timestamp_millis", time), pattern)
+
+
+def _parse_time(call: Call) -> exp.Expr:
+    text, pattern = call.args
+    parsed = sql.fn("to_timestamp", sql.fn("concat", sql.lit("1970-01-01 "), text),
+                    sql.fn("concat", sql.lit("yyyy-MM-dd "), pattern))
+    return sql.cast(sql.fn("unix_millis", parsed), INTEGER)
+
+
+def _now_or(spark_function: str, now: str) -> Translation:
+    def translate(call: Call) -> exp.Expr:
+        return sql.fn(spark_function, *(call.args or [sql.fn(now)]))
+    return translate
+
+
+def _builtin(name: str) -> Translation:
+    def translate(call: Call) -> exp.Expr:
+        return sql.fn(name, *call.args)
+    return translate
+
+
+def _shifts(name: str, kind: ty.SqlType, sign: int) -> FunctionSpec:
+    return scalar(name, sig(INTERVAL_UNIT, INTEGER, kind, returns=kind),
+                  spark=_shift(kind.sql(), sign))
+
+
+FUNCTIONS: tuple[FunctionSpec, ...] = (
+    scalar("unix_timestamp", sig(returns=BIGINT), sig(TIMESTAMP, returns=BIGINT),
+           spark=_now_or("unix_millis", "current_timestamp")),
+    scalar("unix_date", sig(returns=INTEGER), sig(DATE, returns=INTEGER),
+           spark=_now_or("unix_date", "current_date")),
+    scalar("from_unixtime", sig(BIGINT, returns=TIMESTAMP), spark=_builtin("timestamp_millis")),
+    scalar("from_days", sig(INTEGER, returns=DATE), spark=_builtin("date_from_unix_date")),
+    scalar("format_timestamp", sig(TIMESTAMP, STRING, returns=STRING),
+           sig(TIMESTAMP, STRING, STRING, returns=STRING), spark=_format_timestamp),
+    scalar("format_date", sig(DATE, STRING, returns=STRING), spark=_builtin("date_format")),
+    scalar("format_time", sig(TIME, STRING, returns=STRING), spark=_format_time),
+    scalar("parse_timestamp", sig(STRING, STRING, returns=TIMESTAMP),
+           sig(STRING, STRING, STRING, returns=TIMESTAMP), spark=_parse_timestamp),
+    scalar("parse_date", sig(STRING, STRING, returns=DATE), spark=_builtin("to_date")),
+    scalar("parse_time", sig(STRING, STRING, returns=TIME), spark=_parse_time),
+    scalar("convert_tz", sig(TIMESTAMP, STRING, STRING, returns=TIMESTAMP),
+           spark=lambda call: sql.fn("from_utc_timestamp",
+                                     sql.fn("to_utc_timestamp", call.args[0], call.args[1]),
+                                     call.args[2])),
+    _shifts("dateadd", DATE, 1), _shifts("datesub", DATE, -1),
+    _shifts("timeadd", TIME, 1), _shifts("timesub", TIME, -1),
+    _shifts("timestampadd", TIMESTAMP, 1), _shifts("timestampsub", TIMESTAMP, -1),
+    scalar("timestamptostring", sig(BIGINT, STRING, returns=STRING),
+           sig(BIGINT, STRING, STRING, returns=STRING), spark=_timestamp_to_string),
+    scalar("stringtotimestamp", sig(STRING, STRING, returns=BIGINT),
+           sig(STRING, STRING, STRING, returns=BIGINT), spark=_string_to_timestamp),
+    scalar("datetostring", sig(INTEGER, STRING, returns=STRING),
+           spark=lambda call: sql.fn("date_format", sql.fn("date_from_unix_date", call.args[0]),
+                                     call.args[1])),
+    scalar("stringtodate", sig(STRING, STRING, returns=INTEGER),
+           spark=lambda call: sql.fn("unix_date", sql.fn("to_date", *call.args))),
+)

@@ -1,0 +1,214 @@
+"""Every ksqlDB function, indexed by name, and the operations the rest of metastore asks of them:
+the name of a call (:func:`function_name`), its declaration (:func:`lookup`), its type
+(:func:`resolve_call`), whether it aggregates, why Spark cannot run it (:func:`spark_problem`)
+and the Spark SQL of a whole expression tree (:func:`to_spark`).
+
+The typer records the ksqlDB type of every expression it types in the node's ``meta`` under
+:data:`KSQL_TYPE` (see :func:`annotate`); :func:`to_spark` reads it back, so a translation knows
+its arguments' types without typing the tree again (``meta`` survives ``copy()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from metastore.functions import (
+    aggregates,
+    collections,
+    conditionals,
+    datetime,
+    json,
+    maths,
+    strings,
+    tables,
+    urls,
+)
+from metastore.functions import sparksql as sql
+from metastore.functions.registry import (
+    Argument,
+    Call,
+    FunctionSpec,
+    Kind,
+    Resolution,
+    UnknownFunctionError,
+    UntranslatableError,
+    literal_int,
+    resolve,
+)
+from metastore.sql import types as ty
+
+ALL: tuple[FunctionSpec, ...] = (
+    *strings.FUNCTIONS, *maths.FUNCTIONS, *datetime.FUNCTIONS, *json.FUNCTIONS,
+    *collections.FUNCTIONS, *urls.FUNCTIONS, *conditionals.FUNCTIONS, *aggregates.FUNCTIONS,
+    *tables.FUNCTIONS,
+)
+
+
+def _index(specs: Sequence[FunctionSpec]) -> dict[str, FunctionSpec]:
+    index: dict[str, FunctionSpec] = {}
+    for declared in specs:
+        for name in declared.names:
+            assert name.upper() not in index, f"{name} is declared twice"
+            index[name.upper()] = declared
+    return index
+
+
+_BY_NAME = _index(ALL)
+
+KSQL_TYPE = "ksql_type"
+
+_SYNTAX_NAMES: dict[type[exp.Expr], str] = {
+    exp.If: "IF", exp.Case: "CASE", exp.Cast: "CAST", exp.Array: "ARRAY",
+}
+
+
+def function_name(node: exp.Expr) -> str:
+    """The ksqlDB name of a call as written (upper-cased)."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).upper()
+    for syntax, name in _SYNTAX_NAMES.items():
+        if isinstance(node, syntax):
+            return name
+    return node.sql_name() if isinstance(node, exp.Func) else ""
+
+
+def lookup(name: str) -> FunctionSpec | None:
+    return _BY_NAME.get(name.upper())
+
+
+def declared(name: str) -> FunctionSpec:
+    """The declaration of ``name``; ksqlDB's error when there is none."""
+    found = lookup(name)
+    if found is None:
+        raise UnknownFunctionError(name)
+    return found
+
+
+def names(kind: Kind | None = None) -> frozenset[str]:
+    return frozenset(n for n, s in _BY_NAME.items() if kind is None or s.kind is kind)
+
+
+def is_aggregate(node: exp.Expr) -> bool:
+    if not isinstance(node, exp.Anonymous):
+        return False
+    found = lookup(function_name(node))
+    return found is not None and found.kind is Kind.AGGREGATE
+
+
+def arguments(node: exp.Expr) -> list[exp.Expr]:
+    """A call's arguments in the order written (``COUNT(*)`` has none)."""
+    return [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
+
+
+def resolve_call(name: str, args: Sequence[Argument]) -> Resolution:
+    return resolve(declared(name), args)
+
+
+def annotate(node: exp.Expr, sql_type: ty.SqlType) -> ty.SqlType:
+    node.meta[KSQL_TYPE] = sql_type
+    return sql_type
+
+
+def ksql_type(node: exp.Expr) -> ty.SqlType | None:
+    found = node.meta.get(KSQL_TYPE) if node._meta is not None else None
+    return found if isinstance(found, ty.SqlType) else None
+
+
+def spark_problem(name: str) -> str | None:
+    """Why Spark cannot compute the function ``name`` (None when it can, for some arguments)."""
+    found = lookup(name)
+    if found is None:
+        return f"Can't find any functions with the name '{name}'"
+    if found.spark is None:
+        return f"the function {found.name} is not supported: {found.unsupported}"
+    return None
+
+
+@dataclass(frozen=True)
+class SparkContext:
+    """What a translation may need beyond the expression: the source offset column of
+    *_BY_OFFSET, and a rewrite of the tree's other nodes (columns, struct access)."""
+
+    row_offset: exp.Expr | None = None
+    rewrite: Callable[[exp.Expr], exp.Expr] | None = None
+    keep_undeclared: bool = False
+    """Leave calls of undeclared names as they are: Spark built-ins a planner put in the tree
+    (a query's own unknown functions were refused when it was analysed)."""
+
+
+def to_spark(node: exp.Expr, context: SparkContext | None = None) -> exp.Expr:
+    """``node`` (a typed ksqlDB expression) as Spark SQL with ksqlDB's meaning; the tree is
+    rewritten in place and the new root returned. Raises :class:`UntranslatableError` with the
+    reason when some part has no translation."""
+    return _Translator(context or SparkContext()).translate(node)
+
+
+class _Translator:
+    def __init__(self, context: SparkContext) -> None:
+        self.context = context
+
+    def translate(self, node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Anonymous):
+            return self._call(node)
+        if isinstance(node, exp.Null) and (typed := ksql_type(node)) is not None:
+            return sql.cast(node, typed)
+        for child in list(node.iter_expressions()):
+            new = self.translate(child)
+            if new is not child:
+                child.replace(new)
+        if isinstance(node, exp.Bracket):
+            return _element_at(node)
+        if isinstance(node, exp.Div):
+            return _divide(node)
+        rewrite = self.context.rewrite
+        return rewrite(node) if rewrite is not None else node
+
+    def _call(self, node: exp.Anonymous) -> exp.Expr:
+        name = function_name(node)
+        if self.context.keep_undeclared and lookup(name) is None:
+            for argument in arguments(node):
+                new = self.translate(argument)
+                if new is not argument:
+                    argument.replace(new)
+            return node
+        function = declared(name)
+        if function.spark is None:
+            raise UntranslatableError(f"the function {function.name} is not supported: "
+                                 f"{function.unsupported}")
+        originals = arguments(node)
+        types = tuple(ksql_type(a) for a in originals)
+        args = tuple(self.translate(a) for a in originals)
+        call = Call(function.name, args, types, ksql_type(node), self.context.row_offset)
+        result = function.spark(call)
+        nullable = [args[i] for i in function.null_if_null if i < len(args)]
+        return sql.null_if_any_null(result, *nullable)
+
+
+def _element_at(node: exp.Bracket) -> exp.Expr:
+    """ksqlDB's ``a[i]``: arrays from 1, negative from the end, NULL out of range (and at 0,
+    where Spark's element_at fails); a map's value by key."""
+    container, index = node.this, node.expressions[0]
+    element = sql.fn("element_at", container, index)
+    is_map = isinstance(ksql_type(node.this), ty.MapType)
+    fixed = literal_int(index)
+    if is_map or (fixed is not None and fixed != 0):
+        return element
+    if fixed == 0:
+        typed = ksql_type(node)
+        return sql.cast(sql.null(), typed) if typed is not None else sql.null()
+    return sql.if_(sql.eq(index, sql.lit(0)), sql.null(), element)
+
+
+_WHOLE = (ty.INTEGER, ty.BIGINT)
+
+
+def _divide(node: exp.Div) -> exp.Expr:
+    """Integer division truncates in ksqlDB (Java), where Spark's ``/`` gives a fraction."""
+    left, right = ksql_type(node.left), ksql_type(node.right)
+    if left in _WHOLE and right in _WHOLE:
+        result = ty.BIGINT if ty.BIGINT in (left, right) else ty.INTEGER
+        return sql.cast(exp.IntDiv(this=node.left, expression=node.right), result)
+    return node

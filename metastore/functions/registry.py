@@ -1,0 +1,417 @@
+"""The shape of a ksqlDB function declaration, and how a call resolves against declarations.
+
+A :class:`FunctionSpec` declares one ksqlDB function once: its names, its kind (scalar,
+aggregate, table), its :class:`Signature` s (parameter patterns, a variadic last parameter, the
+return-type rule), the arguments whose NULL makes the result NULL where Spark's built-in would
+not, and its Spark translation (a function of a :class:`Call`: the already-translated sqlglot
+arguments and their ksqlDB types, to a Spark SQL expression). Families of functions are tables
+of specs in the sibling modules; :mod:`metastore.functions.library` indexes them.
+
+:func:`resolve` follows ksqlDB's ``UdfIndex``: a call matches the signatures without implicit
+casts first, then with them (INTEGER widens to BIGINT, DECIMAL and DOUBLE; BIGINT to DECIMAL and
+DOUBLE; DECIMAL to DOUBLE), the least widening winning. Generic parameters bind to the first
+argument they meet; lambdas are typed with their inputs bound from the other arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from sqlglot import exp
+
+from metastore.sql import types as ty
+
+
+class FunctionError(Exception):
+    """A call no declaration accepts, worded as ksqlDB words it."""
+
+
+class UnknownFunctionError(FunctionError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Can't find any functions with the name '{name}'")
+        self.name = name
+
+
+class UntranslatableError(FunctionError):
+    """A call (of these types, or with these arguments) Spark cannot compute with ksqlDB's meaning."""
+
+
+class Kind(Enum):
+    SCALAR = "scalar"
+    AGGREGATE = "aggregate"
+    TABLE = "table"
+
+
+# -- parameter patterns ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Generic:
+    """A type variable: bound by the first argument it meets, the same type everywhere else."""
+
+    name: str
+
+    def sql(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ArrayOf:
+    element: Param
+
+    def sql(self) -> str:
+        return f"ARRAY<{self.element.sql()}>"
+
+
+@dataclass(frozen=True)
+class MapOf:
+    key: Param
+    value: Param
+
+    def sql(self) -> str:
+        return f"MAP<{self.key.sql()}, {self.value.sql()}>"
+
+
+@dataclass(frozen=True)
+class LambdaOf:
+    """A lambda taking ``inputs`` and returning ``result`` (both may use generics)."""
+
+    inputs: tuple[Param, ...]
+    result: Param
+
+    def sql(self) -> str:
+        return f"LAMBDA({', '.join(p.sql() for p in self.inputs)}) => {self.result.sql()}"
+
+
+@dataclass(frozen=True)
+class Family:
+    """Any type of one base family: DECIMAL of any precision, any STRUCT, or anything at all."""
+
+    base: str
+
+    def sql(self) -> str:
+        return self.base
+
+
+ANY_DECIMAL = Family("DECIMAL")
+ANY_STRUCT = Family("STRUCT")
+INTERVAL_UNIT = Family("INTERVALUNIT")
+"""A time unit written as a bare word: ``DATEADD(DAYS, 1, d)``."""
+
+Param = ty.SqlType | Generic | ArrayOf | MapOf | LambdaOf | Family
+
+T, U, K, V, S, R = (Generic(n) for n in ("T", "U", "K", "V", "S", "R"))
+
+
+# -- arguments as the typer sees them -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LambdaArgument:
+    """A lambda argument: its arity, and how to type its body once its inputs' types are known."""
+
+    arity: int
+    body_type: Callable[[tuple[ty.SqlType, ...]], ty.SqlType] = field(compare=False)
+
+
+@dataclass(frozen=True)
+class UnitArgument:
+    unit: str
+
+
+Argument = ty.SqlType | LambdaArgument | UnitArgument | None
+"""One argument of a call: its type, a lambda, a time unit, or None for the NULL literal."""
+
+TIME_UNITS = frozenset({"DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS", "MICROSECONDS",
+                        "NANOSECONDS", "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND"})
+
+Bindings = Mapping[str, ty.SqlType]
+ReturnRule = Callable[[Sequence[Argument], Bindings], ty.SqlType]
+
+
+@dataclass(frozen=True)
+class Signature:
+    params: tuple[Param, ...]
+    returns: Param | ReturnRule
+    variadic: bool = False
+    """The last parameter may be given any number of times (none included)."""
+
+    def sql(self, name: str) -> str:
+        shown = [p.sql() for p in self.params]
+        if self.variadic and shown:
+            shown[-1] += "..."
+        return f"{name}({', '.join(shown)})"
+
+
+def first_argument(args: Sequence[Argument], _: Bindings) -> ty.SqlType:
+    """A return-type rule: the type of the first argument (a DECIMAL keeps its precision)."""
+    first = args[0] if args else None
+    return first if isinstance(first, ty.SqlType) else ty.STRING
+
+
+def array_of_first(args: Sequence[Argument], bindings: Bindings) -> ty.SqlType:
+    return ty.ArrayType(first_argument(args, bindings))
+
+
+def sig(*params: Param, returns: Param | ReturnRule, variadic: bool = False) -> Signature:
+    return Signature(tuple(params), returns, variadic)
+
+
+def overloads(types: Sequence[ty.SqlType | Family],
+              make: Callable[[ty.SqlType | Family], Signature]) -> tuple[Signature, ...]:
+    """One signature per type: ``overloads(NUMBERS, lambda t: sig(t, returns=t))``."""
+    return tuple(make(t) for t in types)
+
+
+# -- translation ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Call:
+    """A call being translated: its arguments already in Spark SQL, with their ksqlDB types
+    (None where unknown, or for a NULL literal) and the call's own ksqlDB type."""
+
+    name: str
+    args: tuple[exp.Expr, ...]
+    types: tuple[ty.SqlType | None, ...]
+    returns: ty.SqlType | None
+    row_offset: exp.Expr | None = None
+    """The source offset column (what *_BY_OFFSET aggregates order by), when there is one."""
+
+    def type(self, index: int) -> ty.SqlType | None:
+        return self.types[index] if index < len(self.types) else None
+
+
+Translation = Callable[[Call], exp.Expr]
+
+
+def literal_int(expression: exp.Expr) -> int | None:
+    """The value of an integer literal (``-2`` included), else None."""
+    if isinstance(expression, exp.Neg):
+        inner = literal_int(expression.this)
+        return None if inner is None else -inner
+    if isinstance(expression, exp.Paren):
+        return literal_int(expression.this)
+    if isinstance(expression, exp.Literal) and not expression.is_string:
+        text = str(expression.this)
+        return int(text) if text.lstrip("-").isdigit() else None
+    return None
+
+
+def literal_text(expression: exp.Expr) -> str | None:
+    if isinstance(expression, exp.Literal) and expression.is_string:
+        return str(expression.this)
+    return None
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    names: tuple[str, ...]
+    kind: Kind
+    signatures: tuple[Signature, ...]
+    spark: Translation | None = None
+    """How Spark computes it; None when it cannot (yet): ``unsupported`` says why."""
+    unsupported: str = "no Spark translation is declared"
+    null_if_null: tuple[int, ...] = ()
+    """Arguments whose NULL makes ksqlDB's result NULL where the Spark translation would not."""
+    variadic_any: bool = False
+    """Arguments are not checked (the function types its own calls in ``signatures[0]``)."""
+
+    @property
+    def name(self) -> str:
+        return self.names[0].upper()
+
+    @property
+    def declared(self) -> str:
+        """The name as ksqlDB declares it, which its messages quote (``datesub``, ``LPad``)."""
+        return self.names[0]
+
+
+def spec(names: str | tuple[str, ...], kind: Kind, signatures: Sequence[Signature],
+         spark: Translation | None = None, *, unsupported: str = "",
+         null_if_null: tuple[int, ...] = (), variadic_any: bool = False) -> FunctionSpec:
+    named = (names,) if isinstance(names, str) else names
+    return FunctionSpec(named, kind, tuple(signatures), spark,
+                        unsupported or "no Spark translation is declared", null_if_null,
+                        variadic_any)
+
+
+def scalar(names: str | tuple[str, ...], *signatures: Signature,
+           spark: Translation | None = None, unsupported: str = "",
+           null_if_null: tuple[int, ...] = ()) -> FunctionSpec:
+    return spec(names, Kind.SCALAR, signatures, spark, unsupported=unsupported,
+                null_if_null=null_if_null)
+
+
+# -- resolution -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Resolution:
+    spec: FunctionSpec
+    signature: Signature
+    returns: ty.SqlType
+    bindings: Bindings
+    params: tuple[ty.SqlType, ...] = ()
+    """The type each argument is taken as (what a NULL literal argument stands for)."""
+
+
+_RANK = {"INTEGER": 1, "BIGINT": 2, "DECIMAL": 3, "DOUBLE": 4}
+
+
+def widening(actual: ty.SqlType, declared: ty.SqlType | Family) -> int | None:
+    """How far ``actual`` widens implicitly to ``declared`` (0: it is it), None if it cannot."""
+    if actual == declared or (isinstance(declared, Family) and declared.base == actual.base):
+        return 0
+    source, target = _RANK.get(actual.base), _RANK.get(declared.base)
+    if source is None or target is None or target <= source:
+        return None
+    return target - source
+
+
+def as_decimal(sql_type: ty.SqlType) -> ty.DecimalType:
+    """The DECIMAL an INTEGER or BIGINT widens to (a DECIMAL stays itself)."""
+    if isinstance(sql_type, ty.DecimalType):
+        return sql_type
+    return ty.DecimalType(10 if sql_type == ty.INTEGER else 19, 0)
+
+
+def wider(left: ty.SqlType, right: ty.SqlType) -> ty.SqlType | None:
+    """The type both numbers widen to (DECIMALs to one holding both), None if there is none."""
+    if left == right:
+        return left
+    if isinstance(left, ty.DecimalType) or isinstance(right, ty.DecimalType):
+        if ty.DOUBLE in (left, right):
+            return ty.DOUBLE
+        if left.base not in _RANK or right.base not in _RANK:
+            return None
+        a, b = as_decimal(left), as_decimal(right)
+        scale = max(a.scale, b.scale)
+        return ty.DecimalType(min(max(a.precision - a.scale, b.precision - b.scale) + scale, 38),
+                              scale)
+    if widening(left, right) is not None:
+        return right
+    if widening(right, left) is not None:
+        return left
+    return None
+
+
+class _Matcher:
+    def __init__(self, allow_casts: bool) -> None:
+        self.allow_casts = allow_casts
+        self.bindings: dict[str, ty.SqlType] = {}
+        self.cost = 0
+
+    def accept(self, param: Param, arg: Argument) -> bool:
+        if arg is None:
+            return not isinstance(param, LambdaOf) and param != INTERVAL_UNIT
+        if isinstance(arg, UnitArgument) or param == INTERVAL_UNIT:
+            return isinstance(arg, UnitArgument) and param == INTERVAL_UNIT
+        if isinstance(param, LambdaOf) or isinstance(arg, LambdaArgument):
+            return (isinstance(param, LambdaOf) and isinstance(arg, LambdaArgument)
+                    and self._lambda(param, arg))
+        if isinstance(param, Generic):
+            return self._generic(param, arg)
+        if isinstance(param, ArrayOf):
+            return isinstance(arg, ty.ArrayType) and self.accept(param.element, arg.element)
+        if isinstance(param, MapOf):
+            return (isinstance(arg, ty.MapType) and self.accept(param.key, arg.key)
+                    and self.accept(param.value, arg.value))
+        if param == ANY_STRUCT:
+            return isinstance(arg, ty.StructType)
+        assert isinstance(param, ty.SqlType | Family)
+        distance = widening(arg, param)
+        if distance is None or (distance and not self.allow_casts):
+            return False
+        self.cost += distance
+        return True
+
+    def _generic(self, param: Generic, arg: ty.SqlType) -> bool:
+        bound = self.bindings.get(param.name)
+        if bound is None or bound == arg:
+            self.bindings[param.name] = arg
+            return True
+        common = wider(bound, arg) if self.allow_casts else None
+        if common is None:
+            return False
+        self.bindings[param.name] = common
+        self.cost += 1
+        return True
+
+    def _lambda(self, param: LambdaOf, arg: LambdaArgument) -> bool:
+        if arg.arity != len(param.inputs):
+            return False
+        inputs = tuple(substitute(p, self.bindings) for p in param.inputs)
+        return self.accept(param.result, arg.body_type(inputs))
+
+
+def substitute(param: Param, bindings: Bindings) -> ty.SqlType:
+    """The type a pattern stands for once its generics are bound (unbound ones read as STRING)."""
+    if isinstance(param, Generic):
+        return bindings.get(param.name, ty.STRING)
+    if isinstance(param, ArrayOf):
+        return ty.ArrayType(substitute(param.element, bindings))
+    if isinstance(param, MapOf):
+        return ty.MapType(substitute(param.key, bindings), substitute(param.value, bindings))
+    if isinstance(param, LambdaOf):
+        return substitute(param.result, bindings)
+    if isinstance(param, Family):
+        return ty.DOUBLE if param == ANY_DECIMAL else ty.STRING
+    return param
+
+
+def _expand(signature: Signature, count: int) -> tuple[Param, ...] | None:
+    params = signature.params
+    if not signature.variadic:
+        return params if len(params) == count else None
+    if count < len(params) - 1:
+        return None
+    return params[:-1] + (params[-1],) * (count - len(params) + 1)
+
+
+def resolve(function: FunctionSpec, args: Sequence[Argument]) -> Resolution:
+    """The signature of ``function`` a call with ``args`` resolves to, and its return type."""
+    if function.variadic_any:
+        signature = function.signatures[0]
+        return Resolution(function, signature, _returns(signature, args, {}), {})
+    for allow_casts in (False, True):
+        best: tuple[int, int, Signature, dict[str, ty.SqlType]] | None = None
+        for order, signature in enumerate(function.signatures):
+            params = _expand(signature, len(args))
+            if params is None:
+                continue
+            matcher = _Matcher(allow_casts)
+            if all(matcher.accept(p, a) for p, a in zip(params, args, strict=True)):
+                candidate = (matcher.cost, order, signature, matcher.bindings)
+                if best is None or candidate[:2] < best[:2]:
+                    best = candidate
+        if best is not None:
+            _, _, signature, bindings = best
+            expanded = _expand(signature, len(args)) or ()
+            params = tuple(ty.STRING if isinstance(p, LambdaOf) or p == INTERVAL_UNIT
+                           else substitute(p, bindings) for p in expanded)
+            return Resolution(function, signature, _returns(signature, args, bindings), bindings,
+                              params)
+    raise FunctionError(no_match_message(function, args))
+
+
+def _returns(signature: Signature, args: Sequence[Argument], bindings: Bindings) -> ty.SqlType:
+    rule = signature.returns
+    if isinstance(rule, ty.SqlType | Generic | ArrayOf | MapOf | LambdaOf | Family):
+        return substitute(rule, bindings)
+    return rule(args, bindings)
+
+
+def describe(arg: Argument) -> str:
+    if arg is None:
+        return "null"
+    if isinstance(arg, LambdaArgument):
+        return f"LAMBDA({arg.arity})"
+    if isinstance(arg, UnitArgument):
+        return arg.unit
+    return arg.sql()
+
+
+def no_match_message(function: FunctionSpec, args: Sequence[Argument]) -> str:
+    alternatives = "\n".join(s.sql(function.name) for s in function.signatures)
+    return (f"Function '{function.declared}' does not accept parameters "
+            f"({', '.join(describe(a) for a in args)}).\nValid alternatives are:\n{alternatives}\n"
+            "For detailed information on a function run: DESCRIBE FUNCTION <Function-Name>;")

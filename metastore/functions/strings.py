@@ -1,0 +1,249 @@
+"""String and bytes functions: ksqlDB's UCASE, SUBSTRING, CONCAT, LPAD, MASK, REGEXP_*, ...
+
+ksqlDB's string functions return NULL on a NULL input, count positions from 1 (negative ones from
+the end) and, unlike Spark, CONCAT skips NULLs and TRIM removes every character up to U+0020
+(Java's ``String.trim``); the translations below bridge each such difference.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from metastore.functions import sparksql as sql
+from metastore.functions.registry import (
+    Call,
+    FunctionSpec,
+    Translation,
+    UntranslatableError,
+    literal_int,
+    literal_text,
+    scalar,
+    sig,
+)
+from metastore.sql import types as ty
+
+STRING, BYTES, INTEGER = ty.STRING, ty.BYTES, ty.INTEGER
+
+
+def _quoted(pattern: exp.Expr) -> exp.Expr:
+    """A regular expression matching ``pattern`` literally."""
+    return sql.fn("concat", sql.lit("\\Q"), pattern, sql.lit("\\E"))
+
+
+def _substring(call: Call) -> exp.Expr:
+    text, position, *length = call.args
+    literal = literal_int(position)
+    if literal is None or literal < 0:
+        # ksqlDB clamps a negative position to the start; Spark would shorten the length instead
+        position = sql.if_(sql.lt(position, sql.lit(0)),
+                           sql.fn("greatest", position, exp.Neg(this=sql.fn("length", text))),
+                           position)
+    return sql.fn("substring", text, position, *length)
+
+
+def _concat(call: Call) -> exp.Expr:
+    if call.returns == BYTES:
+        empty = sql.fn("unhex", sql.lit(""))
+        return sql.fn("concat", *(sql.fn("coalesce", a, empty) for a in call.args))
+    return sql.fn("concat_ws", sql.lit(""), *call.args)
+
+
+def _concat_ws(call: Call) -> exp.Expr:
+    if call.returns == BYTES:
+        raise UntranslatableError("CONCAT_WS of BYTES has no Spark translation yet")
+    return sql.fn("concat_ws", *call.args)
+
+
+def _pad(spark_function: str) -> Translation:
+    def translate(call: Call) -> exp.Expr:
+        text, length, padding = call.args
+        empty = sql.eq(sql.fn("length", padding), sql.lit(0))
+        invalid = exp.Or(this=empty, expression=sql.lt(length, sql.lit(0)))
+        return sql.if_(invalid, sql.null(), sql.fn(spark_function, text, length, padding))
+    return translate
+
+
+def _instr(call: Call) -> exp.Expr:
+    text, substring, *rest = call.args
+    position = literal_int(rest[0]) if rest else 1
+    occurrence = literal_int(rest[1]) if len(rest) > 1 else 1
+    if position is None or position < 1 or occurrence != 1:
+        raise UntranslatableError("INSTR with a negative or computed position, or an occurrence, "
+                             "has no Spark translation yet")
+    found = sql.fn("locate", substring, text, sql.lit(position))
+    return sql.fn("coalesce", found, sql.lit(0))
+
+
+_DEFAULT_MASKS = ("X", "x", "n", "-")
+
+
+def _mask_chars(call: Call, first: int) -> list[exp.Expr]:
+    given = list(call.args[first:first + 4])
+    return given or [sql.lit(c) for c in _DEFAULT_MASKS]
+
+
+def _mask(call: Call) -> exp.Expr:
+    return sql.fn("mask", call.args[0], *_mask_chars(call, 1))
+
+
+def _mask_part(masked_side: str, keep: bool) -> Translation:
+    """MASK_LEFT/RIGHT mask n characters of one side; MASK_KEEP_LEFT/RIGHT mask all but them."""
+
+    def translate(call: Call) -> exp.Expr:
+        text, count = call.args[0], call.args[1]
+        masks = _mask_chars(call, 2)
+        size = sql.fn("length", text)
+        # characters [1, split] form the left part, the rest the right part
+        if masked_side == "left":
+            split = sql.fn("least", count, size)
+        else:
+            split = sql.fn("greatest", sql.sub(size, count), sql.lit(0))
+        left = sql.fn("substring", text, sql.lit(1), split)
+        right = sql.fn("substring", text, sql.add(split, sql.lit(1)))
+        mask_left = (masked_side == "left") != keep
+        parts = ([sql.fn("mask", left, *masks), right] if mask_left
+                 else [left, sql.fn("mask", right, *masks)])
+        return sql.if_(sql.lt(count, sql.lit(0)), sql.null(), sql.fn("concat", *parts))
+    return translate
+
+
+def _regexp_extract(call: Call) -> exp.Expr:
+    pattern, text, *group = call.args
+    index = group[0] if group else sql.lit(0)
+    no_match = sql.eq(sql.fn("regexp_instr", text, pattern), sql.lit(0))
+    return sql.if_(no_match, sql.null(), sql.fn("regexp_extract", text, pattern, index))
+
+
+def _regexp_extract_all(call: Call) -> exp.Expr:
+    pattern, text, *group = call.args
+    return sql.fn("regexp_extract_all", text, pattern, group[0] if group else sql.lit(0))
+
+
+def _split(call: Call) -> exp.Expr:
+    if call.returns == ty.ArrayType(BYTES):
+        raise UntranslatableError("SPLIT of BYTES has no Spark translation yet")
+    text, delimiter = call.args
+    return sql.if_(sql.eq(delimiter, sql.lit("")), sql.fn("split", text, sql.lit("(?!$)")),
+                   sql.fn("split", text, _quoted(delimiter), sql.lit(-1)))
+
+
+def _trim(call: Call) -> exp.Expr:
+    return sql.fn("regexp_replace", call.args[0], sql.lit("^[\\x00-\\x20]+|[\\x00-\\x20]+$"),
+                  sql.lit(""))
+
+
+def _chr(call: Call) -> exp.Expr:
+    code = call.args[0]
+    if call.type(0) == STRING:
+        escaped = exp.RegexpLike(this=code, expression=sql.lit("^(\\\\u[0-9a-fA-F]{4})+$"))
+        unescaped = sql.fn("java_method", sql.lit("org.apache.commons.text.StringEscapeUtils"),
+                           sql.lit("unescapeJava"), code)
+        return sql.if_(escaped, unescaped, sql.null())
+    return sql.fn("java_method", sql.lit("java.lang.Character"), sql.lit("toString"),
+                  sql.cast(code, INTEGER))
+
+
+def _field(call: Call) -> exp.Expr:
+    text, *candidates = call.args
+    position = sql.fn("array_position", sql.fn("array", *candidates), text)
+    return sql.fn("coalesce", sql.cast(position, INTEGER), sql.lit(0))
+
+
+_ENCODINGS = {"UTF8": "UTF-8", "ASCII": "US-ASCII"}
+
+
+def _from_bytes(call: Call) -> exp.Expr:
+    value, encoding = call.args
+    name = (literal_text(encoding) or "").upper()
+    if name == "HEX":
+        return sql.fn("hex", value)
+    if name == "BASE64":
+        return sql.fn("base64", value)
+    if name in _ENCODINGS:
+        return sql.fn("decode", value, sql.lit(_ENCODINGS[name]))
+    raise UntranslatableError("FROM_BYTES needs a literal encoding: 'hex', 'utf8', 'ascii' or 'base64'")
+
+
+def _to_bytes(call: Call) -> exp.Expr:
+    value, encoding = call.args
+    name = (literal_text(encoding) or "").upper()
+    if name == "HEX":
+        return sql.fn("unhex", value)
+    if name == "BASE64":
+        return sql.fn("unbase64", value)
+    if name in _ENCODINGS:
+        return sql.fn("encode", value, sql.lit(_ENCODINGS[name]))
+    raise UntranslatableError("TO_BYTES needs a literal encoding: 'hex', 'utf8', 'ascii' or 'base64'")
+
+
+def _builtin(name: str) -> Translation:
+    def translate(call: Call) -> exp.Expr:
+        return sql.fn(name, *call.args)
+    return translate
+
+
+def _uuid(call: Call) -> exp.Expr:
+    if call.args:
+        raise UntranslatableError("UUID of BYTES has no Spark translation yet")
+    return sql.fn("uuid")
+
+
+_MASKED = (STRING, INTEGER, STRING, STRING, STRING, STRING)
+
+FUNCTIONS: tuple[FunctionSpec, ...] = (
+    scalar(("ucase", "UPPER"), sig(STRING, returns=STRING), spark=_builtin("upper")),
+    scalar(("lcase", "LOWER"), sig(STRING, returns=STRING), spark=_builtin("lower")),
+    scalar(("len", "LENGTH"), sig(STRING, returns=INTEGER), sig(BYTES, returns=INTEGER),
+           spark=_builtin("length")),
+    scalar("trim", sig(STRING, returns=STRING), spark=_trim),
+    scalar(("substring", "SUBSTR"), sig(STRING, INTEGER, returns=STRING),
+           sig(STRING, INTEGER, INTEGER, returns=STRING), sig(BYTES, INTEGER, returns=BYTES),
+           sig(BYTES, INTEGER, INTEGER, returns=BYTES), spark=_substring),
+    scalar("concat", sig(STRING, returns=STRING, variadic=True),
+           sig(BYTES, returns=BYTES, variadic=True), spark=_concat),
+    scalar("concat_ws", sig(STRING, returns=STRING, variadic=True),
+           sig(BYTES, returns=BYTES, variadic=True), spark=_concat_ws),
+    scalar("LPad", sig(STRING, INTEGER, STRING, returns=STRING),
+           sig(BYTES, INTEGER, BYTES, returns=BYTES), spark=_pad("lpad")),
+    scalar("RPad", sig(STRING, INTEGER, STRING, returns=STRING),
+           sig(BYTES, INTEGER, BYTES, returns=BYTES), spark=_pad("rpad")),
+    scalar("initcap", sig(STRING, returns=STRING), spark=_builtin("initcap")),
+    scalar("instr", sig(STRING, STRING, returns=INTEGER),
+           sig(STRING, STRING, INTEGER, returns=INTEGER),
+           sig(STRING, STRING, INTEGER, INTEGER, returns=INTEGER), spark=_instr),
+    scalar("mask", sig(STRING, returns=STRING),
+           sig(STRING, STRING, STRING, STRING, STRING, returns=STRING), spark=_mask),
+    *(scalar(name, sig(STRING, INTEGER, returns=STRING), sig(*_MASKED, returns=STRING),
+             spark=_mask_part(side, keep))
+      for name, side, keep in (("mask_left", "left", False), ("mask_right", "right", False),
+                               ("mask_keep_left", "left", True),
+                               ("mask_keep_right", "right", True))),
+    scalar("md5", sig(STRING, returns=STRING), spark=_builtin("md5")),
+    scalar("replace", sig(STRING, STRING, STRING, returns=STRING), spark=_builtin("replace")),
+    scalar("regexp_extract", sig(STRING, STRING, returns=STRING),
+           sig(STRING, STRING, INTEGER, returns=STRING), spark=_regexp_extract),
+    scalar("regexp_extract_all", sig(STRING, STRING, returns=ty.ArrayType(STRING)),
+           sig(STRING, STRING, INTEGER, returns=ty.ArrayType(STRING)),
+           spark=_regexp_extract_all),
+    scalar("regexp_replace", sig(STRING, STRING, STRING, returns=STRING),
+           spark=_builtin("regexp_replace")),
+    scalar("regexp_split_to_array", sig(STRING, STRING, returns=ty.ArrayType(STRING)),
+           spark=lambda call: sql.fn("split", *call.args, sql.lit(-1))),
+    scalar("split", sig(STRING, STRING, returns=ty.ArrayType(STRING)),
+           sig(BYTES, BYTES, returns=ty.ArrayType(BYTES)), spark=_split),
+    scalar("split_to_map", sig(STRING, STRING, STRING, returns=ty.MapType(STRING, STRING)),
+           unsupported="Spark's str_to_map fails on repeated keys where ksqlDB keeps the last"),
+    scalar("Chr", sig(INTEGER, returns=STRING), sig(STRING, returns=STRING), spark=_chr),
+    scalar("elt", sig(INTEGER, STRING, returns=STRING, variadic=True), spark=_builtin("elt")),
+    scalar("field", sig(STRING, STRING, returns=INTEGER, variadic=True), spark=_field),
+    scalar("encode", sig(STRING, STRING, STRING, returns=STRING),
+           unsupported="ENCODE has no Spark translation yet"),
+    scalar("from_bytes", sig(BYTES, STRING, returns=STRING), spark=_from_bytes),
+    scalar("to_bytes", sig(STRING, STRING, returns=BYTES), spark=_to_bytes),
+    *(scalar(name, sig(BYTES, returns=result), sig(BYTES, STRING, returns=result),
+             unsupported=f"{name.upper()} has no Spark translation yet")
+      for name, result in (("int_from_bytes", INTEGER), ("bigint_from_bytes", ty.BIGINT),
+                           ("double_from_bytes", ty.DOUBLE))),
+    scalar("UUID", sig(returns=STRING), sig(BYTES, returns=STRING),
+           spark=_uuid),
+)
