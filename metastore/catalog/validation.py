@@ -325,7 +325,9 @@ class Validator:
         source = DataSource(
             name=name, kind=kind, columns=tuple(columns), topic=topic, key_format=key_format,
             value_format=value_format, partitions=partitions, statement=statement.text,
-            window=analysis.window, properties=_pass_through(statement.properties))
+            window=analysis.window, timestamp_column=_timestamp_column(statement.properties, columns),
+            properties=_pass_through({**_inherited_delimiters(statement.properties, first),
+                                      **statement.properties}))
         if self._runtime_check is not None:
             self._runtime_check(analysis, source)
         query_kind = "CSAS" if kind is st.SourceKind.STREAM else "CTAS"
@@ -687,6 +689,18 @@ def _timestamp_column(properties: Mapping[str, st.PropertyValue], columns: list[
         raise PropertyError(f"Timestamp column, `{column.name}`, should be LONG(INT64), TIMESTAMP, "
                             "or a String with a TIMESTAMP_FORMAT specified.")
     return column.name
+
+
+def _inherited_delimiters(properties: Mapping[str, st.PropertyValue],
+                          source: DataSource) -> dict[str, st.PropertyValue]:
+    """The delimiters a sink takes from the source it reads, for each format it inherits."""
+    inherited: dict[str, st.PropertyValue] = {}
+    for side, format_keys in (("KEY", ("KEY_FORMAT", "FORMAT")),
+                              ("VALUE", ("VALUE_FORMAT", "FORMAT"))):
+        delimiter = source.property(f"{side}_DELIMITER")
+        if delimiter is not None and not any(key in properties for key in format_keys):
+            inherited[f"{side}_DELIMITER"] = delimiter
+    return inherited
 
 
 def _positive_int(properties: Mapping[str, st.PropertyValue], name: str) -> int | None:

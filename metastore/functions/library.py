@@ -98,6 +98,13 @@ def is_aggregate(node: exp.Expr) -> bool:
     return found is not None and found.kind is Kind.AGGREGATE
 
 
+def is_table_function(node: exp.Expr) -> bool:
+    if not isinstance(node, exp.Anonymous):
+        return False
+    found = lookup(function_name(node))
+    return found is not None and found.kind is Kind.TABLE
+
+
 def arguments(node: exp.Expr) -> list[exp.Expr]:
     """A call's arguments in the order written (``COUNT(*)`` has none)."""
     return [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]

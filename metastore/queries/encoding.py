@@ -15,6 +15,8 @@ A null value is a tombstone.
 
 from __future__ import annotations
 
+import re
+
 from metastore.catalog.model import Column, DataSource
 from metastore.spark.types import quote, string_literal
 from metastore.sql import types as ty
@@ -36,7 +38,9 @@ def key_expression(sink: DataSource, window_start: str | None = None) -> str:
     elif fmt == "JSON":
         encoded = (_bare_json(columns[0]) if len(columns) == 1 else _json_object(columns))
     elif fmt == "DELIMITED":
-        encoded = _delimited(columns, sink.property("KEY_DELIMITER"))
+        all_null = " AND ".join(f"{quote(c.name)} IS NULL" for c in columns)
+        encoded = (f"CASE WHEN {all_null} THEN NULL "
+                   f"ELSE {_delimited(columns, sink.property('KEY_DELIMITER'))} END")
     else:
         raise ValueError(f"key format {fmt} cannot be written")
     if window_start is not None:
@@ -59,16 +63,19 @@ def value_expression(sink: DataSource) -> str:
     raise ValueError(f"value format {fmt} cannot be written")
 
 
-def headers(rowtime: str, source_column: str | None) -> str:
-    """A sink record's headers: its timestamp (the source record's ROWTIME, which the producer's
-    :data:`~metastore.local.jars.INTERCEPTOR_CLASS` moves into the record's timestamp) and, for
-    a stream, the source record's coordinates, so duplicates can be recognised."""
+def headers(rowtime: str, source_column: str | None, source_headers: str | None = None) -> str:
+    """A sink record's headers: the source record's own (Kafka Streams carries them through,
+    so ksqlDB's sinks have them), its timestamp (the source record's ROWTIME, which the
+    producer's :data:`~metastore.local.jars.INTERCEPTOR_CLASS` moves into the record's
+    timestamp) and, for a stream, the source record's coordinates, so duplicates can be
+    recognised."""
     entries = [f"named_struct('key', {string_literal(TIMESTAMP_HEADER)}, "
                f"'value', {_int64(rowtime)})"]
     if source_column is not None:
         entries.append(f"named_struct('key', {string_literal(SOURCE_HEADER)}, "
                        f"'value', CAST({source_column} AS BINARY))")
-    return f"array({', '.join(entries)})"
+    own = f"array({', '.join(entries)})"
+    return own if source_headers is None else f"concat(coalesce({source_headers}, array()), {own})"
 
 
 def _int64(expression: str) -> str:
@@ -84,6 +91,9 @@ def _kafka(expression: str, sql_type: ty.SqlType) -> str:
         return f"substring({_int64(expression)}, 5, 4)"
     if sql_type == ty.BIGINT:
         return _int64(expression)
+    if sql_type == ty.DOUBLE:
+        return _int64(f"java_method('java.lang.Double', 'doubleToLongBits', "
+                      f"CAST({expression} AS DOUBLE))")
     raise ValueError(f"KAFKA format cannot carry {sql_type.sql()}")
 
 
@@ -114,9 +124,22 @@ def _bare_json(column: Column) -> str:
 def _delimited(columns: tuple[Column, ...], delimiter: str | None) -> str:
     separator = {"TAB": "\t", "SPACE": " "}.get((delimiter or ",").upper(), delimiter or ",")
     fields = []
-    for column in columns:
+    for index, column in enumerate(columns):
         text = _json_ready(column) if column.type in (ty.TIMESTAMP, ty.DATE, ty.BYTES) else (
             quote(column.name))
-        fields.append(f"coalesce(CAST({text} AS STRING), '')")
+        fields.append(_csv_field(f"CAST({text} AS STRING)", separator, first=index == 0))
     return f"concat_ws({string_literal(separator)}, {', '.join(fields)})"
+
+
+def _csv_field(text: str, separator: str, first: bool) -> str:
+    """A DELIMITED field as ksqlDB's CSV printer writes it: NULL as nothing, and quoted (quotes
+    doubled) when holding the separator, a quote or a line break, when starting with a
+    character up to '#' or ending in whitespace, and when empty as the record's first field."""
+    special = string_literal("[" + re.escape(separator + '"') + "\r\n]")
+    quoted = f"""concat('"', replace({text}, '"', '""'), '"')"""
+    empty = string_literal('""' if first else "")
+    return (f"CASE WHEN {text} IS NULL THEN '' "
+            f"WHEN {text} = '' THEN {empty} "
+            f"WHEN {text} RLIKE {special} OR ascii({text}) <= 35 "
+            f"OR ascii(right({text}, 1)) <= 32 THEN {quoted} ELSE {text} END")
 

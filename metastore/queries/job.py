@@ -46,6 +46,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
             reader = session.readStream if step.streaming else session.read
             options = {"subscribe": step.topic, "startingOffsets": "earliest",
                        "kafka.isolation.level": "read_committed", "failOnDataLoss": "false",
+                       "includeHeaders": "true",
                        **kafka_options}
             frame = reader.format("kafka").options(**options).load()
         else:

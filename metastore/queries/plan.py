@@ -27,9 +27,11 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from metastore.catalog.analysis import Analysis, analyse, function_name
+from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
+from metastore.functions import library as functions
+from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError
 from metastore.queries.support import explain, runtime_problem
@@ -45,6 +47,10 @@ WINDOW = "__MS_WINDOW"
 SOURCE = "__MS_SOURCE"
 WINDOW_START = "__MS_WINDOWSTART"
 ROWTIME = "__MS_ROWTIME"
+NULL_VALUE = "__MS_NULL_VALUE"
+HEADERS = "__MS_HEADERS"
+NULL_KEY = "__MS_NULL_KEY"
+TABLE_FUNCTION = "__MS_TF"
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,19 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
     if analysis.aggregate:  # an aggregate's record carries the newest input's time, as ksqlDB's
         rowtime = exp.Max(this=rowtime)
     items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
+    null_value = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
+    if analysis.aggregate:
+        _skip_ungroupable(select, null_value)
+    else:
+        items.append(exp.alias_(null_value.copy(), NULL_VALUE, quoted=True))
+        items.append(exp.alias_(exp.column(HEADERS, table=stream_alias, quoted=True), HEADERS,
+                                quoted=True))
+    keeps_key = not (analysis.aggregate or analysis.joins or analysis.query.partition_by)
+    if keeps_key:  # a record without a key keeps none, though its key columns read as NULLs
+        items.append(exp.alias_(exp.column(NULL_KEY, table=stream_alias, quoted=True), NULL_KEY,
+                                quoted=True))
+        if select.args.get("where") is not None:  # a filter drops a tombstone, a projection keeps it
+            select.where(exp.Not(this=null_value), copy=False)
     if windowed:
         group = select.args.get("group") or exp.Group(expressions=[])
         group.append("expressions", exp.column(WINDOW, table=stream_alias, quoted=True))
@@ -123,30 +142,95 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
     elif not analysis.aggregate:
         items.append(exp.alias_(exp.column(SOURCE, table=stream_alias, quoted=True), SOURCE,
                                 quoted=True))
+    generated = _take_table_functions(items)
     select.set("expressions", items)
     _rewrite(select, stream_alias)
+    if generated:
+        _explode(select, generated, stream_alias)
     inner = select.sql(dialect="spark", identify=True)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
     hidden = WINDOW_START if windowed else (None if analysis.aggregate else SOURCE)
-    typed.append(quote(ROWTIME))
+    typed.append(f"{_sink_time(sink)} AS {quote(ROWTIME)}")
+    if not analysis.aggregate:
+        typed += [quote(NULL_VALUE), quote(HEADERS)]
+    if keeps_key:
+        typed.append(quote(NULL_KEY))
     if hidden is not None:
         typed.append(quote(hidden))
-    records = [f"{encoding.key_expression(sink, quote(WINDOW_START) if windowed else None)} AS key",
-               f"{encoding.value_expression(sink)} AS value",
-               f"{encoding.headers(quote(ROWTIME), quote(SOURCE) if hidden == SOURCE else None)}"
-               " AS headers"]
+    value = encoding.value_expression(sink)
+    if not analysis.aggregate:
+        value = f"CASE WHEN {quote(NULL_VALUE)} THEN NULL ELSE {value} END"
+    headers = encoding.headers(quote(ROWTIME), quote(SOURCE) if hidden == SOURCE else None,
+                               None if analysis.aggregate else quote(HEADERS))
+    key = encoding.key_expression(sink, quote(WINDOW_START) if windowed else None)
+    if keeps_key:
+        key = f"CASE WHEN {quote(NULL_KEY)} THEN NULL ELSE {key} END"
+    records = [f"{key} AS key", f"{value} AS value", f"{headers} AS headers"]
     sql = (f"SELECT {', '.join(records)} FROM (SELECT {', '.join(typed)} FROM ({inner}) "
            "AS __ms_result) AS __ms_typed")
+    if sink.timestamp_column is not None:  # ksqlDB drops a record its timestamp column rejects
+        sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
     return QueryPlan(query_id, tuple(steps), sql,
                      "update" if analysis.aggregate else "append", sink.topic,
                      tuple(dict.fromkeys(source_topics)))
 
 
+def _take_table_functions(items: list[exp.Expr]) -> list[exp.Expr]:
+    """Replace each table function call in the projection by the column its rows will be in;
+    returns the calls, in order (the N-th call's rows are in ``__MS_TF<N>``)."""
+    calls: list[exp.Expr] = []
+    for item in items:
+        for node in list(item.walk()):
+            if functions.is_table_function(node):
+                column = exp.column(f"{TABLE_FUNCTION}{len(calls)}", table=TABLE_FUNCTION,
+                                    quoted=True)
+                node.replace(column)
+                calls.append(node)
+    return calls
+
+
+def _explode(select: exp.Select, calls: list[exp.Expr], stream_alias: str) -> None:
+    """One row per element of the longest of the table functions' arrays, ksqlDB's zip."""
+    arrays = []
+    for call in calls:
+        holder = exp.Paren(this=call)  # so the translation may replace the call itself
+        _rewrite(holder, stream_alias)
+        arrays.append(holder.this)
+    generator = (exp.Explode(this=arrays[0]) if len(arrays) == 1
+                 else exp.Inline(this=exp.ArraysZip(expressions=arrays)))
+    names = [exp.to_identifier(f"{TABLE_FUNCTION}{i}", quoted=True) for i in range(len(calls))]
+    select.append("laterals", exp.Lateral(
+        this=generator, view=True, outer=False,
+        alias=exp.TableAlias(this=exp.to_identifier(TABLE_FUNCTION, quoted=True), columns=names)))
+
+
+def _sink_time(sink: DataSource) -> str:
+    """A sink record's timestamp: its TIMESTAMP column's, else the source record's ROWTIME."""
+    column = sink.column(sink.timestamp_column) if sink.timestamp_column else None
+    if column is None:
+        return quote(ROWTIME)
+    if column.type == ty.TIMESTAMP:
+        return f"unix_millis({quote(column.name)})"
+    return f"CAST({quote(column.name)} AS BIGINT)"
+
+
+def _skip_ungroupable(select: exp.Select, null_value: exp.Expr) -> None:
+    """ksqlDB's aggregations skip tombstones and rows any GROUP BY expression is NULL for."""
+    conditions: list[exp.Expr] = [exp.Not(this=null_value)]
+    group = select.args.get("group")
+    for expression in group.expressions if group is not None else []:
+        conditions.append(exp.Not(this=exp.Is(this=expression.copy(), expression=exp.Null())))
+    for condition in conditions:
+        select.where(condition, copy=False)
+
+
 def _stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> list[Step]:
     pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
               f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
-              "timestamp AS __MS_KAFKA_TS")
+              "timestamp AS __MS_KAFKA_TS", f"value IS NULL AS {NULL_VALUE}",
+              f"key IS NULL AS {NULL_KEY}",
+              f"headers AS {HEADERS}")
     decoded = decode_select(source, quote(f"{view}_raw"), extra=pseudo)
     event_time = "__MS_KAFKA_TS"
     column = source.column(source.timestamp_column) if source.timestamp_column else None
@@ -171,28 +255,22 @@ def _bound(alias: str, which: str) -> exp.Expr:
     return exp.Anonymous(this="unix_millis", expressions=[field])
 
 
-def _rewrite(select: exp.Select, stream_alias: str) -> None:
-    """ksqlDB expressions as Spark SQL with ksqlDB's meaning."""
+def _rewrite(select: exp.Expr, stream_alias: str) -> None:
+    """ksqlDB expressions as Spark SQL with ksqlDB's meaning: every function call, array index
+    and division through :func:`metastore.functions.library.to_spark`; window bounds and
+    struct access as the query's views hold them."""
 
-    def transform(node: exp.Expr) -> exp.Expr:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name in ("WINDOWSTART",
                                                                              "WINDOWEND"):
             return _bound(stream_alias, "start" if node.name == "WINDOWSTART" else "end")
         if isinstance(node, exp.JSONExtract):
             return struct_access(node)
-        if isinstance(node, exp.Bracket):  # ksqlDB indexes arrays from 1, like element_at
-            return exp.Anonymous(this="element_at", expressions=[node.this, *node.expressions])
-        if isinstance(node, exp.Func):
-            name = function_name(node)
-            args = [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]
-            if name == "AS_VALUE":
-                return args[0]
-            if name in ("LATEST_BY_OFFSET", "EARLIEST_BY_OFFSET"):
-                offset = exp.column("ROWOFFSET", table=stream_alias, quoted=True)
-                order = exp.If(this=exp.Is(this=args[0].copy(), expression=exp.Null()),
-                               true=exp.Null(), false=offset)
-                function = "max_by" if name == "LATEST_BY_OFFSET" else "min_by"
-                return exp.Anonymous(this=function, expressions=[args[0], order])
         return node
 
-    select.transform(transform, copy=False)
+    offset = exp.column("ROWOFFSET", table=stream_alias, quoted=True)
+    context = functions.SparkContext(row_offset=offset, rewrite=rewrite, keep_undeclared=True)
+    try:
+        functions.to_spark(select, context)
+    except UntranslatableError as error:
+        raise QueryRuntimeError(explain(str(error))) from error

@@ -142,8 +142,8 @@ def _sink(sink: DataSource) -> str | None:
         if fmt == "JSON":
             for column in columns:
                 if not isinstance(column.type, ty.Primitive | ty.DecimalType) and any(
-                        nested in (ty.TIMESTAMP, ty.DATE, ty.TIME, ty.BYTES) or isinstance(
-                            nested, ty.DecimalType) for nested in column.type.walk()):
-                    return (f"column {column.name}: TIMESTAMP, DATE, TIME, BYTES and DECIMAL "
-                            "values nested in ARRAY, MAP or STRUCT cannot be written as JSON")
+                        nested in (ty.TIMESTAMP, ty.DATE, ty.TIME, ty.BYTES)
+                        for nested in column.type.walk()):
+                    return (f"column {column.name}: TIMESTAMP, DATE, TIME and BYTES values "
+                            "nested in ARRAY, MAP or STRUCT cannot be written as JSON")
     return None

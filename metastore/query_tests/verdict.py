@@ -5,7 +5,8 @@ A stream sink is compared record by record: the same records, and for each key t
 ksqlDB's test driver emits every intermediate update, a micro-batch runtime one per batch, so
 only the last value of each key is comparable; a key whose final expected value is a tombstone
 must be absent or deleted. Timestamps, windows and headers are compared where the test gives them.
-Numbers compare by value (``1`` equals ``1.0``), and a text field equals the number it spells.
+Numbers compare by value (``1`` equals ``1.0``), a text field equals the number it spells, and
+object field names compare case-insensitively (as ksqlDB's JSON format reads them).
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ def same_value(expected: Any, actual: Any) -> bool:
     if isinstance(expected, str) and isinstance(actual, int | float):
         return _number_text(expected) == actual
     if isinstance(expected, dict) and isinstance(actual, dict):
-        return expected.keys() == actual.keys() and all(
-            same_value(expected[k], actual[k]) for k in expected)
+        # ksqlDB reads the expected record through the sink's JSON format, whose field names
+        # match columns case-insensitively
+        wanted = {str(k).upper(): v for k, v in expected.items()}
+        got = {str(k).upper(): v for k, v in actual.items()}
+        return wanted.keys() == got.keys() and all(same_value(wanted[k], got[k]) for k in wanted)
     if isinstance(expected, list) and isinstance(actual, list):
         return len(expected) == len(actual) and all(
             same_value(e, a) for e, a in zip(expected, actual, strict=True))

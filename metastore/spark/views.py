@@ -25,6 +25,8 @@ from metastore.spark.types import quote, spark_type, string_literal
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, SourceKind
 
+KAFKA_TYPES = (ty.INTEGER, ty.BIGINT, ty.DOUBLE, ty.STRING, ty.BYTES)
+"""The types ksqlDB's KAFKA format can carry (Kafka's own serializers)."""
 RAW_PREFIX = "_kafka_"
 SPEC_PROPERTY = "metastore.spec"
 
@@ -115,11 +117,10 @@ def _unsupported(source: DataSource) -> str | None:
     if source.window is not None:
         return "windowed keys are not decoded yet"
     key_columns = source.key_columns
-    if source.key_format == "KAFKA" and key_columns and key_columns[0].type not in (
-            ty.INTEGER, ty.BIGINT, ty.STRING, ty.BYTES):
+    if source.key_format == "KAFKA" and key_columns and key_columns[0].type not in KAFKA_TYPES:
         return f"KAFKA keys of type {key_columns[0].type.sql()} are not decoded yet"
-    if source.value_format == "KAFKA" and source.value_columns and source.value_columns[0].type not in (
-            ty.INTEGER, ty.BIGINT, ty.STRING, ty.BYTES):
+    if source.value_format == "KAFKA" and source.value_columns and (
+            source.value_columns[0].type not in KAFKA_TYPES):
         return f"KAFKA values of type {source.value_columns[0].type.sql()} are not decoded yet"
     return None
 
@@ -148,9 +149,11 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
     if fmt == "DELIMITED":
         index = [c.name for c in columns].index(column.name)
         separator = {"TAB": "\t", "SPACE": " "}.get((delimiter or ",").upper(), delimiter or ",")
-        pattern = string_literal(re.escape(separator))
-        element = f"element_at(split({text}, {pattern}, -1), {index + 1})"
-        return _from_text(f"NULLIF({element}, '')", column.type)
+        fields = ", ".join(f"c{i} STRING" for i in range(len(columns)))
+        options = (f"map('sep', {string_literal(separator)}, 'ignoreLeadingWhiteSpace', 'false', "
+                   "'ignoreTrailingWhiteSpace', 'false')")
+        element = f"from_csv({text}, {string_literal(fields)}, {options}).c{index}"
+        return _from_text(element, column.type)
     if fmt == "JSON":
         if len(columns) == 1 and (raw == "key" or not wrapped):
             return _from_json_value(text, column.type)
@@ -166,6 +169,9 @@ def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
         return f"CAST({raw} AS STRING)"
     if sql_type == ty.BYTES:
         return raw
+    if sql_type == ty.DOUBLE:
+        bits = f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"
+        return f"CAST(java_method('java.lang.Double', 'longBitsToDouble', {bits}) AS DOUBLE)"
     unsigned = f"CAST(conv(hex({raw}), 16, 10) AS DECIMAL(20,0))"
     if sql_type == ty.INTEGER:
         return (f"CAST(IF({unsigned} >= 2147483648, {unsigned} - 4294967296, {unsigned}) AS INT)")
@@ -174,6 +180,8 @@ def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
 
 def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
     """A bare JSON value (not an object field), of any type."""
+    if _has_struct(sql_type):
+        return _from_text(text, sql_type, json_text=True)
     wrapped = f"concat('{{\"v\":', {text}, '}}')"
     return _convert(f"from_json({wrapped}, {string_literal('v ' + _json_read_type(sql_type))}).v",
                     sql_type)
@@ -181,7 +189,9 @@ def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
 
 def _from_text(expression: str, sql_type: ty.SqlType, json_text: bool = False) -> str:
     """A value held as text (a DELIMITED field, or a JSON field's text) converted to its type."""
-    if isinstance(sql_type, ty.ArrayType | ty.MapType | ty.StructType):
+    if _has_struct(sql_type):
+        return _json_with_structs(expression, sql_type, depth=0)
+    if isinstance(sql_type, ty.ArrayType | ty.MapType):
         return f"from_json({expression}, {string_literal(spark_type(sql_type))})"
     if sql_type == ty.BYTES:
         return f"unbase64({expression})"
@@ -194,6 +204,32 @@ def _from_text(expression: str, sql_type: ty.SqlType, json_text: bool = False) -
     if sql_type == ty.STRING:
         return expression
     return f"CAST({expression} AS {spark_type(sql_type)})"
+
+
+def _has_struct(sql_type: ty.SqlType) -> bool:
+    return any(isinstance(nested, ty.StructType) for nested in sql_type.walk())
+
+
+def _json_with_structs(text: str, sql_type: ty.SqlType, depth: int) -> str:
+    """JSON text as ``sql_type``, struct fields matched case-insensitively, as ksqlDB's JSON
+    deserializer matches them (Spark's from_json matches names exactly)."""
+    item = f"__ms_v{depth}"
+    if isinstance(sql_type, ty.StructType):
+        fields = f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), (__ms_k{depth}, " \
+                 f"{item}) -> upper(__ms_k{depth}))"
+        members = ", ".join(
+            f"{string_literal(name)}, "
+            f"{_json_with_structs(f'{fields}[{string_literal(name.upper())}]', field, depth + 1)}"
+            for name, field in sql_type.fields)
+        return f"CASE WHEN {fields} IS NULL THEN NULL ELSE named_struct({members}) END"
+    if isinstance(sql_type, ty.ArrayType) and _has_struct(sql_type.element):
+        element = _json_with_structs(item, sql_type.element, depth + 1)
+        return f"transform(from_json({text}, 'ARRAY<STRING>'), {item} -> {element})"
+    if isinstance(sql_type, ty.MapType) and _has_struct(sql_type.value):
+        value = _json_with_structs(item, sql_type.value, depth + 1)
+        return (f"transform_values(from_json({text}, 'MAP<STRING,STRING>'), "
+                f"(__ms_k{depth}, {item}) -> {value})")
+    return _from_text(text, sql_type, json_text=True)
 
 
 def _json_read_type(sql_type: ty.SqlType) -> str:

@@ -20,14 +20,24 @@ DEV_RECORDS = Path(__file__).resolve().parents[2].parent / "shared" / "conforman
     "ksql-records-dev.jsonl")
 DEV_SLICE = (
     "qtt/project-filter.json::project and filter",
-    "qtt/math.json::calculate CEIL function",
-    "qtt/group-by.json::value column (stream->table)",
+    "qtt/group-by.json::constant (stream->table)",
+    "qtt/partition-by.json::multiple key columns",
+    "qtt/null.json::stream filter with null value",
+    "qtt/headers.json::Can create and query stream with HEADER('key') columns",
+    "qtt/delimited.json::STRING - key",
     "qtt/kafka.json::INT",
-    "qtt/partition-by.json::struct field - select explicit",
+    "qtt/cube.json::cube two int columns",
+    "qtt/table-functions.json::table function as last select",
+    "qtt/timestamp-extractor.json::sink bigint timestamp column",
+    "qtt/substring.json::do substring with strings with pos and length - JSON",
+    "qtt/to_json_string.json::convert MAP to JSON string",
+    "qtt/multi-col-keys.json::select * from stream",
+    "qtt/joins.json::stream-table key-to-key - key format mismatch",
 )
 INPUT = ("CREATE STREAM INPUT (ID INT KEY, NAME STRING, AMOUNT DOUBLE) WITH (KAFKA_TOPIC='input', "
          "VALUE_FORMAT='JSON');")
-PROJECT = "CREATE STREAM OUTPUT AS SELECT ID, UCASE(NAME) AS NAME, AMOUNT * 2 AS DOUBLED FROM INPUT WHERE AMOUNT > 1;"
+PROJECT = ("CREATE STREAM OUTPUT AS SELECT ID, UCASE(NAME) AS NAME, AMOUNT * 2 AS DOUBLED "
+           "FROM INPUT WHERE AMOUNT > 1;")
 INPUTS = [
     {"topic": "input", "key": 1, "value": {"NAME": "a", "AMOUNT": 0.5}, "timestamp": 0},
     {"topic": "input", "key": 2, "value": {"NAME": "b", "AMOUNT": 1.5}, "timestamp": 0,
