@@ -1,8 +1,12 @@
 """Derive what a SELECT produces: result kind, output columns with types, key columns, sources.
 
 A small type checker over sqlglot's tree, following ksqlDB's rules for naming (aliases, column
-names, ``KSQL_COL_n``), keys (source key, PARTITION BY, GROUP BY, join key) and result kinds
-(aggregations and tables produce tables; anything reading a stream produces a stream).
+names, generated ``KSQL_COL_n`` and struct field names that never repeat an input column's),
+projections (``*``, ``alias.*``, ``struct->*``; after PARTITION BY ``*`` selects the new key
+first and the old key last), keys (source key, PARTITION BY, GROUP BY, join key: each selected
+exactly once, with a value left), aggregation (every selected expression grouped or aggregated)
+and result kinds (aggregations and tables produce tables; anything reading a stream produces a
+stream).
 
 :func:`analyse` is the one place that works out what a query reads: its :class:`Analysis`
 carries the sources (with their aliases and table nodes), the joins' shape, whether it
@@ -12,13 +16,16 @@ all work from one analysis and none walks the tree for sources again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 from sqlglot import exp
 
 from metastore.catalog.exceptions import QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.functions import casts, operators
 from metastore.functions import library as functions
 from metastore.functions.registry import (
     TIME_UNITS,
@@ -34,8 +41,6 @@ PSEUDO_COLUMNS: dict[str, ty.SqlType] = {
     "ROWTIME": ty.BIGINT, "ROWPARTITION": ty.INTEGER, "ROWOFFSET": ty.BIGINT,
 }
 WINDOW_BOUNDS: dict[str, ty.SqlType] = {"WINDOWSTART": ty.BIGINT, "WINDOWEND": ty.BIGINT}
-
-_NUMERIC_RANK = {"INTEGER": 1, "BIGINT": 2, "DECIMAL": 3, "DOUBLE": 4}
 
 
 @dataclass(frozen=True)
@@ -157,8 +162,18 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     if where is not None:
         typer.clause = "WHERE"
         typer.type_of(where.this)
+    for clause, expressions in (("GROUP BY", group_by), ("PARTITION BY", query.partition_by)):
+        typer.clause = clause
+        for expression in expressions:
+            if not _is_null(expression):
+                typer.type_of(expression)
+    new_keys = None
+    if query.partition_by and not group_by and not transient:
+        new_keys = _partition_keys(query.partition_by, scope, typer)
     typer.clause = "SELECT"
-    projected = _project(select, scope, typer)
+    projected = _project(select, scope, typer, new_keys)
+    if group_by:
+        _check_grouping(projected, group_by, scope, query.window is not None)
     kinds = {source.kind for source in scope.by_alias.values()}
     kind = SourceKind.TABLE if aggregate or kinds == {SourceKind.TABLE} else SourceKind.STREAM
 
@@ -181,7 +196,7 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
         key_exprs = [exp.column(c.name, table=scope.order[0], quoted=True)
                      for c in first.key_columns]
         key_kind = "key column"
-    columns = _assign_keys(projected, key_exprs, kind, typer, query, f"`{sink}`", key_kind)
+    columns = _assign_keys(projected, key_exprs, kind, query, f"`{sink}`", key_kind, new_keys)
     window = None
     if query.window is not None and aggregate:
         window = WindowInfo(query.window.kind, query.window.size_ms)
@@ -224,25 +239,141 @@ class _Projected:
     expression: exp.Expr
 
 
-def _project(select: exp.Select, scope: _Scope, typer: _Typer) -> list[_Projected]:
+_GENERATED_PREFIX = "KSQL_COL"
+_NUMBERED_NAME = re.compile(r"(?P<base>.*?)(?:_(?P<number>\d+))?")
+
+
+def _numbered(name: str) -> tuple[str, int]:
+    """A name as ksqlDB's generated names see it: ``KSQL_COL_3`` is (KSQL_COL, 3), ``TOWN``
+    (TOWN, 0)."""
+    match = _NUMBERED_NAME.fullmatch(name)
+    assert match is not None, "the pattern matches every name"
+    number = match.group("number")
+    return match.group("base"), int(number) if number is not None else 0
+
+
+class _ColumnAliases:
+    """ksqlDB's generated column names (``ColumnNames.columnAliasGenerator``): ``KSQL_COL_n`` for
+    an expression, the field's name for a struct field ``a->b`` (``B``, then ``B_1``...), never
+    one of the names it was seeded with nor one it gave before."""
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        self._taken: dict[str, set[int]] = {}
+        for name in taken:
+            base, number = _numbered(name)
+            self._taken.setdefault(base, set()).add(number)
+        self._next: dict[str, int] = {}
+
+    def alias_for(self, expression: exp.Expr) -> str:
+        if isinstance(expression, exp.Dot | exp.JSONExtract):
+            return self._next_name(_numbered(_deref_name(expression))[0])
+        return self._next_name(_GENERATED_PREFIX)
+
+    def _next_name(self, base: str) -> str:
+        taken = self._taken.get(base, set())
+        index = self._next.get(base, 0)
+        while index in taken:
+            index += 1
+        self._next[base] = index + 1
+        return base if index == 0 and base != _GENERATED_PREFIX else f"{base}_{index}"
+
+
+def _is_null(expression: exp.Expr) -> bool:
+    return isinstance(expression, exp.Null) or (
+        isinstance(expression, exp.Column) and not expression.table and expression.name == "NULL")
+
+
+def _partition_keys(partition_by: tuple[exp.Expr, ...], scope: _Scope,
+                    typer: _Typer) -> list[_Projected]:
+    """The key columns PARTITION BY makes, in its order (ksqlDB's PartitionByParamsFactory): a
+    column (or pseudo column) keeps its name, any other expression is named like a SELECT
+    expression, unlike every column of the input (its pseudo columns included); NULL makes none.
+    """
+    multi = len(scope.order) > 1
+    taken: list[str] = []
+    for alias in scope.order:
+        source = scope.by_alias[alias]
+        names = [c.name for c in source.columns] + list(PSEUDO_COLUMNS)
+        names += list(WINDOW_BOUNDS) if source.window is not None else []
+        taken += [f"{alias}_{name}" if multi else name for name in names]
+    aliases = _ColumnAliases(taken)
+    keys: list[_Projected] = []
+    for expression in partition_by:
+        if _is_null(expression):
+            continue
+        sql_type = typer.type_of(expression)
+        if isinstance(expression, exp.Column):
+            alias = scope.resolve(expression.name, expression.table or None, "PARTITION BY")[0]
+            name = f"{alias}_{expression.name}" if multi else expression.name
+        else:
+            name = aliases.alias_for(expression)
+        keys.append(_Projected(name, sql_type, expression))
+    return keys
+
+
+def _source_columns(scope: _Scope, alias: str, repartitioned: bool) -> list[_Projected]:
+    """The columns ``alias.*`` selects, key columns first; after a PARTITION BY the source's key
+    is a value column, after its value columns (and, in a join, its pseudo columns)."""
+    source = scope.by_alias.get(alias)
+    if source is None:
+        raise QueryError(f"'{alias}' is not a valid stream/table name or alias.")
+    multi = len(scope.order) > 1
+    columns = [c for c in source.columns if c.role not in (ColumnRole.HEADERS, ColumnRole.HEADER)]
+    keys = [c for c in columns if c.is_key]
+    values = [c for c in columns if not c.is_key]
+    if repartitioned:
+        pseudo = [Column(name, t) for name, t in PSEUDO_COLUMNS.items()] if multi else []
+        columns = values + pseudo + keys
+    else:
+        columns = keys + values
+    return [_Projected(f"{alias}_{c.name}" if multi else c.name, c.type,
+                       exp.column(c.name, table=alias, quoted=True)) for c in columns]
+
+
+def _star(qualifier: str | None, scope: _Scope,
+          new_keys: list[_Projected] | None) -> list[_Projected]:
+    """``*`` or ``alias.*``; after a PARTITION BY, the new key columns first (ksqlDB's
+    UserRepartitionNode.resolveSelectStar)."""
+    aliases = [qualifier] if qualifier else list(scope.order)
+    columns = [c for alias in aliases for c in _source_columns(scope, alias, new_keys is not None)]
+    if not new_keys or (qualifier and len(scope.order) > 1):
+        return columns
+    return new_keys + [c for c in columns
+                       if not any(_same(c.expression, key.expression) for key in new_keys)]
+
+
+def _struct_fields(expression: exp.Expr, typer: _Typer) -> list[_Projected]:
+    """``s->*``: a column per field of the struct ``s``, named by the field (ksqlDB's
+    SelectionUtil.resolveStructAll)."""
+    struct = typer.type_of(expression.this)
+    if not isinstance(struct, ty.StructType):
+        raise QueryError(f"Column {expression.this.sql()} is not a STRUCT type.")
+    fields: list[_Projected] = []
+    for name, _ in struct.fields:
+        access = expression.copy()
+        access.set("expression", exp.column(name, quoted=True))
+        fields.append(_Projected(name, typer.type_of(access), access))
+    return fields
+
+
+def _is_star(item: exp.Expr) -> bool:
+    return isinstance(item, exp.Star) or (isinstance(item, exp.Column)
+                                          and isinstance(item.this, exp.Star))
+
+
+def _project(select: exp.Select, scope: _Scope, typer: _Typer,
+             new_keys: list[_Projected] | None = None) -> list[_Projected]:
+    """Each output column in SELECT order, ``*`` and ``s->*`` expanded; ``new_keys`` are the key
+    columns of a PARTITION BY, which ``*`` selects."""
+    aliases = _ColumnAliases(c.name for read in scope.reads for c in read.source.columns)
+    multi = len(scope.order) > 1
     out: list[_Projected] = []
-    generated = 0
-    seen: set[str] = set()
     for item in select.expressions:
-        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
-            qualifier = item.table if isinstance(item, exp.Column) else None
-            aliases = [qualifier] if qualifier else list(scope.order)
-            multi = len(scope.order) > 1
-            for alias in aliases:
-                source = scope.by_alias.get(alias)
-                if source is None:
-                    raise QueryError(f"'{alias}' is not a valid stream/table name or alias.")
-                for column in source.columns:
-                    if column.role in (ColumnRole.HEADERS, ColumnRole.HEADER):
-                        continue
-                    name = f"{alias}_{column.name}" if multi else column.name
-                    out.append(_Projected(name, column.type,
-                                          exp.column(column.name, table=alias, quoted=True)))
+        if _is_star(item):
+            out += _star(item.table if isinstance(item, exp.Column) else None, scope, new_keys)
+            continue
+        if isinstance(item, exp.JSONExtract) and isinstance(item.expression, exp.Star):
+            out += _struct_fields(item, typer)
             continue
         expression = item.this if isinstance(item, exp.Alias) else item
         sql_type = typer.type_of(expression)
@@ -250,17 +381,18 @@ def _project(select: exp.Select, scope: _Scope, typer: _Typer) -> list[_Projecte
             name = item.alias
         elif isinstance(expression, exp.Column):
             name = expression.name
-            if expression.table and scope.is_ambiguous(name):
+            if expression.table and (scope.is_ambiguous(name)
+                                     or (multi and name in PSEUDO_COLUMNS)):
                 name = f"{expression.table}_{expression.name}"
-        elif isinstance(expression, exp.Dot | exp.JSONExtract):
-            name = _deref_name(expression)
         else:
-            name = f"KSQL_COL_{generated}"
-            generated += 1
-        if name in seen:
-            raise QueryError(f"Duplicate value columns found in schema: `{name}` {sql_type.sql()}")
-        seen.add(name)
+            name = aliases.alias_for(expression)
         out.append(_Projected(name, sql_type, expression))
+    seen: set[str] = set()
+    for projected in out:
+        if projected.name in seen:
+            raise QueryError(f"Duplicate value columns found in schema: `{projected.name}` "
+                             f"{projected.type.sql()}")
+        seen.add(projected.name)
     return out
 
 
@@ -300,45 +432,147 @@ def _foreign_key_join_key(select: exp.Select, scope: _Scope) -> list[exp.Expr] |
     return [exp.column(c.name, table=left_alias) for c in left.key_columns]
 
 
+def _check_grouping(projected: list[_Projected], group_by: list[exp.Expr], scope: _Scope,
+                    windowed: bool) -> None:
+    """ksqlDB's AggregateAnalyzer: GROUP BY has no aggregate function, and every selected
+    expression is grouped, an aggregate, or made of grouped expressions and aggregates (the
+    window bounds of a windowed aggregation are grouped)."""
+    for expression in group_by:
+        for call in expression.find_all(exp.Func):
+            if _is_aggregate(call):
+                raise QueryError("GROUP BY does not support aggregate functions: "
+                                 f"{function_name(call)} is an aggregate function.")
+    grouping = [*group_by, *(exp.column(bound) for bound in WINDOW_BOUNDS if windowed)]
+
+    def ungrouped(node: exp.Expr) -> bool:
+        if any(_same(node, grouped) for grouped in grouping):
+            return False
+        if isinstance(node, exp.Func) and _is_aggregate(node):
+            return False
+        if isinstance(node, exp.Column):
+            return _is_column(node, scope)
+        return any(ungrouped(child) for child in node.iter_expressions())
+
+    unmatched = [p.expression for p in projected if ungrouped(p.expression)]
+    if unmatched:
+        raise QueryError("Non-aggregate SELECT expression(s) not part of GROUP BY: "
+                         f"{', '.join(_shown(e) for e in unmatched)}\nEither add the column(s) "
+                         "to the GROUP BY or remove them from the SELECT.")
+
+
+def _is_column(node: exp.Column, scope: _Scope) -> bool:
+    """Whether ``node`` names a column (not a lambda's variable or a time unit)."""
+    try:
+        scope.resolve(node.name, node.table or None, "SELECT")
+    except QueryError:
+        return False
+    return True
+
+
+def _unparenthesised(expression: exp.Expr) -> exp.Expr:
+    while isinstance(expression, exp.Paren):
+        expression = expression.this
+    return expression
+
+
 def _same(a: exp.Expr, b: exp.Expr) -> bool:
+    a, b = _unparenthesised(a), _unparenthesised(b)
     if isinstance(a, exp.Column) and isinstance(b, exp.Column):
         return a.name == b.name and (not a.table or not b.table or a.table == b.table)
     return a.sql() == b.sql()
 
 
-def _missing_key(sink: str, key_kind: str, shown: str, join: bool) -> QueryError:
+_PARENTHESISED = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.And, exp.Or, exp.EQ, exp.NEQ,
+                  exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def _shown(expression: exp.Expr) -> str:
+    """An expression as ksqlDB's messages write it: a column by its name, ``a->b``, binary
+    operations in parentheses."""
+    if isinstance(expression, exp.Column):
+        return expression.name
+    holder = exp.Paren(this=expression.copy())  # so that the expression itself can be replaced
+    for node in reversed(list(holder.this.find_all(exp.JSONExtract, *_PARENTHESISED))):
+        if isinstance(node, exp.JSONExtract):
+            node.replace(exp.Var(this=f"{node.this.sql()}->{_deref_name(node)}"))
+        else:
+            parenthesised = exp.Paren()
+            node.replace(parenthesised)
+            parenthesised.set("this", node)
+    return str(holder.this.sql())
+
+
+def _listed(items: list[str], last: str) -> str:
+    """ksqlDB's GrammaticalJoiner: ``A``, ``A and B``, ``A, B and C``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+def _missing_keys(sink: str, key_kind: str, shown: list[str], join: bool,
+                  require_all: bool = True) -> QueryError:
+    """ksqlDB's PlanNode.throwKeysNotIncludedError."""
     link = " See https://cnfl.io/2LV7ouS." if join else " "
-    return QueryError(f"Key missing from projection (ie, SELECT).{link}\nThe query used to build "
-                      f"{sink} must include the {key_kind} {shown} in its projection "
-                      f"(eg, SELECT {shown}...).")
+    keys = "Keys" if require_all and len(shown) > 1 else "Key"
+    kinds = key_kind if len(shown) == 1 else f"{key_kind}s"
+    example = ", ".join(shown) if require_all else shown[0]
+    return QueryError(f"{keys} missing from projection (ie, SELECT).{link}\nThe query used to "
+                      f"build {sink} must include the {kinds} "
+                      f"{_listed(shown, 'and' if require_all else 'or')} in its projection "
+                      f"(eg, SELECT {example}...).")
+
+
+def _key_more_than_once(key_name: str, aliases: list[str], grouped: bool) -> QueryError:
+    """ksqlDB's AggregateNode / FinalProjectNode: a key column is selected once."""
+    if grouped:
+        text = ("The projection contains a key column more than once: "
+                f"{_listed([f'`{a}`' for a in aliases], 'and')}.")
+    else:
+        text = (f"The projection contains a key column (`{key_name}`) more than once, aliased "
+                f"as: {_listed(sorted(aliases), 'and')}.")
+    return QueryError(f"{text}\nEach key column must only be in the projection once. If you "
+                      "intended to copy the key into the value, then consider using the AS_VALUE "
+                      "function to indicate which key reference should be copied.")
 
 
 def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: SourceKind,
-                 typer: _Typer, query: Query, sink: str, key_kind: str) -> list[Column]:
+                 query: Query, sink: str, key_kind: str,
+                 new_keys: list[_Projected] | None) -> list[Column]:
+    """The result's columns, keys first: each key expression must be selected exactly once
+    (a SELECT expression equal to it names the key), and something must be left for the value."""
     role = ColumnRole.PRIMARY_KEY if kind is SourceKind.TABLE else ColumnRole.KEY
-    key_indexes: list[int] = []
+    grouped = bool(query.select.args.get("group"))
     is_join = (len(key_exprs) == 2 and bool(query.select.args.get("joins"))
-               and not query.select.args.get("group") and not query.partition_by)
+               and not grouped and not query.partition_by)
+    missing: list[exp.Expr] = []
     if is_join:
-        candidates = key_exprs
         index = next((i for i, p in enumerate(projected)
-                      if any(_same(p.expression, k) for k in candidates)), None)
-        if index is None:
-            raise _missing_key(sink, key_kind, candidates[0].sql(identify=False), join=True)
-        key_indexes.append(index)
+                      if any(_same(p.expression, k) for k in key_exprs)), None)
+        if index is None:  # the join's key can be either side's column (PlanNode's "or")
+            sides = [k for k in key_exprs if isinstance(k, exp.Column)] or key_exprs
+            raise _missing_keys(sink, key_kind, [k.sql(identify=False) for k in sides],
+                                join=True, require_all=False)
+        key_indexes = [index]
     else:
-        for key in key_exprs:
-            if isinstance(key, exp.Null) or (isinstance(key, exp.Column) and key.name == "NULL"):
-                continue
-            index = next((i for i, p in enumerate(projected) if _same(p.expression, key)), None)
-            if index is None:
-                shown = key.name if isinstance(key, exp.Column) else key.sql()
-                raise _missing_key(sink, key_kind, shown, join=False)
-            typer.type_of(key)
-            key_indexes.append(index)
-    keys = [Column(projected[i].name, projected[i].type, role) for i in key_indexes]
+        keys = [key for key in key_exprs if not _is_null(key)]
+        key_names = ([k.name for k in new_keys] if new_keys is not None
+                     else [k.name for k in keys])
+        key_indexes = []
+        for key, key_name in zip(keys, key_names, strict=True):
+            found = [i for i, p in enumerate(projected) if _same(p.expression, key)]
+            if len({projected[i].name for i in found}) > 1:
+                raise _key_more_than_once(key_name, [projected[i].name for i in found], grouped)
+            if found:
+                key_indexes.append(found[0])
+            else:
+                missing.append(key)
+        if missing and not grouped:
+            missing = keys
+    if len(key_indexes) == len(projected):
+        raise QueryError("The projection contains no value columns.")
+    if missing:
+        raise _missing_keys(sink, key_kind, [_shown(k) for k in missing], join=False)
+    key_columns = [Column(projected[i].name, projected[i].type, role) for i in key_indexes]
     values = [Column(p.name, p.type) for i, p in enumerate(projected) if i not in key_indexes]
-    return keys + values
+    return key_columns + values
 
 
 _is_aggregate = functions.is_aggregate
@@ -374,6 +608,14 @@ class _Typer:
             return ty.STRING
         if isinstance(node, exp.Neg):
             return self.type_of(node.this)
+        symbol = operators.arithmetic_symbol(node)
+        if symbol is not None and isinstance(node, exp.Binary):  # no extra frame: chains are deep
+            self.type_of(node.left)
+            self.type_of(node.right)
+            return self._arithmetic(symbol, node)
+        operator_type = self._operator(node)
+        if operator_type is not None:
+            return operator_type
         if isinstance(node, exp.Not | exp.And | exp.Or | exp.Predicate | exp.Is | exp.In |
                       exp.Between | exp.Like | exp.ILike):
             for operand in node.iter_expressions():
@@ -381,13 +623,6 @@ class _Typer:
             return ty.BOOLEAN
         if isinstance(node, exp.DPipe):
             return ty.STRING
-        if isinstance(node, exp.Binary) and isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
-            left, right = self.type_of(node.left), self.type_of(node.right)
-            if isinstance(node, exp.Add) and ty.STRING in (left, right):
-                return ty.STRING
-            return _promote(left, right)
-        if isinstance(node, exp.Cast):
-            return _from_sqlglot(node.to, self.custom)
         if isinstance(node, exp.Case):
             for branch in node.iter_expressions():
                 self.type_of(branch)
@@ -413,6 +648,66 @@ class _Typer:
             return self._function(node)
         raise QueryError(f"Unsupported expression: {node.sql()}")
 
+    def _operator(self, node: exp.Expr) -> ty.SqlType | None:
+        """The type of an operator or CAST, checked by ksqlDB's rules
+        (:mod:`metastore.functions.operators`, :mod:`metastore.functions.casts`); None for
+        other nodes."""
+        comparison = operators.COMPARISONS.get(type(node))
+        if comparison is not None and isinstance(node, exp.Binary):
+            self._compare(comparison, node, node.left, node.right)
+            return ty.BOOLEAN
+        if isinstance(node, exp.Between):
+            for bound, kind in ((node.args["low"], exp.GTE), (node.args["high"], exp.LTE)):
+                self._compare(operators.COMPARISONS[kind], node, node.this, bound)
+            return ty.BOOLEAN
+        if isinstance(node, exp.In) and not node.args.get("query"):
+            for operand in (node.this, *node.expressions):
+                self._operand(operand)
+            try:
+                operators.in_list_type(node.this, node.expressions, self._operand)
+            except operators.OperatorError as error:
+                raise self._refusal(error, node) from error
+            return ty.BOOLEAN
+        if isinstance(node, exp.Cast):
+            target = _from_sqlglot(node.to, self.custom)
+            try:
+                casts.check_cast(self._operand(node.this), target)
+            except casts.CastError as error:
+                raise self._refusal(operators.OperatorError(str(error), late=True),
+                                    node) from error
+            return target
+        return None
+
+    def _arithmetic(self, symbol: str, node: exp.Binary) -> ty.SqlType:
+        """The type of ``node`` (``left <symbol> right``), its operands already typed."""
+        left, right = (None if isinstance(o, exp.Null) else functions.ksql_type(o)
+                       for o in (node.left, node.right))
+        try:
+            return operators.arithmetic_type(symbol, left, right, operators.ksql_text(node))
+        except operators.OperatorError as error:
+            raise self._refusal(error, node) from error
+
+    def _operand(self, node: exp.Expr) -> ty.SqlType | None:
+        """An operator's operand's type; None for the NULL literal."""
+        sql_type = self.type_of(node)
+        return None if isinstance(node, exp.Null) else sql_type
+
+    def _compare(self, comparison: operators.Comparison, node: exp.Expr, left: exp.Expr,
+                 right: exp.Expr) -> None:
+        problem = operators.comparison_problem(
+            comparison, self._operand(left), self._operand(right), operators.ksql_text(left),
+            operators.ksql_text(right))
+        if problem is not None:
+            raise self._refusal(operators.OperatorError(problem), node)
+
+    def _refusal(self, error: operators.OperatorError, node: exp.Expr) -> QueryError:
+        """ksqlDB's wording: an error found when compiling the clause is prefixed with its
+        kind, one found when typing a WHERE names the clause and the expression."""
+        if error.late:
+            return QueryError(operators.COMPILE_PREFIXES.get(self.clause, "") + str(error))
+        prefix = f"Error in {self.clause} expression: " if self.clause == "WHERE" else ""
+        return QueryError(f"{prefix}{error}\nStatement: {operators.ksql_text(node)}")
+
     def _deref(self, node: exp.Expr) -> ty.SqlType:
         base = self.type_of(node.this)
         field = _deref_name(node)
@@ -430,9 +725,7 @@ class _Typer:
         if any(c in text for c in "eE"):
             return ty.DOUBLE
         if "." in text:
-            digits = text.lstrip("-").replace(".", "")
-            scale = len(text.split(".")[1])
-            return ty.DecimalType(max(len(digits.lstrip("0")) or 1, scale), scale)
+            return operators.decimal_of_value(Decimal(text))
         return ty.INTEGER if abs(int(text)) <= 2**31 - 1 else ty.BIGINT
 
     def _function(self, node: exp.Func) -> ty.SqlType:
@@ -497,19 +790,6 @@ def _struct_field_name(argument: exp.Expr, index: int) -> str:
     if isinstance(argument, exp.Alias):
         return argument.alias
     return f"F{index}"
-
-
-def _promote(left: ty.SqlType, right: ty.SqlType) -> ty.SqlType:
-    left_rank = _NUMERIC_RANK.get(left.base)
-    right_rank = _NUMERIC_RANK.get(right.base)
-    if left_rank is None or right_rank is None:
-        raise QueryError(f"Error processing expression: unsupported operand types {left.sql()} "
-                         f"and {right.sql()}")
-    if isinstance(left, ty.DecimalType) and isinstance(right, ty.DecimalType):
-        scale = max(left.scale, right.scale)
-        integral = max(left.precision - left.scale, right.precision - right.scale) + 1
-        return ty.DecimalType(min(integral + scale, 38), scale)
-    return left if left_rank >= right_rank else right
 
 
 def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.SqlType:

@@ -22,6 +22,7 @@ from metastore.functions import (
     datetime,
     json,
     maths,
+    operators,
     strings,
     tables,
     urls,
@@ -162,14 +163,15 @@ class _Translator:
             return self._call(node)
         if isinstance(node, exp.Null) and (typed := ksql_type(node)) is not None:
             return sql.cast(node, typed)
+        operator = operators.translation(node, _operand_type)
         for child in list(node.iter_expressions()):
             new = self.translate(child)
             if new is not child:
                 child.replace(new)
+        if operator is not None:
+            return operator()
         if isinstance(node, exp.Bracket):
             return _element_at(node)
-        if isinstance(node, exp.Div):
-            return _divide(node)
         rewrite = self.context.rewrite
         return rewrite(node) if rewrite is not None else node
 
@@ -209,13 +211,6 @@ def _element_at(node: exp.Bracket) -> exp.Expr:
     return sql.if_(sql.eq(index, sql.lit(0)), sql.null(), element)
 
 
-_WHOLE = (ty.INTEGER, ty.BIGINT)
-
-
-def _divide(node: exp.Div) -> exp.Expr:
-    """Integer division truncates in ksqlDB (Java), where Spark's ``/`` gives a fraction."""
-    left, right = ksql_type(node.left), ksql_type(node.right)
-    if left in _WHOLE and right in _WHOLE:
-        result = ty.BIGINT if ty.BIGINT in (left, right) else ty.INTEGER
-        return sql.cast(exp.IntDiv(this=node.left, expression=node.right), result)
-    return node
+def _operand_type(node: exp.Expr) -> ty.SqlType | None:
+    """An operand's ksqlDB type; None for the NULL literal."""
+    return None if isinstance(node, exp.Null) else ksql_type(node)

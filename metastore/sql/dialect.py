@@ -459,7 +459,11 @@ class KsqlParser(parser.Parser):
             self._fail("Expecting a SELECT query", start)
         assert isinstance(select, exp.Select)
         emit_changes, emit_final = emit == "CHANGES", emit == "FINAL"
-        partition_by = select.args.pop("ksql_partition_by", None)
+        partition_by = self._grouping_list(select.args.pop("ksql_partition_by", None),
+                                           "PARTITION BY", start)
+        group = select.args.get("group")
+        if group is not None:
+            group.set("expressions", self._grouping_list(group.expressions, "GROUP BY", start))
         select.args.pop("ksql_window", None)
         self._check_depth(select, start)
         for expression in partition_by or ():
@@ -471,6 +475,17 @@ class KsqlParser(parser.Parser):
         return st.Query(select=select, window=self._window,
                         partition_by=tuple(partition_by or ()), emit_changes=emit_changes,
                         emit_final=emit_final, within_ms=within, text=text)
+
+    def _grouping_list(self, expressions: list[exp.Expr] | None, clause: str,
+                       start: Token) -> list[exp.Expr] | None:
+        """GROUP BY / PARTITION BY take expressions, or one parenthesised list of them
+        (``GROUP BY (a, b)``), which must not be empty."""
+        if not expressions or len(expressions) != 1 or not isinstance(expressions[0], exp.Tuple):
+            return expressions
+        elements = list(expressions[0].expressions)
+        if not elements:
+            self._fail(f"{clause} requires at least one expression", start)
+        return elements
 
     def _strip_emit(self) -> str | None:
         """Remove ``EMIT CHANGES | EMIT FINAL`` (which sqlglot would read as an alias)."""
@@ -596,6 +611,7 @@ class Ksql(Dialect):
     """The ksqlDB dialect: backtick identifiers, upper-cased unquoted names."""
 
     NORMALIZATION_STRATEGY = NormalizationStrategy.UPPERCASE
+    IDENTIFIERS_CAN_START_WITH_DIGIT = True  # ksqlDB's DIGIT_IDENTIFIER: `AS 1R` names a column
     tokenizer_class = KsqlTokenizer
     parser_class = KsqlParser  # type: ignore[assignment]  # sqlglot types it as its BaseParser
 

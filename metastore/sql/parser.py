@@ -8,7 +8,7 @@ from sqlglot import Token, TokenType
 from sqlglot.errors import TokenError
 
 from metastore.limits import MAX_NESTING, MAX_STATEMENT_CHARS
-from metastore.sql.dialect import KsqlParser, KsqlTokenizer
+from metastore.sql.dialect import Ksql, KsqlParser, KsqlTokenizer
 from metastore.sql.exceptions import ParseError, TooComplexError
 from metastore.sql.statements import Statement
 from metastore.sql.types import SqlType
@@ -21,7 +21,7 @@ def _position(sql: str, offset: int) -> tuple[int, int]:
 
 def tokenize(sql: str) -> list[Token]:
     try:
-        return KsqlTokenizer().tokenize(sql)
+        return KsqlTokenizer(dialect=Ksql).tokenize(sql)
     except TokenError as error:
         offset = getattr(error, "start", None)
         line, column = _position(sql, offset) if isinstance(offset, int) else (1, 1)
