@@ -92,8 +92,8 @@ def _kafka(expression: str, sql_type: ty.SqlType) -> str:
     if sql_type == ty.BIGINT:
         return _int64(expression)
     if sql_type == ty.DOUBLE:
-        return _int64(f"java_method('java.lang.Double', 'doubleToLongBits', "
-                      f"CAST({expression} AS DOUBLE))")
+        bits = f"java_method('java.lang.Double', 'doubleToLongBits', CAST({expression} AS DOUBLE))"
+        return _int64(f"IF({expression} IS NULL, NULL, {bits})")  # null cannot be unboxed
     raise ValueError(f"KAFKA format cannot carry {sql_type.sql()}")
 
 

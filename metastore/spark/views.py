@@ -171,7 +171,8 @@ def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
         return raw
     if sql_type == ty.DOUBLE:
         bits = f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"
-        return f"CAST(java_method('java.lang.Double', 'longBitsToDouble', {bits}) AS DOUBLE)"
+        double = f"java_method('java.lang.Double', 'longBitsToDouble', {bits})"
+        return f"CAST(IF({raw} IS NULL, NULL, {double}) AS DOUBLE)"  # null cannot be unboxed
     unsigned = f"CAST(conv(hex({raw}), 16, 10) AS DECIMAL(20,0))"
     if sql_type == ty.INTEGER:
         return (f"CAST(IF({unsigned} >= 2147483648, {unsigned} - 4294967296, {unsigned}) AS INT)")
@@ -180,7 +181,7 @@ def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
 
 def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
     """A bare JSON value (not an object field), of any type."""
-    if _has_struct(sql_type):
+    if _needs_lenient_json(sql_type):
         return _from_text(text, sql_type, json_text=True)
     wrapped = f"concat('{{\"v\":', {text}, '}}')"
     return _convert(f"from_json({wrapped}, {string_literal('v ' + _json_read_type(sql_type))}).v",
@@ -189,8 +190,8 @@ def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
 
 def _from_text(expression: str, sql_type: ty.SqlType, json_text: bool = False) -> str:
     """A value held as text (a DELIMITED field, or a JSON field's text) converted to its type."""
-    if _has_struct(sql_type):
-        return _json_with_structs(expression, sql_type, depth=0)
+    if _needs_lenient_json(sql_type):
+        return _lenient_json(expression, sql_type, depth=0)
     if isinstance(sql_type, ty.ArrayType | ty.MapType):
         return f"from_json({expression}, {string_literal(spark_type(sql_type))})"
     if sql_type == ty.BYTES:
@@ -206,27 +207,39 @@ def _from_text(expression: str, sql_type: ty.SqlType, json_text: bool = False) -
     return f"CAST({expression} AS {spark_type(sql_type)})"
 
 
-def _has_struct(sql_type: ty.SqlType) -> bool:
-    return any(isinstance(nested, ty.StructType) for nested in sql_type.walk())
+_WHOLE_NUMBERS = (ty.INTEGER, ty.BIGINT)
 
 
-def _json_with_structs(text: str, sql_type: ty.SqlType, depth: int) -> str:
-    """JSON text as ``sql_type``, struct fields matched case-insensitively, as ksqlDB's JSON
-    deserializer matches them (Spark's from_json matches names exactly)."""
+def _needs_lenient_json(sql_type: ty.SqlType) -> bool:
+    """Whether Spark's from_json cannot read ``sql_type`` as ksqlDB's JSON format does: struct
+    fields match case-insensitively, and a whole number written ``2.0`` is an INT 2."""
+    return not isinstance(sql_type, ty.Primitive) and any(
+        isinstance(nested, ty.StructType) or nested in _WHOLE_NUMBERS
+        for nested in sql_type.walk())
+
+
+def _lenient(sql_type: ty.SqlType) -> bool:
+    return sql_type in _WHOLE_NUMBERS or _needs_lenient_json(sql_type)
+
+
+def _lenient_json(text: str, sql_type: ty.SqlType, depth: int) -> str:
+    """JSON text as ``sql_type`` the way ksqlDB's JSON deserializer reads it, where Spark's
+    from_json differs (see :func:`_needs_lenient_json`): containers are read as text, level by
+    level, and each value converted from its text."""
     item = f"__ms_v{depth}"
     if isinstance(sql_type, ty.StructType):
-        fields = f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), (__ms_k{depth}, " \
-                 f"{item}) -> upper(__ms_k{depth}))"
+        fields = (f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), (__ms_k{depth}, "
+                  f"{item}) -> upper(__ms_k{depth}))")
         members = ", ".join(
             f"{string_literal(name)}, "
-            f"{_json_with_structs(f'{fields}[{string_literal(name.upper())}]', field, depth + 1)}"
+            f"{_lenient_json(f'{fields}[{string_literal(name.upper())}]', field, depth + 1)}"
             for name, field in sql_type.fields)
         return f"CASE WHEN {fields} IS NULL THEN NULL ELSE named_struct({members}) END"
-    if isinstance(sql_type, ty.ArrayType) and _has_struct(sql_type.element):
-        element = _json_with_structs(item, sql_type.element, depth + 1)
+    if isinstance(sql_type, ty.ArrayType) and _lenient(sql_type.element):
+        element = _lenient_json(item, sql_type.element, depth + 1)
         return f"transform(from_json({text}, 'ARRAY<STRING>'), {item} -> {element})"
-    if isinstance(sql_type, ty.MapType) and _has_struct(sql_type.value):
-        value = _json_with_structs(item, sql_type.value, depth + 1)
+    if isinstance(sql_type, ty.MapType) and _lenient(sql_type.value):
+        value = _lenient_json(item, sql_type.value, depth + 1)
         return (f"transform_values(from_json({text}, 'MAP<STRING,STRING>'), "
                 f"(__ms_k{depth}, {item}) -> {value})")
     return _from_text(text, sql_type, json_text=True)
