@@ -17,7 +17,10 @@ class Format:
     name: str
     unsupported: frozenset[str]
     """Type families (SqlType.base) the format cannot carry."""
-    supports_wrapping: bool
+    wraps: bool
+    """ksqlDB's WRAP_SINGLES: a single value column may be written as an object or record."""
+    unwraps: bool
+    """ksqlDB's UNWRAP_SINGLES: a single value column may be written bare."""
     infers_schema: bool
     string_map_keys_only: str | None = None
     single_column: bool = False
@@ -39,19 +42,19 @@ _COMPLEX = frozenset({"ARRAY", "MAP", "STRUCT"})
 
 FORMATS: dict[str, Format] = {
     "KAFKA": Format("KAFKA", _COMPLEX | {"BOOLEAN", "DECIMAL", "DATE", "TIME", "TIMESTAMP"},
-                    supports_wrapping=False, infers_schema=False, single_column=True),
-    "DELIMITED": Format("DELIMITED", _COMPLEX, supports_wrapping=False, infers_schema=False,
+                    wraps=False, unwraps=True, infers_schema=False, single_column=True),
+    "DELIMITED": Format("DELIMITED", _COMPLEX, wraps=False, unwraps=True, infers_schema=False,
                          names_column=True),
-    "JSON": Format("JSON", frozenset(), supports_wrapping=True, infers_schema=False,
+    "JSON": Format("JSON", frozenset(), wraps=True, unwraps=True, infers_schema=False,
                    string_map_keys_only="JSON only supports MAP types with STRING keys"),
-    "JSON_SR": Format("JSON_SR", frozenset(), supports_wrapping=True, infers_schema=True,
+    "JSON_SR": Format("JSON_SR", frozenset(), wraps=True, unwraps=True, infers_schema=True,
                       string_map_keys_only="JSON only supports MAP types with STRING keys"),
-    "AVRO": Format("AVRO", frozenset(), supports_wrapping=True, infers_schema=True,
+    "AVRO": Format("AVRO", frozenset(), wraps=True, unwraps=True, infers_schema=True,
                    string_map_keys_only="Avro only supports MAPs with STRING keys"),
-    "PROTOBUF": Format("PROTOBUF", frozenset(), supports_wrapping=True, infers_schema=True),
-    "PROTOBUF_NOSR": Format("PROTOBUF_NOSR", frozenset(), supports_wrapping=True,
+    "PROTOBUF": Format("PROTOBUF", frozenset(), wraps=True, unwraps=False, infers_schema=True),
+    "PROTOBUF_NOSR": Format("PROTOBUF_NOSR", frozenset(), wraps=True, unwraps=True,
                             infers_schema=False),
-    "NONE": Format("NONE", frozenset(), supports_wrapping=False, infers_schema=False),
+    "NONE": Format("NONE", frozenset(), wraps=False, unwraps=False, infers_schema=False),
 }
 
 SPARK_READABLE = frozenset({"KAFKA", "JSON", "DELIMITED", "NONE"})

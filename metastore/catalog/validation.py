@@ -634,7 +634,8 @@ def _check_wrapping(properties: Mapping[str, st.PropertyValue], value_format: st
         return
     value = properties["WRAP_SINGLE_VALUE"]
     fmt = formats.lookup(value_format)
-    if fmt is not None and not fmt.supports_wrapping:
+    wrapped = value is True or str(value).lower() == "true"
+    if fmt is not None and not (fmt.wraps if wrapped else fmt.unwraps):
         shown = str(value).lower() if isinstance(value, bool) else str(value)
         raise FormatError(f"Format '{value_format}' does not support 'WRAP_SINGLE_VALUE' set to "
                           f"'{shown}'.")

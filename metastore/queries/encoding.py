@@ -99,14 +99,36 @@ def _kafka(expression: str, sql_type: ty.SqlType) -> str:
 
 def _json_ready(column: Column) -> str:
     """The column as the value to_json must write (ksqlDB's JSON representation)."""
-    name = quote(column.name)
-    if column.type == ty.TIMESTAMP:
-        return f"unix_millis({name})"
-    if column.type == ty.DATE:
-        return f"unix_date({name})"
-    if column.type == ty.BYTES:
-        return f"base64({name})"
-    return name
+    return _json_value(quote(column.name), column.type, 0)
+
+
+_JSON_SPECIAL = (ty.TIMESTAMP, ty.DATE, ty.BYTES)
+
+
+def _json_value(expression: str, sql_type: ty.SqlType, depth: int) -> str:
+    """``expression`` as ksqlDB's JSON holds it, at any depth: TIMESTAMP as epoch
+    milliseconds, DATE as epoch days, BYTES as base64 (to_json would write text)."""
+    if sql_type == ty.TIMESTAMP:
+        return f"unix_millis({expression})"
+    if sql_type == ty.DATE:
+        return f"unix_date({expression})"
+    if sql_type == ty.BYTES:
+        return f"base64({expression})"
+    if isinstance(sql_type, ty.Primitive) or not any(
+            nested in _JSON_SPECIAL for nested in sql_type.walk()):
+        return expression
+    item = f"__ms_j{depth}"
+    if isinstance(sql_type, ty.ArrayType):
+        return f"transform({expression}, {item} -> {_json_value(item, sql_type.element, depth + 1)})"
+    if isinstance(sql_type, ty.MapType):
+        value = _json_value(item, sql_type.value, depth + 1)
+        return f"transform_values({expression}, (__ms_k{depth}, {item}) -> {value})"
+    if isinstance(sql_type, ty.StructType):
+        fields = ", ".join(
+            f"{string_literal(name)}, {_json_value(f'{expression}.{quote(name)}', field, depth + 1)}"
+            for name, field in sql_type.fields)
+        return f"IF({expression} IS NULL, NULL, named_struct({fields}))"
+    return expression
 
 
 def _json_object(columns: tuple[Column, ...]) -> str:
@@ -115,7 +137,7 @@ def _json_object(columns: tuple[Column, ...]) -> str:
 
 
 def _bare_json(column: Column) -> str:
-    wrapped = f"to_json(named_struct('v', {_json_ready(column)}))"
+    wrapped = f"to_json(named_struct('v', {_json_ready(column)}), map('ignoreNullFields', 'false'))"
     pattern = string_literal(r'^\{"v":(.*)\}$')
     return (f"CASE WHEN {quote(column.name)} IS NULL THEN NULL "
             f"ELSE regexp_extract({wrapped}, {pattern}, 1) END")
@@ -127,19 +149,23 @@ def _delimited(columns: tuple[Column, ...], delimiter: str | None) -> str:
     for index, column in enumerate(columns):
         text = _json_ready(column) if column.type in (ty.TIMESTAMP, ty.DATE, ty.BYTES) else (
             quote(column.name))
+        if isinstance(column.type, ty.DecimalType):  # plain digits, never 0E-16
+            text = f"replace(format_number({quote(column.name)}, {column.type.scale}), ',', '')"
         fields.append(_csv_field(f"CAST({text} AS STRING)", separator, first=index == 0))
     return f"concat_ws({string_literal(separator)}, {', '.join(fields)})"
 
 
 def _csv_field(text: str, separator: str, first: bool) -> str:
-    """A DELIMITED field as ksqlDB's CSV printer writes it: NULL as nothing, and quoted (quotes
-    doubled) when holding the separator, a quote or a line break, when starting with a
-    character up to '#' or ending in whitespace, and when empty as the record's first field."""
+    """A DELIMITED field as ksqlDB's CSV printer (commons-csv, minimal quoting) writes it: NULL
+    as nothing, and quoted (quotes doubled) when holding the separator, a quote or a line
+    break, when ending in whitespace, when starting with a character up to '#' (the record's
+    first field: with anything but a letter or digit), and when empty as the first field."""
     special = string_literal("[" + re.escape(separator + '"') + "\r\n]")
     quoted = f"""concat('"', replace({text}, '"', '""'), '"')"""
     empty = string_literal('""' if first else "")
+    starts = f"ascii({text}) <= 35" if not first else f"NOT {text} RLIKE '^[0-9A-Za-z]'"
     return (f"CASE WHEN {text} IS NULL THEN '' "
             f"WHEN {text} = '' THEN {empty} "
-            f"WHEN {text} RLIKE {special} OR ascii({text}) <= 35 "
+            f"WHEN {text} RLIKE {special} OR {starts} "
             f"OR ascii(right({text}, 1)) <= 32 THEN {quoted} ELSE {text} END")
 

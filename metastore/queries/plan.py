@@ -110,12 +110,21 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
             steps += _stream_steps(source, view, analysis.windowing)
         else:
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
-                      Step(view, decode_select(source, quote(f"{view}_raw")))]
+                      Step(view, _table_select(source, quote(f"{view}_raw")))]
         read.table.replace(exp.Table(this=exp.to_identifier(view, quoted=True),
                                      alias=exp.TableAlias(this=exp.to_identifier(alias))))
     assert stream_alias is not None, "support admits only queries reading a stream"
-    items: list[exp.Expr] = [exp.alias_(expression.copy(), name, quoted=True)
-                             for name, expression in analysis.projection]
+    key_names = {c.name for c in sink.key_columns}
+    source_keys = {c.name for c in analysis.reads[0].source.key_columns}
+    items: list[exp.Expr] = []
+    for name, expression in analysis.projection:
+        item = expression.copy()
+        if analysis.query.partition_by and not analysis.aggregate and name in key_names and any(
+                column.name not in source_keys for column in item.find_all(exp.Column)):
+            # ksqlDB computes a new key from the value: a tombstone has none to compute it from
+            null_value = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
+            item = exp.If(this=null_value, true=exp.Null(), false=item)
+        items.append(exp.alias_(item, name, quoted=True))
     windowed = analysis.windowed
     rowtime: exp.Expr = exp.column("ROWTIME", table=stream_alias, quoted=True)
     if analysis.aggregate:  # an aggregate's record carries the newest input's time, as ksqlDB's
@@ -203,6 +212,19 @@ def _explode(select: exp.Select, calls: list[exp.Expr], stream_alias: str) -> No
     select.append("laterals", exp.Lateral(
         this=generator, view=True, outer=False,
         alias=exp.TableAlias(this=exp.to_identifier(TABLE_FUNCTION, quoted=True), columns=names)))
+
+
+def _table_select(source: DataSource, raw_table: str) -> str:
+    """A table's latest row per key (tombstones removed) with its pseudo columns, from a batch
+    read of its topic."""
+    pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
+              "unix_millis(timestamp) AS ROWTIME", "value IS NULL AS __MS_TOMBSTONE",
+              "key AS __MS_RAW_KEY")
+    names = ", ".join(quote(c.name) for c in source.columns)
+    return (f"SELECT {names}, ROWTIME, ROWPARTITION, ROWOFFSET FROM (SELECT *, row_number() OVER "
+            "(PARTITION BY __MS_RAW_KEY ORDER BY ROWPARTITION DESC, ROWOFFSET DESC) AS __latest "
+            f"FROM ({decode_select(source, raw_table, extra=pseudo)})) "
+            "WHERE __latest = 1 AND NOT __MS_TOMBSTONE")
 
 
 def _sink_time(sink: DataSource) -> str:

@@ -139,11 +139,4 @@ def _sink(sink: DataSource) -> str | None:
                 if column.type not in KAFKA_FORMAT_TYPES:
                     return (f"KAFKA {side}s of type {column.type.sql()} cannot be written "
                             "(INTEGER, BIGINT, DOUBLE, STRING and BYTES can)")
-        if fmt == "JSON":
-            for column in columns:
-                if not isinstance(column.type, ty.Primitive | ty.DecimalType) and any(
-                        nested in (ty.TIMESTAMP, ty.DATE, ty.TIME, ty.BYTES)
-                        for nested in column.type.walk()):
-                    return (f"column {column.name}: TIMESTAMP, DATE, TIME and BYTES values "
-                            "nested in ARRAY, MAP or STRUCT cannot be written as JSON")
     return None

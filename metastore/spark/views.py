@@ -159,8 +159,7 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
             return _from_json_value(text, column.type)
         fields = (f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), "
                   "(k, v) -> upper(k))")
-        return _from_text(f"{fields}[{string_literal(column.name.upper())}]", column.type,
-                          json_text=True)
+        return _from_text(f"{fields}[{string_literal(column.name.upper())}]", column.type)
     raise ValueError(f"format {fmt} is not decodable")
 
 
@@ -182,13 +181,13 @@ def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
 def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
     """A bare JSON value (not an object field), of any type."""
     if _needs_lenient_json(sql_type):
-        return _from_text(text, sql_type, json_text=True)
+        return _from_text(text, sql_type)
     wrapped = f"concat('{{\"v\":', {text}, '}}')"
     return _convert(f"from_json({wrapped}, {string_literal('v ' + _json_read_type(sql_type))}).v",
                     sql_type)
 
 
-def _from_text(expression: str, sql_type: ty.SqlType, json_text: bool = False) -> str:
+def _from_text(expression: str, sql_type: ty.SqlType) -> str:
     """A value held as text (a DELIMITED field, or a JSON field's text) converted to its type."""
     if _needs_lenient_json(sql_type):
         return _lenient_json(expression, sql_type, depth=0)
@@ -196,30 +195,29 @@ def _from_text(expression: str, sql_type: ty.SqlType, json_text: bool = False) -
         return f"from_json({expression}, {string_literal(spark_type(sql_type))})"
     if sql_type == ty.BYTES:
         return f"unbase64({expression})"
-    if sql_type in (ty.DATE, ty.TIMESTAMP) and json_text:
+    if sql_type in (ty.DATE, ty.TIMESTAMP):  # ksqlDB's JSON and DELIMITED hold them as numbers
         return _convert(f"CAST({expression} AS BIGINT)", sql_type)
-    if sql_type == ty.DATE:
-        return f"CAST({expression} AS DATE)"
-    if sql_type == ty.TIMESTAMP:
-        return f"CAST({expression} AS TIMESTAMP)"
     if sql_type == ty.STRING:
         return expression
     return f"CAST({expression} AS {spark_type(sql_type)})"
 
 
-_WHOLE_NUMBERS = (ty.INTEGER, ty.BIGINT)
+_TEXT_LEAVES = (ty.INTEGER, ty.BIGINT, ty.TIMESTAMP, ty.DATE)
+"""Values from_json reads otherwise than ksqlDB: ``2.0`` is no INT for it, and a number is a
+TIMESTAMP in seconds (ksqlDB: milliseconds) or no DATE at all (ksqlDB: days)."""
 
 
 def _needs_lenient_json(sql_type: ty.SqlType) -> bool:
     """Whether Spark's from_json cannot read ``sql_type`` as ksqlDB's JSON format does: struct
-    fields match case-insensitively, and a whole number written ``2.0`` is an INT 2."""
+    fields match case-insensitively, and numbers are read as ksqlDB reads them
+    (:data:`_TEXT_LEAVES`)."""
     return not isinstance(sql_type, ty.Primitive) and any(
-        isinstance(nested, ty.StructType) or nested in _WHOLE_NUMBERS
+        isinstance(nested, ty.StructType) or nested in _TEXT_LEAVES
         for nested in sql_type.walk())
 
 
 def _lenient(sql_type: ty.SqlType) -> bool:
-    return sql_type in _WHOLE_NUMBERS or _needs_lenient_json(sql_type)
+    return sql_type in _TEXT_LEAVES or _needs_lenient_json(sql_type)
 
 
 def _lenient_json(text: str, sql_type: ty.SqlType, depth: int) -> str:
@@ -242,7 +240,7 @@ def _lenient_json(text: str, sql_type: ty.SqlType, depth: int) -> str:
         value = _lenient_json(item, sql_type.value, depth + 1)
         return (f"transform_values(from_json({text}, 'MAP<STRING,STRING>'), "
                 f"(__ms_k{depth}, {item}) -> {value})")
-    return _from_text(text, sql_type, json_text=True)
+    return _from_text(text, sql_type)
 
 
 def _json_read_type(sql_type: ty.SqlType) -> str:
