@@ -11,13 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from integration.bench import contention, latency, plots, reconcile, replay
+from integration.bench import contention, latency, plots, reconcile, records, replay
 
 BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "latency": latency.run,
     "contention": contention.run,
     "replay": replay.run,
     "reconcile": reconcile.run,
+    "records": records.run,
 }
 
 

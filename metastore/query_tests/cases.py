@@ -89,11 +89,26 @@ def _load_file(path: Path) -> Iterator[QueryTest]:
         if not isinstance(document, dict) or not isinstance(document.get("tests"), list):
             raise CaseFileError(f"{path}: expected an object with a \"tests\" list")
         for raw in document["tests"]:
-            yield _test(raw, str(path))
+            for variant in _format_variants(raw):
+                yield _test(variant, str(path))
         return
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             yield _test(_parse(line, f"{path}:{number}"), str(path))
+
+
+def _format_variants(raw: Any) -> list[Any]:
+    """A ksqlDB test with ``"format": [...]`` is one test per format, ``{FORMAT}`` replaced in its
+    statements and `` - FORMAT`` appended to its name, as ksqlDB's test loader expands it."""
+    formats = raw.get("format") if isinstance(raw, dict) else None
+    if not isinstance(formats, list) or not formats:
+        return [raw]
+    variants = []
+    for fmt in formats:
+        statements = [str(s).replace("{FORMAT}", str(fmt)) for s in raw.get("statements") or []]
+        variants.append({**raw, "statements": statements,
+                         "name": f"{raw.get('name') or 'unnamed'} - {fmt}"})
+    return variants
 
 
 def _is_json_lines(text: str) -> bool:

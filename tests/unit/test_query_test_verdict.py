@@ -103,3 +103,13 @@ def test_test_files_load_in_every_shape(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"tests": [{"name": "no statements"}]}')
     with pytest.raises(cases.CaseFileError, match="statements"):
         cases.load([tmp_path / "bad.json"])
+
+
+def test_a_ksqldb_test_with_formats_is_one_test_per_format(tmp_path: Path) -> None:
+    test = {"name": "t", "format": ["JSON", "DELIMITED"],
+            "statements": ["CREATE STREAM S (V INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='{FORMAT}');"],
+            "inputs": [], "outputs": []}
+    (tmp_path / "file.json").write_text(json.dumps({"tests": [test]}))
+    loaded = cases.load([tmp_path / "file.json"])
+    assert [t.name for t in loaded] == ["t - JSON", "t - DELIMITED"]
+    assert "VALUE_FORMAT='DELIMITED'" in loaded[1].statements[0]
