@@ -101,10 +101,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
     steps: list[Step] = []
     stream_alias: str | None = None
     source_topics: list[str] = []
+    changelog = analysis.reads[0].source.kind is SourceKind.TABLE and not analysis.joins
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
-        if source.kind is SourceKind.STREAM:
+        if source.kind is SourceKind.STREAM or changelog:
             stream_alias = stream_alias or alias
             source_topics.append(source.topic)
             steps += _stream_steps(source, view, analysis.windowing)
@@ -122,27 +123,33 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
         if analysis.query.partition_by and not analysis.aggregate and name in key_names and any(
                 column.name not in source_keys for column in item.find_all(exp.Column)):
             # ksqlDB computes a new key from the value: a tombstone has none to compute it from
-            null_value = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
-            item = exp.If(this=null_value, true=exp.Null(), false=item)
+            tombstone = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
+            item = exp.If(this=tombstone, true=exp.Null(), false=item)
         items.append(exp.alias_(item, name, quoted=True))
     windowed = analysis.windowed
     rowtime: exp.Expr = exp.column("ROWTIME", table=stream_alias, quoted=True)
     if analysis.aggregate:  # an aggregate's record carries the newest input's time, as ksqlDB's
         rowtime = exp.Max(this=rowtime)
     items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
-    null_value = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
+    null_value: exp.Expr = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
     if analysis.aggregate:
         _skip_ungroupable(select, null_value)
     else:
+        where = select.args.get("where")
+        if changelog and where is not None:  # a table's row that fails the filter is deleted
+            select.set("where", None)
+            null_value = exp.Or(this=null_value, expression=exp.Not(this=exp.func(
+                "coalesce", exp.Paren(this=where.this), exp.false())))
         items.append(exp.alias_(null_value.copy(), NULL_VALUE, quoted=True))
         items.append(exp.alias_(exp.column(HEADERS, table=stream_alias, quoted=True), HEADERS,
                                 quoted=True))
+        if select.args.get("where") is not None:  # a filter drops a tombstone, a projection keeps it
+            select.where(exp.Not(this=exp.column(NULL_VALUE, table=stream_alias, quoted=True)),
+                         copy=False)
     keeps_key = not (analysis.aggregate or analysis.joins or analysis.query.partition_by)
     if keeps_key:  # a record without a key keeps none, though its key columns read as NULLs
         items.append(exp.alias_(exp.column(NULL_KEY, table=stream_alias, quoted=True), NULL_KEY,
                                 quoted=True))
-        if select.args.get("where") is not None:  # a filter drops a tombstone, a projection keeps it
-            select.where(exp.Not(this=null_value), copy=False)
     if windowed:
         group = select.args.get("group") or exp.Group(expressions=[])
         group.append("expressions", exp.column(WINDOW, table=stream_alias, quoted=True))

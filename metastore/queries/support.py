@@ -80,9 +80,10 @@ def _shape(analysis: Analysis) -> str | None:
                         "(TIMESTAMP_FORMAT); declare it BIGINT or TIMESTAMP")
     first = analysis.reads[0].source
     if not analysis.joins:
-        if first.kind is SourceKind.TABLE:
-            return (f"reading the changelog of TABLE {first.name} is not supported; a table can "
-                    "be the right side of a stream-table join")
+        if first.kind is SourceKind.TABLE and analysis.aggregate:
+            return (f"aggregating the changelog of TABLE {first.name} is not supported (a "
+                    "table can be projected, filtered, and the right side of a stream-table "
+                    "join)")
         return None
     if first.kind is SourceKind.TABLE:
         return "table-table joins are not supported (stream-table joins are)"
