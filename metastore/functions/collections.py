@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from metastore.functions import sparksql as sql
 from metastore.functions.registry import (
+    ARITHMETIC_OPERANDS,
     Argument,
     ArrayOf,
     Bindings,
@@ -34,6 +35,7 @@ from metastore.functions.registry import (
     scalar,
     sig,
     spec,
+    wider,
 )
 from metastore.sql import types as ty
 
@@ -64,19 +66,78 @@ def _entry(field: str) -> exp.Expr:
     return exp.Dot(this=sql.var("__e"), expression=exp.to_identifier(field))
 
 
+def _unguarded(node: exp.Expr) -> list[exp.Expr]:
+    """The operands of the query's arithmetic in ``node`` evaluated whatever the values (not in
+    a branch of a CASE or IF, nor in another lambda)."""
+    if isinstance(node, exp.Lambda):
+        return []
+    if isinstance(node, exp.If):
+        return _unguarded(node.this)
+    if isinstance(node, exp.Case):
+        return [n for branch in node.args.get("ifs") or [] for n in _unguarded(branch.this)]
+    if isinstance(node, exp.Coalesce):
+        return _unguarded(node.this)
+    operands = node.meta.get(ARITHMETIC_OPERANDS) if node._meta is not None else None
+    found: list[exp.Expr] = list(operands) if isinstance(operands, tuple) else []
+    for child in node.iter_expressions():
+        found += _unguarded(child)
+    return found
+
+
+def fails(function: exp.Expr) -> exp.Expr | None:
+    """When a lambda fails for its inputs: ksqlDB's generated Java throws on arithmetic of a
+    NULL, which makes the whole call NULL; None when it cannot fail so."""
+    if not isinstance(function, exp.Lambda):
+        return None
+    operands = [o for o in _unguarded(function.this)
+                if isinstance(o, exp.Expr) and not isinstance(o.unnest(), exp.Literal)]
+    if not operands:
+        return None
+    return exp.Lambda(this=sql.any_null(*(o.copy() for o in operands)),
+                      expressions=[p.copy() for p in function.expressions])
+
+
+def _unless_failing(collection: exp.Expr, is_map: bool, functions: Sequence[exp.Expr],
+                    result: exp.Expr) -> exp.Expr:
+    """``result``, or NULL when a lambda fails on some element of ``collection``."""
+    checks: list[exp.Expr] = []
+    for function in functions:
+        failing = fails(function)
+        if failing is None:
+            continue
+        if is_map:
+            entry = apply(failing, _entry("key"), _entry("value"))
+            checks.append(sql.fn("exists", sql.fn("map_entries", collection.copy()),
+                                 sql.lam(entry, "__e")))
+        else:
+            checks.append(sql.fn("exists", collection.copy(), failing))
+    if not checks:
+        return result
+    condition = checks[0]
+    for more in checks[1:]:
+        condition = exp.Or(this=condition, expression=more)
+    return sql.if_(sql.fn("coalesce", condition, sql.lit(False)), sql.null(), result)
+
+
 def _transform(call: Call) -> exp.Expr:
+    """A lambda failing on one element makes the whole result NULL (see :func:`fails`)."""
     if len(call.args) == 2:
-        return sql.fn("transform", *call.args)
+        collection, function = call.args
+        return _unless_failing(collection, False, [function],
+                               sql.fn("transform", collection, function))
     collection, key_function, value_function = call.args
     key, value = _entry("key"), _entry("value")
     entry = sql.fn("struct", apply(key_function, key, value), apply(value_function, key, value))
-    return sql.fn("map_from_entries",
-                  sql.fn("transform", sql.fn("map_entries", collection), sql.lam(entry, "__e")))
+    result = sql.fn("map_from_entries", sql.fn("transform", sql.fn("map_entries", collection),
+                                               sql.lam(entry, "__e")))
+    return _unless_failing(collection, True, [key_function, value_function], result)
 
 
 def _filter(call: Call) -> exp.Expr:
     is_map = isinstance(call.type(0), ty.MapType)
-    return sql.fn("map_filter" if is_map else "filter", *call.args)
+    collection, function = call.args
+    return _unless_failing(collection, is_map, [function],
+                           sql.fn("map_filter" if is_map else "filter", collection, function))
 
 
 def _reduce(call: Call) -> exp.Expr:
@@ -110,10 +171,52 @@ def _map_union(call: Call) -> exp.Expr:
 
 
 def _array_join(call: Call) -> exp.Expr:
+    """Elements as Java prints them (NULL as ``null``); a NULL delimiter joins with nothing."""
     array, *delimiter = call.args
     text = sql.fn("coalesce", sql.cast(sql.var("__x"), STRING), sql.lit("null"))
     strings = sql.fn("transform", array, sql.lam(text, "__x"))
-    return sql.fn("array_join", strings, delimiter[0] if delimiter else sql.lit(","))
+    joiner = sql.fn("coalesce", delimiter[0], sql.lit("")) if delimiter else sql.lit(",")
+    return sql.fn("array_join", strings, joiner)
+
+
+def _has_map(sql_type: ty.SqlType | None) -> bool:
+    return sql_type is not None and any(isinstance(t, ty.MapType) for t in sql_type.walk())
+
+
+def _identity(value: exp.Expr, sql_type: ty.SqlType | None) -> exp.Expr:
+    """What two values are compared by, as Java's ``equals`` compares them: the value itself,
+    or for a type holding MAPs (which Spark cannot compare) its JSON, a map's entries sorted."""
+    if not _has_map(sql_type):
+        return value
+    if isinstance(sql_type, ty.MapType) and not _has_map(sql_type.value):
+        value = sql.fn("array_sort", sql.fn("map_entries", value))
+    return sql.fn("to_json", sql.fn("named_struct", sql.lit("v"), value))
+
+
+def _element(call: Call) -> ty.SqlType | None:
+    array = call.type(0)
+    return array.element if isinstance(array, ty.ArrayType) else None
+
+
+def _array_distinct(call: Call) -> exp.Expr:
+    """The first of equal elements, in order (one NULL kept)."""
+    array, element = call.args[0], _element(call)
+    if not _has_map(element):
+        return sql.fn("array_distinct", array)
+    earlier = sql.fn("slice", array.copy(), sql.lit(1), sql.var("__i"))
+    same = exp.NullSafeEQ(this=_identity(sql.var("__y"), element),
+                          expression=_identity(sql.var("__x"), element))
+    seen = sql.fn("exists", earlier, sql.lam(same, "__y"))
+    return sql.fn("filter", array, sql.lam(exp.Not(this=exp.Paren(this=seen)), "__x", "__i"))
+
+
+def _array_remove(call: Call) -> exp.Expr:
+    """Every element equal to the value removed (NULLs too, when it is NULL)."""
+    array, victim = call.args
+    element = _element(call)
+    same = exp.NullSafeEQ(this=_identity(sql.var("__x"), element),
+                          expression=_identity(victim, element))
+    return sql.fn("filter", array, sql.lam(exp.Not(this=exp.Paren(this=same)), "__x"))
 
 
 def _array_sort(call: Call) -> exp.Expr:
@@ -137,6 +240,69 @@ def _entries(call: Call) -> exp.Expr:
     entries = sql.fn("map_entries", map_)
     ordered = sql.if_(sorted_, sql.fn("array_sort", entries), entries)
     return sql.cast(ordered, call.returns) if call.returns is not None else ordered
+
+
+def common_type(types: Sequence[ty.SqlType | None]) -> ty.SqlType | None:
+    """The type ksqlDB's ARRAY[...] gives elements of ``types`` (None for a NULL literal), in
+    order: numbers widen, STRUCTs take the union of their fields (a field of both their common
+    type), ARRAYs and MAPs their elements' common type; None when there is none."""
+    common: ty.SqlType | None = None
+    for sql_type in types:
+        if sql_type is None:
+            continue
+        common = sql_type if common is None else _common(common, sql_type)
+        if common is None:
+            return None
+    return common
+
+
+def _common(left: ty.SqlType, right: ty.SqlType) -> ty.SqlType | None:
+    if left == right:
+        return left
+    if isinstance(left, ty.StructType) and isinstance(right, ty.StructType):
+        fields: list[tuple[str, ty.SqlType]] = []
+        for name in dict.fromkeys([n for n, _ in right.fields] + [n for n, _ in left.fields]):
+            mine, theirs = left.field(name), right.field(name)
+            field_type = (_common(mine, theirs) if mine is not None and theirs is not None
+                          else mine or theirs)
+            if field_type is None:
+                return None
+            fields.append((name, field_type))
+        return ty.StructType(tuple(fields))
+    if isinstance(left, ty.ArrayType) and isinstance(right, ty.ArrayType):
+        element = _common(left.element, right.element)
+        return None if element is None else ty.ArrayType(element)
+    if isinstance(left, ty.MapType) and isinstance(right, ty.MapType):
+        key, value = _common(left.key, right.key), _common(left.value, right.value)
+        return None if key is None or value is None else ty.MapType(key, value)
+    return wider(left, right)
+
+
+def conform(value: exp.Expr, actual: ty.SqlType | None, target: ty.SqlType) -> exp.Expr:
+    """``value`` (of type ``actual``, None for NULL) as a ``target``: a STRUCT rebuilt with the
+    target's fields (NULL where it has none), anything else cast."""
+    if actual == target:
+        return value
+    if isinstance(actual, ty.StructType) and isinstance(target, ty.StructType):
+        fields: list[exp.Expr] = []
+        for name, field_type in target.fields:
+            own = actual.field(name)
+            part = (exp.Dot(this=value.copy(), expression=exp.to_identifier(name, quoted=True))
+                    if own is not None else sql.null())
+            fields += [sql.lit(name), conform(part, own, field_type)]
+        return sql.if_(sql.is_null(value.copy()), sql.cast(sql.null(), target),
+                       sql.fn("named_struct", *fields))
+    return sql.cast(value, target)
+
+
+def _array(call: Call) -> exp.Expr:
+    """ARRAY[...]: every element of the array's element type (STRUCTs of other fields
+    rebuilt, see :func:`conform`)."""
+    returned, types = call.returns, [call.type(i) for i in range(len(call.args))]
+    if not isinstance(returned, ty.ArrayType) or common_type(types) != returned.element:
+        return sql.fn("array", *call.args)
+    return sql.fn("array", *(conform(a, t, returned.element)
+                             for a, t in zip(call.args, types, strict=True)))
 
 
 def _map(call: Call) -> exp.Expr:
@@ -181,8 +347,8 @@ def _constructed(_: Sequence[Argument], __: Bindings) -> ty.SqlType:
 _ARRAY = ArrayOf(T)
 
 FUNCTIONS: tuple[FunctionSpec, ...] = (
-    spec("ARRAY", Kind.SCALAR, [sig(T, returns=_constructed, variadic=True)],
-         lambda call: sql.fn("array", *call.args), variadic_any=True),
+    spec("ARRAY", Kind.SCALAR, [sig(T, returns=_constructed, variadic=True)], _array,
+         variadic_any=True),
     spec("MAP", Kind.SCALAR, [sig(T, returns=_constructed, variadic=True)], _map,
          variadic_any=True),
     spec("STRUCT", Kind.SCALAR, [sig(T, returns=_constructed, variadic=True)], _struct,
@@ -192,7 +358,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("ARRAY_CONTAINS", sig(_ARRAY, T, returns=BOOLEAN),
            spark=lambda call: sql.fn("coalesce", sql.fn("array_contains", *call.args),
                                      sql.lit(False))),
-    scalar("array_distinct", sig(_ARRAY, returns=_ARRAY), spark=_builtin("array_distinct")),
+    scalar("array_distinct", sig(_ARRAY, returns=_ARRAY), spark=_array_distinct),
     scalar("array_except", sig(_ARRAY, _ARRAY, returns=_ARRAY), spark=_builtin("array_except")),
     scalar("array_intersect", sig(_ARRAY, _ARRAY, returns=_ARRAY),
            spark=_builtin("array_intersect")),
@@ -202,7 +368,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("ARRAY_LENGTH", sig(_ARRAY, returns=INTEGER), spark=_builtin("array_size")),
     scalar("array_max", sig(_ARRAY, returns=T), spark=_builtin("array_max")),
     scalar("array_min", sig(_ARRAY, returns=T), spark=_builtin("array_min")),
-    scalar("array_remove", sig(_ARRAY, T, returns=_ARRAY), spark=_builtin("array_remove")),
+    scalar("array_remove", sig(_ARRAY, T, returns=_ARRAY), spark=_array_remove),
     scalar("array_sort", sig(_ARRAY, returns=_ARRAY), sig(_ARRAY, STRING, returns=_ARRAY),
            spark=_array_sort),
     scalar("slice", sig(_ARRAY, INTEGER, INTEGER, returns=_ARRAY), spark=_slice),

@@ -10,8 +10,8 @@ its arguments' types without typing the tree again (``meta`` survives ``copy()``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
@@ -29,6 +29,7 @@ from metastore.functions import (
 )
 from metastore.functions import sparksql as sql
 from metastore.functions.registry import (
+    ARITHMETIC_OPERANDS,
     Argument,
     Call,
     FunctionSpec,
@@ -145,6 +146,8 @@ class SparkContext:
     keep_undeclared: bool = False
     """Leave calls of undeclared names as they are: Spark built-ins a planner put in the tree
     (a query's own unknown functions were refused when it was analysed)."""
+    config: Mapping[str, object] = field(default_factory=dict)
+    """The ksqlDB configuration of the query (``ksql.functions.collect_set.limit``, ...)."""
 
 
 def to_spark(node: exp.Expr, context: SparkContext | None = None) -> exp.Expr:
@@ -164,12 +167,23 @@ class _Translator:
         if isinstance(node, exp.Null) and (typed := ksql_type(node)) is not None:
             return sql.cast(node, typed)
         operator = operators.translation(node, _operand_type)
+        arithmetic = (isinstance(node, exp.Binary) and operators.arithmetic_symbol(node) is not None
+                      and ksql_type(node) not in (None, ty.STRING))
+        element_types = tuple(_operand_type(e) for e in node.expressions) \
+            if isinstance(node, exp.Array) else ()
         for child in list(node.iter_expressions()):
             new = self.translate(child)
             if new is not child:
                 child.replace(new)
         if operator is not None:
-            return operator()
+            result = operator()
+            if arithmetic and isinstance(node, exp.Binary):
+                result.meta[ARITHMETIC_OPERANDS] = (node.left, node.right)
+            return result
+        if isinstance(node, exp.Array) and (array := lookup("ARRAY")) is not None \
+                and array.spark is not None:
+            elements = tuple(node.expressions)
+            return array.spark(Call("ARRAY", elements, element_types, ksql_type(node)))
         if isinstance(node, exp.Bracket):
             return _element_at(node)
         rewrite = self.context.rewrite
@@ -190,7 +204,8 @@ class _Translator:
         originals = arguments(node)
         types = tuple(ksql_type(a) for a in originals)
         args = tuple(self.translate(a) for a in originals)
-        call = Call(function.name, args, types, ksql_type(node), self.context.row_offset)
+        call = Call(function.name, args, types, ksql_type(node), self.context.row_offset,
+                    self.context.config)
         result = function.spark(call)
         nullable = [args[i] for i in function.null_if_null if i < len(args)]
         return sql.null_if_any_null(result, *nullable)

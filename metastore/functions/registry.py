@@ -96,6 +96,8 @@ class Family:
 
 ANY_DECIMAL = Family("DECIMAL")
 ANY_STRUCT = Family("STRUCT")
+ANY = Family("ANY")
+"""A value of any type, each argument its own (ksqlDB's ``VariadicArgs<Object>``)."""
 INTERVAL_UNIT = Family("INTERVALUNIT")
 """A time unit written as a bare word: ``DATEADD(DAYS, 1, d)``."""
 
@@ -135,11 +137,13 @@ class Signature:
     returns: Param | ReturnRule
     variadic: bool = False
     """The last parameter may be given any number of times (none included)."""
+    repeated: int = -1
+    """Which parameter is variadic (the last by default): ``TOPK(T, ANY..., INTEGER)``."""
 
     def sql(self, name: str) -> str:
         shown = [p.sql() for p in self.params]
         if self.variadic and shown:
-            shown[-1] += "..."
+            shown[self.repeated] += "..."
         return f"{name}({', '.join(shown)})"
 
 
@@ -153,8 +157,9 @@ def array_of_first(args: Sequence[Argument], bindings: Bindings) -> ty.SqlType:
     return ty.ArrayType(first_argument(args, bindings))
 
 
-def sig(*params: Param, returns: Param | ReturnRule, variadic: bool = False) -> Signature:
-    return Signature(tuple(params), returns, variadic)
+def sig(*params: Param, returns: Param | ReturnRule, variadic: bool = False,
+        repeated: int = -1) -> Signature:
+    return Signature(tuple(params), returns, variadic, repeated)
 
 
 def overloads(types: Sequence[ty.SqlType | Family],
@@ -176,12 +181,18 @@ class Call:
     returns: ty.SqlType | None
     row_offset: exp.Expr | None = None
     """The source offset column (what *_BY_OFFSET aggregates order by), when there is one."""
+    config: Mapping[str, object] = field(default_factory=dict)
+    """The ksqlDB configuration the query runs with (``ksql.functions.collect_list.limit``)."""
 
     def type(self, index: int) -> ty.SqlType | None:
         return self.types[index] if index < len(self.types) else None
 
 
 Translation = Callable[[Call], exp.Expr]
+
+ARITHMETIC_OPERANDS = "ksql_arithmetic"
+"""Where a translated numeric ``+ - * / %`` of the query keeps its operands (in the node's
+``meta``): ksqlDB's generated Java throws on such arithmetic of a NULL."""
 
 
 def literal_int(expression: exp.Expr) -> int | None:
@@ -317,6 +328,8 @@ class _Matcher:
                     and self.accept(param.value, arg.value))
         if param == ANY_STRUCT:
             return isinstance(arg, ty.StructType)
+        if param == ANY:
+            return True
         assert isinstance(param, ty.SqlType | Family)
         distance = widening(arg, param)
         if distance is None or (distance and not self.allow_casts):
@@ -362,9 +375,10 @@ def _expand(signature: Signature, count: int) -> tuple[Param, ...] | None:
     params = signature.params
     if not signature.variadic:
         return params if len(params) == count else None
-    if count < len(params) - 1:
+    if count < len(params) - 1 or not params:
         return None
-    return params[:-1] + (params[-1],) * (count - len(params) + 1)
+    at = signature.repeated % len(params)
+    return params[:at] + (params[at],) * (count - len(params) + 1) + params[at + 1:]
 
 
 def resolve(function: FunctionSpec, args: Sequence[Argument]) -> Resolution:

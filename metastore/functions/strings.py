@@ -176,6 +176,63 @@ def _to_bytes(call: Call) -> exp.Expr:
     raise UntranslatableError("TO_BYTES needs a literal encoding: 'hex', 'utf8', 'ascii' or 'base64'")
 
 
+def _number_from_bytes(size: int, result: ty.SqlType) -> Translation:
+    """INT/BIGINT/DOUBLE_FROM_BYTES: exactly ``size`` bytes, BIG_ENDIAN unless told
+    LITTLE_ENDIAN (NULL for another length, where ksqlDB fails)."""
+
+    def translate(call: Call) -> exp.Expr:
+        value, *order = call.args
+        digits = sql.fn("hex", value)
+        if order:
+            name = literal_text(order[0])
+            if name is None or name.upper() not in ("BIG_ENDIAN", "LITTLE_ENDIAN"):
+                raise UntranslatableError("the byte order must be a literal 'BIG_ENDIAN' or "
+                                          "'LITTLE_ENDIAN'")
+            if name.upper() == "LITTLE_ENDIAN":
+                pairs = sql.fn("regexp_extract_all", digits, sql.lit("(..)"), sql.lit(1))
+                digits = sql.fn("array_join", sql.fn("reverse", pairs), sql.lit(""))
+        bits = sql.cast(sql.fn("conv", digits, sql.lit(16), sql.lit(-10)), ty.BIGINT)
+        if result == ty.DOUBLE:
+            number = sql.cast(sql.fn("java_method", sql.lit("java.lang.Double"),
+                                     sql.lit("longBitsToDouble"), bits), ty.DOUBLE)
+        else:
+            number = sql.cast(bits, result)
+        return sql.if_(sql.eq(sql.fn("length", value.copy()), sql.lit(size)), number, sql.null())
+    return translate
+
+
+def _literal(delimiter: exp.Expr) -> exp.Expr:
+    """A regular expression matching ``delimiter`` as written."""
+    return sql.fn("concat", sql.lit("\\Q"), delimiter, sql.lit("\\E"))
+
+
+def _split_to_map(call: Call) -> exp.Expr:
+    """Entries split on the entry delimiter (empty ones skipped), those holding the key-value
+    delimiter split on it (key, value: the first two parts); of repeated keys the last wins.
+    NULL when a delimiter is empty or both are the same."""
+    text, entry_delimiter, pair_delimiter = call.args
+    entries = sql.fn("filter", sql.fn("split", text, _literal(entry_delimiter), sql.lit(-1)),
+                     sql.lam(exp.And(this=sql.binary(exp.NEQ, sql.var("__s"), sql.lit("")),
+                                     expression=sql.binary(exp.GT, sql.fn(
+                                         "instr", sql.var("__s"), pair_delimiter.copy()),
+                                         sql.lit(0))), "__s"))
+    parts = sql.fn("split", sql.var("__s"), _literal(pair_delimiter.copy()), sql.lit(-1))
+    pair = sql.fn("named_struct", sql.lit("k"), sql.fn("element_at", parts, sql.lit(1)),
+                  sql.lit("v"), sql.fn("element_at", parts.copy(), sql.lit(2)))
+    pairs = sql.fn("transform", entries, sql.lam(pair, "__s"))
+    key = exp.Dot(this=sql.var("__p"), expression=exp.to_identifier("k"))
+    later = sql.fn("slice", pairs.copy(), sql.add(sql.var("__i"), sql.lit(2)),
+                   sql.fn("size", pairs.copy()))
+    repeated = sql.fn("exists", later, sql.lam(
+        sql.eq(exp.Dot(this=sql.var("__q"), expression=exp.to_identifier("k")), key), "__q"))
+    unique = sql.fn("filter", pairs,
+                    sql.lam(exp.Not(this=exp.Paren(this=repeated)), "__p", "__i"))
+    invalid = exp.Or(this=exp.Or(this=sql.eq(entry_delimiter.copy(), sql.lit("")),
+                                 expression=sql.eq(pair_delimiter.copy(), sql.lit(""))),
+                     expression=sql.eq(entry_delimiter.copy(), pair_delimiter.copy()))
+    return sql.if_(invalid, sql.null(), sql.fn("map_from_entries", unique))
+
+
 def _builtin(name: str) -> Translation:
     def translate(call: Call) -> exp.Expr:
         return sql.fn(name, *call.args)
@@ -232,7 +289,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("split", sig(STRING, STRING, returns=ty.ArrayType(STRING)),
            sig(BYTES, BYTES, returns=ty.ArrayType(BYTES)), spark=_split),
     scalar("split_to_map", sig(STRING, STRING, STRING, returns=ty.MapType(STRING, STRING)),
-           unsupported="Spark's str_to_map fails on repeated keys where ksqlDB keeps the last"),
+           spark=_split_to_map, null_if_null=(0, 1, 2)),
     scalar("Chr", sig(INTEGER, returns=STRING), sig(STRING, returns=STRING), spark=_chr),
     scalar("elt", sig(INTEGER, STRING, returns=STRING, variadic=True), spark=_builtin("elt")),
     scalar("field", sig(STRING, STRING, returns=INTEGER, variadic=True), spark=_field),
@@ -241,9 +298,10 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("from_bytes", sig(BYTES, STRING, returns=STRING), spark=_from_bytes),
     scalar("to_bytes", sig(STRING, STRING, returns=BYTES), spark=_to_bytes),
     *(scalar(name, sig(BYTES, returns=result), sig(BYTES, STRING, returns=result),
-             unsupported=f"{name.upper()} has no Spark translation yet")
-      for name, result in (("int_from_bytes", INTEGER), ("bigint_from_bytes", ty.BIGINT),
-                           ("double_from_bytes", ty.DOUBLE))),
+             spark=_number_from_bytes(size, result))
+      for name, size, result in (("int_from_bytes", 4, INTEGER),
+                                 ("bigint_from_bytes", 8, ty.BIGINT),
+                                 ("double_from_bytes", 8, ty.DOUBLE))),
     scalar("UUID", sig(returns=STRING), sig(BYTES, returns=STRING),
            spark=_uuid),
 )

@@ -110,6 +110,19 @@ SCALARS: list[tuple[str, Any]] = [
     ("URL_EXTRACT_PORT('http://a.b.com:8080/p?q=1#f')", 8080),
     ("URL_EXTRACT_PARAMETER('http://a.b.com/p?q=a%20b', 'q')", "a b"),
     ("URL_EXTRACT_FRAGMENT('http://a.b.com/p?q=1#f')", "f"),
+    ("ARRAY_REMOVE(A, CAST(NULL AS INT))", [3, 6]), ("ARRAY_REMOVE(A, 6)", [3, None]),
+    ("ARRAY_JOIN(A, CAST(NULL AS STRING))", "36null"),
+    ("ARRAY_DISTINCT(ARRAY[M, MAP('b' := 2, 'a' := 1), NULL, NULL])", [{"a": 1, "b": 2}, None]),
+    ("TRANSFORM(A, x => x + 1)", None), ("TRANSFORM(A, x => IFNULL(x, 0) + 1)", [4, 7, 1]),
+    ("TRANSFORM(A, x => CASE WHEN x IS NULL THEN 0 ELSE x * 2 END)", [6, 12, 0]),
+    ("FILTER(A, x => x * 2 > 7)", None),
+    ("SPLIT_TO_MAP('a:1//b:2/c/a:3:4', '/', ':')", {"a": "3", "b": "2"}),
+    ("SPLIT_TO_MAP('a:1', ':', ':')", None),
+    ("INT_FROM_BYTES(TO_BYTES('AAAH5Q==', 'base64'))", 2021),
+    ("INT_FROM_BYTES(TO_BYTES('5QcAAA==', 'base64'), 'LITTLE_ENDIAN')", 2021),
+    ("INT_FROM_BYTES(TO_BYTES('5QcA', 'base64'))", None),
+    ("BIGINT_FROM_BYTES(TO_BYTES('//////////8=', 'base64'))", -1),
+    ("DOUBLE_FROM_BYTES(TO_BYTES('QICm/ZvJ9YI=', 'base64'))", 532.8738323),
 ]
 
 
@@ -138,13 +151,20 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
             for i, (n, s) in enumerate([(1, "a"), (5, "b"), (None, None), (3, "a")])]
     _names, sql = _translated("COUNT(*), COUNT(N), SUM(N), SUM(CAST(NULL AS INT)), MAX(N), "
                              "TOPK(N, 2), TOPKDISTINCT(S, 5), HISTOGRAM(S), LATEST_BY_OFFSET(S), "
-                             "EARLIEST_BY_OFFSET(N), COLLECT_SET(S), AVG(N)")
+                             "EARLIEST_BY_OFFSET(N), COLLECT_SET(S), AVG(N), COLLECT_LIST(N), "
+                             "EARLIEST_BY_OFFSET(N, 3), LATEST_BY_OFFSET(N, 2, false), "
+                             "LATEST_BY_OFFSET(N, 3), TOPK(N, S, 3), SUM_LIST(A)")
     _results, image = run_script(SOURCE)
     schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in image.sources["S"].columns)
     spark.createDataFrame(rows, schema).createOrReplaceTempView("S")
     [row] = spark.sql(f"SELECT {', '.join(sql)} FROM S GROUP BY ID").collect()
     assert list(row)[:10] == [4, 3, 9, 0, 5, [5, 3], ["b", "a"], {"a": 2, "b": 1}, "a", 1]
-    assert sorted(row[10]) == ["a", "b"] and row[11] == 3.0
+    assert row[10] == ["a", "b", None] and row[11] == 3.0
+    assert list(row)[12:16] == [[1, 5, None, 3], [1, 5, 3], [None, 3], [1, 5, 3]]
+    assert [r.asDict() for r in row[16]] == [{"sort_col": 5, "col0": "b"},
+                                             {"sort_col": 3, "col0": "a"},
+                                             {"sort_col": 1, "col0": "a"}]
+    assert row[17] == 36
 
 
 def test_untranslatable_calls_say_why() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from metastore.check import run_script
+from metastore.functions import collections
 from metastore.functions import library as functions
 from metastore.functions.registry import (
     FunctionError,
@@ -65,10 +66,31 @@ def test_every_name_is_declared_once_with_its_kind() -> None:
     ("REDUCE", [ty.MapType(ty.STRING, ty.BIGINT), ty.INTEGER,
                 LambdaArgument(3, lambda t: t[2])], ty.BIGINT),
     ("EXPLODE", [ty.ArrayType(ty.DATE)], ty.DATE),
+    ("TOPK", [ty.INTEGER, ty.INTEGER], ty.ArrayType(ty.INTEGER)),
+    ("TOPK", [ty.BIGINT, ty.STRING, ty.DOUBLE, ty.INTEGER], ty.ArrayType(ty.StructType(
+        (("sort_col", ty.BIGINT), ("col0", ty.STRING), ("col1", ty.DOUBLE))))),
+    ("EARLIEST_BY_OFFSET", [ty.INTEGER, ty.INTEGER, ty.BOOLEAN], ty.ArrayType(ty.INTEGER)),
+    ("SUM_LIST", [ty.ArrayType(ty.BIGINT)], ty.BIGINT),
+    ("INT_FROM_BYTES", [ty.BYTES, ty.STRING], ty.INTEGER),
 ])
 def test_calls_resolve_with_ksqldb_implicit_casts(name: str, args: list[functions.Argument],
                                                   returns: ty.SqlType) -> None:
     assert functions.resolve_call(name, args).returns == returns
+
+
+def test_a_variadic_parameter_may_sit_before_the_last() -> None:
+    with pytest.raises(FunctionError, match=r"TOPK\(INTEGER, ANY\.\.\., INTEGER\)"):
+        functions.resolve_call("TOPK", [ty.INTEGER, ty.STRING, ty.STRING])
+
+
+def test_array_elements_take_their_common_type() -> None:
+    left = ty.StructType((("X", ty.INTEGER), ("Y", ty.BIGINT)))
+    right = ty.StructType((("Y", ty.INTEGER), ("Z", ty.BIGINT)))
+    assert collections.common_type([None, left, right]) == ty.StructType(
+        (("Y", ty.BIGINT), ("Z", ty.BIGINT), ("X", ty.INTEGER)))
+    assert collections.common_type([ty.INTEGER, None, ty.BIGINT]) == ty.BIGINT
+    assert collections.common_type([ty.INTEGER, ty.STRING]) is None
+    assert collections.common_type([None]) is None
 
 
 def test_a_call_no_signature_accepts_is_refused_in_ksqldb_words() -> None:
