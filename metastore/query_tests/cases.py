@@ -57,6 +57,8 @@ class QueryTest:
     topics: tuple[DeclaredTopic, ...] = ()
     properties: Mapping[str, Any] = field(default_factory=dict)
     expected_error: Mapping[str, Any] | None = None
+    post: Mapping[str, Any] = field(default_factory=dict)
+    """Post-conditions: ``{"sources": [{name, type, schema, keyFormat, valueFormat}]}``."""
 
     @property
     def script(self) -> str:
@@ -154,7 +156,8 @@ def _test(raw: Any, where: str) -> QueryTest:
         outputs=tuple(_record(r, where) for r in raw.get("outputs") or []),
         topics=tuple(_topic(t, where) for t in raw.get("topics") or []),
         properties=dict(raw.get("properties") or {}),
-        expected_error=expected if isinstance(expected, dict) else None)
+        expected_error=expected if isinstance(expected, dict) else None,
+        post=raw["post"] if isinstance(raw.get("post"), dict) else {})
 
 
 def _record(raw: Any, where: str) -> CaseRecord:

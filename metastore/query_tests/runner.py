@@ -13,7 +13,8 @@ For each test:
 4. each persistent query of the final catalog, in the order created, is compiled into the plan a
    node runs and run as a Spark streaming query that processes what its sources hold, then stops;
 5. every topic the test expects records on is read ``read_committed`` and compared
-   (:mod:`metastore.query_tests.verdict`).
+   (:mod:`metastore.query_tests.verdict`), and the catalog checked against the test's
+   post-conditions (:mod:`metastore.query_tests.post`).
 
 A statement refused at step 1 makes the test *refused*; a query Spark fails, a timeout or a Kafka
 error makes it an *error*; a difference in records makes it *failed*.
@@ -42,6 +43,7 @@ from metastore.queries.plan import QueryPlan, compile_query
 from metastore.queries.support import check_runtime
 from metastore.query_tests import records, verdict
 from metastore.query_tests.cases import QueryTest
+from metastore.query_tests.post import post_difference
 from metastore.sql import statements as st
 from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
@@ -145,7 +147,7 @@ class QueryTestRunner:
                 failure = self._run_query(plan, self._work_dir / namespace / query.query_id)
                 if failure is not None:
                     return ERROR, f"{query.query_id}: {failure}"
-            difference = self._compare(test, image, physical)
+            difference = self._compare(test, image, physical) or post_difference(test.post, image)
         finally:
             self._delete_topics(test, image, physical)
         return (PASSED, "") if difference is None else (FAILED, difference)
