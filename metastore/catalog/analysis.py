@@ -27,6 +27,7 @@ from metastore.catalog.exceptions import QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
 from metastore.functions import casts, operators
 from metastore.functions import library as functions
+from metastore.functions.collections import common_type
 from metastore.functions.registry import (
     TIME_UNITS,
     Argument,
@@ -640,8 +641,7 @@ class _Typer:
                 return container.value
             raise QueryError(f"Cannot index a value of type {container.sql()}.")
         if isinstance(node, exp.Array):
-            elements = [self.type_of(e) for e in node.expressions]
-            return ty.ArrayType(elements[0] if elements else ty.STRING)
+            return self._constructor("ARRAY", list(node.expressions))
         if isinstance(node, exp.PropertyEQ | exp.Alias):
             return self.type_of(node.expression if isinstance(node, exp.PropertyEQ) else node.this)
         if isinstance(node, exp.Func):
@@ -744,8 +744,14 @@ class _Typer:
 
     def _constructor(self, name: str, args: list[exp.Expr]) -> ty.SqlType:
         arg_types = [self.type_of(a) for a in args]
-        if name == "ARRAY":
-            return ty.ArrayType(arg_types[0] if arg_types else ty.STRING)
+        if name == "ARRAY":  # ksqlDB's common type of the elements (NULLs take it too)
+            known = [None if isinstance(a, exp.Null) else t for a, t in zip(args, arg_types,
+                                                                          strict=True)]
+            element = common_type(known) or next((t for t in known if t is not None), ty.STRING)
+            for argument in args:
+                if isinstance(argument, exp.Null):
+                    functions.annotate(argument, element)
+            return ty.ArrayType(element)
         if name == "MAP":
             values = arg_types[1::2] if not args or not isinstance(args[0], exp.PropertyEQ) \
                 else arg_types
