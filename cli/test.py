@@ -33,6 +33,9 @@ def test(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Run query tests on real Kafka and Spark; exit 0 only when every test passes."""
+    if query_timeout < 1:
+        typer.echo("Error: --query-timeout must be at least 1 second.", err=True)
+        raise typer.Exit(2)
     try:
         if sql_file is not None:
             tests = [cases.load_runner_files(sql_file, input_file, output_file)]

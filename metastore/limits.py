@@ -14,6 +14,7 @@ Two kinds of bound live here:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 MAX_TYPE_DEPTH = 32
@@ -24,6 +25,20 @@ MAX_NESTING = 24
 
 MAX_EXPRESSION_DEPTH = 256
 """Depth of one expression tree: ``a + b + c`` is 3 deep (the parser keeps it flat, others don't)."""
+
+QUERY_RECURSION_LIMIT = 40 * MAX_EXPRESSION_DEPTH
+"""Python frames that typing, translating and generating the SQL of an expression
+:data:`MAX_EXPRESSION_DEPTH` deep may use (a few dozen per level; sqlglot recurses). Validation
+and planning run under at least this limit (:func:`allow_deep_expressions`), so a query that
+validates also plans."""
+
+
+def allow_deep_expressions() -> None:
+    """Raise the interpreter's recursion limit to :data:`QUERY_RECURSION_LIMIT` if it is lower.
+    Python 3.11 keeps Python-to-Python calls off the C stack, so this needs no larger threads."""
+    if sys.getrecursionlimit() < QUERY_RECURSION_LIMIT:
+        sys.setrecursionlimit(QUERY_RECURSION_LIMIT)
+
 
 MAX_NAME_LENGTH = 200
 """Characters in a source, column, field or type name (names become Spark and Hive identifiers)."""

@@ -111,6 +111,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     local.LocalInfraError: SERVER_FAILURE,
     local.ToolMissingError: SERVER_FAILURE,
     local.JarResolutionError: SERVER_FAILURE,
+    local.JavaBuildError: SERVER_FAILURE,
     local.BrokerStartError: SERVER_FAILURE,
 })
 

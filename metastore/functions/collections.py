@@ -26,6 +26,7 @@ from metastore.functions.registry import (
     LambdaOf,
     MapOf,
     S,
+    SharedOperands,
     Signature,
     T,
     Translation,
@@ -78,7 +79,7 @@ def _unguarded(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.Coalesce):
         return _unguarded(node.this)
     operands = node.meta.get(ARITHMETIC_OPERANDS) if node._meta is not None else None
-    found: list[exp.Expr] = list(operands) if isinstance(operands, tuple) else []
+    found: list[exp.Expr] = list(operands.trees) if isinstance(operands, SharedOperands) else []
     for child in node.iter_expressions():
         found += _unguarded(child)
     return found

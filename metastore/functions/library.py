@@ -35,11 +35,13 @@ from metastore.functions.registry import (
     FunctionSpec,
     Kind,
     Resolution,
+    SharedOperands,
     UnknownFunctionError,
     UntranslatableError,
     literal_int,
     resolve,
 )
+from metastore.limits import allow_deep_expressions
 from metastore.sql import types as ty
 
 ALL: tuple[FunctionSpec, ...] = (
@@ -47,6 +49,8 @@ ALL: tuple[FunctionSpec, ...] = (
     *collections.FUNCTIONS, *urls.FUNCTIONS, *conditionals.FUNCTIONS, *aggregates.FUNCTIONS,
     *tables.FUNCTIONS,
 )
+
+allow_deep_expressions()  # typing, translating and planning recurse per expression level
 
 
 def _index(specs: Sequence[FunctionSpec]) -> dict[str, FunctionSpec]:
@@ -178,7 +182,7 @@ class _Translator:
         if operator is not None:
             result = operator()
             if arithmetic and isinstance(node, exp.Binary):
-                result.meta[ARITHMETIC_OPERANDS] = (node.left, node.right)
+                result.meta[ARITHMETIC_OPERANDS] = SharedOperands((node.left, node.right))
             return result
         if isinstance(node, exp.Array) and (array := lookup("ARRAY")) is not None \
                 and array.spark is not None:

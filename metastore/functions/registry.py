@@ -195,6 +195,20 @@ ARITHMETIC_OPERANDS = "ksql_arithmetic"
 ``meta``): ksqlDB's generated Java throws on such arithmetic of a NULL."""
 
 
+class SharedOperands:
+    """The operand trees of a translated arithmetic node, kept in its ``meta``. A copy of the
+    tree shares them instead of copying them: sqlglot deep-copies ``meta`` with every copy, and
+    nested operands copied at each level would cost time exponential in the expression's depth."""
+
+    __slots__ = ("trees",)
+
+    def __init__(self, trees: tuple[exp.Expr, ...]) -> None:
+        self.trees = trees
+
+    def __deepcopy__(self, memo: dict[int, object]) -> SharedOperands:
+        return self
+
+
 def literal_int(expression: exp.Expr) -> int | None:
     """The value of an integer literal (``-2`` included), else None."""
     if isinstance(expression, exp.Neg):

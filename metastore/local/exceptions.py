@@ -31,6 +31,15 @@ class JarResolutionError(LocalInfraError):
         self.jar_set = jar_set
 
 
+class JavaBuildError(LocalInfraError):
+    """The project's own Java (the record timestamp interceptor) could not be compiled."""
+
+    code = "java_build"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"Could not compile the record timestamp interceptor: {detail}")
+
+
 class BrokerStartError(LocalInfraError):
     """A local broker did not start or did not become ready in time."""
 

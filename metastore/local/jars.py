@@ -12,12 +12,13 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from metastore.local.exceptions import JarResolutionError, ToolMissingError
+from metastore.local.exceptions import JarResolutionError, JavaBuildError, ToolMissingError
 from metastore.local.paths import jar_dir
 
 STAMP = ".resolved.json"
@@ -141,8 +142,8 @@ def record_timestamp_interceptor(progress: TextIO | None = sys.stderr) -> Path:
     clients = [j for j in resolve(spark_kafka_connector(), progress)
                if j.name.startswith("kafka-clients")]
     if not clients:
-        raise JarResolutionError("metastore-kafka-interceptor", "no kafka-clients jar to compile "
-                                 "against in the Spark Kafka connector's jars")
+        raise JavaBuildError("no kafka-clients jar to compile against in the Spark Kafka "
+                             "connector's jars")
     stamp_value = {"source_sha256": hashlib.sha256(source.encode()).hexdigest(),
                    "classpath": clients[0].name}
     target = jar_dir("metastore-kafka-interceptor")
@@ -154,8 +155,9 @@ def record_timestamp_interceptor(progress: TextIO | None = sys.stderr) -> Path:
         pass
     javac = require_tool("javac", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
     jar_tool = require_tool("jar", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # a staging directory of its own: nodes starting together may compile at the same time
+    staging = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
     (staging / "classes").mkdir(parents=True)
     java_file = staging / Path(_INTERCEPTOR_SOURCE).name
     java_file.write_text(source, encoding="utf-8")
@@ -169,11 +171,15 @@ def record_timestamp_interceptor(progress: TextIO | None = sys.stderr) -> Path:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
-            raise JarResolutionError("metastore-kafka-interceptor",
-                                     (done.stderr or done.stdout).strip()[:2000])
+            raise JavaBuildError((done.stderr or done.stdout).strip()[:2000])
     shutil.rmtree(staging / "classes")
     java_file.unlink()
     (staging / STAMP).write_text(json.dumps(stamp_value))
     shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    try:
+        staging.rename(target)
+    except OSError:  # another process put the same build in place first
+        shutil.rmtree(staging, ignore_errors=True)
+        if not jar.exists():
+            raise
     return jar

@@ -22,9 +22,9 @@ from metastore.spark.types import quote, string_literal
 from metastore.sql import types as ty
 
 SOURCE_HEADER = "metastore.source"
+"""Header naming the source record (``topic/partition/offset``) an output record came from."""
 TIMESTAMP_HEADER = "metastore.timestamp"
 """Header carrying a sink record's timestamp until the producer's interceptor applies it."""
-"""Header naming the source record (``topic/partition/offset``) an output record came from."""
 
 
 def key_expression(sink: DataSource, window_start: str | None = None) -> str:

@@ -213,8 +213,9 @@ def _explode(select: exp.Select, calls: list[exp.Expr], stream_alias: str) -> No
         holder = exp.Paren(this=call)  # so the translation may replace the call itself
         _rewrite(holder, stream_alias)
         arrays.append(holder.this)
-    generator = (exp.Explode(this=arrays[0]) if len(arrays) == 1
-                 else exp.Inline(this=exp.ArraysZip(expressions=arrays)))
+    padded = [exp.func("coalesce", array, exp.Array(expressions=[])) for array in arrays]
+    generator = (exp.Explode(this=arrays[0]) if len(arrays) == 1  # a NULL array counts as empty
+                 else exp.Inline(this=exp.ArraysZip(expressions=padded)))
     names = [exp.to_identifier(f"{TABLE_FUNCTION}{i}", quoted=True) for i in range(len(calls))]
     select.append("laterals", exp.Lateral(
         this=generator, view=True, outer=False,

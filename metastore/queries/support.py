@@ -101,6 +101,14 @@ def _expressions(query: Query) -> str | None:
     """Why some expression has no Spark translation: a refused construct, a function declared
     without one, or a call whose arguments its translation refuses (a dry run of the planner's
     translation, on a copy)."""
+    select = query.select
+    outside = [select.args.get(clause) for clause in ("where", "group", "having", "joins")]
+    for clause in [*outside, *query.partition_by]:
+        for node in clause.walk() if isinstance(clause, exp.Expr) else (
+                n for part in clause or [] for n in part.walk()):
+            if functions.is_table_function(node):
+                return (f"Table functions ({functions.function_name(node)}) are only supported "
+                        "in the SELECT projection")
     trees: list[exp.Expr] = [query.select, *query.partition_by]
     for tree in trees:
         for node in tree.walk():

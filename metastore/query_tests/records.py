@@ -148,13 +148,9 @@ def _from_kafka(raw: bytes, column: Column) -> Any:
 
 def _json(raw: bytes) -> Any:
     try:
-        return json.loads(raw, parse_float=_decimal_or_float)
+        return json.loads(raw)
     except ValueError:
         return raw.decode(errors="replace")
-
-
-def _decimal_or_float(text: str) -> float:
-    return float(text)
 
 
 def _text_or_json(raw: bytes) -> Any:

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 PASSED, FAILED, REFUSED, ERROR = "passed", "failed", "refused", "error"
 
+READ_TIMEOUT_SECONDS = 60
+"""How long reading a sink up to its end offsets may take."""
+
 Rename = Callable[[str], str]
 """A test's topic name to the Kafka topic it is in this run."""
 
@@ -119,8 +122,8 @@ class QueryTestRunner:
         namespace = f"qtt-{self._run_id}-{self._count}-"
         try:
             status, reason = self._run(test, namespace)
-        except MetastoreError as error:
-            status, reason = ERROR, str(error)
+        except Exception as error:  # one test's failure, whatever it is, is that test's result
+            status, reason = ERROR, f"{type(error).__name__}: {_first_line(error)}"
         finally:
             shutil.rmtree(self._work_dir / namespace, ignore_errors=True)
         return CaseResult(test.test_id, test.name, status, reason, time.monotonic() - started)
@@ -139,8 +142,8 @@ class QueryTestRunner:
             return FAILED, "expected a statement to fail; every statement was accepted"
         def physical(topic: str) -> str:
             return namespace + topic
-        self._create_topics(test, image, physical)
         try:
+            self._create_topics(test, image, physical)
             self._produce(test, image, physical)
             for query in sorted(image.queries.values(), key=lambda q: q.offset):
                 plan = _namespaced(compile_query(query, image), physical)
@@ -202,9 +205,9 @@ class QueryTestRunner:
         except Exception as error:  # Spark's analysis of the plan: the test's error, not the run's
             return _first_line(error)
         try:
-            finished = handle.awaitTermination(int(self._query_timeout))
+            finished = handle.awaitTermination(max(1, round(self._query_timeout)))
         except Exception:  # Spark raises the query's failure here; job.failure says what it was
-            finished = True
+            finished = not handle.isActive
         if not finished:
             handle.stop()
             return f"did not finish within {self._query_timeout:.0f} s"
@@ -237,7 +240,7 @@ class QueryTestRunner:
             consumer.assign(wanted)
             found: list[verdict.ActualRecord] = []
             remaining = {p for p in partitions if ends[p] > 0}
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + READ_TIMEOUT_SECONDS
             while remaining and time.monotonic() < deadline:
                 for message in consumer.consume(500, 0.5):
                     if message.error() is not None:
@@ -251,7 +254,11 @@ class QueryTestRunner:
                     if offset + 1 >= ends[partition]:
                         remaining.discard(partition)
             if remaining:
-                raise RunKafkaError(f"reading {shown} timed out")
+                read = {p: max((r.offset + 1 for r in found if r.partition == p), default=0)
+                        for p in sorted(remaining)}
+                progress = ", ".join(f"{p}: {read[p]}/{ends[p]}" for p in read)
+                raise RunKafkaError(f"reading {shown} timed out after {READ_TIMEOUT_SECONDS} s "
+                                    f"(partition: offset read/end {progress})")
             return sorted(found, key=lambda r: (r.partition, r.offset))
         finally:
             consumer.close()

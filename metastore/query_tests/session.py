@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -53,21 +54,27 @@ def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
     from metastore.spark.session import start_session
 
     root = work_dir or Path(tempfile.mkdtemp(prefix="metastore-test-"))
-    spark = start_session(spark_master, "metastore-test", root / "spark")
-    spark.sparkContext.setLogLevel("OFF")  # a query's failure is the test's result, not a log
-    for logger in ("SQLQueryContextLogger", "pyspark"):
-        logging.getLogger(logger).setLevel(logging.CRITICAL)
-    runner = QueryTestRunner(spark, KafkaSettings(bootstrap_servers), root / "queries",
-                             run_id=f"{int(time.time()):x}{uuid.uuid4().hex[:4]}",
-                             query_timeout=query_timeout)
     report = RunReport()
     try:
-        for index, test in enumerate(tests, start=1):
-            result = runner.run(test)
-            report.results.append(result)
-            if on_result is not None:
-                on_result(index, len(tests), result)
+        spark = start_session(spark_master, "metastore-test", root / "spark")
+        try:
+            spark.sparkContext.setLogLevel("OFF")  # a query's failure is the test's result
+            for logger in ("SQLQueryContextLogger", "pyspark"):
+                logging.getLogger(logger).setLevel(logging.CRITICAL)
+            runner = QueryTestRunner(spark, KafkaSettings(bootstrap_servers), root / "queries",
+                                     run_id=f"{int(time.time()):x}{uuid.uuid4().hex[:4]}",
+                                     query_timeout=query_timeout)
+            try:
+                for index, test in enumerate(tests, start=1):
+                    result = runner.run(test)
+                    report.results.append(result)
+                    if on_result is not None:
+                        on_result(index, len(tests), result)
+            finally:
+                runner.close()
+        finally:
+            spark.stop()
     finally:
-        runner.close()
-        spark.stop()
+        if work_dir is None:
+            shutil.rmtree(root, ignore_errors=True)
     return report

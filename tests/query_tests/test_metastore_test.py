@@ -33,6 +33,11 @@ DEV_SLICE = (
     "qtt/to_json_string.json::convert MAP to JSON string",
     "qtt/multi-col-keys.json::select * from stream",
     "qtt/joins.json::stream-table key-to-key - key format mismatch",
+    "qtt/source-table.json::create source table",
+    "qtt/collect-list.json::collect_list int - JSON",
+    "qtt/topk-group-by.json::topk integer struct - JSON",
+    "qtt/in.json::int - valid",
+    "qtt/cast.json::struct to string",
 )
 INPUT = ("CREATE STREAM INPUT (ID INT KEY, NAME STRING, AMOUNT DOUBLE) WITH (KAFKA_TOPIC='input', "
          "VALUE_FORMAT='JSON');")
