@@ -1,8 +1,7 @@
 """Small builders of Spark SQL expressions (sqlglot trees) that the translations compose.
 
-Spark's types of ksqlDB types follow :mod:`metastore.spark.types` (TIME is an INT of
-milliseconds of the day); this package cannot import it (the catalog imports this package and
-the Spark package imports the catalog), so the few casts it needs are spelled here.
+:func:`spark_type` is the one mapping of ksqlDB types to Spark's (TIME is an INT of milliseconds
+of the day); :mod:`metastore.spark.types` offers it to the Spark package.
 """
 
 from __future__ import annotations
