@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from metastore.check import run_script
+from metastore.query_tests.post import normalise_schema
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "ksql-dev.jsonl"
-_TYPE_WORDS = {"INT": "INTEGER", "VARCHAR": "STRING"}
 
 
 @dataclass
@@ -56,15 +55,6 @@ class Report:
         out["schema_verdict_runnable_on_spark"] = [
             sum(r.verdict and not r.runtime_refused for r in schema), len(schema)]
         return out
-
-
-def normalise_schema(text: str) -> str:
-    """Compare schemas as ksqlDB's tests do: INT = INTEGER, VARCHAR = STRING, and a table's
-    ``PRIMARY KEY`` written as ``KEY``; quoting and spacing inside DECIMAL(p, s) do not matter."""
-    text = text.replace("`", "").replace("PRIMARY KEY", "KEY")
-    text = re.sub(r"DECIMAL\((\d+),\s*(\d+)\)", r"DECIMAL(\1,\2)", text)
-    words = re.split(r"(\W)", text.upper())
-    return re.sub(r"\s+", " ", "".join(_TYPE_WORDS.get(w, w) for w in words)).strip()
 
 
 def evaluate(case: dict[str, Any]) -> CaseResult:
