@@ -25,19 +25,19 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from confluent_kafka import Consumer, TopicPartition
 
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.catalog.model import DataSource
 from metastore.catalog.validation import Validator
 from metastore.exceptions import MetastoreError
 from metastore.kafka.admin import Admin
-from metastore.kafka.settings import KafkaSettings, create_client
+from metastore.kafka.consumer import DetailedRecord, PartitionReader
+from metastore.kafka.exceptions import KafkaUnavailableError
+from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
 from metastore.queries.plan import QueryPlan, compile_query
 from metastore.queries.support import check_runtime
@@ -229,47 +229,30 @@ class QueryTestRunner:
         return "\n".join(problems) if problems else None
 
     def _read(self, topic: str, shown: str, sink: DataSource | None) -> list[verdict.ActualRecord]:
-        consumer = create_client(Consumer, self._settings.config(
-            group_id=f"{topic}-check", enable_auto_commit=False, isolation_level="read_committed"))
-        try:
-            metadata = consumer.list_topics(topic, timeout=10)
-            partitions = sorted((metadata.topics.get(topic) or _NoTopic()).partitions)
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                    for p in partitions}
-            wanted = [TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0]
-            consumer.assign(wanted)
-            found: list[verdict.ActualRecord] = []
-            remaining = {p for p in partitions if ends[p] > 0}
-            deadline = time.monotonic() + READ_TIMEOUT_SECONDS
-            while remaining and time.monotonic() < deadline:
-                for message in consumer.consume(500, 0.5):
-                    if message.error() is not None:
-                        continue
-                    partition, offset = message.partition() or 0, message.offset() or 0
-                    key = records.decode_key(message.key(), sink)
-                    found.append(verdict.ActualRecord(
-                        shown, key.key, records.decode_value(message.value(), sink),
-                        message.timestamp()[1], _headers(message.headers()), key.window,
-                        partition, offset))
-                    if offset + 1 >= ends[partition]:
-                        remaining.discard(partition)
-            if remaining:
-                read = {p: max((r.offset + 1 for r in found if r.partition == p), default=0)
-                        for p in sorted(remaining)}
-                progress = ", ".join(f"{p}: {read[p]}/{ends[p]}" for p in read)
-                raise RunKafkaError(f"reading {shown} timed out after {READ_TIMEOUT_SECONDS} s "
-                                    f"(partition: offset read/end {progress})")
-            return sorted(found, key=lambda r: (r.partition, r.offset))
-        finally:
-            consumer.close()
+        """The sink's records up to its end offsets, in (partition, offset) order."""
+        described = self._admin.describe(topic)
+        found: list[verdict.ActualRecord] = []
+        for partition in range(described.partitions if described is not None else 0):
+            reader = PartitionReader(self._settings, topic, partition, group_id=f"{topic}-check",
+                                     details=True)
+            try:
+                for batch in reader.read_to_end(timeout=READ_TIMEOUT_SECONDS):
+                    for record in batch:
+                        assert isinstance(record, DetailedRecord), "a details reader"
+                        key = records.decode_key(record.key, sink)
+                        found.append(verdict.ActualRecord(
+                            shown, key.key, records.decode_value(record.value, sink),
+                            record.timestamp_ms or 0, record.headers, key.window, partition,
+                            record.offset))
+            except KafkaUnavailableError as error:
+                raise RunKafkaError(f"reading {shown} failed: {error}") from error
+            finally:
+                reader.close()
+        return found
 
 
 class RunKafkaError(MetastoreError):
     """Kafka refused or failed something a test run needs."""
-
-
-class _NoTopic:
-    partitions: Mapping[int, object] = {}
 
 
 def _first_line(error: BaseException) -> str:
@@ -283,12 +266,6 @@ def _namespaced(plan: QueryPlan, physical: Rename) -> QueryPlan:
     return replace(plan, steps=steps, topic=physical(plan.topic),
                    source_topics=tuple(physical(t) for t in plan.source_topics),
                    query_id=re.sub(r"\W", "_", plan.query_id))
-
-
-def _headers(raw: object) -> tuple[tuple[str, bytes | None], ...]:
-    if not isinstance(raw, list):
-        return ()
-    return tuple((str(key), value if isinstance(value, bytes) else None) for key, value in raw)
 
 
 def _input_source(image: Image, topic: str) -> DataSource | None:
