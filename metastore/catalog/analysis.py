@@ -177,6 +177,8 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
         _check_grouping(projected, group_by, scope, query.window is not None)
     kinds = {source.kind for source in scope.by_alias.values()}
     kind = SourceKind.TABLE if aggregate or kinds == {SourceKind.TABLE} else SourceKind.STREAM
+    if aggregate and kinds == {SourceKind.TABLE} and not transient:
+        _check_table_aggregation(select, query.window is not None)
 
     if transient:
         return Analysis(query=query, kind=kind,
@@ -459,6 +461,23 @@ def _check_grouping(projected: list[_Projected], group_by: list[exp.Expr], scope
         raise QueryError("Non-aggregate SELECT expression(s) not part of GROUP BY: "
                          f"{', '.join(_shown(e) for e in unmatched)}\nEither add the column(s) "
                          "to the GROUP BY or remove them from the SELECT.")
+
+
+def _check_table_aggregation(select: exp.Select, windowed: bool) -> None:
+    """ksqlDB aggregates a table's changelog only unwindowed, and only with functions that can
+    take a replaced row's value back out."""
+    if windowed:
+        raise QueryError("Windowing not supported for table aggregations.")
+    refused: list[str] = []
+    for item in select.expressions:
+        for call in item.find_all(exp.Anonymous):
+            found = functions.lookup(function_name(call)) if _is_aggregate(call) else None
+            if found is not None and not found.undoable and found.name not in refused:
+                refused.append(found.name)
+    if refused:
+        plural = "s" if len(refused) > 1 else ""
+        raise QueryError(f"The aggregation function{plural} {_listed(refused, 'and')} cannot be "
+                         "applied to a table source, only to a stream source.")
 
 
 def _is_column(node: exp.Column, scope: _Scope) -> bool:

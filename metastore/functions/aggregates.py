@@ -49,8 +49,10 @@ ORDERED: tuple[ty.SqlType | Family, ...] = (
 
 
 def aggregate(names: str | tuple[str, ...], *signatures: Signature,
-              spark: Translation | None = None, unsupported: str = "") -> FunctionSpec:
-    return spec(names, Kind.AGGREGATE, signatures, spark, unsupported=unsupported)
+              spark: Translation | None = None, unsupported: str = "",
+              undoable: bool = False) -> FunctionSpec:
+    return spec(names, Kind.AGGREGATE, signatures, spark, unsupported=unsupported,
+                undoable=undoable)
 
 
 def _same(param: ty.SqlType | Family) -> Signature:
@@ -218,7 +220,8 @@ def _histogram(call: Call) -> exp.Expr:
     same = sql.lam(sql.eq(sql.var("__y"), sql.var("__v")), "__y")
     count = sql.cast(sql.fn("size", sql.fn("filter", values, same)), BIGINT)
     entry = sql.lam(sql.fn("struct", sql.var("__v"), count), "__v")
-    return sql.fn("map_from_entries", sql.fn("transform", sql.fn("array_distinct", values), entry))
+    return sql.fn("map_from_entries", sql.fn("transform", sql.fn("array_distinct", values.copy()),
+                                             entry))
 
 
 def _attr(call: Call) -> exp.Expr:
@@ -232,24 +235,33 @@ def _builtin(name: str) -> Translation:
     return translate
 
 
+def _zero_if_none(name: str) -> Translation:
+    """ksqlDB's AVG of no values is 0.0, as is its STDDEV_SAMP of fewer than two."""
+    def translate(call: Call) -> exp.Expr:
+        return sql.fn("coalesce", _typed(sql.fn(name, *call.args), call),
+                      sql.cast(sql.lit(0), DOUBLE))
+    return translate
+
+
 def _offset_signatures() -> tuple[Signature, ...]:
     return (sig(T, returns=T), sig(T, BOOLEAN, returns=T),
             sig(T, INTEGER, returns=ArrayOf(T)), sig(T, INTEGER, BOOLEAN, returns=ArrayOf(T)))
 
 
 FUNCTIONS: tuple[FunctionSpec, ...] = (
-    aggregate("COUNT", sig(returns=BIGINT), sig(T, returns=BIGINT), spark=_count),
+    aggregate("COUNT", sig(returns=BIGINT), sig(T, returns=BIGINT), spark=_count, undoable=True),
     aggregate("COUNT_DISTINCT", sig(T, returns=BIGINT),
               spark=lambda call: sql.fn("approx_count_distinct", *call.args)),
-    aggregate("SUM", *(_same(t) for t in NUMBERS), spark=_sum),
+    aggregate("SUM", *(_same(t) for t in NUMBERS), spark=_sum, undoable=True),
     aggregate("sum_list", *(sig(ArrayOf(t), returns=t) for t in (INTEGER, BIGINT, DOUBLE)),
-              spark=_sum_list),
-    aggregate("AVG", *(sig(t, returns=DOUBLE) for t in NUMBERS), spark=_builtin("avg")),
+              spark=_sum_list, undoable=True),
+    aggregate("AVG", *(sig(t, returns=DOUBLE) for t in NUMBERS), spark=_zero_if_none("avg"),
+              undoable=True),
     aggregate("MIN", *(_same(t) for t in ORDERED), spark=_builtin("min")),
     aggregate("MAX", *(_same(t) for t in ORDERED), spark=_builtin("max")),
     aggregate("LATEST_BY_OFFSET", *_offset_signatures(), spark=_by_offset("max_by")),
     aggregate("EARLIEST_BY_OFFSET", *_offset_signatures(), spark=_by_offset("min_by")),
-    aggregate("COLLECT_LIST", sig(T, returns=ArrayOf(T)), spark=_collect_list),
+    aggregate("COLLECT_LIST", sig(T, returns=ArrayOf(T)), spark=_collect_list, undoable=True),
     aggregate("COLLECT_SET", sig(T, returns=ArrayOf(T)), spark=_collect_set),
     aggregate("TOPK", *(sig(t, INTEGER, returns=array_of_first) for t in ORDERED),
               *(sig(t, ANY, INTEGER, returns=_top_type, variadic=True, repeated=1)
@@ -258,10 +270,10 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     aggregate("TOPKDISTINCT", *(sig(t, INTEGER, returns=array_of_first) for t in ORDERED),
               spark=_top("collect_set")),
     aggregate("HISTOGRAM", sig(ty.STRING, returns=ty.MapType(ty.STRING, BIGINT)),
-              spark=_histogram),
+              spark=_histogram, undoable=True),
     aggregate(("STDDEV_SAMP", "STDDEV_SAMPLE"), *(sig(t, returns=DOUBLE) for t in NUMBERS),
-              spark=_builtin("stddev_samp")),
+              spark=_zero_if_none("stddev_samp"), undoable=True),
     aggregate("CORRELATION", *(sig(t, t, returns=DOUBLE) for t in (INTEGER, BIGINT, DOUBLE)),
-              spark=_builtin("corr")),
-    aggregate("ATTR", sig(T, returns=T), spark=_attr),
+              spark=_builtin("corr"), undoable=True),
+    aggregate("ATTR", sig(T, returns=T), spark=_attr, undoable=True),
 )

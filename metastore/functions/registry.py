@@ -240,6 +240,9 @@ class FunctionSpec:
     """Arguments whose NULL makes ksqlDB's result NULL where the Spark translation would not."""
     variadic_any: bool = False
     """Arguments are not checked (the function types its own calls in ``signatures[0]``)."""
+    undoable: bool = False
+    """An aggregate that can take a value back out (ksqlDB's TableAggregationFunction), so it
+    can aggregate a table's changelog, where an update replaces a row."""
 
     @property
     def name(self) -> str:
@@ -253,11 +256,12 @@ class FunctionSpec:
 
 def spec(names: str | tuple[str, ...], kind: Kind, signatures: Sequence[Signature],
          spark: Translation | None = None, *, unsupported: str = "",
-         null_if_null: tuple[int, ...] = (), variadic_any: bool = False) -> FunctionSpec:
+         null_if_null: tuple[int, ...] = (), variadic_any: bool = False,
+         undoable: bool = False) -> FunctionSpec:
     named = (names,) if isinstance(names, str) else names
     return FunctionSpec(named, kind, tuple(signatures), spark,
                         unsupported or "no Spark translation is declared", null_if_null,
-                        variadic_any)
+                        variadic_any, undoable)
 
 
 def scalar(names: str | tuple[str, ...], *signatures: Signature,

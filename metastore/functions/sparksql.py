@@ -31,6 +31,19 @@ def spark_type(sql_type: ty.SqlType) -> str:
     raise TypeError(f"no Spark type for {sql_type.sql()}")
 
 
+AGGREGATES = frozenset({
+    "count", "sum", "avg", "min", "max", "min_by", "max_by", "collect_list", "collect_set",
+    "approx_count_distinct", "stddev_samp", "corr", "first", "last", "any_value"})
+"""The Spark aggregate functions translations call (by name, as :func:`fn` makes them)."""
+
+
+def is_aggregate_call(node: exp.Expr) -> bool:
+    """Whether ``node`` is a call of a Spark aggregate function."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower() in AGGREGATES
+    return isinstance(node, exp.AggFunc)
+
+
 def fn(name: str, *args: exp.Expr) -> exp.Expr:
     """A call of the Spark built-in ``name``."""
     return exp.Anonymous(this=name, expressions=list(args))

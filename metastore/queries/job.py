@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.local.jars import INTERCEPTOR_CLASS
-from metastore.queries.plan import QueryPlan
+from metastore.queries.plan import QueryPlan, Step
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 
@@ -41,7 +41,34 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     session = spark.newSession()
     session.conf.set("spark.sql.ansi.enabled", "false")
     session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
-    for step in plan.steps:
+    _register(session, plan.steps, kafka_options)
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    sink_options = {**kafka_options, "kafka.interceptor.classes": INTERCEPTOR_CLASS,
+                    "topic": plan.topic}
+    if plan.batch is None:
+        writer = (session.sql(plan.sql).writeStream.format("kafka").options(**sink_options)
+                  .outputMode(plan.output_mode))
+    else:
+        stage, sql = plan.batch, plan.sql
+
+        def write_micro_batch(rows: DataFrame, _batch_id: int) -> None:
+            batch_session = rows.sparkSession
+            rows.createOrReplaceTempView(stage.view)
+            _register(batch_session, stage.steps, kafka_options)
+            batch_session.sql(sql).write.format("kafka").options(**sink_options).save()
+
+        writer = (session.sql(stage.source_sql).writeStream.foreachBatch(write_micro_batch)
+                  .outputMode("append"))
+    writer = writer.option("checkpointLocation", str(checkpoint)).queryName(plan.query_id)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def _register(session: SparkSession, steps: tuple[Step, ...],
+              kafka_options: Mapping[str, str]) -> None:
+    """Register each step's view: a Kafka read (streaming or batch) or a SELECT."""
+    for step in steps:
         if step.topic is not None:
             reader = session.readStream if step.streaming else session.read
             options = {"subscribe": step.topic, "startingOffsets": "earliest",
@@ -55,15 +82,6 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
         if step.watermark_ms is not None:
             frame = frame.withWatermark("__MS_TS", f"{step.watermark_ms} milliseconds")
         frame.createOrReplaceTempView(step.view)
-    output = session.sql(plan.sql)
-    checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    writer = (output.writeStream.format("kafka").options(**kafka_options)
-              .option("kafka.interceptor.classes", INTERCEPTOR_CLASS)
-              .option("topic", plan.topic).option("checkpointLocation", str(checkpoint))
-              .outputMode(plan.output_mode).queryName(plan.query_id))
-    if available_now:
-        writer = writer.trigger(availableNow=True)
-    return writer.start()
 
 
 def progress(streaming_query: StreamingQuery) -> Progress | None:

@@ -23,7 +23,7 @@ every key (and window) it changed, an upsert keyed by the GROUP BY key.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
@@ -31,6 +31,7 @@ from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.functions import library as functions
+from metastore.functions import sparksql
 from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError
@@ -51,6 +52,8 @@ NULL_VALUE = "__MS_NULL_VALUE"
 HEADERS = "__MS_HEADERS"
 NULL_KEY = "__MS_NULL_KEY"
 TABLE_FUNCTION = "__MS_TF"
+RAW_KEY = "__MS_RAW_KEY"
+SENTINEL = "__MS_SENTINEL"
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,17 @@ class Step:
 
 
 @dataclass(frozen=True)
+class BatchStage:
+    """A query that runs once per micro-batch as batch SQL: the rows of the streaming
+    ``source_sql`` a micro-batch brings are registered as ``view``, then ``steps`` and the plan's
+    ``sql`` run over them and the result is written to the sink."""
+
+    source_sql: str
+    view: str
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
 class QueryPlan:
     query_id: str
     steps: tuple[Step, ...]
@@ -72,6 +86,7 @@ class QueryPlan:
     output_mode: str
     topic: str
     source_topics: tuple[str, ...]
+    batch: BatchStage | None = None
 
 
 def parse_query(sql: str) -> Query:
@@ -102,6 +117,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
     stream_alias: str | None = None
     source_topics: list[str] = []
     changelog = analysis.reads[0].source.kind is SourceKind.TABLE and not analysis.joins
+    batch: BatchStage | None = None
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
@@ -109,6 +125,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
             stream_alias = stream_alias or alias
             source_topics.append(source.topic)
             steps += _stream_steps(source, view, analysis.windowing)
+            if changelog and analysis.aggregate:
+                batch = _changelog_stage(source, view)
+                view = f"{view}_input"
         else:
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
                       Step(view, _table_select(source, quote(f"{view}_raw")))]
@@ -132,8 +151,16 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
         rowtime = exp.Max(this=rowtime)
     items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
     null_value: exp.Expr = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
-    if analysis.aggregate:
+    having = select.args.get("having")
+    if analysis.aggregate:  # and the headers of the newest input, as Kafka Streams carries them
+        carried = exp.column(HEADERS, table=stream_alias, quoted=True)
+        newest = exp.column("ROWOFFSET", table=stream_alias, quoted=True)
+        items.append(exp.alias_(exp.func("max_by", carried, newest), HEADERS, quoted=True))
         _skip_ungroupable(select, null_value)
+        if having is not None:  # a group HAVING rejects is deleted from the table, as in ksqlDB
+            select.set("having", None)
+            items.append(exp.alias_(exp.Not(this=exp.func(
+                "coalesce", exp.Paren(this=having.this), exp.false())), NULL_VALUE, quoted=True))
     else:
         where = select.args.get("where")
         if changelog and where is not None:  # a table's row that fails the filter is deleted
@@ -163,22 +190,26 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
     _rewrite(select, stream_alias)
     if generated:
         _explode(select, generated, stream_alias)
+    if batch is not None:
+        _aggregate_touched_groups(select, stream_alias)
     inner = select.sql(dialect="spark", identify=True)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
     hidden = WINDOW_START if windowed else (None if analysis.aggregate else SOURCE)
     typed.append(f"{_sink_time(sink)} AS {quote(ROWTIME)}")
-    if not analysis.aggregate:
-        typed += [quote(NULL_VALUE), quote(HEADERS)]
+    deletes = not analysis.aggregate or having is not None
+    if deletes:
+        typed.append(quote(NULL_VALUE))
+    typed.append(quote(HEADERS))
     if keeps_key:
         typed.append(quote(NULL_KEY))
     if hidden is not None:
         typed.append(quote(hidden))
     value = encoding.value_expression(sink)
-    if not analysis.aggregate:
+    if deletes:
         value = f"CASE WHEN {quote(NULL_VALUE)} THEN NULL ELSE {value} END"
     headers = encoding.headers(quote(ROWTIME), quote(SOURCE) if hidden == SOURCE else None,
-                               None if analysis.aggregate else quote(HEADERS))
+                               quote(HEADERS))
     key = encoding.key_expression(sink, quote(WINDOW_START) if windowed else None)
     if keeps_key:
         key = f"CASE WHEN {quote(NULL_KEY)} THEN NULL ELSE {key} END"
@@ -188,8 +219,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
     if sink.timestamp_column is not None:  # ksqlDB drops a record its timestamp column rejects
         sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
     return QueryPlan(query_id, tuple(steps), sql,
-                     "update" if analysis.aggregate else "append", sink.topic,
-                     tuple(dict.fromkeys(source_topics)))
+                     "update" if analysis.aggregate and batch is None else "append", sink.topic,
+                     tuple(dict.fromkeys(source_topics)), batch)
 
 
 def _take_table_functions(items: list[exp.Expr]) -> list[exp.Expr]:
@@ -235,6 +266,68 @@ def _table_select(source: DataSource, raw_table: str) -> str:
             "WHERE __latest = 1 AND NOT __MS_TOMBSTONE")
 
 
+def _changelog_stage(source: DataSource, view: str) -> BatchStage:
+    """Aggregating a table's changelog, where a row's update takes its old value out of its old
+    group: each micro-batch re-aggregates the groups it touched over the table as it stands.
+
+    The input (``<view>_input``) is the table's latest row per key up to the micro-batch (read
+    from its topic, in batch) plus, marked as *sentinels*, every row version the micro-batch
+    brings and each key's version before it: the groups of sentinels are the touched groups;
+    sentinels name their group but count in no aggregate (:func:`_aggregate_touched_groups`), so
+    a group a row left is aggregated without it (a COUNT of 0, as ksqlDB's undo leaves it). A
+    version before the micro-batch has the time of the record that replaced it.
+    """
+    history = f"{view}_history"
+    micro_batch = f"{view}_batch"
+    names = [quote(c.name) for c in source.columns]
+    carried = ["ROWPARTITION", "ROWOFFSET", quote(RAW_KEY), quote(NULL_VALUE), quote(HEADERS)]
+    columns = ", ".join([*names, "ROWTIME", *carried])
+    history_steps = [replace(step, streaming=False, watermark_ms=None)
+                     for step in _stream_steps(source, history, None)]
+    current = (
+        f"SELECT {columns} FROM (SELECT h.*, row_number() OVER (PARTITION BY h.{quote(RAW_KEY)} "
+        f"ORDER BY h.ROWOFFSET DESC) AS __ms_n FROM {quote(history)} AS h LEFT JOIN (SELECT "
+        f"ROWPARTITION AS __ms_p, max(ROWOFFSET) AS __ms_o FROM {quote(micro_batch)} GROUP BY "
+        "ROWPARTITION) AS e ON h.ROWPARTITION = e.__ms_p WHERE h.{raw} IS NOT NULL AND "
+        "(e.__ms_o IS NULL OR h.ROWOFFSET <= e.__ms_o)) WHERE __ms_n = 1"
+    ).replace("{raw}", quote(RAW_KEY))
+    earlier = ", ".join([*names, "__ms_at AS ROWTIME", *carried])
+    previous = (
+        f"SELECT {earlier} FROM (SELECT h.*, f.__ms_at, row_number() OVER (PARTITION BY "
+        f"h.{quote(RAW_KEY)} ORDER BY h.ROWOFFSET DESC) AS __ms_n FROM {quote(history)} AS h "
+        f"JOIN (SELECT {quote(RAW_KEY)} AS __ms_k, ROWPARTITION AS __ms_p, min(ROWOFFSET) AS "
+        f"__ms_o, min_by(ROWTIME, ROWOFFSET) AS __ms_at FROM {quote(micro_batch)} WHERE "
+        f"{quote(RAW_KEY)} IS NOT NULL GROUP BY {quote(RAW_KEY)}, ROWPARTITION) AS f ON "
+        f"h.{quote(RAW_KEY)} = f.__ms_k AND h.ROWPARTITION = f.__ms_p AND h.ROWOFFSET < f.__ms_o"
+        ") WHERE __ms_n = 1")
+    rows = (f"SELECT {columns}, false AS {SENTINEL} FROM {quote(view + '_current')} UNION ALL "
+            f"SELECT {columns}, true AS {SENTINEL} FROM {quote(micro_batch)} WHERE "
+            f"{quote(RAW_KEY)} IS NOT NULL UNION ALL "
+            f"SELECT {columns}, true AS {SENTINEL} FROM {quote(view + '_previous')}")
+    return BatchStage(
+        source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
+        steps=(*history_steps, Step(f"{view}_current", current),
+               Step(f"{view}_previous", previous), Step(f"{view}_input", rows)))
+
+
+def _aggregate_touched_groups(select: exp.Select, alias: str) -> None:
+    """Keep only the groups a sentinel touched, and keep sentinels out of every aggregate
+    (each Spark aggregate call gets ``FILTER (WHERE NOT sentinel)``); the result's time is the
+    newest sentinel's."""
+    sentinel = exp.column(SENTINEL, table=alias, quoted=True)
+    for item in select.expressions:
+        if item.alias_or_name in (ROWTIME, HEADERS):  # the newest sentinel's
+            newest = item.this.copy()
+            item.set("this", exp.Filter(this=newest, expression=exp.Where(this=sentinel.copy())))
+            continue
+        for node in list(item.walk()):
+            if sparksql.is_aggregate_call(node):
+                node.replace(exp.Filter(this=node.copy(), expression=exp.Where(
+                    this=exp.Not(this=sentinel.copy()))))
+    touched = exp.Max(this=exp.Cast(this=sentinel.copy(), to=exp.DataType.build("INT")))
+    select.set("having", exp.Having(this=exp.EQ(this=touched, expression=exp.Literal.number(1))))
+
+
 def _sink_time(sink: DataSource) -> str:
     """A sink record's timestamp: its TIMESTAMP column's, else the source record's ROWTIME."""
     column = sink.column(sink.timestamp_column) if sink.timestamp_column else None
@@ -259,7 +352,7 @@ def _stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> l
     pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
               f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
               "timestamp AS __MS_KAFKA_TS", f"value IS NULL AS {NULL_VALUE}",
-              f"key IS NULL AS {NULL_KEY}",
+              f"key IS NULL AS {NULL_KEY}", f"key AS {RAW_KEY}",
               f"headers AS {HEADERS}")
     decoded = decode_select(source, quote(f"{view}_raw"), extra=pseudo)
     event_time = "__MS_KAFKA_TS"

@@ -5,10 +5,11 @@ the catalog sources it reads, :func:`metastore.catalog.analysis.analyse`) and th
 created or written, never on Kafka, Spark or the clock, so every node reaches the same verdict
 and a statement accepted into the log is one the runtime can run. Supported: projections,
 filters, every function :mod:`metastore.functions` declares a Spark translation for (scalar
-functions, lambdas, and ``GROUP BY`` aggregates), TUMBLING and HOPPING windows, ``PARTITION
-BY``, and stream-table joins (inner or left, each joined source a table). Anything else is
-refused with the reason, before it is written: :func:`check_runtime` is the
-:class:`~metastore.catalog.validation.RuntimeCheck` a validator is given.
+functions, lambdas, and ``GROUP BY`` aggregates of streams and of tables, ``HAVING``), TUMBLING
+and HOPPING windows, ``PARTITION BY``, and stream-table joins (inner or left, each joined
+source a table). Anything else is refused with the reason, before it is written:
+:func:`check_runtime` is the :class:`~metastore.catalog.validation.RuntimeCheck` a validator is
+given.
 """
 
 from __future__ import annotations
@@ -56,8 +57,6 @@ def _clauses(query: Query) -> str | None:
         return "EMIT FINAL is not supported (results are emitted as they change)"
     if query.window is not None and query.window.kind not in ("TUMBLING", "HOPPING"):
         return f"{query.window.kind} windows are not supported (TUMBLING and HOPPING are)"
-    if select.args.get("having") is not None:
-        return "HAVING is not supported"
     if select.args.get("limit") is not None:
         return "LIMIT is not supported in a persistent query"
     if select.args.get("order") is not None:
@@ -80,10 +79,6 @@ def _shape(analysis: Analysis) -> str | None:
                         "(TIMESTAMP_FORMAT); declare it BIGINT or TIMESTAMP")
     first = analysis.reads[0].source
     if not analysis.joins:
-        if first.kind is SourceKind.TABLE and analysis.aggregate:
-            return (f"aggregating the changelog of TABLE {first.name} is not supported (a "
-                    "table can be projected, filtered, and the right side of a stream-table "
-                    "join)")
         return None
     if first.kind is SourceKind.TABLE:
         return "table-table joins are not supported (stream-table joins are)"

@@ -39,7 +39,7 @@ from metastore.kafka.consumer import DetailedRecord, PartitionReader
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
-from metastore.queries.plan import QueryPlan, compile_query
+from metastore.queries.plan import QueryPlan, Step, compile_query
 from metastore.queries.support import check_runtime
 from metastore.query_tests import records, verdict
 from metastore.query_tests.cases import QueryTest
@@ -261,11 +261,14 @@ def _first_line(error: BaseException) -> str:
 
 
 def _namespaced(plan: QueryPlan, physical: Rename) -> QueryPlan:
-    steps = tuple(replace(step, topic=physical(step.topic)) if step.topic is not None else step
-                  for step in plan.steps)
-    return replace(plan, steps=steps, topic=physical(plan.topic),
+    def renamed(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        return tuple(replace(step, topic=physical(step.topic)) if step.topic is not None
+                     else step for step in steps)
+
+    batch = plan.batch and replace(plan.batch, steps=renamed(plan.batch.steps))
+    return replace(plan, steps=renamed(plan.steps), topic=physical(plan.topic),
                    source_topics=tuple(physical(t) for t in plan.source_topics),
-                   query_id=re.sub(r"\W", "_", plan.query_id))
+                   query_id=re.sub(r"\W", "_", plan.query_id), batch=batch)
 
 
 def _input_source(image: Image, topic: str) -> DataSource | None:
