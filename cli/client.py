@@ -44,9 +44,10 @@ class KsqlClient:
         self._http.close()
 
     def ksql(self, text: str, command_sequence_number: int | None = None,
-             attempts: int = 3) -> list[dict[str, Any]]:
-        """Run statements; a lost connection is retried with the same request id (never twice applied)."""
-        body: dict[str, Any] = {"ksql": text, "streamsProperties": {},
+             attempts: int = 3, properties: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Run statements, with ``properties`` as ksqlDB configuration overrides; a lost
+        connection is retried with the same request id (never twice applied)."""
+        body: dict[str, Any] = {"ksql": text, "streamsProperties": dict(properties or {}),
                                 "requestId": str(uuid.uuid4())}
         if command_sequence_number is not None:
             body["commandSequenceNumber"] = command_sequence_number

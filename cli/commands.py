@@ -19,6 +19,9 @@ Server = Annotated[str | None, typer.Option("--server", "-s", envvar="METASTORE_
 Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 User = Annotated[str | None, typer.Option("--user", "-u", envvar="METASTORE_USER",
                                           help="USER:PASSWORD for HTTP basic auth.")]
+Property = Annotated[list[str] | None, typer.Option(
+    "--property", "-p", help="A ksqlDB configuration override NAME=VALUE for the request "
+    "(streamsProperties), e.g. ksql.persistence.default.format.value=JSON (repeatable).")]
 
 
 @contextlib.contextmanager
@@ -46,6 +49,18 @@ def run_or_exit(action: Callable[[], T]) -> T:
         raise typer.Exit(2) from error
 
 
+def properties_of(given: list[str] | None) -> dict[str, str]:
+    """``--property NAME=VALUE`` options as a request's ``streamsProperties``."""
+    found: dict[str, str] = {}
+    for item in given or []:
+        name, equals, value = item.partition("=")
+        if not equals or not name.strip():
+            typer.echo(f"Error: --property takes NAME=VALUE, got {item!r}", err=True)
+            raise typer.Exit(2)
+        found[name.strip()] = value
+    return found
+
+
 def show(entities: Any, json_output: bool) -> None:
     if json_output:
         print_json(entities)
@@ -58,22 +73,25 @@ def exec_(sql: Annotated[str, typer.Argument(help="Statements, each ending in ';
           server: Server = None, json_output: Json = False, user: User = None,
           command_sequence_number: Annotated[int | None, typer.Option(
               "--command-sequence-number", help="Wait until this command is applied first.")] = None,
-          ) -> None:
+          prop: Property = None) -> None:
     """Run statements on a node."""
+    properties = properties_of(prop)
     with connected(server, user) as client:
-        show(run_or_exit(lambda: client.ksql(sql, command_sequence_number)), json_output)
+        show(run_or_exit(lambda: client.ksql(sql, command_sequence_number,
+                                             properties=properties)), json_output)
 
 
 def run_script(file: Annotated[Path, typer.Argument(help="A .sql file.")], server: Server = None,
-               json_output: Json = False, user: User = None) -> None:
+               json_output: Json = False, user: User = None, prop: Property = None) -> None:
     """Run a file of statements on a node, as one atomic request."""
+    properties = properties_of(prop)
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         typer.echo(f"Error: cannot read {file}: {error}", err=True)
         raise typer.Exit(2) from error
     with connected(server, user) as client:
-        show(run_or_exit(lambda: client.ksql(text)), json_output)
+        show(run_or_exit(lambda: client.ksql(text, properties=properties)), json_output)
 
 
 def describe(name: Annotated[str, typer.Argument(help="Stream or table name.")],

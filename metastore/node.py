@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from metastore.catalog import responses
 from metastore.catalog.exceptions import TooLargeError
+from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.catalog.topics import is_hidden
 from metastore.catalog.validation import Read, Skip, Validator, Write
 from metastore.checkpoint.checkpointer import Checkpointer, CheckpointPolicy
@@ -221,8 +222,10 @@ class Node:
     # -- requests ------------------------------------------------------------------------------
     def execute(self, request: str | Sequence[Statement], request_id: str | None = None,
                 submitter: str = "", command_sequence_number: int | None = None,
-                timeout: float | None = None) -> list[Entity]:
-        """Answer a request: its text, or its statements as already parsed."""
+                timeout: float | None = None,
+                config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
+        """Answer a request: its text, or its statements as already parsed; ``config``: its
+        ksqlDB configuration overrides (``streamsProperties``)."""
         statements = parse(request) if isinstance(request, str) else list(request)
         limit = self.config.limits.max_statements
         if len(statements) > limit:
@@ -231,9 +234,10 @@ class Node:
         if command_sequence_number is not None:
             self.wait_for(command_sequence_number, timeout or self.config.read_timeout)
         if not any(statement.writes_log for statement in statements):
-            return self.read(statements)
+            return self.read(statements, config)
         assert self.writer is not None, "start() the node first"
-        return self.writer.submit(statements, request_id or str(uuid.uuid4()), submitter, timeout)
+        return self.writer.submit(statements, request_id or str(uuid.uuid4()), submitter, timeout,
+                                  config)
 
     def wait_for(self, command_sequence_number: int, timeout: float) -> None:
         if not self.replica.wait_for_position(command_sequence_number + 1, timeout):
@@ -242,10 +246,12 @@ class Node:
                 f"{command_sequence_number} (applied up to {self.replica.position - 1})",
                 command_sequence_number)
 
-    def read(self, statements: list[Statement]) -> list[Entity]:
+    def read(self, statements: list[Statement],
+             config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
         """Answer statements that never write, from the current image."""
         image = self.replica.image
-        validator = Validator(image, KafkaTopicFacts(self.admin), limits=self.config.limits)
+        validator = Validator(image, KafkaTopicFacts(self.admin), limits=self.config.limits,
+                              config=config)
         entities: list[Entity] = []
         budget = self.config.limits.max_response_bytes
         status = self.query_status() if self.query_status is not None and any(

@@ -30,6 +30,7 @@ from metastore.api import error_codes as codes
 from metastore.api.auth import BasicAuth, LoginThrottle
 from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.api.metrics import NodeMetrics
+from metastore.catalog import overrides
 from metastore.exceptions import MetastoreError
 from metastore.health import PROBE_TIMEOUT_SECONDS, HealthProbe, KafkaHealth
 from metastore.kafka.admin import Admin
@@ -256,6 +257,11 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
     def _execute(body: KsqlRequest) -> Response:
         started = time.perf_counter()
         text = body.ksql
+        try:  # ksqlDB checks the overrides before the statements: a bad request, 40000
+            config = overrides.resolve(body.streamsProperties, strict=True)
+        except overrides.ConfigError as error:
+            metrics.count_request("bad_request")
+            return error_response(codes.BAD_REQUEST, error.message)
         try:
             statements = parse(text)
             if not statements:
@@ -268,7 +274,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                 return error_response(codes.SERVER_NOT_READY, "The node is catching up with the "
                                       "command log; retry shortly.")
             entities = node.execute(statements, request_id=body.requestId,
-                                    command_sequence_number=body.commandSequenceNumber)
+                                    command_sequence_number=body.commandSequenceNumber,
+                                    config=config)
         except MetastoreError as error:
             metrics.count_request(_outcome(error))
             return write_failed(error, text)

@@ -1,7 +1,8 @@
 """Resolved commands: what a validated statement does to the catalog, and their JSON form.
 
 A command carries everything ``apply`` needs (names, columns and types, topic, formats, derived
-schemas), so replay never re-reads Kafka, the clock or the statement's text.
+schemas, a persistent query's configuration), so replay never re-reads Kafka, the clock, the
+statement's text or the request's configuration overrides.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class CreateAsSelectCommand(Command):
     query_sources: tuple[str, ...]
     query_sql: str
     replace: bool = False
+    config: tuple[tuple[str, str], ...] = ()
+    """The query's ksqlDB settings (``ksql.functions.collect_list.limit``, ...), sorted."""
 
     @property
     def command_id(self) -> str:
@@ -52,6 +55,8 @@ class InsertQueryCommand(Command):
     sink: str
     query_sources: tuple[str, ...]
     query_sql: str
+    config: tuple[tuple[str, str], ...] = ()
+    """The query's ksqlDB settings, as :attr:`CreateAsSelectCommand.config`."""
 
     @property
     def command_id(self) -> str:
@@ -183,6 +188,20 @@ def source_from_json(data: dict[str, Any]) -> DataSource:
     )
 
 
+def config_json(config: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """``{"config": {...}}`` of a query's settings; nothing when it has none, so that records
+    (and images) of queries without settings are what they were before settings existed."""
+    return {"config": dict(config)} if config else {}
+
+
+def config_from_json(data: Any) -> tuple[tuple[str, str], ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, dict):
+        raise TypeError("a query's config is an object")
+    return tuple(sorted((str(k), str(v)) for k, v in data.items()))
+
+
 def to_json(command: Command) -> dict[str, Any]:
     if isinstance(command, CreateSourceCommand):
         return {"type": "createSource", "source": source_json(command.source),
@@ -190,10 +209,12 @@ def to_json(command: Command) -> dict[str, Any]:
     if isinstance(command, CreateAsSelectCommand):
         return {"type": "createAsSelect", "source": source_json(command.source),
                 "queryKind": command.query_kind, "querySources": list(command.query_sources),
-                "querySql": command.query_sql, "replace": command.replace}
+                "querySql": command.query_sql, "replace": command.replace,
+                **config_json(command.config)}
     if isinstance(command, InsertQueryCommand):
         return {"type": "insertQuery", "sink": command.sink,
-                "querySources": list(command.query_sources), "querySql": command.query_sql}
+                "querySources": list(command.query_sources), "querySql": command.query_sql,
+                **config_json(command.config)}
     if isinstance(command, DropSourceCommand):
         return {"type": "dropSource", "kind": command.kind.value, "name": command.name,
                 "deleteTopic": command.delete_topic, "topic": command.topic}
@@ -218,9 +239,11 @@ def from_json(data: dict[str, Any]) -> Command:
         if kind == "createAsSelect":
             return CreateAsSelectCommand(source_from_json(data["source"]), data["queryKind"],
                                          tuple(data["querySources"]), data["querySql"],
-                                         bool(data.get("replace", False)))
+                                         bool(data.get("replace", False)),
+                                         config_from_json(data.get("config")))
         if kind == "insertQuery":
-            return InsertQueryCommand(data["sink"], tuple(data["querySources"]), data["querySql"])
+            return InsertQueryCommand(data["sink"], tuple(data["querySources"]), data["querySql"],
+                                      config_from_json(data.get("config")))
         if kind == "dropSource":
             return DropSourceCommand(SourceKind(data["kind"]), data["name"],
                                      bool(data.get("deleteTopic", False)), str(data.get("topic", "")))

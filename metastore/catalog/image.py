@@ -71,6 +71,7 @@ class Image:
                         for n in sorted(self.sources)],
             "types": [[n, self.types[n].sql()] for n in sorted(self.types)],
             "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
+                        + ([dict(q.config)] if q.config else [])  # as before settings existed
                         for q in (self.queries[i] for i in sorted(self.queries))],
             "requests": [[r, list(o.offsets), list(o.command_ids), o.digest]
                          for r, o in sorted(self.requests.items())],
@@ -171,7 +172,7 @@ class Delta:
             query_id = f"INSERTQUERY_{offset}"
             self.queries[query_id] = PersistentQuery(query_id, "INSERT", command.sink,
                                                      command.query_sources, command.query_sql,
-                                                     offset)
+                                                     offset, command.config)
         elif isinstance(command, cmd.DropSourceCommand):
             self.sources.pop(command.name, None)
             for query_id in [q.query_id for q in self.queries.values() if q.sink == command.name]:
@@ -199,7 +200,7 @@ class Delta:
         previous = self.queries.get(query_id)
         self.queries[query_id] = PersistentQuery(
             query_id, command.query_kind, command.source.name, command.query_sources,
-            command.query_sql, previous.offset if previous else offset)
+            command.query_sql, previous.offset if previous else offset, command.config)
 
 
 def apply(image: Image, record: CommandRecord, offset: int) -> Image:

@@ -85,6 +85,8 @@ class PersistentQuery:
     sources: tuple[str, ...]
     sql: str
     offset: int
+    config: tuple[tuple[str, str], ...] = ()
+    """The ksqlDB settings the query runs with (``ksql.functions.collect_list.limit``), sorted."""
 
 
 @dataclass(frozen=True)

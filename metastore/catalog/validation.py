@@ -9,6 +9,13 @@ is written, never at replay.
 Besides the catalog's rules, a validator may be given the check of the runtime that will run
 persistent queries (a :class:`RuntimeCheck`, such as
 :func:`metastore.queries.support.check_runtime`); it gets the query's one analysis.
+
+A validator may also be given the request's ksqlDB configuration overrides
+(:class:`~metastore.catalog.overrides.ConfigOverrides`; a ``SET`` statement of the request
+changes them for the statements after it). They are resolved into the commands: default formats
+become the command's explicit formats, ``ksql.persistence.wrap.single.values`` the source's
+``WRAP_SINGLE_VALUE``, a persistent query's settings (``ksql.functions.collect_list.limit``)
+its command's ``config``. Replay reads the commands only.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from metastore.catalog import commands as cmd
-from metastore.catalog import formats, topics
+from metastore.catalog import formats, overrides, topics
 from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.exceptions import (
     DependentsExistError,
@@ -38,6 +45,7 @@ from metastore.catalog.exceptions import (
 )
 from metastore.catalog.image import Delta, Image
 from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.limits import MAX_NAME_LENGTH, MAX_REPLICAS, MAX_TYPE_DEPTH, RequestLimits
 from metastore.sql import statements as st
 from metastore.sql import types as ty
@@ -53,7 +61,7 @@ CREATE_PROPERTIES = frozenset({
 AS_SELECT_PROPERTIES = CREATE_PROPERTIES - {"WINDOW_TYPE", "WINDOW_SIZE"}
 PASS_THROUGH = ("TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
                 "RETENTION_MS", "REPLICAS")
-DEFAULT_KEY_FORMAT = "KAFKA"
+DEFAULT_KEY_FORMAT = overrides.KSQL_DEFAULT_KEY_FORMAT
 
 
 class TopicFacts(Protocol):
@@ -106,12 +114,14 @@ class Validator:
     """Validates a request's statements in order on one snapshot.
 
     With a ``runtime_check``, a persistent query it refuses is refused; without one, only the
-    catalog's rules apply."""
+    catalog's rules apply. ``config`` is the request's configuration overrides."""
 
     def __init__(self, snapshot: Image, facts: TopicFacts, first_offset: int | None = None,
                  runtime_check: RuntimeCheck | None = None,
-                 limits: RequestLimits | None = None) -> None:
+                 limits: RequestLimits | None = None,
+                 config: ConfigOverrides | None = None) -> None:
         self._delta = Delta(snapshot)
+        self._config = config or NO_OVERRIDES
         self._runtime_check = runtime_check
         self._facts = facts
         self._limits = limits or RequestLimits()
@@ -121,6 +131,11 @@ class Validator:
     @property
     def image(self) -> Image:
         return self._delta.apply()
+
+    @property
+    def config(self) -> ConfigOverrides:
+        """The configuration overrides in force (the request's, then its SET statements')."""
+        return self._config
 
     def validate(self, statement: st.Statement) -> Outcome:
         outcome = self._validate(statement)
@@ -162,7 +177,10 @@ class Validator:
                     f"Could not find STREAM/TABLE '{statement.name}' in the Metastore",
                     statement.name)
             return Read(statement)
-        if isinstance(statement, st.ListObjects | st.SetProperty):
+        if isinstance(statement, st.SetProperty):
+            self._config = self._config.set(statement.name, statement.value)
+            return Read(statement)
+        if isinstance(statement, st.ListObjects):
             return Read(statement)
         raise UnsupportedStatementError(f"Unsupported statement: {statement.text}")
 
@@ -198,9 +216,9 @@ class Validator:
                 raise SourceExistsError(
                     f"Cannot add {kind.label} '{name}': A {existing.kind.label} with the same "
                     "name already exists", name)
-        properties = statement.properties
+        properties: Mapping[str, st.PropertyValue] = statement.properties
         _check_known(properties, CREATE_PROPERTIES)
-        key_format, value_format = _formats(properties, defaults=None)
+        key_format, value_format = _formats(properties, defaults=None, config=self._config)
         if "KAFKA_TOPIC" not in properties:
             raise PropertyError('Failed to prepare statement: Missing required property "KAFKA_TOPIC" '
                                 "which has no default value.")
@@ -221,6 +239,7 @@ class Validator:
             raise SchemaError("The statement does not define any columns.", name)
         if kind is st.SourceKind.TABLE and not any(c.is_key for c in columns):
             raise SchemaError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", name)
+        properties = _default_wrapping(properties, columns, value_format, self._config)
         _check_formats(columns, key_format, value_format, properties)
         timestamp = _timestamp_column(properties, columns)
         partitions, topics_to_create = self._ensure_topic(topic, properties)
@@ -308,32 +327,33 @@ class Validator:
         first = self._delta.sources[analysis.sources[0]]
         key_format, value_format = _formats(statement.properties,
                                             defaults=(first.key_format, first.value_format))
-        if key_format == "NONE" and analysis.key_columns:
-            key_format = DEFAULT_KEY_FORMAT
+        if key_format == "NONE" and analysis.key_columns:  # ksqlDB: the default key format
+            key_format = self._config.default_key_format
         _check_delimiters(statement.properties, key_format, value_format)
         _check_wrapping(statement.properties, value_format)
         columns = list(analysis.columns)
         if kind is st.SourceKind.TABLE and not analysis.key_columns:
             raise SchemaError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", name)
-        _check_formats(columns, key_format, value_format, statement.properties)
-        topic = str(statement.properties.get("KAFKA_TOPIC", name))
+        properties = _default_wrapping(statement.properties, columns, value_format, self._config)
+        _check_formats(columns, key_format, value_format, properties)
+        topic = str(properties.get("KAFKA_TOPIC", name))
         topics.check_writable(topic)
-        partitions, created = self._ensure_topic(topic, statement.properties,
+        partitions, created = self._ensure_topic(topic, properties,
                                                  create_with=first.partitions or 1)
         if existing is not None:
             _check_replacement(existing, columns)
         source = DataSource(
             name=name, kind=kind, columns=tuple(columns), topic=topic, key_format=key_format,
             value_format=value_format, partitions=partitions, statement=statement.text,
-            window=analysis.window, timestamp_column=_timestamp_column(statement.properties, columns),
-            properties=_pass_through({**_inherited_delimiters(statement.properties, first),
-                                      **statement.properties}))
+            window=analysis.window, timestamp_column=_timestamp_column(properties, columns),
+            properties=_pass_through({**_inherited_delimiters(properties, first),
+                                      **properties}))
         if self._runtime_check is not None:
             self._runtime_check(analysis, source)
         query_kind = "CSAS" if kind is st.SourceKind.STREAM else "CTAS"
         return Write(statement, cmd.CreateAsSelectCommand(
             source, query_kind, analysis.sources, statement.query.text,
-            replace=existing is not None), created)
+            replace=existing is not None, config=self._config.query_config()), created)
 
     def _insert_into(self, statement: st.InsertInto) -> Outcome:
         target = self._delta.sources.get(statement.target)
@@ -359,7 +379,8 @@ class Validator:
         if self._runtime_check is not None:
             self._runtime_check(analysis, target)
         return Write(statement, cmd.InsertQueryCommand(target.name, analysis.sources,
-                                                       statement.query.text))
+                                                       statement.query.text,
+                                                       config=self._config.query_config()))
 
     def _insert_values(self, statement: st.InsertValues) -> None:
         target = self._delta.sources.get(statement.target)
@@ -508,8 +529,10 @@ def _check_known(properties: Mapping[str, st.PropertyValue], allowed: frozenset[
         raise PropertyError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
 
 
-def _formats(properties: Mapping[str, st.PropertyValue],
-             defaults: tuple[str, str] | None) -> tuple[str, str]:
+def _formats(properties: Mapping[str, st.PropertyValue], defaults: tuple[str, str] | None,
+             config: ConfigOverrides = NO_OVERRIDES) -> tuple[str, str]:
+    """The key and value formats: the statement's, else ``defaults`` (a query's source's), else
+    (a CREATE) the configured default formats, as ksqlDB's DefaultFormatInjector."""
     if "FORMAT" in properties:
         for specific in ("KEY_FORMAT", "VALUE_FORMAT"):
             if specific in properties:
@@ -520,11 +543,14 @@ def _formats(properties: Mapping[str, st.PropertyValue],
         both = str(properties["FORMAT"]).upper()
         key, value = both, both
     else:
-        key = str(properties.get("KEY_FORMAT", defaults[0] if defaults else DEFAULT_KEY_FORMAT)).upper()
+        key = str(properties.get("KEY_FORMAT", defaults[0] if defaults
+                                 else config.default_key_format)).upper()
         if "VALUE_FORMAT" in properties:
             value = str(properties["VALUE_FORMAT"]).upper()
         elif defaults is not None:
             value = defaults[1]
+        elif config.default_value_format is not None:
+            value = config.default_value_format
         else:
             raise PropertyError(
                 "Statement is missing the 'VALUE_FORMAT' property from the WITH clause. Either "
@@ -639,6 +665,23 @@ def _check_wrapping(properties: Mapping[str, st.PropertyValue], value_format: st
         shown = str(value).lower() if isinstance(value, bool) else str(value)
         raise FormatError(f"Format '{value_format}' does not support 'WRAP_SINGLE_VALUE' set to "
                           f"'{shown}'.")
+
+
+def _default_wrapping(properties: Mapping[str, st.PropertyValue], columns: list[Column],
+                      value_format: str, config: ConfigOverrides
+                      ) -> Mapping[str, st.PropertyValue]:
+    """``properties`` with the configured ``WRAP_SINGLE_VALUE`` when the statement sets none,
+    the value is a single column and the format supports that wrapping (as ksqlDB's
+    SerdeFeaturesFactory: otherwise the setting is silently not applied)."""
+    wrapped = config.wrap_single_values
+    if wrapped is None or "WRAP_SINGLE_VALUE" in properties:
+        return properties
+    if sum(c.role is st.ColumnRole.VALUE for c in columns) != 1:
+        return properties
+    fmt = formats.lookup(value_format)
+    if fmt is None or not (fmt.wraps if wrapped else fmt.unwraps):
+        return properties
+    return {**properties, "WRAP_SINGLE_VALUE": wrapped}
 
 
 def _persistence(columns: list[Column], key: bool, wrapped: bool) -> str:

@@ -27,6 +27,7 @@ created are deleted once the log shows it was not written and no source uses the
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import threading
@@ -39,6 +40,7 @@ from metastore.catalog import responses
 from metastore.catalog.exceptions import RequestIdReusedError, StatementError, TooLargeError, TopicError
 from metastore.catalog.image import Image
 from metastore.catalog.model import RequestOutcome
+from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.catalog.validation import Read, Skip, TopicFacts, Validator, Write
 from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.admin import Admin
@@ -105,6 +107,8 @@ class _Request:
     submitter: str
     digest: str
     deadline: float
+    config: ConfigOverrides = NO_OVERRIDES
+    """The request's ksqlDB configuration overrides (``streamsProperties``)."""
     created: set[str] = field(default_factory=set)
     """Topics an attempt created (kept across attempts: only a request that fails removes them)."""
     maybe_committed: bool = False
@@ -112,12 +116,16 @@ class _Request:
     the log without it."""
 
 
-def request_digest(statements: Sequence[Statement]) -> str:
-    """What a request id is bound to: the request's statements, in order."""
+def request_digest(statements: Sequence[Statement],
+                   config: ConfigOverrides = NO_OVERRIDES) -> str:
+    """What a request id is bound to: the request's statements, in order, and its configuration
+    overrides when it has any (a request without is digested as before overrides existed)."""
     digest = hashlib.sha256()
     for statement in statements:
         digest.update(statement.text.encode())
         digest.update(b"\0")
+    if config.values:
+        digest.update(json.dumps(config.to_json(), sort_keys=True).encode())
     return digest.hexdigest()
 
 
@@ -160,21 +168,24 @@ class CommandWriter:
 
     # -- public --------------------------------------------------------------------------------
     def submit(self, statements: Sequence[Statement], request_id: str, submitter: str = "",
-               timeout: float | None = None) -> list[Entity]:
-        """Validate and write ``statements`` atomically; one entity per statement."""
+               timeout: float | None = None,
+               config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
+        """Validate and write ``statements`` atomically; one entity per statement. ``config``:
+        the request's configuration overrides."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.options.request_timeout)
         if not self._lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
             raise NotWrittenError("The statement was NOT written to the command log: the node "
                                   "was busy with other writes until the request's deadline.")
         try:
             self.stats.requests += 1
-            return self._submit_locked(statements, request_id, submitter, deadline)
+            return self._submit_locked(statements, request_id, submitter, deadline, config)
         finally:
             self._lock.release()
 
     def _submit_locked(self, statements: Sequence[Statement], request_id: str, submitter: str,
-                       deadline: float) -> list[Entity]:
-        request = _Request(request_id, submitter, request_digest(statements), deadline)
+                       deadline: float, config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
+        request = _Request(request_id, submitter, request_digest(statements, config), deadline,
+                           config)
         try:
             return self._with_retries(statements, request)
         except BaseException as error:
@@ -302,7 +313,7 @@ class CommandWriter:
                 return self._replayed(statements, prior, image)
             facts = self._facts or KafkaTopicFacts(self._admin, deadline)
             validator = Validator(image, facts, first_offset=end, limits=self._limits,
-                                  runtime_check=check_runtime)
+                                  runtime_check=check_runtime, config=request.config)
             outcomes = [validator.validate(statement) for statement in statements]
             writes = [o for o in outcomes if isinstance(o, Write)]
             if not writes:

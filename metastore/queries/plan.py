@@ -105,11 +105,13 @@ def compile_query(query: PersistentQuery, image: Image) -> QueryPlan:
     problem = runtime_problem(analysis, sink)
     if problem is not None:
         raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")
-    return _plan(query.query_id, analysis, sink)
+    return _plan(query.query_id, analysis, sink, dict(query.config))
 
 
-def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
-    """The plan of an analysed query the runtime supports (it rewrites the query's tree)."""
+def _plan(query_id: str, analysis: Analysis, sink: DataSource,
+          config: dict[str, object] | None = None) -> QueryPlan:
+    """The plan of an analysed query the runtime supports (it rewrites the query's tree);
+    ``config``: the query's ksqlDB settings, for the translation of its functions."""
     select = analysis.query.select
     assert isinstance(select, exp.Select)
     prefix = "q_" + re.sub(r"[^0-9a-zA-Z_]", "_", query_id).lower()
@@ -187,7 +189,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource) -> QueryPlan:
                                 quoted=True))
     generated = _take_table_functions(items)
     select.set("expressions", items)
-    _rewrite(select, stream_alias)
+    _rewrite(select, stream_alias, config)
     if generated:
         _explode(select, generated, stream_alias)
     if batch is not None:
@@ -378,7 +380,8 @@ def _bound(alias: str, which: str) -> exp.Expr:
     return exp.Anonymous(this="unix_millis", expressions=[field])
 
 
-def _rewrite(select: exp.Expr, stream_alias: str) -> None:
+def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | None = None
+             ) -> None:
     """ksqlDB expressions as Spark SQL with ksqlDB's meaning: every function call, array index
     and division through :func:`metastore.functions.library.to_spark`; window bounds and
     struct access as the query's views hold them."""
@@ -392,7 +395,8 @@ def _rewrite(select: exp.Expr, stream_alias: str) -> None:
         return node
 
     offset = exp.column("ROWOFFSET", table=stream_alias, quoted=True)
-    context = functions.SparkContext(row_offset=offset, rewrite=rewrite, keep_undeclared=True)
+    context = functions.SparkContext(row_offset=offset, rewrite=rewrite, keep_undeclared=True,
+                                     config=config or {})
     try:
         functions.to_spark(select, context)
     except UntranslatableError as error:

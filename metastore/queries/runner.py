@@ -200,7 +200,8 @@ class QueryRunner:
                 if self._stopping.is_set():
                     break
                 found = self._entries.get(query_id)
-                if found is not None and found.query.sql != query.sql:
+                if found is not None and (found.query.sql, found.query.config) != (
+                        query.sql, query.config):
                     self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new SQL
                     found = None
                 entry = found or _Entry(query, QueryState(query_id, PENDING))

@@ -3,9 +3,11 @@
 For each test:
 
 1. its statements are parsed and validated exactly as a node validates them (the same
-   :class:`~metastore.catalog.validation.Validator`, with the Spark runtime check), on an empty
-   catalog of its own; topics the test declares, or its CREATE statements name without
-   ``PARTITIONS``, exist (ksqlDB's test driver creates them), others are created as a node would;
+   :class:`~metastore.catalog.validation.Validator`, with the Spark runtime check and the test's
+   ``properties`` as the request's configuration overrides, names ksqlDB would not know ignored
+   as its test driver does), on an empty catalog of its own; topics the test declares, or its
+   CREATE statements name without ``PARTITIONS``, exist (ksqlDB's test driver creates them),
+   others are created as a node would;
 2. every Kafka topic is namespaced (``qtt-<run>-<n>-<topic>``), so tests never see each other;
 3. the inputs are produced, in order, with their keys and values encoded in the formats of the
    source declared on their topic, their timestamps (0 when not given, as ksqlDB's driver does)
@@ -30,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from metastore.catalog import overrides
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.catalog.model import DataSource
 from metastore.catalog.validation import Validator
@@ -160,8 +163,12 @@ class QueryTestRunner:
             statements = parse(test.script)
         except ParseError as error:
             raise _RefusedError(str(error)) from error
+        try:
+            config = overrides.resolve(test.properties, strict=False)
+        except overrides.ConfigError as error:
+            raise _RefusedError(f"properties: {error}") from error
         validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
-                              runtime_check=check_runtime)
+                              runtime_check=check_runtime, config=config)
         for statement in statements:
             if isinstance(statement, st.InsertValues):
                 raise _RefusedError("INSERT INTO ... VALUES is not run by metastore test")

@@ -91,6 +91,32 @@ def test_error_codes(server: ServerProcess) -> None:
     assert missing.status_code == 404 and missing.json()["error_code"] == 40400
 
 
+def test_streams_properties_override_the_configuration(server: ServerProcess) -> None:
+    topic = unique("props")
+    created = ksql(server, f"CREATE STREAM PROPS (K STRING KEY, V INT) WITH (KAFKA_TOPIC='{topic}',"
+                           " PARTITIONS=1);",
+                   streamsProperties={"ksql.persistence.default.format.value": "DELIMITED",
+                                      "ksql.persistence.wrap.single.values": "false",
+                                      "ksql.streams.auto.offset.reset": "earliest"})
+    assert created.status_code == 200, created.text
+    described = ksql(server, "DESCRIBE PROPS;").json()[0]["sourceDescription"]
+    assert (described["keyFormat"], described["valueFormat"]) == ("KAFKA", "DELIMITED")
+
+    for properties, message in (
+            ({"ksql.no.such.setting": 1}, "Not recognizable as ksql, streams, consumer, or "
+                                          "producer property: 'ksql.no.such.setting'"),
+            ({"ksql.persistence.wrap.single.values": "maybe"}, "Failed to coerce type of value "
+                                                              "'maybe'")):
+        refused = ksql(server, "CREATE STREAM NEVER (V INT) WITH (KAFKA_TOPIC='never', "
+                               "VALUE_FORMAT='JSON', PARTITIONS=1);",
+                       streamsProperties=properties)
+        assert refused.status_code == 400, refused.text
+        body = refused.json()
+        assert body["error_code"] == 40000 and message in body["message"]
+    shown = ksql(server, "SHOW STREAMS;").json()[0]["streams"]
+    assert "NEVER" not in {s["name"] for s in shown}
+
+
 def test_waiting_for_an_unknown_sequence_number_times_out(
         server_factory: Callable[..., ServerProcess]) -> None:
     server = server_factory("--read-timeout", "1")

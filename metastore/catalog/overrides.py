@@ -1,0 +1,261 @@
+"""ksqlDB configuration overrides of a request: which names exist, their values, their effects.
+
+A request may override ksqlDB's configuration: ``streamsProperties`` of ``POST /ksql``, a
+``SET 'name' = 'value';`` earlier in the same request, a query test's ``properties``. Following
+ksqlDB's ``KsqlConfigResolver``, a name is a ksqlDB setting (``ksql.``), a free-form function
+setting (``ksql.functions.``) or a Kafka Streams / client setting (``ksql.streams.`` or no
+prefix). A ``ksql.`` name ksqlDB does not define is refused when resolution is strict (REST and
+SET); a query test's properties are resolved leniently, as ksqlDB's test driver builds its
+config from them without checking names.
+
+Only these settings have an effect here; the others are recognised and accepted without one:
+
+- ``ksql.persistence.default.format.key`` / ``.value``: the formats of a CREATE STREAM/TABLE
+  that names none (and the key format of a query whose source's key format is NONE);
+- ``ksql.persistence.wrap.single.values``: the ``WRAP_SINGLE_VALUE`` of a source whose value
+  is a single column and whose statement does not set it;
+- ``ksql.functions.collect_list.limit`` / ``collect_set.limit``: configuration of a persistent
+  query, kept on its command and handed to the Spark translation of its functions.
+
+``ksql.functions.substring.legacy.args`` is accepted without effect: ksqlDB removed SUBSTRING's
+legacy argument mode and no longer reads it (its tests only ever set it to false, today's mode).
+
+Validation resolves these into the commands it writes (explicit formats, the source's wrapping,
+the query's configuration), so replay never depends on a request's overrides. A value that does
+not parse is a :class:`ConfigError` (nothing is written).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from metastore.catalog import formats
+from metastore.catalog.exceptions import PropertyError
+
+DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"
+DEFAULT_VALUE_FORMAT = "ksql.persistence.default.format.value"
+WRAP_SINGLE_VALUES = "ksql.persistence.wrap.single.values"
+COLLECT_LIST_LIMIT = "ksql.functions.collect_list.limit"
+COLLECT_SET_LIMIT = "ksql.functions.collect_set.limit"
+
+QUERY_SETTINGS = frozenset({COLLECT_LIST_LIMIT, COLLECT_SET_LIMIT})
+"""Settings a persistent query runs with (stored on its command)."""
+
+KSQL_DEFAULT_KEY_FORMAT = "KAFKA"
+"""ksqlDB's default of ``ksql.persistence.default.format.key``."""
+
+DENIED = frozenset({"ksql.service.id"})
+"""Settings no request may override (ksqlDB's server denylist always holds the service id)."""
+
+FREE_FORM_PREFIXES = ("ksql.functions.", "ksql.streams.", "ksql.connect.",
+                      "ksql.schema.registry.", "ksql.query.pull.thread.pool.size.")
+"""``ksql.`` prefixes ksqlDB does not resolve name by name: function settings (free form), Kafka
+Streams and client settings, and prefixed groups of settings."""
+
+KSQL_SETTINGS = frozenset({
+    "ksql.access.validator.enable", "ksql.admin.request.retry.timeout.ms",
+    "ksql.assert.schema.default.timeout.ms", "ksql.assert.topic.default.timeout.ms",
+    "ksql.authorization.cache.expiry.time.secs", "ksql.authorization.cache.max.entries",
+    "ksql.cast.strings.preserve.nulls", "ksql.client.ip_port.configuration.enabled",
+    "ksql.create.or.replace.enabled", "ksql.create.topic.inherit.source.replicas.enabled",
+    "ksql.deployment.type", "ksql.endpoint.migrate.query", "ksql.error.classifier.regex",
+    "ksql.extension.dir", "ksql.fail.on.deserialization.error", "ksql.fail.on.production.error",
+    "ksql.fetch.remote.hosts.max.timeout.seconds", "ksql.headers.columns.enabled",
+    "ksql.hidden.topics", "ksql.insert.into.values.enabled", "ksql.internal.metric.collectors",
+    "ksql.internal.metrics", "ksql.internal.streams.error.collector",
+    "ksql.internal.topic.min.insync.replicas", "ksql.internal.topic.replicas",
+    "ksql.json_sr.converter.deserializer.enabled",
+    "ksql.kafka.client.additional.config.prefixes", "ksql.lambdas.enabled",
+    "ksql.metastore.backup.location", "ksql.metrics.extension", "ksql.metrics.tags.custom",
+    "ksql.nested.error.set.null", "ksql.new.query.planner.enabled",
+    "ksql.output.topic.name.prefix", DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT,
+    WRAP_SINGLE_VALUES, "ksql.persistent.prefix", "ksql.properties.overrides.allowlist",
+    "ksql.properties.overrides.denylist", "ksql.properties.overrides.log",
+    "ksql.properties.overrides.range.validation.log.enabled",
+    "ksql.properties.overrides.validation.mode",
+    "ksql.properties.overrides.validation.restore.enabled",
+    "ksql.proxy.protocol.local.mode.enabled", "ksql.pull.queries.enable",
+    "ksql.query.cleanup.shutdown.timeout.ms", "ksql.query.error.max.queue.size",
+    "ksql.query.persistent.active.limit", "ksql.query.persistent.max.bytes.buffering.total",
+    "ksql.query.pull.coordinator.queue.capacity", "ksql.query.pull.enable.standby.reads",
+    "ksql.query.pull.forwarding.timeout.ms", "ksql.query.pull.interpreter.enabled",
+    "ksql.query.pull.limit.clause.enabled", "ksql.query.pull.max.allowed.offset.lag",
+    "ksql.query.pull.max.concurrent.requests", "ksql.query.pull.max.hourly.bandwidth.megabytes",
+    "ksql.query.pull.max.qps", "ksql.query.pull.metrics.enabled",
+    "ksql.query.pull.range.scan.enabled", "ksql.query.pull.router.queue.capacity",
+    "ksql.query.pull.router.thread.pool.size", "ksql.query.pull.stream.enabled",
+    "ksql.query.pull.table.scan.enabled", "ksql.query.pull.thread.pool.size",
+    "ksql.query.push.v2.alos.enabled", "ksql.query.push.v2.catchup.consumer.msg.window",
+    "ksql.query.push.v2.continuation.tokens.enabled", "ksql.query.push.v2.enabled",
+    "ksql.query.push.v2.interpreter.enabled", "ksql.query.push.v2.latest.reset.age.ms",
+    "ksql.query.push.v2.max.catchup.consumers",
+    "ksql.query.push.v2.max.hourly.bandwidth.megabytes", "ksql.query.push.v2.metrics.enabled",
+    "ksql.query.push.v2.new.latest.delay.ms", "ksql.query.push.v2.registry.installed",
+    "ksql.query.retry.backoff.initial.ms", "ksql.query.retry.backoff.max.ms",
+    "ksql.query.status.running.threshold.seconds",
+    "ksql.query.transient.max.bytes.buffering.total", "ksql.queryanonymizer.cluster_namespace",
+    "ksql.queryanonymizer.logs_enabled", "ksql.readonly.topics",
+    "ksql.resource.extension.class", "ksql.runtime.feature.shared.enabled",
+    "ksql.schema.registry.url", "ksql.security.extension.class", "ksql.service.id",
+    "ksql.shared.runtimes.count", "ksql.sink.window.change.log.additional.retention",
+    "ksql.source.table.materialization.enabled", "ksql.streams.shutdown.timeout.ms",
+    "ksql.suppress.buffer.size.bytes", "ksql.suppress.enabled", "ksql.timestamp.throw.on.invalid",
+    "ksql.transient.prefix", "ksql.transient.query.cleanup.service.enable",
+    "ksql.transient.query.cleanup.service.initial.delay.seconds",
+    "ksql.transient.query.cleanup.service.period.seconds", "ksql.udf.collect.metrics",
+    "ksql.udf.enable.security.manager", "ksql.udfs.enabled", "ksql.variable.substitution.enable",
+    "ksql.websocket.connection.max.timeout.ms",
+})
+"""The names of ksqlDB's own settings (its ``KsqlConfig``), which a request may override."""
+
+OFFSET_RESET = frozenset({"auto.offset.reset", "ksql.streams.auto.offset.reset",
+                          "ksql.streams.consumer.auto.offset.reset"})
+"""The consumer's ``auto.offset.reset``, whose value 'none' ksqlDB refuses."""
+
+ConfigValue = str | bool | int | None
+
+_INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
+"""ksqlDB parses function limits as Java ints."""
+
+
+class ConfigError(PropertyError):
+    """A configuration override that is unknown, not allowed, or whose value does not parse."""
+
+    code = "config_error"
+
+
+@dataclass(frozen=True)
+class ConfigOverrides:
+    """A request's overrides, parsed: ``values`` holds each given setting with an effect here."""
+
+    values: Mapping[str, ConfigValue] = field(default_factory=dict)
+
+    @property
+    def default_key_format(self) -> str:
+        value = self.values.get(DEFAULT_KEY_FORMAT)
+        return str(value) if value is not None else KSQL_DEFAULT_KEY_FORMAT
+
+    @property
+    def default_value_format(self) -> str | None:
+        value = self.values.get(DEFAULT_VALUE_FORMAT)
+        return str(value) if value is not None else None
+
+    @property
+    def wrap_single_values(self) -> bool | None:
+        value = self.values.get(WRAP_SINGLE_VALUES)
+        return value if isinstance(value, bool) else None
+
+    def query_config(self) -> tuple[tuple[str, str], ...]:
+        """What a persistent query created under these overrides runs with, sorted."""
+        return tuple(sorted((name, str(value)) for name, value in self.values.items()
+                            if name in QUERY_SETTINGS and value is not None))
+
+    def set(self, name: str, value: ConfigValue) -> ConfigOverrides:
+        """These overrides after ``SET 'name' = 'value'`` (``UNSET`` when ``value`` is None)."""
+        if resolve_name(name) is None:
+            raise ConfigError(f"Unknown property: {name[:200]}")
+        _check_allowed(name)
+        values = {k: v for k, v in self.values.items() if k != name}
+        if value is not None:
+            parsed = parse_value(name, value)
+            if parsed is not None:
+                values[name] = parsed
+        return ConfigOverrides(values)
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: self.values[name] for name in sorted(self.values)}
+
+
+NO_OVERRIDES = ConfigOverrides()
+
+
+def resolve(properties: Mapping[str, Any] | None, strict: bool = True) -> ConfigOverrides:
+    """The overrides of ``properties`` (name to value, as JSON gives them).
+
+    ``strict``: a ``ksql.`` name ksqlDB does not define is an error (ksqlDB's REST API);
+    otherwise it is ignored (ksqlDB's query-test driver)."""
+    values: dict[str, ConfigValue] = {}
+    for name in sorted(properties or {}):
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError("A configuration override needs a name.")
+        if resolve_name(name) is None:
+            if strict:
+                raise ConfigError(f"Not recognizable as ksql, streams, consumer, or producer "
+                                  f"property: '{name[:200]}'")
+            continue
+        _check_allowed(name)
+        raw = properties[name] if properties is not None else None
+        if raw is None:
+            continue
+        parsed = parse_value(name, raw)
+        if parsed is not None:
+            values[name] = parsed
+    return ConfigOverrides(values)
+
+
+def resolve_name(name: str) -> str | None:
+    """What ``name`` is to ksqlDB: ``"ksql"`` (one of its settings), ``"function"`` (free
+    form), ``"streams"`` (a Kafka Streams or client setting), or None when not a setting."""
+    if name.startswith("ksql.functions."):
+        return "function"
+    if name.startswith("ksql.streams.") or not name.startswith("ksql."):
+        return "streams"
+    if name in KSQL_SETTINGS or name.startswith(FREE_FORM_PREFIXES):
+        return "ksql"
+    return None
+
+
+def parse_value(name: str, raw: Any) -> ConfigValue:
+    """The value of one setting with an effect here, parsed and checked (None for a setting
+    without one: its value is accepted as given)."""
+    if name in (DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT):
+        text = _text(name, raw).strip().upper()
+        if formats.lookup(text) is None:
+            raise ConfigError(f"Invalid value for config '{name}': {_shown(raw)}. Unknown format: "
+                              f"{_shown(raw)}")
+        return text
+    if name == WRAP_SINGLE_VALUES:
+        if isinstance(raw, bool):
+            return raw
+        text = raw.strip().lower() if isinstance(raw, str) else ""
+        if text not in ("true", "false"):
+            raise _coerce_error(name, raw, "Expected value to be either true or false")
+        return text == "true"
+    if name in QUERY_SETTINGS:
+        number: int | None = None
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            number = raw
+        elif isinstance(raw, str) and re.fullmatch(r"\s*[+-]?[0-9]{1,12}\s*", raw):
+            number = int(raw)
+        if number is None or not _INT_MIN <= number <= _INT_MAX:
+            raise _coerce_error(name, raw, "Expected a whole number (a negative one is no limit)")
+        return number
+    if name in OFFSET_RESET and str(raw).strip().lower() == "none":
+        raise ConfigError("'none' is not valid for this property within KSQL")
+    return None
+
+
+def _check_allowed(name: str) -> None:
+    if name in DENIED:
+        raise ConfigError("One or more properties overrides set locally are prohibited by the "
+                          f"KSQL server denylist (use UNSET to reset their default value): [{name}]")
+
+
+def _text(name: str, raw: Any) -> str:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return str(raw)
+    raise _coerce_error(name, raw, "Expected a string")
+
+
+def _shown(raw: Any) -> str:
+    text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+    return text[:100]
+
+
+def _coerce_error(name: str, raw: Any, reason: str) -> ConfigError:
+    return ConfigError(f"Failed to coerce type of value '{_shown(raw)}' for key '{name}': {reason}")
