@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metastore.catalog import overrides
 from metastore.check import run_script
 from metastore.query_tests.post import normalise_schema
 
@@ -59,7 +60,11 @@ class Report:
 
 def evaluate(case: dict[str, Any]) -> CaseResult:
     script = "\n".join(s if s.rstrip().endswith(";") else s + ";" for s in case["statements"])
-    results, image = run_script(script, runtime_check=False)  # ksqlDB's catalog rules
+    try:  # the case's configuration overrides, resolved as ksqlDB's test driver does
+        config = overrides.resolve(case.get("properties"), strict=False)
+    except overrides.ConfigError:
+        config = None
+    results, image = run_script(script, runtime_check=False, config=config)  # its catalog rules
     failed = next((i for i, r in enumerate(results) if not r.ok), None)
     base = dict(case_id=case["id"], kind=case["kind"], pure_ddl=bool(case.get("pure_ddl")))
     if case["kind"] == "error":
@@ -96,7 +101,7 @@ def evaluate(case: dict[str, Any]) -> CaseResult:
             if wanted and str(wanted).upper() != actual:
                 return CaseResult(**base, verdict=False, message=None,
                                   detail=f"{key} {actual} expected {wanted}")
-    runtime = next((r for r in run_script(script)[0] if not r.ok), None)
+    runtime = next((r for r in run_script(script, config=config)[0] if not r.ok), None)
     return CaseResult(**base, verdict=True, message=None, runtime_refused=runtime is not None,
                       detail=runtime.message[:300] if runtime is not None else "")
 

@@ -13,6 +13,7 @@ from typing import Any
 from metastore.api.error_codes import error_code
 from metastore.catalog import responses
 from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
+from metastore.catalog.overrides import ConfigOverrides
 from metastore.catalog.validation import Read, Skip, Validator, Write
 from metastore.exceptions import MetastoreError
 from metastore.queries.support import check_runtime
@@ -43,11 +44,13 @@ class CheckResult:
                 "message": self.message, "entity": self.entity}
 
 
-def run_script(text: str, runtime_check: bool = True) -> tuple[list[CheckResult], Image]:
+def run_script(text: str, runtime_check: bool = True,
+               config: ConfigOverrides | None = None) -> tuple[list[CheckResult], Image]:
     """Results, one per statement up to the first failure, and the catalog at the end.
 
     ``runtime_check=False`` validates the catalog rules only, not whether the Spark runtime can
-    run each persistent query (to measure conformance with ksqlDB's own rules).
+    run each persistent query (to measure conformance with ksqlDB's own rules); ``config``: the
+    request's ksqlDB configuration overrides.
     """
     try:
         statements = parse(text)
@@ -59,8 +62,8 @@ def run_script(text: str, runtime_check: bool = True) -> tuple[list[CheckResult]
     spark_check = check_runtime if runtime_check else None
     for statement in statements:
         try:
-            outcome = Validator(image, AssumedTopics(),
-                                runtime_check=spark_check).validate(statement)
+            outcome = Validator(image, AssumedTopics(), runtime_check=spark_check,
+                                config=config).validate(statement)
         except MetastoreError as error:
             results.append(CheckResult(statement.text, False, error_code(error), error.message, None))
             break
