@@ -27,8 +27,10 @@ TIMESTAMP_HEADER = "metastore.timestamp"
 """Header carrying a sink record's timestamp until the producer's interceptor applies it."""
 
 
-def key_expression(sink: DataSource, window_start: str | None = None) -> str:
-    """The Kafka key of a sink record, from the typed sink columns (and the window start)."""
+def key_expression(sink: DataSource, window_start: str | None = None,
+                   session_end: str | None = None) -> str:
+    """The Kafka key of a sink record, from the typed sink columns (and the window start; a
+    session's end before its start, Kafka Streams' session key layout)."""
     columns = sink.key_columns
     if not columns or sink.key_format == "NONE":
         return "CAST(NULL AS BINARY)"
@@ -43,6 +45,9 @@ def key_expression(sink: DataSource, window_start: str | None = None) -> str:
                    f"ELSE {_delimited(columns, sink.property('KEY_DELIMITER'))} END")
     else:
         raise ValueError(f"key format {fmt} cannot be written")
+    if window_start is not None and session_end is not None:
+        return (f"concat(CAST({encoded} AS BINARY), {_int64(session_end)}, "
+                f"{_int64(window_start)})")
     if window_start is not None:
         return f"concat(CAST({encoded} AS BINARY), {_int64(window_start)})"
     return encoded

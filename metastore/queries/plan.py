@@ -54,6 +54,9 @@ NULL_KEY = "__MS_NULL_KEY"
 TABLE_FUNCTION = "__MS_TF"
 RAW_KEY = "__MS_RAW_KEY"
 SENTINEL = "__MS_SENTINEL"
+WINDOW_END = "__MS_WINDOWEND"
+TOUCHED = "__MS_TOUCHED"
+SESSION_WINDOW = "session_window"
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     stream_alias: str | None = None
     source_topics: list[str] = []
     changelog = analysis.reads[0].source.kind is SourceKind.TABLE and not analysis.joins
+    window = analysis.windowing if analysis.windowed else None
+    session = window if window is not None and window.kind == "SESSION" else None
     batch: BatchStage | None = None
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
@@ -126,9 +131,12 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         if source.kind is SourceKind.STREAM or changelog:
             stream_alias = stream_alias or alias
             source_topics.append(source.topic)
-            steps += _stream_steps(source, view, analysis.windowing)
+            steps += _stream_steps(source, view, None if session else analysis.windowing)
             if changelog and analysis.aggregate:
                 batch = _changelog_stage(source, view)
+                view = f"{view}_input"
+            elif session is not None:
+                batch = _session_stage(source, view)
                 view = f"{view}_input"
         else:
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
@@ -148,6 +156,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             item = exp.If(this=tombstone, true=exp.Null(), false=item)
         items.append(exp.alias_(item, name, quoted=True))
     windowed = analysis.windowed
+    bounds = _Bounds(exp.column(WINDOW, table=stream_alias, quoted=True))
+    if session is not None:  # ksqlDB's gap is inclusive, Spark's exclusive (in milliseconds)
+        gap = (session.gap_ms or 0) + 1
+        bounds = _Bounds(exp.column(SESSION_WINDOW), end_offset_ms=gap)
     rowtime: exp.Expr = exp.column("ROWTIME", table=stream_alias, quoted=True)
     if analysis.aggregate:  # an aggregate's record carries the newest input's time, as ksqlDB's
         rowtime = exp.Max(this=rowtime)
@@ -181,25 +193,40 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                                 quoted=True))
     if windowed:
         group = select.args.get("group") or exp.Group(expressions=[])
-        group.append("expressions", exp.column(WINDOW, table=stream_alias, quoted=True))
+        window_column: exp.Expr = exp.column(WINDOW, table=stream_alias, quoted=True)
+        if session is not None:
+            event_time = exp.column(TS, table=stream_alias, quoted=True)
+            window_column = exp.Anonymous(this=SESSION_WINDOW, expressions=[
+                event_time, exp.Literal.string(f"{bounds.end_offset_ms} milliseconds")])
+        group.append("expressions", window_column)
         select.set("group", group)
-        items.append(exp.alias_(_bound(stream_alias, "start"), WINDOW_START, quoted=True))
+        items.append(exp.alias_(bounds.start(), WINDOW_START, quoted=True))
+        if session is not None:
+            items.append(exp.alias_(bounds.end(), WINDOW_END, quoted=True))
+            touched = exp.Max(this=exp.Cast(this=exp.column(SENTINEL, table=stream_alias,
+                                                            quoted=True),
+                                            to=exp.DataType.build("INT")))
+            items.append(exp.alias_(touched, TOUCHED, quoted=True))
+            if not any(item.alias_or_name == NULL_VALUE for item in items):
+                items.append(exp.alias_(exp.false(), NULL_VALUE, quoted=True))
     elif not analysis.aggregate:
         items.append(exp.alias_(exp.column(SOURCE, table=stream_alias, quoted=True), SOURCE,
                                 quoted=True))
     generated = _take_table_functions(items)
     select.set("expressions", items)
-    _rewrite(select, stream_alias, config)
+    _rewrite(select, stream_alias, config, bounds)
     if generated:
         _explode(select, generated, stream_alias)
-    if batch is not None:
+    if batch is not None and session is None:
         _aggregate_touched_groups(select, stream_alias)
     inner = select.sql(dialect="spark", identify=True)
+    if batch is not None and session is not None:
+        batch, inner = _session_changes(batch, inner, select, sink)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
     hidden = WINDOW_START if windowed else (None if analysis.aggregate else SOURCE)
     typed.append(f"{_sink_time(sink)} AS {quote(ROWTIME)}")
-    deletes = not analysis.aggregate or having is not None
+    deletes = not analysis.aggregate or having is not None or session is not None
     if deletes:
         typed.append(quote(NULL_VALUE))
     typed.append(quote(HEADERS))
@@ -207,12 +234,15 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         typed.append(quote(NULL_KEY))
     if hidden is not None:
         typed.append(quote(hidden))
+    if session is not None:
+        typed.append(quote(WINDOW_END))
     value = encoding.value_expression(sink)
     if deletes:
         value = f"CASE WHEN {quote(NULL_VALUE)} THEN NULL ELSE {value} END"
     headers = encoding.headers(quote(ROWTIME), quote(SOURCE) if hidden == SOURCE else None,
                                quote(HEADERS))
-    key = encoding.key_expression(sink, quote(WINDOW_START) if windowed else None)
+    key = encoding.key_expression(sink, quote(WINDOW_START) if windowed else None,
+                                  quote(WINDOW_END) if session is not None else None)
     if keeps_key:
         key = f"CASE WHEN {quote(NULL_KEY)} THEN NULL ELSE {key} END"
     records = [f"{key} AS key", f"{value} AS value", f"{headers} AS headers"]
@@ -312,6 +342,51 @@ def _changelog_stage(source: DataSource, view: str) -> BatchStage:
                Step(f"{view}_previous", previous), Step(f"{view}_input", rows)))
 
 
+def _session_stage(source: DataSource, view: str) -> BatchStage:
+    """SESSION windows, whose sessions merge when an event bridges them: each micro-batch
+    re-aggregates the stream's records up to it (read from its topic, in batch) into sessions,
+    once with the micro-batch's records (marked as sentinels) and once without; see
+    :func:`_session_changes` for what is written."""
+    history = f"{view}_history"
+    micro_batch = f"{view}_batch"
+    history_steps = [replace(step, streaming=False, watermark_ms=None)
+                     for step in _stream_steps(source, history, None)]
+    rows = (f"SELECT h.*, (e.__ms_first IS NOT NULL AND h.ROWOFFSET >= e.__ms_first) AS "
+            f"{SENTINEL} FROM {quote(history)} AS h LEFT JOIN (SELECT ROWPARTITION AS __ms_p, "
+            f"min(ROWOFFSET) AS __ms_first, max(ROWOFFSET) AS __ms_last FROM {quote(micro_batch)} "
+            "GROUP BY ROWPARTITION) AS e ON h.ROWPARTITION = e.__ms_p "
+            "WHERE e.__ms_last IS NULL OR h.ROWOFFSET <= e.__ms_last")
+    earlier = f"SELECT * FROM {quote(view + '_input')} WHERE NOT {SENTINEL}"
+    return BatchStage(
+        source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
+        steps=(*history_steps, Step(f"{view}_input", rows), Step(f"{view}_earlier", earlier)))
+
+
+def _session_changes(stage: BatchStage, aggregation: str, select: exp.Select,
+                     sink: DataSource) -> tuple[BatchStage, str]:
+    """What a micro-batch changes in a SESSION-windowed table: every session holding one of its
+    records (its new value), and a tombstone for each earlier session of the same keys that is
+    no longer one (merged into a larger session), as ksqlDB writes them."""
+    input_view = stage.steps[-2].view
+    earlier_view = stage.steps[-1].view
+    after, before = f"{input_view}_sessions", f"{earlier_view}_sessions"
+    earlier = aggregation.replace(quote(input_view), quote(earlier_view))
+    names = [item.alias_or_name for item in select.expressions]
+    keys = [c.name for c in sink.key_columns]
+    same_key = " AND ".join(f"b.{quote(k)} <=> t.{quote(k)}" for k in keys) or "true"
+    same_session = " AND ".join(
+        [f"b.{quote(k)} <=> a.{quote(k)}" for k in keys]
+        + [f"b.{quote(bound)} = a.{quote(bound)}" for bound in (WINDOW_START, WINDOW_END)])
+    deleted = ", ".join(f"true AS {quote(n)}" if n == NULL_VALUE else f"b.{quote(n)}"
+                        for n in names)
+    changes = (f"SELECT * FROM {quote(after)} WHERE {quote(TOUCHED)} = 1 UNION ALL "
+               f"SELECT {deleted} FROM {quote(before)} AS b LEFT SEMI JOIN (SELECT * FROM "
+               f"{quote(after)} WHERE {quote(TOUCHED)} = 1) AS t ON {same_key} "
+               f"LEFT ANTI JOIN {quote(after)} AS a ON {same_session}")
+    steps = (*stage.steps, Step(after, aggregation), Step(before, earlier))
+    return replace(stage, steps=steps), changes
+
+
 def _aggregate_touched_groups(select: exp.Select, alias: str) -> None:
     """Keep only the groups a sentinel touched, and keep sentinels out of every aggregate
     (each Spark aggregate call gets ``FILTER (WHERE NOT sentinel)``); the result's time is the
@@ -374,14 +449,31 @@ def _stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> l
             Step(view, f"SELECT *, unix_millis({TS}) AS ROWTIME{bounds} FROM {quote(view + '_decoded')}")]
 
 
-def _bound(alias: str, which: str) -> exp.Expr:
-    field = exp.Dot(this=exp.column(WINDOW, table=alias, quoted=True),
-                    expression=exp.to_identifier(which))
-    return exp.Anonymous(this="unix_millis", expressions=[field])
+@dataclass(frozen=True)
+class _Bounds:
+    """Where a windowed aggregation's rows find their window's bounds: a struct column
+    (``start``, ``end``) and how far past ksqlDB's WINDOWEND its ``end`` is (a session's end in
+    Spark is its last event plus the gap; in ksqlDB, the last event)."""
+
+    window: exp.Expr
+    end_offset_ms: int = 0
+
+    def start(self) -> exp.Expr:
+        return self._millis("start")
+
+    def end(self) -> exp.Expr:
+        end = self._millis("end")
+        if not self.end_offset_ms:
+            return end
+        return exp.Sub(this=end, expression=exp.Literal.number(self.end_offset_ms))
+
+    def _millis(self, which: str) -> exp.Expr:
+        field = exp.Dot(this=self.window.copy(), expression=exp.to_identifier(which))
+        return exp.Anonymous(this="unix_millis", expressions=[field])
 
 
-def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | None = None
-             ) -> None:
+def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | None = None,
+             bounds: _Bounds | None = None) -> None:
     """ksqlDB expressions as Spark SQL with ksqlDB's meaning: every function call, array index
     and division through :func:`metastore.functions.library.to_spark`; window bounds and
     struct access as the query's views hold them."""
@@ -389,7 +481,8 @@ def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | No
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name in ("WINDOWSTART",
                                                                              "WINDOWEND"):
-            return _bound(stream_alias, "start" if node.name == "WINDOWSTART" else "end")
+            window = bounds or _Bounds(exp.column(WINDOW, table=stream_alias, quoted=True))
+            return window.start() if node.name == "WINDOWSTART" else window.end()
         if isinstance(node, exp.JSONExtract):
             return struct_access(node)
         return node

@@ -55,8 +55,9 @@ def _clauses(query: Query) -> str | None:
     select = query.select
     if query.emit_final:
         return "EMIT FINAL is not supported (results are emitted as they change)"
-    if query.window is not None and query.window.kind not in ("TUMBLING", "HOPPING"):
-        return f"{query.window.kind} windows are not supported (TUMBLING and HOPPING are)"
+    if query.window is not None and query.window.kind == "SESSION" and query.select.args.get(
+            "joins"):
+        return "SESSION windows over a join are not supported"
     if select.args.get("limit") is not None:
         return "LIMIT is not supported in a persistent query"
     if select.args.get("order") is not None:

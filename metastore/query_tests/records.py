@@ -34,9 +34,9 @@ def encode(record: CaseRecord, source: DataSource | None) -> KafkaBytes:
         return KafkaBytes(_generic(record.key), _generic(record.value))
     key = _encode_key(record.key, source)
     if record.window is not None and key is not None:
-        key += struct.pack(">q", record.window.start)
-        if record.window.kind == "SESSION":
+        if record.window.kind == "SESSION":  # Kafka Streams' session key: end, then start
             key += struct.pack(">q", record.window.end)
+        key += struct.pack(">q", record.window.start)
     return KafkaBytes(key, _encode_value(record.value, source))
 
 
@@ -109,7 +109,7 @@ def decode_key(raw: bytes | None, sink: DataSource | None) -> DecodedKey:
         raw = raw[:-8]
         window = Window(start, start + (sink.window.size_ms or 0), "TIME")
     elif sink.window is not None and len(raw) >= 16:
-        start, end = struct.unpack(">q", raw[-16:-8])[0], struct.unpack(">q", raw[-8:])[0]
+        end, start = struct.unpack(">q", raw[-16:-8])[0], struct.unpack(">q", raw[-8:])[0]
         raw = raw[:-16]
         window = Window(start, end, "SESSION")
     columns = sink.key_columns

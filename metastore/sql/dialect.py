@@ -555,6 +555,12 @@ class KsqlParser(parser.Parser):
         self._advance()
         kind_token = self._curr
         kind = kind_token.text.upper() if kind_token else ""
+        following = self._next.text.upper() if self._next else ""
+        if kind not in ("TUMBLING", "HOPPING", "SESSION") and following in (
+                "TUMBLING", "HOPPING", "SESSION"):  # ksqlDB's grammar lets a window be named
+            self._advance()
+            kind_token = self._curr
+            kind = following
         if kind not in ("TUMBLING", "HOPPING", "SESSION"):
             self._fail("Expecting TUMBLING, HOPPING or SESSION after WINDOW", kind_token or window_token)
         self._advance()

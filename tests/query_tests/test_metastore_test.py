@@ -23,6 +23,7 @@ DEV_SLICE = (
     "qtt/group-by.json::constant (stream->table)",
     "qtt/group-by.json::field with re-key (table->table)",  # a row moves to another group
     "qtt/count.json::should support removing zero counts from table",  # HAVING deletes a group
+    "qtt/latest-offset-udaf.json::merging session windows",  # SESSION windows merge
     "qtt/partition-by.json::multiple key columns",
     "qtt/null.json::stream filter with null value",
     "qtt/headers.json::Can create and query stream with HEADER('key') columns",
@@ -75,6 +76,7 @@ def dev_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.timeout(900)  # one run of every case of the slice, a few seconds each
 def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp_path: Path,
                                                        dev_slice: Path) -> None:
     wrong = [dict(OUTPUTS[0]), {**OUTPUTS[1], "value": {"NAME": "C", "DOUBLED": 5.0}}]

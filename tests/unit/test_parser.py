@@ -149,3 +149,17 @@ def test_sqlglot_command_fallback_is_never_accepted() -> None:
     for text in ("EXPLAIN SELECT * FROM x;", "PRINT 'topic';", "RUN SCRIPT 'x.sql';"):
         with pytest.raises(ParseError, match=re.escape("Unknown statement")):
             parse(text)
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("CREATE TABLE O AS SELECT ID, COUNT(*) AS N FROM I WINDOW SESSION (1 SECONDS) GROUP BY ID;",
+     "SESSION"),
+    ("CREATE TABLE O AS SELECT ID, COUNT(*) AS N FROM I WINDOW w1 SESSION (1 SECONDS) "
+     "GROUP BY ID;", "SESSION"),
+    ("CREATE TABLE O AS SELECT ID, COUNT(*) AS N FROM I WINDOW w2 TUMBLING (SIZE 1 SECONDS) "
+     "GROUP BY ID;", "TUMBLING"),
+])
+def test_a_window_may_be_named_as_ksqldb_allows(text: str, kind: str) -> None:
+    statement = parse(text)[0]
+    assert isinstance(statement, st.CreateAsSelect) and statement.query.window is not None
+    assert statement.query.window.kind == kind
