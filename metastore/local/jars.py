@@ -2,13 +2,15 @@
 
 A jar set is a pom in ``poms/`` whose runtime dependencies Maven copies into
 ``<cache>/jars/<name>/``. A stamp file records the pom's hash and parameters, so a second call
-costs one file read and a changed pom resolves again.
+costs one file read and a changed pom resolves again. The project's own Java classes (a producer
+interceptor, the PROTOBUF_NOSR codec) are compiled with javac into one jar beside them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -36,12 +38,21 @@ def kafka_broker() -> JarSet:
 
 
 def spark_kafka_connector() -> JarSet:
-    """Spark's Kafka connector for the pyspark that is installed (versions must match exactly)."""
+    """The jars a node's Spark adds to pyspark's: Spark's Kafka connector for the pyspark that is
+    installed (versions must match exactly) and protobuf-java, which the project's PROTOBUF_NOSR
+    codec (:data:`PROTOBUF_CODEC_CLASS`) runs with."""
     import pyspark
 
     version = pyspark.__version__
-    return JarSet(name=f"spark-kafka-{version}", pom="spark-kafka.xml",
+    return JarSet(name=f"spark-connectors-{version}", pom="spark-connectors.xml",
                   properties={"spark.version": version})
+
+
+def pyspark_jars() -> Path:
+    """The directory of the jars pyspark ships (Spark itself, Jackson, ...)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
 
 
 def require_tool(tool: str, hint: str) -> str:
@@ -130,24 +141,30 @@ def _download(jar_set: JarSet, target: Path, progress: TextIO | None) -> None:
 # -- the project's own Java ------------------------------------------------------------------------
 INTERCEPTOR_CLASS = "io.metastore.kafka.RecordTimestampInterceptor"
 """The producer interceptor that sets a sink record's timestamp from its header (see the source)."""
-_INTERCEPTOR_SOURCE = "java/io/metastore/kafka/RecordTimestampInterceptor.java"
-_INTERCEPTOR_JAR = "metastore-kafka-interceptor.jar"
+PROTOBUF_CODEC_CLASS = "io.metastore.protobuf.ProtobufNoSrCodec"
+"""PROTOBUF_NOSR records to and from ksqlDB's JSON, called from Spark SQL (see the source)."""
+_JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
+                 "java/io/metastore/protobuf/ProtobufNoSrCodec.java")
+_PROJECT_JAR = "metastore-java.jar"
 
 
 def record_timestamp_interceptor(progress: TextIO | None = sys.stderr) -> Path:
-    """The jar of :data:`INTERCEPTOR_CLASS`, compiled against the Spark connector's Kafka client
-    the first time (and again when its source changes)."""
-    source = resources.files("metastore.local").joinpath(_INTERCEPTOR_SOURCE).read_text(
-        encoding="utf-8")
-    clients = [j for j in resolve(spark_kafka_connector(), progress)
-               if j.name.startswith("kafka-clients")]
-    if not clients:
-        raise JavaBuildError("no kafka-clients jar to compile against in the Spark Kafka "
-                             "connector's jars")
-    stamp_value = {"source_sha256": hashlib.sha256(source.encode()).hexdigest(),
-                   "classpath": clients[0].name}
-    target = jar_dir("metastore-kafka-interceptor")
-    jar = target / _INTERCEPTOR_JAR
+    """The jar of :data:`INTERCEPTOR_CLASS`: the project's Java jar (:func:`project_jar`)."""
+    return project_jar(progress)
+
+
+def project_jar(progress: TextIO | None = sys.stderr) -> Path:
+    """The jar of the project's Java classes (:data:`INTERCEPTOR_CLASS`,
+    :data:`PROTOBUF_CODEC_CLASS`), compiled against the Spark connector jars (the Kafka client,
+    protobuf-java) and pyspark's (Jackson) the first time, and again when a source changes."""
+    sources = {path: resources.files("metastore.local").joinpath(path).read_text(encoding="utf-8")
+               for path in _JAVA_SOURCES}
+    connector = resolve(spark_kafka_connector(), progress)
+    stamp_value = {"sources_sha256": {path: hashlib.sha256(text.encode()).hexdigest()
+                                      for path, text in sources.items()},
+                   "classpath": sorted(j.name for j in connector)}
+    target = jar_dir("metastore-java")
+    jar = target / _PROJECT_JAR
     try:
         if json.loads((target / STAMP).read_text()) == stamp_value and jar.exists():
             return jar
@@ -159,21 +176,25 @@ def record_timestamp_interceptor(progress: TextIO | None = sys.stderr) -> Path:
     # a staging directory of its own: nodes starting together may compile at the same time
     staging = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
     (staging / "classes").mkdir(parents=True)
-    java_file = staging / Path(_INTERCEPTOR_SOURCE).name
-    java_file.write_text(source, encoding="utf-8")
+    java_files = []
+    for path, text in sources.items():
+        java_file = staging / "src" / path
+        java_file.parent.mkdir(parents=True, exist_ok=True)
+        java_file.write_text(text, encoding="utf-8")
+        java_files.append(str(java_file))
     if progress is not None:
-        print("Compiling the record timestamp interceptor (first run only)...", file=progress,
-              flush=True)
-    for command in ([javac, "--release", "17", "-cp", str(clients[0]), "-d",
-                     str(staging / "classes"), str(java_file)],
-                    [jar_tool, "cf", str(staging / _INTERCEPTOR_JAR), "-C",
+        print("Compiling the project's Java classes (first run only)...", file=progress, flush=True)
+    classpath = os.pathsep.join([*(str(j) for j in connector), str(pyspark_jars() / "*")])
+    for command in ([javac, "--release", "17", "-nowarn", "-cp", classpath, "-d",
+                     str(staging / "classes"), *java_files],
+                    [jar_tool, "cf", str(staging / _PROJECT_JAR), "-C",
                      str(staging / "classes"), "."]):
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise JavaBuildError((done.stderr or done.stdout).strip()[:2000])
     shutil.rmtree(staging / "classes")
-    java_file.unlink()
+    shutil.rmtree(staging / "src")
     (staging / STAMP).write_text(json.dumps(stamp_value))
     shutil.rmtree(target, ignore_errors=True)
     try:

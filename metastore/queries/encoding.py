@@ -7,6 +7,8 @@ The inverse of the decoding in :mod:`metastore.spark.views`, byte for byte what 
   unwrapped single value (``WRAP_SINGLE_VALUE=false``); TIMESTAMP as epoch milliseconds, DATE as
   epoch days, BYTES as base64, as ksqlDB's JSON serializer does;
 - DELIMITED: the columns' text joined by the delimiter, a null as an empty field;
+- PROTOBUF_NOSR: a plain serialized message of the schema ksqlDB derives from the columns
+  (:mod:`metastore.protobuf.schema`), written by the project's JVM codec from the columns' JSON;
 - a windowed key (TUMBLING / HOPPING) is the key's bytes followed by the window start as an
   8-byte big-endian epoch-millisecond, ksqlDB's time-windowed key layout.
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 import re
 
 from metastore.catalog.model import Column, DataSource
+from metastore.protobuf import schema as protobuf
+from metastore.spark.protobuf import encode_binary
 from metastore.spark.types import quote, string_literal
 from metastore.sql import types as ty
 
@@ -43,6 +47,8 @@ def key_expression(sink: DataSource, window_start: str | None = None,
         all_null = " AND ".join(f"{quote(c.name)} IS NULL" for c in columns)
         encoded = (f"CASE WHEN {all_null} THEN NULL "
                    f"ELSE {_delimited(columns, sink.property('KEY_DELIMITER'))} END")
+    elif fmt == protobuf.FORMAT:
+        encoded = _protobuf(protobuf.key_schema(sink), columns)
     else:
         raise ValueError(f"key format {fmt} cannot be written")
     if window_start is not None and session_end is not None:
@@ -65,7 +71,17 @@ def value_expression(sink: DataSource) -> str:
         return _json_object(columns)
     if fmt == "DELIMITED":
         return _delimited(columns, sink.property("VALUE_DELIMITER"))
+    if fmt == protobuf.FORMAT:
+        return _protobuf(protobuf.value_schema(sink), columns)
     raise ValueError(f"value format {fmt} cannot be written")
+
+
+def _protobuf(schema: protobuf.ProtobufSchema, columns: tuple[Column, ...]) -> str:
+    """ksqlDB's JSON of the columns (the bare value of an unwrapped one) as a message of the
+    derived schema, by the project's JVM codec: a NULL unwrapped column is a NULL record, a row of
+    NULLs an empty message."""
+    json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
+    return encode_binary(schema, json_text)
 
 
 def headers(rowtime: str, source_column: str | None, source_headers: str | None = None) -> str:

@@ -20,13 +20,14 @@ from metastore.catalog.analysis import Analysis
 from metastore.catalog.model import DataSource
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
+from metastore.protobuf.schema import source_problem as protobuf_source_problem
 from metastore.queries.exceptions import UnsupportedByRuntimeError
 from metastore.spark.views import KAFKA_TYPES, decode_problem
 from metastore.sql import types as ty
 from metastore.sql.statements import Query, SourceKind
 
-SINK_KEY_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED", "NONE"})
-SINK_VALUE_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED"})
+SINK_KEY_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED", "PROTOBUF_NOSR", "NONE"})
+SINK_VALUE_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED", "PROTOBUF_NOSR"})
 KAFKA_FORMAT_TYPES = KAFKA_TYPES
 _REFUSED_NODES: dict[type[exp.Expr], str] = {
     exp.Subquery: "sub-queries", exp.Window: "OVER (...) window functions",
@@ -144,4 +145,7 @@ def _sink(sink: DataSource) -> str | None:
                 if column.type not in KAFKA_FORMAT_TYPES:
                     return (f"KAFKA {side}s of type {column.type.sql()} cannot be written "
                             "(INTEGER, BIGINT, DOUBLE, STRING and BYTES can)")
+    problem = protobuf_source_problem(sink)
+    if problem is not None:
+        return f"the sink cannot be written: {problem}"
     return None

@@ -1,9 +1,11 @@
 """Test records as Kafka bytes and back, in the formats of the source or sink that owns a topic.
 
 Inputs are encoded the way a ksqlDB producer would write them for the source declared on their
-topic (KAFKA primitives big-endian, JSON, DELIMITED text); sink records are decoded into the
-test's representation (JSON values; DELIMITED and KAFKA strings as text), windowed keys split
-into the key and its window. A topic no source declares is written as text or JSON.
+topic (KAFKA primitives big-endian, JSON, DELIMITED text, PROTOBUF_NOSR messages of the schema
+derived from the columns); sink records are decoded into the test's representation (JSON values;
+DELIMITED and KAFKA strings as text; PROTOBUF_NOSR as ksqlDB's test driver reads it, a NULL
+primitive as its default), windowed keys split into the key and its window. A topic no source
+declares is written as text or JSON.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from metastore.catalog.model import Column, DataSource
+from metastore.protobuf import schema as protobuf
+from metastore.protobuf import values as protobuf_values
 from metastore.query_tests.cases import CaseRecord, Window
 from metastore.sql import types as ty
 
@@ -58,6 +62,8 @@ def _encode_key(key: Any, source: DataSource) -> bytes | None:
         return _kafka(key, columns[0].type)
     if source.key_format == "JSON":
         return json.dumps(key).encode()
+    if source.key_format == protobuf.FORMAT:
+        return _protobuf(protobuf.key_schema(source), key)
     return _text(key)
 
 
@@ -69,7 +75,19 @@ def _encode_value(value: Any, source: DataSource) -> bytes | None:
         return _kafka(value, columns[0].type) if columns else _generic(value)
     if source.value_format == "JSON":
         return json.dumps(value).encode()
+    if source.value_format == protobuf.FORMAT:
+        return _protobuf(protobuf.value_schema(source), value)
     return _text(value)
+
+
+def _protobuf(schema: protobuf.ProtobufSchema, value: Any) -> bytes | None:
+    """``value`` as a PROTOBUF_NOSR record of the schema the runtime reads (for a single
+    primitive key the same bytes as ksqlDB's test driver, which writes the message of the key
+    columns)."""
+    try:
+        return protobuf_values.encode(schema, value)
+    except protobuf_values.ProtobufValueError as error:
+        raise RecordCodecError(str(error)) from error
 
 
 def _text(value: Any) -> bytes:
@@ -119,6 +137,8 @@ def decode_key(raw: bytes | None, sink: DataSource | None) -> DecodedKey:
         return DecodedKey(_from_kafka(raw, columns[0]), window)
     if sink.key_format == "JSON":
         return DecodedKey(_json(raw), window)
+    if sink.key_format == protobuf.FORMAT:
+        return DecodedKey(_from_protobuf(protobuf.key_schema(sink), raw), window)
     return DecodedKey(raw.decode(errors="replace"), window)
 
 
@@ -131,7 +151,18 @@ def decode_value(raw: bytes | None, sink: DataSource | None) -> Any:
         return _from_kafka(raw, sink.value_columns[0])
     if sink.value_format == "JSON":
         return _json(raw)
+    if sink.value_format == protobuf.FORMAT:
+        return _from_protobuf(protobuf.value_schema(sink), raw)
     return raw.decode(errors="replace")
+
+
+def _from_protobuf(schema: protobuf.ProtobufSchema, raw: bytes) -> Any:
+    """A PROTOBUF_NOSR record as ksqlDB's test driver reads it; bytes that are not a message of
+    the schema are shown as hex, so the verdict reports them."""
+    try:
+        return protobuf_values.decode(schema, raw)
+    except protobuf_values.ProtobufValueError:
+        return f"<not {schema.message}: {raw.hex()}>"
 
 
 def _from_kafka(raw: bytes, column: Column) -> Any:

@@ -189,7 +189,7 @@ class QueryTestRunner:
 
     def _create_topics(self, test: QueryTest, image: Image, physical: Rename) -> None:
         for name, partitions in self._topics(test, image).items():
-            self._admin.create(physical(name), partitions)
+            self._admin.create(physical(name), partitions, config=KEEP_RECORDS)
 
     def _delete_topics(self, test: QueryTest, image: Image, physical: Rename) -> None:
         self._admin.start_deleting([physical(t) for t in self._topics(test, image)])
@@ -265,6 +265,11 @@ class RunKafkaError(MetastoreError):
 def _first_line(error: BaseException) -> str:
     text = str(getattr(error, "desc", None) or error).strip()
     return text.splitlines()[0][:1000] if text else type(error).__name__
+
+
+KEEP_RECORDS = {"retention.ms": "-1"}
+"""A test's records carry the test's timestamps (often 0, 1970): a broker's time retention
+would delete them at its next check."""
 
 
 def _namespaced(plan: QueryPlan, physical: Rename) -> QueryPlan:

@@ -1,4 +1,5 @@
-"""The node's SparkSession: the project's Kafka connector jars, quiet logs, UI off.
+"""The node's SparkSession: the Kafka connector and protobuf-java jars and the project's Java jar
+(the sink timestamp interceptor, the PROTOBUF_NOSR codec), quiet logs, UI off.
 
 With ``persistent_catalog`` the session's catalog is Spark's Hive catalog in an embedded Derby
 database under the node's data directory, so the streams and tables projected into it survive a
@@ -28,7 +29,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
     from pyspark.sql import SparkSession
 
     connector = [*jars.resolve(jars.spark_kafka_connector(), progress=None),
-                 jars.record_timestamp_interceptor(progress=None)]
+                 jars.project_jar(progress=None)]
     warehouse.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.master(master).appName(app_name)

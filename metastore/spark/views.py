@@ -7,6 +7,10 @@ Each source becomes two objects in the service's database:
 - ``<name>``: a view that decodes key and value with the declared formats into the declared
   columns, key columns first. A table's view keeps the latest row per key and drops tombstones.
 
+KAFKA, JSON and DELIMITED are decoded by Spark SQL alone; PROTOBUF_NOSR records by the project's
+JVM codec (:mod:`metastore.spark.protobuf`) into ksqlDB's JSON of the key or value, which is then
+read as the JSON format is.
+
 Each object carries a ``metastore.spec`` property: a hash of everything that defines it, so
 reconciliation compares hashes, never definitions.
 """
@@ -21,12 +25,19 @@ from dataclasses import dataclass
 
 from metastore.catalog.formats import SPARK_READABLE
 from metastore.catalog.model import Column, DataSource
+from metastore.protobuf import schema as protobuf
+from metastore.spark.protobuf import decode_json
 from metastore.spark.types import quote, spark_type, string_literal
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, SourceKind
 
 KAFKA_TYPES = (ty.INTEGER, ty.BIGINT, ty.DOUBLE, ty.STRING, ty.BYTES)
 """The types ksqlDB's KAFKA format can carry (Kafka's own serializers)."""
+READABLE = SPARK_READABLE | {protobuf.FORMAT}
+"""Formats the Spark projection and the runtime decode."""
+PROTOBUF_KEY = "__ms_pb_key"
+PROTOBUF_VALUE = "__ms_pb_value"
+"""A PROTOBUF_NOSR record's key and value decoded once into JSON text, which the columns read."""
 RAW_PREFIX = "_kafka_"
 SPEC_PROPERTY = "metastore.spec"
 
@@ -96,6 +107,7 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
                             for c in source.columns)
         return f"SELECT {columns} FROM {raw_table}"
     expressions = [f"{_column_expression(source, c)} AS {quote(c.name)}" for c in source.columns]
+    raw_table = _with_protobuf(source, raw_table)
     decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table}"
     if source.kind is SourceKind.STREAM or extra:
         return decoded
@@ -105,6 +117,20 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
             f"FROM {raw_table}) WHERE __latest = 1 AND NOT __tombstone")
 
 
+def _with_protobuf(source: DataSource, raw_table: str) -> str:
+    """``raw_table`` with a PROTOBUF_NOSR key and value decoded once per record (the codec is a
+    non-deterministic ``java_method`` call, which Spark evaluates once when it sits below the
+    projection that reads it many times)."""
+    decoded = []
+    if source.key_format == protobuf.FORMAT and source.key_columns:
+        decoded.append(f"{decode_json(protobuf.key_schema(source), 'key')} AS {PROTOBUF_KEY}")
+    if source.value_format == protobuf.FORMAT:
+        decoded.append(f"{decode_json(protobuf.value_schema(source), 'value')} AS {PROTOBUF_VALUE}")
+    if not decoded:
+        return raw_table
+    return f"(SELECT *, {', '.join(decoded)} FROM {raw_table}) AS __ms_protobuf"
+
+
 def decode_problem(source: DataSource) -> str | None:
     """Why Spark cannot decode ``source``'s records yet, or None."""
     return _unsupported(source)
@@ -112,8 +138,11 @@ def decode_problem(source: DataSource) -> str | None:
 
 def _unsupported(source: DataSource) -> str | None:
     for fmt in (source.key_format, source.value_format):
-        if fmt not in SPARK_READABLE:
+        if fmt not in READABLE:
             return f"the {fmt} format is not supported by the Spark projection"
+    problem = protobuf.source_problem(source)
+    if problem is not None:
+        return problem
     if source.window is not None:
         return "windowed keys are not decoded yet"
     key_columns = source.key_columns
@@ -133,9 +162,13 @@ def _column_expression(source: DataSource, column: Column) -> str:
                 "-1).value")
     if column.is_key:
         columns = source.key_columns
+        if source.key_format == protobuf.FORMAT:
+            return _json_field(PROTOBUF_KEY, column, bare=protobuf.key_schema(source).unwrapped)
         return _field(source.key_format, "key", columns, column,
                       source.property("KEY_DELIMITER"), wrapped=True)
     columns = source.value_columns
+    if source.value_format == protobuf.FORMAT:
+        return _json_field(PROTOBUF_VALUE, column, bare=protobuf.value_schema(source).unwrapped)
     wrapped = source.property("WRAP_SINGLE_VALUE") != "false"
     return _field(source.value_format, "value", columns, column,
                   source.property("VALUE_DELIMITER"), wrapped)
@@ -155,12 +188,17 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
         element = f"from_csv({text}, {string_literal(fields)}, {options}).c{index}"
         return _from_text(element, column.type)
     if fmt == "JSON":
-        if len(columns) == 1 and (raw == "key" or not wrapped):
-            return _from_json_value(text, column.type)
-        fields = (f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), "
-                  "(k, v) -> upper(k))")
-        return _from_text(f"{fields}[{string_literal(column.name.upper())}]", column.type)
+        return _json_field(text, column, bare=len(columns) == 1 and (raw == "key" or not wrapped))
     raise ValueError(f"format {fmt} is not decodable")
+
+
+def _json_field(text: str, column: Column, bare: bool) -> str:
+    """``column`` from ksqlDB's JSON text of a key or value: the value itself when ``bare``
+    (a single unwrapped column), else the object's field named as the column (any case)."""
+    if bare:
+        return _from_json_value(text, column.type)
+    fields = f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), (k, v) -> upper(k))"
+    return _from_text(f"{fields}[{string_literal(column.name.upper())}]", column.type)
 
 
 def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:

@@ -40,6 +40,8 @@ DEV_SLICE = (
     "qtt/collect-list.json::collect_list int - JSON",
     "qtt/topk-group-by.json::topk integer struct - JSON",
     "qtt/in.json::int - valid",
+    "qtt/collect-list.json::collect_list date map - PROTOBUF_NOSR",  # a MAP of DATEs, PROTOBUF_NOSR
+    "qtt/protobuf.json::protobuf_nosr primitives with null",  # a NULL INT reads back as 0
     "qtt/cast.json::struct to string",
     "qtt/collect-set.json::collect_set with limit of 1",  # the test's properties apply
     "qtt/serdes.json::serialization should pick up value wrapping from config",
