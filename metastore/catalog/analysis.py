@@ -27,7 +27,7 @@ from metastore.catalog.exceptions import QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
 from metastore.functions import casts, operators
 from metastore.functions import library as functions
-from metastore.functions.collections import common_type
+from metastore.functions.datetime import partial_timestamp_millis
 from metastore.functions.registry import (
     TIME_UNITS,
     Argument,
@@ -673,9 +673,16 @@ class _Typer:
         other nodes."""
         comparison = operators.COMPARISONS.get(type(node))
         if comparison is not None and isinstance(node, exp.Binary):
+            for column, other in ((node.left, node.right), (node.right, node.left)):
+                if self._is_time_column(column):
+                    self._as_epoch_millis(other)
+                    break
             self._compare(comparison, node, node.left, node.right)
             return ty.BOOLEAN
         if isinstance(node, exp.Between):
+            if self._is_time_column(node.this):
+                self._as_epoch_millis(node.args["low"])
+                self._as_epoch_millis(node.args["high"])
             for bound, kind in ((node.args["low"], exp.GTE), (node.args["high"], exp.LTE)):
                 self._compare(operators.COMPARISONS[kind], node, node.this, bound)
             return ty.BOOLEAN
@@ -696,6 +703,26 @@ class _Typer:
                                     node) from error
             return target
         return None
+
+    def _is_time_column(self, node: exp.Expr) -> bool:
+        """Whether a filter compares ``node`` as ksqlDB's magic timestamp: ROWTIME, WINDOWSTART
+        or WINDOWEND written bare, in WHERE (or HAVING)."""
+        return (self.clause in ("WHERE", "HAVING") and isinstance(node, exp.Column)
+                and not node.table and node.name.upper() in _TIME_COLUMNS
+                and self._lambda_variable(node.name) is None)
+
+    def _as_epoch_millis(self, node: exp.Expr) -> None:
+        """A string literal compared with a magic timestamp column is the epoch milliseconds
+        of the (possibly partial) timestamp it spells (ksqlDB's
+        ``StatementRewriteForMagicPseudoTimestamp``): the tree is rewritten in place."""
+        text = node.name if isinstance(node, exp.Literal) and node.is_string else None
+        if text is None:
+            return
+        try:
+            millis = partial_timestamp_millis(text)
+        except ValueError as error:
+            raise QueryError(str(error)) from error
+        node.replace(exp.Literal.number(millis))
 
     def _arithmetic(self, symbol: str, node: exp.Binary) -> ty.SqlType:
         """The type of ``node`` (``left <symbol> right``), its operands already typed."""
@@ -759,24 +786,54 @@ class _Typer:
         for argument, param in zip(args, resolution.params, strict=False):
             if isinstance(argument, exp.Null):
                 functions.annotate(argument, param)
+        functions.annotate_params(node, resolution.params)
         return resolution.returns
 
     def _constructor(self, name: str, args: list[exp.Expr]) -> ty.SqlType:
-        arg_types = [self.type_of(a) for a in args]
-        if name == "ARRAY":  # ksqlDB's common type of the elements (NULLs take it too)
-            known = [None if isinstance(a, exp.Null) else t for a, t in zip(args, arg_types,
-                                                                          strict=True)]
-            element = common_type(known) or next((t for t in known if t is not None), ty.STRING)
-            for argument in args:
-                if isinstance(argument, exp.Null):
-                    functions.annotate(argument, element)
+        if name == "STRUCT":
+            arg_types = [self.type_of(a) for a in args]
+            return ty.StructType(tuple((_struct_field_name(a, i), t) for i, (a, t)
+                                       in enumerate(zip(args, arg_types, strict=True))))
+        if name == "ARRAY":
+            if not args:
+                raise QueryError("Array constructor cannot be empty. Please supply at least one "
+                                 f"element ({_ISSUE_4239}).")
+            element = self._user_list(args, "an array with all NULL elements",
+                                      "cast a NULL value")
             return ty.ArrayType(element)
-        if name == "MAP":
-            values = arg_types[1::2] if not args or not isinstance(args[0], exp.PropertyEQ) \
-                else arg_types
-            return ty.MapType(ty.STRING, values[0] if values else ty.STRING)
-        return ty.StructType(tuple(
-            (_struct_field_name(a, i), t) for i, (a, t) in enumerate(zip(args, arg_types, strict=True))))
+        if not args:
+            raise QueryError("Map constructor cannot be empty. Please supply at least one key "
+                             f"value pair ({_ISSUE_4239}).")
+        keys, values = operators.map_entries(args)
+        key = self._user_list(keys, "a map with all NULL keys", "cast a NULL key")
+        value = self._user_list(values, "a map with all NULL values", "cast a NULL value")
+        for argument in args:
+            if isinstance(argument, exp.PropertyEQ):
+                functions.annotate(argument, value)
+        return ty.MapType(key, value)
+
+    def _user_list(self, items: list[exp.Expr], all_null: str, workaround: str) -> ty.SqlType:
+        """The common type of the elements of ARRAY[...] or the keys or values of MAP(...),
+        by ksqlDB's coercion of a list (:func:`operators.list_type`); NULL literals take it."""
+        for item in items:
+            self.type_of(item)
+
+        def typed(node: exp.Expr) -> ty.SqlType | None:  # typed just now: read, not re-typed
+            if isinstance(node, exp.Null):
+                return None
+            return functions.ksql_type(node) or self.type_of(node)
+
+        try:
+            common = operators.list_type(items, typed)
+        except operators.OperatorError as error:
+            raise QueryError(str(error)) from error
+        if common is None:
+            raise QueryError(f"Cannot construct {all_null} ({_ISSUE_4239}). As a workaround, "
+                             f"you may {workaround} to the desired type.")
+        for item in items:
+            if isinstance(item, exp.Null):
+                functions.annotate(item, common)
+        return common
 
     def _argument(self, node: exp.Expr) -> Argument:
         """One argument as function resolution sees it: a NULL literal, a lambda, a time unit
@@ -807,6 +864,10 @@ class _Typer:
             if name.upper() in scope:
                 return scope[name.upper()]
         return None
+
+
+_ISSUE_4239 = "see https://github.com/confluentinc/ksql/issues/4239"
+_TIME_COLUMNS = frozenset({"ROWTIME", *WINDOW_BOUNDS})
 
 
 def _struct_field_name(argument: exp.Expr, index: int) -> str:

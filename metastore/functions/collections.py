@@ -36,7 +36,6 @@ from metastore.functions.registry import (
     scalar,
     sig,
     spec,
-    wider,
 )
 from metastore.sql import types as ty
 
@@ -243,42 +242,6 @@ def _entries(call: Call) -> exp.Expr:
     return sql.cast(ordered, call.returns) if call.returns is not None else ordered
 
 
-def common_type(types: Sequence[ty.SqlType | None]) -> ty.SqlType | None:
-    """The type ksqlDB's ARRAY[...] gives elements of ``types`` (None for a NULL literal), in
-    order: numbers widen, STRUCTs take the union of their fields (a field of both their common
-    type), ARRAYs and MAPs their elements' common type; None when there is none."""
-    common: ty.SqlType | None = None
-    for sql_type in types:
-        if sql_type is None:
-            continue
-        common = sql_type if common is None else _common(common, sql_type)
-        if common is None:
-            return None
-    return common
-
-
-def _common(left: ty.SqlType, right: ty.SqlType) -> ty.SqlType | None:
-    if left == right:
-        return left
-    if isinstance(left, ty.StructType) and isinstance(right, ty.StructType):
-        fields: list[tuple[str, ty.SqlType]] = []
-        for name in dict.fromkeys([n for n, _ in right.fields] + [n for n, _ in left.fields]):
-            mine, theirs = left.field(name), right.field(name)
-            field_type = (_common(mine, theirs) if mine is not None and theirs is not None
-                          else mine or theirs)
-            if field_type is None:
-                return None
-            fields.append((name, field_type))
-        return ty.StructType(tuple(fields))
-    if isinstance(left, ty.ArrayType) and isinstance(right, ty.ArrayType):
-        element = _common(left.element, right.element)
-        return None if element is None else ty.ArrayType(element)
-    if isinstance(left, ty.MapType) and isinstance(right, ty.MapType):
-        key, value = _common(left.key, right.key), _common(left.value, right.value)
-        return None if key is None or value is None else ty.MapType(key, value)
-    return wider(left, right)
-
-
 def conform(value: exp.Expr, actual: ty.SqlType | None, target: ty.SqlType) -> exp.Expr:
     """``value`` (of type ``actual``, None for NULL) as a ``target``: a STRUCT rebuilt with the
     target's fields (NULL where it has none), anything else cast."""
@@ -297,25 +260,45 @@ def conform(value: exp.Expr, actual: ty.SqlType | None, target: ty.SqlType) -> e
 
 
 def _array(call: Call) -> exp.Expr:
-    """ARRAY[...]: every element of the array's element type (STRUCTs of other fields
-    rebuilt, see :func:`conform`)."""
-    returned, types = call.returns, [call.type(i) for i in range(len(call.args))]
-    if not isinstance(returned, ty.ArrayType) or common_type(types) != returned.element:
+    """ARRAY[...]: every element as the array's element type, the common type the typer found
+    (ksqlDB's ``CoercionUtil``): a literal converted as written (``'20'`` as a number), any other
+    element CAST (STRUCTs of other fields rebuilt, see :func:`conform`)."""
+    returned = call.returns
+    if not isinstance(returned, ty.ArrayType):
         return sql.fn("array", *call.args)
-    return sql.fn("array", *(conform(a, t, returned.element)
-                             for a, t in zip(call.args, types, strict=True)))
+    return sql.fn("array", *(conform(a, call.type(i), returned.element)
+                             for i, a in enumerate(call.args)))
 
 
 def _map(call: Call) -> exp.Expr:
-    pairs: list[exp.Expr] = []
-    for argument in call.args:
-        if not isinstance(argument, exp.PropertyEQ):
-            raise UntranslatableError("MAP takes key := value pairs")
-        key = argument.this
-        if isinstance(key, exp.Identifier):
-            key = exp.column(key.name, quoted=bool(key.args.get("quoted")))
-        pairs += [sql.cast(key, STRING), argument.expression]
-    return sql.fn("map", *pairs)
+    """MAP(k := v, ...), given as keys and values in turn: each key as the key type and each
+    value as the value type (converted as ARRAY[...] converts its elements). As in ksqlDB's
+    ``HashMap``, a later entry replaces an earlier one of the same key, and a NULL key is kept:
+    for STRING keys as ``'null'`` (what ksqlDB's JSON writes for it; Spark's maps have no NULL
+    keys), for others left out."""
+    returned = call.returns
+    if not isinstance(returned, ty.MapType) or len(call.args) % 2:
+        raise UntranslatableError("MAP takes key := value pairs")
+    keys = [conform(k, call.type(i), returned.key) for i, k in enumerate(call.args) if i % 2 == 0]
+    values = [conform(v, call.type(i), returned.value) for i, v in enumerate(call.args) if i % 2]
+    written = call.args[0::2]
+    if all(isinstance(k, exp.Literal) for k in written) \
+            and len({str(k.this) for k in written}) == len(written):  # distinct, none NULL
+        return sql.fn("map", *(part for pair in zip(keys, values, strict=True) for part in pair))
+    if returned.key == STRING:
+        keys = [sql.fn("coalesce", k, sql.lit("null")) for k in keys]
+    entry = sql.var("__e")
+    key, value = (exp.Dot(this=entry, expression=exp.to_identifier(f)) for f in ("k", "v"))
+    entries = sql.fn("array", *(sql.fn("named_struct", sql.lit("k"), k, sql.lit("v"), v)
+                                for k, v in zip(keys, values, strict=True)))
+    if returned.key != STRING:
+        entries = sql.fn("filter", entries, sql.lam(exp.Not(this=sql.is_null(key.copy())),
+                                                    "__e"))
+    others = sql.fn("map_filter", sql.var("__m"), sql.lam(
+        exp.Not(this=sql.eq(sql.var("__k"), key.copy())), "__k", "__v"))
+    put = sql.fn("map_concat", others, sql.fn("map", key, value))
+    return sql.fn("aggregate", entries, sql.cast(sql.fn("map"), returned),
+                  sql.lam(put, "__m", "__e"))
 
 
 def _struct(call: Call) -> exp.Expr:

@@ -8,6 +8,10 @@ is an INT of milliseconds of the day, a DATE Spark's DATE. ksqlDB's patterns are
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, timedelta, timezone
+from datetime import datetime as _datetime
+
 from sqlglot import exp
 
 from metastore.functions import sparksql as sql
@@ -24,6 +28,54 @@ from metastore.sql import types as ty
 
 STRING, INTEGER, BIGINT = ty.STRING, ty.INTEGER, ty.BIGINT
 DATE, TIME, TIMESTAMP = ty.DATE, ty.TIME, ty.TIMESTAMP
+
+_TIME_PATTERN = "HH:mm:ss.SSS"
+_PARTIAL_HELP = ("Required format is: \"yyyy-MM-dd'T'HH:mm:ss.SSS\", with an optional numeric "
+                 "4-digit timezone, for example: '2020-05-26T23:59:58.000' or with tz: "
+                 "'2020-05-26T23:59:58.000+0200'. A trailing 'Z' instead of tz indicates the "
+                 "zero UTC offset. Partials are also supported, for example \"2020-05-26\"")
+
+
+def partial_timestamp_millis(text: str) -> int:
+    """The epoch milliseconds of a possibly partial timestamp (ksqlDB's
+    ``PartialStringToTimestampParser``): ``2020``, ``2020-05``, ``2020-05-26``,
+    ``2020-05-26T23``, ... ``2020-05-26T23:59:58.000``, with an optional zone (``+0200``,
+    ``-05:00``, a trailing ``Z``), UTC without one. Raises ValueError with ksqlDB's message."""
+    if "T" in text:
+        date, rest = text.split("T", 1)
+        sign = "+" if "+" in rest else "-" if "-" in rest else None
+        zone = rest[rest.index(sign):] if sign else ""
+        time = re.sub("Z$", "", rest[:len(rest) - len(zone)])
+    else:
+        parts = text.split("-")
+        date = text + ("-01-01" if len(parts) == 1 else "-01" if len(parts) == 2 else "")
+        time, zone = "", ""
+    if len(time) < len(_TIME_PATTERN):
+        time += re.sub("[a-zA-Z]", "0", _TIME_PATTERN[len(time):])
+    try:
+        offset = _zone_offset(zone.strip())
+        moment = _datetime.strptime(f"{date}T{time}", "%Y-%m-%dT%H:%M:%S.%f")
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}", f"{date}T{time}"):
+            raise ValueError(f"Text '{date}T{time}' could not be parsed")
+    except ValueError as error:
+        raise ValueError(f"Failed to parse timestamp '{text}': {error}\n{_PARTIAL_HELP}") \
+            from None
+    return int((moment.replace(tzinfo=offset) - _EPOCH).total_seconds() * 1000)
+
+
+_EPOCH = _datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _zone_offset(zone: str) -> timezone:
+    if not zone:
+        return UTC
+    found = re.fullmatch(r"([+-])(\d{2})(?::?(\d{2}))?(?::?(\d{2}))?", zone)
+    if found is None:
+        raise ValueError(f"Failed to parse timezone '{zone}'")
+    sign = -1 if found.group(1) == "-" else 1
+    hours, minutes, seconds = (int(g or 0) for g in found.groups()[1:])
+    return timezone(sign * timedelta(hours=hours, minutes=minutes, seconds=seconds))
+
 
 _SECONDS_PER_UNIT = {
     "DAYS": "86400", "HOURS": "3600", "MINUTES": "60", "SECONDS": "1", "MILLISECONDS": "0.001",

@@ -29,6 +29,47 @@ def _is_json_string(call: Call) -> exp.Expr:
     return sql.fn("coalesce", valid, sql.lit(False))
 
 
+def _parsed(text: exp.Expr, as_type: str = "") -> exp.Expr:
+    """``text`` parsed as JSON (a VARIANT; NULL when it is no JSON), or read as ``as_type``
+    (NULL when it is not one)."""
+    parsed = sql.fn("try_parse_json", text)
+    return sql.fn("try_variant_get", parsed, sql.lit("$"), sql.lit(as_type)) if as_type \
+        else parsed
+
+
+def _json_concat(call: Call) -> exp.Expr:
+    """JSON_CONCAT(json...), PostgreSQL's ``||``: objects merge their top-level keys (the last
+    value of a key wins, keys in the order first seen), anything else concatenates as arrays
+    (a non-array as a one-element array); NULL when any input is NULL or no JSON."""
+    texts = list(call.args)
+    objects = [_parsed(t.copy(), "map<string, variant>") for t in texts]
+    invalid = sql.any_null(*(_parsed(t.copy()) for t in texts))
+    all_objects = exp.Not(this=exp.Paren(this=sql.any_null(*(o.copy() for o in objects))))
+    keys = sql.fn("array_distinct", sql.fn("concat", *(sql.fn("json_object_keys", t.copy())
+                                                       for t in texts)))
+    key = sql.var("__k")
+    latest = sql.fn("coalesce", *(sql.fn("element_at", o.copy(), key.copy())
+                                  for o in reversed(objects)))
+    member = sql.fn("concat", sql.fn("to_json", sql.cast(key.copy(), "VARIANT")), sql.lit(":"),
+                    sql.fn("to_json", latest))
+    merged = sql.fn("concat", sql.lit("{"), sql.fn("array_join", sql.fn(
+        "transform", keys, sql.lam(member, "__k")), sql.lit(",")), sql.lit("}"))
+    if len(texts) == 1:
+        joined = sql.fn("to_json", _parsed(texts[0].copy()))
+    else:
+        arrays = [sql.fn("coalesce", _parsed(t.copy(), "array<variant>"),
+                         sql.fn("array", _parsed(t.copy()))) for t in texts]
+        joined = sql.fn("to_json", sql.fn("concat", *arrays))
+    return sql.case((invalid, sql.cast(sql.null(), STRING)), (all_objects, merged),
+                    otherwise=joined)
+
+
+def _json_items(call: Call) -> exp.Expr:
+    """JSON_ITEMS(json): each element of a JSON array as JSON text; NULL for anything else."""
+    items = _parsed(call.args[0], "array<variant>")
+    return sql.fn("transform", items, sql.lam(sql.fn("to_json", sql.var("__i")), "__i"))
+
+
 FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("extractjsonfield", sig(STRING, STRING, returns=STRING),
            spark=lambda call: sql.fn("get_json_object", *call.args)),
@@ -39,10 +80,8 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
            spark=lambda call: sql.fn("json_object_keys", *call.args)),
     scalar("JSON_ARRAY_CONTAINS", sig(STRING, T, returns=ty.BOOLEAN),
            unsupported="JSON_ARRAY_CONTAINS has no Spark translation yet"),
-    scalar("JSON_CONCAT", sig(STRING, returns=STRING, variadic=True),
-           unsupported="JSON_CONCAT has no Spark translation yet"),
-    scalar("JSON_ITEMS", sig(STRING, returns=ty.ArrayType(STRING)),
-           unsupported="JSON_ITEMS has no Spark translation yet"),
+    scalar("JSON_CONCAT", sig(STRING, returns=STRING, variadic=True), spark=_json_concat),
+    scalar("JSON_ITEMS", sig(STRING, returns=ty.ArrayType(STRING)), spark=_json_items),
     scalar("JSON_RECORDS", sig(STRING, returns=ty.MapType(STRING, STRING)),
            unsupported="JSON_RECORDS has no Spark translation yet"),
     scalar("TO_JSON_STRING", sig(T, returns=STRING), spark=_to_json_string),

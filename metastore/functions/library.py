@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from metastore.functions import (
     aggregates,
+    casts,
     collections,
     conditionals,
     datetime,
@@ -39,6 +40,7 @@ from metastore.functions.registry import (
     UnknownFunctionError,
     UntranslatableError,
     literal_int,
+    parses,
     resolve,
 )
 from metastore.limits import allow_deep_expressions
@@ -65,6 +67,7 @@ def _index(specs: Sequence[FunctionSpec]) -> dict[str, FunctionSpec]:
 _BY_NAME = _index(ALL)
 
 KSQL_TYPE = "ksql_type"
+KSQL_PARAMS = "ksql_params"
 
 _SYNTAX_NAMES: dict[type[exp.Expr], str] = {
     exp.If: "IF", exp.Case: "CASE", exp.Cast: "CAST", exp.Array: "ARRAY",
@@ -123,6 +126,12 @@ def resolve_call(name: str, args: Sequence[Argument]) -> Resolution:
 def annotate(node: exp.Expr, sql_type: ty.SqlType) -> ty.SqlType:
     node.meta[KSQL_TYPE] = sql_type
     return sql_type
+
+
+def annotate_params(node: exp.Expr, params: Sequence[ty.SqlType]) -> None:
+    """Record the types a call's arguments are taken as (its resolved signature's parameters),
+    so the translation converts the arguments that reach them by an implicit parse."""
+    node.meta[KSQL_PARAMS] = tuple(params)
 
 
 def ksql_type(node: exp.Expr) -> ty.SqlType | None:
@@ -206,8 +215,19 @@ class _Translator:
             raise UntranslatableError(f"the function {function.name} is not supported: "
                                  f"{function.unsupported}")
         originals = arguments(node)
+        if name == "MAP":  # its keys and values in turn
+            originals = [part for entry in originals for part in (
+                (entry.this, entry.expression) if isinstance(entry, exp.PropertyEQ) else (entry,))]
         types = tuple(ksql_type(a) for a in originals)
         args = tuple(self.translate(a) for a in originals)
+        params = node.meta.get(KSQL_PARAMS, ()) if node._meta is not None else ()
+        if any(parses(t, p) for t, p in zip(types, params, strict=False)):
+            # a STRING given for a DATE, TIME, TIMESTAMP or BYTES is parsed as CAST parses it
+            wanted = [params[i] if i < len(params) else None for i in range(len(args))]
+            args = tuple(casts.cast(a, t, p) if p is not None and parses(t, p) else a
+                         for a, t, p in zip(args, types, wanted, strict=True))
+            types = tuple(p if p is not None and parses(t, p) else t
+                          for t, p in zip(types, wanted, strict=True))
         call = Call(function.name, args, types, ksql_type(node), self.context.row_offset,
                     self.context.config)
         result = function.spark(call)

@@ -111,18 +111,25 @@ def _round(call: Call) -> exp.Expr:
     return sql.if_(sql.any_null(value, places), sql.null(), sql.fn("coalesce", rounded, value))
 
 
+def _towards_zero(exact: exp.Expr, places: exp.Expr) -> exp.Expr:
+    """A DECIMAL with the digits after ``places`` dropped (``RoundingMode.DOWN``)."""
+    return sql.if_(sql.lt(exact, sql.lit(0)), sql.fn("ceil", exact, places),
+                   sql.fn("floor", exact, places))
+
+
 def _trunc(call: Call) -> exp.Expr:
+    """TRUNC drops digits towards zero; a DECIMAL keeps its type with places (ksqlDB keeps the
+    scale), and without them becomes DECIMAL(p - s, 0). Spark's CAST of a DECIMAL to fewer
+    digits rounds half up, so the digits are dropped first."""
     value = call.args[0]
     argument = call.type(0)
     if len(call.args) == 1:
         if isinstance(argument, ty.DecimalType):
-            return sql.cast(value, call.returns or argument)
+            return sql.cast(_towards_zero(value, sql.lit(0)), call.returns or argument)
         return sql.cast(value, BIGINT)
     places = call.args[1]
     decimal = argument if isinstance(argument, ty.DecimalType) else ty.DecimalType(38, 18)
-    exact = sql.cast(value, decimal)
-    towards_zero = sql.if_(sql.lt(exact, sql.lit(0)), sql.fn("ceil", exact, places),
-                           sql.fn("floor", exact, places))
+    towards_zero = _towards_zero(sql.cast(value, decimal), places)
     if isinstance(argument, ty.DecimalType):
         return sql.cast(towards_zero, argument)
     return sql.fn("coalesce", sql.cast(towards_zero, DOUBLE), value)

@@ -176,6 +176,21 @@ def in_list_type(value: exp.Expr, items: Sequence[exp.Expr], type_of: TypeOf) ->
     return _Coercion(type_of).common([value, *(i for i in items if not isinstance(i, exp.Null))])
 
 
+def list_type(items: Sequence[exp.Expr], type_of: TypeOf) -> ty.SqlType | None:
+    """The common type of a list the user wrote (the elements of ``ARRAY[...]``, the keys or
+    the values of ``MAP(...)``), as ksqlDB's ``CoercionUtil`` finds it: the first non-NULL
+    element sets the kind, later ones widen it (a string literal reads as the number or
+    BOOLEAN it spells, a literal becomes a STRING among STRINGs, STRUCTs take the union of
+    their fields); None when every element is a NULL literal. Raises ksqlDB's errors
+    (``late``) for an element that does not coerce."""
+    return _Coercion(type_of).common(items)
+
+
+def map_entries(args: Sequence[exp.Expr]) -> tuple[list[exp.Expr], list[exp.Expr]]:
+    """The keys and the values of ``MAP(k := v, ...)`` as written."""
+    return _map_entries(list(args))
+
+
 _INT_RANGE = (-(2**31), 2**31 - 1)
 _BIGINT_RANGE = (-(2**63), 2**63 - 1)
 

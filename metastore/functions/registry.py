@@ -8,9 +8,13 @@ arguments and their ksqlDB types, to a Spark SQL expression). Families of functi
 of specs in the sibling modules; :mod:`metastore.functions.library` indexes them.
 
 :func:`resolve` follows ksqlDB's ``UdfIndex``: a call matches the signatures without implicit
-casts first, then with them (INTEGER widens to BIGINT, DECIMAL and DOUBLE; BIGINT to DECIMAL and
-DOUBLE; DECIMAL to DOUBLE), the least widening winning. Generic parameters bind to the first
-argument they meet; lambdas are typed with their inputs bound from the other arguments.
+casts first, then (scalar and table functions only, never aggregates) with them (INTEGER widens
+to BIGINT, DECIMAL and DOUBLE; BIGINT to DECIMAL and DOUBLE; DECIMAL to DOUBLE; a STRING is
+parsed as the DATE, TIME, TIMESTAMP or BYTES a parameter wants). Of the signatures that accept
+a call, the non-variadic, the longest, the least generic wins; two that rank the same make the
+call ambiguous (``GREATEST(INTEGER, BIGINT)``, ``GREATEST(null, null)``), as in ksqlDB. Generic
+parameters bind to the first argument they meet; lambdas are typed with their inputs bound from
+the other arguments.
 """
 
 from __future__ import annotations
@@ -323,11 +327,36 @@ def wider(left: ty.SqlType, right: ty.SqlType) -> ty.SqlType | None:
     return None
 
 
+PARSED_FROM_STRING = frozenset({"DATE", "TIME", "TIMESTAMP", "BYTES"})
+"""What a STRING argument implicitly converts to when a function wants it (ksqlDB's
+``SqlBaseType.canImplicitlyCast``): it is parsed as ``CAST`` parses it."""
+
+
+def parsing(actual: ty.SqlType, declared: ty.SqlType | Family) -> int | None:
+    """1 when a STRING ``actual`` is implicitly parsed as the ``declared`` DATE, TIME, TIMESTAMP
+    or BYTES, else None."""
+    if actual == ty.STRING and isinstance(declared, ty.Primitive) \
+            and declared.name in PARSED_FROM_STRING:
+        return 1
+    return None
+
+
+def parses(actual: ty.SqlType | None, param: ty.SqlType | None) -> bool:
+    """Whether an argument of type ``actual`` reaches a parameter of type ``param`` by the
+    implicit parsing of a STRING (at any depth: an ARRAY<STRING> as an ARRAY<DATE>)."""
+    if actual is None or param is None or actual == param:
+        return False
+    if isinstance(actual, ty.ArrayType) and isinstance(param, ty.ArrayType):
+        return parses(actual.element, param.element)
+    if isinstance(actual, ty.MapType) and isinstance(param, ty.MapType):
+        return parses(actual.key, param.key) or parses(actual.value, param.value)
+    return parsing(actual, param) is not None
+
+
 class _Matcher:
     def __init__(self, allow_casts: bool) -> None:
         self.allow_casts = allow_casts
         self.bindings: dict[str, ty.SqlType] = {}
-        self.cost = 0
 
     def accept(self, param: Param, arg: Argument) -> bool:
         if arg is None:
@@ -350,10 +379,9 @@ class _Matcher:
             return True
         assert isinstance(param, ty.SqlType | Family)
         distance = widening(arg, param)
-        if distance is None or (distance and not self.allow_casts):
-            return False
-        self.cost += distance
-        return True
+        if distance is None and self.allow_casts:
+            distance = parsing(arg, param)
+        return distance is not None and (distance == 0 or self.allow_casts)
 
     def _generic(self, param: Generic, arg: ty.SqlType) -> bool:
         bound = self.bindings.get(param.name)
@@ -364,7 +392,6 @@ class _Matcher:
         if common is None:
             return False
         self.bindings[param.name] = common
-        self.cost += 1
         return True
 
     def _lambda(self, param: LambdaOf, arg: LambdaArgument) -> bool:
@@ -404,25 +431,49 @@ def resolve(function: FunctionSpec, args: Sequence[Argument]) -> Resolution:
     if function.variadic_any:
         signature = function.signatures[0]
         return Resolution(function, signature, _returns(signature, args, {}), {})
-    for allow_casts in (False, True):
-        best: tuple[int, int, Signature, dict[str, ty.SqlType]] | None = None
-        for order, signature in enumerate(function.signatures):
+    for allow_casts in (False, True) if function.kind is not Kind.AGGREGATE else (False,):
+        matched: list[tuple[Signature, dict[str, ty.SqlType]]] = []
+        for signature in function.signatures:
             params = _expand(signature, len(args))
             if params is None:
                 continue
             matcher = _Matcher(allow_casts)
             if all(matcher.accept(p, a) for p, a in zip(params, args, strict=True)):
-                candidate = (matcher.cost, order, signature, matcher.bindings)
-                if best is None or candidate[:2] < best[:2]:
-                    best = candidate
-        if best is not None:
-            _, _, signature, bindings = best
+                matched.append((signature, matcher.bindings))
+        if matched:
+            matched.sort(key=lambda m: _preference(m[0]), reverse=True)
+            if len(matched) > 1 and _preference(matched[0][0]) == _preference(matched[1][0]):
+                raise FunctionError(ambiguity_message(function, args))
+            signature, bindings = matched[0]
             expanded = _expand(signature, len(args)) or ()
             params = tuple(ty.STRING if isinstance(p, LambdaOf) or p == INTERVAL_UNIT
                            else substitute(p, bindings) for p in expanded)
             return Resolution(function, signature, _returns(signature, args, bindings), bindings,
                               params)
     raise FunctionError(no_match_message(function, args))
+
+
+def _preference(signature: Signature) -> tuple[int, int, int, int, int]:
+    """How ksqlDB's ``UdfIndex`` ranks signatures that all accept a call (greater first): not
+    variadic, more parameters, fewer generic ones, no ``Object...``, the variadic one later.
+    Two that rank the same make the call ambiguous."""
+    params = signature.params
+    generic = sum(1 for p in params if _has_generics(p))
+    return (0 if signature.variadic else 1, len(params), -generic,
+            0 if signature.variadic and params and params[signature.repeated] == ANY else 1,
+            signature.repeated % len(params) if signature.variadic and params else -1)
+
+
+def _has_generics(param: Param) -> bool:
+    if isinstance(param, Generic) or param == ANY:
+        return True
+    if isinstance(param, ArrayOf):
+        return _has_generics(param.element)
+    if isinstance(param, MapOf):
+        return _has_generics(param.key) or _has_generics(param.value)
+    if isinstance(param, LambdaOf):
+        return any(_has_generics(p) for p in (*param.inputs, param.result))
+    return False
 
 
 def _returns(signature: Signature, args: Sequence[Argument], bindings: Bindings) -> ty.SqlType:
@@ -440,6 +491,15 @@ def describe(arg: Argument) -> str:
     if isinstance(arg, UnitArgument):
         return arg.unit
     return arg.sql()
+
+
+def ambiguity_message(function: FunctionSpec, args: Sequence[Argument]) -> str:
+    calls = "\n".join(s.sql(function.name) for s in function.signatures)
+    return (f"Function '{function.declared}' cannot be resolved due to ambiguous method "
+            f"parameters ({', '.join(describe(a) for a in args)}).\nUse CAST() to explicitly "
+            "cast your parameters to one of the supported function calls.\nValid function calls "
+            f"are:\n{calls}\nFor detailed information on a function run: DESCRIBE FUNCTION "
+            "<Function-Name>;")
 
 
 def no_match_message(function: FunctionSpec, args: Sequence[Argument]) -> str:

@@ -64,14 +64,50 @@ def _pad(spark_function: str) -> Translation:
 
 
 def _instr(call: Call) -> exp.Expr:
+    """ksqlDB's INSTR(text, sub[, position[, occurrence]]): the 1-based position of the
+    occurrence-th ``sub`` (occurrences may overlap) found from ``position``, or 0. A negative
+    position searches backwards from that many characters before the end; a position past
+    either end, 0, or an occurrence below 1 give 0; a NULL text or sub gives 0."""
     text, substring, *rest = call.args
-    position = literal_int(rest[0]) if rest else 1
-    occurrence = literal_int(rest[1]) if len(rest) > 1 else 1
-    if position is None or position < 1 or occurrence != 1:
-        raise UntranslatableError("INSTR with a negative or computed position, or an occurrence, "
-                             "has no Spark translation yet")
-    found = sql.fn("locate", substring, text, sql.lit(position))
-    return sql.fn("coalesce", found, sql.lit(0))
+    position = rest[0] if rest else sql.lit(1)
+    occurrence = rest[1] if len(rest) > 1 else sql.lit(1)
+    fixed_position, fixed_occurrence = literal_int(position), literal_int(occurrence)
+    size = sql.fn("length", text)
+    if fixed_position is not None and fixed_position >= 1 and fixed_occurrence == 1:
+        found = sql.fn("coalesce", sql.fn("locate", substring, text, position), sql.lit(0))
+        if fixed_position == 1:
+            return found
+        return sql.if_(sql.lt(size, position), sql.lit(0), found)
+    backwards = sql.lt(position, sql.lit(0))
+    start = sql.fn("abs", position)
+    searched = sql.if_(backwards, sql.fn("reverse", text), text.copy())
+    sought = sql.if_(backwards.copy(), sql.fn("reverse", substring), substring.copy())
+    at, k = sql.var("__at"), sql.var("__k")
+    # the occurrence-th match from ``start``, each search starting just after the last match
+    # (an empty ``sub`` matches right at ``start``); then its position in ``text``
+    step = sql.case(
+        (sql.eq(sql.fn("length", substring.copy()), sql.lit(0)), start.copy()),
+        (sql.eq(k, sql.lit(1)), sql.fn("locate", sought, searched, start.copy())),
+        (sql.eq(at.copy(), sql.lit(0)), sql.lit(0)),
+        otherwise=sql.fn("locate", sought.copy(), searched.copy(), sql.add(at.copy(),
+                                                                           sql.lit(1))))
+    placed = sql.case(
+        (sql.eq(at.copy(), sql.lit(0)), sql.lit(0)),
+        (backwards.copy(), sql.add(sql.sub(sql.sub(size.copy(), at.copy()),
+                                           sql.fn("length", substring.copy())), sql.lit(2))),
+        otherwise=at.copy())
+    located = sql.fn("aggregate", sql.fn("sequence", sql.lit(1), occurrence), sql.lit(0),
+                     sql.lam(step, "__at", "__k"), sql.lam(placed, "__at"))
+    invalid = exp.Or(this=exp.Or(this=sql.lt(size.copy(), start.copy()),
+                                 expression=sql.eq(position.copy(), sql.lit(0))),
+                     expression=exp.Or(this=sql.lt(occurrence.copy(), sql.lit(1)),
+                                       expression=sql.lt(sql.add(size.copy(), sql.lit(1)),
+                                                         occurrence.copy())))
+    return sql.case(
+        (sql.any_null(text.copy(), substring.copy()), sql.lit(0)),
+        (sql.any_null(position.copy(), occurrence.copy()), sql.null()),
+        (invalid, sql.lit(0)),
+        otherwise=located)
 
 
 _DEFAULT_MASKS = ("X", "x", "n", "-")
@@ -174,6 +210,67 @@ def _to_bytes(call: Call) -> exp.Expr:
     if name in _ENCODINGS:
         return sql.fn("encode", value, sql.lit(_ENCODINGS[name]))
     raise UntranslatableError("TO_BYTES needs a literal encoding: 'hex', 'utf8', 'ascii' or 'base64'")
+
+
+_TEXT_ENCODINGS = ("hex", "utf8", "ascii", "base64")
+
+
+def _hex_digits(text: exp.Expr) -> exp.Expr:
+    """ksqlDB's ``hexStrip``: ``0x...`` loses its prefix (a ``0`` added to an odd count of
+    digits), ``X'...'`` its quotes; what remains must be pairs of hex digits (else NULL)."""
+    stripped = sql.case(
+        (exp.RegexpLike(this=text, expression=sql.lit("^0x[\\s\\S]*$")),
+         sql.if_(sql.eq(exp.Mod(this=sql.fn("length", text.copy()), expression=sql.lit(2)),
+                       sql.lit(1)),
+                 sql.fn("concat", sql.lit("0"), sql.fn("substring", text.copy(), sql.lit(3))),
+                 sql.fn("substring", text.copy(), sql.lit(3)))),
+        (exp.RegexpLike(this=text.copy(), expression=sql.lit("^[xX]'[\\s\\S]*'$")),
+         sql.fn("substring", text.copy(), sql.lit(3), sql.sub(sql.fn("length", text.copy()),
+                                                           sql.lit(3)))),
+        otherwise=text.copy())
+    return sql.if_(exp.RegexpLike(this=stripped, expression=sql.lit("^([0-9a-fA-F]{2})*$")),
+                   sql.fn("unhex", stripped.copy()), sql.cast(sql.null(), ty.BYTES))
+
+
+def _text_bytes(text: exp.Expr, encoding: str) -> exp.Expr:
+    """The bytes ``text`` stands for in ENCODE's input ``encoding``."""
+    if encoding == "hex":
+        return _hex_digits(text)
+    if encoding == "base64":  # commons-codec: lenient, either alphabet, padding optional
+        return sql.fn("unbase64", sql.fn("translate", text, sql.lit("-_"), sql.lit("+/")))
+    if encoding == "ascii":  # Java's getBytes(US_ASCII): '?' for any other character
+        text = sql.fn("regexp_replace", text, sql.lit("[^\\x{0}-\\x{7F}]"), sql.lit("?"))
+    return sql.cast(text, ty.BYTES)
+
+
+def _bytes_text(data: exp.Expr, encoding: str) -> exp.Expr:
+    """Bytes written in ENCODE's output ``encoding``, as Java decodes them (U+FFFD for what is
+    no character of the charset)."""
+    if encoding == "hex":
+        return sql.fn("lower", sql.fn("hex", data))
+    if encoding == "base64":
+        return sql.fn("base64", data)
+    if encoding == "ascii":
+        latin = sql.fn("decode", data, sql.lit("ISO-8859-1"))
+        return sql.fn("regexp_replace", latin, sql.lit("[\\x{80}-\\x{FF}]"), sql.lit("\ufffd"))
+    return sql.fn("make_valid_utf8", sql.cast(data, STRING))
+
+
+def _encode(call: Call) -> exp.Expr:
+    """ENCODE(text, from, to) between hex, utf8, ascii and base64 (any case). What ksqlDB fails
+    on (an unknown or twice the same encoding, malformed hex) is NULL."""
+    text, source, target = call.args
+    pairs = [(a, b) for a in _TEXT_ENCODINGS for b in _TEXT_ENCODINGS if a != b]
+    fixed_source, fixed_target = literal_text(source), literal_text(target)
+    if fixed_source is not None and fixed_target is not None:
+        pair = (fixed_source.lower(), fixed_target.lower())
+        if pair not in pairs:
+            return sql.cast(sql.null(), STRING)
+        return _bytes_text(_text_bytes(text, pair[0]), pair[1])
+    chosen = sql.fn("concat", sql.fn("lower", source), sql.lit("/"), sql.fn("lower", target))
+    return sql.case(*((sql.eq(chosen.copy(), sql.lit(f"{a}/{b}")),
+                       _bytes_text(_text_bytes(text.copy(), a), b)) for a, b in pairs),
+                    otherwise=sql.cast(sql.null(), STRING))
 
 
 def _number_from_bytes(size: int, result: ty.SqlType) -> Translation:
@@ -293,8 +390,8 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("Chr", sig(INTEGER, returns=STRING), sig(STRING, returns=STRING), spark=_chr),
     scalar("elt", sig(INTEGER, STRING, returns=STRING, variadic=True), spark=_builtin("elt")),
     scalar("field", sig(STRING, STRING, returns=INTEGER, variadic=True), spark=_field),
-    scalar("encode", sig(STRING, STRING, STRING, returns=STRING),
-           unsupported="ENCODE has no Spark translation yet"),
+    scalar("encode", sig(STRING, STRING, STRING, returns=STRING), spark=_encode,
+           null_if_null=(0, 1, 2)),
     scalar("from_bytes", sig(BYTES, STRING, returns=STRING), spark=_from_bytes),
     scalar("to_bytes", sig(STRING, STRING, returns=BYTES), spark=_to_bytes),
     *(scalar(name, sig(BYTES, returns=result), sig(BYTES, STRING, returns=result),

@@ -392,8 +392,8 @@ class KsqlParser(parser.Parser):
                 self._fail("DECIMAL requires a precision and a scale: DECIMAL(p, s)", token)
             precision, scale = int(parameters[0]), int(parameters[1])
             return ty.DecimalType(precision, scale)
-        if parameters:
-            self._fail(f"Type {word} takes no parameters", token)
+        # ksqlDB's grammar lets any base type take parameters (``VARCHAR(STRING)``,
+        # ``INT(10)``) and ignores them
         primitive = ty.PRIMITIVE_ALIASES.get(word)
         return ty.Primitive(primitive) if primitive else ty.TypeRef(word)
 
@@ -404,8 +404,11 @@ class KsqlParser(parser.Parser):
         while True:
             if self._match(TokenType.NUMBER) and self._prev.text.isdigit():
                 parameters.append(int(self._prev.text))
-            elif self._match(TokenType.STRING):
-                parameters.append(self._prev.text)
+            elif (self._curr and self._curr.text.upper() == "STRING"
+                  and self._curr.token_type not in (TokenType.STRING, TokenType.IDENTIFIER)):
+                # the keyword STRING, neither a 'literal' nor a `quoted` identifier
+                self._advance()
+                parameters.append("STRING")
             else:
                 self._fail(TYPE_PARAMETER_EXPECTATION)
             if not self._match(TokenType.COMMA):
@@ -469,8 +472,10 @@ class KsqlParser(parser.Parser):
         for expression in partition_by or ():
             self._check_depth(expression, start)
         _normalise_identifiers(select)
+        _map_keys_as_columns(select)
         for expression in partition_by or ():
             _normalise_identifiers(expression)
+            _map_keys_as_columns(expression)
         text = self._text(start)
         return st.Query(select=select, window=self._window,
                         partition_by=tuple(partition_by or ()), emit_changes=emit_changes,
@@ -611,6 +616,17 @@ def _normalise_identifiers(tree: exp.Expr) -> None:
     for identifier in tree.find_all(exp.Identifier):
         if not identifier.args.get("quoted"):
             identifier.set("this", identifier.name.upper())
+
+
+def _map_keys_as_columns(tree: exp.Expr) -> None:
+    """A bare name before ``:=`` in ``MAP(k := v)`` is an expression, a column reference (in
+    ``STRUCT(f := v)`` it names a field and stays an identifier)."""
+    for call in tree.find_all(exp.Anonymous):
+        if str(call.name).upper() != "MAP":
+            continue
+        for entry in call.expressions:
+            if isinstance(entry, exp.PropertyEQ) and isinstance(entry.this, exp.Identifier):
+                entry.set("this", exp.Column(this=entry.this))
 
 
 class Ksql(Dialect):

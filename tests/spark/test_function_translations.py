@@ -84,7 +84,7 @@ SCALARS: list[tuple[str, Any]] = [
     ("ROUND(-1.25E0, 1)", -1.2), ("ROUND(DE, 1)", 1.3), ("TRUNC(-1.7E0)", -1),
     ("CEIL(D)", -1.0), ("FLOOR(D)", -2.0), ("ABS(B)", 7), ("SIGN(D)", -1),
     ("LN(0)", -math.inf), ("N / 2", 3), ("B / 2", -3), ("D / 2", -0.75),
-    ("GREATEST(N, B, NULL, 3)", 7), ("LEAST(N, 3)", 3),
+    ("GREATEST(N, 2, NULL, 3)", 7), ("LEAST(N, 3)", 3),
     ("GENERATE_SERIES(4, 1)", [4, 3, 2, 1]),
     ("A[1]", 3), ("A[-1]", None), ("A[-2]", 6), ("A[0]", None), ("A[9]", None),
     ("M['b']", 2), ("ARRAY_LENGTH(A)", 3), ("ARRAY_MAX(A)", 6),
@@ -123,6 +123,38 @@ SCALARS: list[tuple[str, Any]] = [
     ("INT_FROM_BYTES(TO_BYTES('5QcA', 'base64'))", None),
     ("BIGINT_FROM_BYTES(TO_BYTES('//////////8=', 'base64'))", -1),
     ("DOUBLE_FROM_BYTES(TO_BYTES('QICm/ZvJ9YI=', 'base64'))", 532.8738323),
+    # user lists coerced to a common type (ksqlDB's CoercionUtil)
+    ("ARRAY[NULL, 10, '2e1', N, B]", [None, 10, 20, 7, -7]),
+    ("MAP(S := TRUE, 'k' := 'true', 10 := 'no')", {"some_string": True, "k": True, "10": False}),
+    ("MAP(S := N, NULL := N)", {"some_string": 7, "null": 7}),
+    ("MAP('a' := 1, 'a' := 2, S := 3)", {"a": 2, "some_string": 3}),
+    ("MAP(N := 1, NULL := 2, 7 := 3)", {7: 3}),
+    # STRING arguments parsed as the DATE, TIME or TIMESTAMP a function takes
+    ("UNIX_TIMESTAMP(GREATEST(FROM_UNIXTIME(1647734400000), NULL, '2022-06-14'))",
+     1655164800000),
+    ("LEAST(PARSE_TIME('10:00', 'HH:mm'), NULL, '09:16:00')", 33360000),
+    ("INSTR('corporate floor', 'or', -4, 2)", 2), ("INSTR('short', 'or', -4, 2)", 0),
+    ("INSTR('corporate floor', 'or', 3, 2)", 14), ("INSTR('aaaa', 'aa', 1, 3)", 3),
+    ("INSTR('corporate floor', 'or', 0, 1)", 0), ("INSTR(S, 'o', -1)", 2),
+    ("INSTR(S, 'o', N)", 0), ("INSTR(S, 'o', 20)", 0),
+    ("ENCODE('4578616d706C6521', 'hex', 'ascii')", "Example!"),
+    ("ENCODE('ce95cebbcebbceacceb4ceb1', 'HEX', 'utf8')", "\u0395\u03bb\u03bb\u03ac\u03b4\u03b1"),
+    ("ENCODE('c39c6265726d656e736368', 'hex', 'ascii')", "\ufffd\ufffdbermensch"),
+    ("ENCODE('0x578616d706C6521', 'hex', 'base64')", "BXhhbXBsZSE="),
+    ("ENCODE('x''4578616d706C6521''', 'hex', 'utf8')", "Example!"),
+    ("ENCODE('578616d706C6521', 'hex', 'utf8')", None), ("ENCODE('0x', 'hex', 'utf8')", ""),
+    ("ENCODE('RXhhbXBsZSE=', 'base64', 'null')", None),
+    ("ENCODE('\u00dcber', 'ascii', 'hex')", "3f626572"),
+    ("ENCODE(S, 'utf8', 'base64')", "c29tZV9zdHJpbmc="),
+    ("ENCODE('RXhhbXBsZSE', 'base64', S)", None),
+    ("JSON_CONCAT('{\"b\": 1, \"a\": 2}', '{\"c\": 3, \"b\": \"x\"}', '{\"a\": null}')",
+     '{"b":"x","a":null,"c":3}'),
+    ("JSON_CONCAT('[1, 2]', '{\"a\": 1}', '4')", '[1,2,{"a":1},4]'),
+    ("JSON_CONCAT('null', 'null')", "[null,null]"), ("JSON_CONCAT('1', '')", None),
+    ("JSON_ITEMS('[1, \"x\", null, {\"a\": [2]}]')", ["1", '"x"', "null", '{"a":[2]}']),
+    ("JSON_ITEMS('{}')", None),
+    ("TRUNC(CAST(1.7 AS DECIMAL(12, 7)))", 1), ("TRUNC(CAST(-1.7 AS DECIMAL(12, 7)))", -1),
+    ("TRUNC(CAST(-12345.678 AS DECIMAL(12, 7)), -2)", -12300.0),
 ]
 
 
@@ -168,7 +200,5 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
 
 
 def test_untranslatable_calls_say_why() -> None:
-    with pytest.raises(functions.UntranslatableError, match="ENCODE"):
-        _translated("ENCODE(S, 'hex', 'utf8')")
-    with pytest.raises(functions.UntranslatableError, match="occurrence"):
-        _translated("INSTR(S, 'o', 1, 2)")
+    with pytest.raises(functions.UntranslatableError, match="JSON_RECORDS"):
+        _translated("JSON_RECORDS(S)")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from metastore.check import run_script
-from metastore.functions import collections
 from metastore.functions import library as functions
+from metastore.functions.datetime import partial_timestamp_millis
 from metastore.functions.registry import (
     FunctionError,
     Kind,
@@ -53,7 +53,7 @@ def test_every_name_is_declared_once_with_its_kind() -> None:
     ("ROUND", [ty.DecimalType(5, 2), ty.INTEGER], ty.DecimalType(5, 2)),
     ("ABS", [ty.INTEGER], ty.INTEGER),
     ("SQRT", [ty.INTEGER], ty.DOUBLE),
-    ("GREATEST", [ty.INTEGER, ty.BIGINT, None], ty.BIGINT),
+    ("GREATEST", [ty.BIGINT, ty.BIGINT, None], ty.BIGINT),
     ("GREATEST", [ty.DecimalType(9, 2), ty.DecimalType(7, 6)], ty.DecimalType(13, 6)),
     ("SUBSTRING", [ty.STRING, ty.INTEGER], ty.STRING),
     ("SUBSTRING", [ty.BYTES, ty.INTEGER, ty.INTEGER], ty.BYTES),
@@ -83,14 +83,62 @@ def test_a_variadic_parameter_may_sit_before_the_last() -> None:
         functions.resolve_call("TOPK", [ty.INTEGER, ty.STRING, ty.STRING])
 
 
-def test_array_elements_take_their_common_type() -> None:
-    left = ty.StructType((("X", ty.INTEGER), ("Y", ty.BIGINT)))
-    right = ty.StructType((("Y", ty.INTEGER), ("Z", ty.BIGINT)))
-    assert collections.common_type([None, left, right]) == ty.StructType(
-        (("Y", ty.BIGINT), ("Z", ty.BIGINT), ("X", ty.INTEGER)))
-    assert collections.common_type([ty.INTEGER, None, ty.BIGINT]) == ty.BIGINT
-    assert collections.common_type([ty.INTEGER, ty.STRING]) is None
-    assert collections.common_type([None]) is None
+def test_user_lists_take_ksqldb_common_type() -> None:
+    # ARRAY[...] and MAP(...) keys and values coerce as ksqlDB's CoercionUtil does
+    assert schema_of("ARRAY[NULL, 10, '2e1', N, B] AS L") == "ARRAY<DECIMAL(19, 0)>"
+    assert schema_of("ARRAY[STRUCT(X := N, Y := B), STRUCT(Y := N, Z := B)] AS L") == (
+        "ARRAY<STRUCT<Y BIGINT, Z BIGINT, X INTEGER>>")
+    assert schema_of("MAP(S := TRUE, 'k' := 'true', 10 := 'no') AS M") == "MAP<STRING, BOOLEAN>"
+    assert schema_of("MAP(S := N, NULL := N) AS M") == "MAP<STRING, INTEGER>"
+    assert "JSON only supports MAP types with STRING keys" in error_of("MAP(N := D) AS M")
+    assert 'invalid input syntax for type INTEGER: "x"' in error_of("ARRAY[1, 'x'] AS L")
+    assert "Array constructor cannot be empty" in error_of("ARRAY[] AS L")
+    assert "Cannot construct an array with all NULL elements" in error_of("ARRAY[NULL] AS L")
+    assert "Map constructor cannot be empty" in error_of("MAP() AS M")
+    assert "Cannot construct a map with all NULL keys" in error_of("MAP(NULL := N) AS M")
+
+
+def test_strings_parse_implicitly_as_temporal_arguments() -> None:
+    # ksqlDB's SqlBaseType.canImplicitlyCast: STRING to DATE, TIME, TIMESTAMP and BYTES
+    assert functions.resolve_call("GREATEST", [ty.DATE, None, ty.STRING]).returns == ty.DATE
+    assert functions.resolve_call("LEAST", [ty.TIME, ty.STRING]).returns == ty.TIME
+    assert schema_of("GREATEST(T, NULL, '2022-06-14') AS G, FORMAT_DATE('2022-06-14', 'y') AS F"
+                     ) == "TIMESTAMP, STRING"
+    with pytest.raises(FunctionError):  # a STRING is no number
+        functions.resolve_call("LEAST", [ty.INTEGER, ty.STRING])
+
+
+def test_calls_several_signatures_accept_alike_are_ambiguous() -> None:
+    # ksqlDB's UdfIndex: of the signatures accepting a call, the non-variadic, longest, least
+    # generic one wins; a tie is refused, with or without implicit casts
+    for args in ([ty.INTEGER, ty.BIGINT], [None, None]):
+        with pytest.raises(FunctionError, match="'greatest' cannot be resolved due to ambiguous "
+                                                "method parameters"):
+            functions.resolve_call("GREATEST", args)
+    assert functions.resolve_call("GREATEST", [ty.INTEGER, None]).returns == ty.INTEGER
+    assert functions.resolve_call("ROUND", [ty.DOUBLE, None]).returns == ty.DOUBLE
+    with pytest.raises(FunctionError, match="does not accept parameters"):  # no casts for UDAFs
+        functions.resolve_call("SUM_LIST", [ty.ArrayType(ty.STRING)])
+
+
+def test_partial_timestamps_read_as_ksqldb_reads_them() -> None:
+    assert partial_timestamp_millis("2020-02-10T08:31:44.001+0000") == 1581323504001
+    assert partial_timestamp_millis("2018") == partial_timestamp_millis("2018-01-01T00") == (
+        1514764800000)
+    assert partial_timestamp_millis("2020-02-10T08:31:44.001-05:00") == 1581341504001
+    assert partial_timestamp_millis("2020-02-10T08:31Z") == 1581323460000
+    with pytest.raises(ValueError, match="Failed to parse timestamp 'x'"):
+        partial_timestamp_millis("x")
+
+
+def test_string_literals_compared_with_rowtime_are_timestamps() -> None:
+    results, _ = run_script(BASE + "CREATE STREAM X AS SELECT ID, N FROM S WHERE ROWTIME BETWEEN "
+                                   "'2018-01-01' AND '2018-01-02T10' AND '2019' > ROWTIME;",
+                            runtime_check=False)
+    assert results[-1].ok, results[-1].message
+    results, _ = run_script(BASE + "CREATE STREAM X AS SELECT ID, N FROM S WHERE ROWTIME > 'x';",
+                            runtime_check=False)
+    assert "Failed to parse timestamp 'x'" in results[-1].message
 
 
 def test_a_call_no_signature_accepts_is_refused_in_ksqldb_words() -> None:
@@ -133,7 +181,7 @@ def test_the_runtime_check_refuses_only_what_has_no_translation() -> None:
     results, _ = run_script(BASE + "CREATE STREAM X AS SELECT ID, MASK(S) AS M, "
                                    "TRANSFORM(A, x => x * 2) AS T FROM S;")
     assert results[-1].ok, results[-1].message
-    results, _ = run_script(BASE + "CREATE STREAM Y AS SELECT ID, JSON_CONCAT(S, S) AS J FROM S;")
-    assert "the function JSON_CONCAT is not supported" in results[-1].message
+    results, _ = run_script(BASE + "CREATE STREAM Y AS SELECT ID, JSON_RECORDS(S) AS J FROM S;")
+    assert "the function JSON_RECORDS is not supported" in results[-1].message
     results, _ = run_script(BASE + "CREATE STREAM Z AS SELECT ID, EXPLODE(A) AS E FROM S;")
     assert results[-1].ok, results[-1].message  # table functions run since 6016f00
