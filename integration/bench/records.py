@@ -6,7 +6,8 @@ Runs the cases of the dev records file in KAFKA, JSON, DELIMITED, NONE and PROTO
 local Kafka or ``KAFKA_BOOTSTRAP_SERVERS``) and reports the wall time, the time per case by
 status, and the pass rates: of the plain-format cases (without PROTOBUF_NOSR: all, in files
 without joins or windows, stateless) and of all of them in files without joins or windows.
-``--quick`` runs every tenth case.
+``--quick`` runs every tenth case. The run's own report (every case's status and reason) is kept
+in ``.cache/bench/records-report.json`` for ``python -m integration.records_report``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from integration.records_report import (
     needs_no_registry,
 )
 
+REPORT = Path(__file__).resolve().parents[2] / ".cache" / "bench" / "records-report.json"
+
 
 def run(quick: bool) -> dict[str, Any]:
     cases = [c for c in map(json.loads, DEFAULT_RECORDS.read_text().splitlines())
@@ -44,6 +47,8 @@ def run(quick: bool) -> dict[str, Any]:
     if done.returncode not in (0, 1):
         raise RuntimeError(f"metastore test failed: {done.stderr[-2000:]}")
     report = json.loads(done.stdout)
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(done.stdout)
     results = {r["id"]: r for r in report["cases"]}
     plain = [c for c in cases if is_plain(c)]
     stateless = [c["id"] for c in plain if is_stateless(c)]
@@ -57,6 +62,7 @@ def run(quick: bool) -> dict[str, Any]:
     for result in report["cases"]:
         by_status.setdefault(result["status"], []).append(result["seconds"])
     return {
+        "report": str(REPORT),
         "cases": len(cases),
         "wall_seconds": round(wall, 1),
         "passed": report["passed"],

@@ -17,7 +17,10 @@ query's own Spark session, and the final SELECT whose rows are the sink's Kafka 
 4. the sink encoding of :mod:`metastore.queries.encoding`.
 
 Aggregations run in Spark's ``update`` output mode: each micro-batch writes the new value of
-every key (and window) it changed, an upsert keyed by the GROUP BY key.
+every key (and window) it changed, an upsert keyed by the GROUP BY key. What one streaming
+SELECT cannot express, aggregating a table's changelog (an update takes a row out of its old
+group) and SESSION windows (sessions merge), is a :class:`BatchStage`: batch SQL that runs per
+micro-batch over its rows and the source topic read in batch, written with ``foreachBatch``.
 """
 
 from __future__ import annotations
