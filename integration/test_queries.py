@@ -91,8 +91,10 @@ def test_killing_the_owner_mid_stream_moves_the_query_without_a_gap(
 
     writer = threading.Thread(target=produce)
     writer.start()
-    time.sleep(8)  # the owner is writing output
-    before = len(sink_records(cluster.bootstrap, sink, seconds=3))
+    before, deadline = 0, time.monotonic() + 20
+    while before == 0 and time.monotonic() < deadline:  # until the owner is writing output
+        time.sleep(2)
+        before = len(sink_records(cluster.bootstrap, sink, seconds=3))
     assert before > 0, "the query moves data before its owner dies"
     assert not sent.is_set(), "the owner dies mid-stream"
     assert cluster.nodes.stop_node(owner, signal.SIGKILL)

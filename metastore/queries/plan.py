@@ -8,7 +8,8 @@ query's own Spark session, and the final SELECT whose rows are the sink's Kafka 
    offset the first time, from the checkpoint afterwards), decoded with
    :func:`metastore.spark.views.decode_select` plus the pseudo columns ``ROWTIME``,
    ``ROWPARTITION``, ``ROWOFFSET``, the event time (the ``TIMESTAMP`` column or the record's
-   timestamp) and, for a windowed query, the ``window()`` each record falls into;
+   timestamp) and, for a windowed query, the ``window()`` each record falls into (for a
+   windowed source, the window of its key); a table's changelog drops records without a key;
 2. every table in a stream-table join is a *batch* Kafka read decoded to its latest row per key,
    which Spark re-plans, so re-reads up to the newest committed offset, at every micro-batch
    (a stream-static join);
@@ -59,7 +60,7 @@ RAW_KEY = "__MS_RAW_KEY"
 SENTINEL = "__MS_SENTINEL"
 WINDOW_END = "__MS_WINDOWEND"
 TOUCHED = "__MS_TOUCHED"
-SESSION_WINDOW = "session_window"
+SESSION = "__MS_SESSION"
 
 
 @dataclass(frozen=True)
@@ -159,10 +160,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             item = exp.If(this=tombstone, true=exp.Null(), false=item)
         items.append(exp.alias_(item, name, quoted=True))
     windowed = analysis.windowed
+    # a projection or filter of a windowed source keeps its records' windows in the sink's key
+    source_window = analysis.window if not analysis.aggregate and not analysis.joins else None
     bounds = _Bounds(exp.column(WINDOW, table=stream_alias, quoted=True))
-    if session is not None:  # ksqlDB's gap is inclusive, Spark's exclusive (in milliseconds)
-        gap = (session.gap_ms or 0) + 1
-        bounds = _Bounds(exp.column(SESSION_WINDOW), end_offset_ms=gap)
+    if session is not None:  # each record's session, as Kafka Streams merges them
+        bounds = _Bounds(exp.column(SESSION, table=stream_alias, quoted=True))
     rowtime: exp.Expr = exp.column("ROWTIME", table=stream_alias, quoted=True)
     if analysis.aggregate:  # an aggregate's record carries the newest input's time, as ksqlDB's
         rowtime = exp.Max(this=rowtime)
@@ -198,9 +200,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         group = select.args.get("group") or exp.Group(expressions=[])
         window_column: exp.Expr = exp.column(WINDOW, table=stream_alias, quoted=True)
         if session is not None:
-            event_time = exp.column(TS, table=stream_alias, quoted=True)
-            window_column = exp.Anonymous(this=SESSION_WINDOW, expressions=[
-                event_time, exp.Literal.string(f"{bounds.end_offset_ms} milliseconds")])
+            window_column = exp.column(SESSION, table=stream_alias, quoted=True)
         group.append("expressions", window_column)
         select.set("group", group)
         items.append(exp.alias_(bounds.start(), WINDOW_START, quoted=True))
@@ -215,6 +215,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     elif not analysis.aggregate:
         items.append(exp.alias_(exp.column(SOURCE, table=stream_alias, quoted=True), SOURCE,
                                 quoted=True))
+        if source_window is not None:
+            items.append(exp.alias_(bounds.start(), WINDOW_START, quoted=True))
+            if source_window.kind == "SESSION":
+                items.append(exp.alias_(bounds.end(), WINDOW_END, quoted=True))
     generated = _take_table_functions(items)
     select.set("expressions", items)
     _rewrite(select, stream_alias, config, bounds)
@@ -224,10 +228,13 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         _aggregate_touched_groups(select, stream_alias)
     inner = select.sql(dialect="spark", identify=True)
     if batch is not None and session is not None:
+        batch = _replay_sessions(batch, select, session)
         batch, inner = _session_changes(batch, inner, select, sink)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
-    hidden = WINDOW_START if windowed else (None if analysis.aggregate else SOURCE)
+    hidden = None if analysis.aggregate else SOURCE
+    session_key = session is not None or (
+        source_window is not None and source_window.kind == "SESSION")
     typed.append(f"{_sink_time(sink)} AS {quote(ROWTIME)}")
     deletes = not analysis.aggregate or having is not None or session is not None
     if deletes:
@@ -237,15 +244,17 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         typed.append(quote(NULL_KEY))
     if hidden is not None:
         typed.append(quote(hidden))
-    if session is not None:
+    if windowed or source_window is not None:
+        typed.append(quote(WINDOW_START))
+    if session_key:
         typed.append(quote(WINDOW_END))
     value = encoding.value_expression(sink)
     if deletes:
         value = f"CASE WHEN {quote(NULL_VALUE)} THEN NULL ELSE {value} END"
     headers = encoding.headers(quote(ROWTIME), quote(SOURCE) if hidden == SOURCE else None,
                                quote(HEADERS))
-    key = encoding.key_expression(sink, quote(WINDOW_START) if windowed else None,
-                                  quote(WINDOW_END) if session is not None else None)
+    key = encoding.key_expression(sink, quote(WINDOW_START) if windowed or source_window else None,
+                                  quote(WINDOW_END) if session_key else None)
     if keeps_key:
         key = f"CASE WHEN {quote(NULL_KEY)} THEN NULL ELSE {key} END"
     records = [f"{key} AS key", f"{value} AS value", f"{headers} AS headers"]
@@ -349,6 +358,7 @@ def _session_stage(source: DataSource, view: str) -> BatchStage:
     """SESSION windows, whose sessions merge when an event bridges them: each micro-batch
     re-aggregates the stream's records up to it (read from its topic, in batch) into sessions,
     once with the micro-batch's records (marked as sentinels) and once without; see
+    :func:`_replay_sessions` for how records find their sessions and
     :func:`_session_changes` for what is written."""
     history = f"{view}_history"
     micro_batch = f"{view}_batch"
@@ -363,6 +373,84 @@ def _session_stage(source: DataSource, view: str) -> BatchStage:
     return BatchStage(
         source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
         steps=(*history_steps, Step(f"{view}_input", rows), Step(f"{view}_earlier", earlier)))
+
+
+DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
+"""ksqlDB's grace period of a window without GRACE PERIOD: 24 hours less the window's size."""
+
+
+def _replay_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSpec
+                     ) -> BatchStage:
+    """Assign records to sessions as Kafka Streams' session aggregation does, replaying each
+    key's records in order (an ``aggregate`` over them): a record's session is itself merged with
+    the sessions of its key it reaches within the gap (both ends inclusive), sessions the store
+    has expired (ended ``retention`` before stream time, retention being the gap plus the grace
+    period unless RETENTION is longer) not among them; the record is dropped as late when that
+    session ends before stream time less the grace period and the gap. Stream time at a record
+    is the newest timestamp the aggregation has seen in its partition up to it (a GROUP BY that
+    repartitions in ksqlDB counts it per source partition here).
+
+    The records (``<view>_input``, sentinels marked) become ``<view>_all``; ``<view>_input`` is
+    those kept with their session (``__MS_SESSION``: TIMESTAMPs ``start``, ``end``) as it stands
+    after them, ``<view>_earlier`` those before the micro-batch with their session before it."""
+    *history, rows, earlier = stage.steps
+    all_rows, all_earlier = f"{rows.view}_all", f"{earlier.view}_all"
+    gap = window.gap_ms or 0
+    grace = window.grace_ms if window.grace_ms is not None else max(DEFAULT_GRACE_MS - gap, 0)
+    retention = max(window.retention_ms or 0, gap + grace)
+    group = aggregation.args.get("group")
+    keys = [e for e in (group.expressions if group is not None else [])
+            if not (isinstance(e, exp.Column) and e.name == SESSION)]
+    source = aggregation.args.get("from_") or aggregation.args.get("from")
+    assert isinstance(source, exp.From)
+    alias = source.this.alias_or_name
+    items: list[exp.Expr] = [exp.alias_(key.copy(), f"__ms_g{i}", quoted=True)
+                             for i, key in enumerate(keys)]
+    for column, name in (("ROWPARTITION", "p"), ("ROWOFFSET", "o")):
+        items.append(exp.alias_(exp.column(column, table=alias, quoted=True), name))
+    items.append(exp.alias_(exp.Anonymous(this="unix_millis", expressions=[
+        exp.column(TS, table=alias, quoted=True)]), "t"))
+    inputs = exp.Select(expressions=items)
+    inputs.set("from_" if "from_" in aggregation.args else "from", source.copy())
+    where = aggregation.args.get("where")
+    if where is not None:
+        inputs.set("where", where.copy())
+    seen = inputs.sql(dialect="spark", identify=True)
+    reaches = f"x.e >= r.t - {gap} AND x.s <= r.t + {gap} AND x.e > r.st - {retention}"
+    hit = f"filter(a.s, x -> {reaches})"
+    first = f"least(r.t, array_min(transform({hit}, x -> x.s)))"
+    last = f"greatest(r.t, array_max(transform({hit}, x -> x.e)))"
+    replay = (
+        "aggregate(__ms_records, named_struct('s', CAST(array() AS ARRAY<STRUCT<s: BIGINT, "
+        "e: BIGINT>>), 'd', CAST(array() AS ARRAY<STRUCT<p: INT, o: BIGINT>>)), (a, r) -> "
+        f"IF({last} < r.st - {grace + gap}, named_struct('s', a.s, 'd', "
+        "concat(a.d, array(named_struct('p', r.p, 'o', r.o)))), "
+        f"named_struct('s', concat(filter(a.s, x -> NOT ({reaches})), "
+        f"array(named_struct('s', {first}, 'e', {last}))), 'd', a.d)))")
+    group_keys = ", ".join(f"__ms_g{i}" for i in range(len(keys))) or "true"
+
+    def assignment(read: str) -> str:
+        records = seen.replace(quote(rows.view), quote(read))
+        timed = ("SELECT *, max(t) OVER (PARTITION BY p ORDER BY o ROWS BETWEEN UNBOUNDED "
+                 f"PRECEDING AND CURRENT ROW) AS st FROM ({records})")
+        replayed = (f"SELECT __ms_records, {replay} AS __ms_state FROM (SELECT array_sort("
+                    "collect_list(named_struct('p', p, 'o', o, 't', t, 'st', st))) AS "
+                    f"__ms_records FROM ({timed}) GROUP BY {group_keys})")
+        return ("SELECT inline(transform(filter(__ms_records, r -> NOT array_contains("
+                "__ms_state.d, named_struct('p', r.p, 'o', r.o))), r -> named_struct("
+                "'__ms_p', r.p, '__ms_o', r.o, '__ms_w', element_at(filter(__ms_state.s, "
+                f"x -> x.s <= r.t AND r.t <= x.e), 1)))) FROM ({replayed})")
+
+    session = (f"named_struct('start', timestamp_millis(w.__ms_w.s), 'end', "
+               f"timestamp_millis(w.__ms_w.e)) AS {SESSION}")
+    steps = [*history, replace(rows, view=all_rows),
+             Step(all_earlier, f"SELECT * FROM {quote(all_rows)} WHERE NOT {SENTINEL}")]
+    pairs = ((rows.view, all_rows), (earlier.view, all_earlier))
+    steps += [Step(f"{view}_assigned", assignment(read)) for view, read in pairs]
+    steps += [Step(view, f"SELECT h.*, {session} FROM {quote(read)} AS h JOIN "
+                         f"{quote(view + '_assigned')} AS w ON h.ROWPARTITION = w.__ms_p AND "
+                         "h.ROWOFFSET = w.__ms_o") for view, read in pairs]
+    return replace(stage, steps=tuple(steps))
 
 
 def _session_changes(stage: BatchStage, aggregation: str, select: exp.Select,
@@ -433,7 +521,7 @@ def _stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> l
               f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
               "timestamp AS __MS_KAFKA_TS", f"value IS NULL AS {NULL_VALUE}",
               f"key IS NULL AS {NULL_KEY}", f"key AS {RAW_KEY}",
-              f"headers AS {HEADERS}")
+              f"headers AS {HEADERS}", *([WINDOW] if source.window is not None else []))
     decoded = decode_select(source, quote(f"{view}_raw"), extra=pseudo)
     event_time = "__MS_KAFKA_TS"
     column = source.column(source.timestamp_column) if source.timestamp_column else None
@@ -454,21 +542,17 @@ def _stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> l
 
 @dataclass(frozen=True)
 class _Bounds:
-    """Where a windowed aggregation's rows find their window's bounds: a struct column
-    (``start``, ``end``) and how far past ksqlDB's WINDOWEND its ``end`` is (a session's end in
-    Spark is its last event plus the gap; in ksqlDB, the last event)."""
+    """Where a window's rows find its bounds: a struct column of TIMESTAMPs ``start`` and
+    ``end`` (a time window's, a session's as replayed by :func:`_replay_sessions`, or a windowed
+    source's, :func:`metastore.spark.views.decode_select`)."""
 
     window: exp.Expr
-    end_offset_ms: int = 0
 
     def start(self) -> exp.Expr:
         return self._millis("start")
 
     def end(self) -> exp.Expr:
-        end = self._millis("end")
-        if not self.end_offset_ms:
-            return end
-        return exp.Sub(this=end, expression=exp.Literal.number(self.end_offset_ms))
+        return self._millis("end")
 
     def _millis(self, which: str) -> exp.Expr:
         field = exp.Dot(this=self.window.copy(), expression=exp.to_identifier(which))

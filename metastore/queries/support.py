@@ -5,8 +5,9 @@ the catalog sources it reads, :func:`metastore.catalog.analysis.analyse`) and th
 created or written, never on Kafka, Spark or the clock, so every node reaches the same verdict
 and a statement accepted into the log is one the runtime can run. Supported: projections,
 filters, every function :mod:`metastore.functions` declares a Spark translation for (scalar
-functions, lambdas, and ``GROUP BY`` aggregates of streams and of tables, ``HAVING``), TUMBLING
-and HOPPING windows, ``PARTITION BY``, and stream-table joins (inner or left, each joined
+functions, lambdas, and ``GROUP BY`` aggregates of streams and of tables, ``HAVING``), TUMBLING,
+HOPPING and SESSION windows, projections and filters of windowed sources (their records keep
+their windows), ``PARTITION BY``, and stream-table joins (inner or left, each joined
 source a table). Anything else is refused with the reason, before it is written:
 :func:`check_runtime` is the :class:`~metastore.catalog.validation.RuntimeCheck` a validator is
 given.
@@ -80,6 +81,15 @@ def _shape(analysis: Analysis) -> str | None:
                 return (f"{source.name}'s TIMESTAMP column {column.name} is a STRING "
                         "(TIMESTAMP_FORMAT); declare it BIGINT or TIMESTAMP")
     first = analysis.reads[0].source
+    windowed = next((read.source for read in analysis.reads if read.source.window is not None),
+                    None)
+    if windowed is not None:  # its records keep their windows only through a projection
+        if analysis.joins:
+            return f"joins of a windowed source ({windowed.name}) are not supported"
+        if analysis.aggregate:
+            return f"aggregating a windowed source ({windowed.name}) is not supported"
+        if analysis.query.partition_by:
+            return f"PARTITION BY over a windowed source ({windowed.name}) is not supported"
     if not analysis.joins:
         return None
     if first.kind is SourceKind.TABLE:

@@ -5,17 +5,23 @@ A stream sink is compared record by record: the same records, and for each key t
 ksqlDB's test driver emits every intermediate update, a micro-batch runtime one per batch, so
 only the last value of each key is comparable; a key whose final expected value is a tombstone
 must be absent or deleted. Timestamps, windows and headers are compared where the test gives them.
-Numbers compare by value (``1`` equals ``1.0``), a produced text field (DELIMITED, KAFKA) equals
-the number it spells, and
-object field names compare case-insensitively (as ksqlDB's JSON format reads them).
+
+Values compare as ksqlDB's test runner compares them (``ExpectedRecordComparator``): an expected
+object matches a record with as many fields, each expected field read by its name or, failing
+that, its upper-cased name, a field the record lacks reading as null; a sink's JSON number with a
+fraction is read as the exact decimal it spells, which an expected text matches only with the
+same value and scale (``"3.40"`` matches ``3.40``, not ``3.4``). Numbers compare by value
+(``1`` equals ``1.0``), and a produced text field (DELIMITED, KAFKA) equals the number it spells.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from metastore.query_tests.cases import CaseRecord, Window
@@ -40,20 +46,60 @@ def same_value(expected: Any, actual: Any) -> bool:
         if isinstance(actual, str):
             return str(expected).lower() == actual.lower()
         return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
-    if isinstance(expected, int | float) and isinstance(actual, int | float):
-        return expected == actual or math.isclose(expected, actual, rel_tol=1e-12, abs_tol=1e-12)
-    if isinstance(expected, int | float) and isinstance(actual, str):
-        return _number_text(actual) == expected
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        # ksqlDB reads the expected record through the sink's JSON format, whose field names
-        # match columns case-insensitively
-        wanted = {str(k).upper(): v for k, v in expected.items()}
-        got = {str(k).upper(): v for k, v in actual.items()}
-        return wanted.keys() == got.keys() and all(same_value(wanted[k], got[k]) for k in wanted)
+    if isinstance(expected, str) and isinstance(actual, Decimal):
+        return _same_decimal_text(expected, actual)
+    if _is_number(expected) and _is_number(actual):
+        return _same_number(expected, actual)
+    if _is_number(expected) and isinstance(actual, str):
+        return bool(_number_text(actual) == expected)
+    if isinstance(expected, Mapping) and isinstance(actual, Mapping):
+        return _same_object(expected, actual)
     if isinstance(expected, list) and isinstance(actual, list):
         return len(expected) == len(actual) and all(
             same_value(e, a) for e, a in zip(expected, actual, strict=True))
     return bool(expected == actual)
+
+
+def _same_object(expected: Mapping[Any, Any], actual: Mapping[Any, Any]) -> bool:
+    """ksqlDB's rule for an expected object: the record has as many fields, and each expected
+    field, read by its name or else by its upper-cased name (absent reads as null), matches.
+    A field the sink lacks therefore matches only an expected null (Java's ``Map.get`` cannot
+    tell an absent field from a null one); the field counts must still agree."""
+    if len(expected) != len(actual):
+        return False
+    for name, wanted in expected.items():
+        got = actual.get(name)
+        if got is None and isinstance(name, str):
+            got = actual.get(name.upper())
+        if not same_value(wanted, got):
+            return False
+    return True
+
+
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _same_decimal_text(expected: str, actual: Decimal) -> bool:
+    """An expected text against an exact number: ksqlDB reads the text as a BigDecimal and
+    requires it to equal the produced one, scale included (``"3.40"`` is not ``3.4``)."""
+    if not _DECIMAL_TEXT.fullmatch(expected):
+        return False
+    try:
+        wanted = Decimal(expected)
+    except InvalidOperation:
+        return False
+    return wanted == actual and wanted.as_tuple().exponent == actual.as_tuple().exponent
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
+
+def _same_number(expected: int | float | Decimal, actual: int | float | Decimal) -> bool:
+    if not isinstance(expected, float) and not isinstance(actual, float):
+        return Decimal(expected) == Decimal(actual)  # exact: ints and decimals of any size
+    wanted, got = float(expected), float(actual)
+    return wanted == got or math.isclose(wanted, got, rel_tol=1e-12, abs_tol=1e-12)
 
 
 def _number_text(text: str) -> float | None:
@@ -110,16 +156,33 @@ def table_difference(expected: Sequence[CaseRecord], actual: Sequence[ActualReco
     final: dict[str, ActualRecord] = {}
     for produced in actual:
         final[_key_id(produced.key, produced.window)] = produced
-    missing = [r for k, r in wanted.items() if r.value is not None and (
-        k not in final or not matches(r, final[k]))]
+    claimed: dict[str, CaseRecord] = {}  # produced key -> the expected record of that key
+    missing = []
+    for key, record in wanted.items():
+        found = key if key in final else next(
+            (k for k, a in final.items() if k not in claimed and _same_key(record, a)), None)
+        if found is not None:
+            claimed[found] = record
+        if record.value is not None and (found is None or not matches(record, final[found])):
+            missing.append(record)
     extra = [a for k, a in final.items() if a.value is not None and (
-        k not in wanted or not matches(wanted[k], a))]
+        k not in claimed or not matches(claimed[k], a))]
     if not missing and not extra:
         return None
     return "final value per key differs: " + _listing(missing, extra)
 
 
+def _same_key(expected: CaseRecord, actual: ActualRecord) -> bool:
+    """The same key where the two spell it differently (a text against an exact decimal)."""
+    return same_value(expected.key, actual.key) and (
+        expected.window is None) == (actual.window is None) and (
+        expected.window is None or actual.window is None
+        or expected.window.start == actual.window.start)
+
+
 def _key_id(key: Any, window: Window | None) -> str:
+    if isinstance(key, Decimal):
+        key = float(key)
     normal = json.dumps(key, sort_keys=True, default=str)
     if isinstance(key, float) and key.is_integer():
         normal = json.dumps(int(key))
@@ -138,6 +201,13 @@ def _listing(missing: Sequence[CaseRecord], unexpected: Sequence[ActualRecord]) 
 
 
 def _show(value: Any) -> str:
+    """``value`` as JSON, an exact decimal as the number it spells (``3.40``)."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
     return json.dumps(value, default=str)
 
 

@@ -38,6 +38,10 @@ READABLE = SPARK_READABLE | {protobuf.FORMAT}
 PROTOBUF_KEY = "__ms_pb_key"
 PROTOBUF_VALUE = "__ms_pb_value"
 """A PROTOBUF_NOSR record's key and value decoded once into JSON text, which the columns read."""
+WINDOWED_KEY = "__ms_windowed_key"
+"""A windowed source's key without its window suffix, which the key columns read."""
+WINDOW = "__MS_WINDOW"
+"""A windowed source's window, a struct of TIMESTAMPs ``start`` and ``end``."""
 RAW_PREFIX = "_kafka_"
 SPEC_PROPERTY = "metastore.spec"
 
@@ -98,7 +102,10 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
     """A SELECT over the raw Kafka table producing the declared columns, in order.
 
     ``extra`` select items over the raw columns (``offset AS ROWOFFSET``...) are appended when the
-    source is read as a stream (a record per Kafka record, no latest-per-key).
+    source is read as a stream (a record per Kafka record, no latest-per-key). A windowed source's
+    keys are read without their window, which ``extra`` may select as ``__MS_WINDOW``
+    (:func:`_with_window`). A table's records without a key are dropped, as Kafka Streams' table
+    source drops them.
     """
     problem = _unsupported(source)
     if problem is not None:
@@ -107,14 +114,41 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
                             for c in source.columns)
         return f"SELECT {columns} FROM {raw_table}"
     expressions = [f"{_column_expression(source, c)} AS {quote(c.name)}" for c in source.columns]
-    raw_table = _with_protobuf(source, raw_table)
+    raw_table = _with_protobuf(source, _with_window(source, raw_table))
     decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table}"
-    if source.kind is SourceKind.STREAM or extra:
+    if source.kind is SourceKind.STREAM:
         return decoded
+    if extra:
+        return f"{decoded} WHERE key IS NOT NULL"
     names = ", ".join(quote(c.name) for c in source.columns)
     return (f"SELECT {names} FROM (SELECT {', '.join(expressions)}, value IS NULL AS __tombstone, "
             "row_number() OVER (PARTITION BY key ORDER BY partition DESC, offset DESC) AS __latest "
-            f"FROM {raw_table}) WHERE __latest = 1 AND NOT __tombstone")
+            f"FROM {raw_table} WHERE key IS NOT NULL) WHERE __latest = 1 AND NOT __tombstone")
+
+
+def _with_window(source: DataSource, raw_table: str) -> str:
+    """``raw_table`` with a windowed source's key split as Kafka Streams' windowed serdes write
+    it: the inner key (``__ms_windowed_key``), then the window start (TUMBLING, HOPPING: the last
+    8 bytes; the window's end is the start plus WINDOW_SIZE) or, for SESSION, the end then the
+    start (8 bytes each); ``__MS_WINDOW`` is NULL for a record without a (long enough) key."""
+    window = source.window
+    if window is None:
+        return raw_table
+    session = window.kind == "SESSION"
+    suffix = 16 if session else 8
+    start = _int64_at("key", "length(key) - 7")
+    end = _int64_at("key", "length(key) - 15") if session else f"{start} + {window.size_ms or 0}"
+    valid = f"key IS NOT NULL AND length(key) >= {suffix}"
+    inner = f"IF({valid}, substring(key, 1, length(key) - {suffix}), NULL)"
+    bounds = (f"IF({valid}, named_struct('start', timestamp_millis({start}), "
+              f"'end', timestamp_millis({end})), NULL)")
+    return (f"(SELECT *, {inner} AS {WINDOWED_KEY}, {bounds} AS {WINDOW} FROM {raw_table}) "
+            "AS __ms_windowed")
+
+
+def _int64_at(raw: str, position: str) -> str:
+    """The big-endian 8-byte integer at 1-based ``position`` of a binary."""
+    return f"CAST(conv(hex(substring({raw}, {position}, 8)), 16, -10) AS BIGINT)"
 
 
 def _with_protobuf(source: DataSource, raw_table: str) -> str:
@@ -123,7 +157,8 @@ def _with_protobuf(source: DataSource, raw_table: str) -> str:
     projection that reads it many times)."""
     decoded = []
     if source.key_format == protobuf.FORMAT and source.key_columns:
-        decoded.append(f"{decode_json(protobuf.key_schema(source), 'key')} AS {PROTOBUF_KEY}")
+        key = WINDOWED_KEY if source.window is not None else "key"
+        decoded.append(f"{decode_json(protobuf.key_schema(source), key)} AS {PROTOBUF_KEY}")
     if source.value_format == protobuf.FORMAT:
         decoded.append(f"{decode_json(protobuf.value_schema(source), 'value')} AS {PROTOBUF_VALUE}")
     if not decoded:
@@ -143,8 +178,6 @@ def _unsupported(source: DataSource) -> str | None:
     problem = protobuf.source_problem(source)
     if problem is not None:
         return problem
-    if source.window is not None:
-        return "windowed keys are not decoded yet"
     key_columns = source.key_columns
     if source.key_format == "KAFKA" and key_columns and key_columns[0].type not in KAFKA_TYPES:
         return f"KAFKA keys of type {key_columns[0].type.sql()} are not decoded yet"
@@ -164,7 +197,8 @@ def _column_expression(source: DataSource, column: Column) -> str:
         columns = source.key_columns
         if source.key_format == protobuf.FORMAT:
             return _json_field(PROTOBUF_KEY, column, bare=protobuf.key_schema(source).unwrapped)
-        return _field(source.key_format, "key", columns, column,
+        key = WINDOWED_KEY if source.window is not None else "key"
+        return _field(source.key_format, key, columns, column,
                       source.property("KEY_DELIMITER"), wrapped=True)
     columns = source.value_columns
     if source.value_format == protobuf.FORMAT:
@@ -188,7 +222,8 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
         element = f"from_csv({text}, {string_literal(fields)}, {options}).c{index}"
         return _from_text(element, column.type)
     if fmt == "JSON":
-        return _json_field(text, column, bare=len(columns) == 1 and (raw == "key" or not wrapped))
+        is_key = raw in ("key", WINDOWED_KEY)
+        return _json_field(text, column, bare=len(columns) == 1 and (is_key or not wrapped))
     raise ValueError(f"format {fmt} is not decodable")
 
 

@@ -13,6 +13,12 @@ CREATE TABLE T (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='t', VALUE_FO
 CREATE TABLE T2 (ID INT PRIMARY KEY, N INT) WITH (KAFKA_TOPIC='t2', VALUE_FORMAT='JSON');
 CREATE STREAM A (ID INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='AVRO');
 """
+WINDOWED = """
+CREATE STREAM W (ID INT KEY, V INT) WITH (KAFKA_TOPIC='w', VALUE_FORMAT='JSON',
+  WINDOW_TYPE='SESSION');
+CREATE STREAM H (ID INT KEY, V INT) WITH (KAFKA_TOPIC='h', VALUE_FORMAT='JSON',
+  WINDOW_TYPE='HOPPING', WINDOW_SIZE='30 SECONDS');
+"""
 
 
 def outcome(statement: str) -> str | None:
@@ -33,6 +39,10 @@ def outcome(statement: str) -> str | None:
     "CREATE TABLE X AS SELECT ID, COUNT(*) AS N FROM S GROUP BY ID HAVING COUNT(*) > 1;",
     "CREATE TABLE X AS SELECT NAME, COUNT(*) AS N, COLLECT_LIST(ID) AS I FROM T GROUP BY NAME;",
     "CREATE TABLE X AS SELECT ID, COUNT(*) AS N FROM S WINDOW SESSION (1 MINUTE) GROUP BY ID;",
+    "CREATE TABLE X AS SELECT ID, MAX(V) AS M FROM S WINDOW SESSION (30 SECONDS, "
+    "GRACE PERIOD 1 MINUTE) GROUP BY ID;",
+    WINDOWED + "CREATE STREAM X AS SELECT ID, V, WINDOWSTART AS WS, WINDOWEND AS WE FROM W;",
+    WINDOWED + "CREATE STREAM X AS SELECT * FROM H WHERE WINDOWSTART > 1000;",
 ])
 def test_supported_queries_are_accepted(statement: str) -> None:
     assert outcome(statement) is None
@@ -52,6 +62,12 @@ def test_supported_queries_are_accepted(statement: str) -> None:
      "the sink's value format AVRO cannot be written"),
     ("CREATE TABLE X AS SELECT NAME, COUNT(*) AS N FROM S GROUP BY NAME EMIT FINAL;",
      "EMIT FINAL is not supported"),
+    (WINDOWED + "CREATE TABLE X AS SELECT V, COUNT(*) AS N FROM H GROUP BY V;",
+     "aggregating a windowed source (H) is not supported"),
+    (WINDOWED + "CREATE STREAM X AS SELECT * FROM W PARTITION BY V;",
+     "PARTITION BY over a windowed source (W) is not supported"),
+    (WINDOWED + "CREATE STREAM X AS SELECT W.ID, W.V, T.NAME FROM W JOIN T ON W.ID = T.ID;",
+     "joins of a windowed source (W) are not supported"),
 ])
 def test_unsupported_queries_are_refused_before_they_are_written(statement: str,
                                                                   reason: str) -> None:

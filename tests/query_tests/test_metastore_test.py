@@ -45,6 +45,10 @@ DEV_SLICE = (
     "qtt/cast.json::struct to string",
     "qtt/collect-set.json::collect_set with limit of 1",  # the test's properties apply
     "qtt/serdes.json::serialization should pick up value wrapping from config",
+    "qtt/elements.json::non-join leaves aliased system columns in output's value schema",  # a
+    # SESSION-windowed source: WINDOWSTART / WINDOWEND from its keys, its windows kept
+    "qtt/multi-col-keys.json::select * from table",  # a table drops records without a key
+    "qtt/session-windows.json::out of order - explicit grace period",  # late records dropped
 )
 INPUT = ("CREATE STREAM INPUT (ID INT KEY, NAME STRING, AMOUNT DOUBLE) WITH (KAFKA_TOPIC='input', "
          "VALUE_FORMAT='JSON');")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,41 @@ def test_a_ksqldb_test_with_formats_is_one_test_per_format(tmp_path: Path) -> No
     loaded = cases.load([tmp_path / "file.json"])
     assert [t.name for t in loaded] == ["t - JSON", "t - DELIMITED"]
     assert "VALUE_FORMAT='DELIMITED'" in loaded[1].statements[0]
+
+
+def test_an_expected_object_is_read_field_by_field_as_ksqldb_reads_it() -> None:
+    # ksqlDB's ExpectedRecordComparator: as many fields; each read by name, else upper-cased,
+    # a field the record lacks reading as null (qtt/encode.json expects a HEX the sink lacks)
+    produced = {"ASCII": None, "UTF8": None, "BASE64": None}
+    assert verdict.same_value({"HEX": None, "UTF8": None, "BASE64": None}, produced)
+    assert verdict.same_value({"ascii": None, "utf8": None, "base64": None}, produced)
+    assert not verdict.same_value({"HEX": "x", "UTF8": None, "BASE64": None}, produced)
+    assert not verdict.same_value({"HEX": None, "UTF8": None}, produced)  # field count differs
+    assert not verdict.same_value({"UTF8": None, "BASE64": None, "ASCII": "A"}, produced)
+    assert not verdict.same_value({"A": 1}, {"a": 1})  # a produced lower-case name is not A
+
+
+def test_a_decimal_is_read_exactly_and_text_must_spell_its_value_and_scale() -> None:
+    sink = source("CREATE TABLE T (ID BIGINT PRIMARY KEY, L0 DECIMAL(3,2)) WITH ("
+                  "KAFKA_TOPIC='t', VALUE_FORMAT='JSON');", "T")
+    value = records.decode_value(b'{"L0":3.40}', sink)
+    assert verdict.same_value({"L0": "3.40"}, value)
+    assert verdict.same_value({"L0": 3.4}, value)  # a number by value, as before
+    assert not verdict.same_value({"L0": "3.4"}, value)  # BigDecimal.equals: the scale counts
+    assert not verdict.same_value({"L0": "3.41"}, value)
+    assert not verdict.same_value({"L0": "3.40x"}, value)
+    assert not verdict.same_value({"L0": 3.41}, value)
+    expected = [CaseRecord("OUT", 0, {"L0": "3.40"}), CaseRecord("OUT", 0, {"L0": "3.40"})]
+    assert verdict.table_difference(expected, [actual(0, value)]) is None
+    wrong = verdict.table_difference(expected, [actual(0, records.decode_value(
+        b'{"L0":8.90}', sink))])
+    assert wrong is not None and "-> {\"L0\": 8.90}" in wrong
+    assert verdict.same_value(1, records.decode_value(b"1", sink))  # integers stay integers
+    assert verdict.same_value(1e20, records.decode_value(b"1.0E20", sink))
+
+
+def test_keys_spelled_as_text_find_their_decimal_key_in_a_table() -> None:
+    expected = [CaseRecord("OUT", "1.50", {"C": 1})]
+    assert verdict.table_difference(expected, [actual(Decimal("1.50"), {"C": 1})]) is None
+    assert verdict.table_difference(expected, [actual(Decimal("1.5"), {"C": 1})]) is not None
+    assert verdict.table_difference(expected, [actual(Decimal("1.50"), {"C": 2})]) is not None
