@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.local.jars import INTERCEPTOR_CLASS
-from metastore.queries.plan import QueryPlan, Step
+from metastore.queries.steps import QueryPlan, Step
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -27,7 +27,7 @@ micro-batch over its rows and the source topic read in batch, written with ``for
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -35,65 +35,41 @@ from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.functions import library as functions
-from metastore.functions import sparksql
 from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError
+from metastore.queries.stages import (
+    aggregate_touched_groups,
+    changelog_stage,
+    replay_sessions,
+    session_changes,
+    session_stage,
+)
+from metastore.queries.steps import (
+    HEADERS,
+    NULL_KEY,
+    NULL_VALUE,
+    ROWTIME,
+    SENTINEL,
+    SESSION,
+    SOURCE,
+    TABLE_FUNCTION,
+    TOUCHED,
+    WINDOW,
+    WINDOW_END,
+    WINDOW_START,
+    BatchStage,
+    QueryPlan,
+    Step,
+    stream_steps,
+    table_select,
+)
 from metastore.queries.support import explain, runtime_problem
 from metastore.spark.query import struct_access
 from metastore.spark.types import quote, spark_type
-from metastore.spark.views import decode_select
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
-from metastore.sql.statements import Query, SelectStatement, SourceKind, WindowSpec
-
-TS = "__MS_TS"
-WINDOW = "__MS_WINDOW"
-SOURCE = "__MS_SOURCE"
-WINDOW_START = "__MS_WINDOWSTART"
-ROWTIME = "__MS_ROWTIME"
-NULL_VALUE = "__MS_NULL_VALUE"
-HEADERS = "__MS_HEADERS"
-NULL_KEY = "__MS_NULL_KEY"
-TABLE_FUNCTION = "__MS_TF"
-RAW_KEY = "__MS_RAW_KEY"
-SENTINEL = "__MS_SENTINEL"
-WINDOW_END = "__MS_WINDOWEND"
-TOUCHED = "__MS_TOUCHED"
-SESSION = "__MS_SESSION"
-
-
-@dataclass(frozen=True)
-class Step:
-    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), or a SELECT."""
-
-    view: str
-    sql: str | None = None
-    topic: str | None = None
-    streaming: bool = True
-    watermark_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class BatchStage:
-    """A query that runs once per micro-batch as batch SQL: the rows of the streaming
-    ``source_sql`` a micro-batch brings are registered as ``view``, then ``steps`` and the plan's
-    ``sql`` run over them and the result is written to the sink."""
-
-    source_sql: str
-    view: str
-    steps: tuple[Step, ...]
-
-
-@dataclass(frozen=True)
-class QueryPlan:
-    query_id: str
-    steps: tuple[Step, ...]
-    sql: str
-    output_mode: str
-    topic: str
-    source_topics: tuple[str, ...]
-    batch: BatchStage | None = None
+from metastore.sql.statements import Query, SelectStatement, SourceKind
 
 
 def parse_query(sql: str) -> Query:
@@ -135,16 +111,16 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         if source.kind is SourceKind.STREAM or changelog:
             stream_alias = stream_alias or alias
             source_topics.append(source.topic)
-            steps += _stream_steps(source, view, None if session else analysis.windowing)
+            steps += stream_steps(source, view, None if session else analysis.windowing)
             if changelog and analysis.aggregate:
-                batch = _changelog_stage(source, view)
+                batch = changelog_stage(source, view)
                 view = f"{view}_input"
             elif session is not None:
-                batch = _session_stage(source, view)
+                batch = session_stage(source, view)
                 view = f"{view}_input"
         else:
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
-                      Step(view, _table_select(source, quote(f"{view}_raw")))]
+                      Step(view, table_select(source, quote(f"{view}_raw")))]
         read.table.replace(exp.Table(this=exp.to_identifier(view, quoted=True),
                                      alias=exp.TableAlias(this=exp.to_identifier(alias))))
     assert stream_alias is not None, "support admits only queries reading a stream"
@@ -225,11 +201,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if generated:
         _explode(select, generated, stream_alias)
     if batch is not None and session is None:
-        _aggregate_touched_groups(select, stream_alias)
+        aggregate_touched_groups(select, stream_alias)
     inner = select.sql(dialect="spark", identify=True)
     if batch is not None and session is not None:
-        batch = _replay_sessions(batch, select, session)
-        batch, inner = _session_changes(batch, inner, select, sink)
+        batch = replay_sessions(batch, select, session)
+        batch, inner = session_changes(batch, inner, select, sink)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
     hidden = None if analysis.aggregate else SOURCE
@@ -297,205 +273,6 @@ def _explode(select: exp.Select, calls: list[exp.Expr], stream_alias: str) -> No
         alias=exp.TableAlias(this=exp.to_identifier(TABLE_FUNCTION, quoted=True), columns=names)))
 
 
-def _table_select(source: DataSource, raw_table: str) -> str:
-    """A table's latest row per key (tombstones removed) with its pseudo columns, from a batch
-    read of its topic."""
-    pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
-              "unix_millis(timestamp) AS ROWTIME", "value IS NULL AS __MS_TOMBSTONE",
-              "key AS __MS_RAW_KEY")
-    names = ", ".join(quote(c.name) for c in source.columns)
-    return (f"SELECT {names}, ROWTIME, ROWPARTITION, ROWOFFSET FROM (SELECT *, row_number() OVER "
-            "(PARTITION BY __MS_RAW_KEY ORDER BY ROWPARTITION DESC, ROWOFFSET DESC) AS __latest "
-            f"FROM ({decode_select(source, raw_table, extra=pseudo)})) "
-            "WHERE __latest = 1 AND NOT __MS_TOMBSTONE")
-
-
-def _changelog_stage(source: DataSource, view: str) -> BatchStage:
-    """Aggregating a table's changelog, where a row's update takes its old value out of its old
-    group: each micro-batch re-aggregates the groups it touched over the table as it stands.
-
-    The input (``<view>_input``) is the table's latest row per key up to the micro-batch (read
-    from its topic, in batch) plus, marked as *sentinels*, every row version the micro-batch
-    brings and each key's version before it: the groups of sentinels are the touched groups;
-    sentinels name their group but count in no aggregate (:func:`_aggregate_touched_groups`), so
-    a group a row left is aggregated without it (a COUNT of 0, as ksqlDB's undo leaves it). A
-    version before the micro-batch has the time of the record that replaced it.
-    """
-    history = f"{view}_history"
-    micro_batch = f"{view}_batch"
-    names = [quote(c.name) for c in source.columns]
-    carried = ["ROWPARTITION", "ROWOFFSET", quote(RAW_KEY), quote(NULL_VALUE), quote(HEADERS)]
-    columns = ", ".join([*names, "ROWTIME", *carried])
-    history_steps = [replace(step, streaming=False, watermark_ms=None)
-                     for step in _stream_steps(source, history, None)]
-    current = (
-        f"SELECT {columns} FROM (SELECT h.*, row_number() OVER (PARTITION BY h.{quote(RAW_KEY)} "
-        f"ORDER BY h.ROWOFFSET DESC) AS __ms_n FROM {quote(history)} AS h LEFT JOIN (SELECT "
-        f"ROWPARTITION AS __ms_p, max(ROWOFFSET) AS __ms_o FROM {quote(micro_batch)} GROUP BY "
-        "ROWPARTITION) AS e ON h.ROWPARTITION = e.__ms_p WHERE h.{raw} IS NOT NULL AND "
-        "(e.__ms_o IS NULL OR h.ROWOFFSET <= e.__ms_o)) WHERE __ms_n = 1"
-    ).replace("{raw}", quote(RAW_KEY))
-    earlier = ", ".join([*names, "__ms_at AS ROWTIME", *carried])
-    previous = (
-        f"SELECT {earlier} FROM (SELECT h.*, f.__ms_at, row_number() OVER (PARTITION BY "
-        f"h.{quote(RAW_KEY)} ORDER BY h.ROWOFFSET DESC) AS __ms_n FROM {quote(history)} AS h "
-        f"JOIN (SELECT {quote(RAW_KEY)} AS __ms_k, ROWPARTITION AS __ms_p, min(ROWOFFSET) AS "
-        f"__ms_o, min_by(ROWTIME, ROWOFFSET) AS __ms_at FROM {quote(micro_batch)} WHERE "
-        f"{quote(RAW_KEY)} IS NOT NULL GROUP BY {quote(RAW_KEY)}, ROWPARTITION) AS f ON "
-        f"h.{quote(RAW_KEY)} = f.__ms_k AND h.ROWPARTITION = f.__ms_p AND h.ROWOFFSET < f.__ms_o"
-        ") WHERE __ms_n = 1")
-    rows = (f"SELECT {columns}, false AS {SENTINEL} FROM {quote(view + '_current')} UNION ALL "
-            f"SELECT {columns}, true AS {SENTINEL} FROM {quote(micro_batch)} WHERE "
-            f"{quote(RAW_KEY)} IS NOT NULL UNION ALL "
-            f"SELECT {columns}, true AS {SENTINEL} FROM {quote(view + '_previous')}")
-    return BatchStage(
-        source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
-        steps=(*history_steps, Step(f"{view}_current", current),
-               Step(f"{view}_previous", previous), Step(f"{view}_input", rows)))
-
-
-def _session_stage(source: DataSource, view: str) -> BatchStage:
-    """SESSION windows, whose sessions merge when an event bridges them: each micro-batch
-    re-aggregates the stream's records up to it (read from its topic, in batch) into sessions,
-    once with the micro-batch's records (marked as sentinels) and once without; see
-    :func:`_replay_sessions` for how records find their sessions and
-    :func:`_session_changes` for what is written."""
-    history = f"{view}_history"
-    micro_batch = f"{view}_batch"
-    history_steps = [replace(step, streaming=False, watermark_ms=None)
-                     for step in _stream_steps(source, history, None)]
-    rows = (f"SELECT h.*, (e.__ms_first IS NOT NULL AND h.ROWOFFSET >= e.__ms_first) AS "
-            f"{SENTINEL} FROM {quote(history)} AS h LEFT JOIN (SELECT ROWPARTITION AS __ms_p, "
-            f"min(ROWOFFSET) AS __ms_first, max(ROWOFFSET) AS __ms_last FROM {quote(micro_batch)} "
-            "GROUP BY ROWPARTITION) AS e ON h.ROWPARTITION = e.__ms_p "
-            "WHERE e.__ms_last IS NULL OR h.ROWOFFSET <= e.__ms_last")
-    earlier = f"SELECT * FROM {quote(view + '_input')} WHERE NOT {SENTINEL}"
-    return BatchStage(
-        source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
-        steps=(*history_steps, Step(f"{view}_input", rows), Step(f"{view}_earlier", earlier)))
-
-
-DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
-"""ksqlDB's grace period of a window without GRACE PERIOD: 24 hours less the window's size."""
-
-
-def _replay_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSpec
-                     ) -> BatchStage:
-    """Assign records to sessions as Kafka Streams' session aggregation does, replaying each
-    key's records in order (an ``aggregate`` over them): a record's session is itself merged with
-    the sessions of its key it reaches within the gap (both ends inclusive), sessions the store
-    has expired (ended ``retention`` before stream time, retention being the gap plus the grace
-    period unless RETENTION is longer) not among them; the record is dropped as late when that
-    session ends before stream time less the grace period and the gap. Stream time at a record
-    is the newest timestamp the aggregation has seen in its partition up to it (a GROUP BY that
-    repartitions in ksqlDB counts it per source partition here).
-
-    The records (``<view>_input``, sentinels marked) become ``<view>_all``; ``<view>_input`` is
-    those kept with their session (``__MS_SESSION``: TIMESTAMPs ``start``, ``end``) as it stands
-    after them, ``<view>_earlier`` those before the micro-batch with their session before it."""
-    *history, rows, earlier = stage.steps
-    all_rows, all_earlier = f"{rows.view}_all", f"{earlier.view}_all"
-    gap = window.gap_ms or 0
-    grace = window.grace_ms if window.grace_ms is not None else max(DEFAULT_GRACE_MS - gap, 0)
-    retention = max(window.retention_ms or 0, gap + grace)
-    group = aggregation.args.get("group")
-    keys = [e for e in (group.expressions if group is not None else [])
-            if not (isinstance(e, exp.Column) and e.name == SESSION)]
-    source = aggregation.args.get("from_") or aggregation.args.get("from")
-    assert isinstance(source, exp.From)
-    alias = source.this.alias_or_name
-    items: list[exp.Expr] = [exp.alias_(key.copy(), f"__ms_g{i}", quoted=True)
-                             for i, key in enumerate(keys)]
-    for column, name in (("ROWPARTITION", "p"), ("ROWOFFSET", "o")):
-        items.append(exp.alias_(exp.column(column, table=alias, quoted=True), name))
-    items.append(exp.alias_(exp.Anonymous(this="unix_millis", expressions=[
-        exp.column(TS, table=alias, quoted=True)]), "t"))
-    inputs = exp.Select(expressions=items)
-    inputs.set("from_" if "from_" in aggregation.args else "from", source.copy())
-    where = aggregation.args.get("where")
-    if where is not None:
-        inputs.set("where", where.copy())
-    seen = inputs.sql(dialect="spark", identify=True)
-    reaches = f"x.e >= r.t - {gap} AND x.s <= r.t + {gap} AND x.e > r.st - {retention}"
-    hit = f"filter(a.s, x -> {reaches})"
-    first = f"least(r.t, array_min(transform({hit}, x -> x.s)))"
-    last = f"greatest(r.t, array_max(transform({hit}, x -> x.e)))"
-    replay = (
-        "aggregate(__ms_records, named_struct('s', CAST(array() AS ARRAY<STRUCT<s: BIGINT, "
-        "e: BIGINT>>), 'd', CAST(array() AS ARRAY<STRUCT<p: INT, o: BIGINT>>)), (a, r) -> "
-        f"IF({last} < r.st - {grace + gap}, named_struct('s', a.s, 'd', "
-        "concat(a.d, array(named_struct('p', r.p, 'o', r.o)))), "
-        f"named_struct('s', concat(filter(a.s, x -> NOT ({reaches})), "
-        f"array(named_struct('s', {first}, 'e', {last}))), 'd', a.d)))")
-    group_keys = ", ".join(f"__ms_g{i}" for i in range(len(keys))) or "true"
-
-    def assignment(read: str) -> str:
-        records = seen.replace(quote(rows.view), quote(read))
-        timed = ("SELECT *, max(t) OVER (PARTITION BY p ORDER BY o ROWS BETWEEN UNBOUNDED "
-                 f"PRECEDING AND CURRENT ROW) AS st FROM ({records})")
-        replayed = (f"SELECT __ms_records, {replay} AS __ms_state FROM (SELECT array_sort("
-                    "collect_list(named_struct('p', p, 'o', o, 't', t, 'st', st))) AS "
-                    f"__ms_records FROM ({timed}) GROUP BY {group_keys})")
-        return ("SELECT inline(transform(filter(__ms_records, r -> NOT array_contains("
-                "__ms_state.d, named_struct('p', r.p, 'o', r.o))), r -> named_struct("
-                "'__ms_p', r.p, '__ms_o', r.o, '__ms_w', element_at(filter(__ms_state.s, "
-                f"x -> x.s <= r.t AND r.t <= x.e), 1)))) FROM ({replayed})")
-
-    session = (f"named_struct('start', timestamp_millis(w.__ms_w.s), 'end', "
-               f"timestamp_millis(w.__ms_w.e)) AS {SESSION}")
-    steps = [*history, replace(rows, view=all_rows),
-             Step(all_earlier, f"SELECT * FROM {quote(all_rows)} WHERE NOT {SENTINEL}")]
-    pairs = ((rows.view, all_rows), (earlier.view, all_earlier))
-    steps += [Step(f"{view}_assigned", assignment(read)) for view, read in pairs]
-    steps += [Step(view, f"SELECT h.*, {session} FROM {quote(read)} AS h JOIN "
-                         f"{quote(view + '_assigned')} AS w ON h.ROWPARTITION = w.__ms_p AND "
-                         "h.ROWOFFSET = w.__ms_o") for view, read in pairs]
-    return replace(stage, steps=tuple(steps))
-
-
-def _session_changes(stage: BatchStage, aggregation: str, select: exp.Select,
-                     sink: DataSource) -> tuple[BatchStage, str]:
-    """What a micro-batch changes in a SESSION-windowed table: every session holding one of its
-    records (its new value), and a tombstone for each earlier session of the same keys that is
-    no longer one (merged into a larger session), as ksqlDB writes them."""
-    input_view = stage.steps[-2].view
-    earlier_view = stage.steps[-1].view
-    after, before = f"{input_view}_sessions", f"{earlier_view}_sessions"
-    earlier = aggregation.replace(quote(input_view), quote(earlier_view))
-    names = [item.alias_or_name for item in select.expressions]
-    keys = [c.name for c in sink.key_columns]
-    same_key = " AND ".join(f"b.{quote(k)} <=> t.{quote(k)}" for k in keys) or "true"
-    same_session = " AND ".join(
-        [f"b.{quote(k)} <=> a.{quote(k)}" for k in keys]
-        + [f"b.{quote(bound)} = a.{quote(bound)}" for bound in (WINDOW_START, WINDOW_END)])
-    deleted = ", ".join(f"true AS {quote(n)}" if n == NULL_VALUE else f"b.{quote(n)}"
-                        for n in names)
-    changes = (f"SELECT * FROM {quote(after)} WHERE {quote(TOUCHED)} = 1 UNION ALL "
-               f"SELECT {deleted} FROM {quote(before)} AS b LEFT SEMI JOIN (SELECT * FROM "
-               f"{quote(after)} WHERE {quote(TOUCHED)} = 1) AS t ON {same_key} "
-               f"LEFT ANTI JOIN {quote(after)} AS a ON {same_session}")
-    steps = (*stage.steps, Step(after, aggregation), Step(before, earlier))
-    return replace(stage, steps=steps), changes
-
-
-def _aggregate_touched_groups(select: exp.Select, alias: str) -> None:
-    """Keep only the groups a sentinel touched, and keep sentinels out of every aggregate
-    (each Spark aggregate call gets ``FILTER (WHERE NOT sentinel)``); the result's time is the
-    newest sentinel's."""
-    sentinel = exp.column(SENTINEL, table=alias, quoted=True)
-    for item in select.expressions:
-        if item.alias_or_name in (ROWTIME, HEADERS):  # the newest sentinel's
-            newest = item.this.copy()
-            item.set("this", exp.Filter(this=newest, expression=exp.Where(this=sentinel.copy())))
-            continue
-        for node in list(item.walk()):
-            if sparksql.is_aggregate_call(node):
-                node.replace(exp.Filter(this=node.copy(), expression=exp.Where(
-                    this=exp.Not(this=sentinel.copy()))))
-    touched = exp.Max(this=exp.Cast(this=sentinel.copy(), to=exp.DataType.build("INT")))
-    select.set("having", exp.Having(this=exp.EQ(this=touched, expression=exp.Literal.number(1))))
-
-
 def _sink_time(sink: DataSource) -> str:
     """A sink record's timestamp: its TIMESTAMP column's, else the source record's ROWTIME."""
     column = sink.column(sink.timestamp_column) if sink.timestamp_column else None
@@ -516,35 +293,12 @@ def _skip_ungroupable(select: exp.Select, null_value: exp.Expr) -> None:
         select.where(condition, copy=False)
 
 
-def _stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> list[Step]:
-    pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
-              f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
-              "timestamp AS __MS_KAFKA_TS", f"value IS NULL AS {NULL_VALUE}",
-              f"key IS NULL AS {NULL_KEY}", f"key AS {RAW_KEY}",
-              f"headers AS {HEADERS}", *([WINDOW] if source.window is not None else []))
-    decoded = decode_select(source, quote(f"{view}_raw"), extra=pseudo)
-    event_time = "__MS_KAFKA_TS"
-    column = source.column(source.timestamp_column) if source.timestamp_column else None
-    if column is not None:
-        event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
-                      else quote(column.name))
-    grace = window.grace_ms if window is not None else None
-    bounds = ""
-    if window is not None and window.size_ms is not None:
-        size = f"'{window.size_ms} milliseconds'"
-        slide = f", '{window.advance_ms} milliseconds'" if window.advance_ms else ""
-        bounds = f", window({TS}, {size}{slide}) AS {WINDOW}"
-    return [Step(f"{view}_raw", topic=source.topic),
-            Step(f"{view}_decoded", f"SELECT *, {event_time} AS {TS} FROM ({decoded})",
-                 watermark_ms=grace),
-            Step(view, f"SELECT *, unix_millis({TS}) AS ROWTIME{bounds} FROM {quote(view + '_decoded')}")]
-
-
 @dataclass(frozen=True)
 class _Bounds:
     """Where a window's rows find its bounds: a struct column of TIMESTAMPs ``start`` and
-    ``end`` (a time window's, a session's as replayed by :func:`_replay_sessions`, or a windowed
-    source's, :func:`metastore.spark.views.decode_select`)."""
+    ``end`` (a time window's, a session's as replayed by
+    :func:`metastore.queries.stages.replay_sessions`, or a windowed source's,
+    :func:`metastore.spark.views.decode_select`)."""
 
     window: exp.Expr
 

@@ -42,7 +42,8 @@ from metastore.kafka.consumer import DetailedRecord, PartitionReader
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
-from metastore.queries.plan import QueryPlan, Step, compile_query
+from metastore.queries.plan import compile_query
+from metastore.queries.steps import QueryPlan, Step
 from metastore.queries.support import check_runtime
 from metastore.query_tests import records, verdict
 from metastore.query_tests.cases import QueryTest

@@ -1,0 +1,99 @@
+"""The parts a query plan is made of: :class:`Step` s (views over Kafka reads or SELECTs), the
+per-micro-batch :class:`BatchStage`, the :class:`QueryPlan` a job starts, the names of the hidden
+columns the plan's views carry, and how a query reads its sources (:func:`stream_steps`,
+:func:`table_select`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from metastore.catalog.model import DataSource
+from metastore.spark.types import quote
+from metastore.spark.views import decode_select
+from metastore.sql import types as ty
+from metastore.sql.statements import WindowSpec
+
+TS = "__MS_TS"
+WINDOW = "__MS_WINDOW"
+SOURCE = "__MS_SOURCE"
+WINDOW_START = "__MS_WINDOWSTART"
+ROWTIME = "__MS_ROWTIME"
+NULL_VALUE = "__MS_NULL_VALUE"
+HEADERS = "__MS_HEADERS"
+NULL_KEY = "__MS_NULL_KEY"
+TABLE_FUNCTION = "__MS_TF"
+RAW_KEY = "__MS_RAW_KEY"
+SENTINEL = "__MS_SENTINEL"
+WINDOW_END = "__MS_WINDOWEND"
+TOUCHED = "__MS_TOUCHED"
+SESSION = "__MS_SESSION"
+
+
+@dataclass(frozen=True)
+class Step:
+    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), or a SELECT."""
+
+    view: str
+    sql: str | None = None
+    topic: str | None = None
+    streaming: bool = True
+    watermark_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class BatchStage:
+    """A query that runs once per micro-batch as batch SQL: the rows of the streaming
+    ``source_sql`` a micro-batch brings are registered as ``view``, then ``steps`` and the plan's
+    ``sql`` run over them and the result is written to the sink."""
+
+    source_sql: str
+    view: str
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    query_id: str
+    steps: tuple[Step, ...]
+    sql: str
+    output_mode: str
+    topic: str
+    source_topics: tuple[str, ...]
+    batch: BatchStage | None = None
+
+
+def stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> list[Step]:
+    pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
+              f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
+              "timestamp AS __MS_KAFKA_TS", f"value IS NULL AS {NULL_VALUE}",
+              f"key IS NULL AS {NULL_KEY}", f"key AS {RAW_KEY}",
+              f"headers AS {HEADERS}", *([WINDOW] if source.window is not None else []))
+    decoded = decode_select(source, quote(f"{view}_raw"), extra=pseudo)
+    event_time = "__MS_KAFKA_TS"
+    column = source.column(source.timestamp_column) if source.timestamp_column else None
+    if column is not None:
+        event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
+                      else quote(column.name))
+    grace = window.grace_ms if window is not None else None
+    bounds = ""
+    if window is not None and window.size_ms is not None:
+        size = f"'{window.size_ms} milliseconds'"
+        slide = f", '{window.advance_ms} milliseconds'" if window.advance_ms else ""
+        bounds = f", window({TS}, {size}{slide}) AS {WINDOW}"
+    return [Step(f"{view}_raw", topic=source.topic),
+            Step(f"{view}_decoded", f"SELECT *, {event_time} AS {TS} FROM ({decoded})",
+                 watermark_ms=grace),
+            Step(view, f"SELECT *, unix_millis({TS}) AS ROWTIME{bounds} FROM {quote(view + '_decoded')}")]
+
+
+def table_select(source: DataSource, raw_table: str) -> str:
+    """A table's latest row per key (tombstones removed) with its pseudo columns, from a batch
+    read of its topic."""
+    pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
+              "unix_millis(timestamp) AS ROWTIME", "value IS NULL AS __MS_TOMBSTONE",
+              "key AS __MS_RAW_KEY")
+    names = ", ".join(quote(c.name) for c in source.columns)
+    return (f"SELECT {names}, ROWTIME, ROWPARTITION, ROWOFFSET FROM (SELECT *, row_number() OVER "
+            "(PARTITION BY __MS_RAW_KEY ORDER BY ROWPARTITION DESC, ROWOFFSET DESC) AS __latest "
+            f"FROM ({decode_select(source, raw_table, extra=pseudo)})) "
+            "WHERE __latest = 1 AND NOT __MS_TOMBSTONE")
