@@ -469,7 +469,8 @@ def _check_table_aggregation(select: exp.Select, windowed: bool) -> None:
     if windowed:
         raise QueryError("Windowing not supported for table aggregations.")
     refused: list[str] = []
-    for item in select.expressions:
+    having = select.args.get("having")
+    for item in [*select.expressions, *([having] if having is not None else [])]:
         for call in item.find_all(exp.Anonymous):
             found = functions.lookup(function_name(call)) if _is_aggregate(call) else None
             if found is not None and not found.undoable and found.name not in refused:

@@ -96,7 +96,9 @@ def _instr(call: Call) -> exp.Expr:
         (backwards.copy(), sql.add(sql.sub(sql.sub(size.copy(), at.copy()),
                                            sql.fn("length", substring.copy())), sql.lit(2))),
         otherwise=at.copy())
-    located = sql.fn("aggregate", sql.fn("sequence", sql.lit(1), occurrence), sql.lit(0),
+    # bounded by the text's length, so a huge literal occurrence is no huge constant array
+    steps = sql.fn("least", occurrence, sql.add(size.copy(), sql.lit(1)))
+    located = sql.fn("aggregate", sql.fn("sequence", sql.lit(1), steps), sql.lit(0),
                      sql.lam(step, "__at", "__k"), sql.lam(placed, "__at"))
     invalid = exp.Or(this=exp.Or(this=sql.lt(size.copy(), start.copy()),
                                  expression=sql.eq(position.copy(), sql.lit(0))),

@@ -51,10 +51,11 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     else:
         stage, sql = plan.batch, plan.sql
 
-        def write_micro_batch(rows: DataFrame, _batch_id: int) -> None:
+        def write_micro_batch(rows: DataFrame, batch_id: int) -> None:
             batch_session = rows.sparkSession
             rows.createOrReplaceTempView(stage.view)
-            _register(batch_session, stage.steps, kafka_options)
+            _register(batch_session, stage.steps, kafka_options,
+                      _micro_batch_ends(checkpoint, batch_id))
             batch_session.sql(sql).write.format("kafka").options(**sink_options).save()
 
         writer = (session.sql(stage.source_sql).writeStream.foreachBatch(write_micro_batch)
@@ -65,9 +66,27 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     return writer.start()
 
 
-def _register(session: SparkSession, steps: tuple[Step, ...],
-              kafka_options: Mapping[str, str]) -> None:
-    """Register each step's view: a Kafka read (streaming or batch) or a SELECT."""
+def _micro_batch_ends(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]]:
+    """The source offsets micro-batch ``batch_id`` ends at, per topic and partition, from the
+    query's offset log (written before the micro-batch runs)."""
+    ends: dict[str, dict[str, int]] = {}
+    lines = (checkpoint / "offsets" / str(batch_id)).read_text(encoding="utf-8").splitlines()
+    for line in lines[2:]:  # a version line, the batch's metadata, then each source's offsets
+        try:
+            offsets = json.loads(line)
+        except ValueError:
+            continue
+        for topic, partitions in (offsets.items() if isinstance(offsets, dict) else ()):
+            if isinstance(partitions, dict):
+                ends[str(topic)] = {str(p): int(o) for p, o in partitions.items()}
+    return ends
+
+
+def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Mapping[str, str],
+              ends: Mapping[str, Mapping[str, int]] | None = None) -> None:
+    """Register each step's view: a Kafka read (streaming or batch) or a SELECT. A batch read of
+    a topic in ``ends`` stops there, so every scan of it in a micro-batch reads the same records:
+    those up to the micro-batch's end."""
     for step in steps:
         if step.topic is not None:
             reader = session.readStream if step.streaming else session.read
@@ -75,6 +94,8 @@ def _register(session: SparkSession, steps: tuple[Step, ...],
                        "kafka.isolation.level": "read_committed", "failOnDataLoss": "false",
                        "includeHeaders": "true",
                        **kafka_options}
+            if not step.streaming and ends and step.topic in ends:
+                options["endingOffsets"] = json.dumps({step.topic: dict(ends[step.topic])})
             frame = reader.format("kafka").options(**options).load()
         else:
             assert step.sql is not None, "a step reads a topic or runs a SELECT"

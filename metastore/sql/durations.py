@@ -7,6 +7,10 @@ UNIT_MS = {
 }
 
 
+MAX_MS = 2**63 - 1
+"""The largest duration ksqlDB takes (a Java long of milliseconds)."""
+
+
 class DurationError(ValueError):
     pass
 
@@ -23,4 +27,7 @@ def parse_duration_ms(text: str) -> int:
         normalised = normalised[:-1]
     if normalised not in UNIT_MS:
         raise DurationError(f"Invalid duration: '{text}'. Unknown time unit: '{unit.upper()}'")
-    return int(number) * UNIT_MS[normalised]
+    millis = int(number) * UNIT_MS[normalised]
+    if millis > MAX_MS:  # ksqlDB's durations are Java longs of milliseconds
+        raise DurationError(f"Invalid duration: '{text}'. It exceeds {MAX_MS} milliseconds")
+    return millis

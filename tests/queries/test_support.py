@@ -92,6 +92,8 @@ def test_drop_terminates_the_sinks_query_but_not_insert_queries_into_it() -> Non
      "source, only to a stream source."),
     ("CREATE TABLE X AS SELECT NAME, LATEST_BY_OFFSET(ID) AS L FROM T GROUP BY NAME;",
      "The aggregation function LATEST_BY_OFFSET cannot be applied to a table source"),
+    ("CREATE TABLE X AS SELECT NAME, COUNT(*) AS N FROM T GROUP BY NAME HAVING MAX(ID) > 3;",
+     "The aggregation function MAX cannot be applied to a table source"),
     ("CREATE TABLE X AS SELECT NAME, COUNT(*) AS N FROM T WINDOW TUMBLING (SIZE 1 MINUTE) "
      "GROUP BY NAME;", "Windowing not supported for table aggregations."),
 ])
