@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from metastore.sql.types import DecimalType, MapType, Primitive, SqlType
+from metastore.sql.types import DecimalType, MapType, Primitive, SqlType, backticked
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,15 @@ def lookup(name: str) -> Format | None:
     return FORMATS.get(name.upper())
 
 
-def schema_problem(fmt: Format, columns: Sequence[tuple[str, SqlType]]) -> str | None:
-    """Why ``fmt`` cannot carry these (name, type) columns, or None."""
+def schema_problem(fmt: Format, columns: Sequence[tuple[str, SqlType]],
+                   key: bool = False) -> str | None:
+    """Why ``fmt`` cannot carry these (name, type) columns of the key or the value, or None."""
     if fmt.name == "NONE" and columns:
         return "The 'NONE' format can only be used when no columns are defined."
     if fmt.single_column and len(columns) > 1:
-        return f"The '{fmt.name}' format only supports a single field. Got: {len(columns)} fields"
+        shown = ", ".join(f"`{name}` {backticked(sql_type)}" + (" KEY" if key else "")
+                          for name, sql_type in columns)
+        return f"The '{fmt.name}' format only supports a single field. Got: [{shown}]"
     for name, sql_type in columns:
         reason = fmt.unsupported_reason(sql_type)
         if reason:

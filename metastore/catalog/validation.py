@@ -708,7 +708,7 @@ def _check_formats(columns: list[Column], key_format: str, value_format: str,
     if key_format == "NONE" and key_columns:
         raise FormatError("The 'NONE' format can only be used when no columns are defined. Got: "
                           f"{[c.name for c in key_columns]}")
-    problem = formats.schema_problem(key_fmt, [(c.name, c.type) for c in key_columns])
+    problem = formats.schema_problem(key_fmt, [(c.name, c.type) for c in key_columns], key=True)
     if problem:
         raise FormatError(f"Key format does not support schema.\nformat: {key_format}\nschema: "
                           f"{_persistence(key_columns, True, True)}\nreason: {problem}")
