@@ -32,6 +32,9 @@ def render_entity(entity: dict[str, Any]) -> None:
         typer.echo(f"{status.get('message', status.get('status'))}{suffix}")
     elif kind == "warning_entity":
         typer.echo(f"Warning: {entity.get('message')}")
+    elif kind == "assert_topic":
+        state = "exists" if entity.get("exists") else "does not exist"
+        typer.echo(f"Topic {entity.get('topicName')} {state}")
     elif kind in ("streams", "tables"):
         rows = [[s["name"], s["topic"], s["keyFormat"], s["valueFormat"], s["isWindowed"]]
                 for s in entity[kind]]

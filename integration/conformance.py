@@ -31,6 +31,8 @@ class CaseResult:
     detail: str = ""
     runtime_refused: bool = False
     """A schema case ksqlDB accepts, derived right, that the Spark runtime cannot run."""
+    needs_schema_registry: bool = False
+    """ksqlDB derived the case's columns from schemas registered in a Schema Registry."""
 
 
 @dataclass
@@ -53,6 +55,9 @@ class Report:
                 passed, total = self.rate(kind, pure, "message")
                 out[f"{label}_verdict_and_message"] = [passed, total]
         schema = [r for r in self.results if r.kind == "schema"]
+        without_registry = [r for r in schema if not r.needs_schema_registry]
+        out["schema_verdict_without_schema_registry"] = [
+            sum(r.verdict for r in without_registry), len(without_registry)]
         out["schema_verdict_runnable_on_spark"] = [
             sum(r.verdict and not r.runtime_refused for r in schema), len(schema)]
         return out
@@ -66,7 +71,8 @@ def evaluate(case: dict[str, Any]) -> CaseResult:
         config = None
     results, image = run_script(script, runtime_check=False, config=config)  # its catalog rules
     failed = next((i for i, r in enumerate(results) if not r.ok), None)
-    base = dict(case_id=case["id"], kind=case["kind"], pure_ddl=bool(case.get("pure_ddl")))
+    base = dict(case_id=case["id"], kind=case["kind"], pure_ddl=bool(case.get("pure_ddl")),
+                needs_schema_registry=bool(case.get("needs_schema_registry")))
     if case["kind"] == "error":
         expected_index = case.get("failing_statement_index")
         if failed is None:

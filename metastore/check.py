@@ -19,13 +19,18 @@ from metastore.exceptions import MetastoreError
 from metastore.queries.support import check_runtime
 from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
+from metastore.sql.statements import CreateSource, Statement
 
 
 class AssumedTopics:
-    """Every topic exists with one partition (the offline stand-in for Kafka)."""
+    """Every topic exists, with the partitions a CREATE STREAM/TABLE of the script declares for
+    it (as ksqlDB's test driver creates them), else one (the offline stand-in for Kafka)."""
+
+    def __init__(self, declared: dict[str, int] | None = None) -> None:
+        self._declared = declared or {}
 
     def partitions(self, topic: str) -> int | None:
-        return 1
+        return self._declared.get(topic, 1)
 
     def broker_count(self) -> int | None:
         return None
@@ -60,9 +65,10 @@ def run_script(text: str, runtime_check: bool = True,
     image = EMPTY_IMAGE
     results: list[CheckResult] = []
     spark_check = check_runtime if runtime_check else None
+    topics = AssumedTopics(_declared_partitions(statements))
     for statement in statements:
         try:
-            outcome = Validator(image, AssumedTopics(), runtime_check=spark_check,
+            outcome = Validator(image, topics, runtime_check=spark_check,
                                 config=config).validate(statement)
         except MetastoreError as error:
             results.append(CheckResult(statement.text, False, error_code(error), error.message, None))
@@ -83,6 +89,18 @@ def run_script(text: str, runtime_check: bool = True,
             message = ""
         results.append(CheckResult(statement.text, True, None, message, entity))
     return results, image
+
+
+def _declared_partitions(statements: list[Statement]) -> dict[str, int]:
+    """The partitions each CREATE STREAM/TABLE declares for its topic (the first one's)."""
+    declared: dict[str, int] = {}
+    for statement in statements:
+        if not isinstance(statement, CreateSource):
+            continue
+        topic, partitions = (statement.properties.get(p) for p in ("KAFKA_TOPIC", "PARTITIONS"))
+        if isinstance(partitions, int) and not isinstance(partitions, bool) and topic is not None:
+            declared.setdefault(str(topic), partitions)
+    return declared
 
 
 def catalog_json(image: Image) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from metastore.log import exceptions as log_errors
 from metastore.log import record as records
 from metastore.queries import exceptions as queries
 from metastore.spark import exceptions as spark
-from metastore.sql.exceptions import ParseError, TooComplexError
+from metastore.sql.exceptions import ParseError, PrepareError, TooComplexError
 
 BAD_REQUEST = 40000
 BAD_STATEMENT = 40001
@@ -32,6 +32,7 @@ NOT_FOUND = 40400
 UNAUTHORIZED = 40100
 REQUEST_TIMEOUT = 40800
 PAYLOAD_TOO_LARGE = 41300
+ASSERTION_FAILED = 41700
 TOO_MANY_REQUESTS = 42900
 SERVER_ERROR = 50000
 COMMAND_QUEUE_CATCHUP_TIMEOUT = 50301
@@ -54,11 +55,14 @@ CATCHUP_TIMEOUT = ErrorCode(503, COMMAND_QUEUE_CATCHUP_TIMEOUT)
 """The node did not reach the requested command sequence number in time."""
 NOT_READY = ErrorCode(503, SERVER_NOT_READY)
 """The node cannot answer yet (catching up with the log, Spark not running); retry."""
+ASSERTION = ErrorCode(417, ASSERTION_FAILED)
+"""An ASSERT statement's expectation is not met (ksqlDB's 'expectation failed')."""
 
 ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     MetastoreError: SERVER_FAILURE,
     # the language
     ParseError: STATEMENT_ERROR,
+    PrepareError: STATEMENT_ERROR,
     TooComplexError: STATEMENT_ERROR,
     # the catalog: statements that cannot be executed against it
     catalog.StatementError: STATEMENT_ERROR,
@@ -77,6 +81,8 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     catalog.RequestIdReusedError: STATEMENT_ERROR,
     catalog.TooLargeError: STATEMENT_ERROR,
     catalog.UnsupportedStatementError: STATEMENT_ERROR,
+    catalog.UpgradeError: STATEMENT_ERROR,
+    catalog.AssertionFailedError: ASSERTION,
     # the command log
     log_errors.NotWrittenError: SERVER_FAILURE,
     log_errors.OutcomeUnknownError: SERVER_FAILURE,

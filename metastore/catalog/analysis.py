@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from sqlglot import exp
 
-from metastore.catalog.exceptions import QueryError, SourceNotFoundError
+from metastore.catalog import aggregation, alternatives, pseudo_columns, references, source_rules
+from metastore.catalog import joins as join_rules
+from metastore.catalog.exceptions import PREPARING, QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.catalog.pseudo_columns import PSEUDO_COLUMNS, WINDOW_BOUNDS
 from metastore.functions import casts, operators
 from metastore.functions import library as functions
 from metastore.functions.datetime import partial_timestamp_millis
@@ -35,13 +38,9 @@ from metastore.functions.registry import (
     LambdaArgument,
     UnitArgument,
 )
+from metastore.sql import positions
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, Query, SourceKind, WindowSpec
-
-PSEUDO_COLUMNS: dict[str, ty.SqlType] = {
-    "ROWTIME": ty.BIGINT, "ROWPARTITION": ty.INTEGER, "ROWOFFSET": ty.BIGINT,
-}
-WINDOW_BOUNDS: dict[str, ty.SqlType] = {"WINDOWSTART": ty.BIGINT, "WINDOWEND": ty.BIGINT}
 
 
 @dataclass(frozen=True)
@@ -84,6 +83,8 @@ class Analysis:
     projection: tuple[tuple[str, exp.Expr], ...] = ()
     """Each output column's name and the expression computing it, in SELECT order (``*``
     expanded); what a runtime compiles the projection from."""
+    aggregate_step: aggregation.Summary | None = None
+    """A persistent aggregation's aggregate step, as a query replacing it must keep it."""
 
     @property
     def key_columns(self) -> tuple[Column, ...]:
@@ -109,29 +110,93 @@ class _Scope:
     windowed: bool
     reads: tuple[SourceRead, ...]
     joins: tuple[JoinShape, ...]
+    infos: tuple[join_rules.JoinInfo, ...] = ()
+    """Each JOIN's criteria, oriented as ksqlDB's join tree (:mod:`metastore.catalog.joins`)."""
+    derived: dict[str, ty.SqlType] = field(default_factory=dict)
+    """Columns the query's plan adds: a join's synthetic key, once the join is planned."""
 
     @property
     def source_names(self) -> tuple[str, ...]:
         """The sources the aliases name, each once (an alias given twice names the last)."""
         return tuple(dict.fromkeys(s.name for s in self.by_alias.values()))
 
-    def resolve(self, name: str, qualifier: str | None, clause: str) -> tuple[str, ty.SqlType]:
+    def resolve(self, name: str, qualifier: str | None, clause: str,
+                node: exp.Expr | None = None) -> tuple[str, ty.SqlType]:
+        """The alias of the source that has column ``name`` (qualified by ``qualifier``), and
+        its type; refused as ksqlDB's AstSanitizer (an ambiguous name) and
+        ColumnReferenceValidator (an unknown one) refuse it, at ``node``'s location."""
+        at = positions.start(node) if node is not None else None
         if qualifier:
             source = self.by_alias.get(qualifier)
-            if source is None:
-                raise QueryError(f"'{qualifier}' is not a valid stream/table name or alias.")
-            found = self._column_of(source, name)
+            found = self._column_of(source, name) if source is not None else None
             if found is None:
-                raise QueryError(f"{clause} column '{qualifier}.{name}' cannot be resolved.")
+                raise _unknown_column(clause, f"{qualifier}.{name}", at)
             return qualifier, found
+        self._check_unambiguous(name, at)
         matches = [(alias, t) for alias in self.order
                    if (t := self._column_of(self.by_alias[alias], name)) is not None]
-        if not matches:
-            raise QueryError(f"{clause} column '{name}' cannot be resolved.")
-        if len(matches) > 1 and name not in PSEUDO_COLUMNS:
-            raise QueryError(f"Column '{name}' is ambiguous. Could be any of: "
-                             + ", ".join(f"{alias}.{name}" for alias, _ in matches))
+        if not matches and name in self.derived:
+            return "", self.derived[name]
+        if len(matches) != 1:  # none, or the window bounds of a windowed join (ksqlDB #5931)
+            raise _unknown_column(clause, name, at)
         return matches[0]
+
+    def _check_unambiguous(self, name: str, at: positions.Position | None) -> None:
+        """ksqlDB's AstSanitizer: an unqualified name is a column of one source at most (every
+        source has the pseudo columns, a windowed source the window bounds)."""
+        having = [alias for alias in self.order if self._has(self.by_alias[alias], name)]
+        if len(having) > 1:
+            raise QueryError(f"Column '{name}' is ambiguous. Could be "
+                             f"{_listed(sorted(f'{a}.{name}' for a in having), 'or')}.",
+                             location=at, stage=PREPARING)
+
+    def _has(self, source: DataSource, name: str) -> bool:
+        return (source.column(name) is not None or name in PSEUDO_COLUMNS
+                or (source.window is not None and name in WINDOW_BOUNDS))
+
+    def clashes(self, name: str) -> bool:
+        """Whether a qualified column ``name`` is selected as ``ALIAS_NAME``: in a join, a
+        pseudo column or a column two sources have (ksqlDB's DataSourceExtractor)."""
+        return len(self.order) > 1 and (name in PSEUDO_COLUMNS or self.is_ambiguous(name))
+
+    def check_references(self, query: Query, transient: bool) -> None:
+        """ksqlDB's checks of a query's column references before anything is typed: no
+        unqualified name is ambiguous (AstSanitizer, in its order: SELECT, JOIN criteria, WHERE,
+        GROUP BY, PARTITION BY, HAVING), SELECT items are not named like system columns
+        (Analyzer.validateSelect), and every column is known (ColumnReferenceValidator: WHERE,
+        GROUP BY, PARTITION BY, HAVING, SELECT)."""
+        select = query.select
+        where, having = select.args.get("where"), select.args.get("having")
+        group = select.args.get("group")
+        clauses: dict[str, list[exp.Expr]] = {
+            "SELECT": [e for e in select.expressions if not _is_star(e)],
+            "JOIN ON": [j.args["on"] for j in select.args.get("joins") or [] if j.args.get("on")],
+            "WHERE": [where.this] if where is not None else [],
+            "GROUP BY": list(group.expressions) if group is not None else [],
+            "PARTITION BY": list(query.partition_by),
+            "HAVING": [having.this] if having is not None else [],
+        }
+        for expressions in clauses.values():
+            for expression in expressions:
+                for column in references.columns(expression):
+                    if not column.table and not _is_null(column):
+                        self._check_unambiguous(column.name, positions.start(column))
+        pseudo_columns.check_select_names(select.expressions, self.clashes, not transient)
+        synthetic = len(self.order) > 1 and group is None
+        for clause in ("WHERE", "GROUP BY", "PARTITION BY", "HAVING", "SELECT"):
+            for expression in clauses[clause]:
+                for column in references.columns(expression):
+                    if _is_null(column) or self._is_unit(column) or (
+                            synthetic and clause == "SELECT" and not column.table
+                            and column.name.startswith(_SYNTHETIC_JOIN_KEY)):
+                        continue  # validated once the join's key is known (FinalProjectNode)
+                    self.resolve(column.name, column.table or None, clause, column)
+
+    def _is_unit(self, column: exp.Column) -> bool:
+        """Whether ``column`` is a time unit passed to a function (``SECONDS``), not a column."""
+        return (not column.table and column.name.upper() in TIME_UNITS
+                and isinstance(column.parent, exp.Func)
+                and all(self._column_of(s, column.name) is None for s in self.by_alias.values()))
 
     def is_ambiguous(self, name: str) -> bool:
         return sum(self.by_alias[a].column(name) is not None for a in self.order) > 1
@@ -153,16 +218,21 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     """What ``query`` produces; a ``transient`` query (a pull query) has no key to keep."""
     select = query.select
     assert isinstance(select, exp.Select)
-    scope = _scope(select, sources, query.window is not None)
+    scope = _scope(query, sources)
     typer = _Typer(scope, dict(custom_types))
     group = select.args.get("group")
     group_by: list[exp.Expr] = list(group.expressions) if group is not None else []
     aggregate = bool(group_by) or any(
         _is_aggregate(e) for item in select.expressions for e in item.find_all(exp.Func))
+    for clause, expressions in (("GROUP BY", group_by), ("PARTITION BY", query.partition_by)):
+        aggregation.check_distinct(expressions, clause, _same, typer.qualified_text)
+    scope.check_references(query, transient)
+    source_rules.check_sources([(r.alias, r.source) for r in scope.reads], select.expressions,
+                               grouped=bool(group_by), joined=bool(select.args.get("joins")),
+                               persistent=not transient, text=typer.text)
     where = select.args.get("where")
     if where is not None:
-        typer.clause = "WHERE"
-        typer.type_of(where.this)
+        typer.check_filter(where.this, "WHERE")
     for clause, expressions in (("GROUP BY", group_by), ("PARTITION BY", query.partition_by)):
         typer.clause = clause
         for expression in expressions:
@@ -171,10 +241,14 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     new_keys = None
     if query.partition_by and not group_by and not transient:
         new_keys = _partition_keys(query.partition_by, scope, typer)
+    if not aggregate and query.window is not None:
+        raise QueryError("WINDOW clause requires a GROUP BY clause.")
+    joined = _plan_joins(select, scope, typer)
     typer.clause = "SELECT"
     projected = _project(select, scope, typer, new_keys)
-    if group_by:
-        _check_grouping(projected, group_by, scope, query.window is not None)
+    calls = _check_grouping(projected, group_by, select, scope, typer, query.window is not None)
+    if query.emit_final and not (aggregate and query.window is not None):
+        raise QueryError("EMIT FINAL is only supported for windowed aggregations.")
     kinds = {source.kind for source in scope.by_alias.values()}
     kind = SourceKind.TABLE if aggregate or kinds == {SourceKind.TABLE} else SourceKind.STREAM
     if aggregate and kinds == {SourceKind.TABLE} and not transient:
@@ -185,32 +259,72 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
                         columns=tuple(Column(p.name, p.type) for p in projected),
                         sources=scope.source_names, reads=scope.reads, joins=scope.joins,
                         window=None, aggregate=aggregate)
+    if aggregate and not group_by:  # ksqlDB's AggregateNode.validateKeyPresent: no key to keep
+        listed = ", ".join(aggregation.call_text(c, _rendering(scope, typer)) for c in calls)
+        raise QueryError(f"CREATE TABLE AS SELECT statement does not support aggregate function "
+                         f"[{listed}] without a GROUP BY clause.")
     if group_by:
         key_exprs, typer.clause, key_kind = list(group_by), "GROUP BY", "grouping expression"
     elif query.partition_by:
         key_exprs, typer.clause = list(query.partition_by), "PARTITION BY"
         key_kind = "partitioning expression"
-    elif select.args.get("joins") and (fk_key := _foreign_key_join_key(select, scope)):
-        key_exprs, typer.clause, key_kind = fk_key, "JOIN ON", "key column"
-    elif select.args.get("joins"):
-        key_exprs, typer.clause, key_kind = _join_keys(select, scope), "JOIN ON", "join expression"
+    elif joined is not None:
+        key_exprs, key_kind = [], "join expression"
     else:
         first = scope.by_alias[scope.order[0]]
         key_exprs = [exp.column(c.name, table=scope.order[0], quoted=True)
                      for c in first.key_columns]
         key_kind = "key column"
-    columns = _assign_keys(projected, key_exprs, kind, query, f"`{sink}`", key_kind, new_keys)
+    if joined is not None and not key_exprs:  # the join's key (ksqlDB's JoinNode)
+        columns = join_rules.result_columns(projected, select.expressions, joined, kind,
+                                            f"`{sink}`", _join_resolver(scope))
+    else:
+        columns = _assign_keys(projected, key_exprs, kind, query, f"`{sink}`", key_kind, new_keys)
+    if joined is not None:
+        join_rules.check_physical(joined, scope.reads, query.within_ms is not None,
+                                  _join_resolver(scope), typer.type_of)
     window = None
     if query.window is not None and aggregate:
         window = WindowInfo(query.window.kind, query.window.size_ms)
     elif len(scope.order) == 1 and not aggregate:
         window = scope.by_alias[scope.order[0]].window
+    summary = None
+    if calls:
+        where, having = select.args.get("where"), select.args.get("having")
+        summary = aggregation.summarise(
+            [p.expression for p in projected], where.this if where is not None else None,
+            group_by, having.this if having is not None else None, calls,
+            _rendering(scope, typer))
     return Analysis(query=query, kind=kind, columns=tuple(columns), sources=scope.source_names,
                     reads=scope.reads, joins=scope.joins, window=window, aggregate=aggregate,
-                    projection=tuple((p.name, p.expression) for p in projected))
+                    projection=tuple((p.name, p.expression) for p in projected),
+                    aggregate_step=summary)
 
 
-def _scope(select: exp.Select, sources: Mapping[str, DataSource], windowed: bool) -> _Scope:
+_SYNTHETIC_JOIN_KEY = "ROWKEY"
+"""How the key column a join synthesises is named (ksqlDB's ColumnNames)."""
+
+
+def _unknown_column(clause: str, text: str, at: positions.Position | None) -> QueryError:
+    """ksqlDB's UnknownColumnException; PARTITION BY applies to the input, the Analyzer adds."""
+    message = f"{clause} column '{text}' cannot be resolved."
+    if clause == "PARTITION BY":
+        message += (f" '{text}' must be a column in the source schema since PARTITION BY is "
+                    "applied on the input.")
+    return QueryError(message, location=at)
+
+
+def check_reads(query: Query, sources: Mapping[str, DataSource]) -> None:
+    """What ksqlDB checks of the sources a query reads before anything else of the statement
+    it is in: its qualifiers name them, and they exist (not yet its join criteria)."""
+    _scope(query, sources, criteria=False)
+
+
+def _scope(query: Query, sources: Mapping[str, DataSource], criteria: bool = True) -> _Scope:
+    """The query's sources; its qualified references must name one of them, by name or alias
+    (ksqlDB's AST builder), and each must exist (its DataSourceExtractor, with MetaStoreImpl's
+    hint at a name differing in case)."""
+    select = query.select
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
         raise QueryError("A query must read FROM a stream or table.")
@@ -220,19 +334,59 @@ def _scope(select: exp.Select, sources: Mapping[str, DataSource], windowed: bool
     for join in joins:
         if not isinstance(join.this, exp.Table):
             raise QueryError("Sub-queries are not supported.")
+    tables = [from_.this, *(join.this for join in joins)]
+    references.check_qualifiers(
+        [*select.expressions, *(select.args[c].this for c in ("where", "having")
+                                if select.args.get(c) is not None),
+         *(j.args["on"] for j in joins if j.args.get("on") is not None),
+         *(select.args["group"].expressions if select.args.get("group") else []),
+         *query.partition_by],
+        {name for table in tables for name in (table.name, table.alias_or_name)})
     by_alias: dict[str, DataSource] = {}
     reads: list[SourceRead] = []
-    for table in [from_.this, *(join.this for join in joins)]:
+    for table in tables:
         name = table.name
         source = sources.get(name)
         if source is None:
-            raise SourceNotFoundError(f"{name} does not exist.", name)
+            raise SourceNotFoundError(
+                f"{name} does not exist.{alternatives.hint(name, sources.values())}", name,
+                stage=PREPARING)
         alias = table.alias_or_name
         by_alias[alias] = source
         reads.append(SourceRead(alias, source, table))
     shapes = tuple(JoinShape((join.side or "").upper(), (join.kind or "").upper(), read)
                    for join, read in zip(joins, reads[1:], strict=True))
-    return _Scope(by_alias, tuple(r.alias for r in reads), windowed, tuple(reads), shapes)
+    scope = _Scope(by_alias, tuple(r.alias for r in reads), query.window is not None,
+                   tuple(reads), shapes)
+    if not joins or not criteria:
+        return scope
+    resolve = _join_resolver(scope)
+    infos = join_rules.criteria(joins, scope.reads, resolve,
+                            lambda e: join_rules.qualified_text(e, resolve))
+    return replace(scope, infos=infos)
+
+
+def _join_resolver(scope: _Scope) -> join_rules.Resolve:
+    def resolve(column: exp.Column) -> str:
+        return scope.resolve(column.name, column.table or None, "JOIN ON", column)[0]
+    return resolve
+
+
+def _plan_joins(select: exp.Select, scope: _Scope, typer: _Typer) -> join_rules.JoinPlan | None:
+    """ksqlDB's LogicalPlanner.buildJoin (:func:`metastore.catalog.joins.plan`); a synthetic
+    key becomes a column the projection can select."""
+    if not scope.infos:
+        return None
+    resolve = _join_resolver(scope)
+    clause, typer.clause = typer.clause, "JOIN ON"
+    try:
+        joined = join_rules.plan(scope.infos, scope.reads, select.expressions, resolve, typer.type_of,
+                                 lambda e: join_rules.qualified_text(e, resolve, typer.type_of))
+    finally:
+        typer.clause = clause
+    if joined.key.kind == "synthetic" and joined.key.type is not None:
+        scope.derived[joined.key.name] = joined.key.type
+    return joined
 
 
 @dataclass
@@ -327,8 +481,10 @@ def _source_columns(scope: _Scope, alias: str, repartitioned: bool) -> list[_Pro
     if repartitioned:
         pseudo = [Column(name, t) for name, t in PSEUDO_COLUMNS.items()] if multi else []
         columns = values + pseudo + keys
-    else:
-        columns = keys + values
+    else:  # a join reads a windowed source's window bounds as columns (PreJoinProjectNode)
+        bounds = [Column(name, t) for name, t in WINDOW_BOUNDS.items()
+                  if multi and source.window is not None]
+        columns = keys + bounds + values
     return [_Projected(f"{alias}_{c.name}" if multi else c.name, c.type,
                        exp.column(c.name, table=alias, quoted=True)) for c in columns]
 
@@ -379,7 +535,7 @@ def _project(select: exp.Select, scope: _Scope, typer: _Typer,
             out += _struct_fields(item, typer)
             continue
         expression = item.this if isinstance(item, exp.Alias) else item
-        sql_type = typer.type_of(expression)
+        sql_type = typer.value_type(expression)
         if isinstance(item, exp.Alias):
             name = item.alias
         elif isinstance(expression, exp.Column):
@@ -402,65 +558,32 @@ def _project(select: exp.Select, scope: _Scope, typer: _Typer,
 def _deref_name(expression: exp.Expr) -> str:
     path = expression.expression
     text = path.name if isinstance(path, exp.Expr) else str(path)
-    return text.strip("$.").split(".")[-1].upper() or "KSQL_COL_0"
+    identifier = path.this if isinstance(path, exp.Column) else path
+    quoted = isinstance(identifier, exp.Identifier) and bool(identifier.args.get("quoted"))
+    name = text.strip("$.").split(".")[-1]
+    return (name if quoted else name.upper()) or "KSQL_COL_0"  # a quoted field keeps its case
 
 
-def _join_keys(select: exp.Select, scope: _Scope) -> list[exp.Expr]:
-    join = (select.args.get("joins") or [None])[0]
-    condition = join.args.get("on") if join is not None else None
-    if not isinstance(condition, exp.EQ):
-        raise QueryError("Joins must be on an equality condition: ON a.x = b.y.")
-    return [condition.this, condition.expression]
+def _check_grouping(projected: list[_Projected], group_by: list[exp.Expr], select: exp.Select,
+                    scope: _Scope, typer: _Typer, windowed: bool) -> list[exp.Expr]:
+    """The rules of a query that aggregates (:mod:`metastore.catalog.aggregation`, ksqlDB's
+    AggregateAnalyzer), then its HAVING's type; the aggregate calls (none if it does not
+    aggregate)."""
+    if not group_by and not any(_is_aggregate(e) for p in projected
+                                for e in p.expression.find_all(exp.Func)):
+        return []
+    where, having = select.args.get("where"), select.args.get("having")
+    calls = aggregation.check_aggregation(
+        [p.expression for p in projected], group_by, where.this if where is not None else None,
+        having.this if having is not None else None, windowed, _rendering(scope, typer))
+    if having is not None:
+        typer.check_filter(having.this, "HAVING")
+    return calls
 
 
-def _foreign_key_join_key(select: exp.Select, scope: _Scope) -> list[exp.Expr] | None:
-    """A table-table join on a left value column is a foreign-key join: the left key stays."""
-    left_alias = scope.order[0]
-    left = scope.by_alias[left_alias]
-    if left.kind is not SourceKind.TABLE or len(scope.order) != 2 or (
-            scope.by_alias[scope.order[1]].kind is not SourceKind.TABLE):
-        return None
-    condition = (select.args.get("joins") or [None])[0].args.get("on")
-    if not isinstance(condition, exp.EQ):
-        return None
-    left_side = [side for side in (condition.this, condition.expression)
-                 if not (isinstance(side, exp.Column) and side.table
-                         and side.table != left_alias)
-                 and any(isinstance(c, exp.Column) and left.column(c.name) is not None
-                         and (not c.table or c.table == left_alias)
-                         for c in side.find_all(exp.Column))]
-    keys = {c.name for c in left.key_columns}
-    if not left_side or (isinstance(left_side[0], exp.Column) and left_side[0].name in keys):
-        return None
-    return [exp.column(c.name, table=left_alias) for c in left.key_columns]
-
-
-def _check_grouping(projected: list[_Projected], group_by: list[exp.Expr], scope: _Scope,
-                    windowed: bool) -> None:
-    """ksqlDB's AggregateAnalyzer: GROUP BY has no aggregate function, and every selected
-    expression is grouped, an aggregate, or made of grouped expressions and aggregates (the
-    window bounds of a windowed aggregation are grouped)."""
-    for expression in group_by:
-        for call in expression.find_all(exp.Func):
-            if _is_aggregate(call):
-                raise QueryError("GROUP BY does not support aggregate functions: "
-                                 f"{function_name(call)} is an aggregate function.")
-    grouping = [*group_by, *(exp.column(bound) for bound in WINDOW_BOUNDS if windowed)]
-
-    def ungrouped(node: exp.Expr) -> bool:
-        if any(_same(node, grouped) for grouped in grouping):
-            return False
-        if isinstance(node, exp.Func) and _is_aggregate(node):
-            return False
-        if isinstance(node, exp.Column):
-            return _is_column(node, scope)
-        return any(ungrouped(child) for child in node.iter_expressions())
-
-    unmatched = [p.expression for p in projected if ungrouped(p.expression)]
-    if unmatched:
-        raise QueryError("Non-aggregate SELECT expression(s) not part of GROUP BY: "
-                         f"{', '.join(_shown(e) for e in unmatched)}\nEither add the column(s) "
-                         "to the GROUP BY or remove them from the SELECT.")
+def _rendering(scope: _Scope, typer: _Typer) -> aggregation.Rendering:
+    return aggregation.Rendering(same=_same, is_column=lambda c: _is_column(c, scope),
+                                 shown=_shown, column=typer.column_text)
 
 
 def _check_table_aggregation(select: exp.Select, windowed: bool) -> None:
@@ -528,17 +651,14 @@ def _listed(items: list[str], last: str) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {last} {items[-1]}"
 
 
-def _missing_keys(sink: str, key_kind: str, shown: list[str], join: bool,
-                  require_all: bool = True) -> QueryError:
-    """ksqlDB's PlanNode.throwKeysNotIncludedError."""
-    link = " See https://cnfl.io/2LV7ouS." if join else " "
-    keys = "Keys" if require_all and len(shown) > 1 else "Key"
+def _missing_keys(sink: str, key_kind: str, shown: list[str]) -> QueryError:
+    """ksqlDB's PlanNode.throwKeysNotIncludedError, every key required (a join's is any of its
+    equivalent expressions: :func:`metastore.catalog.joins.missing_key`)."""
+    keys = "Keys" if len(shown) > 1 else "Key"
     kinds = key_kind if len(shown) == 1 else f"{key_kind}s"
-    example = ", ".join(shown) if require_all else shown[0]
-    return QueryError(f"{keys} missing from projection (ie, SELECT).{link}\nThe query used to "
-                      f"build {sink} must include the {kinds} "
-                      f"{_listed(shown, 'and' if require_all else 'or')} in its projection "
-                      f"(eg, SELECT {example}...).")
+    return QueryError(f"{keys} missing from projection (ie, SELECT). \nThe query used to "
+                      f"build {sink} must include the {kinds} {_listed(shown, 'and')} in its "
+                      f"projection (eg, SELECT {', '.join(shown)}...).")
 
 
 def _key_more_than_once(key_name: str, aliases: list[str], grouped: bool) -> QueryError:
@@ -561,36 +681,25 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
     (a SELECT expression equal to it names the key), and something must be left for the value."""
     role = ColumnRole.PRIMARY_KEY if kind is SourceKind.TABLE else ColumnRole.KEY
     grouped = bool(query.select.args.get("group"))
-    is_join = (len(key_exprs) == 2 and bool(query.select.args.get("joins"))
-               and not grouped and not query.partition_by)
     missing: list[exp.Expr] = []
-    if is_join:
-        index = next((i for i, p in enumerate(projected)
-                      if any(_same(p.expression, k) for k in key_exprs)), None)
-        if index is None:  # the join's key can be either side's column (PlanNode's "or")
-            sides = [k for k in key_exprs if isinstance(k, exp.Column)] or key_exprs
-            raise _missing_keys(sink, key_kind, [k.sql(identify=False) for k in sides],
-                                join=True, require_all=False)
-        key_indexes = [index]
-    else:
-        keys = [key for key in key_exprs if not _is_null(key)]
-        key_names = ([k.name for k in new_keys] if new_keys is not None
-                     else [k.name for k in keys])
-        key_indexes = []
-        for key, key_name in zip(keys, key_names, strict=True):
-            found = [i for i, p in enumerate(projected) if _same(p.expression, key)]
-            if len({projected[i].name for i in found}) > 1:
-                raise _key_more_than_once(key_name, [projected[i].name for i in found], grouped)
-            if found:
-                key_indexes.append(found[0])
-            else:
-                missing.append(key)
-        if missing and not grouped:
-            missing = keys
+    keys = [key for key in key_exprs if not _is_null(key)]
+    key_names = ([k.name for k in new_keys] if new_keys is not None
+                 else [k.name for k in keys])
+    key_indexes = []
+    for key, key_name in zip(keys, key_names, strict=True):
+        found = [i for i, p in enumerate(projected) if _same(p.expression, key)]
+        if len({projected[i].name for i in found}) > 1:
+            raise _key_more_than_once(key_name, [projected[i].name for i in found], grouped)
+        if found:
+            key_indexes.append(found[0])
+        else:
+            missing.append(key)
+    if missing and not grouped:
+        missing = keys
     if len(key_indexes) == len(projected):
         raise QueryError("The projection contains no value columns.")
     if missing:
-        raise _missing_keys(sink, key_kind, [_shown(k) for k in missing], join=False)
+        raise _missing_keys(sink, key_kind, [_shown(k) for k in missing])
     key_columns = [Column(projected[i].name, projected[i].type, role) for i in key_indexes]
     values = [Column(p.name, p.type) for i, p in enumerate(projected) if i not in key_indexes]
     return key_columns + values
@@ -620,7 +729,12 @@ class _Typer:
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 raise QueryError("'*' is only allowed in the projection.")
-            return self.scope.resolve(node.name, node.table or None, self.clause)[1]
+            if (self.clause == "WHERE" and self.scope.windowed and not node.table
+                    and node.name in WINDOW_BOUNDS
+                    and all(s.window is None for s in self.scope.by_alias.values())):
+                # the filter runs on the unwindowed input: only the aggregation has the bounds
+                raise QueryError(f"Error in WHERE expression: Unknown column {node.name}.")
+            return self.scope.resolve(node.name, node.table or None, self.clause, node)[1]
         if isinstance(node, exp.Literal):
             return self._literal(node)
         if isinstance(node, exp.Boolean):
@@ -628,7 +742,10 @@ class _Typer:
         if isinstance(node, exp.Null):
             return ty.STRING
         if isinstance(node, exp.Neg):
-            return self.type_of(node.this)
+            negated = self.type_of(node.this)
+            if isinstance(node.this, exp.Literal) and str(node.this.this).isdigit():
+                return _integer_literal_type(-int(str(node.this.this)))  # -2147483648: INTEGER
+            return negated
         symbol = operators.arithmetic_symbol(node)
         if symbol is not None and isinstance(node, exp.Binary):  # no extra frame: chains are deep
             self.type_of(node.left)
@@ -638,12 +755,14 @@ class _Typer:
         if operator_type is not None:
             return operator_type
         if isinstance(node, exp.Not | exp.And | exp.Or | exp.Predicate | exp.Is | exp.In |
-                      exp.Between | exp.Like | exp.ILike):
+                      exp.Between | exp.Like | exp.ILike | exp.Escape):
             for operand in node.iter_expressions():
                 self.type_of(operand)
             return ty.BOOLEAN
         if isinstance(node, exp.DPipe):
             return ty.STRING
+        if isinstance(node, exp.Case) and node.args.get("this") is None:
+            return self._searched_case(node)
         if isinstance(node, exp.Case):
             for branch in node.iter_expressions():
                 self.type_of(branch)
@@ -730,7 +849,7 @@ class _Typer:
         left, right = (None if isinstance(o, exp.Null) else functions.ksql_type(o)
                        for o in (node.left, node.right))
         try:
-            return operators.arithmetic_type(symbol, left, right, operators.ksql_text(node))
+            return operators.arithmetic_type(symbol, left, right, self.text(node))
         except operators.OperatorError as error:
             raise self._refusal(error, node) from error
 
@@ -742,8 +861,8 @@ class _Typer:
     def _compare(self, comparison: operators.Comparison, node: exp.Expr, left: exp.Expr,
                  right: exp.Expr) -> None:
         problem = operators.comparison_problem(
-            comparison, self._operand(left), self._operand(right), operators.ksql_text(left),
-            operators.ksql_text(right))
+            comparison, self._operand(left), self._operand(right), self.text(left),
+            self.text(right))
         if problem is not None:
             raise self._refusal(operators.OperatorError(problem), node)
 
@@ -752,8 +871,86 @@ class _Typer:
         kind, one found when typing a WHERE names the clause and the expression."""
         if error.late:
             return QueryError(operators.COMPILE_PREFIXES.get(self.clause, "") + str(error))
-        prefix = f"Error in {self.clause} expression: " if self.clause == "WHERE" else ""
-        return QueryError(f"{prefix}{error}\nStatement: {operators.ksql_text(node)}")
+        prefix = f"Error in {self.clause} expression: " if self.clause in _FILTERS else ""
+        return QueryError(f"{prefix}{error}\nStatement: {self.text(node)}")
+
+    def text(self, node: exp.Expr) -> str:
+        """``node`` as ksqlDB's messages print it once it rewrote the query's column references
+        (ColumnReferenceRewriter): unqualified, and in a join named ``ALIAS_COLUMN`` (join
+        criteria are typed before that rewrite)."""
+        return operators.ksql_text(node, None if self.clause == "JOIN ON" else self.column_text)
+
+    def qualified_text(self, node: exp.Expr) -> str:
+        """``node`` as ksqlDB's AST writes it: its columns qualified by their source."""
+        def qualified(column: exp.Column) -> str:
+            if self._lambda_variable(column.name) is not None:
+                return column.name
+            try:
+                alias = self.scope.resolve(column.name, column.table or None, self.clause)[0]
+            except QueryError:
+                return ".".join(p for p in (column.table, column.name) if p)
+            return f"{alias}.{column.name}"
+        return operators.ksql_text(node, qualified)
+
+    def column_text(self, node: exp.Column) -> str:
+        if self._lambda_variable(node.name) is not None or len(self.scope.order) < 2:
+            return node.name
+        try:
+            alias = self.scope.resolve(node.name, node.table or None, self.clause)[0]
+        except QueryError:
+            return ".".join(p for p in (node.table, node.name) if p)
+        return f"{alias}_{node.name}"
+
+    def value_type(self, expression: exp.Expr) -> ty.SqlType:
+        """The type of a selected expression: ksqlDB's SelectionUtil gives none to NULL."""
+        sql_type = self.type_of(expression)
+        if isinstance(_unparenthesised(expression), exp.Null):
+            raise QueryError("Can't infer a type of null. Please explicitly cast it to a required "
+                             "type, e.g. CAST(null AS VARCHAR).")
+        return sql_type
+
+    def check_filter(self, condition: exp.Expr, clause: str) -> None:
+        """ksqlDB's FilterTypeValidator: a WHERE or HAVING condition is a BOOLEAN."""
+        self.clause = clause
+        sql_type = self._operand(condition)
+        if sql_type != ty.BOOLEAN:
+            shown = "null" if sql_type is None else sql_type.sql()
+            raise QueryError(f"Type error in {clause} expression: Should evaluate to boolean but "
+                             f"is {self.text(condition)} ({shown}) instead.")
+
+    def _searched_case(self, node: exp.Case) -> ty.SqlType:
+        """``CASE WHEN ... THEN ... ELSE ... END`` by ksqlDB's ExpressionTypeManager: each WHEN
+        is a BOOLEAN, the THEN and ELSE results that are not NULL have one type, and NULL
+        results take it."""
+        result: ty.SqlType | None = None
+        for when in node.args.get("ifs") or []:
+            condition = self.type_of(when.this)
+            if condition.base != "BOOLEAN":
+                raise QueryError(f"WHEN operand type should be boolean.\nType for "
+                                 f"'{self.text(when.this)}' is {ty.backticked(condition)}")
+            then = self._operand(when.args["true"])
+            if then is None:
+                continue
+            if result is not None and then != result:
+                raise QueryError(
+                    "Invalid Case expression. Type for all 'THEN' clauses should be the same.\n"
+                    f"THEN expression 'WHEN {self.text(when.this)} THEN "
+                    f"{self.text(when.args['true'])}' has type: {ty.backticked(then)}.\n"
+                    f"Previous THEN expression(s) type: {ty.backticked(result)}.")
+            result = then
+        default = node.args.get("default")
+        otherwise = self._operand(default) if default is not None else None
+        if result is not None and otherwise is not None and otherwise != result:
+            raise QueryError("Invalid Case expression. Type for the default clause should be the "
+                             f"same as for 'THEN' clauses.\nTHEN type: {ty.backticked(result)}."
+                             f"\nDEFAULT type: {ty.backticked(otherwise)}.")
+        common = result or otherwise
+        if common is None:
+            raise QueryError("Invalid Case expression. All case branches have NULL type")
+        for branch in [*(w.args["true"] for w in node.args.get("ifs") or []), default]:
+            if isinstance(branch, exp.Null):
+                functions.annotate(branch, common)
+        return common
 
     def _deref(self, node: exp.Expr) -> ty.SqlType:
         base = self.type_of(node.this)
@@ -773,7 +970,7 @@ class _Typer:
             return ty.DOUBLE
         if "." in text:
             return operators.decimal_of_value(Decimal(text))
-        return ty.INTEGER if abs(int(text)) <= 2**31 - 1 else ty.BIGINT
+        return _integer_literal_type(int(text))
 
     def _function(self, node: exp.Func) -> ty.SqlType:
         name = function_name(node)
@@ -784,6 +981,12 @@ class _Typer:
             resolution = functions.resolve_call(name, [self._argument(a) for a in args])
         except FunctionError as error:
             raise QueryError(str(error)) from error
+        init_args = resolution.signature.init_args  # ksqlDB's UdafUtil: literal constants
+        for index in range(len(args) - init_args, len(args)) if init_args else ():
+            if not _is_constant(args[index]):
+                raise QueryError(f"Parameter {index + 1} passed to function {name} must be a "
+                                 "literal constant, but was expression: "
+                                 f"'{self.text(args[index])}'")
         for argument, param in zip(args, resolution.params, strict=False):
             if isinstance(argument, exp.Null):
                 functions.annotate(argument, param)
@@ -793,8 +996,16 @@ class _Typer:
     def _constructor(self, name: str, args: list[exp.Expr]) -> ty.SqlType:
         if name == "STRUCT":
             arg_types = [self.type_of(a) for a in args]
-            return ty.StructType(tuple((_struct_field_name(a, i), t) for i, (a, t)
-                                       in enumerate(zip(args, arg_types, strict=True))))
+            fields = [(_struct_field_name(a, i), t) for i, (a, t)
+                      in enumerate(zip(args, arg_types, strict=True))]
+            for index, (field, field_type) in enumerate(fields):  # ksqlDB's SqlStruct.Builder
+                first = next(((n, t) for n, t in fields[:index] if n == field), None)
+                if first is not None:
+                    raise QueryError(
+                        "Duplicate field names found in STRUCT: "
+                        f"'`{first[0]}` {ty.backticked(first[1])}' and "
+                        f"'`{field}` {ty.backticked(field_type)}'")
+            return ty.StructType(tuple(fields))
         if name == "ARRAY":
             if not args:
                 raise QueryError("Array constructor cannot be empty. Please supply at least one "
@@ -868,12 +1079,27 @@ class _Typer:
 
 
 _ISSUE_4239 = "see https://github.com/confluentinc/ksql/issues/4239"
+_FILTERS = ("WHERE", "HAVING")
+
+
+def _is_constant(node: exp.Expr) -> bool:
+    """A literal as ksqlDB's grammar reads one (a number's minus sign included)."""
+    if isinstance(node, exp.Neg):
+        node = node.this
+    return isinstance(node, exp.Literal | exp.Boolean | exp.Null)
+
+
+def _integer_literal_type(value: int) -> ty.SqlType:
+    """ksqlDB's integer literal: an INTEGER when it fits one, else a BIGINT."""
+    return ty.INTEGER if -(2**31) <= value <= 2**31 - 1 else ty.BIGINT
 _TIME_COLUMNS = frozenset({"ROWTIME", *WINDOW_BOUNDS})
 
 
 def _struct_field_name(argument: exp.Expr, index: int) -> str:
     if isinstance(argument, exp.PropertyEQ):
-        return str(argument.this.name).upper()
+        name = argument.this
+        quoted = isinstance(name, exp.Identifier) and bool(name.args.get("quoted"))
+        return str(name.name) if quoted else str(name.name).upper()
     if isinstance(argument, exp.Alias):
         return argument.alias
     return f"F{index}"

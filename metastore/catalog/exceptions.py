@@ -13,13 +13,28 @@ from metastore.exceptions import MetastoreError
 
 
 class StatementError(MetastoreError):
-    """A statement that cannot be executed against the current catalog."""
+    """A statement that cannot be executed against the current catalog.
+
+    ``location`` is where in the script the offending node starts (line, column; both from 1),
+    for the errors ksqlDB reports with their node's location: the message then starts with
+    ksqlDB's ``Line: L, Col: C: `` and ``line`` and ``column`` carry it too. ``stage`` is the
+    text ksqlDB puts before an error of the stage that found it (:data:`PREPARING`)."""
 
     code = "statement_error"
 
-    def __init__(self, message: str, name: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, name: str | None = None, *,
+                 location: tuple[int, int] | None = None, stage: str = "") -> None:
+        if location is not None:
+            message = f"Line: {location[0]}, Col: {location[1]}: {message}"
+        super().__init__(stage + message)
         self.name = name
+        self.line: int | None = location[0] if location is not None else None
+        self.column: int | None = location[1] if location is not None else None
+
+
+PREPARING = "Exception while preparing statement: "
+"""How ksqlDB words an error found while it resolves a statement's sources and columns before
+analysing it (its AstSanitizer: unknown sources, ambiguous columns, INSERT INTO's target)."""
 
 
 class SourceExistsError(StatementError):
@@ -90,3 +105,16 @@ class TooLargeError(StatementError):
 
 class UnsupportedStatementError(StatementError):
     code = "unsupported"
+
+
+class UpgradeError(StatementError):
+    """A CREATE OR REPLACE (or ALTER) whose new source or query cannot replace the existing one
+    (ksqlDB's upgrade rules, :mod:`metastore.catalog.upgrades`)."""
+
+    code = "not_upgradeable"
+
+
+class AssertionFailedError(StatementError):
+    """An ASSERT statement whose expectation the catalog (or Kafka) does not meet."""
+
+    code = "assertion_failed"

@@ -39,6 +39,8 @@ class Format:
 
 
 _COMPLEX = frozenset({"ARRAY", "MAP", "STRUCT"})
+_PROTOBUF_MAP_KEYS = ("PROTOBUF format only supports MAP types with STRING keys. See "
+                      "https://github.com/confluentinc/ksql/issues/6177.")
 
 FORMATS: dict[str, Format] = {
     "KAFKA": Format("KAFKA", _COMPLEX | {"BOOLEAN", "DECIMAL", "DATE", "TIME", "TIMESTAMP"},
@@ -51,9 +53,10 @@ FORMATS: dict[str, Format] = {
                       string_map_keys_only="JSON only supports MAP types with STRING keys"),
     "AVRO": Format("AVRO", frozenset(), wraps=True, unwraps=True, infers_schema=True,
                    string_map_keys_only="Avro only supports MAPs with STRING keys"),
-    "PROTOBUF": Format("PROTOBUF", frozenset(), wraps=True, unwraps=False, infers_schema=True),
+    "PROTOBUF": Format("PROTOBUF", frozenset(), wraps=True, unwraps=False, infers_schema=True,
+                       string_map_keys_only=_PROTOBUF_MAP_KEYS),
     "PROTOBUF_NOSR": Format("PROTOBUF_NOSR", frozenset(), wraps=True, unwraps=True,
-                            infers_schema=False),
+                            infers_schema=False, string_map_keys_only=_PROTOBUF_MAP_KEYS),
     "NONE": Format("NONE", frozenset(), wraps=False, unwraps=False, infers_schema=False),
 }
 

@@ -15,7 +15,9 @@ Only these settings have an effect here; the others are recognised and accepted 
 - ``ksql.persistence.wrap.single.values``: the ``WRAP_SINGLE_VALUE`` of a source whose value
   is a single column and whose statement does not set it;
 - ``ksql.functions.collect_list.limit`` / ``collect_set.limit``: configuration of a persistent
-  query, kept on its command and handed to the Spark translation of its functions.
+  query, kept on its command and handed to the Spark translation of its functions;
+- ``ksql.query.pull.table.scan.enabled`` / ``.range.scan.enabled`` / ``.limit.clause.enabled``
+  and ``ksql.query.pull.stream.enabled``: which pull queries ksqlDB accepts (booleans).
 
 ``ksql.functions.substring.legacy.args`` is accepted without effect: ksqlDB removed SUBSTRING's
 legacy argument mode and no longer reads it (its tests only ever set it to false, today's mode).
@@ -43,6 +45,16 @@ COLLECT_SET_LIMIT = "ksql.functions.collect_set.limit"
 
 QUERY_SETTINGS = frozenset({COLLECT_LIST_LIMIT, COLLECT_SET_LIMIT})
 """Settings a persistent query runs with (stored on its command)."""
+
+PULL_TABLE_SCAN_ENABLED = "ksql.query.pull.table.scan.enabled"
+PULL_RANGE_SCAN_ENABLED = "ksql.query.pull.range.scan.enabled"
+PULL_LIMIT_CLAUSE_ENABLED = "ksql.query.pull.limit.clause.enabled"
+PULL_STREAM_ENABLED = "ksql.query.pull.stream.enabled"
+PULL_QUERY_SETTINGS = frozenset({PULL_TABLE_SCAN_ENABLED, PULL_RANGE_SCAN_ENABLED,
+                                 PULL_LIMIT_CLAUSE_ENABLED, PULL_STREAM_ENABLED})
+"""Switches of ksqlDB's pull queries (all true by default; see metastore.catalog.pull_queries)."""
+
+BOOLEAN_SETTINGS = frozenset({WRAP_SINGLE_VALUES, *PULL_QUERY_SETTINGS})
 
 KSQL_DEFAULT_KEY_FORMAT = "KAFKA"
 """ksqlDB's default of ``ksql.persistence.default.format.key``."""
@@ -148,6 +160,11 @@ class ConfigOverrides:
         value = self.values.get(WRAP_SINGLE_VALUES)
         return value if isinstance(value, bool) else None
 
+    def flag(self, name: str, default: bool) -> bool:
+        """The boolean setting ``name`` (one of BOOLEAN_SETTINGS), else ``default``."""
+        value = self.values.get(name)
+        return value if isinstance(value, bool) else default
+
     def query_config(self) -> tuple[tuple[str, str], ...]:
         """What a persistent query created under these overrides runs with, sorted."""
         return tuple(sorted((name, str(value)) for name, value in self.values.items()
@@ -217,7 +234,7 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
             raise ConfigError(f"Invalid value for config '{name}': {_shown(raw)}. Unknown format: "
                               f"{_shown(raw)}")
         return text
-    if name == WRAP_SINGLE_VALUES:
+    if name in BOOLEAN_SETTINGS:
         if isinstance(raw, bool):
             return raw
         text = raw.strip().lower() if isinstance(raw, str) else ""

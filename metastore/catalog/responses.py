@@ -180,5 +180,12 @@ def read_entity(statement: st.Statement, image: Image,
     if isinstance(statement, st.SetProperty):
         return {**_base(statement, "currentStatus"), "commandStatus": {
             "status": "SUCCESS", "message": f"Property {statement.name} set", "queryId": None}}
+    if isinstance(statement, st.AssertTopic):  # ksqlDB's AssertTopicEntity
+        return {**_base(statement, "assert_topic"), "topicName": statement.topic,
+                "exists": statement.exists}
+    if isinstance(statement, st.AssertSource):
+        return {**_base(statement, "currentStatus"), "commandStatus": {
+            "status": "SUCCESS", "message": f"{statement.kind.label.capitalize()} "
+                                            f"{statement.name} is as asserted", "queryId": None}}
     return {**_base(statement, "currentStatus"), "commandStatus": {
         "status": "SUCCESS", "message": "Validated", "queryId": None}}

@@ -21,13 +21,26 @@ its command's ``config``. Replay reads the commands only.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from metastore.catalog import (
+    alternatives,
+    asserts,
+    ddl_rules,
+    formats,
+    insert_values,
+    overrides,
+    pseudo_columns,
+    pull_queries,
+    topics,
+    upgrades,
+)
 from metastore.catalog import commands as cmd
-from metastore.catalog import formats, overrides, topics
-from metastore.catalog.analysis import Analysis, analyse
+from metastore.catalog.aggregate_upgrade import check_aggregate_upgrade
+from metastore.catalog.analysis import Analysis, analyse, check_reads
 from metastore.catalog.exceptions import (
+    PREPARING,
     DependentsExistError,
     FormatError,
     IncompatibleSourceKindError,
@@ -44,12 +57,16 @@ from metastore.catalog.exceptions import (
     UnsupportedStatementError,
 )
 from metastore.catalog.image import Delta, Image
-from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.catalog.intermediates import check_intermediate_types
+from metastore.catalog.model import Column, DataSource, PersistentQuery, WindowInfo
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.limits import MAX_NAME_LENGTH, MAX_REPLICAS, MAX_TYPE_DEPTH, RequestLimits
+from metastore.sql import literals
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
+from metastore.sql.exceptions import ParseError
+from metastore.sql.parser import parse
 
 CREATE_PROPERTIES = frozenset({
     "KAFKA_TOPIC", "VALUE_FORMAT", "KEY_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS", "TIMESTAMP",
@@ -149,6 +166,7 @@ class Validator:
         return outcome
 
     def _validate(self, statement: st.Statement) -> Outcome:
+        literals.check_statement(statement)
         if isinstance(statement, st.CreateSource):
             return self._create_source(statement)
         if isinstance(statement, st.CreateAsSelect):
@@ -169,7 +187,11 @@ class Validator:
             self._insert_values(statement)
             return Read(statement)
         if isinstance(statement, st.SelectStatement):
-            analyse(statement.query, self._delta.sources, self._delta.types, transient=True)
+            pull = pull_queries.check_query(statement.query, self._delta.sources, self._config)
+            analysis = analyse(statement.query, self._delta.sources, self._delta.types,
+                               transient=True)
+            if pull:
+                pull_queries.check_plan(analysis, self._delta.queries, self._config)
             return Read(statement)
         if isinstance(statement, st.Describe):
             if statement.name not in self._delta.sources:
@@ -182,7 +204,25 @@ class Validator:
             return Read(statement)
         if isinstance(statement, st.ListObjects):
             return Read(statement)
+        if isinstance(statement, st.AssertSource | st.AssertValues | st.AssertTopic
+                      | st.AssertSchema):
+            self._assert(statement)
+            return Read(statement)
         raise UnsupportedStatementError(f"Unsupported statement: {statement.text}")
+
+    def _assert(self, statement: st.AssertSource | st.AssertValues | st.AssertTopic
+                | st.AssertSchema) -> None:
+        """ASSERT statements (:mod:`metastore.catalog.asserts`)."""
+        if isinstance(statement, st.AssertSource):  # its WITH clause is a CREATE's
+            ddl_rules.check_with_clause(statement.properties)
+            asserts.check_source(statement, self._resolve_columns(statement.columns),
+                                 self._delta.sources, self._config)
+        elif isinstance(statement, st.AssertValues):
+            asserts.check_values(statement, self._delta.sources)
+        elif isinstance(statement, st.AssertTopic):
+            asserts.check_topic(statement, self._topic_partitions(statement.topic))
+        else:
+            asserts.check_schema(statement)
 
     def _check_topic_budget(self, created: tuple[TopicSpec, ...]) -> None:
         planned = {**self._planned_topics, **{t.name: t.partitions for t in created}}
@@ -202,56 +242,115 @@ class Validator:
 
     # -- CREATE STREAM / TABLE ---------------------------------------------------------------
     def _create_source(self, statement: st.CreateSource) -> Outcome:
+        """ksqlDB's stages, in order (see :mod:`metastore.catalog.ddl_rules`)."""
         kind, name = statement.kind, statement.name
-        _check_column_roles(statement.kind, statement.columns)
+        properties: Mapping[str, st.PropertyValue] = statement.properties
+        # 1. the statement (AstBuilder)
+        columns = self._resolve_columns(statement.columns)
+        ddl_rules.check_header_types(columns)
+        ddl_rules.check_duplicate_names(statement.columns)
+        ddl_rules.check_with_clause(properties)
+        ddl_rules.check_key_roles(kind, statement.columns)
+        topic = str(ddl_rules.with_clause_value(properties, "KAFKA_TOPIC"))
+        topics.check_readable(topic)
+        # 2. the formats (DefaultFormatInjector, DefaultSchemaInjector)
+        key_format, value_format = self._source_formats(statement)
+        window = _window_properties(properties)
+        ddl_rules.check_cleanup_policy(properties)  # TopicCreateInjector
+        partitions, topics_to_create = self._ensure_topic(topic, properties)
+        ddl_rules.check_retention(kind, properties)
+        # 3. the schema (SchemaRegisterInjector)
+        columns.sort(key=lambda column: not column.is_key)  # key columns first, as ksqlDB does
+        if not columns:
+            fmt = formats.lookup(value_format)
+            if fmt is None or not fmt.infers_schema:
+                raise SchemaError("No columns supplied.", name)
+            key_fmt = formats.lookup(key_format)
+            if kind is st.SourceKind.TABLE and not (key_fmt and key_fmt.infers_schema):
+                raise SchemaError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.",
+                                  name)  # whatever value columns the registry holds
+            raise SchemaError(f"Schema Registry is not available to infer the columns of "
+                              f"'{name}' from its {value_format} value schema; declare the "
+                              "columns in the statement.", name)
+        ddl_rules.check_headers(statement.columns)
+        value_columns = [c for c in columns if c.role is st.ColumnRole.VALUE]
+        ddl_rules.check_value_wrapping(properties, value_format, len(value_columns))
+        properties = _default_wrapping(properties, columns, value_format, self._config)
+        self._check_registered_schemas(statement, columns, key_format, value_format, properties)
+        # 4. CreateSourceFactory
+        pseudo_columns.check_source_names(c.name for c in statement.columns)
+        timestamp = (_timestamp_column(properties, columns) if kind is st.SourceKind.STREAM
+                     else None)
         existing = self._delta.sources.get(name)
+        if existing is not None and not statement.or_replace and not statement.if_not_exists:
+            raise SourceExistsError(
+                f"Cannot add {kind.label} '{name}': A {existing.kind.label} with the same "
+                "name already exists", name)
+        if kind is st.SourceKind.TABLE and not any(c.is_key for c in columns):
+            raise SchemaError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", name)
         if statement.or_replace and (statement.is_source or (existing and existing.is_source)):
             raise SourceExistsError(
                 f"Cannot add {kind.label} '{name}': CREATE OR REPLACE is not supported on "
                 f"source {kind.label}s.", name)
-        if existing is not None:
-            if statement.if_not_exists:
-                return Skip(statement, _exists_warning(kind, name))
-            if not statement.or_replace or existing.kind is not kind:
-                raise SourceExistsError(
-                    f"Cannot add {kind.label} '{name}': A {existing.kind.label} with the same "
-                    "name already exists", name)
-        properties: Mapping[str, st.PropertyValue] = statement.properties
-        _check_known(properties, CREATE_PROPERTIES)
-        key_format, value_format = _formats(properties, defaults=None, config=self._config)
-        if "KAFKA_TOPIC" not in properties:
-            raise PropertyError('Failed to prepare statement: Missing required property "KAFKA_TOPIC" '
-                                "which has no default value.")
-        topic = str(properties["KAFKA_TOPIC"])
-        topics.check_readable(topic)
-        _check_schema_ids(statement, key_format, value_format)
-        window = _window_properties(properties)
-        _check_delimiters(properties, key_format, value_format)
-        _check_wrapping(properties, value_format)
-        columns = self._resolve_columns(statement.columns)
-        columns.sort(key=lambda column: not column.is_key)  # key columns first, as ksqlDB does
-        if not columns:
-            fmt = formats.lookup(value_format)
-            if fmt is not None and fmt.infers_schema:
-                raise SchemaError(f"Schema Registry is not available to infer the columns of "
-                                  f"'{name}' from its {value_format} value schema; declare the "
-                                  "columns in the statement.", name)
-            raise SchemaError("The statement does not define any columns.", name)
-        if kind is st.SourceKind.TABLE and not any(c.is_key for c in columns):
-            raise SchemaError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", name)
-        properties = _default_wrapping(properties, columns, value_format, self._config)
+        if kind is st.SourceKind.TABLE:
+            timestamp = _timestamp_column(properties, columns)
         _check_formats(columns, key_format, value_format, properties)
-        timestamp = _timestamp_column(properties, columns)
-        partitions, topics_to_create = self._ensure_topic(topic, properties)
-        if existing is not None and statement.or_replace:
-            _check_replacement(existing, columns)
+        if window is not None and not any(c.is_key for c in columns):
+            raise SchemaError("Windowed sources require a key column.", name)
+        if existing is not None and statement.if_not_exists and not statement.or_replace:
+            return Skip(statement, _exists_warning(kind, name))  # DdlCommandExec
         source = DataSource(
             name=name, kind=kind, columns=tuple(columns), topic=topic, key_format=key_format,
             value_format=value_format, partitions=partitions, statement=statement.text,
             is_source=statement.is_source, window=window, timestamp_column=timestamp,
             properties=_pass_through(properties))
+        if existing is not None:  # ksqlDB's MetaStoreImpl.putSource, as the DDL runs
+            upgrades.check_source_upgrade(existing, source)
         return Write(statement, cmd.CreateSourceCommand(source, replace=existing is not None),
                      topics_to_create)
+
+    def _source_formats(self, statement: st.CreateSource) -> tuple[str, str]:
+        """The key and value formats of a CREATE: the protobuf-only properties, the defaults
+        (DefaultFormatInjector), then each side's format, its properties and its schema id
+        (DefaultSchemaInjector)."""
+        properties = statement.properties
+        both = ddl_rules.with_clause_value(properties, "FORMAT")
+        key = both or ddl_rules.with_clause_value(properties, "KEY_FORMAT")
+        value = both or ddl_rules.with_clause_value(properties, "VALUE_FORMAT")
+        ddl_rules.check_protobuf_properties(properties, key, value)
+        key = (key or self._config.default_key_format).upper()
+        if value is None:
+            if self._config.default_value_format is None:
+                raise PropertyError(
+                    "Statement is missing the 'VALUE_FORMAT' property from the WITH clause. "
+                    "Either provide one or set a default via the "
+                    "'ksql.persistence.default.format.value' config.")
+            value = self._config.default_value_format
+        value = value.upper()
+        for side, fmt in (("KEY", key), ("VALUE", value)):
+            ddl_rules.check_format(side, fmt, ddl_rules.format_properties(
+                side, fmt, properties, statement.name))
+            _check_schema_id(statement, side, fmt)
+        return key, value
+
+    def _check_registered_schemas(self, statement: st.CreateSource, columns: list[Column],
+                                  key_format: str, value_format: str,
+                                  properties: Mapping[str, st.PropertyValue]) -> None:
+        """SchemaRegisterInjector: the Avro schema of the key, then of the value, that a CREATE
+        registers must be one Avro can name."""
+        for side, fmt, chosen in (
+                ("KEY", key_format, [c for c in columns if c.is_key]),
+                ("VALUE", value_format, [c for c in columns if c.role is st.ColumnRole.VALUE])):
+            if fmt != "AVRO" or not chosen:
+                continue
+            full_name = ddl_rules.format_properties(side, fmt, statement.properties,
+                                                    statement.name).get("fullSchemaName")
+            wrapping = ddl_rules.with_clause_value(properties, "WRAP_SINGLE_VALUE")
+            unwrapped = len(chosen) == 1 if side == "KEY" else wrapping == "false"
+            problem = ddl_rules.avro_problem(chosen, unwrapped, full_name)
+            if problem:
+                raise FormatError(f"Could not register schema for topic: Schema is not "
+                                  f"compatible with Avro: {problem}", statement.name)
 
     def _resolve_columns(self, definitions: tuple[st.ColumnDef, ...]) -> list[Column]:
         columns = []
@@ -308,46 +407,52 @@ class Validator:
     def _create_as_select(self, statement: st.CreateAsSelect) -> Outcome:
         kind, name = statement.kind, statement.name
         existing = self._delta.sources.get(name)
-        if existing is not None and not statement.or_replace:
-            if statement.if_not_exists:
-                return Skip(statement, _exists_warning(kind, name))
-            raise SourceExistsError(f"Cannot add {kind.label} '{name}': A {existing.kind.label} "
-                                    "with the same name already exists", name)
-        if existing is not None and (existing.kind is not kind or existing.is_source):
-            raise SourceExistsError(f"Cannot add {kind.label} '{name}': A {existing.kind.label} "
-                                    "with the same name already exists", name)
         _check_known(statement.properties, AS_SELECT_PROPERTIES)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, name)
+        if existing is not None:  # ksqlDB plans the query first (its QueryIdUtil), then the sink
+            upgrades.check_single_writer(name, [q.query_id for q in self._writers(name)])
+            if not statement.or_replace and not statement.if_not_exists:
+                raise SourceExistsError(f"Cannot add {kind.label} '{name}': A "
+                                        f"{existing.kind.label} with the same name already "
+                                        "exists", name)
         if analysis.kind is not kind:
             other = analysis.kind.value
             raise QueryError(f"Invalid result type. Your SELECT query produces a {other}. Please "
                              f"use CREATE {other} AS SELECT statement instead.", name)
+        if existing is not None and not statement.or_replace:  # IF NOT EXISTS, once planned
+            return Skip(statement, _exists_warning(kind, name))
         if name in analysis.sources:
             raise QueryError(f"Cannot create {kind.label} '{name}' from itself.", name)
         first = self._delta.sources[analysis.sources[0]]
         key_format, value_format = _formats(statement.properties,
                                             defaults=(first.key_format, first.value_format))
-        if key_format == "NONE" and analysis.key_columns:  # ksqlDB: the default key format
+        inherited = not {"KEY_FORMAT", "FORMAT"} & set(statement.properties)
+        if key_format == "NONE" and analysis.key_columns and inherited:  # ksqlDB: the default
             key_format = self._config.default_key_format
         _check_delimiters(statement.properties, key_format, value_format)
         _check_wrapping(statement.properties, value_format)
         columns = list(analysis.columns)
         if kind is st.SourceKind.TABLE and not analysis.key_columns:
             raise SchemaError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", name)
+        _check_single_value(statement.properties, columns)
         properties = _default_wrapping(statement.properties, columns, value_format, self._config)
+        check_intermediate_types(analysis)
         _check_formats(columns, key_format, value_format, properties)
         topic = str(properties.get("KAFKA_TOPIC", name))
         topics.check_writable(topic)
         partitions, created = self._ensure_topic(topic, properties,
                                                  create_with=first.partitions or 1)
-        if existing is not None:
-            _check_replacement(existing, columns)
+        if existing is not None and existing.is_source:  # ksqlDB's EngineExecutor.execute
+            raise QueryError(f"Cannot insert into read-only {existing.kind.label}: {name}", name)
         source = DataSource(
             name=name, kind=kind, columns=tuple(columns), topic=topic, key_format=key_format,
             value_format=value_format, partitions=partitions, statement=statement.text,
             window=analysis.window, timestamp_column=_timestamp_column(properties, columns),
             properties=_pass_through({**_inherited_delimiters(properties, first),
                                       **properties}))
+        if existing is not None:  # its DDL replaces the source, then the query the one it had
+            upgrades.check_source_upgrade(existing, source)
+            self._check_upgrade(existing, analysis)
         if self._runtime_check is not None:
             self._runtime_check(analysis, source)
         query_kind = "CSAS" if kind is st.SourceKind.STREAM else "CTAS"
@@ -355,15 +460,44 @@ class Validator:
             source, query_kind, analysis.sources, statement.query.text,
             replace=existing is not None, config=self._config.query_config()), created)
 
+    def _check_upgrade(self, existing: DataSource, analysis: Analysis) -> None:
+        """ksqlDB's plan check of a query replacing the one that writes ``existing`` (the one
+        query writing it, re-analysed from its text; none, or a text that no longer analyses,
+        is not compared)."""
+        writers = self._writers(existing.name)
+        if len(writers) != 1:
+            return
+        try:
+            [previous] = parse(writers[0].sql)
+            if not isinstance(previous, st.SelectStatement):
+                return
+            old = analyse(previous.query, self._delta.sources, self._delta.types, existing.name)
+        except (StatementError, ParseError, ValueError):
+            return
+        upgrades.check_query_upgrade(old, analysis)
+        check_aggregate_upgrade(old, analysis)
+
+    def _writers(self, sink: str) -> list[PersistentQuery]:
+        """The queries writing into ``sink``: the one that created it first, then its INSERTs."""
+        writers = [q for q in self._delta.queries.values() if q.sink == sink]
+        return sorted(writers, key=lambda q: (q.kind == "INSERT", q.offset, q.query_id))
+
     def _insert_into(self, statement: st.InsertInto) -> Outcome:
+        check_reads(statement.query, self._delta.sources)  # ksqlDB reads its sources first
         target = self._delta.sources.get(statement.target)
-        if target is None:
-            raise SourceNotFoundError(f"{statement.target} does not exist.", statement.target)
+        if target is None:  # AstSanitizer: located where the name would start
+            location = statement.location
+            raise SourceNotFoundError(f"Source `{statement.target}` does not exist.",
+                                      statement.target, stage=PREPARING,
+                                      location=(location.line, location.column + 12))
         if target.kind is st.SourceKind.TABLE:
             raise QueryError(f"INSERT INTO can only be used to insert into a stream. "
-                             f"{target.name} is a table.", target.name)
-        if target.is_source:
-            raise QueryError(f"Cannot insert into read-only stream: {target.name}", target.name)
+                             f"{target.name} is a table.", target.name, stage=PREPARING)
+        if any(c.role in (st.ColumnRole.HEADER, st.ColumnRole.HEADERS) for c in target.columns):
+            raise QueryError(f"Cannot insert into {target.name} because it has header columns",
+                             target.name, stage=PREPARING)
+        if topics.READ_ONLY.fullmatch(target.topic) is not None:  # ksqlDB's DistributingExecutor
+            raise TopicError(f"Cannot insert into read-only topic: {target.topic}", target.topic)
         topics.check_writable(target.topic)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name)
         if analysis.kind is not st.SourceKind.STREAM:
@@ -376,6 +510,8 @@ class Validator:
                 "Incompatible schema between results and sink.\n"
                 f"Result schema is {_schema_text(analysis.columns)}\n"
                 f"Sink schema is {_schema_text(target.columns)}", target.name)
+        if target.is_source:  # ksqlDB's EngineExecutor, once the query is planned
+            raise QueryError(f"Cannot insert into read-only stream: {target.name}", target.name)
         if self._runtime_check is not None:
             self._runtime_check(analysis, target)
         return Write(statement, cmd.InsertQueryCommand(target.name, analysis.sources,
@@ -383,20 +519,11 @@ class Validator:
                                                        config=self._config.query_config()))
 
     def _insert_values(self, statement: st.InsertValues) -> None:
-        target = self._delta.sources.get(statement.target)
-        if target is None:
-            raise SourceNotFoundError(f"Cannot insert values into an unknown stream/table: "
-                                      f"{statement.target}", statement.target)
+        insert_values.check_statement(statement)
+        target = insert_values.target(statement, self._delta.sources)
         topics.check_writable(target.topic)
-        names = statement.columns or tuple(c.name for c in target.columns
-                                           if c.role in (st.ColumnRole.KEY, st.ColumnRole.VALUE,
-                                                         st.ColumnRole.PRIMARY_KEY))
-        if len(names) != len(statement.values):
-            raise QueryError(f"Expected a value for each column. Expected Columns: {list(names)}. "
-                             f"Got {[v.sql() for v in statement.values]}")
-        for column_name in names:
-            if target.column(column_name) is None and column_name not in ("ROWTIME",):
-                raise QueryError(f"Column name {column_name} does not exist.")
+        insert_values.check_writable(target)
+        insert_values.check_record(statement, target)
 
     # -- DROP / TERMINATE / ALTER --------------------------------------------------------------
     def _drop_source(self, statement: st.DropSource) -> Outcome:
@@ -405,12 +532,13 @@ class Validator:
         if source is None:
             if statement.if_exists:
                 return Skip(statement, f"Source `{name}` does not exist.")
-            raise SourceNotFoundError(f"{statement.kind.label.capitalize()} {name} does not exist.",
-                                      name)
-        if source.kind is not statement.kind:
+            hint = alternatives.hint(name, self._delta.sources.values(), statement.kind)
+            raise SourceNotFoundError(
+                f"{statement.kind.label.capitalize()} {name} does not exist.{hint}", name)
+        if source.kind is not statement.kind:  # ksqlDB's DropSourceFactory, both kinds lower
             raise IncompatibleSourceKindError(
                 f"Incompatible data source type is {source.kind.label}, but statement was "
-                f"DROP {statement.kind.value}", name)
+                f"DROP {statement.kind.label}", name)
         if statement.delete_topic:
             self._check_deletable(source)
         readers = [q for q in self._delta.queries.values() if name in q.sources]
@@ -449,45 +577,54 @@ class Validator:
         return Write(statement, cmd.TerminateCommand((statement.query_id,)))
 
     def _alter(self, statement: st.AlterSource) -> Outcome:
-        name = statement.name
+        """ksqlDB's order: the new columns' types (as it prepares the statement), read-only
+        sources (its AlterSourceFactory, worded with the statement's kind), then as the command
+        runs (DdlCommandExec): the source, its kind, C*AS sinks, the new schema, the upgrade."""
+        name, kind = statement.name, statement.kind
+        added = self._resolve_columns(statement.columns)
         source = self._delta.sources.get(name)
+        if source is not None and source.is_source:
+            raise UnsupportedStatementError(
+                f"Cannot alter {kind.label} '{name}': ALTER operations are not supported on "
+                f"source {kind.label}s.", name)
         if source is None:
             raise SourceNotFoundError(f"Source {name} does not exist.", name)
-        if source.kind is not statement.kind:
+        if source.kind is not kind:
             raise IncompatibleSourceKindError(
                 f"Incompatible data source type is {source.kind.value}, but statement was "
-                f"ALTER {statement.kind.value}", name)
-        if source.is_source:
-            raise UnsupportedStatementError(
-                f"Cannot alter {source.kind.label} '{name}': ALTER operations are not supported "
-                f"on source {source.kind.label}s.", name)
+                f"ALTER {kind.value}", name)
         if source.query_id is not None:
             raise UnsupportedStatementError(
                 "ALTER command is not supported for CREATE ... AS statements.", name)
-        added = self._resolve_columns(statement.columns)
-        for column in added:
-            if source.column(column.name) is not None:
+        columns = list(source.columns)
+        for column in added:  # appended to the value; a name the value has, or a header's, is
+            if any(c.name == column.name and not c.is_key for c in columns):  # a duplicate
                 raise SchemaError(f"Cannot add column `{column.name}` to schema. A column with "
                                   "the same name already exists.", name)
-        _check_formats([*source.columns, *added], source.key_format, source.value_format, {})
+            columns.append(column)
+        if any(c.name == k.name for c in added for k in source.key_columns):
+            raise SchemaError("Schema contains duplicate column names", name)
+        _check_formats(columns, source.key_format, source.value_format, {})
+        upgrades.check_source_upgrade(source, replace(source, columns=tuple(columns)))
         return Write(statement, cmd.AlterSourceCommand(source.kind, name, tuple(added),
                                                        statement.text))
 
     # -- TYPES -------------------------------------------------------------------------------
     def _create_type(self, statement: st.CreateType) -> Outcome:
-        existing = self._delta.types.get(statement.name)
-        if existing is not None:
-            message = (f"Cannot register custom type '{statement.name}' since it is already "
-                       f"registered with type: {existing.sql()}")
-            if statement.if_not_exists:
-                return Skip(statement, f"{statement.name} is already registered with type "
-                                       f"{existing.sql()}")
-            raise TypeExistsError(message, statement.name)
+        """ksqlDB resolves the type as it prepares the statement, then (RegisterTypeFactory)
+        refuses a registered name unless IF NOT EXISTS, which DdlCommandExec answers."""
         missing = ty.unresolved(statement.type, dict(self._delta.types))
         if missing is not None:
             raise TypeNotFoundError(f"Type '{missing}' does not exist.", missing)
         resolved = ty.resolve(statement.type, dict(self._delta.types))
         _check_type_depth(resolved, statement.name)
+        existing = self._delta.types.get(statement.name)
+        if existing is not None:
+            shown = ty.backticked(existing)
+            if statement.if_not_exists:
+                return Skip(statement, f"{statement.name} is already registered with type {shown}")
+            raise TypeExistsError(f"Cannot register custom type '{statement.name}' since it is "
+                                  f"already registered with type: {shown}", statement.name)
         return Write(statement, cmd.CreateTypeCommand(statement.name, resolved))
 
     def _drop_type(self, statement: st.DropType) -> Outcome:
@@ -562,51 +699,19 @@ def _formats(properties: Mapping[str, st.PropertyValue], defaults: tuple[str, st
     return key, value
 
 
-def _check_schema_ids(statement: st.CreateSource, key_format: str, value_format: str) -> None:
-    for side, fmt in (("KEY", key_format), ("VALUE", value_format)):
-        prop = f"{side}_SCHEMA_ID"
-        if prop not in statement.properties:
-            continue
-        found = formats.lookup(fmt)
-        if found is None or not found.infers_schema:
-            raise PropertyError(f"{side}_FORMAT should support schema inference when {prop} is "
-                                f"provided. Current format is {fmt}.")
-        has_columns = any(c.role.is_key == (side == "KEY") for c in statement.columns)
-        if has_columns:
-            raise SchemaError(f"Table elements and {prop} cannot both exist for create statement.")
-
-
-def _check_column_roles(kind: st.SourceKind, columns: tuple[st.ColumnDef, ...]) -> None:
-    seen: set[str] = set()
-    headers = 0
-    for column in columns:
-        if column.name in seen:
-            raise SchemaError(f"Failed to prepare statement: Duplicate column names: `{column.name}`",
-                              column.name)
-        seen.add(column.name)
-        if kind is st.SourceKind.STREAM and column.role is st.ColumnRole.PRIMARY_KEY:
-            raise SchemaError(
-                f"Column `{column.name}` is a 'PRIMARY KEY' column: please use 'KEY' for streams."
-                "\nTables have PRIMARY KEYs, which are unique and NON NULL.\nStreams have KEYs, "
-                "which have no uniqueness or NON NULL constraints.", column.name)
-        if kind is st.SourceKind.TABLE and column.role is st.ColumnRole.KEY:
-            raise SchemaError(
-                f"Column `{column.name}` is a 'KEY' column: please use 'PRIMARY KEY' for tables."
-                "\nTables have PRIMARY KEYs, which are unique and NON NULL.\nStreams have KEYs, "
-                "which have no uniqueness or NON NULL constraints.", column.name)
-        if column.role is st.ColumnRole.HEADERS:
-            headers += 1
-            if headers > 1:
-                raise SchemaError("Schema already contains a HEADERS column.", column.name)
-            if column.type != ty.HEADERS_TYPE:
-                raise SchemaError(
-                    f"Invalid type for HEADERS column: expected {ty.HEADERS_TYPE.sql()}, got "
-                    f"{column.type.sql()}", column.name)
-        if column.role is st.ColumnRole.HEADER and column.type != ty.BYTES:
-            raise SchemaError(f"Invalid type for HEADER('{column.header_key}') column: expected "
-                              f"BYTES, got {column.type.sql()}", column.name)
-    if headers and any(c.role is st.ColumnRole.HEADER for c in columns):
-        raise SchemaError("Schema already contains a HEADERS column.")
+def _check_schema_id(statement: st.CreateSource, side: str, fmt: str) -> None:
+    """DefaultSchemaInjector.shouldInferSchema: a schema id needs a format that infers schemas,
+    and no columns of its side (headers are neither side's)."""
+    prop = f"{side}_SCHEMA_ID"
+    if prop not in statement.properties:
+        return
+    found = formats.lookup(fmt)
+    if found is None or not found.infers_schema:
+        raise PropertyError(f"{side}_FORMAT should support schema inference when {prop} is "
+                            f"provided. Current format is {fmt}.")
+    if any(c.role.is_key if side == "KEY" else c.role is st.ColumnRole.VALUE
+           for c in statement.columns):
+        raise SchemaError(f"Table elements and {prop} cannot both exist for create statement.")
 
 
 def _window_properties(properties: Mapping[str, st.PropertyValue]) -> WindowInfo | None:
@@ -616,7 +721,7 @@ def _window_properties(properties: Mapping[str, st.PropertyValue]) -> WindowInfo
         if size is not None:
             raise PropertyError("'WINDOW_SIZE' should not be set without 'WINDOW_TYPE'.")
         return None
-    kind = str(window_type).upper()
+    kind = str(window_type).strip().upper()
     if kind not in ("TUMBLING", "HOPPING", "SESSION"):
         raise PropertyError(f"Configuration WINDOW_TYPE is invalid: Unknown window type: "
                             f"'{window_type}'. Valid values are TUMBLING, HOPPING, SESSION")
@@ -628,31 +733,25 @@ def _window_properties(properties: Mapping[str, st.PropertyValue]) -> WindowInfo
         raise PropertyError(f"{kind} windows require 'WINDOW_SIZE' to be provided in the WITH "
                             "clause. For example: 'WINDOW_SIZE'='10 SECONDS'")
     try:
-        return WindowInfo(kind, parse_duration_ms(str(size)))
+        return WindowInfo(kind, parse_duration_ms(str(size).strip()))
     except DurationError as error:
         raise PropertyError(f"Configuration WINDOW_SIZE is invalid: {error}") from error
 
 
 def _check_delimiters(properties: Mapping[str, st.PropertyValue], key_format: str,
                       value_format: str) -> None:
+    """A delimiter is one character, TAB or SPACE, for a DELIMITED side (ksqlDB's Delimiter and
+    FormatFactory)."""
     for side, fmt in (("KEY", key_format), ("VALUE", value_format)):
         prop = f"{side}_DELIMITER"
         if prop not in properties:
             continue
-        value = str(properties[prop])
-        if not value.strip():
-            raise PropertyError(
-                f"Failed to prepare statement: Configuration {prop} is invalid: Delimiter cannot "
-                "be empty, if you meant to have a tab or space for delimiter, please use the "
-                "special values 'TAB' or 'SPACE'\nExample valid value: ';'")
-        if len(value) != 1 and value.upper() not in ("TAB", "SPACE"):
-            raise PropertyError(
-                f"Failed to prepare statement: Configuration {prop} is invalid: Invalid delimiter "
-                f"value: '{value}'. Delimiter must be a single character or TAB or SPACE\n"
-                "Example valid value: ';'")
+        problem = ddl_rules.delimiter_problem(ddl_rules.with_clause_value(properties, prop) or "")
+        if problem:
+            raise PropertyError(f"Failed to prepare statement: Configuration {prop} is invalid: "
+                                f"{problem}")
         if fmt != "DELIMITED":
-            raise PropertyError(f"Delimiter only supported with DELIMITED format ({prop} was set "
-                                f"with format {fmt})")
+            raise PropertyError(f"{fmt} does not support the following configs: [delimiter]")
 
 
 def _check_wrapping(properties: Mapping[str, st.PropertyValue], value_format: str) -> None:
@@ -665,6 +764,14 @@ def _check_wrapping(properties: Mapping[str, st.PropertyValue], value_format: st
         shown = str(value).lower() if isinstance(value, bool) else str(value)
         raise FormatError(f"Format '{value_format}' does not support 'WRAP_SINGLE_VALUE' set to "
                           f"'{shown}'.")
+
+
+def _check_single_value(properties: Mapping[str, st.PropertyValue],
+                        columns: list[Column]) -> None:
+    """ksqlDB's SerdeFeaturesFactory: an explicit WRAP_SINGLE_VALUE needs one value column."""
+    if "WRAP_SINGLE_VALUE" in properties and sum(
+            c.role is st.ColumnRole.VALUE for c in columns) != 1:
+        raise FormatError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas")
 
 
 def _default_wrapping(properties: Mapping[str, st.PropertyValue], columns: list[Column],
@@ -684,15 +791,31 @@ def _default_wrapping(properties: Mapping[str, st.PropertyValue], columns: list[
     return {**properties, "WRAP_SINGLE_VALUE": wrapped}
 
 
-def _persistence(columns: list[Column], key: bool, wrapped: bool) -> str:
+def _persistence(columns: list[Column], key: bool, features: str) -> str:
     shown = ", ".join(f"`{c.name}` {ty.backticked(c.type)}" + (" KEY" if key else "")
                       for c in columns)
-    features = "[UNWRAP_SINGLES]" if not wrapped and len(columns) == 1 and not key else "[]"
     return f"Persistence{{columns=[{shown}], features={features}}}"
+
+
+def _serde_features(fmt: formats.Format, columns: list[Column], key: bool,
+                    properties: Mapping[str, st.PropertyValue]) -> str:
+    """ksqlDB's SerdeFeaturesFactory, as a persistence schema shows them: a single key column
+    is unwrapped when its format could do either; a single value column as WRAP_SINGLE_VALUE
+    (the statement's, else the configured default) says."""
+    if len(columns) != 1:
+        return "[]"
+    if key:
+        return "[UNWRAP_SINGLES]" if fmt.wraps and fmt.unwraps else "[]"
+    wrapping = ddl_rules.with_clause_value(properties, "WRAP_SINGLE_VALUE")
+    if wrapping is None:
+        return "[]"
+    return "[WRAP_SINGLES]" if wrapping.lower() == "true" else "[UNWRAP_SINGLES]"
 
 
 def _check_formats(columns: list[Column], key_format: str, value_format: str,
                    properties: Mapping[str, st.PropertyValue]) -> None:
+    """CreateSourceFactory.validateSerdesCanHandleSchemas: the key serde (no maps, then the
+    format), then the value serde; a format's refusal is wrapped as GenericSerdeFactory does."""
     key_columns = [c for c in columns if c.is_key]
     value_columns = [c for c in columns if c.role is st.ColumnRole.VALUE]
     for column in key_columns:
@@ -700,38 +823,48 @@ def _check_formats(columns: list[Column], key_format: str, value_format: str,
             raise SchemaError(
                 "Map keys, including types that contain maps, are not supported as they may lead "
                 "to unexpected behavior due to inconsistent serialization. Key column name: "
-                f"`{column.name}`. Column type: {column.type.sql()}. "
+                f"`{column.name}`. Column type: {ty.backticked(column.type)}. "
                 "See https://github.com/confluentinc/ksql/issues/6621 for more.", column.name)
-    key_fmt = formats.lookup(key_format)
-    value_fmt = formats.lookup(value_format)
-    assert key_fmt is not None and value_fmt is not None
-    if key_format == "NONE" and key_columns:
-        raise FormatError("The 'NONE' format can only be used when no columns are defined. Got: "
-                          f"{[c.name for c in key_columns]}")
-    problem = formats.schema_problem(key_fmt, [(c.name, c.type) for c in key_columns], key=True)
-    if problem:
-        raise FormatError(f"Key format does not support schema.\nformat: {key_format}\nschema: "
-                          f"{_persistence(key_columns, True, True)}\nreason: {problem}")
-    problem = formats.schema_problem(value_fmt, [(c.name, c.type) for c in value_columns])
-    wrapped = properties.get("WRAP_SINGLE_VALUE") is not False
-    if problem:
-        raise FormatError(f"Value format does not support schema.\nformat: {value_format}\n"
-                          f"schema: {_persistence(value_columns, False, wrapped)}\nreason: {problem}")
+    for target, name, chosen, is_key in (("Key", key_format, key_columns, True),
+                                         ("Value", value_format, value_columns, False)):
+        fmt = formats.lookup(name)
+        assert fmt is not None
+        if name == "NONE" and chosen:  # ksqlDB's NoneFormat, when it builds the serde
+            problem: str | None = ("The 'NONE' format can only be used when no columns are "
+                                   f"defined. Got: [{_schema_text(tuple(chosen))}]")
+        else:
+            problem = formats.schema_problem(fmt, [(c.name, c.type) for c in chosen], key=is_key)
+        if problem:
+            schema = _persistence(chosen, is_key, _serde_features(fmt, chosen, is_key, properties))
+            raise FormatError(f"{target} format does not support schema.\nformat: {name}\n"
+                              f"schema: {schema}\nreason: {problem}")
 
 
 def _timestamp_column(properties: Mapping[str, st.PropertyValue], columns: list[Column]) -> str | None:
-    if "TIMESTAMP" not in properties:
+    """ksqlDB's TimestampExtractionPolicyFactory: the TIMESTAMP column (an identifier: quoted
+    as written, else upper case) exists; a STRING one needs a TIMESTAMP_FORMAT, which no other
+    type takes; otherwise it is a BIGINT or a TIMESTAMP."""
+    text = ddl_rules.with_clause_value(properties, "TIMESTAMP")
+    if text is None:
         return None
-    name = str(properties["TIMESTAMP"])
-    upper = name.upper()
-    column = next((c for c in columns if c.name in (name, upper)), None)
+    quoted = len(text) > 1 and text[0] == text[-1] == "`"
+    name = text[1:-1].replace("``", "`") if quoted else text.upper()
+    column = next((c for c in columns if c.name == name), None)
     if column is None:
         raise PropertyError(f"The TIMESTAMP column set in the WITH clause does not exist in the "
-                            f"schema: '{upper}'")
-    allowed = {ty.BIGINT, ty.TIMESTAMP} | ({ty.STRING} if "TIMESTAMP_FORMAT" in properties else set())
-    if column.type not in allowed:
-        raise PropertyError(f"Timestamp column, `{column.name}`, should be LONG(INT64), TIMESTAMP, "
-                            "or a String with a TIMESTAMP_FORMAT specified.")
+                            f"schema: '{name}'")
+    has_format = "TIMESTAMP_FORMAT" in properties
+    if column.type == ty.STRING:
+        if not has_format:
+            raise PropertyError("A String timestamp field has been specified without also "
+                                "specifying the timestamp_format")
+        return column.name
+    if has_format:
+        raise PropertyError("'TIMESTAMP_FORMAT' set in the WITH clause can only be used when the "
+                            "timestamp column is of type STRING.")
+    if column.type not in (ty.BIGINT, ty.TIMESTAMP):
+        raise PropertyError(f"Timestamp column, `{column.name}`, should be LONG(INT64), "
+                            "TIMESTAMP, or a String with a timestamp_format specified.")
     return column.name
 
 
@@ -751,6 +884,8 @@ def _positive_int(properties: Mapping[str, st.PropertyValue], name: str) -> int 
     if name not in properties:
         return None
     value = properties[name]
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())  # ksqlDB's ConfigDef reads a number's text as the number
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise PropertyError(f"Invalid {name} value: {value}. It must be a positive whole number.")
     return value
@@ -759,15 +894,3 @@ def _positive_int(properties: Mapping[str, st.PropertyValue], name: str) -> int 
 def _pass_through(properties: Mapping[str, st.PropertyValue]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((key, str(properties[key]).lower() if isinstance(properties[key], bool)
                          else str(properties[key])) for key in PASS_THROUGH if key in properties))
-
-
-def _check_replacement(existing: DataSource, columns: list[Column]) -> None:
-    old = {(c.name, c.type, c.role) for c in existing.columns}
-    new = {(c.name, c.type, c.role) for c in columns}
-    old_keys = [c for c in existing.columns if c.is_key]
-    new_keys = [c for c in columns if c.is_key]
-    if old_keys != new_keys or not old.issubset(new):
-        raise SchemaError(
-            f"Cannot upgrade data source: {existing.name}: the new schema must keep every "
-            f"existing column and the key.\nExisting schema: {existing.schema_text()}", existing.name)
-

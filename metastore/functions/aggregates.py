@@ -29,6 +29,7 @@ from metastore.functions.registry import (
     Call,
     Family,
     FunctionSpec,
+    IntermediateRule,
     Kind,
     Signature,
     T,
@@ -50,9 +51,52 @@ ORDERED: tuple[ty.SqlType | Family, ...] = (
 
 def aggregate(names: str | tuple[str, ...], *signatures: Signature,
               spark: Translation | None = None, unsupported: str = "",
-              undoable: bool = False) -> FunctionSpec:
+              undoable: bool = False, intermediate: IntermediateRule | None = None
+              ) -> FunctionSpec:
     return spec(names, Kind.AGGREGATE, signatures, spark, unsupported=unsupported,
-                undoable=undoable)
+                undoable=undoable, intermediate=intermediate)
+
+
+# -- intermediate types: what ksqlDB's UDAFs keep between records, when not their result --------
+
+def _struct(*fields: tuple[str, ty.SqlType]) -> ty.StructType:
+    return ty.StructType(tuple(fields))
+
+
+def _input(args: Sequence[ty.SqlType | None]) -> ty.SqlType:
+    return args[0] if args and args[0] is not None else ty.STRING
+
+
+def _sum_and_count(args: Sequence[ty.SqlType | None], _: ty.SqlType) -> ty.SqlType:
+    """AVG: ``STRUCT<SUM input, COUNT BIGINT>``."""
+    return _struct(("SUM", _input(args)), ("COUNT", BIGINT))
+
+
+def _deviation(args: Sequence[ty.SqlType | None], _: ty.SqlType) -> ty.SqlType:
+    """STDDEV_SAMP: ``STRUCT<SUM input, COUNT BIGINT, M2 DOUBLE>``."""
+    return _struct(("SUM", _input(args)), ("COUNT", BIGINT), ("M2", DOUBLE))
+
+
+def _correlation(_: Sequence[ty.SqlType | None], __: ty.SqlType) -> ty.SqlType:
+    return _struct(("X_SUM", DOUBLE), ("Y_SUM", DOUBLE), ("X_SQUARED_SUM", DOUBLE),
+                   ("Y_SQUARED_SUM", DOUBLE), ("XY_SUM", DOUBLE), ("COUNT", BIGINT))
+
+
+def _by_offset_state(args: Sequence[ty.SqlType | None], _: ty.SqlType) -> ty.SqlType:
+    """*_BY_OFFSET: each value kept with its offset, ``STRUCT<SEQ BIGINT, VAL input>``; an
+    array of them when it keeps N values."""
+    entry = _struct(("SEQ", BIGINT), ("VAL", _input(args)))
+    return ty.ArrayType(entry) if len(args) > 1 and args[1] == INTEGER else entry
+
+
+def _attr_state(args: Sequence[ty.SqlType | None], _: ty.SqlType) -> ty.SqlType:
+    """ATTR: each distinct value with its count, ``ARRAY<STRUCT<VALUE input, COUNT INTEGER>>``."""
+    return ty.ArrayType(_struct(("VALUE", _input(args)), ("COUNT", INTEGER)))
+
+
+def _hyper_log_log(_: Sequence[ty.SqlType | None], __: ty.SqlType) -> ty.SqlType:
+    """COUNT_DISTINCT: the registers of its HyperLogLog, ``ARRAY<INTEGER>``."""
+    return ty.ArrayType(INTEGER)
 
 
 def _same(param: ty.SqlType | Family) -> Signature:
@@ -244,36 +288,41 @@ def _zero_if_none(name: str) -> Translation:
 
 
 def _offset_signatures() -> tuple[Signature, ...]:
-    return (sig(T, returns=T), sig(T, BOOLEAN, returns=T),
-            sig(T, INTEGER, returns=ArrayOf(T)), sig(T, INTEGER, BOOLEAN, returns=ArrayOf(T)))
+    return (sig(T, returns=T), sig(T, BOOLEAN, returns=T, init_args=1),
+            sig(T, INTEGER, returns=ArrayOf(T), init_args=1),
+            sig(T, INTEGER, BOOLEAN, returns=ArrayOf(T), init_args=2))
 
 
 FUNCTIONS: tuple[FunctionSpec, ...] = (
     aggregate("COUNT", sig(returns=BIGINT), sig(T, returns=BIGINT), spark=_count, undoable=True),
     aggregate("COUNT_DISTINCT", sig(T, returns=BIGINT),
-              spark=lambda call: sql.fn("approx_count_distinct", *call.args)),
+              spark=lambda call: sql.fn("approx_count_distinct", *call.args),
+              intermediate=_hyper_log_log),
     aggregate("SUM", *(_same(t) for t in NUMBERS), spark=_sum, undoable=True),
     aggregate("sum_list", *(sig(ArrayOf(t), returns=t) for t in (INTEGER, BIGINT, DOUBLE)),
               spark=_sum_list, undoable=True),
     aggregate("AVG", *(sig(t, returns=DOUBLE) for t in NUMBERS), spark=_zero_if_none("avg"),
-              undoable=True),
+              undoable=True, intermediate=_sum_and_count),
     aggregate("MIN", *(_same(t) for t in ORDERED), spark=_builtin("min")),
     aggregate("MAX", *(_same(t) for t in ORDERED), spark=_builtin("max")),
-    aggregate("LATEST_BY_OFFSET", *_offset_signatures(), spark=_by_offset("max_by")),
-    aggregate("EARLIEST_BY_OFFSET", *_offset_signatures(), spark=_by_offset("min_by")),
+    aggregate("LATEST_BY_OFFSET", *_offset_signatures(), spark=_by_offset("max_by"),
+              intermediate=_by_offset_state),
+    aggregate("EARLIEST_BY_OFFSET", *_offset_signatures(), spark=_by_offset("min_by"),
+              intermediate=_by_offset_state),
     aggregate("COLLECT_LIST", sig(T, returns=ArrayOf(T)), spark=_collect_list, undoable=True),
     aggregate("COLLECT_SET", sig(T, returns=ArrayOf(T)), spark=_collect_set),
-    aggregate("TOPK", *(sig(t, INTEGER, returns=array_of_first) for t in ORDERED),
-              *(sig(t, ANY, INTEGER, returns=_top_type, variadic=True, repeated=1)
+    aggregate("TOPK", *(sig(t, INTEGER, returns=array_of_first, init_args=1) for t in ORDERED),
+              *(sig(t, ANY, INTEGER, returns=_top_type, variadic=True, repeated=1, init_args=1)
                 for t in ORDERED),
               spark=_top("collect_list")),
-    aggregate("TOPKDISTINCT", *(sig(t, INTEGER, returns=array_of_first) for t in ORDERED),
+    aggregate("TOPKDISTINCT", *(sig(t, INTEGER, returns=array_of_first, init_args=1)
+                                for t in ORDERED),
               spark=_top("collect_set")),
     aggregate("HISTOGRAM", sig(ty.STRING, returns=ty.MapType(ty.STRING, BIGINT)),
               spark=_histogram, undoable=True),
     aggregate(("STDDEV_SAMP", "STDDEV_SAMPLE"), *(sig(t, returns=DOUBLE) for t in NUMBERS),
-              spark=_zero_if_none("stddev_samp"), undoable=True),
+              spark=_zero_if_none("stddev_samp"), undoable=True, intermediate=_deviation),
     aggregate("CORRELATION", *(sig(t, t, returns=DOUBLE) for t in (INTEGER, BIGINT, DOUBLE)),
-              spark=_builtin("corr"), undoable=True),
-    aggregate("ATTR", sig(T, returns=T), spark=_attr, undoable=True),
+              spark=_builtin("corr"), undoable=True, intermediate=_correlation),
+    aggregate("ATTR", sig(T, returns=T), spark=_attr, undoable=True, intermediate=_attr_state),
 )

@@ -114,6 +114,18 @@ def is_table_function(node: exp.Expr) -> bool:
     return found is not None and found.kind is Kind.TABLE
 
 
+def intermediate_type(node: exp.Expr) -> ty.SqlType | None:
+    """The intermediate type of a typed aggregate call (what ksqlDB's state store keeps for
+    it): its declared rule's, else its return type; None if ``node`` is no typed aggregate."""
+    found = lookup(function_name(node)) if is_aggregate(node) else None
+    returns = ksql_type(node)
+    if found is None or returns is None:
+        return None
+    if found.intermediate is None:
+        return returns
+    return found.intermediate([ksql_type(a) for a in arguments(node)], returns)
+
+
 def arguments(node: exp.Expr) -> list[exp.Expr]:
     """A call's arguments in the order written (``COUNT(*)`` has none)."""
     return [a for a in node.iter_expressions() if not isinstance(a, exp.Star)]

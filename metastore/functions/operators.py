@@ -144,10 +144,11 @@ def arithmetic_symbol(node: exp.Expr) -> str | None:
 
 def arithmetic_type(symbol: str, left: ty.SqlType | None, right: ty.SqlType | None,
                     text: str) -> ty.SqlType:
-    """The type of ``left <symbol> right`` (None: NULL); ``text`` is the expression as written."""
+    """The type of ``left <symbol> right`` (None: NULL); ``text`` is the expression as written.
+    ksqlDB's ExpressionTypeManager words every refusal as an error processing the expression."""
     if left is None or right is None:
-        raise OperatorError(f"Arithmetic on types {_java_type(left)} and {_java_type(right)} "
-                            "are not supported.")
+        raise OperatorError(f"Error processing expression: {text}. Arithmetic on types "
+                            f"{_java_type(left)} and {_java_type(right)} are not supported.")
     if symbol == "+" and left == ty.STRING and right == ty.STRING:
         return ty.STRING
     left_rank, right_rank = _RANK.get(left.base), _RANK.get(right.base)
@@ -400,24 +401,35 @@ def _is_literal(expression: exp.Expr) -> bool:
     return isinstance(expression, exp.Literal | exp.Boolean)
 
 
-def ksql_text(expression: exp.Expr) -> str:
-    """An expression as ksqlDB's messages print it: ``(ID = '10')``, ``null``, ``ARRAY[1, 2]``."""
+ColumnText = Callable[[exp.Column], str]
+
+
+def ksql_text(expression: exp.Expr, column: ColumnText | None = None) -> str:
+    """An expression as ksqlDB's messages print it: ``(ID = '10')``, ``null``, ``ARRAY[1, 2]``;
+    ``column`` names a column reference (by default as written, ``T.ID``)."""
+    def text(node: exp.Expr) -> str:
+        return ksql_text(node, column)
+
     if isinstance(expression, exp.Null):
         return "null"
     if isinstance(expression, exp.Boolean):
         return "true" if expression.this else "false"
     if isinstance(expression, exp.Column):
+        if column is not None:
+            return column(expression)
         return ".".join(p for p in (expression.table, expression.name) if p)
     operator = COMPARISONS.get(type(expression))
     symbol = operator.symbol if operator else _ARITHMETIC.get(type(expression))
     if symbol is not None and isinstance(expression, exp.Binary):
-        return f"({ksql_text(expression.left)} {symbol} {ksql_text(expression.right)})"
+        return f"({text(expression.left)} {symbol} {text(expression.right)})"
     if isinstance(expression, exp.Array):
-        return f"ARRAY[{', '.join(ksql_text(e) for e in expression.expressions)}]"
+        return f"ARRAY[{', '.join(text(e) for e in expression.expressions)}]"
     if isinstance(expression, exp.PropertyEQ):
-        return f"{ksql_text(expression.this)}:={ksql_text(expression.expression)}"
+        return f"{text(expression.this)}:={text(expression.expression)}"
     if isinstance(expression, exp.Anonymous):
-        return f"{str(expression.name).upper()}({', '.join(ksql_text(a) for a in expression.expressions)})"
+        return f"{str(expression.name).upper()}({', '.join(text(a) for a in expression.expressions)})"
+    if isinstance(expression, exp.Paren):
+        return text(expression.this)
     return expression.sql()
 
 

@@ -133,6 +133,9 @@ TIME_UNITS = frozenset({"DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS", "
 
 Bindings = Mapping[str, ty.SqlType]
 ReturnRule = Callable[[Sequence[Argument], Bindings], ty.SqlType]
+IntermediateRule = Callable[[Sequence[ty.SqlType | None], ty.SqlType], ty.SqlType]
+"""An aggregate's intermediate type (what its state store keeps) from its arguments' types and
+its return type."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,9 @@ class Signature:
     """The last parameter may be given any number of times (none included)."""
     repeated: int = -1
     """Which parameter is variadic (the last by default): ``TOPK(T, ANY..., INTEGER)``."""
+    init_args: int = 0
+    """How many trailing arguments an aggregate takes as literal constants (its UDAF
+    factory's arguments: TOPK's k)."""
 
     def sql(self, name: str) -> str:
         shown = [p.sql() for p in self.params]
@@ -162,8 +168,8 @@ def array_of_first(args: Sequence[Argument], bindings: Bindings) -> ty.SqlType:
 
 
 def sig(*params: Param, returns: Param | ReturnRule, variadic: bool = False,
-        repeated: int = -1) -> Signature:
-    return Signature(tuple(params), returns, variadic, repeated)
+        repeated: int = -1, init_args: int = 0) -> Signature:
+    return Signature(tuple(params), returns, variadic, repeated, init_args)
 
 
 def overloads(types: Sequence[ty.SqlType | Family],
@@ -247,6 +253,9 @@ class FunctionSpec:
     undoable: bool = False
     """An aggregate that can take a value back out (ksqlDB's TableAggregationFunction), so it
     can aggregate a table's changelog, where an update replaces a row."""
+    intermediate: IntermediateRule | None = None
+    """An aggregate's intermediate type (ksqlDB's ``Udaf`` aggregate type, which the query's
+    value format must be able to hold), when it is not its return type."""
 
     @property
     def name(self) -> str:
@@ -261,11 +270,11 @@ class FunctionSpec:
 def spec(names: str | tuple[str, ...], kind: Kind, signatures: Sequence[Signature],
          spark: Translation | None = None, *, unsupported: str = "",
          null_if_null: tuple[int, ...] = (), variadic_any: bool = False,
-         undoable: bool = False) -> FunctionSpec:
+         undoable: bool = False, intermediate: IntermediateRule | None = None) -> FunctionSpec:
     named = (names,) if isinstance(names, str) else names
     return FunctionSpec(named, kind, tuple(signatures), spark,
                         unsupported or "no Spark translation is declared", null_if_null,
-                        variadic_any, undoable)
+                        variadic_any, undoable, intermediate)
 
 
 def scalar(names: str | tuple[str, ...], *signatures: Signature,

@@ -21,7 +21,7 @@ from metastore.limits import MAX_EXPRESSION_DEPTH, MAX_TYPE_DEPTH
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
-from metastore.sql.exceptions import ParseError, TooComplexError
+from metastore.sql.exceptions import ParseError, PrepareError, TooComplexError
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ TYPE_PARAMETER_EXPECTATION = "Expecting {'STRING', INTEGER_VALUE}"
 
 
 class KsqlTokenizer(tokens.Tokenizer):
-    IDENTIFIERS: ClassVar[list[str | tuple[str, str]]] = ["`"]
+    IDENTIFIERS: ClassVar[list[str | tuple[str, str]]] = ["`", '"']  # ksqlDB quotes both ways
     QUOTES: ClassVar[list[tuple[str, str] | str]] = ["'"]
     STRING_ESCAPES: ClassVar[list[str]] = ["'"]
     COMMENTS: ClassVar[list[str | tuple[str, str]]] = ["--", ("/*", "*/")]
@@ -58,6 +58,22 @@ class KsqlParser(parser.Parser):
         super().__init__(error_level=ErrorLevel.IMMEDIATE, **kwargs)
         self._window: st.WindowSpec | None = None
         self._type_depth = 0
+
+    def _parse_in(self, this: exp.Expr | None, alias: bool = False) -> exp.In:
+        """ksqlDB's IN list has at least one expression: ``IN ()`` is a syntax error."""
+        if (self._curr and self._curr.token_type == TokenType.L_PAREN and self._next
+                and self._next.token_type == TokenType.R_PAREN):
+            self._fail("Expecting an expression in the IN list, found ')'", self._next)
+        return super()._parse_in(this, alias)
+
+    def _parse_types(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
+        """The type of ``CAST(x AS type)`` is a type name: ``AS NULL`` is a syntax error there
+        (ksqlDB's NoViableAlt wording)."""
+        if (self._prev and self._prev.token_type == TokenType.ALIAS and self._curr
+                and self._curr.token_type == TokenType.NULL):
+            line, column = self._position(self._curr)
+            self._fail(f"Syntax error at or near '{self._curr.text}' at line {line}:{column}")
+        return super()._parse_types(*args, **kwargs)
 
     # -- driver --------------------------------------------------------------------------------
     def _load(self, chunk: list[Token], sql: str) -> None:
@@ -159,7 +175,8 @@ class KsqlParser(parser.Parser):
         columns: tuple[st.ColumnDef, ...] = ()
         if self._match(TokenType.L_PAREN):
             columns = tuple(self._csv(self._column_def))
-            self._expect(TokenType.R_PAREN, "')'")
+            if not self._match(TokenType.R_PAREN):  # ANTLR's expectation after an element
+                self._fail("Expecting {',', ')'}")
         properties = self._with_properties()
         if self._match(TokenType.ALIAS):
             if columns:
@@ -285,10 +302,90 @@ class KsqlParser(parser.Parser):
         return st.SetProperty(self._text(start), self._where(start),
                               self._string_literal("a property name"), None)
 
+    def _assert(self, start: Token) -> st.Statement:
+        """ksqlDB's ASSERT statements: VALUES, NULL VALUES, STREAM and TABLE (its sql-test
+        grammar, ``assertStatement``), TOPIC and SCHEMA (its server's)."""
+        if self._match(TokenType.VALUES):
+            return self._assert_values(start, tombstone=False)
+        if self._match(TokenType.NULL):
+            self._expect(TokenType.VALUES, "VALUES")
+            return self._assert_values(start, tombstone=True)
+        if self._curr and self._curr.token_type not in (TokenType.STRING, TokenType.IDENTIFIER) \
+                and self._curr.text.upper() in ("STREAM", "TABLE"):
+            kind = self._source_kind()
+            name = self._identifier(f"a {kind.label} name")
+            columns: tuple[st.ColumnDef, ...] = ()
+            if self._match(TokenType.L_PAREN):
+                columns = tuple(self._csv(self._column_def))
+                self._expect(TokenType.R_PAREN, "')'")
+            return st.AssertSource(self._text(start), self._where(start), kind, name, columns,
+                                   self._with_properties())
+        exists = not self._match_text_seq("NOT", "EXISTS")
+        if self._match_text_seq("TOPIC"):
+            topic = self._resource_name("a topic name")
+            properties = self._with_properties()
+            return st.AssertTopic(self._text(start), self._where(start), topic, exists,
+                                  properties, self._timeout())
+        if self._match_text_seq("SCHEMA"):
+            subject = self._resource_name("a subject name") if self._match_text_seq(
+                "SUBJECT") else None
+            schema_id = self._schema_id() if self._match_text_seq("ID") else None
+            timeout = self._timeout()
+            if subject is None and schema_id is None:
+                line, column = self._position(start)
+                raise PrepareError("ASSERT SCHEMA statements much include a subject name or an "
+                                   "id", line, column)
+            return st.AssertSchema(self._text(start), self._where(start), subject, schema_id,
+                                   exists, timeout)
+        found = f"'{self._curr.text}'" if self._curr else "end of statement"
+        return self._fail(  # type: ignore[no-any-return]
+            f"Expecting VALUES, NULL VALUES, STREAM, TABLE, TOPIC or SCHEMA, found {found}")
+
+    def _assert_values(self, start: Token, tombstone: bool) -> st.Statement:
+        target = self._identifier("a stream or table name")
+        columns: list[str] = []
+        if self._match(TokenType.L_PAREN):
+            columns = self._csv(lambda: self._identifier("a column name"))
+            self._expect(TokenType.R_PAREN, "')'")
+        if tombstone:
+            self._expect_text("KEY")
+        else:
+            self._expect(TokenType.VALUES, "VALUES")
+        self._expect(TokenType.L_PAREN, "'('")
+        values: list[exp.Expr] = []
+        if not self._match(TokenType.R_PAREN):
+            values = self._csv(self._value_expression)
+            self._expect(TokenType.R_PAREN, "')'")
+        return st.AssertValues(self._text(start), self._where(start), target, tuple(columns),
+                               tuple(values), tombstone)
+
+    def _resource_name(self, what: str) -> str:
+        """A topic or subject name: a 'string', or an identifier kept as written."""
+        if self._match(TokenType.STRING):
+            return self._prev.text
+        token = self._curr
+        self._identifier(what)
+        assert token is not None
+        return token.text
+
+    def _schema_id(self) -> int:
+        token = self._curr
+        if token is None:
+            self._fail("Expecting a schema id, found end of statement")
+        assert token is not None
+        self._advance()
+        if token.token_type != TokenType.NUMBER or not token.text.isdigit():
+            line, column = self._position(token)
+            raise PrepareError("ID must be an integer", line, column)
+        return int(token.text)
+
+    def _timeout(self) -> int | None:
+        return self._duration() if self._match_text_seq("TIMEOUT") else None
+
     _HANDLERS: ClassVar[dict[str, Callable[[KsqlParser, Token], st.Statement]]] = {
         "CREATE": _create, "DROP": _drop, "TERMINATE": _terminate, "ALTER": _alter,
         "SHOW": _list, "LIST": _list, "DESCRIBE": _describe, "INSERT": _insert,
-        "SELECT": _select_statement, "SET": _set, "UNSET": _unset,
+        "SELECT": _select_statement, "SET": _set, "UNSET": _unset, "ASSERT": _assert,
     }
 
     # -- pieces --------------------------------------------------------------------------------
@@ -324,20 +421,21 @@ class KsqlParser(parser.Parser):
         return self._prev.text
 
     def _column_def(self) -> st.ColumnDef:
+        at = self._where(self._curr) if self._curr else None
         name = self._identifier("a column name")
         column_type = self._type()
         if self._match(TokenType.PRIMARY_KEY) or self._match_text_seq("PRIMARY", "KEY"):
-            return st.ColumnDef(name, column_type, st.ColumnRole.PRIMARY_KEY)
+            return st.ColumnDef(name, column_type, st.ColumnRole.PRIMARY_KEY, location=at)
         if self._match_text_seq("KEY"):
-            return st.ColumnDef(name, column_type, st.ColumnRole.KEY)
+            return st.ColumnDef(name, column_type, st.ColumnRole.KEY, location=at)
         if self._match_text_seq("HEADERS"):
-            return st.ColumnDef(name, column_type, st.ColumnRole.HEADERS)
+            return st.ColumnDef(name, column_type, st.ColumnRole.HEADERS, location=at)
         if self._match_text_seq("HEADER"):
             self._expect(TokenType.L_PAREN, "'('")
             header_key = self._string_literal("a header key")
             self._expect(TokenType.R_PAREN, "')'")
-            return st.ColumnDef(name, column_type, st.ColumnRole.HEADER, header_key)
-        return st.ColumnDef(name, column_type)
+            return st.ColumnDef(name, column_type, st.ColumnRole.HEADER, header_key, location=at)
+        return st.ColumnDef(name, column_type, location=at)
 
     def _type(self) -> ty.SqlType:
         if self._type_depth >= MAX_TYPE_DEPTH:
@@ -486,11 +584,25 @@ class KsqlParser(parser.Parser):
         """GROUP BY / PARTITION BY take expressions, or one parenthesised list of them
         (``GROUP BY (a, b)``), which must not be empty."""
         if not expressions or len(expressions) != 1 or not isinstance(expressions[0], exp.Tuple):
-            return expressions
-        elements = list(expressions[0].expressions)
-        if not elements:
-            self._fail(f"{clause} requires at least one expression", start)
-        return elements
+            elements = list(expressions or ())
+        else:
+            elements = list(expressions[0].expressions)
+            if not elements:
+                self._fail(f"{clause} requires at least one expression", start)
+        for element in elements:  # ksqlDB's grammar: valueExpressions, no bare predicates
+            if isinstance(element, exp.Tuple) and element.expressions:  # a list among others
+                self._fail("missing ')' at ','", self._comma_after(element.expressions[0]))
+            if isinstance(element, _PREDICATES):
+                self._fail(f"Syntax error: {clause} takes value expressions, not the condition "
+                           f"{element.sql(dialect=Ksql)}", start)
+        return elements or expressions
+
+    def _comma_after(self, expression: exp.Expr) -> Token | None:
+        """The first ',' token after ``expression`` (by the positions its nodes recorded)."""
+        ends = [n.meta["end"] for n in expression.walk() if isinstance(n.meta.get("end"), int)]
+        end = max(ends, default=-1)
+        return next((t for t in self._tokens
+                     if t.token_type == TokenType.COMMA and t.start > end), None)
 
     def _strip_emit(self) -> str | None:
         """Remove ``EMIT CHANGES | EMIT FINAL`` (which sqlglot would read as an alias)."""
@@ -506,6 +618,20 @@ class KsqlParser(parser.Parser):
                 self._advance(0)
                 return kind
         return None
+
+    def _skip_grace_period(self, tokens: list[Token], index: int) -> int:
+        """Past a join window's ``GRACE PERIOD <duration>`` (ksqlDB's gracePeriodClause) at
+        ``index``, if there is one there."""
+        if not (index + 1 < len(tokens) and tokens[index].text.upper() == "GRACE"
+                and tokens[index + 1].text.upper() == "PERIOD"):
+            return index
+        if index + 3 >= len(tokens) or tokens[index + 2].token_type != TokenType.NUMBER:
+            self._fail("Expecting a duration after GRACE PERIOD", tokens[index + 1])
+        try:
+            parse_duration_ms(f"{tokens[index + 2].text} {tokens[index + 3].text}")
+        except DurationError as error:
+            self._fail(str(error), tokens[index + 3])
+        return index + 4
 
     def _strip_within(self) -> int | None:
         """Remove ``WITHIN <duration> | WITHIN (<d>, <d>)`` from the remaining tokens (join windows)."""
@@ -541,6 +667,7 @@ class KsqlParser(parser.Parser):
                 if not durations:
                     self._fail("Expecting a duration after WITHIN", token)
                 within = max(durations)
+                j = self._skip_grace_period(tokens_left, j)
                 i = j
                 continue
             kept.append(token)
@@ -609,6 +736,11 @@ class KsqlParser(parser.Parser):
             return parse_duration_ms(f"{number.text} {unit.text}")
         except DurationError as error:
             return self._fail(str(error), unit)  # type: ignore[no-any-return]
+
+
+_PREDICATES = (exp.Connector, exp.Not, exp.Predicate)
+"""Boolean expressions ksqlDB's grammar only allows as (or within parentheses in) a
+``booleanExpression``: AND, OR, NOT, comparisons, IN, BETWEEN, LIKE, IS [NOT] NULL."""
 
 
 def _normalise_identifiers(tree: exp.Expr) -> None:

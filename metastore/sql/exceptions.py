@@ -21,6 +21,22 @@ class ParseError(MetastoreError):
         self.statement = statement
 
 
+class PrepareError(ParseError):
+    """A statement that parses but that ksqlDB's AST builder refuses (an integer literal beyond
+    BIGINT, a DOUBLE literal beyond DOUBLE): ksqlDB words it as a failure to prepare the
+    statement, at the literal's position, not as a syntax error."""
+
+    code = "prepare_error"
+
+    def __init__(self, description: str, line: int, column: int, statement: str = "") -> None:
+        super().__init__(description, line, column, statement)
+        message = f"Failed to prepare statement: line {line}:{column}: {description}"
+        if statement:
+            message += f"\nStatement: {statement}"
+        self.message = message
+        self.args = (message,)
+
+
 class TooComplexError(ParseError):
     """A statement beyond the bounds every node can replay and compile (see metastore.limits)."""
 

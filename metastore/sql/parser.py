@@ -63,7 +63,7 @@ def parse(sql: str) -> list[Statement]:
         except TooComplexError as error:
             raise TooComplexError(error.description, error.line, error.column, text) from None
         except ParseError as error:
-            raise ParseError(error.description, error.line, error.column, text) from None
+            raise type(error)(error.description, error.line, error.column, text) from None
         except RecursionError:
             line, column = _position(sql, chunk[0].start)
             raise TooComplexError("The statement is nested too deeply to parse", line, column,

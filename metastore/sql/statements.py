@@ -38,17 +38,19 @@ class ColumnRole(StrEnum):
 
 
 @dataclass(frozen=True)
+class Location:
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
 class ColumnDef:
     name: str
     type: SqlType
     role: ColumnRole = ColumnRole.VALUE
     header_key: str | None = None
-
-
-@dataclass(frozen=True)
-class Location:
-    line: int
-    column: int
+    location: Location | None = field(default=None, compare=False)
+    """Where the definition starts in the script (ksqlDB reports some errors there)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,66 @@ class SetProperty(Statement):
 
     name: str
     value: str | None
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+# -- ASSERT statements: checks that read the catalog (or Kafka) and never write the log ------------
+@dataclass(frozen=True)
+class AssertSource(Statement):
+    """ASSERT STREAM | TABLE name (columns) WITH (...): the source is as declared, kind, schema,
+    topic, formats, timestamp (ksqlDB's sql-test statement, its AssertExecutor)."""
+
+    kind: SourceKind
+    name: str
+    columns: tuple[ColumnDef, ...]
+    properties: dict[str, PropertyValue] = field(hash=False)
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class AssertValues(Statement):
+    """ASSERT VALUES name (columns) VALUES (...), or with ``tombstone`` ASSERT NULL VALUES name
+    (key columns) KEY (...): the next record of the source's topic (ksqlDB's sql-test
+    statements; they compare records, which the catalog does not hold)."""
+
+    target: str
+    columns: tuple[str, ...]
+    values: tuple[exp.Expr, ...]
+    tombstone: bool = False
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class AssertTopic(Statement):
+    """ASSERT [NOT EXISTS] TOPIC name [WITH (PARTITIONS=n, REPLICAS=m)] [TIMEOUT n unit]."""
+
+    topic: str
+    exists: bool = True
+    properties: dict[str, PropertyValue] = field(hash=False, default_factory=dict)
+    timeout_ms: int | None = None
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class AssertSchema(Statement):
+    """ASSERT [NOT EXISTS] SCHEMA [SUBJECT name] [ID n] [TIMEOUT n unit] (a Schema Registry's)."""
+
+    subject: str | None
+    schema_id: int | None
+    exists: bool = True
+    timeout_ms: int | None = None
 
     @property
     def writes_log(self) -> bool:

@@ -59,7 +59,9 @@ def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
             SELECT ID, V FROM SRC WHERE V % 2 = 0 EMIT CHANGES;
         CREATE TABLE COUNTS WITH (KAFKA_TOPIC='{counts}') AS
             SELECT V, COUNT(*) AS N FROM SRC GROUP BY V EMIT CHANGES;""")
-    rejected = ksql(plain, "CREATE STREAM SELF AS SELECT A.ID, A.V FROM SRC A JOIN SRC B "
+    ksql(node, f"CREATE STREAM OTHER (ID INT KEY, W INT) WITH (KAFKA_TOPIC='{unique('other')}', "
+               "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    rejected = ksql(plain, "CREATE STREAM PAIRS AS SELECT A.ID, A.V, B.W FROM SRC A JOIN OTHER B "
                            "WITHIN 1 MINUTE ON A.ID = B.ID EMIT CHANGES;", status=400)
     assert "stream-stream joins are not supported" in rejected[0]["message"]
 

@@ -60,13 +60,16 @@ def test_supported_queries_are_accepted(statement: str) -> None:
     ("CREATE STREAM X AS SELECT ID, V FROM A;", "the AVRO format is not supported"),
     ("CREATE STREAM X WITH (VALUE_FORMAT='AVRO') AS SELECT ID, V FROM S;",
      "the sink's value format AVRO cannot be written"),
-    ("CREATE TABLE X AS SELECT NAME, COUNT(*) AS N FROM S GROUP BY NAME EMIT FINAL;",
+    ("CREATE TABLE X AS SELECT NAME, COUNT(*) AS N FROM S WINDOW TUMBLING (SIZE 1 MINUTE) "
+     "GROUP BY NAME EMIT FINAL;",
      "EMIT FINAL is not supported"),
     (WINDOWED + "CREATE TABLE X AS SELECT V, COUNT(*) AS N FROM H GROUP BY V;",
      "aggregating a windowed source (H) is not supported"),
     (WINDOWED + "CREATE STREAM X AS SELECT * FROM W PARTITION BY V;",
      "PARTITION BY over a windowed source (W) is not supported"),
-    (WINDOWED + "CREATE STREAM X AS SELECT W.ID, W.V, T.NAME FROM W JOIN T ON W.ID = T.ID;",
+    (WINDOWED + "CREATE STREAM W2 (ID INT KEY, U INT) WITH (KAFKA_TOPIC='w2', "
+     "VALUE_FORMAT='JSON', WINDOW_TYPE='SESSION');"
+     "CREATE STREAM X AS SELECT W.ID, W.V, W2.U FROM W JOIN W2 WITHIN 1 MINUTE ON W.ID = W2.ID;",
      "joins of a windowed source (W) are not supported"),
 ])
 def test_unsupported_queries_are_refused_before_they_are_written(statement: str,

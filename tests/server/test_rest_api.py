@@ -63,7 +63,8 @@ def test_entities_of_every_statement_kind(server: ServerProcess) -> None:
     for entity in listing:
         assert "statementText" in entity and entity["warnings"] == []
 
-    warning = ksql(server, "CREATE STREAM IF NOT EXISTS PV (A INT) WITH (KAFKA_TOPIC='x', "
+    topic = pv["sourceDescription"]["topic"]  # ksqlDB checks the topic before the name
+    warning = ksql(server, f"CREATE STREAM IF NOT EXISTS PV (A INT) WITH (KAFKA_TOPIC='{topic}', "
                            "VALUE_FORMAT='JSON');").json()
     assert warning[0]["@type"] == "warning_entity"
     done = ksql(server, f"TERMINATE {query_id}; DROP TABLE COUNTS; DROP TYPE ADDR;").json()

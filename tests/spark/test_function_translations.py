@@ -36,10 +36,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.stop()
 
 
-def _translated(select_list: str) -> tuple[list[str], list[str]]:
+def _translated(select_list: str, grouped: bool = False) -> tuple[list[str], list[str]]:
     results, image = run_script(SOURCE)
     assert all(r.ok for r in results)
-    [statement] = parse(f"CREATE STREAM X AS SELECT ID, {select_list} FROM S;")
+    kind, grouping = ("TABLE", " GROUP BY ID") if grouped else ("STREAM", "")
+    [statement] = parse(f"CREATE {kind} X AS SELECT ID, {select_list} FROM S{grouping};")
     assert isinstance(statement, CreateAsSelect)
     analysis = analyse(statement.query, image.sources, image.types, "X")
     names = [name for name, _ in analysis.projection][1:]
@@ -186,7 +187,7 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
                              "TOPK(N, 2), TOPKDISTINCT(S, 5), HISTOGRAM(S), LATEST_BY_OFFSET(S), "
                              "EARLIEST_BY_OFFSET(N), COLLECT_SET(S), AVG(N), COLLECT_LIST(N), "
                              "EARLIEST_BY_OFFSET(N, 3), LATEST_BY_OFFSET(N, 2, false), "
-                             "LATEST_BY_OFFSET(N, 3), TOPK(N, S, 3), SUM_LIST(A)")
+                             "LATEST_BY_OFFSET(N, 3), TOPK(N, S, 3), SUM_LIST(A)", grouped=True)
     _results, image = run_script(SOURCE)
     schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in image.sources["S"].columns)
     spark.createDataFrame(rows, schema).createOrReplaceTempView("S")

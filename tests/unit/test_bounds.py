@@ -155,7 +155,8 @@ def test_illegal_topic_names_are_refused_at_validation(topic: str, expected: str
 def test_partitions_and_replicas_are_bounded() -> None:
     create = ("CREATE STREAM X (ID INT KEY) WITH (KAFKA_TOPIC='new_x', VALUE_FORMAT='JSON', "
               "PARTITIONS={p}, REPLICAS={r});")
-    assert "at most 1000 partitions" in refused(create.format(p=2 ** 40, r=1))
+    assert "at most 1000 partitions" in refused(create.format(p=1001, r=1))
+    assert "32-bit integer" in refused(create.format(p=2 ** 40, r=1))  # ksqlDB: a Long
     assert "larger than available brokers: the cluster has 3" in refused(create.format(p=1, r=4))
     assert "larger than available brokers" in refused(create.format(p=1, r=40000))
     limits = RequestLimits(max_topics_created=2, max_partitions_created=10)

@@ -59,6 +59,8 @@ def test_statuses_agree_with_ksqldb_codes() -> None:
     (TooComplexError("deep", 1, 1), ErrorCode(400, 40001)),
     (catalog.SourceNotFoundError("X does not exist.", "X"), ErrorCode(400, 40001)),
     (catalog.TopicError("Cannot write into read-only topic: t", "t"), ErrorCode(400, 40001)),
+    (catalog.UpgradeError("Upgrades not yet supported for StreamTableJoin"), ErrorCode(400, 40001)),
+    (catalog.AssertionFailedError("Topic t does not exist", "t"), ErrorCode(417, 41700)),
     (UnsupportedByRuntimeError("The Spark runtime cannot run this query: x."), ErrorCode(400, 40001)),
     (KafkaTopicError("t", "Could not create the Kafka topic t"), ErrorCode(500, 50000)),
     (NotWrittenError("not written"), ErrorCode(500, 50000)),

@@ -94,6 +94,17 @@ def render(s: st.Statement) -> str:
         return f"{kind} {query(s.query)}"
     if isinstance(s, st.SetProperty):
         return f"{kind} {s.name}={s.value}"
+    if isinstance(s, st.AssertSource):
+        return f"{kind} {s.kind.value} {s.name} {columns(s.columns)} {properties(s.properties)}"
+    if isinstance(s, st.AssertValues):
+        return (f"{kind} {s.target} columns=[{', '.join(s.columns)}] "
+                f"values=[{', '.join(v.sql() for v in s.values)}]" + flags(s, "tombstone"))
+    if isinstance(s, st.AssertTopic):
+        return (f"{kind} {s.topic} {properties(s.properties)} timeout={s.timeout_ms}"
+                + ("" if s.exists else " not_exists"))
+    if isinstance(s, st.AssertSchema):
+        return (f"{kind} subject={s.subject} id={s.schema_id} timeout={s.timeout_ms}"
+                + ("" if s.exists else " not_exists"))
     raise AssertionError(kind)
 
 

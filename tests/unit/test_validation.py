@@ -68,7 +68,7 @@ def fail(statement: str, image: Image | None = None, topics: dict[str, int] | No
      "Topic 'missing' does not exist. If you want to create a new topic for the stream/table "
      "please re-run the statement providing the required 'PARTITIONS' configuration"),
     ("DROP STREAM NOPE;", "Stream NOPE does not exist."),
-    ("DROP TABLE PV;", "Incompatible data source type is stream, but statement was DROP TABLE"),
+    ("DROP TABLE PV;", "Incompatible data source type is stream, but statement was DROP table"),
     ("TERMINATE CSAS_X_1;", "Unknown queryId: CSAS_X_1"),
     ("ALTER STREAM NOPE ADD COLUMN A INT;", "Source NOPE does not exist"),
     ("ALTER STREAM PV ADD COLUMN URL INT;", "A column with the same name already exists"),
