@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from metastore.catalog.ddl_rules import property_text
 from metastore.catalog.exceptions import (
     AssertionFailedError,
     SourceNotFoundError,
@@ -48,7 +49,7 @@ def check_source(statement: st.AssertSource, columns: Sequence[Column],
     compared: list[Property] = [
         ("schema", lambda: schema_text(declared), lambda: schema_text(source.columns)),
         ("type", lambda: _type(statement.kind), lambda: _type(source.kind)),
-        ("kafka topic", lambda: str(_text(properties.get("KAFKA_TOPIC"))), lambda: source.topic),
+        ("kafka topic", lambda: str(property_text(properties.get("KAFKA_TOPIC"))), lambda: source.topic),
         ("key format", lambda: key_format, lambda: source.key_format),
         ("key format properties", lambda: _delimiter(properties.get("KEY_DELIMITER")),
          lambda: _delimiter(source.property("KEY_DELIMITER"))),
@@ -59,7 +60,7 @@ def check_source(statement: st.AssertSource, columns: Sequence[Column],
          lambda: _features(source.property("WRAP_SINGLE_VALUE"))),
         ("timestamp column", lambda: _optional(_column_name(properties.get("TIMESTAMP"))),
          lambda: _optional(f"`{source.timestamp_column}`" if source.timestamp_column else None)),
-        ("timestamp format", lambda: _optional(_text(properties.get("TIMESTAMP_FORMAT"))),
+        ("timestamp format", lambda: _optional(property_text(properties.get("TIMESTAMP_FORMAT"))),
          lambda: _optional(source.property("TIMESTAMP_FORMAT"))),
     ]
     for what, expected, actual in compared:
@@ -94,7 +95,7 @@ def check_topic(statement: st.AssertTopic, partitions: int | None) -> None:
         if name.lower() == "partitions":
             if isinstance(value, bool) or value != partitions:
                 problems.append(f"Mismatched configuration for topic {topic}: For config "
-                                f"partitions, expected {_text(value)} got {partitions}")
+                                f"partitions, expected {property_text(value)} got {partitions}")
         elif name.lower() != "replicas":  # the facts do not tell a topic's replicas
             problems.append(f"Cannot assert unknown topic property: {name}")
     if problems:
@@ -117,25 +118,19 @@ def _type(kind: st.SourceKind) -> str:
     return "KSTREAM" if kind is st.SourceKind.STREAM else "KTABLE"
 
 
-def _text(value: st.PropertyValue | None) -> str | None:
-    if value is None:
-        return None
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def _delimiter(value: st.PropertyValue | None) -> str:
-    return "{}" if value is None else f"{{delimiter={_text(value)}}}"
+    return "{}" if value is None else f"{{delimiter={property_text(value)}}}"
 
 
 def _features(wrapping: st.PropertyValue | None) -> str:
     if wrapping is None:
         return "[]"
-    return "[WRAP_SINGLES]" if _text(wrapping) == "true" else "[UNWRAP_SINGLES]"
+    return "[WRAP_SINGLES]" if property_text(wrapping) == "true" else "[UNWRAP_SINGLES]"
 
 
 def _column_name(value: st.PropertyValue | None) -> str | None:
     """A TIMESTAMP property's column as ksqlDB names it: unquoted names upper-cased."""
-    text = _text(value)
+    text = property_text(value)
     if text is None:
         return None
     if len(text) > 1 and text[0] == text[-1] and text[0] in "`\"":

@@ -89,10 +89,23 @@ def check_duplicate_names(columns: Sequence[st.ColumnDef]) -> None:
 
 def with_clause_value(properties: Mapping[str, st.PropertyValue], name: str) -> str | None:
     """A string property as ksqlDB's ConfigDef reads it: trimmed."""
-    value = properties.get(name)
+    text = property_text(properties.get(name))
+    return None if text is None else text.strip()
+
+
+def given_formats(properties: Mapping[str, st.PropertyValue]) -> tuple[str | None, str | None]:
+    """The key and value formats a WITH clause names: FORMAT for both, else KEY_FORMAT and
+    VALUE_FORMAT (None for a side it names none of)."""
+    both = with_clause_value(properties, "FORMAT")
+    return (both or with_clause_value(properties, "KEY_FORMAT"),
+            both or with_clause_value(properties, "VALUE_FORMAT"))
+
+
+def property_text(value: st.PropertyValue | None) -> str | None:
+    """A property's value as ksqlDB prints the literal: booleans lower-case, as given."""
     if value is None:
         return None
-    return (str(value).lower() if isinstance(value, bool) else str(value)).strip()
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def check_with_clause(properties: Mapping[str, st.PropertyValue]) -> None:
@@ -163,7 +176,7 @@ def _check_typed(name: str, kind: str, value: st.PropertyValue) -> None:
     or false. SHORT values are narrowed, never refused (ksqlDB's PropertiesConfig)."""
     if kind == "STRING":
         if not isinstance(value, str):
-            raise PropertyError(f"{PREPARE}Invalid value {_java_text(value)} for property {name}: "
+            raise PropertyError(f"{PREPARE}Invalid value {property_text(value)} for property {name}: "
                                 f"Expected value to be a string, but it was a "
                                 f"{_java_class(value)}")
         return
@@ -171,7 +184,7 @@ def _check_typed(name: str, kind: str, value: st.PropertyValue) -> None:
         if isinstance(value, bool) or (isinstance(value, str)
                                        and value.strip().lower() in ("true", "false")):
             return
-        raise PropertyError(f"{PREPARE}Invalid value {_java_text(value)} for property {name}: "
+        raise PropertyError(f"{PREPARE}Invalid value {property_text(value)} for property {name}: "
                             "Expected value to be either true or false")
     if kind not in ("INT", "SHORT", "LONG"):
         return
@@ -188,13 +201,9 @@ def _check_typed(name: str, kind: str, value: st.PropertyValue) -> None:
         -(2 ** 31) <= value < 2 ** 31)
     if isinstance(value, bool | float) or (kind == "INT" and big):
         bits = {"INT": 32, "LONG": 64}[kind]
-        raise PropertyError(f"{PREPARE}Invalid value {_java_text(value)} for property {name}: "
+        raise PropertyError(f"{PREPARE}Invalid value {property_text(value)} for property {name}: "
                             f"Expected value to be a {bits}-bit integer, but it was a "
                             f"{_java_class(value)}")
-
-
-def _java_text(value: st.PropertyValue) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _java_class(value: st.PropertyValue) -> str:
@@ -364,6 +373,13 @@ def check_value_wrapping(properties: Mapping[str, st.PropertyValue], value_forma
                          value_columns: int) -> None:
     """SerdeFeaturesFactory: an explicit WRAP_SINGLE_VALUE is one the format supports, for a
     single value column."""
+    check_wrapping_supported(properties, value_format)
+    check_single_value(properties, value_columns)
+
+
+def check_wrapping_supported(properties: Mapping[str, st.PropertyValue],
+                             value_format: str) -> None:
+    """An explicit WRAP_SINGLE_VALUE is one the value format supports."""
     if "WRAP_SINGLE_VALUE" not in properties:
         return
     wrapped = str(with_clause_value(properties, "WRAP_SINGLE_VALUE")).lower() == "true"
@@ -371,7 +387,11 @@ def check_value_wrapping(properties: Mapping[str, st.PropertyValue], value_forma
     if fmt is not None and not (fmt.wraps if wrapped else fmt.unwraps):
         raise FormatError(f"Format '{fmt.name}' does not support 'WRAP_SINGLE_VALUE' set to "
                           f"'{str(wrapped).lower()}'.")
-    if value_columns != 1:
+
+
+def check_single_value(properties: Mapping[str, st.PropertyValue], value_columns: int) -> None:
+    """An explicit WRAP_SINGLE_VALUE needs exactly one value column."""
+    if "WRAP_SINGLE_VALUE" in properties and value_columns != 1:
         raise FormatError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from metastore.sql.types import DecimalType, MapType, Primitive, SqlType, backticked
+from metastore.sql.types import DecimalType, MapType, Primitive, SqlType, field_text
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def schema_problem(fmt: Format, columns: Sequence[tuple[str, SqlType]],
     if fmt.name == "NONE" and columns:
         return "The 'NONE' format can only be used when no columns are defined."
     if fmt.single_column and len(columns) > 1:
-        shown = ", ".join(f"`{name}` {backticked(sql_type)}" + (" KEY" if key else "")
+        shown = ", ".join(field_text(name, sql_type) + (" KEY" if key else "")
                           for name, sql_type in columns)
         return f"The '{fmt.name}' format only supports a single field. Got: [{shown}]"
     for name, sql_type in columns:

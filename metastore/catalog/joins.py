@@ -125,13 +125,15 @@ def qualified_text(expression: exp.Expr, resolve: Resolve, type_of: TypeOf | Non
     if isinstance(expression, exp.Cast) and type_of is not None:
         return (f"CAST({qualified_text(expression.this, resolve, type_of)} AS "
                 f"{type_of(expression).sql()})")
+    return operators.ksql_text(expression, lambda node: qualified_column(node, resolve))
 
-    def column(node: exp.Column) -> str:
-        try:
-            return f"{resolve(node)}.{node.name}"
-        except QueryError:
-            return ".".join(p for p in (node.table, node.name) if p)
-    return operators.ksql_text(expression, column)
+
+def qualified_column(node: exp.Column, resolve: Resolve) -> str:
+    """``node`` qualified by the alias of its source, as written when it names none."""
+    try:
+        return f"{resolve(node)}.{node.name}"
+    except QueryError:
+        return ".".join(p for p in (node.table, node.name) if p)
 
 
 def join_type(join: exp.Join) -> str:

@@ -33,9 +33,10 @@ SYNTAX_HELP = (" See https://cnfl.io/queries for more info.\n"
                "Add EMIT CHANGES if you intended to issue a push query.")
 """ksqlDB's ``PullQueryValidator.PULL_QUERY_SYNTAX_HELP``, appended to its pull-query errors."""
 
-MAX_DISJUNCTS = 100_000
-"""How many conjunctions a WHERE clause may expand to (ksqlDB sets no bound; AND-ed IN lists
-multiply)."""
+MAX_DISJUNCTS = 1_000
+"""How many conjunctions a WHERE clause may expand to (ksqlDB sets no bound; AND-ed ORs and IN
+lists multiply: 16 AND-ed pairs are 65,536). Counted before expanding, so a refused clause costs
+no expansion work."""
 
 _WINDOW_OPERATORS = ("EQUAL", "GREATER_THAN", "GREATER_THAN_OR_EQUAL", "LESS_THAN",
                      "LESS_THAN_OR_EQUAL")
@@ -350,7 +351,7 @@ class KeyFilter:
         return PSEUDO_COLUMNS.get(name)
 
     def _key_list(self) -> str:
-        return "[" + ", ".join(f"`{k.name}` {ty.backticked(k.type)} KEY" for k in self.keys) + "]"
+        return "[" + ", ".join(f"{ty.field_text(k.name, k.type)} KEY" for k in self.keys) + "]"
 
     def where_error(self, message: str, windowed: bool | None = None) -> QueryError:
         """``QueryFilterNode.invalidWhereClauseException``."""

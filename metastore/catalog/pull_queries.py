@@ -27,14 +27,16 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from metastore.catalog import overrides
-from metastore.catalog.analysis import Analysis
+from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.exceptions import QueryError, SourceNotFoundError
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.catalog.overrides import ConfigOverrides
 from metastore.catalog.pull_filters import SYNTAX_HELP, KeyFilter, column_references
 from metastore.functions.operators import ksql_text
+from metastore.sql import literals
+from metastore.sql import types as ty
 from metastore.sql.exceptions import ParseError
-from metastore.sql.statements import Query, SourceKind
+from metastore.sql.statements import Query, SelectStatement, SourceKind
 
 NOT_IN_PULL_QUERIES = ("ROWPARTITION", "ROWOFFSET")
 """ksqlDB's ``SystemColumns.isDisallowedInPullOrScalablePushQueries``."""
@@ -104,6 +106,19 @@ def _start(node: exp.Expr) -> tuple[int, int] | None:
             assert isinstance(first, int) and isinstance(last, int)
             return line, end - (last - first) - parens
     return None
+
+
+def check_select(statement: SelectStatement, sources: Mapping[str, DataSource],
+                 custom_types: Mapping[str, ty.SqlType], queries: Mapping[str, PersistentQuery],
+                 config: ConfigOverrides) -> Analysis:
+    """A transient SELECT checked as ksqlDB prepares and plans it, its analysis when accepted:
+    the one list of checks of both the statement validator and ``POST /query``."""
+    literals.check_statement(statement)
+    pull = check_query(statement.query, sources, config)
+    analysis = analyse(statement.query, sources, custom_types, transient=True)
+    if pull:
+        check_plan(analysis, queries, config)
+    return analysis
 
 
 def check_query(query: Query, sources: Mapping[str, DataSource], config: ConfigOverrides) -> bool:

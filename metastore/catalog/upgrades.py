@@ -57,7 +57,7 @@ class _SchemaColumn:
     header_key: str | None
 
     def __str__(self) -> str:
-        text = f"`{self.name}` {ty.backticked(self.type)}"
+        text = ty.field_text(self.name, self.type)
         if self.namespace == "HEADERS" and self.header_key is not None:
             return f"{text} HEADER('{self.header_key}')"
         return text if self.namespace == "VALUE" else f"{text} {self.namespace}"

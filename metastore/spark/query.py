@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from metastore.catalog.analysis import Analysis, analyse
+from metastore.catalog.analysis import Analysis
 from metastore.catalog.image import Image
+from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
+from metastore.catalog.pull_queries import check_select
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
 from metastore.spark.exceptions import SparkQueryError, UnsupportedQueryError
@@ -57,8 +59,10 @@ def to_spark_sql(analysis: Analysis, database: str) -> str:
     return select.sql(dialect="spark")
 
 
-def run_pull_query(spark: SparkSession, text: str, image: Image,
-                   database: str) -> list[dict[str, Any]]:
+def run_pull_query(spark: SparkSession, text: str, image: Image, database: str,
+                   config: ConfigOverrides = NO_OVERRIDES) -> list[dict[str, Any]]:
+    """Answer the pull query ``text`` after the statement validator's checks of a SELECT
+    (:func:`metastore.catalog.pull_queries.check_select`) under the request's ``config``."""
     statements = parse(text)
     if len(statements) != 1 or not isinstance(statements[0], SelectStatement):
         raise UnsupportedQueryError("/query takes exactly one SELECT statement")
@@ -66,7 +70,7 @@ def run_pull_query(spark: SparkSession, text: str, image: Image,
     if statement.query.emit_changes:
         raise UnsupportedQueryError("Push queries (EMIT CHANGES) are not supported yet; send the "
                                     "SELECT without EMIT CHANGES for a pull query.")
-    analysis = analyse(statement.query, image.sources, image.types, transient=True)
+    analysis = check_select(statement, image.sources, image.types, image.queries, config)
     try:
         frame = spark.sql(to_spark_sql(analysis, database))
         rows = frame.collect()

@@ -20,6 +20,7 @@ from metastore.sql import statements as st
 from metastore.sql.exceptions import PrepareError
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_LONG_DIGITS = len(str(_LONG_MAX))
 
 
 def check_statement(statement: st.Statement) -> None:
@@ -35,6 +36,15 @@ def check_statement(statement: st.Statement) -> None:
         check_numeric_literals(tree)
 
 
+def fits_long(text: str) -> bool:
+    """Whether the integer literal ``text`` (digits, an optional minus sign) is a Java ``long``;
+    its digits are counted before converting (Python refuses to convert very long texts)."""
+    digits = text.removeprefix("-").lstrip("0")
+    if len(digits) > _LONG_DIGITS:
+        return False
+    return _LONG_MIN <= int(text) <= _LONG_MAX
+
+
 def check_numeric_literals(tree: exp.Expr) -> None:
     for literal in tree.find_all(exp.Literal):
         if literal.is_string:
@@ -46,10 +56,8 @@ def check_numeric_literals(tree: exp.Expr) -> None:
         if any(c in text for c in "eE"):
             if math.isinf(float(text)):
                 problem = f"Number overflows DOUBLE: {shown}"
-        elif text.isdigit():
-            value = -int(text) if negative else int(text)
-            if not _LONG_MIN <= value <= _LONG_MAX:
-                problem = f"Invalid numeric literal: {shown}"
+        elif text.isdigit() and not fits_long(shown):
+            problem = f"Invalid numeric literal: {shown}"
         if problem is not None:
             line, end = literal.meta.get("line"), literal.meta.get("col")
             if not isinstance(line, int) or not isinstance(end, int):

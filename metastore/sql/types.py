@@ -185,6 +185,11 @@ def unresolved(sql_type: SqlType, custom: dict[str, SqlType]) -> str | None:
     return None
 
 
+def field_text(name: str, sql_type: SqlType) -> str:
+    """A column or struct field as ksqlDB prints it in messages and schemas: ```NAME` TYPE``."""
+    return f"`{name}` {backticked(sql_type)}"
+
+
 def backticked(sql_type: SqlType) -> str:
     """The type as ksqlDB prints it inside persistence schemas: struct fields in backticks."""
     if isinstance(sql_type, ArrayType):
@@ -192,6 +197,6 @@ def backticked(sql_type: SqlType) -> str:
     if isinstance(sql_type, MapType):
         return f"MAP<{backticked(sql_type.key)}, {backticked(sql_type.value)}>"
     if isinstance(sql_type, StructType):
-        inner = ", ".join(f"`{name}` {backticked(t)}" for name, t in sql_type.fields)
+        inner = ", ".join(field_text(name, t) for name, t in sql_type.fields)
         return f"STRUCT<{inner}>"
     return sql_type.sql()

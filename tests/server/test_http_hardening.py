@@ -207,7 +207,7 @@ def test_an_unexpected_failure_answers_an_incident_id_and_no_internals(
         node_factory: Callable[..., Node], caplog: pytest.LogCaptureFixture) -> None:
     """A pull-query runner (Spark, on a real node) that fails in a way nobody planned for."""
 
-    def failing_runner(text: str) -> object:
+    def failing_runner(text: str, config: object) -> object:
         raise RuntimeError(f"secret internal detail while running {text}")
 
     async def send(path: str, text: str) -> httpx.Response:
