@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.output import print_json
+from cli.output import FUNCTION_MODULE_HELP, load_function_modules, print_json
 from metastore.check import catalog_json, run_script
 
 
@@ -16,8 +16,11 @@ def check(
     file: Annotated[Path, typer.Argument(help="A .sql file of ksqlDB statements ('-' for stdin).")],
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     catalog: Annotated[bool, typer.Option("--catalog", help="Also print the final catalog.")] = False,
+    function_module: Annotated[list[str] | None, typer.Option(
+        "--function-module", help=FUNCTION_MODULE_HELP)] = None,
 ) -> None:
     """Run a script's statements against an empty catalog; exit 1 at the first failure."""
+    load_function_modules(function_module)
     try:
         text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

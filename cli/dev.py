@@ -102,11 +102,16 @@ def up(
     brokers: Annotated[int, typer.Option(help="Kafka brokers to start: 1 or 3.")] = 1,
     service_id: Annotated[str, typer.Option(help="The service id the nodes share.")] = "demo",
     no_spark: Annotated[bool, typer.Option("--no-spark", help="Run the nodes without Spark.")] = False,
+    function_module: Annotated[list[str] | None, typer.Option(
+        "--function-module", help="A Python module of user-defined functions every node "
+        "loads; repeatable.")] = None,
 ) -> None:
     """Start local Kafka (if needed) and N nodes of one service; wait until all are READY."""
     try:
         bootstrap = ensure_kafka(brokers)
         extra: tuple[str, ...] = ("--spark-master", "none") if no_spark else ()
+        for module in function_module or ():  # every node of the service loads the same
+            extra += ("--function-module", module)
         typer.echo(f"Starting {nodes} node(s) of service '{service_id}'...", err=True)
         state = local_nodes().up(nodes, service_id, bootstrap, extra)
     except LocalInfraError as error:

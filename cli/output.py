@@ -28,3 +28,18 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
 def fail(message: str, code: int = 1) -> None:
     print(f"Error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+FUNCTION_MODULE_HELP = ("A Python module of user-defined functions (exporting FUNCTIONS, see "
+                        "metastore.functions.extensions) to load; repeatable. Every node of a "
+                        "service must load the same modules.")
+
+
+def load_function_modules(modules: Sequence[str] | None) -> None:
+    """Load ``--function-module`` modules; a module that cannot be loaded exits 2."""
+    from metastore.functions.extensions import ExtensionError, load
+
+    try:
+        load(modules or ())
+    except ExtensionError as error:
+        fail(str(error), 2)

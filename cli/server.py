@@ -67,6 +67,10 @@ def server(
     auth_file: Annotated[Path | None, Opt(envvar="METASTORE_AUTH_FILE",
                                           help="File of user:password lines; enables HTTP basic "
                                           "auth.")] = None,
+    function_module: Annotated[list[str] | None, Opt(
+        help="A Python module of user-defined functions (exporting FUNCTIONS, see "
+             "metastore.functions.extensions) to load; repeatable. Every node of a service "
+             "must load the same modules.")] = None,
     config: Annotated[Path | None, Opt(envvar="METASTORE_CONFIG",
                                        help="TOML file with any of these settings.")] = None,
     fault_injection: Annotated[str | None, Opt(hidden=True)] = None,
@@ -86,7 +90,7 @@ def server(
         "read_timeout": read_timeout, "fetch_wait_ms": fetch_wait_ms, "writer_mode": writer_mode,
         "checkpoint_every_records": checkpoint_every_records,
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
-        "auth_file": auth_file,
+        "auth_file": auth_file, "function_modules": function_module or None,
     }
     tables = {"kafka": _pairs(kafka, "--kafka"), "limits": _pairs(limit, "--limit"),
               "http_limits": _pairs(http_limit, "--http-limit")}

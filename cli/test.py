@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.output import print_json, print_table
+from cli.output import FUNCTION_MODULE_HELP, load_function_modules, print_json, print_table
 from metastore.exceptions import MetastoreError
 from metastore.query_tests import cases
 from metastore.query_tests.runner import CaseResult
@@ -31,8 +31,11 @@ def test(
     query_timeout: Annotated[float, typer.Option(
         "--query-timeout", help="Seconds a query may take to process a test's inputs.")] = 120.0,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    function_module: Annotated[list[str] | None, typer.Option(
+        "--function-module", help=FUNCTION_MODULE_HELP)] = None,
 ) -> None:
     """Run query tests on real Kafka and Spark; exit 0 only when every test passes."""
+    load_function_modules(function_module)
     if query_timeout < 1:
         typer.echo("Error: --query-timeout must be at least 1 second.", err=True)
         raise typer.Exit(2)

@@ -16,6 +16,7 @@ from typing import Any
 
 from metastore.catalog import overrides
 from metastore.check import run_script
+from metastore.functions import extensions
 from metastore.query_tests.post import normalise_schema
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "ksql-dev.jsonl"
@@ -121,6 +122,17 @@ def run(path: Path) -> Report:
     return report
 
 
+TEST_FUNCTIONS = "integration.ksql_test_functions"
+"""ksqlDB's test UDFs, on the classpath of ksqlDB's own test harness."""
+
+
+def _load_test_functions() -> None:
+    added = extensions.load([TEST_FUNCTIONS])
+    if added:
+        print(f"function module {TEST_FUNCTIONS}: ksqlDB's test functions {', '.join(added)}",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
@@ -129,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pure", action="store_true", help="only pure-DDL cases")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    _load_test_functions()
     report = run(args.path)
     summary = report.summary()
     if args.json:

@@ -27,6 +27,7 @@ from typing import Any
 
 from metastore.catalog import overrides
 from metastore.check import run_script
+from metastore.functions import extensions
 from metastore.query_tests.post import normalise_schema
 
 SUITES = ("query-validation-tests", "rest-query-validation-tests")
@@ -85,6 +86,17 @@ def evaluate(file: str, name: str, statements: list[str], test: dict[str, Any]) 
     return Outcome(file, name, "pass")
 
 
+TEST_FUNCTIONS = "integration.ksql_test_functions"
+"""ksqlDB's test UDFs, on the classpath of ksqlDB's own test harness."""
+
+
+def _load_test_functions() -> None:
+    added = extensions.load([TEST_FUNCTIONS])
+    if added:
+        print(f"function module {TEST_FUNCTIONS}: ksqlDB's test functions {', '.join(added)}",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failures", type=int, default=0, help="print up to N failing tests")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    _load_test_functions()
     if not all((args.root / suite).is_dir() for suite in SUITES):
         print(f"no {' or '.join(SUITES)} under {args.root}", file=sys.stderr)
         return 2

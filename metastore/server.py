@@ -23,7 +23,9 @@ from fastapi import FastAPI
 from metastore.api.auth import BasicAuth
 from metastore.api.server import create_app
 from metastore.catalog.image import Image
+from metastore.catalog.overrides import ConfigOverrides
 from metastore.exceptions import MetastoreError
+from metastore.functions import extensions
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.membership import Membership
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("metastore")
 
-PullQuery = Callable[[str], Any]
+PullQuery = Callable[[str, ConfigOverrides], Any]
 """Runs a pull query's text, answering ksqlDB's /query entities."""
 
 
@@ -73,6 +75,10 @@ class NodeServices:
 
 def build(settings: ServerSettings) -> NodeServices:
     """The node of ``settings``, wired but not started."""
+    added = extensions.load(settings.function_modules)  # before the command log is replayed
+    if added:
+        log.info("function modules %s: %s", ", ".join(settings.function_modules),
+                 ", ".join(added))
     config = settings.node
     kafka = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
     admin = Admin(kafka)
@@ -144,12 +150,12 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     queries = QueryRunner(config.node_id, session, kafka_options, settings.query_checkpoints,
                           kafka, assignment, service_id=config.service_id)
 
-    def pull(text: str) -> Any:
+    def pull(text: str, config: ConfigOverrides) -> Any:
         running = projection.projection
         if running is None:
             raise SparkUnavailableError(f"Spark is not available on this node: "
                                         f"{projection.status.reason}")
-        return run_pull_query(running.spark, text, image(), database)
+        return run_pull_query(running.spark, text, image(), database, config)
 
     return projection, queries, pull
 

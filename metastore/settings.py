@@ -68,6 +68,9 @@ class ServerSettings:
     http: HttpLimits = field(default_factory=HttpLimits)
     auth_file: Path | None = None
     """``user:password`` lines; basic auth on every endpoint but /healthcheck when set."""
+    function_modules: tuple[str, ...] = ()
+    """Python modules of user-defined functions the node loads before it replays the command
+    log (:mod:`metastore.functions.extensions`); every node of a service must load the same."""
 
     @property
     def url(self) -> str:
@@ -108,7 +111,8 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
     auth = given.get("auth_file")
     return ServerSettings(node=node, directory=directory, host=host, port=port,
                           spark=_spark(given), http=http,
-                          auth_file=Path(auth) if auth else None)
+                          auth_file=Path(auth) if auth else None,
+                          function_modules=_modules(given.get("function_modules", ())))
 
 
 _KNOWN = frozenset({
@@ -116,7 +120,17 @@ _KNOWN = frozenset({
     "spark_catalog", "query_checkpoint_dir", "query_session_timeout_ms", "request_timeout",
     "read_timeout", "fetch_wait_ms", "writer_mode", "checkpoint_every_records",
     "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
+    "function_modules",
 })
+
+
+def _modules(value: Any) -> tuple[str, ...]:
+    """``function_modules``: a list of importable module names (one name alone too)."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list | tuple) or not all(
+            isinstance(n, str) and n.strip() for n in names):
+        raise SettingsError("function_modules", "expected a list of Python module names")
+    return tuple(dict.fromkeys(n.strip() for n in names))
 
 
 def _listen(listen: str) -> tuple[str, int]:

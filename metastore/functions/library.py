@@ -65,6 +65,27 @@ def _index(specs: Sequence[FunctionSpec]) -> dict[str, FunctionSpec]:
 
 
 _BY_NAME = _index(ALL)
+_BUILT_IN = frozenset(_BY_NAME)
+
+
+def is_built_in(name: str) -> bool:
+    return name.upper() in _BUILT_IN
+
+
+def install(specs: Sequence[FunctionSpec]) -> None:
+    """Add extension functions to the index (:mod:`metastore.functions.extensions` checks
+    their names first: it alone calls this)."""
+    for function in specs:
+        for name in function.names:
+            _BY_NAME[name.upper()] = function
+
+
+def uninstall(specs: Sequence[FunctionSpec]) -> None:
+    """Take extension functions out of the index again (built-ins stay)."""
+    for function in specs:
+        for name in function.names:
+            if name.upper() not in _BUILT_IN and _BY_NAME.get(name.upper()) is function:
+                del _BY_NAME[name.upper()]
 
 KSQL_TYPE = "ksql_type"
 KSQL_PARAMS = "ksql_params"

@@ -147,8 +147,18 @@ class Signature:
     repeated: int = -1
     """Which parameter is variadic (the last by default): ``TOPK(T, ANY..., INTEGER)``."""
     init_args: int = 0
-    """How many trailing arguments an aggregate takes as literal constants (its UDAF
-    factory's arguments: TOPK's k)."""
+    """How many trailing parameters an aggregate takes as literal constants (its UDAF
+    factory's arguments: TOPK's k); a variadic one among them takes any number."""
+
+    def init_arguments(self, count: int) -> int:
+        """How many of a call's ``count`` arguments are trailing literal constants (the
+        factory's ``String...`` of ksqlDB's MULTI_ARG takes all the call's last ones)."""
+        if not self.init_args or not self.params:
+            return 0
+        at = self.repeated % len(self.params)
+        if self.variadic and at >= len(self.params) - self.init_args:
+            return max(self.init_args + count - len(self.params), 0)
+        return self.init_args
 
     def sql(self, name: str) -> str:
         shown = [p.sql() for p in self.params]
