@@ -18,96 +18,31 @@ from decimal import Decimal
 from typing import Any
 
 from metastore.catalog.model import Column, DataSource
+from metastore.kafka.row_encoding import (
+    KafkaBytes,
+    RowEncodingError,
+    encode_key,
+    encode_value,
+    generic,
+)
 from metastore.protobuf import schema as protobuf
 from metastore.protobuf import values as protobuf_values
 from metastore.query_tests.cases import CaseRecord, Window
 from metastore.sql import types as ty
 
-
-class RecordCodecError(ValueError):
-    """A test record that cannot be written in its topic's format."""
-
-
-@dataclass(frozen=True)
-class KafkaBytes:
-    key: bytes | None
-    value: bytes | None
+RecordCodecError = RowEncodingError
+"""A test record that cannot be written in its topic's format."""
 
 
 def encode(record: CaseRecord, source: DataSource | None) -> KafkaBytes:
     if source is None:
-        return KafkaBytes(_generic(record.key), _generic(record.value))
-    key = _encode_key(record.key, source)
+        return KafkaBytes(generic(record.key), generic(record.value))
+    key = encode_key(record.key, source)
     if record.window is not None and key is not None:
         if record.window.kind == "SESSION":  # Kafka Streams' session key: end, then start
             key += struct.pack(">q", record.window.end)
         key += struct.pack(">q", record.window.start)
-    return KafkaBytes(key, _encode_value(record.value, source))
-
-
-def _generic(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.encode()
-    return json.dumps(value).encode()
-
-
-def _encode_key(key: Any, source: DataSource) -> bytes | None:
-    columns = source.key_columns
-    if key is None or source.key_format == "NONE":
-        return None
-    if not columns:
-        return _generic(key)
-    if source.key_format == "KAFKA":
-        return _kafka(key, columns[0].type)
-    if source.key_format == "JSON":
-        return json.dumps(key).encode()
-    if source.key_format == protobuf.FORMAT:
-        return _protobuf(protobuf.key_schema(source), key)
-    return _text(key)
-
-
-def _encode_value(value: Any, source: DataSource) -> bytes | None:
-    if value is None:
-        return None
-    if source.value_format == "KAFKA":
-        columns = source.value_columns
-        return _kafka(value, columns[0].type) if columns else _generic(value)
-    if source.value_format == "JSON":
-        return json.dumps(value).encode()
-    if source.value_format == protobuf.FORMAT:
-        return _protobuf(protobuf.value_schema(source), value)
-    return _text(value)
-
-
-def _protobuf(schema: protobuf.ProtobufSchema, value: Any) -> bytes | None:
-    """``value`` as a PROTOBUF_NOSR record of the schema the runtime reads (for a single
-    primitive key the same bytes as ksqlDB's test driver, which writes the message of the key
-    columns)."""
-    try:
-        return protobuf_values.encode(schema, value)
-    except protobuf_values.ProtobufValueError as error:
-        raise RecordCodecError(str(error)) from error
-
-
-def _text(value: Any) -> bytes:
-    return (value if isinstance(value, str) else json.dumps(value)).encode()
-
-
-def _kafka(value: Any, sql_type: ty.SqlType) -> bytes:
-    try:
-        if sql_type == ty.INTEGER:
-            return struct.pack(">i", int(value))
-        if sql_type == ty.BIGINT:
-            return struct.pack(">q", int(value))
-        if sql_type == ty.DOUBLE:
-            return struct.pack(">d", float(value))
-        if sql_type == ty.BYTES:
-            return base64.b64decode(str(value))
-    except (ValueError, TypeError, struct.error) as error:
-        raise RecordCodecError(f"{value!r} is not a KAFKA {sql_type.sql()}: {error}") from error
-    return _text(value)
+    return KafkaBytes(key, encode_value(record.value, source))
 
 
 # -- decoding sink records ---------------------------------------------------------------------------

@@ -27,16 +27,17 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metastore.catalog import overrides
+from metastore.catalog import insert_record, overrides
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.catalog.model import DataSource
 from metastore.catalog.validation import Validator
 from metastore.exceptions import MetastoreError
+from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import DetailedRecord, PartitionReader
 from metastore.kafka.exceptions import KafkaUnavailableError
@@ -134,7 +135,7 @@ class QueryTestRunner:
 
     def _run(self, test: QueryTest, namespace: str) -> tuple[str, str]:
         try:
-            image = self._validate(test)
+            image, inserted = self._validate(test)
         except _RefusedError as refusal:
             if test.expected_error is not None:
                 wanted = str(test.expected_error.get("message") or "")
@@ -148,7 +149,7 @@ class QueryTestRunner:
             return namespace + topic
         try:
             self._create_topics(test, image, physical)
-            self._produce(test, image, physical)
+            self._produce(test, image, physical, inserted)
             for query in sorted(image.queries.values(), key=lambda q: q.offset):
                 plan = _namespaced(compile_query(query, image), physical)
                 failure = self._run_query(plan, self._work_dir / namespace / query.query_id)
@@ -159,7 +160,9 @@ class QueryTestRunner:
             self._delete_topics(test, image, physical)
         return (PASSED, "") if difference is None else (FAILED, difference)
 
-    def _validate(self, test: QueryTest) -> Image:
+    def _validate(self, test: QueryTest) -> tuple[Image, list[_Inserted]]:
+        """The image of the test's statements and the records of its INSERT VALUES, in
+        statement order."""
         try:
             statements = parse(test.script)
         except ParseError as error:
@@ -170,14 +173,18 @@ class QueryTestRunner:
             raise _RefusedError(f"properties: {error}") from error
         validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
                               runtime_check=check_runtime, config=config)
+        inserted: list[_Inserted] = []
         for statement in statements:
-            if isinstance(statement, st.InsertValues):
-                raise _RefusedError("INSERT INTO ... VALUES is not run by metastore test")
             try:
                 validator.validate(statement)
-            except MetastoreError as error:
+                if isinstance(statement, st.InsertValues):  # its record, as the node builds it
+                    source = validator.image.sources[statement.target]
+                    record = insert_record.build(statement, source, int(time.time() * 1000))
+                    encoded = row_encoding.encode_row(source, record.row)
+                    inserted.append(_Inserted(source.topic, encoded, record.timestamp_ms))
+            except (MetastoreError, row_encoding.RowEncodingError) as error:
                 raise _RefusedError(f"{statement.text.strip()[:120]}: {error}") from error
-        return validator.image
+        return validator.image, inserted
 
     # -- Kafka ----------------------------------------------------------------------------------
     def _topics(self, test: QueryTest, image: Image) -> dict[str, int]:
@@ -195,7 +202,12 @@ class QueryTestRunner:
     def _delete_topics(self, test: QueryTest, image: Image, physical: Rename) -> None:
         self._admin.start_deleting([physical(t) for t in self._topics(test, image)])
 
-    def _produce(self, test: QueryTest, image: Image, physical: Rename) -> None:
+    def _produce(self, test: QueryTest, image: Image, physical: Rename,
+                 inserted: Sequence[_Inserted] = ()) -> None:
+        """The INSERT VALUES records first (ksqlDB's test driver runs them with the statements,
+        before it pipes the inputs), then the test's input records."""
+        for row in inserted:
+            self._producer.send(physical(row.topic), row.encoded, row.timestamp_ms, ())
         for record in test.inputs:
             source = _input_source(image, record.topic)
             try:
@@ -300,6 +312,15 @@ def _sink_source(image: Image, topic: str) -> DataSource | None:
     return chosen[0] if chosen else None
 
 
+@dataclass(frozen=True)
+class _Inserted:
+    """The record of one INSERT VALUES statement of a test."""
+
+    topic: str
+    encoded: row_encoding.KafkaBytes
+    timestamp_ms: int
+
+
 class _JvmProducer:
     """A Kafka producer in Spark's JVM: it writes any timestamp, 0 included."""
 
@@ -319,7 +340,7 @@ class _JvmProducer:
             properties, serializer(), serializer())
         self._pending: list[object] = []
 
-    def send(self, topic: str, encoded: records.KafkaBytes, timestamp: int,
+    def send(self, topic: str, encoded: row_encoding.KafkaBytes, timestamp: int,
              headers: Iterable[tuple[str, bytes | None]]) -> None:
         jvm = self._jvm
         record_headers = jvm.org.apache.kafka.common.header.internals.RecordHeaders()

@@ -128,3 +128,28 @@ def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
                           "--output-file", str(tmp_path / "out.json"))
     assert report["cases"][0]["status"] == "passed", report
     assert (code, report["passed"], report["total"]) == (0, 1, 1)
+
+
+def test_insert_values_statements_are_produced_before_the_inputs(kafka_bootstrap: str,
+                                                                  tmp_path: Path) -> None:
+    tests = {"tests": [
+        {"name": "inserts", "statements": [
+            INPUT, "INSERT INTO INPUT (ID, NAME, AMOUNT, ROWTIME) VALUES (5, 'v', 3, 7);",
+            PROJECT],
+         "inputs": INPUTS[2:], "outputs": [
+             {"topic": "OUTPUT", "key": 5, "value": {"NAME": "V", "DOUBLED": 6.0},
+              "timestamp": 7}, OUTPUTS[1]]},
+        {"name": "bad value", "statements": [
+            INPUT, "INSERT INTO INPUT (ID, NAME) VALUES ('x', 'v');"],
+         "inputs": [], "outputs": [], "expectedException": {
+             "type": "io.confluent.ksql.util.KsqlStatementException",
+             "message": "Failed to insert values into 'INPUT'. Expected type INTEGER for field "
+                        "`ID` but got STRING(x)"}},
+    ]}
+    test_file = tmp_path / "tests.json"
+    test_file.write_text(json.dumps(tests))
+    code, report = invoke(kafka_bootstrap, str(test_file))
+    by_name = {case["name"]: case for case in report["cases"]}
+    assert by_name["inserts"]["status"] == "passed", by_name["inserts"]
+    assert by_name["bad value"]["status"] == "passed", by_name["bad value"]
+    assert code == 0

@@ -1,0 +1,138 @@
+"""The record INSERT VALUES builds: literals coerced as ksqlDB's strict coercer does, and the
+key and value bytes in the source's formats (metastore.kafka.row_encoding)."""
+
+from __future__ import annotations
+
+import struct
+from decimal import Decimal
+
+import pytest
+
+from metastore.catalog.exceptions import QueryError
+from metastore.catalog.image import EMPTY_IMAGE, Image
+from metastore.catalog.insert_record import InsertValuesError, build
+from metastore.catalog.model import DataSource
+from metastore.catalog.validation import Validator
+from metastore.kafka import row_encoding
+from metastore.kafka.data_writer import DataWriter
+from metastore.node import Node, NodeConfig
+from metastore.sql.parser import parse
+from metastore.sql.statements import InsertValues
+
+
+class _Facts:
+    def partitions(self, topic: str) -> int | None:
+        return None
+
+    def broker_count(self) -> int | None:
+        return 1
+
+
+def _image(ddl: str) -> Image:
+    validator = Validator(EMPTY_IMAGE, _Facts())
+    for statement in parse(ddl):
+        validator.validate(statement)
+    return validator.image
+
+
+def _insert(sql: str) -> InsertValues:
+    (statement,) = parse(sql)
+    assert isinstance(statement, InsertValues)
+    return statement
+
+
+def _source(ddl: str) -> DataSource:
+    (source,) = _image(ddl).sources.values()
+    return source
+
+
+ALL = _source("CREATE STREAM S (K STRING KEY, I INT, B BIGINT, D DECIMAL(4, 2), F DOUBLE, "
+              "T TIMESTAMP, DT DATE, TM TIME, Y BYTES, A ARRAY<INT>, M MAP<STRING, INT>, "
+              "ST STRUCT<X INT>) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON', PARTITIONS=1);")
+
+
+def test_literals_are_coerced_to_the_column_types() -> None:
+    record = build(_insert(
+        "INSERT INTO S VALUES ('k', 1, 2, 1.5, 3, '2020-01-01T00:00:01.5', '1970-01-03', "
+        "'00:00:02', 'AQI=', ARRAY[1, -2], MAP('a' := 1), STRUCT(X := 4));"), ALL, now_ms=99)
+    assert record.timestamp_ms == 99
+    assert record.row == {"K": "k", "I": 1, "B": 2, "D": Decimal("1.50"), "F": 3.0,
+                          "T": 1577836801500, "DT": 2, "TM": 2000, "Y": b"\x01\x02",
+                          "A": [1, -2], "M": {"a": 1}, "ST": {"X": 4}}
+    encoded = row_encoding.encode_row(ALL, record.row)
+    assert encoded.key == b"k"
+    assert encoded.value is not None and encoded.value.startswith(
+        b'{"I":1,"B":2,"D":1.50,"F":3.0,"T":1577836801500,"DT":2,"TM":2000,"Y":"AQI="')
+
+
+def test_rowtime_sets_the_timestamp() -> None:
+    record = build(_insert("INSERT INTO S (K, ROWTIME) VALUES ('k', 5);"), ALL, now_ms=99)
+    assert record.timestamp_ms == 5 and "ROWTIME" not in record.row
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("INSERT INTO S (K, I) VALUES ('k', 'x');",
+     "Expected type INTEGER for field `I` but got STRING(x)"),
+    ("INSERT INTO S (K, I) VALUES ('k', 3000000000);",
+     "Expected type INTEGER for field `I` but got BIGINT(3000000000)"),
+    ("INSERT INTO S (K, I) VALUES ('k', 1.5);",
+     "Expected type INTEGER for field `I` but got DECIMAL(1.5)"),
+    ("INSERT INTO S (K, D) VALUES ('k', 1.234);",
+     "Expected type DECIMAL(4, 2) for field `D` but got DECIMAL(1.234)"),
+    ("INSERT INTO S (K, D) VALUES ('k', 123);",
+     "Expected type DECIMAL(4, 2) for field `D` but got INTEGER(123)"),
+    ("INSERT INTO S (K, T) VALUES ('k', 'soon');",
+     "Expected type TIMESTAMP for field `T` but got STRING(soon). Timestamp format must be "
+     "yyyy-mm-ddThh:mm:ss[.S]"),
+    ("INSERT INTO S (K, DT) VALUES ('k', 'x');",
+     "Expected type DATE for field `DT` but got STRING(x). Date format must be yyyy-mm-dd"),
+    ("INSERT INTO S (K, A) VALUES ('k', 1);",
+     "Expected type ARRAY<INTEGER> for field `A` but got INTEGER(1)"),
+    ("INSERT INTO S (K, F) VALUES ('k', true);",
+     "Expected type DOUBLE for field `F` but got BOOLEAN(true)"),
+])
+def test_ksqldb_messages_for_values_of_the_wrong_type(sql: str, message: str) -> None:
+    with pytest.raises(QueryError) as raised:
+        build(_insert(sql), ALL, now_ms=0)
+    assert str(raised.value) == f"Failed to insert values into 'S'. {message}"
+
+
+def test_formats() -> None:
+    delimited = _source("CREATE STREAM D (K INT KEY, A STRING, B BOOLEAN, C DECIMAL(3, 1)) WITH "
+                        "(KAFKA_TOPIC='d', FORMAT='DELIMITED', VALUE_DELIMITER='TAB', "
+                        "PARTITIONS=1);")
+    assert row_encoding.encode_row(delimited, {"K": 3, "A": "a b", "B": False,
+                                               "C": Decimal("1.0")}) == \
+        row_encoding.KafkaBytes(b"3", b"a b\tfalse\t1.0")
+    kafka = _source("CREATE STREAM K (K INT KEY, V BIGINT) WITH (KAFKA_TOPIC='k', "
+                    "VALUE_FORMAT='KAFKA', PARTITIONS=1);")
+    assert row_encoding.encode_row(kafka, {"K": 1, "V": None}) == \
+        row_encoding.KafkaBytes(struct.pack(">i", 1), None)
+    unwrapped = _source("CREATE STREAM U (K STRING KEY, V INT) WITH (KAFKA_TOPIC='u', "
+                        "FORMAT='JSON', WRAP_SINGLE_VALUE=false, PARTITIONS=1);")
+    assert row_encoding.encode_row(unwrapped, {"K": "a", "V": 2}) == \
+        row_encoding.KafkaBytes(b'"a"', b"2")
+    wrapped = _source("CREATE STREAM W (K STRING KEY, V INT) WITH (KAFKA_TOPIC='w', "
+                      "FORMAT='JSON', PARTITIONS=1);")
+    assert row_encoding.encode_row(wrapped, {"K": "a", "V": 2}) == \
+        row_encoding.KafkaBytes(b'"a"', b'{"V":2}')
+    none_key = _source("CREATE STREAM N (V INT) WITH (KAFKA_TOPIC='n', KEY_FORMAT='NONE', "
+                       "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    assert row_encoding.encode_row(none_key, {"V": 1}).key is None
+    avro = _source("CREATE STREAM A (V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='AVRO', "
+                   "PARTITIONS=1);")
+    with pytest.raises(row_encoding.RowEncodingError, match="needs a Schema Registry"):
+        row_encoding.encode_row(avro, {"V": 1})
+
+
+def test_a_produce_kafka_does_not_acknowledge_is_a_typed_error() -> None:
+    node = Node(NodeConfig(service_id="svc", bootstrap_servers="127.0.0.1:1"))
+    node._data_writer = DataWriter(node.settings, timeout_ms=500)
+    image = _image("CREATE STREAM S (K INT KEY, V INT) WITH (KAFKA_TOPIC='t', "
+                   "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    try:
+        with pytest.raises(InsertValuesError, match=r"Failed to insert values into 'S'\. The "
+                                                    r"record was not acknowledged by Kafka"):
+            node.insert_values(_insert("INSERT INTO S (K, V) VALUES (1, 2);"), image)
+    finally:
+        node._data_writer.close()
