@@ -44,11 +44,15 @@ class KsqlClient:
         self._http.close()
 
     def ksql(self, text: str, command_sequence_number: int | None = None,
-             attempts: int = 3, properties: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Run statements, with ``properties`` as ksqlDB configuration overrides; a lost
-        connection is retried with the same request id (never twice applied)."""
+             attempts: int = 3, properties: dict[str, Any] | None = None,
+             variables: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Run statements, with ``properties`` as ksqlDB configuration overrides and
+        ``variables`` as its session variables; a lost connection is retried with the same
+        request id (never twice applied)."""
         body: dict[str, Any] = {"ksql": text, "streamsProperties": dict(properties or {}),
                                 "requestId": str(uuid.uuid4())}
+        if variables:
+            body["sessionVariables"] = dict(variables)
         if command_sequence_number is not None:
             body["commandSequenceNumber"] = command_sequence_number
         for attempt in range(attempts):

@@ -150,6 +150,38 @@ def status(server: Server = None, json_output: Json = False, user: User = None) 
                f"image {node['imageFingerprint'][:16]}")
 
 
+class ShellSession:
+    """What a shell keeps between requests, as ksqlDB's CLI does: the variables DEFINE and
+    UNDEFINE leave, sent as ``sessionVariables``, and the properties SET and UNSET leave, sent as
+    ``streamsProperties``."""
+
+    def __init__(self) -> None:
+        self.variables: dict[str, str] = {}
+        self.properties: dict[str, Any] = {}
+
+    def update(self, text: str) -> None:
+        """Take the session statements of ``text``, a request the node accepted."""
+        from metastore.exceptions import MetastoreError
+        from metastore.sql import statements as st
+        from metastore.sql.variables import Variables, parse_request
+
+        try:
+            statements = parse_request(text, self.variables)
+        except MetastoreError:
+            return
+        known = Variables(self.variables)
+        for statement in statements:
+            if isinstance(statement, st.DefineVariable):
+                known.define(statement.name, statement.value)
+            elif isinstance(statement, st.UndefineVariable):
+                known.undefine(statement.name)
+            elif isinstance(statement, st.SetProperty) and statement.value is not None:
+                self.properties[statement.name] = statement.value
+            elif isinstance(statement, st.SetProperty):
+                self.properties.pop(statement.name, None)
+        self.variables = dict(known.items())
+
+
 def shell(server: Server = None, user: User = None) -> None:
     """An interactive session: statements end with ';', 'exit' or Ctrl-D leaves."""
     import readline
@@ -160,6 +192,7 @@ def shell(server: Server = None, user: User = None) -> None:
     with connected(server, user) as client:
         typer.echo(f"Connected to {client.url}. End statements with ';'. 'exit' to leave.")
         buffer: list[str] = []
+        session = ShellSession()
         while True:
             try:
                 line = input("metastore> " if not buffer else "        -> ")
@@ -174,8 +207,10 @@ def shell(server: Server = None, user: User = None) -> None:
                 continue
             buffer = []
             try:
-                for entity in client.ksql(text):
+                for entity in client.ksql(text, properties=session.properties,
+                                          variables=session.variables):
                     render_entity(entity)
+                session.update(text)
             except StatementFailedError as error:
                 typer.echo(f"Error {error.error_code}: {error.message}")
             except ClientError as error:

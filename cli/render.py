@@ -50,6 +50,30 @@ def render_entity(entity: dict[str, Any]) -> None:
     elif kind == "kafka_topics":
         print_table(["Kafka Topic", "Partitions"],
                     [[t["name"], len(t["replicaInfo"])] for t in entity["topics"]])
+    elif kind == "kafka_topics_extended":
+        print_table(["Kafka Topic", "Partitions", "Partition Replicas", "Consumers",
+                     "ConsumerGroups"],
+                    [[t["name"], len(t["replicaInfo"]), ",".join(map(str, t["replicaInfo"])),
+                      t.get("consumerCount", 0), t.get("consumerGroupCount", 0)]
+                     for t in entity["topics"]])
+    elif kind == "variables":  # ksqlDB's ListVariablesTableBuilder
+        print_table(["Variable Name", "Value"],
+                    [[v["name"], v["value"]] for v in entity["variables"]])
+    elif kind == "properties":  # ksqlDB's PropertiesListTableBuilder
+        overwritten = set(entity.get("overwrittenProperties") or [])
+        defaults = set(entity.get("defaultProperties") or [])
+        print_table(["Property", "Scope", "Level", "Editable", "Effective Value",
+                     "Default Value"],
+                    [[p["name"], p["scope"], p.get("level", ""), p.get("editable", False),
+                      p["value"], "" if p["name"] in overwritten or p["name"] not in defaults
+                      else p["value"]]
+                     for p in entity["properties"]])
+    elif kind == "function_names":  # ksqlDB's FunctionNameListTableBuilder
+        print_table(["Function Name", "Category", "Type"],
+                    [[f["name"], f.get("category", ""), f["type"]]
+                     for f in entity["functions"]])
+    elif kind == "describe_function":
+        render_function(entity)
     elif kind == "sourceDescription":
         render_description(entity["sourceDescription"])
     elif kind == "source_descriptions":
@@ -57,6 +81,28 @@ def render_entity(entity: dict[str, Any]) -> None:
             render_description(description)
     else:
         typer.echo(str(entity))
+
+
+def render_function(entity: dict[str, Any]) -> None:
+    """DESCRIBE FUNCTION as ksqlDB's console prints it: the function, then each variation."""
+    typer.echo(f"Name        : {entity['name']}")
+    if entity.get("author"):
+        typer.echo(f"Author      : {entity['author']}")
+    if entity.get("version"):
+        typer.echo(f"Version     : {entity['version']}")
+    if entity.get("description"):
+        typer.echo(f"Overview    : {entity['description']}")
+    typer.echo(f"Type        : {entity['type']}")
+    typer.echo(f"Jar         : {entity.get('path', '')}")
+    typer.echo("Variations  :")
+    for variation in entity.get("functions") or []:
+        arguments = ", ".join(
+            (f"{a['name']} " if a.get("name") else "") + a["type"]
+            + ("[]" if a.get("isVariadic") else "") for a in variation["arguments"])
+        typer.echo(f"\n\tVariation   : {entity['name']}({arguments})")
+        typer.echo(f"\tReturns     : {variation['returnType']}")
+        if variation.get("description"):
+            typer.echo(f"\tDescription : {variation['description']}")
 
 
 def render_description(description: dict[str, Any]) -> None:

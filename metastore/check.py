@@ -18,8 +18,8 @@ from metastore.catalog.validation import Read, Skip, Validator, Write
 from metastore.exceptions import MetastoreError
 from metastore.queries.support import check_runtime
 from metastore.sql.exceptions import ParseError
-from metastore.sql.parser import parse
 from metastore.sql.statements import CreateSource, Statement
+from metastore.sql.variables import parse_request
 
 
 class AssumedTopics:
@@ -58,7 +58,7 @@ def run_script(text: str, runtime_check: bool = True,
     request's ksqlDB configuration overrides.
     """
     try:
-        statements = parse(text)
+        statements = parse_request(text)
     except ParseError as error:
         return [CheckResult(error.statement or text.strip(), False, error_code(error),
                             error.message, None)], EMPTY_IMAGE

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore.catalog import responses
+from metastore.catalog import insert_record, responses
 from metastore.catalog.exceptions import TooLargeError
+from metastore.catalog.image import Image
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.catalog.topics import is_hidden
 from metastore.catalog.validation import Read, Skip, Validator, Write
@@ -28,9 +29,11 @@ from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
 from metastore.checkpoint.store import CheckpointStore, Incarnation
 from metastore.faults import NO_FAULTS, Faults
 from metastore.image_worker import ImageConsumer, ImageWorker
+from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
-from metastore.kafka.exceptions import KafkaUnavailableError
+from metastore.kafka.data_writer import DataWriter
+from metastore.kafka.exceptions import KafkaClientError, KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.limits import RequestLimits
 from metastore.log.exceptions import CatchUpTimeoutError
@@ -39,8 +42,8 @@ from metastore.log.replay import collector_paused
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
 from metastore.spark.projection import ProjectionRunner
-from metastore.sql.parser import parse
-from metastore.sql.statements import Describe, ListObjects, Statement
+from metastore.sql.statements import Describe, InsertValues, ListObjects, SetProperty, Statement
+from metastore.sql.variables import parse_request
 
 if TYPE_CHECKING:
     from metastore.queries.runner import QueryRunner
@@ -103,6 +106,8 @@ class Node:
         """The Spark catalog projection, when this node runs Spark."""
         self._probe: EndOffsetProbe | None = None
         self._probe_lock = threading.Lock()
+        self._data_writer = DataWriter(self.settings)
+        """Writes INSERT VALUES records (its producer is created on the first one)."""
         self.checkpointer: Checkpointer | None = None
         self.incarnation: Incarnation | None = None
         self._checkpoint_warnings: list[str] = []
@@ -196,6 +201,7 @@ class Node:
             self.queries.stop()  # before Spark goes: stop this node's queries, leave the group
         if self.writer is not None:
             self.writer.close()
+        self._data_writer.close()
         self.replica.stop()
         if self.checkpointer is not None:
             self.checkpointer.stop(self.replica if checkpoint else None)
@@ -226,7 +232,7 @@ class Node:
                 config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
         """Answer a request: its text, or its statements as already parsed; ``config``: its
         ksqlDB configuration overrides (``streamsProperties``)."""
-        statements = parse(request) if isinstance(request, str) else list(request)
+        statements = parse_request(request) if isinstance(request, str) else list(request)
         limit = self.config.limits.max_statements
         if len(statements) > limit:
             raise TooLargeError(f"The request holds {len(statements)} statements; the limit is "
@@ -234,10 +240,43 @@ class Node:
         if command_sequence_number is not None:
             self.wait_for(command_sequence_number, timeout or self.config.read_timeout)
         if not any(statement.writes_log for statement in statements):
-            return self.read(statements, config)
+            return answered(statements, self.read(statements, config))
         assert self.writer is not None, "start() the node first"
-        return self.writer.submit(statements, request_id or str(uuid.uuid4()), submitter, timeout,
-                                  config)
+        request_id = request_id or str(uuid.uuid4())
+        if not any(isinstance(statement, InsertValues) for statement in statements):
+            return answered(statements, self.writer.submit(
+                statements, request_id, submitter, timeout, config))
+        return answered(statements, self._execute_in_parts(statements, request_id, submitter,
+                                                            timeout, config))
+
+    def _execute_in_parts(self, statements: list[Statement], request_id: str, submitter: str,
+                          timeout: float | None, config: ConfigOverrides) -> list[Entity]:
+        """A request mixing log writes and INSERT VALUES, in statement order as ksqlDB runs it:
+        each run of statements up to an INSERT VALUES is written (request id ``<id>/<n>``, so
+        a retry does not write it twice), then the INSERT VALUES produce their records on the
+        image that includes it. A retry produces the records again (ksqlDB has no request
+        ids at all)."""
+        assert self.writer is not None
+        entities: list[Entity] = []
+        part: list[Statement] = []
+        parts = 0
+        for index, statement in enumerate(statements):
+            part.append(statement)
+            last = index == len(statements) - 1
+            if not (last or isinstance(statements[index + 1], InsertValues)
+                    or isinstance(statement, InsertValues)):
+                continue
+            if any(s.writes_log for s in part):
+                entities += self.writer.submit(part, f"{request_id}/{parts}", submitter, timeout,
+                                               config)
+                parts += 1
+            else:
+                entities += self.read(part, config)
+            for done in part:
+                if isinstance(done, SetProperty):
+                    config = config.set(done.name, done.value)
+            part = []
+        return entities
 
     def wait_for(self, command_sequence_number: int, timeout: float) -> None:
         if not self.replica.wait_for_position(command_sequence_number + 1, timeout):
@@ -264,9 +303,11 @@ class Node:
                 assert isinstance(outcome, Read) and not isinstance(outcome, Write)
                 topics = None
                 if isinstance(statement, ListObjects) and statement.what == "TOPICS":
-                    topics = [(t.name, t.partitions) for t in self.admin.list_topics()
-                              if not is_hidden(t.name)]
-                entity = responses.read_entity(statement, image, topics, status)
+                    topics = self.topic_listings(statement.show_all, statement.extended)
+                if isinstance(statement, InsertValues):
+                    self.insert_values(statement, image)
+                entity = responses.read_entity(statement, image, topics, status,
+                                               validator.config, self.server_properties())
             budget -= len(json.dumps(entity, separators=(",", ":")))
             if budget < 0:
                 raise TooLargeError(
@@ -274,6 +315,39 @@ class Node:
                     "bytes; ask for less in one request.")
             entities.append(entity)
         return entities
+
+    def insert_values(self, statement: InsertValues, image: Image) -> int:
+        """Write the record of a validated INSERT INTO ... VALUES into its source's topic and
+        wait for Kafka's acknowledgement (ksqlDB's InsertValuesExecutor): its offset."""
+        source = image.sources[statement.target]
+        record = insert_record.build(statement, source, int(time.time() * 1000))
+        failed = f"Failed to insert values into '{statement.target}'. "
+        try:
+            encoded = row_encoding.encode_row(source, record.row)
+        except row_encoding.RowEncodingError as error:
+            raise insert_record.InsertValuesError(f"{failed}{error}", source.name) from error
+        try:
+            return self._data_writer.write(source.topic, encoded.key, encoded.value,
+                                           record.timestamp_ms)
+        except KafkaClientError as error:
+            raise insert_record.InsertValuesError(
+                f"{failed}The record was not acknowledged by Kafka: {error.message}",
+                source.name) from error
+
+    def topic_listings(self, show_all: bool = False,
+                       extended: bool = False) -> list[responses.TopicListing]:
+        """The topics SHOW [ALL] TOPICS [EXTENDED] lists (ksqlDB's ListTopicsExecutor): without
+        ALL, not the hidden ones; with EXTENDED, their consumers and consumer groups."""
+        counts = self.admin.topic_consumers() if extended else {}
+        return [responses.TopicListing(t.name, t.partitions, t.replication,
+                                       *counts.get(t.name, (0, 0)))
+                for t in self.admin.list_topics(internal=show_all)
+                if show_all or not is_hidden(t.name)]
+
+    def server_properties(self) -> dict[str, str]:
+        """The node's own settings SHOW PROPERTIES lists (ksqlDB's names)."""
+        return {"ksql.service.id": self.config.service_id,
+                "ksql.streams.bootstrap.servers": self.config.bootstrap_servers}
 
     def status(self) -> dict[str, Any]:
         degradation = self.replica.degradation
@@ -311,6 +385,13 @@ class Node:
                 "lastSeconds": checkpoints.last_seconds, "lastBytes": checkpoints.last_bytes,
                 "published": checkpoints.published, "lastError": checkpoints.last_error},
         }
+
+
+def answered(statements: Sequence[Statement], entities: list[Entity]) -> list[Entity]:
+    """The entities of the statements ksqlDB answers with one (not SET, UNSET, DEFINE, nor
+    UNDEFINE of a defined variable: its executors handle those without an entity)."""
+    return [entity for statement, entity in zip(statements, entities, strict=True)
+            if statement.has_entity]
 
 
 def _process_age() -> float:

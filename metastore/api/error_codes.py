@@ -23,7 +23,7 @@ from metastore.log import exceptions as log_errors
 from metastore.log import record as records
 from metastore.queries import exceptions as queries
 from metastore.spark import exceptions as spark
-from metastore.sql.exceptions import ParseError, PrepareError, TooComplexError
+from metastore.sql.exceptions import ParseError, PrepareError, TooComplexError, VariableError
 
 BAD_REQUEST = 40000
 BAD_STATEMENT = 40001
@@ -64,6 +64,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     ParseError: STATEMENT_ERROR,
     PrepareError: STATEMENT_ERROR,
     TooComplexError: STATEMENT_ERROR,
+    VariableError: STATEMENT_ERROR,
     # the catalog: statements that cannot be executed against it
     catalog.StatementError: STATEMENT_ERROR,
     catalog.SourceExistsError: STATEMENT_ERROR,

@@ -42,8 +42,8 @@ from metastore.log.exceptions import (
 from metastore.log.reader import NodeState
 from metastore.membership import Membership
 from metastore.node import Node
+from metastore.sql import variables
 from metastore.sql.exceptions import ParseError
-from metastore.sql.parser import parse
 from metastore.sql.statements import SelectStatement
 
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
@@ -136,7 +136,7 @@ def internal_error(request: Request) -> KsqlResponse:
 
 def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                membership: Membership | None = None,
-               query_runner: Callable[[str], Any] | None = None,
+               query_runner: Callable[[str, overrides.ConfigOverrides], Any] | None = None,
                limits: HttpLimits | None = None) -> FastAPI:
     app = FastAPI(title="metastore", version=__version__,
                   description="A ksqlDB-compatible REST API over a replicated command log.")
@@ -262,8 +262,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         except overrides.ConfigError as error:
             metrics.count_request("bad_request")
             return error_response(codes.BAD_REQUEST, error.message)
-        try:
-            statements = parse(text)
+        try:  # sessionVariables, DEFINE and UNDEFINE substitute at parsing (sql.variables)
+            statements = variables.parse_request(
+                text, body.sessionVariables,
+                variables.substitution_enabled(body.streamsProperties))
             if not statements:
                 return error_response(codes.BAD_REQUEST, "No statement in request", text)
             selects = [s for s in statements if isinstance(s, SelectStatement)]
@@ -309,13 +311,23 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             return failure(error, text, f"The statement was NOT written: {error.message}")
         return failure(error, text)
 
-    def _query(runner: Callable[[str], Any], body: KsqlRequest) -> Response:
+    def _query(runner: Callable[[str, overrides.ConfigOverrides], Any],
+               body: KsqlRequest) -> Response:
         try:
             if body.commandSequenceNumber is not None:
                 node.wait_for(body.commandSequenceNumber, node.config.read_timeout)
-            return KsqlResponse(runner(body.ksql))
+            config = overrides.resolve(body.streamsProperties, strict=True)
+            return KsqlResponse(runner(_substituted(body), config))
         except MetastoreError as error:
             return failure(error, body.ksql)
+
+    def _substituted(body: KsqlRequest) -> str:
+        """The query text with the request's ``sessionVariables`` substituted (ksqlDB's
+        QueryStreamHandler prepares the query with them)."""
+        if "$" not in body.ksql or not variables.substitution_enabled(body.streamsProperties):
+            return body.ksql
+        statements = variables.parse_request(body.ksql, body.sessionVariables)
+        return " ".join(statement.text for statement in statements)
 
     @app.get("/info")
     def info() -> Response:

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from types import MappingProxyType
 
 from sqlglot import exp
 
@@ -101,6 +102,9 @@ class Analysis:
         return self.aggregate and self.query.window is not None
 
 
+_NOTHING_DERIVED: Mapping[str, ty.SqlType] = MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class _Scope:
     """The sources a query reads, by alias, and their columns."""
@@ -112,8 +116,9 @@ class _Scope:
     joins: tuple[JoinShape, ...]
     infos: tuple[join_rules.JoinInfo, ...] = ()
     """Each JOIN's criteria, oriented as ksqlDB's join tree (:mod:`metastore.catalog.joins`)."""
-    derived: dict[str, ty.SqlType] = field(default_factory=dict)
-    """Columns the query's plan adds: a join's synthetic key, once the join is planned."""
+    derived: Mapping[str, ty.SqlType] = field(default_factory=lambda: _NOTHING_DERIVED)
+    """Columns the query's plan adds: a join's synthetic key (a new scope once the join is
+    planned, :func:`_with_join_key`)."""
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -244,6 +249,7 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     if not aggregate and query.window is not None:
         raise QueryError("WINDOW clause requires a GROUP BY clause.")
     joined = _plan_joins(select, scope, typer)
+    scope = typer.scope = _with_join_key(scope, joined)
     typer.clause = "SELECT"
     projected = _project(select, scope, typer, new_keys)
     calls = _check_grouping(projected, group_by, select, scope, typer, query.window is not None)
@@ -384,9 +390,14 @@ def _plan_joins(select: exp.Select, scope: _Scope, typer: _Typer) -> join_rules.
                                  lambda e: join_rules.qualified_text(e, resolve, typer.type_of))
     finally:
         typer.clause = clause
-    if joined.key.kind == "synthetic" and joined.key.type is not None:
-        scope.derived[joined.key.name] = joined.key.type
     return joined
+
+
+def _with_join_key(scope: _Scope, joined: join_rules.JoinPlan | None) -> _Scope:
+    """``scope`` with the synthetic key of the planned join ``joined``, if it has one."""
+    if joined is None or joined.key.kind != "synthetic" or joined.key.type is None:
+        return scope
+    return replace(scope, derived=MappingProxyType({joined.key.name: joined.key.type}))
 
 
 @dataclass
@@ -885,11 +896,8 @@ class _Typer:
         def qualified(column: exp.Column) -> str:
             if self._lambda_variable(column.name) is not None:
                 return column.name
-            try:
-                alias = self.scope.resolve(column.name, column.table or None, self.clause)[0]
-            except QueryError:
-                return ".".join(p for p in (column.table, column.name) if p)
-            return f"{alias}.{column.name}"
+            return join_rules.qualified_column(column, lambda c: self.scope.resolve(
+                c.name, c.table or None, self.clause)[0])
         return operators.ksql_text(node, qualified)
 
     def column_text(self, node: exp.Column) -> str:
@@ -981,7 +989,7 @@ class _Typer:
             resolution = functions.resolve_call(name, [self._argument(a) for a in args])
         except FunctionError as error:
             raise QueryError(str(error)) from error
-        init_args = resolution.signature.init_args  # ksqlDB's UdafUtil: literal constants
+        init_args = resolution.signature.init_arguments(len(args))  # UdafUtil: literals
         for index in range(len(args) - init_args, len(args)) if init_args else ():
             if not _is_constant(args[index]):
                 raise QueryError(f"Parameter {index + 1} passed to function {name} must be a "
@@ -1003,8 +1011,7 @@ class _Typer:
                 if first is not None:
                     raise QueryError(
                         "Duplicate field names found in STRUCT: "
-                        f"'`{first[0]}` {ty.backticked(first[1])}' and "
-                        f"'`{field}` {ty.backticked(field_type)}'")
+                        f"'{ty.field_text(*first)}' and '{ty.field_text(field, field_type)}'")
             return ty.StructType(tuple(fields))
         if name == "ARRAY":
             if not args:

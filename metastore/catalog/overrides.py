@@ -127,6 +127,9 @@ OFFSET_RESET = frozenset({"auto.offset.reset", "ksql.streams.auto.offset.reset",
                           "ksql.streams.consumer.auto.offset.reset"})
 """The consumer's ``auto.offset.reset``, whose value 'none' ksqlDB refuses."""
 
+OFFSET_RESET_VALUES = frozenset({"earliest", "latest"})
+"""The values of ``auto.offset.reset`` ksqlDB accepts."""
+
 ConfigValue = str | bool | int | None
 
 _INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
@@ -144,6 +147,9 @@ class ConfigOverrides:
     """A request's overrides, parsed: ``values`` holds each given setting with an effect here."""
 
     values: Mapping[str, ConfigValue] = field(default_factory=dict)
+    given: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Every override as given (name to its text), with an effect here or not: what SHOW
+    PROPERTIES lists (:mod:`metastore.catalog.properties`)."""
 
     @property
     def default_key_format(self) -> str:
@@ -176,11 +182,13 @@ class ConfigOverrides:
             raise ConfigError(f"Unknown property: {name[:200]}")
         _check_allowed(name)
         values = {k: v for k, v in self.values.items() if k != name}
+        given = {k: v for k, v in self.given.items() if k != name}
         if value is not None:
             parsed = parse_value(name, value)
             if parsed is not None:
                 values[name] = parsed
-        return ConfigOverrides(values)
+            given[name] = given_text(value)
+        return ConfigOverrides(values, given)
 
     def to_json(self) -> dict[str, Any]:
         return {name: self.values[name] for name in sorted(self.values)}
@@ -195,6 +203,7 @@ def resolve(properties: Mapping[str, Any] | None, strict: bool = True) -> Config
     ``strict``: a ``ksql.`` name ksqlDB does not define is an error (ksqlDB's REST API);
     otherwise it is ignored (ksqlDB's query-test driver)."""
     values: dict[str, ConfigValue] = {}
+    given: dict[str, str] = {}
     for name in sorted(properties or {}):
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("A configuration override needs a name.")
@@ -210,7 +219,15 @@ def resolve(properties: Mapping[str, Any] | None, strict: bool = True) -> Config
         parsed = parse_value(name, raw)
         if parsed is not None:
             values[name] = parsed
-    return ConfigOverrides(values)
+        given[name] = given_text(raw)
+    return ConfigOverrides(values, given)
+
+
+def given_text(raw: Any) -> str:
+    """An override's value as text (JSON's booleans as ksqlDB prints them)."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    return str(raw)
 
 
 def resolve_name(name: str) -> str | None:
@@ -250,8 +267,13 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
         if number is None or not _INT_MIN <= number <= _INT_MAX:
             raise _coerce_error(name, raw, "Expected a whole number (a negative one is no limit)")
         return number
-    if name in OFFSET_RESET and str(raw).strip().lower() == "none":
-        raise ConfigError("'none' is not valid for this property within KSQL")
+    if name in OFFSET_RESET:
+        text = str(raw).strip()
+        if text.lower() == "none":
+            raise ConfigError("'none' is not valid for this property within KSQL")
+        if text not in OFFSET_RESET_VALUES:  # the consumer's ConfigDef (a ValidString)
+            raise ConfigError(f"Invalid value {_shown(raw)} for configuration auto.offset.reset: "
+                              "String must be one of: latest, earliest, none")
     return None
 
 

@@ -7,11 +7,15 @@ the REST server and the offline ``metastore check``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from metastore.catalog import commands as cmd
+from metastore.catalog import properties
 from metastore.catalog.image import Image
 from metastore.catalog.model import Column, DataSource, PersistentQuery
+from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
+from metastore.functions import describe as describe_functions
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 
@@ -143,10 +147,53 @@ def _status(statuses: QueryStatuses | None, query_id: str) -> Mapping[str, Any] 
     return statuses.get(query_id) or {"state": "PENDING"}
 
 
+@dataclass(frozen=True)
+class TopicListing:
+    """What SHOW TOPICS says of a topic: its partitions and their replicas, and with EXTENDED
+    the consumers assigned its partitions and their groups."""
+
+    name: str
+    partitions: int
+    replicas: int = 1
+    consumers: int = 0
+    consumer_groups: int = 0
+
+
+def topics_entity(statement: st.ListObjects, topics: Sequence[TopicListing]) -> Entity:
+    """ksqlDB's ``KafkaTopicsList``, or with EXTENDED its ``KafkaTopicsListExtended``."""
+    if statement.extended:
+        return {**_base(statement, "kafka_topics_extended"), "topics": [
+            {"name": t.name, "replicaInfo": [t.replicas] * t.partitions,
+             "consumerCount": t.consumers, "consumerGroupCount": t.consumer_groups}
+            for t in topics]}
+    return {**_base(statement, "kafka_topics"), "topics": [
+        {"name": t.name, "replicaInfo": [t.replicas] * t.partitions} for t in topics]}
+
+
 def read_entity(statement: st.Statement, image: Image,
-                topics: Sequence[tuple[str, int]] | None = None,
-                query_status: QueryStatuses | None = None) -> Entity:
-    """The answer to a statement that only reads the catalog (and the queries' runtime status)."""
+                topics: Sequence[TopicListing] | None = None,
+                query_status: QueryStatuses | None = None,
+                config: ConfigOverrides | None = None,
+                server: Mapping[str, str] | None = None) -> Entity:
+    """The answer to a statement that only reads the catalog (and the queries' runtime status).
+
+    ``config``: the request's configuration overrides in force at the statement, ``server``:
+    the node's own settings (both for SHOW PROPERTIES)."""
+    if isinstance(statement, st.ListVariables):  # ksqlDB's VariablesList
+        return {**_base(statement, "variables"), "variables": [
+            {"name": name, "value": value} for name, value in statement.variables]}
+    if isinstance(statement, st.UndefineVariable):  # ksqlDB's VariableExecutor.unset
+        return warning(statement, f"Cannot undefine variable '{statement.name}' which was "
+                                  "never defined")
+    if isinstance(statement, st.DescribeFunction):  # ksqlDB's FunctionDescriptionList
+        return {**_base(statement, "describe_function"),
+                **describe_functions.describe(statement.name)}
+    if isinstance(statement, st.ListObjects) and statement.what == "FUNCTIONS":
+        return {**_base(statement, "function_names"),
+                "functions": describe_functions.function_names()}
+    if isinstance(statement, st.ListObjects) and statement.what == "PROPERTIES":
+        return {**_base(statement, "properties"),
+                **properties.properties_fields(config or NO_OVERRIDES, server)}
     if isinstance(statement, st.ListObjects):
         what = statement.what
         if what in ("STREAMS", "TABLES"):
@@ -166,11 +213,7 @@ def read_entity(statement: st.Statement, image: Image,
             return {**_base(statement, "type_list"), "types": {
                 name: schema_json(image.types[name]) for name in sorted(image.types)}}
         if what == "TOPICS":
-            return {**_base(statement, "kafka_topics"), "topics": [
-                {"name": name, "replicaInfo": [1] * partitions} for name, partitions in topics or []]}
-        if what == "PROPERTIES":
-            return {**_base(statement, "properties"), "properties": [], "overwrittenProperties": [],
-                    "defaultProperties": []}
+            return topics_entity(statement, topics or [])
         return {**_base(statement, what.lower()), what.lower(): []}
     if isinstance(statement, st.Describe):
         source = image.sources[statement.name]

@@ -37,7 +37,6 @@ from metastore.catalog import (
     upgrades,
 )
 from metastore.catalog import commands as cmd
-from metastore.catalog.aggregate_upgrade import check_aggregate_upgrade
 from metastore.catalog.analysis import Analysis, analyse, check_reads
 from metastore.catalog.exceptions import (
     PREPARING,
@@ -60,12 +59,13 @@ from metastore.catalog.image import Delta, Image
 from metastore.catalog.intermediates import check_intermediate_types
 from metastore.catalog.model import Column, DataSource, PersistentQuery, WindowInfo
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
+from metastore.exceptions import MetastoreError
+from metastore.functions import library as function_library
 from metastore.limits import MAX_NAME_LENGTH, MAX_REPLICAS, MAX_TYPE_DEPTH, RequestLimits
 from metastore.sql import literals
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
-from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
 
 CREATE_PROPERTIES = frozenset({
@@ -187,11 +187,8 @@ class Validator:
             self._insert_values(statement)
             return Read(statement)
         if isinstance(statement, st.SelectStatement):
-            pull = pull_queries.check_query(statement.query, self._delta.sources, self._config)
-            analysis = analyse(statement.query, self._delta.sources, self._delta.types,
-                               transient=True)
-            if pull:
-                pull_queries.check_plan(analysis, self._delta.queries, self._config)
+            pull_queries.check_select(statement, self._delta.sources, self._delta.types,
+                                      self._delta.queries, self._config)
             return Read(statement)
         if isinstance(statement, st.Describe):
             if statement.name not in self._delta.sources:
@@ -202,7 +199,13 @@ class Validator:
         if isinstance(statement, st.SetProperty):
             self._config = self._config.set(statement.name, statement.value)
             return Read(statement)
-        if isinstance(statement, st.ListObjects):
+        if isinstance(statement, st.ListObjects | st.ListVariables | st.DefineVariable
+                      | st.UndefineVariable):
+            return Read(statement)  # variables were substituted at parsing (sql.variables)
+        if isinstance(statement, st.DescribeFunction):
+            if function_library.lookup(statement.name) is None:  # ksqlDB's UdfFactory lookup
+                raise StatementError(f"Can't find any functions with the name "
+                                     f"'{statement.name}'")
             return Read(statement)
         if isinstance(statement, st.AssertSource | st.AssertValues | st.AssertTopic
                       | st.AssertSchema):
@@ -314,9 +317,7 @@ class Validator:
         (DefaultFormatInjector), then each side's format, its properties and its schema id
         (DefaultSchemaInjector)."""
         properties = statement.properties
-        both = ddl_rules.with_clause_value(properties, "FORMAT")
-        key = both or ddl_rules.with_clause_value(properties, "KEY_FORMAT")
-        value = both or ddl_rules.with_clause_value(properties, "VALUE_FORMAT")
+        key, value = ddl_rules.given_formats(properties)
         ddl_rules.check_protobuf_properties(properties, key, value)
         key = (key or self._config.default_key_format).upper()
         if value is None:
@@ -430,11 +431,12 @@ class Validator:
         if key_format == "NONE" and analysis.key_columns and inherited:  # ksqlDB: the default
             key_format = self._config.default_key_format
         _check_delimiters(statement.properties, key_format, value_format)
-        _check_wrapping(statement.properties, value_format)
+        ddl_rules.check_wrapping_supported(statement.properties, value_format)
         columns = list(analysis.columns)
         if kind is st.SourceKind.TABLE and not analysis.key_columns:
             raise SchemaError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", name)
-        _check_single_value(statement.properties, columns)
+        ddl_rules.check_single_value(statement.properties, sum(
+            c.role is st.ColumnRole.VALUE for c in columns))
         properties = _default_wrapping(statement.properties, columns, value_format, self._config)
         check_intermediate_types(analysis)
         _check_formats(columns, key_format, value_format, properties)
@@ -472,10 +474,12 @@ class Validator:
             if not isinstance(previous, st.SelectStatement):
                 return
             old = analyse(previous.query, self._delta.sources, self._delta.types, existing.name)
-        except (StatementError, ParseError, ValueError):
+        except MetastoreError:
+            # The stored text was accepted against an earlier catalog; any typed refusal of it
+            # now (a source since replaced, a function since removed) means it cannot be
+            # compared, never that the new statement fails.
             return
         upgrades.check_query_upgrade(old, analysis)
-        check_aggregate_upgrade(old, analysis)
 
     def _writers(self, sink: str) -> list[PersistentQuery]:
         """The queries writing into ``sink``: the one that created it first, then its INSERTs."""
@@ -508,8 +512,8 @@ class Validator:
         if result != sink:
             raise QueryError(
                 "Incompatible schema between results and sink.\n"
-                f"Result schema is {_schema_text(analysis.columns)}\n"
-                f"Sink schema is {_schema_text(target.columns)}", target.name)
+                f"Result schema is {upgrades.schema_text(analysis.columns)}\n"
+                f"Sink schema is {upgrades.schema_text(target.columns)}", target.name)
         if target.is_source:  # ksqlDB's EngineExecutor, once the query is planned
             raise QueryError(f"Cannot insert into read-only stream: {target.name}", target.name)
         if self._runtime_check is not None:
@@ -655,21 +659,16 @@ def _exists_warning(kind: st.SourceKind, name: str) -> str:
     return f"Cannot add {kind.label} `{name}`: A {kind.label} with the same name already exists."
 
 
-def _schema_text(columns: tuple[Column, ...]) -> str:
-    return ", ".join(f"`{c.name}` {ty.backticked(c.type)}"
-                     + (" KEY" if c.is_key else "") for c in columns)
-
-
 def _check_known(properties: Mapping[str, st.PropertyValue], allowed: frozenset[str]) -> None:
     unknown = sorted(set(properties) - allowed)
     if unknown:
         raise PropertyError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
 
 
-def _formats(properties: Mapping[str, st.PropertyValue], defaults: tuple[str, str] | None,
-             config: ConfigOverrides = NO_OVERRIDES) -> tuple[str, str]:
-    """The key and value formats: the statement's, else ``defaults`` (a query's source's), else
-    (a CREATE) the configured default formats, as ksqlDB's DefaultFormatInjector."""
+def _formats(properties: Mapping[str, st.PropertyValue],
+             defaults: tuple[str, str]) -> tuple[str, str]:
+    """The key and value formats of a C*AS: the statement's, else ``defaults`` (its first
+    source's), as ksqlDB's DefaultFormatInjector."""
     if "FORMAT" in properties:
         for specific in ("KEY_FORMAT", "VALUE_FORMAT"):
             if specific in properties:
@@ -677,22 +676,8 @@ def _formats(properties: Mapping[str, st.PropertyValue], defaults: tuple[str, st
                     f"Cannot supply both '{specific}' and 'FORMAT' properties, as 'FORMAT' sets "
                     "both key and value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' "
                     "and 'VALUE_FORMAT'.")
-        both = str(properties["FORMAT"]).upper()
-        key, value = both, both
-    else:
-        key = str(properties.get("KEY_FORMAT", defaults[0] if defaults
-                                 else config.default_key_format)).upper()
-        if "VALUE_FORMAT" in properties:
-            value = str(properties["VALUE_FORMAT"]).upper()
-        elif defaults is not None:
-            value = defaults[1]
-        elif config.default_value_format is not None:
-            value = config.default_value_format
-        else:
-            raise PropertyError(
-                "Statement is missing the 'VALUE_FORMAT' property from the WITH clause. Either "
-                "provide one or set a default via the 'ksql.persistence.default.format.value' "
-                "config.")
+    key, value = ddl_rules.given_formats(properties)
+    key, value = (key or defaults[0]).upper(), (value or defaults[1]).upper()
     for name in (key, value):
         if formats.lookup(name) is None:
             raise FormatError(f"Unknown format: {name}")
@@ -754,26 +739,6 @@ def _check_delimiters(properties: Mapping[str, st.PropertyValue], key_format: st
             raise PropertyError(f"{fmt} does not support the following configs: [delimiter]")
 
 
-def _check_wrapping(properties: Mapping[str, st.PropertyValue], value_format: str) -> None:
-    if "WRAP_SINGLE_VALUE" not in properties:
-        return
-    value = properties["WRAP_SINGLE_VALUE"]
-    fmt = formats.lookup(value_format)
-    wrapped = value is True or str(value).lower() == "true"
-    if fmt is not None and not (fmt.wraps if wrapped else fmt.unwraps):
-        shown = str(value).lower() if isinstance(value, bool) else str(value)
-        raise FormatError(f"Format '{value_format}' does not support 'WRAP_SINGLE_VALUE' set to "
-                          f"'{shown}'.")
-
-
-def _check_single_value(properties: Mapping[str, st.PropertyValue],
-                        columns: list[Column]) -> None:
-    """ksqlDB's SerdeFeaturesFactory: an explicit WRAP_SINGLE_VALUE needs one value column."""
-    if "WRAP_SINGLE_VALUE" in properties and sum(
-            c.role is st.ColumnRole.VALUE for c in columns) != 1:
-        raise FormatError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas")
-
-
 def _default_wrapping(properties: Mapping[str, st.PropertyValue], columns: list[Column],
                       value_format: str, config: ConfigOverrides
                       ) -> Mapping[str, st.PropertyValue]:
@@ -792,7 +757,7 @@ def _default_wrapping(properties: Mapping[str, st.PropertyValue], columns: list[
 
 
 def _persistence(columns: list[Column], key: bool, features: str) -> str:
-    shown = ", ".join(f"`{c.name}` {ty.backticked(c.type)}" + (" KEY" if key else "")
+    shown = ", ".join(ty.field_text(c.name, c.type) + (" KEY" if key else "")
                       for c in columns)
     return f"Persistence{{columns=[{shown}], features={features}}}"
 
@@ -831,7 +796,7 @@ def _check_formats(columns: list[Column], key_format: str, value_format: str,
         assert fmt is not None
         if name == "NONE" and chosen:  # ksqlDB's NoneFormat, when it builds the serde
             problem: str | None = ("The 'NONE' format can only be used when no columns are "
-                                   f"defined. Got: [{_schema_text(tuple(chosen))}]")
+                                   f"defined. Got: [{upgrades.schema_text(chosen)}]")
         else:
             problem = formats.schema_problem(fmt, [(c.name, c.type) for c in chosen], key=is_key)
         if problem:
@@ -892,5 +857,5 @@ def _positive_int(properties: Mapping[str, st.PropertyValue], name: str) -> int 
 
 
 def _pass_through(properties: Mapping[str, st.PropertyValue]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((key, str(properties[key]).lower() if isinstance(properties[key], bool)
-                         else str(properties[key])) for key in PASS_THROUGH if key in properties))
+    return tuple(sorted((key, str(ddl_rules.property_text(properties[key])))
+                        for key in PASS_THROUGH if key in properties))

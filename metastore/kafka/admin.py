@@ -63,7 +63,8 @@ class Admin:
             raise KafkaUnavailableError(f"describing topic {topic} failed: {exc}") from exc
         return str(description.topic_id)
 
-    def list_topics(self) -> list[TopicInfo]:
+    def list_topics(self, internal: bool = False) -> list[TopicInfo]:
+        """Every topic, by name; ``internal``: Kafka's own (``__consumer_offsets``...) too."""
         try:
             metadata = self._admin.list_topics(timeout=self._timeout)
         except KafkaException as exc:
@@ -71,8 +72,30 @@ class Admin:
         return sorted(
             (TopicInfo(name, len(t.partitions),
                        len(next(iter(t.partitions.values())).replicas) if t.partitions else 0)
-             for name, t in metadata.topics.items() if not name.startswith("__")),
+             for name, t in metadata.topics.items() if internal or not name.startswith("__")),
             key=lambda info: info.name)
+
+    def topic_consumers(self) -> dict[str, tuple[int, int]]:
+        """Per topic: how many consumers are assigned its partitions (one per partition
+        assigned) and in how many groups, over every consumer group (ksqlDB's
+        ``ListTopicsExecutor.getTopicConsumerAndGroupCounts``)."""
+        try:
+            listed = self._admin.list_consumer_groups(
+                request_timeout=self._timeout).result(self._timeout)
+            group_ids = [group.group_id for group in listed.valid]
+            described = (self._admin.describe_consumer_groups(
+                group_ids, request_timeout=self._timeout) if group_ids else {})
+            consumers: dict[str, int] = {}
+            groups: dict[str, set[str]] = {}
+            for group_id, future in described.items():
+                for member in future.result(self._timeout).members:
+                    assignment = member.assignment
+                    for partition in (assignment.topic_partitions if assignment else []):
+                        consumers[partition.topic] = consumers.get(partition.topic, 0) + 1
+                        groups.setdefault(partition.topic, set()).add(group_id)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"describing consumer groups failed: {exc}") from exc
+        return {topic: (count, len(groups[topic])) for topic, count in consumers.items()}
 
     def create(self, topic: str, partitions: int, replication: int | None = None,
                config: Mapping[str, str] | None = None, timeout: float | None = None) -> bool:

@@ -9,6 +9,7 @@ clauses. Nothing falls back to sqlglot's opaque ``Command``: what is not underst
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -18,6 +19,7 @@ from sqlglot.errors import ErrorLevel
 from sqlglot.errors import ParseError as SqlglotParseError
 
 from metastore.limits import MAX_EXPRESSION_DEPTH, MAX_TYPE_DEPTH
+from metastore.sql import literals
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
@@ -34,6 +36,9 @@ class KsqlTokenizer(tokens.Tokenizer):
     QUOTES: ClassVar[list[tuple[str, str] | str]] = ["'"]
     STRING_ESCAPES: ClassVar[list[str]] = ["'"]
     COMMENTS: ClassVar[list[str | tuple[str, str]]] = ["--", ("/*", "*/")]
+    # sqlglot reads the rest of a SHOW statement as one string (an opaque command); ksqlDB's
+    # SHOW takes words (``SHOW ALL TOPICS EXTENDED``)
+    COMMANDS: ClassVar[set[TokenType]] = tokens.Tokenizer.COMMANDS - {TokenType.SHOW}
 
 
 class KsqlParser(parser.Parser):
@@ -231,15 +236,23 @@ class KsqlParser(parser.Parser):
     LISTABLE: ClassVar[frozenset[str]] = frozenset(
         {"STREAMS", "TABLES", "QUERIES", "TOPICS", "TYPES", "PROPERTIES", "FUNCTIONS", "VARIABLES"})
 
+    EXTENDABLE: ClassVar[frozenset[str]] = frozenset({"STREAMS", "TABLES", "QUERIES", "TOPICS"})
+    """What ksqlDB's grammar lets SHOW ... EXTENDED list."""
+
     def _list(self, start: Token) -> st.Statement:
-        self._match_text_seq("ALL")
+        show_all = self._match_text_seq("ALL")
+        if show_all and not (self._curr and self._curr.text.upper() == "TOPICS"):
+            found = f"'{self._curr.text}'" if self._curr else "end of statement"
+            self._fail(f"Expecting TOPICS, found {found}")
         if not self._curr or self._curr.text.upper() not in self.LISTABLE:
             found = f"'{self._curr.text}'" if self._curr else "end of statement"
             self._fail(f"Expecting one of {', '.join(sorted(self.LISTABLE))}, found {found}")
         what = self._curr.text.upper()
         self._advance()
-        extended = self._match_text_seq("EXTENDED")
-        return st.ListObjects(self._text(start), self._where(start), what, extended)
+        if what == "VARIABLES":
+            return st.ListVariables(self._text(start), self._where(start))
+        extended = what in self.EXTENDABLE and self._match_text_seq("EXTENDED")
+        return st.ListObjects(self._text(start), self._where(start), what, extended, show_all)
 
     def _describe(self, start: Token) -> st.Statement:
         if self._curr and self._curr.text.upper() in ("STREAMS", "TABLES") and (
@@ -248,8 +261,11 @@ class KsqlParser(parser.Parser):
             self._advance()
             extended = self._match_text_seq("EXTENDED")
             return st.ListObjects(self._text(start), self._where(start), what, extended)
-        if self._curr and self._curr.text.upper() == "FUNCTION":
-            self._fail("DESCRIBE FUNCTION is not supported", self._curr)
+        if (self._curr and self._curr.text.upper() == "FUNCTION"
+                and self._curr.token_type != TokenType.IDENTIFIER and self._next):
+            self._advance()
+            return st.DescribeFunction(self._text(start), self._where(start),
+                                       self._identifier("a function name"))
         name = self._identifier("a source name")
         extended = self._match_text_seq("EXTENDED")
         return st.Describe(self._text(start), self._where(start), name, extended)
@@ -301,6 +317,26 @@ class KsqlParser(parser.Parser):
     def _unset(self, start: Token) -> st.Statement:
         return st.SetProperty(self._text(start), self._where(start),
                               self._string_literal("a property name"), None)
+
+    def _define(self, start: Token) -> st.Statement:
+        """DEFINE name = 'value' (ksqlDB's ``variableName``: an unquoted identifier, kept as
+        written; its ``variableValue``: a string)."""
+        name = self._variable_name()
+        self._expect(TokenType.EQ, "'='")
+        return st.DefineVariable(self._text(start), self._where(start), name,
+                                 self._string_literal("a variable value"))
+
+    def _undefine(self, start: Token) -> st.Statement:
+        return st.UndefineVariable(self._text(start), self._where(start), self._variable_name())
+
+    def _variable_name(self) -> str:
+        token = self._curr
+        if (token is None or token.token_type in (TokenType.IDENTIFIER, TokenType.STRING)
+                or not _VARIABLE_NAME.fullmatch(token.text)):
+            found = f"'{token.text}'" if token else "end of statement"
+            return self._fail(f"Expecting a variable name, found {found}")  # type: ignore[no-any-return]
+        self._advance()
+        return token.text
 
     def _assert(self, start: Token) -> st.Statement:
         """ksqlDB's ASSERT statements: VALUES, NULL VALUES, STREAM and TABLE (its sql-test
@@ -386,6 +422,7 @@ class KsqlParser(parser.Parser):
         "CREATE": _create, "DROP": _drop, "TERMINATE": _terminate, "ALTER": _alter,
         "SHOW": _list, "LIST": _list, "DESCRIBE": _describe, "INSERT": _insert,
         "SELECT": _select_statement, "SET": _set, "UNSET": _unset, "ASSERT": _assert,
+        "DEFINE": _define, "UNDEFINE": _undefine,
     }
 
     # -- pieces --------------------------------------------------------------------------------
@@ -543,7 +580,11 @@ class KsqlParser(parser.Parser):
         negative = self._match(TokenType.DASH)
         if self._match(TokenType.NUMBER):
             text = ("-" if negative else "") + self._prev.text
-            return float(text) if any(c in text for c in ".eE") else int(text)
+            if any(c in text for c in ".eE"):
+                return float(text)
+            if not literals.fits_long(text):  # ksqlDB's ParserUtil: a literal is at most a long
+                return self._fail(f"Invalid numeric literal: {text[:100]}")  # type: ignore[no-any-return]
+            return int(text)
         found = f"'{self._curr.text}'" if self._curr else "end of statement"
         return self._fail(f"Expecting a property value, found {found}")  # type: ignore[no-any-return]
 
@@ -737,6 +778,9 @@ class KsqlParser(parser.Parser):
         except DurationError as error:
             return self._fail(str(error), unit)  # type: ignore[no-any-return]
 
+
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")
+"""ksqlDB's IDENTIFIER token, what a variable name is."""
 
 _PREDICATES = (exp.Connector, exp.Not, exp.Predicate)
 """Boolean expressions ksqlDB's grammar only allows as (or within parentheses in) a

@@ -41,3 +41,15 @@ class TooComplexError(ParseError):
     """A statement beyond the bounds every node can replay and compile (see metastore.limits)."""
 
     code = "too_complex"
+
+
+class VariableError(ParseError):
+    """A ``${name}`` reference whose value (or, undefined, whose own text) cannot stand where it
+    is used: ksqlDB's ``VariableSubstitutor`` refusal, ``Illegal argument at Line: L, Col: C.``"""
+
+    code = "variable_error"
+
+    def __init__(self, description: str, line: int, column: int, statement: str = "") -> None:
+        super().__init__(description, line, column, statement)
+        self.message = description
+        self.args = (description,)

@@ -55,21 +55,23 @@ def parse(sql: str) -> list[Statement]:
     before the (recursive) parser sees it, so parsing never depends on the interpreter's stack.
     """
     parser = KsqlParser()
-    statements = []
-    for chunk, text in split(sql):
-        try:
-            _check_bounds(chunk, text, sql)
-            statement = parser.parse_ksql(chunk, sql)
-        except TooComplexError as error:
-            raise TooComplexError(error.description, error.line, error.column, text) from None
-        except ParseError as error:
-            raise type(error)(error.description, error.line, error.column, text) from None
-        except RecursionError:
-            line, column = _position(sql, chunk[0].start)
-            raise TooComplexError("The statement is nested too deeply to parse", line, column,
-                                  text) from None
-        statements.append(_with_text(statement, text))
-    return statements
+    return [parse_chunk(parser, chunk, text, sql) for chunk, text in split(sql)]
+
+
+def parse_chunk(parser: KsqlParser, chunk: list[Token], text: str, sql: str) -> Statement:
+    """One statement of :func:`split` (its tokens and text) from the whole text ``sql``."""
+    try:
+        _check_bounds(chunk, text, sql)
+        statement = parser.parse_ksql(chunk, sql)
+    except TooComplexError as error:
+        raise TooComplexError(error.description, error.line, error.column, text) from None
+    except ParseError as error:
+        raise type(error)(error.description, error.line, error.column, text) from None
+    except RecursionError:
+        line, column = _position(sql, chunk[0].start)
+        raise TooComplexError("The statement is nested too deeply to parse", line, column,
+                              text) from None
+    return _with_text(statement, text)
 
 
 def _check_bounds(chunk: list[Token], text: str, sql: str) -> None:

@@ -62,6 +62,12 @@ class Statement:
     def writes_log(self) -> bool:
         return True
 
+    @property
+    def has_entity(self) -> bool:
+        """Whether ksqlDB answers the statement with an entity (SET, UNSET, DEFINE and UNDEFINE
+        of a defined variable are answered with none: ksqlDB's handled-without-entity)."""
+        return True
+
 
 @dataclass(frozen=True)
 class WindowSpec:
@@ -118,7 +124,8 @@ class InsertInto(Statement):
 
 @dataclass(frozen=True)
 class InsertValues(Statement):
-    """INSERT INTO ... VALUES: data, not metadata; validated but never written to the log."""
+    """INSERT INTO ... VALUES: data, not metadata; its record goes to the source's topic, never
+    to the log. ksqlDB answers it with no entity (its executor handles it without one)."""
 
     target: str
     columns: tuple[str, ...]
@@ -126,6 +133,10 @@ class InsertValues(Statement):
 
     @property
     def writes_log(self) -> bool:
+        return False
+
+    @property
+    def has_entity(self) -> bool:
         return False
 
 
@@ -164,10 +175,12 @@ class DropType(Statement):
 
 @dataclass(frozen=True)
 class ListObjects(Statement):
-    """SHOW / LIST STREAMS | TABLES | QUERIES | TOPICS | TYPES | PROPERTIES [EXTENDED]."""
+    """SHOW / LIST STREAMS | TABLES | QUERIES | [ALL] TOPICS | TYPES | PROPERTIES | FUNCTIONS
+    [EXTENDED]; ``show_all``: SHOW ALL TOPICS (internal topics too)."""
 
     what: str
     extended: bool = False
+    show_all: bool = False
 
     @property
     def writes_log(self) -> bool:
@@ -201,6 +214,69 @@ class SetProperty(Statement):
 
     name: str
     value: str | None
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+    @property
+    def has_entity(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class DescribeFunction(Statement):
+    """DESCRIBE FUNCTION name (ksqlDB's DescribeFunction): the registry's declaration."""
+
+    name: str
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+# -- session variables (ksqlDB's DefineVariable, UndefineVariable, ListVariables) ----------------
+@dataclass(frozen=True)
+class DefineVariable(Statement):
+    """DEFINE name = 'value': a variable of the request, substituted as ``${name}`` in the
+    statements after it (:mod:`metastore.sql.variables`); never written to the log."""
+
+    name: str
+    value: str
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+    @property
+    def has_entity(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class UndefineVariable(Statement):
+    """UNDEFINE name; ``defined``: whether the variable was defined at that point of the request
+    (filled in by :func:`metastore.sql.variables.parse_request`; ksqlDB warns when it was not)."""
+
+    name: str
+    defined: bool = True
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+    @property
+    def has_entity(self) -> bool:
+        return not self.defined
+
+
+@dataclass(frozen=True)
+class ListVariables(Statement):
+    """SHOW | LIST VARIABLES; ``variables``: (name, value) of those defined at that point of the
+    request, in ksqlDB's order (case-insensitive), filled in by
+    :func:`metastore.sql.variables.parse_request`."""
+
+    variables: tuple[tuple[str, str], ...] = ()
 
     @property
     def writes_log(self) -> bool:

@@ -87,7 +87,13 @@ def render(s: st.Statement) -> str:
     if isinstance(s, st.DropType):
         return f"{kind} {s.name}" + flags(s, "if_exists")
     if isinstance(s, st.ListObjects):
-        return f"{kind} {s.what}" + flags(s, "extended")
+        return f"{kind} {s.what}" + flags(s, "extended", "show_all")
+    if isinstance(s, st.ListVariables):
+        return kind
+    if isinstance(s, st.DefineVariable):
+        return f"{kind} {s.name}={s.value}"
+    if isinstance(s, st.UndefineVariable | st.DescribeFunction):
+        return f"{kind} {s.name}"
     if isinstance(s, st.Describe):
         return f"{kind} {s.name}" + flags(s, "extended")
     if isinstance(s, st.SelectStatement):
