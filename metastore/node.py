@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from metastore.catalog import insert_record, responses
 from metastore.catalog.exceptions import TooLargeError
-from metastore.catalog.image import Image
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.catalog.topics import is_hidden
 from metastore.catalog.validation import Read, Skip, Validator, Write
@@ -29,7 +28,6 @@ from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
 from metastore.checkpoint.store import CheckpointStore, Incarnation
 from metastore.faults import NO_FAULTS, Faults
 from metastore.image_worker import ImageConsumer, ImageWorker
-from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.data_writer import DataWriter
@@ -246,8 +244,19 @@ class Node:
         if not any(isinstance(statement, InsertValues) for statement in statements):
             return answered(statements, self.writer.submit(
                 statements, request_id, submitter, timeout, config))
+        self._validate_request(statements, config)
         return answered(statements, self._execute_in_parts(statements, request_id, submitter,
                                                             timeout, config))
+
+    def _validate_request(self, statements: list[Statement], config: ConfigOverrides) -> None:
+        """Validate every statement of a request mixing log writes and INSERT VALUES on the
+        current image, in order (ksqlDB's sandbox), before any part is written or any record
+        produced: a request with a statement that fails writes nothing. Each part is
+        validated again when it runs."""
+        validator = Validator(self.replica.image, KafkaTopicFacts(self.admin),
+                              limits=self.config.limits, config=config)
+        for statement in statements:
+            validator.validate(statement)
 
     def _execute_in_parts(self, statements: list[Statement], request_id: str, submitter: str,
                           timeout: float | None, config: ConfigOverrides) -> list[Entity]:
@@ -295,6 +304,7 @@ class Node:
         budget = self.config.limits.max_response_bytes
         status = self.query_status() if self.query_status is not None and any(
             isinstance(s, ListObjects | Describe) for s in statements) else None
+        records: list[tuple[str, insert_record.EncodedRecord]] = []
         for statement in statements:
             outcome = validator.validate(statement)
             if isinstance(outcome, Skip):
@@ -304,8 +314,9 @@ class Node:
                 topics = None
                 if isinstance(statement, ListObjects) and statement.what == "TOPICS":
                     topics = self.topic_listings(statement.show_all, statement.extended)
-                if isinstance(statement, InsertValues):
-                    self.insert_values(statement, image)
+                if outcome.record is not None:
+                    assert isinstance(statement, InsertValues)
+                    records.append((statement.target, outcome.record))
                 entity = responses.read_entity(statement, image, topics, status,
                                                validator.config, self.server_properties())
             budget -= len(json.dumps(entity, separators=(",", ":")))
@@ -314,25 +325,21 @@ class Node:
                     f"The response would be larger than {self.config.limits.max_response_bytes} "
                     "bytes; ask for less in one request.")
             entities.append(entity)
+        for target, record in records:  # only once every statement validated
+            self.insert_values(target, record)
         return entities
 
-    def insert_values(self, statement: InsertValues, image: Image) -> int:
-        """Write the record of a validated INSERT INTO ... VALUES into its source's topic and
-        wait for Kafka's acknowledgement (ksqlDB's InsertValuesExecutor): its offset."""
-        source = image.sources[statement.target]
-        record = insert_record.build(statement, source, int(time.time() * 1000))
-        failed = f"Failed to insert values into '{statement.target}'. "
+    def insert_values(self, target: str, record: insert_record.EncodedRecord) -> int:
+        """Write the record of a validated INSERT INTO ``target`` VALUES (built and encoded by
+        the validator) into its source's topic and wait for Kafka's acknowledgement (ksqlDB's
+        InsertValuesExecutor): its offset."""
         try:
-            encoded = row_encoding.encode_row(source, record.row)
-        except row_encoding.RowEncodingError as error:
-            raise insert_record.InsertValuesError(f"{failed}{error}", source.name) from error
-        try:
-            return self._data_writer.write(source.topic, encoded.key, encoded.value,
+            return self._data_writer.write(record.topic, record.key, record.value,
                                            record.timestamp_ms)
         except KafkaClientError as error:
             raise insert_record.InsertValuesError(
-                f"{failed}The record was not acknowledged by Kafka: {error.message}",
-                source.name) from error
+                f"Failed to insert values into '{target}'. The record was not acknowledged by "
+                f"Kafka: {error.message}", target) from error
 
     def topic_listings(self, show_all: bool = False,
                        extended: bool = False) -> list[responses.TopicListing]:

@@ -53,6 +53,16 @@ class InsertRecord:
     timestamp_ms: int
 
 
+@dataclass(frozen=True)
+class EncodedRecord:
+    """An INSERT VALUES record as Kafka bytes, ready to be produced into ``topic``."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+
+
 class StructValue(dict[str, Any]):
     """A STRUCT value (ksqlDB prints it ``Struct{F=v}``)."""
 
@@ -78,7 +88,16 @@ def build(statement: InsertValues, source: DataSource, now_ms: int) -> InsertRec
                              f"{operators.ksql_text(expression)}", source.name) from None
         row[name] = coerce_field(value, sql_type, name, failed, source.name)
     timestamp = row.pop("ROWTIME", None)
-    return InsertRecord(row, now_ms if timestamp is None else int(timestamp))
+    if timestamp is None:
+        return InsertRecord(row, now_ms)
+    if int(timestamp) < 0:  # Kafka's ProducerRecord refuses it
+        raise InsertValuesError(f"{failed}Invalid timestamp: {int(timestamp)}. Timestamp "
+                                "should always be non-negative or null.", source.name)
+    if int(timestamp) == 0:  # librdkafka writes a timestamp of 0 as the wall clock
+        raise InsertValuesError(f"{failed}A ROWTIME of 0 cannot be written: the Kafka client "
+                                "of this metastore writes 0 as the current time. Use a "
+                                "positive ROWTIME or none.", source.name)
+    return InsertRecord(row, int(timestamp))
 
 
 def coerce_field(value: Any, sql_type: ty.SqlType, name: str, failed: str = "",

@@ -20,6 +20,7 @@ its command's ``config``. Replay reads the commands only.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -29,6 +30,7 @@ from metastore.catalog import (
     asserts,
     ddl_rules,
     formats,
+    insert_record,
     insert_values,
     overrides,
     pseudo_columns,
@@ -61,6 +63,7 @@ from metastore.catalog.model import Column, DataSource, PersistentQuery, WindowI
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.exceptions import MetastoreError
 from metastore.functions import library as function_library
+from metastore.kafka import row_encoding
 from metastore.limits import MAX_NAME_LENGTH, MAX_REPLICAS, MAX_TYPE_DEPTH, RequestLimits
 from metastore.sql import literals
 from metastore.sql import statements as st
@@ -122,6 +125,9 @@ class Skip:
 @dataclass(frozen=True)
 class Read:
     statement: st.Statement
+    record: insert_record.EncodedRecord | None = None
+    """For an INSERT INTO ... VALUES: the record it writes, built and encoded (so a request
+    is refused before any of its records is produced)."""
 
 
 Outcome = Write | Skip | Read
@@ -184,8 +190,7 @@ class Validator:
         if isinstance(statement, st.DropType):
             return self._drop_type(statement)
         if isinstance(statement, st.InsertValues):
-            self._insert_values(statement)
-            return Read(statement)
+            return Read(statement, self._insert_values(statement))
         if isinstance(statement, st.SelectStatement):
             pull_queries.check_select(statement, self._delta.sources, self._delta.types,
                                       self._delta.queries, self._config)
@@ -522,12 +527,23 @@ class Validator:
                                                        statement.query.text,
                                                        config=self._config.query_config()))
 
-    def _insert_values(self, statement: st.InsertValues) -> None:
+    def _insert_values(self, statement: st.InsertValues) -> insert_record.EncodedRecord:
+        """The record of an INSERT VALUES, typed (``insert_record.build``) and in its topic's
+        formats (``row_encoding.encode_row``): every check the node makes before writing it."""
         insert_values.check_statement(statement)
         target = insert_values.target(statement, self._delta.sources)
         topics.check_writable(target.topic)
         insert_values.check_writable(target)
         insert_values.check_record(statement, target)
+        record = insert_record.build(statement, target, int(time.time() * 1000))
+        try:
+            encoded = row_encoding.encode_row(target, record.row)
+        except row_encoding.RowEncodingError as error:
+            raise insert_record.InsertValuesError(
+                f"Failed to insert values into '{statement.target}'. {error}",
+                target.name) from error
+        return insert_record.EncodedRecord(target.topic, encoded.key, encoded.value,
+                                           record.timestamp_ms)
 
     # -- DROP / TERMINATE / ALTER --------------------------------------------------------------
     def _drop_source(self, statement: st.DropSource) -> Outcome:

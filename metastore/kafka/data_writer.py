@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 
+from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.producer import RecordProducer
 from metastore.kafka.settings import KafkaSettings
 
@@ -27,10 +28,11 @@ class DataWriter:
         """Produce one record and wait for its acknowledgement: its offset."""
         with self._lock:
             if self._closed:
-                raise RuntimeError("the data writer is closed")
+                raise KafkaUnavailableError("the node is stopping: its data writer is closed")
             if self._producer is None:
                 self._producer = RecordProducer(self._settings, self._timeout_ms,
-                                                enable_idempotence=True, acks="all")
+                                                enable_idempotence=True, acks="all",
+                                                allow_auto_create_topics=False)
             try:
                 self._producer.produce(topic, key, value, timestamp_ms=timestamp_ms)
                 offsets = self._producer.deliver()

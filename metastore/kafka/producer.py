@@ -101,7 +101,8 @@ class RecordProducer:
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, headers=list(headers),
-                                       timestamp=timestamp_ms or 0, on_delivery=on_delivery)
+                                       timestamp=0 if timestamp_ms is None else timestamp_ms,
+                                       on_delivery=on_delivery)
                 return
             except KafkaException as exc:
                 raise classify(exc.args[0], "produce") from exc

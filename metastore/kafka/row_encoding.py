@@ -24,7 +24,6 @@ import base64
 import csv
 import io
 import json
-import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -87,7 +86,7 @@ def _row_bytes(fmt: str, columns: tuple[Column, ...], row: Mapping[str, Any],
                                                                             strict=True)})
     if fmt == "DELIMITED":
         if len(columns) == 1 and cells[0] is None:
-            return None
+            return b""  # ksqlDB's KsqlDelimitedSerializer: only a null row is a tombstone
         separator = {"TAB": "\t", "SPACE": " "}.get((delimiter or ",").upper(), delimiter or ",")
         out = io.StringIO()
         csv.writer(out, delimiter=separator, lineterminator="").writerow(
@@ -120,21 +119,19 @@ def _json_value(value: Any, sql_type: ty.SqlType) -> Any:
 
 def _json_dumps(value: Any) -> bytes:
     """JSON text; a DECIMAL is written as the number of its exact text (1.50, not 1.5)."""
-    text = json.dumps(_mark_decimals(value), separators=(",", ":"))
-    return _DECIMAL.sub(lambda m: m.group(1), text).encode()
+    return _json_text(value).encode()
 
 
-_DECIMAL = re.compile(r'"\\u0000D([-0-9.E+]+)"')
-
-
-def _mark_decimals(value: Any) -> Any:
+def _json_text(value: Any) -> str:
+    """``value`` as compact JSON, a :class:`Decimal` (out of band) as its plain number text."""
     if isinstance(value, Decimal):
-        return f"\u0000D{format(value, 'f')}"
+        return format(value, "f")
     if isinstance(value, list):
-        return [_mark_decimals(v) for v in value]
+        return "[" + ",".join(_json_text(v) for v in value) + "]"
     if isinstance(value, dict):
-        return {k: _mark_decimals(v) for k, v in value.items()}
-    return value
+        return "{" + ",".join(f"{json.dumps(str(k))}:{_json_text(v)}"
+                              for k, v in value.items()) + "}"
+    return json.dumps(value)
 
 
 # -- test records (metastore test) ----------------------------------------------------------------
