@@ -16,6 +16,7 @@ from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
 from metastore.catalog.overrides import ConfigOverrides
 from metastore.catalog.validation import Read, Skip, Validator, Write
 from metastore.exceptions import MetastoreError
+from metastore.kafka import row_encoding
 from metastore.queries.support import check_runtime
 from metastore.sql.exceptions import ParseError
 from metastore.sql.statements import CreateSource, Statement
@@ -68,8 +69,8 @@ def run_script(text: str, runtime_check: bool = True,
     topics = AssumedTopics(_declared_partitions(statements))
     for statement in statements:
         try:
-            outcome = Validator(image, topics, runtime_check=spark_check,
-                                config=config).validate(statement)
+            outcome = Validator(image, topics, runtime_check=spark_check, config=config,
+                                encoder=row_encoding.encode_record).validate(statement)
         except MetastoreError as error:
             results.append(CheckResult(statement.text, False, error_code(error), error.message, None))
             break

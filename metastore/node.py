@@ -28,6 +28,7 @@ from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
 from metastore.checkpoint.store import CheckpointStore, Incarnation
 from metastore.faults import NO_FAULTS, Faults
 from metastore.image_worker import ImageConsumer, ImageWorker
+from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.data_writer import DataWriter
@@ -254,7 +255,8 @@ class Node:
         produced: a request with a statement that fails writes nothing. Each part is
         validated again when it runs."""
         validator = Validator(self.replica.image, KafkaTopicFacts(self.admin),
-                              limits=self.config.limits, config=config)
+                              limits=self.config.limits, config=config,
+                              encoder=row_encoding.encode_record)
         for statement in statements:
             validator.validate(statement)
 
@@ -299,7 +301,7 @@ class Node:
         """Answer statements that never write, from the current image."""
         image = self.replica.image
         validator = Validator(image, KafkaTopicFacts(self.admin), limits=self.config.limits,
-                              config=config)
+                              config=config, encoder=row_encoding.encode_record)
         entities: list[Entity] = []
         budget = self.config.limits.max_response_bytes
         status = self.query_status() if self.query_status is not None and any(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from metastore.catalog import (
     alternatives,
@@ -63,7 +63,6 @@ from metastore.catalog.model import Column, DataSource, PersistentQuery, WindowI
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.exceptions import MetastoreError
 from metastore.functions import library as function_library
-from metastore.kafka import row_encoding
 from metastore.limits import MAX_NAME_LENGTH, MAX_REPLICAS, MAX_TYPE_DEPTH, RequestLimits
 from metastore.sql import literals
 from metastore.sql import statements as st
@@ -108,6 +107,14 @@ class TopicSpec:
     replicas: int | None
 
 
+class RecordEncoder(Protocol):
+    """A row as its source's key and value bytes (``metastore.kafka.row_encoding``); a row
+    its formats cannot hold raises a ``ValueError``."""
+
+    def __call__(self, source: DataSource,
+                 row: Mapping[str, Any]) -> tuple[bytes | None, bytes | None]: ...
+
+
 @dataclass(frozen=True)
 class Write:
     statement: st.Statement
@@ -142,7 +149,11 @@ class Validator:
     def __init__(self, snapshot: Image, facts: TopicFacts, first_offset: int | None = None,
                  runtime_check: RuntimeCheck | None = None,
                  limits: RequestLimits | None = None,
-                 config: ConfigOverrides | None = None) -> None:
+                 config: ConfigOverrides | None = None,
+                 encoder: RecordEncoder | None = None) -> None:
+        """``encoder``: how an INSERT VALUES record is encoded; without it an INSERT VALUES is
+        checked and typed but its outcome carries no record."""
+        self._encoder = encoder
         self._delta = Delta(snapshot)
         self._config = config or NO_OVERRIDES
         self._runtime_check = runtime_check
@@ -527,7 +538,7 @@ class Validator:
                                                        statement.query.text,
                                                        config=self._config.query_config()))
 
-    def _insert_values(self, statement: st.InsertValues) -> insert_record.EncodedRecord:
+    def _insert_values(self, statement: st.InsertValues) -> insert_record.EncodedRecord | None:
         """The record of an INSERT VALUES, typed (``insert_record.build``) and in its topic's
         formats (``row_encoding.encode_row``): every check the node makes before writing it."""
         insert_values.check_statement(statement)
@@ -536,14 +547,15 @@ class Validator:
         insert_values.check_writable(target)
         insert_values.check_record(statement, target)
         record = insert_record.build(statement, target, int(time.time() * 1000))
+        if self._encoder is None:
+            return None
         try:
-            encoded = row_encoding.encode_row(target, record.row)
-        except row_encoding.RowEncodingError as error:
+            key, value = self._encoder(target, record.row)
+        except ValueError as error:
             raise insert_record.InsertValuesError(
                 f"Failed to insert values into '{statement.target}'. {error}",
                 target.name) from error
-        return insert_record.EncodedRecord(target.topic, encoded.key, encoded.value,
-                                           record.timestamp_ms)
+        return insert_record.EncodedRecord(target.topic, key, value, record.timestamp_ms)
 
     # -- DROP / TERMINATE / ALTER --------------------------------------------------------------
     def _drop_source(self, statement: st.DropSource) -> Outcome:

@@ -70,6 +70,12 @@ def encode_row(source: DataSource, row: Mapping[str, Any]) -> KafkaBytes:
     return KafkaBytes(key, value)
 
 
+def encode_record(source: DataSource, row: Mapping[str, Any]) -> tuple[bytes | None, bytes | None]:
+    """:func:`encode_row` as a (key, value) pair: the validator's record encoder."""
+    encoded = encode_row(source, row)
+    return encoded.key, encoded.value
+
+
 def _row_bytes(fmt: str, columns: tuple[Column, ...], row: Mapping[str, Any],
                delimiter: str | None, wrapped: bool,
                schema: Any) -> bytes | None:

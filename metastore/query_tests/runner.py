@@ -32,10 +32,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metastore.catalog import insert_record, overrides
+from metastore.catalog import overrides
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.catalog.model import DataSource
-from metastore.catalog.validation import Validator
+from metastore.catalog.validation import Read, Validator
 from metastore.exceptions import MetastoreError
 from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
@@ -172,16 +172,16 @@ class QueryTestRunner:
         except overrides.ConfigError as error:
             raise _RefusedError(f"properties: {error}") from error
         validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
-                              runtime_check=check_runtime, config=config)
+                              runtime_check=check_runtime, config=config,
+                              encoder=row_encoding.encode_record)
         inserted: list[_Inserted] = []
         for statement in statements:
             try:
-                validator.validate(statement)
-                if isinstance(statement, st.InsertValues):  # its record, as the node builds it
-                    source = validator.image.sources[statement.target]
-                    record = insert_record.build(statement, source, int(time.time() * 1000))
-                    encoded = row_encoding.encode_row(source, record.row)
-                    inserted.append(_Inserted(source.topic, encoded, record.timestamp_ms))
+                outcome = validator.validate(statement)
+                if isinstance(outcome, Read) and outcome.record is not None:  # as the node does
+                    record = outcome.record
+                    inserted.append(_Inserted(record.topic, row_encoding.KafkaBytes(
+                        record.key, record.value), record.timestamp_ms))
             except (MetastoreError, row_encoding.RowEncodingError) as error:
                 raise _RefusedError(f"{statement.text.strip()[:120]}: {error}") from error
         return validator.image, inserted

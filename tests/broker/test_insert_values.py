@@ -72,6 +72,24 @@ def test_a_value_of_the_wrong_type_writes_nothing(
     assert _records(consumer_factory(topic), 1, timeout=2) == []
 
 
+def test_a_request_with_a_failing_statement_writes_no_record(
+        node_factory: Callable[..., Node], consumer_factory: Callable[..., Consumer]) -> None:
+    node = node_factory()
+    topic, other = unique("iv-atomic"), unique("iv-atomic-created")
+    node.execute(f"CREATE STREAM B (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topic}', "
+                 "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    with pytest.raises(QueryError, match="Expected type INTEGER for field `V`"):
+        node.execute("INSERT INTO B (ID, V) VALUES (1, 2); INSERT INTO B (ID, V) VALUES (1, 'x');")
+    with pytest.raises(StatementError):
+        node.execute("INSERT INTO B (ID, V) VALUES (1, 2); DESCRIBE NOSUCH;")
+    with pytest.raises(QueryError, match="Expected type INTEGER for field `V`"):
+        node.execute(f"CREATE STREAM C (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{other}', "
+                     "VALUE_FORMAT='JSON', PARTITIONS=1); INSERT INTO B (ID, V) VALUES (1, 2);"
+                     "INSERT INTO C (ID, V) VALUES (1, 'x');")
+    assert _records(consumer_factory(topic), 1, timeout=2) == []
+    assert "C" not in node.replica.image.sources
+
+
 def test_schema_registry_formats_are_refused(node_factory: Callable[..., Node],
                                             consumer_factory: Callable[..., Consumer]) -> None:
     node = node_factory()

@@ -10,9 +10,10 @@ import pytest
 
 from metastore.catalog.exceptions import QueryError
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.catalog.insert_record import InsertValuesError, build
+from metastore.catalog.insert_record import EncodedRecord, InsertValuesError, build
 from metastore.catalog.model import DataSource
-from metastore.catalog.validation import Validator
+from metastore.catalog.validation import Read, Validator
+from metastore.check import run_script
 from metastore.kafka import row_encoding
 from metastore.kafka.data_writer import DataWriter
 from metastore.node import Node, NodeConfig
@@ -128,11 +129,58 @@ def test_formats() -> None:
 def test_a_produce_kafka_does_not_acknowledge_is_a_typed_error() -> None:
     node = Node(NodeConfig(service_id="svc", bootstrap_servers="127.0.0.1:1"))
     node._data_writer = DataWriter(node.settings, timeout_ms=500)
-    image = _image("CREATE STREAM S (K INT KEY, V INT) WITH (KAFKA_TOPIC='t', "
-                   "VALUE_FORMAT='JSON', PARTITIONS=1);")
     try:
         with pytest.raises(InsertValuesError, match=r"Failed to insert values into 'S'\. The "
                                                     r"record was not acknowledged by Kafka"):
-            node.insert_values(_insert("INSERT INTO S (K, V) VALUES (1, 2);"), image)
+            node.insert_values("S", EncodedRecord("t", b"k", b"v", 1))
     finally:
         node._data_writer.close()
+    with pytest.raises(InsertValuesError, match="data writer is closed"):  # not a bare 500
+        node.insert_values("S", EncodedRecord("t", b"k", b"v", 1))
+
+
+def _validate(ddl: str, sql: str) -> Read:
+    validator = Validator(EMPTY_IMAGE, _Facts(), encoder=row_encoding.encode_record)
+    outcome = None
+    for statement in parse(ddl + sql):
+        outcome = validator.validate(statement)
+    assert isinstance(outcome, Read)
+    return outcome
+
+
+def test_the_validator_types_and_encodes_the_record() -> None:
+    ddl = ("CREATE STREAM S (K INT KEY, V INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON', "
+           "PARTITIONS=1);")
+    outcome = _validate(ddl, "INSERT INTO S (K, V, ROWTIME) VALUES (1, 2, 5);")
+    assert outcome.record == EncodedRecord("t", struct.pack(">i", 1), b'{"V":2}', 5)
+    with pytest.raises(QueryError, match="Expected type INTEGER for field `V`"):
+        _validate(ddl, "INSERT INTO S (K, V) VALUES (1, 'x');")
+    with pytest.raises(InsertValuesError, match="needs a Schema Registry"):
+        _validate(ddl.replace("'JSON'", "'AVRO'"), "INSERT INTO S (K, V) VALUES (1, 2);")
+
+
+def test_check_refuses_what_the_node_refuses() -> None:
+    results, _ = run_script(
+        "CREATE STREAM S (K INT KEY, V INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON', "
+        "PARTITIONS=1); INSERT INTO S (K,V) VALUES (1,'x');", runtime_check=False)
+    assert [r.ok for r in results] == [True, False]
+
+
+@pytest.mark.parametrize("rowtime", ["0", "-1"])
+def test_a_rowtime_kafka_cannot_hold_is_refused(rowtime: str) -> None:
+    with pytest.raises(InsertValuesError, match=r"ROWTIME of 0|non-negative"):
+        build(_insert(f"INSERT INTO S (K, ROWTIME) VALUES ('k', {rowtime});"), ALL, now_ms=99)
+
+
+def test_a_string_that_looks_like_a_decimal_marker_stays_a_string() -> None:
+    source = _source("CREATE STREAM S (K STRING KEY, V STRING, D DECIMAL(3, 1)) WITH "
+                     "(KAFKA_TOPIC='t', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    encoded = row_encoding.encode_row(source, {"K": "k", "V": "\u0000D1.5", "D": Decimal("1.0")})
+    assert encoded.value == b'{"V":"\\u0000D1.5","D":1.0}'
+
+
+def test_a_single_null_delimited_value_is_an_empty_field_not_a_tombstone() -> None:
+    source = _source("CREATE STREAM S (K STRING KEY, V STRING) WITH "
+                     "(KAFKA_TOPIC='t', VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
+    assert row_encoding.encode_row(source, {"K": "k", "V": None}).value == b""
+    assert row_encoding.encode_value(None, source) is None  # a test input's null row
