@@ -16,7 +16,16 @@ this reaches the log: a statement is written as substituted.
   optionally in double quotes or backticks (``Identifier names cannot start with '@' ...``); a
   literal's a 'string' (its quotes doubled inside), a boolean or a number. Anything else, an
   undefined variable included, is refused as ``Illegal argument at Line: L, Col: C.``, so a
-  value cannot smuggle more SQL into the statement.
+  reference *outside* quotes always stands for exactly one token.
+
+What is not guarded, as in ksqlDB (``ParserUtil.sanitize``): inside a 'string', a value that is
+itself quoted (starts and ends with ``'``) keeps those outer quotes, so ``WHERE name = '${n}'``
+with ``n`` = ``' OR TRUE OR '`` becomes ``WHERE name = '' OR TRUE OR ''``. Values are trusted
+session input, not a defence against SQL injection.
+
+The substituted text of one statement is bounded while it is built: once it would exceed
+:data:`~metastore.limits.MAX_STATEMENT_CHARS` a :class:`TooComplexError` is raised (the parser's
+error for an oversized statement) before more is allocated.
 
 ksqlDB tells identifiers from literals by its grammar; here the words around the reference do
 (after STREAM, TABLE, TYPE, FROM, JOIN, INTO, DESCRIBE, FUNCTION, TOPIC, TERMINATE, AS, EXISTS,
@@ -34,8 +43,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from metastore.limits import MAX_STATEMENT_CHARS
 from metastore.sql.dialect import KsqlParser
-from metastore.sql.exceptions import VariableError
+from metastore.sql.exceptions import TooComplexError, VariableError
 from metastore.sql.parser import parse_chunk, split
 from metastore.sql.statements import DefineVariable, ListVariables, Statement, UndefineVariable
 
@@ -141,9 +151,10 @@ def parse_request(sql: str, variables: Mapping[str, Any] | Variables | None = No
 
 
 def _parse_substituted(parser: KsqlParser, sql: str, start: int, text: str) -> Statement:
-    """Parse a substituted statement where it stands in the request (positions stay the
-    request's, up to the length of the values on its line)."""
-    padded = re.sub(r"[^\n]", " ", sql[:start]) + text
+    """Parse a substituted statement on its own, as ksqlDB re-parses a statement after
+    substitution: positions in its errors are the statement's own (line 1 is its first line).
+    Work per statement is linear in the statement, not in the request before it."""
+    padded = text
     chunks = split(padded)
     if len(chunks) != 1:  # values are checked to be one token: never more than one statement
         line, column = _position(sql, start)
@@ -160,7 +171,7 @@ def substitute(text: str, variables: Variables, sql: str | None = None,
     ``sql`` and ``offset``: the whole request and where ``text`` starts in it, for the line and
     column of an error."""
     whole = sql if sql is not None else text
-    out: list[str] = []
+    out = _Bounded(whole, offset)
     words: list[str] = []  # the significant tokens so far, upper-cased
     lists: list[str] = []  # per open parenthesis: "names", "with" or "values"
     i, size = 0, len(text)
@@ -174,7 +185,10 @@ def substitute(text: str, variables: Variables, sql: str | None = None,
         if char in "'\"`":
             end = _quoted_end(text, i, char)
             quoted = text[i:end]
-            out.append(_in_string(quoted, variables) if char == "'" else quoted)
+            if char == "'":
+                _in_string(quoted, variables, out)
+            else:
+                out.append(quoted)
             words.append("'" if char == "'" else "NAME")
             i = end
             continue
@@ -199,7 +213,30 @@ def substitute(text: str, variables: Variables, sql: str | None = None,
         words.append(token.upper())
         out.append(token)
         i += len(token)
-    return "".join(out)
+    return out.text()
+
+
+class _Bounded:
+    """The substituted text being built, refused (:class:`TooComplexError`) as soon as it would
+    exceed :data:`MAX_STATEMENT_CHARS`, before the part that would exceed it is kept."""
+
+    def __init__(self, sql: str, offset: int) -> None:
+        self._parts: list[str] = []
+        self._size = 0
+        self._sql = sql
+        self._offset = offset
+
+    def append(self, part: str) -> None:
+        self._size += len(part)
+        if self._size > MAX_STATEMENT_CHARS:
+            line, column = _position(self._sql, self._offset)
+            raise TooComplexError(f"The statement is more than {MAX_STATEMENT_CHARS} characters "
+                                  f"long once its variables are substituted; the limit is "
+                                  f"{MAX_STATEMENT_CHARS}", line, column)
+        self._parts.append(part)
+
+    def text(self) -> str:
+        return "".join(self._parts)
 
 
 def _end(text: str, marker: str, start: int) -> int:
@@ -220,19 +257,26 @@ def _quoted_end(text: str, start: int, quote: str) -> int:
     return len(text)
 
 
-def _in_string(quoted: str, variables: Variables) -> str:
-    """A 'string' with the defined variables it names replaced (ksqlDB's lookupVariables: a
-    value's single quotes doubled, ``$${name}`` kept as the text ``${name}``)."""
+def _in_string(quoted: str, variables: Variables, out: _Bounded) -> None:
+    """Append a 'string' with the defined variables it names replaced (ksqlDB's
+    lookupVariables: a value's single quotes doubled, ``$${name}`` kept as the text
+    ``${name}``), piece by piece so that ``out`` bounds its size."""
     if not variables:
-        return quoted
-
-    def one(match: re.Match[str]) -> str:
+        out.append(quoted)
+        return
+    last = 0
+    for match in _IN_STRING.finditer(quoted):
+        out.append(quoted[last:match.start()])
+        last = match.end()
         if match.group(1):
-            return match.group(0)[1:]
+            out.append(match.group(0)[1:])
+            continue
         value = variables.get(match.group(2))
-        return match.group(0) if value is None else sanitize(value)
+        out.append(match.group(0) if value is None else sanitize(value))
+    out.append(quoted[last:])
 
-    return re.sub(r"(\$)?\$\{([A-Za-z_][A-Za-z0-9_@]*)\}", one, quoted)
+
+_IN_STRING = re.compile(r"(\$)?\$\{([A-Za-z_][A-Za-z0-9_@]*)\}")
 
 
 def _list_kind(words: list[str]) -> str:

@@ -194,3 +194,46 @@ def test_the_shell_keeps_variables_and_properties_between_requests() -> None:
     assert session.properties == {"auto.offset.reset": "earliest"}
     session.update("UNSET 'auto.offset.reset'; DESCRIBE ${undefined};")  # refused: unchanged
     assert session.properties == {"auto.offset.reset": "earliest"}
+
+
+def test_huge_expansion_is_refused_without_building_it() -> None:
+    import tracemalloc
+
+    from metastore.sql.exceptions import TooComplexError
+    from metastore.sql.variables import parse_request as _parse_request
+
+    body = "INSERT INTO s VALUES (" + ", ".join(["${a}"] * 2000) + ");"
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooComplexError):
+            _parse_request(body, {"a": "'" + "x" * 20_000 + "'"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 1024 * 1024
+
+
+def test_huge_expansion_in_a_string_is_refused() -> None:
+    from metastore.sql.exceptions import TooComplexError
+    from metastore.sql.variables import parse_request as _parse_request
+
+    body = "SET 'x' = '" + "${a}" * 2000 + "';"
+    with pytest.raises(TooComplexError):
+        _parse_request(body, {"a": "x" * 20_000})
+
+
+def test_quoted_value_inside_a_string_is_not_guarded_as_in_ksqldb() -> None:
+    from metastore.sql.variables import Variables, substitute
+
+    text = "SELECT * FROM s WHERE name = '${n}';"
+    assert (substitute(text, Variables({"n": "' OR TRUE OR '"}))
+            == "SELECT * FROM s WHERE name = '' OR TRUE OR '';")
+
+
+def test_many_substituted_statements_parse() -> None:
+    from metastore.sql.variables import parse_request as _parse_request
+
+    body = "".join(f"DEFINE v{i} = '${{a}}';" for i in range(3000))
+    statements = _parse_request(body, {"a": "x"})
+    assert len(statements) == 3000
+    assert statements[-1].name == "v2999" and statements[-1].value == "x"
