@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +14,7 @@ import httpx
 
 DEFAULT_SERVER = "http://127.0.0.1:8088"
 MEDIA_TYPE = "application/vnd.ksql.v1+json"
+DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 
 
 class ClientError(Exception):
@@ -70,6 +73,30 @@ class KsqlClient:
                 raise ClientError(f"unexpected answer from {self.url}: {answer!r:.200}")
             return answer
         raise ClientError("unreachable")
+
+    def stream_query(self, text: str, properties: dict[str, Any] | None = None,
+                     variables: dict[str, str] | None = None) -> Iterator[Any]:
+        """Run one query over ``/query-stream``: yields its metadata (``queryId``,
+        ``columnNames``, ``columnTypes``), then each row (a list) as it arrives. Closing the
+        iterator closes the connection, which stops a push query on the node."""
+        body = {"sql": text, "properties": dict(properties or {}),
+                "sessionVariables": dict(variables or {})}
+        try:
+            with self._http.stream("POST", "/query-stream", json=body, timeout=httpx.Timeout(
+                    self._http.timeout.connect, read=None), headers={"Accept": DELIMITED}) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._answer(response)
+                for line in response.iter_lines():
+                    if not line.strip():
+                        continue
+                    item = json.loads(line)
+                    if isinstance(item, dict) and "error_code" in item:
+                        raise StatementFailedError(int(item["error_code"]),
+                                                   str(item.get("message", "")), item)
+                    yield item
+        except httpx.TransportError as error:
+            raise ClientError(f"cannot reach {self.url}: {error}") from error
 
     def get(self, path: str) -> Any:
         try:

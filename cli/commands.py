@@ -12,6 +12,7 @@ import typer
 from cli.client import ClientError, KsqlClient, StatementFailedError, server_url
 from cli.output import print_json, print_table
 from cli.render import render_entity
+from cli.stream import print_rows
 
 T = TypeVar("T")
 Server = Annotated[str | None, typer.Option("--server", "-s", envvar="METASTORE_SERVER",
@@ -103,18 +104,15 @@ def describe(name: Annotated[str, typer.Argument(help="Stream or table name.")],
         show(run_or_exit(lambda: client.ksql(statement)), json_output)
 
 
-def query(sql: Annotated[str, typer.Argument(help="One SELECT (a pull query).")],
-          server: Server = None, json_output: Json = False, user: User = None) -> None:
-    """Run a SELECT through the node's Spark and print the rows."""
+def query(sql: Annotated[str, typer.Argument(help="One SELECT: a pull query, or a push query "
+                                               "(EMIT CHANGES) printed until Ctrl-C.")],
+          server: Server = None, json_output: Json = False, user: User = None,
+          prop: Property = None) -> None:
+    """Run a SELECT on the node's Spark and print its rows as they arrive (JSON Lines with
+    --json: the query's metadata, then one array per row)."""
+    properties = properties_of(prop)
     with connected(server, user) as client:
-        answer = run_or_exit(lambda: client.post("/query", {"ksql": sql}))
-    if json_output:
-        print_json(answer)
-        return
-    header, *rows = answer
-    names = [part.strip().split(" ")[0].strip("`") for part in header["header"]["schema"].split(", ")]
-    print_table(names, [row["row"]["columns"] for row in rows])
-    typer.echo(f"{len(rows)} row(s)")
+        run_or_exit(lambda: print_rows(client.stream_query(sql, properties), json_output))
 
 
 LISTABLE = ("streams", "tables", "queries", "types", "topics")
@@ -158,6 +156,21 @@ class ShellSession:
     def __init__(self) -> None:
         self.variables: dict[str, str] = {}
         self.properties: dict[str, Any] = {}
+
+    def is_query(self, text: str) -> bool:
+        """Whether ``text`` is one SELECT (or PRINT), which ksqlDB's CLI sends to the query
+        endpoint, not to /ksql."""
+        from metastore.exceptions import MetastoreError
+        from metastore.sql import statements as st
+        from metastore.sql.variables import parse_request
+
+        try:
+            statements = parse_request(text, self.variables)
+        except MetastoreError:
+            return False
+        kinds = tuple(c for c in (st.SelectStatement, getattr(st, "PrintTopic", None))
+                      if c is not None)
+        return len(statements) == 1 and isinstance(statements[0], kinds)
 
     def update(self, text: str) -> None:
         """Take the session statements of ``text``, a request the node accepted."""
@@ -207,6 +220,10 @@ def shell(server: Server = None, user: User = None) -> None:
                 continue
             buffer = []
             try:
+                if session.is_query(text):
+                    print_rows(client.stream_query(text, session.properties, session.variables),
+                               json_output=False)
+                    continue
                 for entity in client.ksql(text, properties=session.properties,
                                           variables=session.variables):
                     render_entity(entity)

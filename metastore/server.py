@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from metastore.queries.assignment import Partitions, QueryAssignment
+    from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
     from metastore.spark.projection import ProjectionRunner
 
@@ -61,6 +62,7 @@ class NodeServices:
     app: FastAPI
     projection: ProjectionRunner | None = None
     queries: QueryRunner | None = None
+    push_queries: PushQueries | None = None
 
     def start(self) -> None:
         """Check Kafka and the command topic, replay, then project, run queries, heartbeat."""
@@ -68,8 +70,11 @@ class NodeServices:
         self.membership.start()
 
     def stop(self) -> None:
-        """Stop heartbeats, then the node (its queries, Spark, writer, replica, checkpoints)."""
+        """Stop heartbeats and push queries, then the node (its queries, Spark, writer,
+        replica, checkpoints)."""
         self.membership.stop()
+        if self.push_queries is not None:
+            self.push_queries.stop()
         self.node.stop()
 
 
@@ -82,10 +87,10 @@ def build(settings: ServerSettings) -> NodeServices:
     config = settings.node
     kafka = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
     admin = Admin(kafka)
-    projection = queries = pull = None
+    projection = queries = pull = push = None
     if settings.spark is not None:
-        projection, queries, pull = _spark_services(config, settings.spark, settings, kafka, admin,
-                                                    lambda: node.replica.image)
+        projection, queries, pull, push = _spark_services(
+            config, settings.spark, settings, kafka, admin, lambda: node.replica.image)
     membership: Membership | None = None
 
     def cluster_queries() -> Mapping[str, Mapping[str, Any]]:
@@ -97,8 +102,9 @@ def build(settings: ServerSettings) -> NodeServices:
                             lambda: (node.state.value, node.replica.position - 1),
                             queries=lambda: _local_queries(queries))
     app = create_app(node, auth=_auth(settings.auth_file), url=settings.url,
-                     membership=membership, query_runner=pull, limits=settings.http)
-    return NodeServices(settings, node, membership, app, projection, queries)
+                     membership=membership, query_runner=pull, limits=settings.http,
+                     push_queries=push)
+    return NodeServices(settings, node, membership, app, projection, queries, push)
 
 
 def _auth(path: Path | None) -> BasicAuth | None:
@@ -112,10 +118,11 @@ def _auth(path: Path | None) -> BasicAuth | None:
 
 def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings: ServerSettings,
                     kafka: KafkaSettings, admin: Admin, image: Callable[[], Image],
-                    ) -> tuple[ProjectionRunner, QueryRunner, PullQuery]:
-    """The Spark catalog projection, the persistent-query runner and pull queries, sharing one
-    SparkSession that the projection starts."""
+                    ) -> tuple[ProjectionRunner, QueryRunner, PullQuery, PushQueries]:
+    """The Spark catalog projection, the persistent-query runner, pull and push queries,
+    sharing one SparkSession that the projection starts."""
     from metastore.queries.assignment import QueryAssignment
+    from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
     from metastore.spark.catalog_state import CatalogStateFile
     from metastore.spark.exceptions import SparkUnavailableError
@@ -157,7 +164,8 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
                                         f"{projection.status.reason}")
         return run_pull_query(running.spark, text, image(), database, config)
 
-    return projection, queries, pull
+    push = PushQueries(session, kafka_options, settings.directory / "push-queries")
+    return projection, queries, pull, push
 
 
 def _local_queries(queries: QueryRunner | None) -> dict[str, Any]:

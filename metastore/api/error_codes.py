@@ -28,6 +28,7 @@ from metastore.sql.exceptions import ParseError, PrepareError, TooComplexError, 
 BAD_REQUEST = 40000
 BAD_STATEMENT = 40001
 QUERY_ENDPOINT = 40002
+MAX_PUSH_QUERIES_EXCEEDED = 40003
 NOT_FOUND = 40400
 UNAUTHORIZED = 40100
 REQUEST_TIMEOUT = 40800
@@ -108,6 +109,8 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     # persistent queries
     queries.UnsupportedByRuntimeError: STATEMENT_ERROR,
     queries.QueryRuntimeError: SERVER_FAILURE,
+    queries.PushQueryLimitError: ErrorCode(400, MAX_PUSH_QUERIES_EXCEEDED),
+    queries.UnknownPushQueryError: ErrorCode(400, BAD_REQUEST),
     queries.AssignmentError: SERVER_FAILURE,
     # Spark
     spark.SparkError: SERVER_FAILURE,

@@ -1,6 +1,7 @@
 """The ksqlDB-compatible REST server of one node (FastAPI, served by uvicorn).
 
-Endpoints: ``POST /ksql``, ``POST /query``, ``GET /info``, ``GET /healthcheck``,
+Endpoints: ``POST /ksql``, ``POST /query``, ``POST /query-stream``, ``POST /close-query``
+(the streamed answers: :mod:`metastore.api.streaming`), ``GET /info``, ``GET /healthcheck``,
 ``GET /clusterStatus``, ``GET /status[/{type}/{entity}/{action}]``, ``GET /v1/metastore``,
 ``GET /metrics``. Errors use ksqlDB's entities (``statement_error`` / ``generic_error``) and
 codes; no input a client can send produces an unhandled 5xx, and an unexpected failure answers a
@@ -27,6 +28,7 @@ from starlette.requests import ClientDisconnect
 
 from metastore import __version__
 from metastore.api import error_codes as codes
+from metastore.api import streaming
 from metastore.api.auth import BasicAuth, LoginThrottle
 from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.api.metrics import NodeMetrics
@@ -42,6 +44,10 @@ from metastore.log.exceptions import (
 from metastore.log.reader import NodeState
 from metastore.membership import Membership
 from metastore.node import Node
+from metastore.queries.exceptions import UnknownPushQueryError
+from metastore.queries.push import PushQueries, PushQuery
+from metastore.spark.exceptions import SparkUnavailableError, UnsupportedQueryError
+from metastore.spark.query import QueryResult
 from metastore.sql import variables
 from metastore.sql.exceptions import ParseError
 from metastore.sql.statements import SelectStatement
@@ -137,7 +143,8 @@ def internal_error(request: Request) -> KsqlResponse:
 def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                membership: Membership | None = None,
                query_runner: Callable[[str, overrides.ConfigOverrides], Any] | None = None,
-               limits: HttpLimits | None = None) -> FastAPI:
+               limits: HttpLimits | None = None,
+               push_queries: PushQueries | None = None) -> FastAPI:
     app = FastAPI(title="metastore", version=__version__,
                   description="A ksqlDB-compatible REST API over a replicated command log.")
     limits = limits or HttpLimits()
@@ -298,10 +305,89 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         parsed = parse_request(body)
         if isinstance(parsed, KsqlResponse):
             return parsed
+        try:
+            if parsed.commandSequenceNumber is not None:
+                node.wait_for(parsed.commandSequenceNumber, node.config.read_timeout)
+            statement, config = prepare_query(parsed.ksql, parsed.streamsProperties,
+                                              parsed.sessionVariables)
+            if statement.query.emit_changes:
+                push = start_push(statement, config)
+                return streaming.ChunkedResponse(streaming.v1_chunks(push), KSQL_MEDIA_TYPE,
+                                                 push.close)
+            result = run_pull(statement, config)
+        except MetastoreError as error:
+            return failure(error, parsed.ksql)
+        header = {"header": {"queryId": result.query_id, "schema": result.schema}}
+        return KsqlResponse([header, *({"row": {"columns": row}} for row in result.rows)])
+
+    def prepare_query(text: str, properties: Mapping[str, Any],
+                      session_variables: Mapping[str, Any]
+                      ) -> tuple[SelectStatement, overrides.ConfigOverrides]:
+        """The one query of a /query or /query-stream request, its variables substituted
+        (ksqlDB's QueryStreamHandler prepares it with them), and the request's overrides."""
+        config = overrides.resolve(properties, strict=True)
+        statements = variables.parse_request(text, session_variables,
+                                             variables.substitution_enabled(properties))
+        if len(statements) != 1 or not isinstance(statements[0], SelectStatement):
+            raise UnsupportedQueryError("/query and /query-stream take exactly one SELECT "
+                                        "statement")
+        return statements[0], config
+
+    def run_pull(statement: SelectStatement,
+                 config: overrides.ConfigOverrides) -> QueryResult:
         if query_runner is None:
-            return error_response(codes.SERVER_NOT_READY, "This node runs without Spark "
-                                  "(--spark-master none); send queries to a node with Spark.")
-        return _query(query_runner, parsed)
+            raise SparkUnavailableError("This node runs without Spark (--spark-master none); "
+                                        "send queries to a node with Spark.")
+        result: QueryResult = query_runner(statement.text, config)
+        return result
+
+    def start_push(statement: SelectStatement, config: overrides.ConfigOverrides) -> PushQuery:
+        if push_queries is None:
+            raise SparkUnavailableError("This node runs without Spark (--spark-master none); "
+                                        "send queries to a node with Spark.")
+        return push_queries.start(statement, node.replica.image, config)
+
+    @app.post("/query-stream")
+    async def query_stream(request: Request) -> Response:
+        body = await read_body(request)
+        if isinstance(body, KsqlResponse):
+            return body
+        return await run_in_threadpool(_query_stream, body, streaming.wants_delimited(request))
+
+    def _query_stream(body: bytes, delimited: bool) -> Response:
+        parsed = streaming.parse_body(streaming.QueryStreamRequest, body, limits)
+        if isinstance(parsed, str):
+            return error_response(codes.BAD_REQUEST, parsed)
+        assert isinstance(parsed, streaming.QueryStreamRequest)
+        media_type = streaming.DELIMITED if delimited else "application/json"
+        try:
+            statement, config = prepare_query(parsed.sql, parsed.properties,
+                                              parsed.sessionVariables)
+            if statement.query.emit_changes:
+                push = start_push(statement, config)
+                return streaming.ChunkedResponse(streaming.stream_chunks(push, delimited),
+                                                 media_type, push.close)
+            result = run_pull(statement, config)
+        except MetastoreError as error:
+            return failure(error, parsed.sql)
+        return Response(streaming.pull_stream_body(result, delimited), media_type=media_type)
+
+    @app.post("/close-query")
+    async def close_query(request: Request) -> Response:
+        body = await read_body(request)
+        if isinstance(body, KsqlResponse):
+            return body
+        parsed = streaming.parse_body(streaming.CloseQueryRequest, body, limits)
+        if isinstance(parsed, str):
+            return error_response(codes.BAD_REQUEST, parsed)
+        assert isinstance(parsed, streaming.CloseQueryRequest)
+        try:
+            if push_queries is None:
+                raise UnknownPushQueryError(f"No query with id {parsed.queryId}")
+            await run_in_threadpool(push_queries.close, parsed.queryId)
+        except MetastoreError as error:
+            return failure(error, parsed.queryId)
+        return Response(status_code=200)
 
     def write_failed(error: MetastoreError, text: str) -> KsqlResponse:
         if isinstance(error, NotReadyError) and node.state is NodeState.DEGRADED:
@@ -310,24 +396,6 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                 error, NotWrittenError | OutcomeUnknownError):
             return failure(error, text, f"The statement was NOT written: {error.message}")
         return failure(error, text)
-
-    def _query(runner: Callable[[str, overrides.ConfigOverrides], Any],
-               body: KsqlRequest) -> Response:
-        try:
-            if body.commandSequenceNumber is not None:
-                node.wait_for(body.commandSequenceNumber, node.config.read_timeout)
-            config = overrides.resolve(body.streamsProperties, strict=True)
-            return KsqlResponse(runner(_substituted(body), config))
-        except MetastoreError as error:
-            return failure(error, body.ksql)
-
-    def _substituted(body: KsqlRequest) -> str:
-        """The query text with the request's ``sessionVariables`` substituted (ksqlDB's
-        QueryStreamHandler prepares the query with them)."""
-        if "$" not in body.ksql or not variables.substitution_enabled(body.streamsProperties):
-            return body.ksql
-        statements = variables.parse_request(body.ksql, body.sessionVariables)
-        return " ".join(statement.text for statement in statements)
 
     @app.get("/info")
     def info() -> Response:
@@ -410,6 +478,12 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             "metastore_records_applied_total": ("Command records applied to the image.",
                                                 float(node.replica.records_applied)),
         }
+        if push_queries is not None:
+            gauges["metastore_push_queries"] = ("Push queries running on this node.",
+                                                float(push_queries.running))
+            gauges["metastore_spark_streaming_queries"] = (
+                "Spark StreamingQueries active on this node (persistent and push queries).",
+                float(push_queries.active_spark_queries()))
         spark = node.projection.status if node.projection is not None else None
         if spark is not None:
             gauges.update({

@@ -264,7 +264,8 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
         return Analysis(query=query, kind=kind,
                         columns=tuple(Column(p.name, p.type) for p in projected),
                         sources=scope.source_names, reads=scope.reads, joins=scope.joins,
-                        window=None, aggregate=aggregate)
+                        window=None, aggregate=aggregate,
+                        projection=tuple((p.name, p.expression) for p in projected))
     if aggregate and not group_by:  # ksqlDB's AggregateNode.validateKeyPresent: no key to keep
         listed = ", ".join(aggregation.call_text(c, _rendering(scope, typer)) for c in calls)
         raise QueryError(f"CREATE TABLE AS SELECT statement does not support aggregate function "

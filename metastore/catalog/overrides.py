@@ -44,7 +44,8 @@ COLLECT_LIST_LIMIT = "ksql.functions.collect_list.limit"
 COLLECT_SET_LIMIT = "ksql.functions.collect_set.limit"
 
 QUERY_SETTINGS = frozenset({COLLECT_LIST_LIMIT, COLLECT_SET_LIMIT})
-"""Settings a persistent query runs with (stored on its command)."""
+"""Settings of functions a persistent query runs with (stored on its command, as is
+``auto.offset.reset``)."""
 
 PULL_TABLE_SCAN_ENABLED = "ksql.query.pull.table.scan.enabled"
 PULL_RANGE_SCAN_ENABLED = "ksql.query.pull.range.scan.enabled"
@@ -174,7 +175,7 @@ class ConfigOverrides:
     def query_config(self) -> tuple[tuple[str, str], ...]:
         """What a persistent query created under these overrides runs with, sorted."""
         return tuple(sorted((name, str(value)) for name, value in self.values.items()
-                            if name in QUERY_SETTINGS and value is not None))
+                            if name in QUERY_SETTINGS | OFFSET_RESET and value is not None))
 
     def set(self, name: str, value: ConfigValue) -> ConfigOverrides:
         """These overrides after ``SET 'name' = 'value'`` (``UNSET`` when ``value`` is None)."""
@@ -274,6 +275,17 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
         if text not in OFFSET_RESET_VALUES:  # the consumer's ConfigDef (a ValidString)
             raise ConfigError(f"Invalid value {_shown(raw)} for configuration auto.offset.reset: "
                               "String must be one of: latest, earliest, none")
+        return text
+    return None
+
+
+def offset_reset(values: Mapping[str, object]) -> str | None:
+    """Where a query starts reading its sources, 'earliest' or 'latest', when ``values`` (a
+    request's overrides, or a persistent query's settings) say, under any of the names."""
+    for name in sorted(OFFSET_RESET):
+        value = values.get(name)
+        if value in OFFSET_RESET_VALUES:
+            return str(value)
     return None
 
 

@@ -22,3 +22,15 @@ class AssignmentError(MetastoreError):
     """The query-assignment group or its topic is unusable."""
 
     code = "query_assignment"
+
+
+class PushQueryLimitError(MetastoreError):
+    """The node runs as many push queries as it may (``--max-push-queries``)."""
+
+    code = "max_push_queries"
+
+
+class UnknownPushQueryError(MetastoreError):
+    """``/close-query`` names no push query running on this node."""
+
+    code = "unknown_push_query"

@@ -10,7 +10,7 @@ resumes after the last micro-batch it committed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,8 +19,11 @@ from metastore.local.jars import INTERCEPTOR_CLASS
 from metastore.queries.steps import QueryPlan, Step
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+
+Deliver = Callable[[list["Row"]], None]
+"""Where a transient query's micro-batch rows go (called on Spark's streaming thread)."""
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,9 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
     test run wants); otherwise the query runs until stopped.
     """
-    session = spark.newSession()
-    session.conf.set("spark.sql.ansi.enabled", "false")
-    session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
-    _register(session, plan.steps, kafka_options)
+    session = _session(spark)
+    _register(session, plan.steps, kafka_options,
+              reads={"startingOffsets": "earliest" if plan.earliest else "latest"})
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     sink_options = {**kafka_options, "kafka.interceptor.classes": INTERCEPTOR_CLASS,
                     "topic": plan.topic}
@@ -66,6 +68,43 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     return writer.start()
 
 
+def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
+                    kafka_options: Mapping[str, str], deliver: Deliver, *,
+                    max_records_per_batch: int) -> StreamingQuery:
+    """Start ``plan`` (:func:`metastore.queries.plan.compile_push`) as a StreamingQuery that
+    hands each micro-batch's rows to ``deliver``, at most ``max_records_per_batch`` source
+    records per micro-batch."""
+    session = _session(spark)
+    reads = {"startingOffsets": "earliest" if plan.earliest else "latest",
+             "maxOffsetsPerTrigger": str(max_records_per_batch)}
+    _register(session, plan.steps, kafka_options, reads=reads)
+    if plan.batch is None:
+        writer = (session.sql(plan.sql).writeStream.outputMode(plan.output_mode)
+                  .foreachBatch(lambda rows, _batch_id: deliver(rows.collect())))
+    else:
+        stage, sql = plan.batch, plan.sql
+
+        def run_micro_batch(rows: DataFrame, batch_id: int) -> None:
+            batch_session = rows.sparkSession
+            rows.createOrReplaceTempView(stage.view)
+            _register(batch_session, stage.steps, kafka_options,
+                      _micro_batch_ends(checkpoint, batch_id))
+            deliver(batch_session.sql(sql).collect())
+
+        writer = (session.sql(stage.source_sql).writeStream.foreachBatch(run_micro_batch)
+                  .outputMode("append"))
+    return (writer.option("checkpointLocation", str(checkpoint)).queryName(plan.query_id)
+            .start())
+
+
+def _session(spark: SparkSession) -> SparkSession:
+    """A query's own Spark session: ANSI mode off, so a bad value yields NULL as in ksqlDB."""
+    session = spark.newSession()
+    session.conf.set("spark.sql.ansi.enabled", "false")
+    session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
+    return session
+
+
 def _micro_batch_ends(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]]:
     """The source offsets micro-batch ``batch_id`` ends at, per topic and partition, from the
     query's offset log (written before the micro-batch runs)."""
@@ -83,10 +122,12 @@ def _micro_batch_ends(checkpoint: Path, batch_id: int) -> dict[str, dict[str, in
 
 
 def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Mapping[str, str],
-              ends: Mapping[str, Mapping[str, int]] | None = None) -> None:
+              ends: Mapping[str, Mapping[str, int]] | None = None,
+              reads: Mapping[str, str] | None = None) -> None:
     """Register each step's view: a Kafka read (streaming or batch) or a SELECT. A batch read of
     a topic in ``ends`` stops there, so every scan of it in a micro-batch reads the same records:
-    those up to the micro-batch's end."""
+    those up to the micro-batch's end. ``reads``: options of the streaming reads (by default,
+    from the earliest offset, unbounded micro-batches)."""
     for step in steps:
         if step.topic is not None:
             reader = session.readStream if step.streaming else session.read
@@ -94,6 +135,8 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
                        "kafka.isolation.level": "read_committed", "failOnDataLoss": "false",
                        "includeHeaders": "true",
                        **kafka_options}
+            if step.streaming and reads:
+                options.update(reads)
             if not step.streaming and ends and step.topic in ends:
                 options["endingOffsets"] = json.dumps({step.topic: dict(ends[step.topic])})
             frame = reader.format("kafka").options(**options).load()

@@ -27,17 +27,18 @@ micro-batch over its rows and the source topic read in batch, written with ``for
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
+from metastore.catalog import overrides
 from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
-from metastore.queries.exceptions import QueryRuntimeError
+from metastore.queries.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
 from metastore.queries.stages import (
     aggregate_touched_groups,
     changelog_stage,
@@ -91,10 +92,31 @@ def compile_query(query: PersistentQuery, image: Image) -> QueryPlan:
     return _plan(query.query_id, analysis, sink, dict(query.config))
 
 
+def compile_push(query_id: str, analysis: Analysis, config: dict[str, object]) -> QueryPlan:
+    """The plan of a push query (``SELECT ... EMIT CHANGES``) from its transient analysis
+    (:func:`metastore.catalog.pull_queries.check_select`), which it rewrites: the same plan as
+    a persistent query's, but its SQL yields the result's columns, in SELECT order, and
+    :data:`~metastore.queries.steps.NULL_VALUE` (a table's row deleted), not Kafka records. The
+    query's LIMIT is taken off (the caller stops at it)."""
+    analysis.query.select.set("limit", None)
+    window = analysis.query.window
+    if window is not None and window.kind == "SESSION":
+        raise UnsupportedByRuntimeError(explain("SESSION windows are not supported in push "
+                                                "queries"))
+    result = DataSource(name=query_id, kind=analysis.kind, columns=analysis.columns, topic="",
+                        key_format="JSON", value_format="JSON", partitions=None, statement="")
+    problem = runtime_problem(analysis, result)
+    if problem is not None:
+        raise UnsupportedByRuntimeError(explain(problem))
+    plan = _plan(query_id, analysis, result, config, transient=True)
+    return replace(plan, earliest=overrides.offset_reset(config) == "earliest")
+
+
 def _plan(query_id: str, analysis: Analysis, sink: DataSource,
-          config: dict[str, object] | None = None) -> QueryPlan:
+          config: dict[str, object] | None = None, transient: bool = False) -> QueryPlan:
     """The plan of an analysed query the runtime supports (it rewrites the query's tree);
-    ``config``: the query's ksqlDB settings, for the translation of its functions."""
+    ``config``: the query's ksqlDB settings, for the translation of its functions;
+    ``transient``: the plan's rows are the query's result, not records of ``sink``."""
     select = analysis.query.select
     assert isinstance(select, exp.Select)
     prefix = "q_" + re.sub(r"[^0-9a-zA-Z_]", "_", query_id).lower()
@@ -208,11 +230,19 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         batch, inner = session_changes(batch, inner, select, sink)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
+    deletes = not analysis.aggregate or having is not None or session is not None
+    mode = "update" if analysis.aggregate and batch is None else "append"
+    topics = tuple(dict.fromkeys(source_topics))
+    if transient:
+        deleted = quote(NULL_VALUE) if deletes else "false"
+        sql = f"SELECT {', '.join(typed)}, {deleted} AS {quote(NULL_VALUE)} FROM ({inner})"
+        if analysis.kind is SourceKind.STREAM:  # a stream's result has no deletions
+            sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
+        return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch)
     hidden = None if analysis.aggregate else SOURCE
     session_key = session is not None or (
         source_window is not None and source_window.kind == "SESSION")
     typed.append(f"{_sink_time(sink)} AS {quote(ROWTIME)}")
-    deletes = not analysis.aggregate or having is not None or session is not None
     if deletes:
         typed.append(quote(NULL_VALUE))
     typed.append(quote(HEADERS))
@@ -238,9 +268,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
            "AS __ms_result) AS __ms_typed")
     if sink.timestamp_column is not None:  # ksqlDB drops a record its timestamp column rejects
         sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
-    return QueryPlan(query_id, tuple(steps), sql,
-                     "update" if analysis.aggregate and batch is None else "append", sink.topic,
-                     tuple(dict.fromkeys(source_topics)), batch)
+    return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
+                     earliest=overrides.offset_reset(config or {}) != "latest")
 
 
 def _take_table_functions(items: list[exp.Expr]) -> list[exp.Expr]:

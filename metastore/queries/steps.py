@@ -60,6 +60,8 @@ class QueryPlan:
     topic: str
     source_topics: tuple[str, ...]
     batch: BatchStage | None = None
+    earliest: bool = True
+    """Whether a first start reads its sources from their first offsets (else their next)."""
 
 
 def stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> list[Step]:

@@ -3,7 +3,7 @@
 The SELECT is parsed with the ksqlDB dialect, analysed against the image (which also says what
 it reads), transpiled by sqlglot to Spark SQL with every source it reads qualified by the service's
 database, and run with a row limit.
-The answer is a header object (``queryId``, ``schema``) followed by one ``row`` object per row.
+The answer is a :class:`QueryResult`; the endpoints write it in their shapes.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import base64
 import datetime
 import decimal
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -59,8 +60,23 @@ def to_spark_sql(analysis: Analysis, database: str) -> str:
     return select.sql(dialect="spark")
 
 
+@dataclass(frozen=True)
+class QueryResult:
+    """The answer to a pull query: its columns' names and SQL types, and its rows."""
+
+    query_id: str
+    names: tuple[str, ...]
+    types: tuple[str, ...]
+    rows: list[list[Any]]
+
+    @property
+    def schema(self) -> str:
+        """The columns as ksqlDB's ``/query`` header writes them: ```A` INTEGER, ...``."""
+        return ", ".join(f"`{n}` {t}" for n, t in zip(self.names, self.types, strict=True))
+
+
 def run_pull_query(spark: SparkSession, text: str, image: Image, database: str,
-                   config: ConfigOverrides = NO_OVERRIDES) -> list[dict[str, Any]]:
+                   config: ConfigOverrides = NO_OVERRIDES) -> QueryResult:
     """Answer the pull query ``text`` after the statement validator's checks of a SELECT
     (:func:`metastore.catalog.pull_queries.check_select`) under the request's ``config``."""
     statements = parse(text)
@@ -81,12 +97,11 @@ def run_pull_query(spark: SparkSession, text: str, image: Image, database: str,
         frame.columns) else list(frame.columns)
     types = [column.type.sql() for column in analysis.columns] if len(names) == len(
         analysis.columns) else ["STRING"] * len(names)
-    schema = ", ".join(f"`{name}` {sql_type}" for name, sql_type in zip(names, types, strict=True))
-    header = {"header": {"queryId": f"query_{uuid.uuid4().hex[:12]}", "schema": schema}}
-    return [header, *({"row": {"columns": [_json_value(v) for v in row]}} for row in rows)]
+    return QueryResult(f"query_{uuid.uuid4().hex[:12]}", tuple(names), tuple(types),
+                       [[json_value(v) for v in row] for row in rows])
 
 
-def _json_value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(bytes(value)).decode()
     if isinstance(value, decimal.Decimal):
@@ -96,9 +111,9 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, datetime.date):
         return value.isoformat()
     if isinstance(value, list):
-        return [_json_value(v) for v in value]
+        return [json_value(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
+        return {str(k): json_value(v) for k, v in value.items()}
     if hasattr(value, "asDict"):
-        return {k: _json_value(v) for k, v in value.asDict().items()}
+        return {k: json_value(v) for k, v in value.asDict().items()}
     return value

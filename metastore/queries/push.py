@@ -1,0 +1,228 @@
+"""Push queries (``SELECT ... EMIT CHANGES``) of one node: each runs as a Spark StreamingQuery
+whose micro-batches are handed to the client's connection.
+
+A push query is planned exactly as a persistent query is (:func:`metastore.queries.plan.
+compile_push`, the same analysis, functions and views), reads its sources from the offset
+``auto.offset.reset`` says (ksqlDB's default for a push query: ``latest``), and has a
+checkpoint of its own, deleted when it stops. Between Spark's streaming thread and the
+connection sits a bounded buffer: when the client reads slowly, the query waits, so what a push
+query holds in memory is bounded by ``max_buffered_batches`` micro-batches of at most
+``max_records_per_batch`` source records. A query stops (its StreamingQuery stopped, its
+checkpoint deleted) when its client has its LIMIT, disconnects, or calls ``/close-query``, or
+when the node stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from metastore.catalog.image import Image
+from metastore.catalog.model import Column
+from metastore.catalog.overrides import ConfigOverrides
+from metastore.catalog.pull_queries import check_select, limit_value
+from metastore.queries import job
+from metastore.queries.exceptions import PushQueryLimitError, UnknownPushQueryError
+from metastore.queries.plan import compile_push
+from metastore.spark.exceptions import SparkUnavailableError
+from metastore.spark.query import json_value
+from metastore.sql.statements import SelectStatement
+
+if TYPE_CHECKING:
+    from pyspark.sql import Row, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PushRow:
+    """One row of a push query's result; ``tombstone``: the table's row for this key is gone."""
+
+    columns: list[Any]
+    tombstone: bool = False
+
+
+@dataclass(frozen=True)
+class PushSettings:
+    max_queries: int = 20
+    """Push queries one node runs at once (ksqlDB's ``ksql.max.push.queries``)."""
+    max_records_per_batch: int = 10_000
+    """Source records one micro-batch of a push query reads, at most."""
+    max_buffered_batches: int = 4
+    """Micro-batches a push query holds for a slow client before its query waits."""
+
+
+class PushQuery:
+    """A running push query; its rows are taken with :meth:`take`, from any thread."""
+
+    def __init__(self, query_id: str, columns: tuple[Column, ...], limit: int | None,
+                 settings: PushSettings, checkpoint: Path,
+                 on_close: Callable[[PushQuery], None]) -> None:
+        self.query_id = query_id
+        self.columns = columns
+        self.limit = limit
+        self._settings = settings
+        self._checkpoint = checkpoint
+        self._on_close = on_close
+        self._batches: deque[list[PushRow]] = deque()
+        self._lock = threading.Condition()
+        self._closed = False
+        self._listener: Callable[[], None] | None = None
+        self._handle: StreamingQuery | None = None
+
+    def attach(self, handle: StreamingQuery) -> None:
+        """The StreamingQuery that runs this query (stopped at once if it closed meanwhile)."""
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._handle = handle
+        if closed:
+            handle.stop()
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from Spark's thread) whenever rows arrive or the query ends."""
+        with self._lock:
+            self._listener = listener
+
+    def take(self) -> list[PushRow] | None:
+        """The rows that arrived since the last call, oldest first (empty when none), or None
+        once the query has stopped and every row was taken."""
+        with self._lock:
+            if self._batches:
+                rows = [row for batch in self._batches for row in batch]
+                self._batches.clear()
+                self._lock.notify_all()
+                return rows
+            return None if self._closed else []
+
+    def failure(self) -> str | None:
+        """Why the query's StreamingQuery stopped, if it failed."""
+        handle = self._handle
+        if handle is None or handle.isActive:
+            return None
+        return job.failure(handle) or "the query stopped"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def deliver(self, rows: list[Row]) -> None:
+        """Hand a micro-batch's rows on; waits while the client is behind (Spark's thread)."""
+        converted = [PushRow([json_value(value) for value in row[:-1]], bool(row[-1]))
+                     for row in rows]
+        if not converted:
+            return
+        with self._lock:
+            while len(self._batches) >= self._settings.max_buffered_batches and not self._closed:
+                self._lock.wait(0.5)
+            if self._closed:
+                return
+            self._batches.append(converted)
+            listener = self._listener
+        if listener is not None:
+            listener()
+
+    def close(self) -> None:
+        """Stop the query and free what it holds; idempotent, blocks until Spark stopped it."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._batches.clear()
+            self._lock.notify_all()
+            listener, handle, self._handle = self._listener, self._handle, None
+        if listener is not None:
+            listener()
+        try:
+            if handle is not None:
+                handle.stop()
+        except Exception as error:  # Spark already gone: nothing left to stop
+            log.warning("push query %s: stopping it failed: %s", self.query_id, error)
+        finally:
+            shutil.rmtree(self._checkpoint, ignore_errors=True)
+            self._on_close(self)
+
+
+class PushQueries:
+    """The push queries of one node: started from a SELECT, found by id, all stopped at once."""
+
+    def __init__(self, spark: Callable[[], SparkSession | None], kafka_options: Mapping[str, str],
+                 checkpoint_root: Path, settings: PushSettings | None = None) -> None:
+        self._spark = spark
+        self._kafka_options = dict(kafka_options)
+        self._root = checkpoint_root
+        self._settings = settings or PushSettings()
+        self._lock = threading.Lock()
+        self._running: dict[str, PushQuery] = {}
+        shutil.rmtree(checkpoint_root, ignore_errors=True)  # of a node that did not stop cleanly
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    def active_spark_queries(self) -> int:
+        """How many StreamingQueries the node's Spark runs, in all its sessions (-1 without
+        Spark): Spark's shared state lists every active one."""
+        spark = self._spark()
+        if spark is None:
+            return -1
+        shared = spark._jsparkSession.sharedState()  # no public API spans sessions
+        return int(shared.activeStreamingQueries().size())
+
+    def start(self, statement: SelectStatement, image: Image,
+              config: ConfigOverrides) -> PushQuery:
+        """Check ``statement`` as ksqlDB does a transient query, plan it and start it."""
+        analysis = check_select(statement, image.sources, image.types, image.queries, config)
+        columns = analysis.columns
+        limit = limit_value(statement.query)
+        first = analysis.sources[0] if analysis.sources else "QUERY"
+        query_id = f"transient_{first}_{uuid.uuid4().int % 10 ** 19}"
+        plan = compile_push(query_id, analysis, dict(config.values))
+        spark = self._spark()
+        if spark is None:
+            raise SparkUnavailableError("Spark is not available on this node; push queries "
+                                        "need it")
+        checkpoint = self._root / query_id
+        query = PushQuery(query_id, columns, limit, self._settings, checkpoint, self._forget)
+        with self._lock:
+            if len(self._running) >= self._settings.max_queries:
+                raise PushQueryLimitError("Maximum number of push queries exceeded")
+            self._running[query_id] = query
+        try:
+            query.attach(job.start_transient(
+                spark, plan, checkpoint, self._kafka_options, query.deliver,
+                max_records_per_batch=self._settings.max_records_per_batch))
+        except BaseException:
+            query.close()
+            raise
+        log.info("push query %s started", query_id)
+        return query
+
+    def close(self, query_id: str) -> None:
+        """Stop the push query ``query_id`` (ksqlDB's ``/close-query``)."""
+        with self._lock:
+            query = self._running.get(query_id)
+        if query is None:
+            raise UnknownPushQueryError(f"No query with id {query_id}")
+        query.close()
+
+    def stop(self) -> None:
+        """Stop every push query (the node is stopping)."""
+        with self._lock:
+            queries = list(self._running.values())
+        for query in queries:
+            query.close()
+
+    def _forget(self, query: PushQuery) -> None:
+        with self._lock:
+            self._running.pop(query.query_id, None)
+        log.info("push query %s stopped", query.query_id)

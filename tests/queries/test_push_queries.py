@@ -1,0 +1,188 @@
+"""Push queries (``SELECT ... EMIT CHANGES``) on a node process with Spark and real Kafka: over
+``/query`` and ``/query-stream``, rows produced after the query starts, LIMIT, ``/close-query``,
+``auto.offset.reset``, and a client that disconnects stops the query and frees its Spark query."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import unique
+from tests.queries.test_query_nodes import ksql, wait_for
+from tests.servers import ServerProcess
+
+ServerFactory = Callable[..., ServerProcess]
+
+
+@pytest.fixture(scope="module")
+def node(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    from tests.servers import start_server
+
+    directory = tmp_path_factory.mktemp("push")
+    server = start_server(kafka_bootstrap, directory, unique("push"), "node-1",
+                          "--data-dir", str(directory / "node"))
+    try:
+        wait_for(lambda: gauge(server, "metastore_spark_streaming_queries") >= 0, 180,
+                 "Spark to start")
+        yield server
+    finally:
+        server.stop()
+
+
+def gauge(server: ServerProcess, name: str) -> float:
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    assert match is not None, text
+    return float(match.group(1))
+
+
+def insert(server: ServerProcess, stream: str, *rows: tuple[int, str]) -> None:
+    values = " ".join(f"INSERT INTO {stream} (ID, V) VALUES ({i}, '{v}');" for i, v in rows)
+    ksql(server, values)
+
+
+def create_stream(server: ServerProcess) -> str:
+    name = unique("S").upper().replace("-", "_")
+    ksql(server, f"CREATE STREAM {name} (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{name}', "
+                 "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    return name
+
+
+class Lines:
+    """The lines of a streamed response, read as they arrive."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._lines = response.iter_lines()
+
+    def next_data(self) -> str:
+        for line in self._lines:
+            if line.strip():
+                return line
+        raise AssertionError("the response ended")
+
+
+def test_push_query_over_query_sees_new_rows_honours_limit_and_frees_spark(
+        node: ServerProcess) -> None:
+    stream = create_stream(node)
+    insert(node, stream, (0, "before"))
+    baseline = gauge(node, "metastore_spark_streaming_queries")
+    body = {"ksql": f"SELECT ID, UCASE(V) AS U FROM {stream} WHERE ID > 0 EMIT CHANGES LIMIT 2;",
+            "streamsProperties": {}}
+    started = time.monotonic()
+    with httpx.stream("POST", f"{node.url}/query", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        lines = Lines(response)
+        header = json.loads(lines.next_data().lstrip("[").rstrip(","))
+        assert header["header"]["schema"] == "`ID` INTEGER, `U` STRING"
+        assert header["header"]["queryId"].startswith(f"transient_{stream}_")
+        assert gauge(node, "metastore_push_queries") == 1
+        wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline + 1, 60,
+                 "the push query's Spark query")
+        time.sleep(3)  # 'latest' by default: what is produced once the query reads
+        insert(node, stream, (1, "a"), (-1, "filtered"), (2, "b"), (3, "c"))
+        first = json.loads(lines.next_data().rstrip(","))
+        first_row_seconds = time.monotonic() - started
+        second = json.loads(lines.next_data().rstrip(","))
+        final = lines.next_data()
+    assert first == {"row": {"columns": [1, "A"]}}
+    assert second == {"row": {"columns": [2, "B"]}}
+    assert final == '{"finalMessage":"Limit Reached"}]'
+    assert first_row_seconds < 60
+    wait_for(lambda: gauge(node, "metastore_push_queries") == 0, 30, "the query to stop")
+    wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
+             "Spark to stop the query")
+
+
+def test_query_stream_reads_earliest_when_asked_and_close_query_stops_it(
+        node: ServerProcess) -> None:
+    stream = create_stream(node)
+    insert(node, stream, (1, "x"), (2, "y"))
+    baseline = gauge(node, "metastore_spark_streaming_queries")
+    body = {"sql": f"SELECT * FROM {stream} EMIT CHANGES;",
+            "properties": {"auto.offset.reset": "earliest"}}
+    with httpx.stream("POST", f"{node.url}/query-stream", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        lines = Lines(response)
+        meta = json.loads(lines.next_data())
+        assert meta["columnNames"] == ["ID", "V"]
+        assert meta["columnTypes"] == ["INTEGER", "STRING"]
+        rows = [json.loads(lines.next_data()), json.loads(lines.next_data())]
+        assert rows == [[1, "x"], [2, "y"]]
+        closed = httpx.post(f"{node.url}/close-query", json={"queryId": meta["queryId"]},
+                            timeout=60)
+        assert closed.status_code == 200, closed.text
+        assert list(lines._lines) == []  # the response ends
+    again = httpx.post(f"{node.url}/close-query", json={"queryId": meta["queryId"]}, timeout=60)
+    assert again.status_code == 400
+    assert again.json()["message"] == f"No query with id {meta['queryId']}"
+    wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
+             "Spark to stop the query")
+
+
+def test_a_client_that_disconnects_stops_its_push_query(node: ServerProcess) -> None:
+    stream = create_stream(node)
+    baseline = gauge(node, "metastore_spark_streaming_queries")
+    pushed = gauge(node, "metastore_push_queries")
+    body = {"sql": f"SELECT * FROM {stream} EMIT CHANGES;"}
+    with httpx.stream("POST", f"{node.url}/query-stream", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        lines = Lines(response)  # kept: a dropped line iterator closes the connection
+        lines.next_data()
+        running = gauge(node, "metastore_push_queries")
+        assert running == pushed + 1, running
+    # the client closed its connection without reading further
+    wait_for(lambda: gauge(node, "metastore_push_queries") == pushed, 30, "the query to stop")
+    wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
+             "Spark to stop the query")
+
+
+def test_push_queries_on_a_table_and_an_aggregation(node: ServerProcess) -> None:
+    stream = create_stream(node)
+    insert(node, stream, (1, "a"), (2, "a"), (3, "b"))
+    body = {"sql": f"SELECT V, COUNT(*) AS N FROM {stream} GROUP BY V EMIT CHANGES;",
+            "properties": {"auto.offset.reset": "earliest"}}
+    with httpx.stream("POST", f"{node.url}/query-stream", json=body, timeout=120) as response:
+        assert response.status_code == 200, response.read()
+        lines = Lines(response)
+        assert json.loads(lines.next_data())["columnNames"] == ["V", "N"]
+        seen: dict[str, Any] = {}
+        while seen != {"a": 2, "b": 1}:
+            v, n = json.loads(lines.next_data())
+            seen[v] = n
+
+
+def test_push_query_errors_are_ksqldb_statement_errors(node: ServerProcess) -> None:
+    refused = httpx.post(f"{node.url}/query", json={"ksql": "SELECT * FROM NOPE EMIT CHANGES;"},
+                         timeout=60)
+    assert refused.status_code == 400
+    assert refused.json()["error_code"] == 40001
+    assert "NOPE does not exist" in refused.json()["message"]
+    bad = httpx.post(f"{node.url}/query-stream", json={"ksql": "SELECT 1;"}, timeout=60)
+    assert bad.status_code == 400
+    assert bad.json()["error_code"] == 40000
+
+
+def test_the_cli_streams_a_push_query_until_its_limit(node: ServerProcess) -> None:
+    stream = create_stream(node)
+    insert(node, stream, (1, "x"), (2, "y"), (3, "z"))
+    command = [sys.executable, "-m", "cli.main", "query", "--server", node.url, "--json",
+               "-p", "auto.offset.reset=earliest",
+               f"SELECT V FROM {stream} WHERE ID <> 2 EMIT CHANGES LIMIT 2;"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    meta, *rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert meta["columnNames"] == ["V"]
+    assert rows == [["x"], ["z"]]
+    table = subprocess.run([c for c in command if c != "--json"], capture_output=True, text=True,
+                           timeout=180, check=False)
+    assert table.returncode == 0, table.stderr
+    assert "| x " in table.stdout and "| z " in table.stdout
+    assert table.stdout.rstrip().endswith("2 row(s)")
