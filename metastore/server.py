@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from metastore.queries.assignment import Partitions, QueryAssignment
+    from metastore.queries.materialized import TableStores
     from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
     from metastore.spark.projection import ProjectionRunner
@@ -63,6 +65,7 @@ class NodeServices:
     projection: ProjectionRunner | None = None
     queries: QueryRunner | None = None
     push_queries: PushQueries | None = None
+    table_stores: TableStores | None = None
 
     def start(self) -> None:
         """Check Kafka and the command topic, replay, then project, run queries, heartbeat."""
@@ -70,11 +73,13 @@ class NodeServices:
         self.membership.start()
 
     def stop(self) -> None:
-        """Stop heartbeats and push queries, then the node (its queries, Spark, writer,
-        replica, checkpoints)."""
+        """Stop heartbeats, push queries and table stores, then the node (its queries,
+        Spark, writer, replica, checkpoints)."""
         self.membership.stop()
         if self.push_queries is not None:
             self.push_queries.stop()
+        if self.table_stores is not None:
+            self.table_stores.stop()
         self.node.stop()
 
 
@@ -87,9 +92,9 @@ def build(settings: ServerSettings) -> NodeServices:
     config = settings.node
     kafka = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
     admin = Admin(kafka)
-    projection = queries = pull = push = None
+    projection = queries = pull = push = stores = None
     if settings.spark is not None:
-        projection, queries, pull, push = _spark_services(
+        projection, queries, pull, push, stores = _spark_services(
             config, settings.spark, settings, kafka, admin, lambda: node.replica.image)
     membership: Membership | None = None
 
@@ -103,8 +108,8 @@ def build(settings: ServerSettings) -> NodeServices:
                             queries=lambda: _local_queries(queries))
     app = create_app(node, auth=_auth(settings.auth_file), url=settings.url,
                      membership=membership, query_runner=pull, limits=settings.http,
-                     push_queries=push)
-    return NodeServices(settings, node, membership, app, projection, queries, push)
+                     push_queries=push, table_stores=stores)
+    return NodeServices(settings, node, membership, app, projection, queries, push, stores)
 
 
 def _auth(path: Path | None) -> BasicAuth | None:
@@ -118,16 +123,19 @@ def _auth(path: Path | None) -> BasicAuth | None:
 
 def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings: ServerSettings,
                     kafka: KafkaSettings, admin: Admin, image: Callable[[], Image],
-                    ) -> tuple[ProjectionRunner, QueryRunner, PullQuery, PushQueries]:
-    """The Spark catalog projection, the persistent-query runner, pull and push queries,
-    sharing one SparkSession that the projection starts."""
+                    ) -> tuple[ProjectionRunner, QueryRunner, PullQuery, PushQueries, TableStores]:
+    """The Spark catalog projection, the persistent-query runner, pull queries (answered from
+    the tables kept materialized where they can be), and push queries, sharing one
+    SparkSession that the projection starts."""
+    from metastore.kafka.consumer import EndOffsets
     from metastore.queries.assignment import QueryAssignment
+    from metastore.queries.materialized import TableStores
     from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
     from metastore.spark.catalog_state import CatalogStateFile
     from metastore.spark.exceptions import SparkUnavailableError
     from metastore.spark.projection import ProjectionRunner, SparkProjection
-    from metastore.spark.query import run_pull_query
+    from metastore.spark.query import check_pull_query, new_query_id, run_analysed
     from metastore.spark.session import metastore_db, start_session
     from metastore.spark.views import database_name
 
@@ -157,15 +165,36 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     queries = QueryRunner(config.node_id, session, kafka_options, settings.query_checkpoints,
                           kafka, assignment, service_id=config.service_id)
 
+    offsets = EndOffsets(kafka, group_id=f"metastore-{config.service_id}-stores")
+    offsets_lock = threading.Lock()
+
+    def end_offsets(topic: str) -> dict[int, int] | None:
+        try:
+            with offsets_lock:
+                shape = admin.describe(topic)
+                if shape is None:
+                    return None
+                ends = offsets.end_offsets((topic, p) for p in range(shape.partitions))
+        except MetastoreError as error:
+            log.warning("end offsets of %s: %s", topic, error)
+            return None
+        return {partition: end for (_, partition), end in ends.items()}
+
+    stores = TableStores(session, kafka_options, settings.directory / "table-stores",
+                         end_offsets, close=offsets.close)
+
     def pull(text: str, config: ConfigOverrides) -> Any:
         running = projection.projection
         if running is None:
             raise SparkUnavailableError(f"Spark is not available on this node: "
                                         f"{projection.status.reason}")
-        return run_pull_query(running.spark, text, image(), database, config)
+        analysis = check_pull_query(text, image(), config)
+        query_id = new_query_id()
+        answer = stores.answer(analysis, query_id)
+        return answer or run_analysed(running.spark, analysis, database, query_id)
 
     push = PushQueries(session, kafka_options, settings.directory / "push-queries")
-    return projection, queries, pull, push
+    return projection, queries, pull, push, stores
 
 
 def _local_queries(queries: QueryRunner | None) -> dict[str, Any]:

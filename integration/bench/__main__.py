@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from integration.bench import contention, latency, plots, reconcile, records, replay
+from integration.bench import contention, interactive, latency, plots, reconcile, records, replay
 
 BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "latency": latency.run,
@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "replay": replay.run,
     "reconcile": reconcile.run,
     "records": records.run,
+    "interactive": interactive.run,
 }
 
 

@@ -45,6 +45,7 @@ from metastore.log.reader import NodeState
 from metastore.membership import Membership
 from metastore.node import Node
 from metastore.queries.exceptions import UnknownPushQueryError
+from metastore.queries.materialized import TableStores
 from metastore.queries.push import PushQueries, PushQuery
 from metastore.spark.exceptions import SparkUnavailableError, UnsupportedQueryError
 from metastore.spark.query import QueryResult
@@ -144,7 +145,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                membership: Membership | None = None,
                query_runner: Callable[[str, overrides.ConfigOverrides], Any] | None = None,
                limits: HttpLimits | None = None,
-               push_queries: PushQueries | None = None) -> FastAPI:
+               push_queries: PushQueries | None = None,
+               table_stores: TableStores | None = None) -> FastAPI:
     app = FastAPI(title="metastore", version=__version__,
                   description="A ksqlDB-compatible REST API over a replicated command log.")
     limits = limits or HttpLimits()
@@ -484,6 +486,12 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             gauges["metastore_spark_streaming_queries"] = (
                 "Spark StreamingQueries active on this node (persistent and push queries).",
                 float(push_queries.active_spark_queries()))
+        if table_stores is not None:
+            gauges["metastore_table_stores"] = ("Tables kept materialized for pull queries.",
+                                                float(table_stores.tables))
+            gauges["metastore_pull_queries_from_stores_total"] = (
+                "Pull queries answered from a materialized table, not by Spark.",
+                float(table_stores.answered))
         spark = node.projection.status if node.projection is not None else None
         if spark is not None:
             gauges.update({

@@ -57,7 +57,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
             batch_session = rows.sparkSession
             rows.createOrReplaceTempView(stage.view)
             _register(batch_session, stage.steps, kafka_options,
-                      _micro_batch_ends(checkpoint, batch_id))
+                      micro_batch_ends(checkpoint, batch_id))
             batch_session.sql(sql).write.format("kafka").options(**sink_options).save()
 
         writer = (session.sql(stage.source_sql).writeStream.foreachBatch(write_micro_batch)
@@ -88,13 +88,28 @@ def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
             batch_session = rows.sparkSession
             rows.createOrReplaceTempView(stage.view)
             _register(batch_session, stage.steps, kafka_options,
-                      _micro_batch_ends(checkpoint, batch_id))
+                      micro_batch_ends(checkpoint, batch_id))
             deliver(batch_session.sql(sql).collect())
 
         writer = (session.sql(stage.source_sql).writeStream.foreachBatch(run_micro_batch)
                   .outputMode("append"))
     return (writer.option("checkpointLocation", str(checkpoint)).queryName(plan.query_id)
             .start())
+
+
+def start_stream(spark: SparkSession, steps: tuple[Step, ...], view: str, checkpoint: Path,
+                 kafka_options: Mapping[str, str],
+                 on_batch: Callable[[DataFrame, int], None], *, trigger_ms: int,
+                 max_records_per_batch: int, name: str) -> StreamingQuery:
+    """Start a StreamingQuery over ``steps``' views that hands each micro-batch of ``view``
+    to ``on_batch``, reading from the sources' first offsets, every ``trigger_ms``, at most
+    ``max_records_per_batch`` source records at a time."""
+    session = _session(spark)
+    _register(session, steps, kafka_options, reads={
+        "startingOffsets": "earliest", "maxOffsetsPerTrigger": str(max_records_per_batch)})
+    return (session.table(view).writeStream.foreachBatch(on_batch)
+            .option("checkpointLocation", str(checkpoint)).queryName(name)
+            .trigger(processingTime=f"{trigger_ms} milliseconds").start())
 
 
 def _session(spark: SparkSession) -> SparkSession:
@@ -105,7 +120,7 @@ def _session(spark: SparkSession) -> SparkSession:
     return session
 
 
-def _micro_batch_ends(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]]:
+def micro_batch_ends(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]]:
     """The source offsets micro-batch ``batch_id`` ends at, per topic and partition, from the
     query's offset log (written before the micro-batch runs)."""
     ends: dict[str, dict[str, int]] = {}

@@ -79,14 +79,28 @@ def run_pull_query(spark: SparkSession, text: str, image: Image, database: str,
                    config: ConfigOverrides = NO_OVERRIDES) -> QueryResult:
     """Answer the pull query ``text`` after the statement validator's checks of a SELECT
     (:func:`metastore.catalog.pull_queries.check_select`) under the request's ``config``."""
+    return run_analysed(spark, check_pull_query(text, image, config), database)
+
+
+def check_pull_query(text: str, image: Image, config: ConfigOverrides) -> Analysis:
+    """The pull query ``text``, checked as the statement validator checks a SELECT
+    (:func:`metastore.catalog.pull_queries.check_select`) under the request's ``config``."""
     statements = parse(text)
     if len(statements) != 1 or not isinstance(statements[0], SelectStatement):
         raise UnsupportedQueryError("/query takes exactly one SELECT statement")
     statement = statements[0]
     if statement.query.emit_changes:
-        raise UnsupportedQueryError("Push queries (EMIT CHANGES) are not supported yet; send the "
-                                    "SELECT without EMIT CHANGES for a pull query.")
-    analysis = check_select(statement, image.sources, image.types, image.queries, config)
+        raise UnsupportedQueryError("A push query (EMIT CHANGES) is not a pull query")
+    return check_select(statement, image.sources, image.types, image.queries, config)
+
+
+def new_query_id() -> str:
+    return f"query_{uuid.uuid4().hex[:12]}"
+
+
+def run_analysed(spark: SparkSession, analysis: Analysis, database: str,
+                 query_id: str | None = None) -> QueryResult:
+    """Answer a checked pull query on Spark (it rewrites the analysed query's tree)."""
     try:
         frame = spark.sql(to_spark_sql(analysis, database))
         rows = frame.collect()
@@ -97,7 +111,7 @@ def run_pull_query(spark: SparkSession, text: str, image: Image, database: str,
         frame.columns) else list(frame.columns)
     types = [column.type.sql() for column in analysis.columns] if len(names) == len(
         analysis.columns) else ["STRING"] * len(names)
-    return QueryResult(f"query_{uuid.uuid4().hex[:12]}", tuple(names), tuple(types),
+    return QueryResult(query_id or new_query_id(), tuple(names), tuple(types),
                        [[json_value(v) for v in row] for row in rows])
 
 

@@ -15,8 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from metastore.kafka.settings import KafkaSettings
 from tests.conftest import unique
 from tests.queries.test_query_nodes import ksql, wait_for
+from tests.queries.test_spark_jobs import read_all
 from tests.servers import ServerProcess
 
 ServerFactory = Callable[..., ServerProcess]
@@ -186,3 +188,28 @@ def test_the_cli_streams_a_push_query_until_its_limit(node: ServerProcess) -> No
     assert table.returncode == 0, table.stderr
     assert "| x " in table.stdout and "| z " in table.stdout
     assert table.stdout.rstrip().endswith("2 row(s)")
+
+
+def test_a_persistent_query_starts_where_auto_offset_reset_says(
+        node: ServerProcess, kafka_settings: KafkaSettings) -> None:
+    stream = create_stream(node)
+    insert(node, stream, (1, "old"))
+    latest, earliest = f"{stream}_LATEST", f"{stream}_EARLIEST"
+    response = httpx.post(f"{node.url}/ksql", timeout=120, json={
+        "ksql": f"CREATE STREAM {latest} AS SELECT * FROM {stream} EMIT CHANGES;",
+        "streamsProperties": {"auto.offset.reset": "latest"}})
+    assert response.status_code == 200, response.text
+    ksql(node, f"CREATE STREAM {earliest} AS SELECT * FROM {stream} EMIT CHANGES;")
+
+    def running() -> bool:
+        [entity] = ksql(node, "SHOW QUERIES;")
+        states = {q["sinks"][0]: q["state"] for q in entity["queries"]}
+        return states.get(latest) == "RUNNING" and states.get(earliest) == "RUNNING"
+
+    wait_for(running, 120, "both queries")
+    time.sleep(8)  # the latest offsets are taken at the query's first micro-batch
+    insert(node, stream, (2, "new"))
+    assert [json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, earliest, 2)] == [
+        "old", "new"]
+    assert [json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, latest, 1)] == [
+        "new"]

@@ -1,0 +1,65 @@
+"""Pull queries answered from a table kept materialized on the node (real Kafka and Spark):
+key lookups see every committed update and delete at once, answers equal Spark's, and what a
+store cannot answer goes to Spark."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from confluent_kafka import Producer
+
+from tests.conftest import unique
+from tests.queries.test_push_queries import gauge, node  # noqa: F401 - the module's node fixture
+from tests.queries.test_query_nodes import ksql, wait_for
+from tests.servers import ServerProcess
+
+
+def pull(server: ServerProcess, text: str) -> list[list[Any]]:
+    response = httpx.post(f"{server.url}/query", json={"ksql": text}, timeout=120)
+    assert response.status_code == 200, response.text
+    header, *rows = response.json()
+    assert header["header"]["queryId"].startswith("query_")
+    return [row["row"]["columns"] for row in rows]
+
+
+def test_key_lookups_come_from_the_store_and_see_updates_and_deletes(
+        node: ServerProcess, producer_factory: Callable[..., Producer]  # noqa: F811
+) -> None:
+    name = unique("T").upper().replace("-", "_")
+    ksql(node, f"CREATE SOURCE TABLE {name} (ID INT PRIMARY KEY, V STRING, N BIGINT) WITH ("
+               f"KAFKA_TOPIC='{name}', VALUE_FORMAT='JSON', PARTITIONS=2);")
+    producer = producer_factory()
+
+    def put(key: int, value: dict[str, Any] | None) -> None:
+        producer.produce(name, key=struct.pack(">i", key),
+                         value=None if value is None else json.dumps(value), partition=key % 2)
+        producer.flush(10)
+
+    for i in range(1, 7):
+        put(i, {"V": f"v{i}", "N": i * 10})
+    put(6, None)
+    def from_store() -> bool:  # the first queries may be Spark's, while the store fills
+        before = gauge(node, "metastore_pull_queries_from_stores_total")
+        assert pull(node, f"SELECT * FROM {name} WHERE ID = 3;") == [[3, "v3", 30]]
+        return gauge(node, "metastore_pull_queries_from_stores_total") == before + 1
+
+    wait_for(from_store, 120, "the table's store")
+    assert gauge(node, "metastore_table_stores") >= 1
+    before = gauge(node, "metastore_pull_queries_from_stores_total")
+    put(3, {"V": "new", "N": 31})
+    assert pull(node, f"SELECT V, ID FROM {name} WHERE ID = 3;") == [["new", 3]]
+    assert sorted(pull(node, f"SELECT ID FROM {name} WHERE ID IN (1, 2, 9) OR ID = 5;")) == [
+        [1], [2], [5]]
+    assert sorted(pull(node, f"SELECT ID, N FROM {name};")) == [
+        [1, 10], [2, 20], [3, 31], [4, 40], [5, 50]]
+    put(4, None)
+    assert pull(node, f"SELECT * FROM {name} WHERE ID = 4;") == []
+    store_answers = gauge(node, "metastore_pull_queries_from_stores_total") - before
+    assert store_answers == 4
+    # an expression in the projection is Spark's to answer, with the same rows
+    assert pull(node, f"SELECT ID, UCASE(V) AS U FROM {name} WHERE ID = 3;") == [[3, "NEW"]]
+    assert gauge(node, "metastore_pull_queries_from_stores_total") - before == store_answers
