@@ -128,6 +128,8 @@ OFFSET_RESET = frozenset({"auto.offset.reset", "ksql.streams.auto.offset.reset",
                           "ksql.streams.consumer.auto.offset.reset"})
 """The consumer's ``auto.offset.reset``, whose value 'none' ksqlDB refuses."""
 
+OFFSET_RESET_NAME = "auto.offset.reset"
+"""The name a persistent query's command stores its ``auto.offset.reset`` under."""
 OFFSET_RESET_VALUES = frozenset({"earliest", "latest"})
 """The values of ``auto.offset.reset`` ksqlDB accepts."""
 
@@ -174,8 +176,12 @@ class ConfigOverrides:
 
     def query_config(self) -> tuple[tuple[str, str], ...]:
         """What a persistent query created under these overrides runs with, sorted."""
-        return tuple(sorted((name, str(value)) for name, value in self.values.items()
-                            if name in QUERY_SETTINGS | OFFSET_RESET and value is not None))
+        settings = {name: str(value) for name, value in self.values.items()
+                    if name in QUERY_SETTINGS and value is not None}
+        reset = offset_reset(self.values)
+        if reset is not None:
+            settings[OFFSET_RESET_NAME] = reset
+        return tuple(sorted(settings.items()))
 
     def set(self, name: str, value: ConfigValue) -> ConfigOverrides:
         """These overrides after ``SET 'name' = 'value'`` (``UNSET`` when ``value`` is None)."""
@@ -281,7 +287,8 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
 
 def offset_reset(values: Mapping[str, object]) -> str | None:
     """Where a query starts reading its sources, 'earliest' or 'latest', when ``values`` (a
-    request's overrides, or a persistent query's settings) say, under any of the names."""
+    request's overrides, or a persistent query's settings) say, under any of the names (given
+    under several, the first in name order)."""
     for name in sorted(OFFSET_RESET):
         value = values.get(name)
         if value in OFFSET_RESET_VALUES:

@@ -62,8 +62,11 @@ def test_values_parse_as_ksqldb_parses_them() -> None:
     assert config.default_value_format == "JSON"
     assert config.default_key_format == "DELIMITED"
     assert config.wrap_single_values is False
-    assert config.query_config() == (("ksql.functions.collect_list.limit", "3"),
+    assert config.query_config() == (("auto.offset.reset", "latest"),
+                                     ("ksql.functions.collect_list.limit", "3"),
                                      ("ksql.functions.collect_set.limit", "1"))
+    assert overrides.offset_reset(config.values) == "latest"
+    assert overrides.offset_reset({}) is None
 
 
 def test_no_overrides_are_ksqldb_defaults() -> None:
