@@ -21,6 +21,7 @@ query to Spark.
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import threading
 import time
@@ -61,6 +62,8 @@ class StoreSettings:
     idle_seconds: float = 600.0
     catch_up_seconds: float = 5.0
     trigger_ms: int = 100
+    retry_seconds: float = 60.0
+    """How long a table whose store failed is left to Spark before a new store is tried."""
     max_records_per_batch: int = 50_000
 
 
@@ -159,6 +162,9 @@ _NOT_LITERAL = object()
 def _literal(node: exp.Expr, sql_type: ty.SqlType) -> Any:
     """The value a literal compares equal to in a column of ``sql_type``, as the store holds
     values (:func:`metastore.spark.query.json_value`); only exact matches of type."""
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and sql_type in _INTEGERS:
+        value = _literal(node.this, sql_type)
+        return -value if isinstance(value, int) else _NOT_LITERAL
     if not isinstance(node, exp.Literal):
         return _NOT_LITERAL
     if node.is_string:
@@ -271,6 +277,7 @@ class TableStores:
         self._end_offsets = end_offsets
         self._settings = settings or StoreSettings()
         self._stores: dict[str, TableStore] = {}
+        self._failed: dict[str, float] = {}
         self._lock = threading.Lock()
         shutil.rmtree(root, ignore_errors=True)  # of a node that did not stop cleanly
 
@@ -310,24 +317,28 @@ class TableStores:
         now = time.monotonic()
         with self._lock:
             store = self._stores.get(source.name)
+            if store is not None and store.failed is not None:
+                self._failed[source.name] = now
             if store is not None and (store.source != source or store.failed is not None):
                 stale.append(self._stores.pop(source.name))
                 store = None
+            resting = store is None and now - self._failed.get(source.name, -math.inf) < (
+                self._settings.retry_seconds)
             for name, other in list(self._stores.items()):
                 if now - other.used > self._settings.idle_seconds:
                     stale.append(self._stores.pop(name))
-            if store is None:
+            fresh = store is None and not resting
+            if fresh:
                 while len(self._stores) >= self._settings.max_tables:
                     oldest = min(self._stores, key=lambda n: self._stores[n].used)
                     stale.append(self._stores.pop(oldest))
                 store = TableStore(source, self._root / f"{source.name}-{time.time_ns()}",
                                    self._settings.max_rows)
                 self._stores[source.name] = store
-                fresh = True
-            else:
-                fresh = False
         for old in stale:
             old.stop()
+        if store is None:
+            return None
         if fresh:
             try:
                 store.start(spark, self._kafka_options, self._settings)

@@ -1,0 +1,58 @@
+"""Which pull queries a table's store answers (:func:`metastore.queries.materialized.lookup_of`):
+key lookups and plain columns; everything else is Spark's."""
+
+from __future__ import annotations
+
+import pytest
+
+from metastore.catalog.overrides import NO_OVERRIDES
+from metastore.check import run_script
+from metastore.queries.materialized import Lookup, lookup_of
+from metastore.spark.query import check_pull_query
+
+SETUP = """
+CREATE SOURCE TABLE T (ID INT PRIMARY KEY, NAME STRING, N BIGINT)
+    WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON', PARTITIONS=1);
+CREATE SOURCE TABLE S (K STRING PRIMARY KEY, V INT)
+    WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', PARTITIONS=1);
+CREATE SOURCE TABLE W (A INT PRIMARY KEY, V INT)
+    WITH (KAFKA_TOPIC='w', VALUE_FORMAT='JSON', PARTITIONS=1, WINDOW_TYPE='TUMBLING',
+          WINDOW_SIZE='1 MINUTE');
+CREATE STREAM X (ID INT KEY, V INT) WITH (KAFKA_TOPIC='x', VALUE_FORMAT='JSON', PARTITIONS=1);
+"""
+
+
+def lookup(query: str) -> Lookup | None:
+    _, image = run_script(SETUP)
+    return lookup_of(check_pull_query(query, image, NO_OVERRIDES))
+
+
+@pytest.mark.parametrize(("query", "names", "indexes", "keys"), [
+    ("SELECT * FROM T WHERE ID = 3;", ("ID", "NAME", "N"), (0, 1, 2), {(3,)}),
+    ("SELECT N, ID FROM T WHERE ID IN (1, 2) OR ID = -5;", ("N", "ID"), (2, 0),
+     {(1,), (2,), (-5,)}),
+    ("SELECT NAME AS X FROM T;", ("X",), (1,), None),
+    ("SELECT * FROM S WHERE K = 'a';", ("K", "V"), (0, 1), {("a",)}),
+])
+def test_key_lookups_and_plain_columns_are_the_stores(
+        query: str, names: tuple[str, ...], indexes: tuple[int, ...],
+        keys: set[tuple[object, ...]] | None) -> None:
+    found = lookup(query)
+    assert found is not None
+    assert (found.names, found.indexes) == (names, indexes)
+    assert found.keys == (None if keys is None else frozenset(keys))
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT ID, UCASE(NAME) FROM T WHERE ID = 3;",  # an expression
+    "SELECT * FROM T WHERE N = 3;",  # not the key
+    "SELECT * FROM T WHERE ID > 3;",  # a range
+    "SELECT * FROM T WHERE ID = 3 AND N = 4;",  # more than the key
+    "SELECT * FROM T WHERE ID = 1 OR N = 2;",  # a scan
+    "SELECT * FROM T WHERE ID = 3 LIMIT 1;",
+    "SELECT * FROM W WHERE A = 1;",  # a windowed table
+    "SELECT * FROM X WHERE ID = 1;",  # a stream
+    "SELECT ROWTIME, ID FROM T WHERE ID = 1;",  # a pseudo column
+])
+def test_everything_else_is_sparks(query: str) -> None:
+    assert lookup(query) is None
