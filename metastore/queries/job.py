@@ -21,6 +21,7 @@ from metastore.queries.steps import QueryPlan, Step
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 Deliver = Callable[[list["Row"]], None]
 """Where a transient query's micro-batch rows go (called on Spark's streaming thread)."""
@@ -51,17 +52,8 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
         writer = (session.sql(plan.sql).writeStream.format("kafka").options(**sink_options)
                   .outputMode(plan.output_mode))
     else:
-        stage, sql = plan.batch, plan.sql
-
-        def write_micro_batch(rows: DataFrame, batch_id: int) -> None:
-            batch_session = rows.sparkSession
-            rows.createOrReplaceTempView(stage.view)
-            _register(batch_session, stage.steps, kafka_options,
-                      micro_batch_ends(checkpoint, batch_id))
-            batch_session.sql(sql).write.format("kafka").options(**sink_options).save()
-
-        writer = (session.sql(stage.source_sql).writeStream.foreachBatch(write_micro_batch)
-                  .outputMode("append"))
+        writer = _stage_writer(session, plan, checkpoint, kafka_options, lambda result: (
+            result.write.format("kafka").options(**sink_options).save()))
     writer = writer.option("checkpointLocation", str(checkpoint)).queryName(plan.query_id)
     if available_now:
         writer = writer.trigger(availableNow=True)
@@ -82,19 +74,30 @@ def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
         writer = (session.sql(plan.sql).writeStream.outputMode(plan.output_mode)
                   .foreachBatch(lambda rows, _batch_id: deliver(rows.collect())))
     else:
-        stage, sql = plan.batch, plan.sql
-
-        def run_micro_batch(rows: DataFrame, batch_id: int) -> None:
-            batch_session = rows.sparkSession
-            rows.createOrReplaceTempView(stage.view)
-            _register(batch_session, stage.steps, kafka_options,
-                      micro_batch_ends(checkpoint, batch_id))
-            deliver(batch_session.sql(sql).collect())
-
-        writer = (session.sql(stage.source_sql).writeStream.foreachBatch(run_micro_batch)
-                  .outputMode("append"))
+        writer = _stage_writer(session, plan, checkpoint, kafka_options,
+                               lambda result: deliver(result.collect()))
     return (writer.option("checkpointLocation", str(checkpoint)).queryName(plan.query_id)
             .start())
+
+
+def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: Path,
+                  kafka_options: Mapping[str, str],
+                  emit: Callable[[DataFrame], None]) -> DataStreamWriter:
+    """The stream of a plan with a :class:`~metastore.queries.steps.BatchStage`: per
+    micro-batch, its rows as the stage's view, the stage's steps over the source topics read up
+    to the micro-batch's end, and the plan's SQL over them, whose result goes to ``emit``."""
+    stage = plan.batch
+    assert stage is not None, "a plan with a batch stage"
+
+    def run_micro_batch(rows: DataFrame, batch_id: int) -> None:
+        batch_session = rows.sparkSession
+        rows.createOrReplaceTempView(stage.view)
+        _register(batch_session, stage.steps, kafka_options,
+                  micro_batch_ends(checkpoint, batch_id))
+        emit(batch_session.sql(plan.sql))
+
+    return (session.sql(stage.source_sql).writeStream.foreachBatch(run_micro_batch)
+            .outputMode("append"))
 
 
 def start_stream(spark: SparkSession, steps: tuple[Step, ...], view: str, checkpoint: Path,
