@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -82,14 +83,33 @@ def exec_(sql: Annotated[str, typer.Argument(help="Statements, each ending in ';
                                              properties=properties)), json_output)
 
 
+RUN_SCRIPT = re.compile(r"\s*RUN\s+SCRIPT\s+'((?:[^']|'')*)'\s*;\s*", re.IGNORECASE)
+"""ksqlDB CLI's ``RUN SCRIPT '<path>';``."""
+MAX_SCRIPT_BYTES = 1 << 20
+"""A node refuses a larger request anyway (its body limit)."""
+
+
+class ScriptError(Exception):
+    """A script file that cannot be read."""
+
+
+def read_script(file: Path) -> str:
+    try:
+        if file.stat().st_size > MAX_SCRIPT_BYTES:
+            raise ScriptError(f"{file} is larger than {MAX_SCRIPT_BYTES} bytes")
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScriptError(f"cannot read {file}: {error}") from error
+
+
 def run_script(file: Annotated[Path, typer.Argument(help="A .sql file.")], server: Server = None,
                json_output: Json = False, user: User = None, prop: Property = None) -> None:
     """Run a file of statements on a node, as one atomic request."""
     properties = properties_of(prop)
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        typer.echo(f"Error: cannot read {file}: {error}", err=True)
+        text = read_script(file)
+    except ScriptError as error:
+        typer.echo(f"Error: {error}", err=True)
         raise typer.Exit(2) from error
     with connected(server, user) as client:
         show(run_or_exit(lambda: client.ksql(text, properties=properties)), json_output)
@@ -220,6 +240,9 @@ def shell(server: Server = None, user: User = None) -> None:
                 continue
             buffer = []
             try:
+                script = RUN_SCRIPT.fullmatch(text)
+                if script is not None:  # as ksqlDB's CLI: the file's statements, one request
+                    text = read_script(Path(script.group(1).replace("''", "'")))
                 if session.is_query(text):
                     print_rows(client.stream_query(text, session.properties, session.variables),
                                json_output=False)
@@ -230,7 +253,7 @@ def shell(server: Server = None, user: User = None) -> None:
                 session.update(text)
             except StatementFailedError as error:
                 typer.echo(f"Error {error.error_code}: {error.message}")
-            except ClientError as error:
+            except (ClientError, ScriptError) as error:
                 typer.echo(f"Error: {error}")
     with contextlib.suppress(OSError):
         readline.write_history_file(history)

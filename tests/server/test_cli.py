@@ -58,6 +58,22 @@ def test_shell_runs_multi_line_statements(server: ServerProcess) -> None:
     assert "Stream created" in session.stdout and "SH" in session.stdout
 
 
+def test_shell_runs_a_script_and_sends_a_select_to_the_query_endpoint(
+        server: ServerProcess, tmp_path: Path) -> None:
+    script = tmp_path / "it's.sql"
+    script.write_text("CREATE STREAM RS (ID INT KEY) WITH (KAFKA_TOPIC='rs-cli', "
+                      "VALUE_FORMAT='JSON', PARTITIONS=1);\n")
+    quoted = str(script).replace("'", "''")
+    session = cli("shell", "--server", server.url,
+                  stdin=f"RUN SCRIPT '{quoted}';\nSHOW STREAMS;\nRUN SCRIPT '/nope.sql';\n"
+                        "SELECT * FROM RS;\nexit\n")
+    assert session.returncode == 0, session.stderr
+    assert "Stream created" in session.stdout and "RS" in session.stdout
+    assert "Error: cannot read /nope.sql" in session.stdout
+    # a pull query goes to /query-stream, not /ksql: this node has no Spark to answer it
+    assert "Error 50302" in session.stdout and "40002" not in session.stdout
+
+
 def test_log_dump_and_verify_agree_with_the_node(server: ServerProcess, kafka_bootstrap: str) -> None:
     cli("exec", "CREATE TYPE ADDR AS STRUCT<STREET STRING>; DROP TYPE ADDR;", "--server", server.url)
     dumped = cli("log", "dump", "--bootstrap-servers", kafka_bootstrap, "--service-id",
