@@ -251,7 +251,7 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     joined = _plan_joins(select, scope, typer)
     scope = typer.scope = _with_join_key(scope, joined)
     typer.clause = "SELECT"
-    projected = _project(select, scope, typer, new_keys)
+    projected = _project(select, scope, typer, new_keys, transient)
     calls = _check_grouping(projected, group_by, select, scope, typer, query.window is not None)
     if query.emit_final and not (aggregate and query.window is not None):
         raise QueryError("EMIT FINAL is only supported for windowed aggregations.")
@@ -480,9 +480,12 @@ def _partition_keys(partition_by: tuple[exp.Expr, ...], scope: _Scope,
     return keys
 
 
-def _source_columns(scope: _Scope, alias: str, repartitioned: bool) -> list[_Projected]:
+def _source_columns(scope: _Scope, alias: str, repartitioned: bool,
+                    transient: bool = False) -> list[_Projected]:
     """The columns ``alias.*`` selects, key columns first; after a PARTITION BY the source's key
-    is a value column, after its value columns (and, in a join, its pseudo columns)."""
+    is a value column, after its value columns (and, in a join, its pseudo columns); a windowed
+    source's window bounds after its keys in a join or a transient query (ksqlDB's
+    PreJoinProjectNode, and a pull query's key)."""
     source = scope.by_alias.get(alias)
     if source is None:
         raise QueryError(f"'{alias}' is not a valid stream/table name or alias.")
@@ -495,18 +498,20 @@ def _source_columns(scope: _Scope, alias: str, repartitioned: bool) -> list[_Pro
         columns = values + pseudo + keys
     else:  # a join reads a windowed source's window bounds as columns (PreJoinProjectNode)
         bounds = [Column(name, t) for name, t in WINDOW_BOUNDS.items()
-                  if multi and source.window is not None]
+                  if (multi or transient) and source.window is not None]
         columns = keys + bounds + values
     return [_Projected(f"{alias}_{c.name}" if multi else c.name, c.type,
-                       exp.column(c.name, table=alias, quoted=True)) for c in columns]
+                       exp.column(c.name, table=alias if multi or c.name not in WINDOW_BOUNDS
+                                  else None, quoted=True)) for c in columns]
 
 
-def _star(qualifier: str | None, scope: _Scope,
-          new_keys: list[_Projected] | None) -> list[_Projected]:
+def _star(qualifier: str | None, scope: _Scope, new_keys: list[_Projected] | None,
+          transient: bool = False) -> list[_Projected]:
     """``*`` or ``alias.*``; after a PARTITION BY, the new key columns first (ksqlDB's
     UserRepartitionNode.resolveSelectStar)."""
     aliases = [qualifier] if qualifier else list(scope.order)
-    columns = [c for alias in aliases for c in _source_columns(scope, alias, new_keys is not None)]
+    columns = [c for alias in aliases
+               for c in _source_columns(scope, alias, new_keys is not None, transient)]
     if not new_keys or (qualifier and len(scope.order) > 1):
         return columns
     return new_keys + [c for c in columns
@@ -533,15 +538,18 @@ def _is_star(item: exp.Expr) -> bool:
 
 
 def _project(select: exp.Select, scope: _Scope, typer: _Typer,
-             new_keys: list[_Projected] | None = None) -> list[_Projected]:
+             new_keys: list[_Projected] | None = None,
+             transient: bool = False) -> list[_Projected]:
     """Each output column in SELECT order, ``*`` and ``s->*`` expanded; ``new_keys`` are the key
-    columns of a PARTITION BY, which ``*`` selects."""
+    columns of a PARTITION BY, which ``*`` selects; a ``transient`` query's ``*`` selects a
+    windowed source's window bounds."""
     aliases = _ColumnAliases(c.name for read in scope.reads for c in read.source.columns)
     multi = len(scope.order) > 1
     out: list[_Projected] = []
     for item in select.expressions:
         if _is_star(item):
-            out += _star(item.table if isinstance(item, exp.Column) else None, scope, new_keys)
+            out += _star(item.table if isinstance(item, exp.Column) else None, scope, new_keys,
+                         transient)
             continue
         if isinstance(item, exp.JSONExtract) and isinstance(item.expression, exp.Star):
             out += _struct_fields(item, typer)

@@ -59,6 +59,21 @@ class PullSettings:
                    streams=config.flag(overrides.PULL_STREAM_ENABLED, True))
 
 
+def result_keys(analysis: Analysis) -> frozenset[str]:
+    """The columns of a pull query's result that ksqlDB's header marks ``KEY``: each that
+    selects a key column of the table, or a windowed table's window bound, as it is (a
+    stream's pull query marks none)."""
+    if len(analysis.reads) != 1 or analysis.reads[0].source.kind is not SourceKind.TABLE:
+        return frozenset()
+    source = analysis.reads[0].source
+    keys = {c.name for c in source.key_columns}
+    if source.window is not None:
+        keys |= {"WINDOWSTART", "WINDOWEND"}
+    return frozenset(name for name, expression in analysis.projection
+                     if isinstance(expression, exp.Column) and expression.name in keys
+                     and name == expression.name)
+
+
 def is_pull_query(query: Query) -> bool:
     """ksqlDB's ``Query.isPullQuery`` for a transient query: it has no EMIT clause."""
     return not query.emit_changes and not query.emit_final

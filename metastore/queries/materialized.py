@@ -34,6 +34,7 @@ from sqlglot import exp
 
 from metastore.catalog.analysis import Analysis
 from metastore.catalog.model import DataSource
+from metastore.catalog.pull_queries import result_keys
 from metastore.queries import job
 from metastore.queries.steps import Step
 from metastore.spark.query import QueryResult, json_value
@@ -307,7 +308,7 @@ class TableStores:
             time.sleep(0.005)
         rows = store.read(lookup)
         self.answered += 1
-        return QueryResult(query_id, lookup.names, lookup.types, rows)
+        return QueryResult(query_id, lookup.names, lookup.types, rows, result_keys(analysis))
 
     def _store(self, source: DataSource) -> TableStore | None:
         spark = self._spark()

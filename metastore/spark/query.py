@@ -20,7 +20,7 @@ from sqlglot import exp
 from metastore.catalog.analysis import Analysis
 from metastore.catalog.image import Image
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
-from metastore.catalog.pull_queries import check_select
+from metastore.catalog.pull_queries import check_select, result_keys
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
 from metastore.spark.exceptions import SparkQueryError, UnsupportedQueryError
@@ -68,11 +68,15 @@ class QueryResult:
     names: tuple[str, ...]
     types: tuple[str, ...]
     rows: list[list[Any]]
+    keys: frozenset[str] = frozenset()
+    """The columns the header marks ``KEY`` (:func:`metastore.catalog.pull_queries.
+    result_keys`)."""
 
     @property
     def schema(self) -> str:
-        """The columns as ksqlDB's ``/query`` header writes them: ```A` INTEGER, ...``."""
-        return ", ".join(f"`{n}` {t}" for n, t in zip(self.names, self.types, strict=True))
+        """The columns as ksqlDB's ``/query`` header writes them: ```ID` INTEGER KEY, ...``."""
+        return ", ".join(f"`{n}` {t}{' KEY' if n in self.keys else ''}"
+                         for n, t in zip(self.names, self.types, strict=True))
 
 
 def run_pull_query(spark: SparkSession, text: str, image: Image, database: str,
@@ -101,6 +105,7 @@ def new_query_id() -> str:
 def run_analysed(spark: SparkSession, analysis: Analysis, database: str,
                  query_id: str | None = None) -> QueryResult:
     """Answer a checked pull query on Spark (it rewrites the analysed query's tree)."""
+    keys = result_keys(analysis)
     try:
         frame = spark.sql(to_spark_sql(analysis, database))
         rows = frame.collect()
@@ -112,7 +117,7 @@ def run_analysed(spark: SparkSession, analysis: Analysis, database: str,
     types = [column.type.sql() for column in analysis.columns] if len(names) == len(
         analysis.columns) else ["STRING"] * len(names)
     return QueryResult(query_id or new_query_id(), tuple(names), tuple(types),
-                       [[json_value(v) for v in row] for row in rows])
+                       [[json_value(v) for v in row] for row in rows], keys)
 
 
 def json_value(value: Any) -> Any:

@@ -99,7 +99,8 @@ def objects_for(source: DataSource, database: str, kafka_options: Mapping[str, s
 
 # -- decoding ----------------------------------------------------------------------------------------
 def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = ()) -> str:
-    """A SELECT over the raw Kafka table producing the declared columns, in order.
+    """A SELECT over the raw Kafka table producing the declared columns, in order (a windowed
+    source's view: its window bounds ``WINDOWSTART``, ``WINDOWEND`` after its key columns).
 
     ``extra`` select items over the raw columns (``offset AS ROWOFFSET``...) are appended when the
     source is read as a stream (a record per Kafka record, no latest-per-key). A windowed source's
@@ -114,14 +115,21 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
                             for c in source.columns)
         return f"SELECT {columns} FROM {raw_table}"
     expressions = [f"{_column_expression(source, c)} AS {quote(c.name)}" for c in source.columns]
+    names = [quote(c.name) for c in source.columns]
+    if source.window is not None and not extra:  # a view shows each row's window, as ksqlDB
+        keys = sum(c.is_key for c in source.columns)
+        bounds = [f"unix_millis({WINDOW}.{bound}) AS {name}"
+                  for bound, name in (("start", "WINDOWSTART"), ("end", "WINDOWEND"))]
+        expressions[keys:keys] = bounds
+        names[keys:keys] = ["WINDOWSTART", "WINDOWEND"]
     raw_table = _with_protobuf(source, _with_window(source, raw_table))
     decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table}"
     if source.kind is SourceKind.STREAM:
         return decoded
     if extra:
         return f"{decoded} WHERE key IS NOT NULL"
-    names = ", ".join(quote(c.name) for c in source.columns)
-    return (f"SELECT {names} FROM (SELECT {', '.join(expressions)}, value IS NULL AS __tombstone, "
+    listed = ", ".join(names)
+    return (f"SELECT {listed} FROM (SELECT {', '.join(expressions)}, value IS NULL AS __tombstone, "
             "row_number() OVER (PARTITION BY key ORDER BY partition DESC, offset DESC) AS __latest "
             f"FROM {raw_table} WHERE key IS NOT NULL) WHERE __latest = 1 AND NOT __tombstone")
 

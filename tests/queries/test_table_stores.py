@@ -16,6 +16,7 @@ from tests.conftest import unique
 from tests.queries.test_push_queries import gauge, node  # noqa: F401 - the module's node fixture
 from tests.queries.test_query_nodes import ksql, wait_for
 from tests.servers import ServerProcess
+from tests.spark.test_spark_catalog import wait_in_sync
 
 
 def pull(server: ServerProcess, text: str) -> list[list[Any]]:
@@ -42,6 +43,7 @@ def test_key_lookups_come_from_the_store_and_see_updates_and_deletes(
     for i in range(1, 7):
         put(i, {"V": f"v{i}", "N": i * 10})
     put(6, None)
+    wait_in_sync(node)  # the table's Spark view exists, for the answers Spark gives
     def from_store() -> bool:  # the first queries may be Spark's, while the store fills
         before = gauge(node, "metastore_pull_queries_from_stores_total")
         assert pull(node, f"SELECT * FROM {name} WHERE ID = 3;") == [[3, "v3", 30]]
@@ -63,3 +65,26 @@ def test_key_lookups_come_from_the_store_and_see_updates_and_deletes(
     # an expression in the projection is Spark's to answer, with the same rows
     assert pull(node, f"SELECT ID, UCASE(V) AS U FROM {name} WHERE ID = 3;") == [[3, "NEW"]]
     assert gauge(node, "metastore_pull_queries_from_stores_total") - before == store_answers
+
+
+def test_a_windowed_table_answers_with_its_windows(
+        node: ServerProcess, producer_factory: Callable[..., Producer]  # noqa: F811
+) -> None:
+    name = unique("W").upper().replace("-", "_")
+    ksql(node, f"CREATE SOURCE TABLE {name} (A INT PRIMARY KEY, V INT) WITH (KAFKA_TOPIC="
+               f"'{name}', VALUE_FORMAT='JSON', PARTITIONS=1, WINDOW_TYPE='TUMBLING', "
+               "WINDOW_SIZE='1 MINUTE');")
+    producer = producer_factory()
+    for key, start, value in ((1, 60_000, 10), (1, 120_000, 11), (2, 60_000, 20), (1, 60_000, 12)):
+        producer.produce(name, key=struct.pack(">iq", key, start), value=json.dumps({"V": value}))
+    producer.flush(10)
+    wait_in_sync(node)  # the table's Spark view exists
+    response = httpx.post(f"{node.url}/query", timeout=120,
+                          json={"ksql": f"SELECT * FROM {name} WHERE A = 1;"})
+    assert response.status_code == 200, response.text
+    header, *rows = response.json()
+    assert header["header"]["schema"] == ("`A` INTEGER KEY, `WINDOWSTART` BIGINT KEY, "
+                                          "`WINDOWEND` BIGINT KEY, `V` INTEGER")
+    assert sorted(row["row"]["columns"] for row in rows) == [[1, 60_000, 120_000, 12],
+                                                             [1, 120_000, 180_000, 11]]
+    assert pull(node, f"SELECT V FROM {name} WHERE A = 1 AND WINDOWSTART > 60000;") == [[11]]
