@@ -39,7 +39,7 @@ from metastore.queries import job
 from metastore.queries.steps import Step
 from metastore.spark.query import QueryResult, json_value
 from metastore.spark.types import quote
-from metastore.spark.views import decode_problem, decode_select
+from metastore.spark.views import WINDOW, decode_problem, decode_select
 from metastore.sql import types as ty
 from metastore.sql.statements import SourceKind
 
@@ -77,6 +77,27 @@ class Lookup:
     types: tuple[str, ...]
     indexes: tuple[int, ...]
     keys: frozenset[tuple[Any, ...]] | None
+    bounds: tuple[tuple[int, str, int], ...] = ()
+    """A windowed table's conditions on its rows' windows: (index, operator, millis)."""
+
+    def admits(self, row: tuple[Any, ...]) -> bool:
+        return all(_COMPARE[operator](row[index], value)
+                   for index, operator, value in self.bounds)
+
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "EQ": lambda a, b: a == b, "GT": lambda a, b: a > b, "GTE": lambda a, b: a >= b,
+    "LT": lambda a, b: a < b, "LTE": lambda a, b: a <= b}
+_FLIPPED = {"EQ": "EQ", "GT": "LT", "GTE": "LTE", "LT": "GT", "LTE": "GTE"}
+_BOUNDS = ("WINDOWSTART", "WINDOWEND")
+
+
+def row_columns(source: DataSource) -> list[str]:
+    """The columns of a store's rows: the key columns, a windowed table's window bounds, the
+    value columns (the order of the table's Spark view)."""
+    keys = [c.name for c in source.columns if c.is_key]
+    bounds = list(_BOUNDS) if source.window is not None else []
+    return keys + bounds + [c.name for c in source.columns if not c.is_key]
 
 
 def lookup_of(analysis: Analysis) -> Lookup | None:
@@ -86,34 +107,45 @@ def lookup_of(analysis: Analysis) -> Lookup | None:
     if len(analysis.reads) != 1 or analysis.joins or analysis.aggregate:
         return None
     source = analysis.reads[0].source
-    if source.kind is not SourceKind.TABLE or source.window is not None:
+    if source.kind is not SourceKind.TABLE:
         return None
     if any(select.args.get(c) for c in ("limit", "order", "distinct", "group", "having")):
         return None
-    names = [c.name for c in source.columns]
+    names = row_columns(source)
     indexes = []
     for _, expression in analysis.projection:
         if not isinstance(expression, exp.Column) or expression.name not in names:
             return None
         indexes.append(names.index(expression.name))
     where = select.args.get("where")
-    keys = None
+    keys: frozenset[tuple[Any, ...]] | None = None
+    bounds: list[tuple[str, str, int]] = []
     if where is not None:
-        keys = _keys(where.this, source)
-        if keys is None:
+        found = _keys(where.this, source)
+        if found is None:
             return None
+        keys, bounds = found
     columns = analysis.columns
     return Lookup(tuple(c.name for c in columns), tuple(c.type.sql() for c in columns),
-                  tuple(indexes), keys)
+                  tuple(indexes), keys,
+                  tuple((names.index(name), op, value) for name, op, value in bounds))
 
 
-def _keys(where: exp.Expr, source: DataSource) -> frozenset[tuple[Any, ...]] | None:
-    """The key tuples a WHERE of ORs of key lookups selects, or None for any other WHERE."""
+def _keys(where: exp.Expr, source: DataSource
+          ) -> tuple[frozenset[tuple[Any, ...]], list[tuple[str, str, int]]] | None:
+    """The key tuples a WHERE of ORs of key lookups selects, and a windowed table's bounds on
+    its windows (in a WHERE without OR), or None for any other WHERE."""
     key_columns = source.key_columns
     found: set[tuple[Any, ...]] = set()
-    for disjunct in _split(where, exp.Or):
+    disjuncts = _split(where, exp.Or)
+    bounds: list[tuple[str, str, int]] = []
+    for disjunct in disjuncts:
         values: dict[str, list[Any]] = {}
         for term in _split(disjunct, exp.And):
+            bound = _bound(term) if source.window is not None and len(disjuncts) == 1 else None
+            if bound is not None:
+                bounds.append(bound)
+                continue
             compared = _compared(term, source)
             if compared is None or compared[0] in values:
                 return None
@@ -126,7 +158,21 @@ def _keys(where: exp.Expr, source: DataSource) -> frozenset[tuple[Any, ...]] | N
             if len(combos) > 1_000:
                 return None
         found.update(combos)
-    return frozenset(found)
+    return frozenset(found), bounds
+
+
+def _bound(term: exp.Expr) -> tuple[str, str, int] | None:
+    """``WINDOWSTART|WINDOWEND <op> <integer>`` (either way round), or None."""
+    operator = type(term).__name__.upper()
+    if operator not in _COMPARE or not isinstance(term, exp.Binary):
+        return None
+    column, literal = term.this, term.expression
+    if not isinstance(column, exp.Column):
+        column, literal, operator = literal, column, _FLIPPED[operator]
+    if not isinstance(column, exp.Column) or column.table or column.name not in _BOUNDS:
+        return None
+    value = _literal(literal, ty.BIGINT)
+    return None if value is _NOT_LITERAL else (column.name, operator, value)
 
 
 def _split(node: exp.Expr, kind: type[exp.Expr]) -> list[exp.Expr]:
@@ -194,8 +240,11 @@ class TableStore:
     def start(self, spark: SparkSession, kafka_options: Mapping[str, str],
               settings: StoreSettings) -> None:
         view = f"store_{abs(hash((self.source.name, self.checkpoint))) % 10 ** 12}"
-        extra = (f"partition AS {_PARTITION}", f"offset AS {_OFFSET}",
-                 f"value IS NULL AS {_DELETED}", f"key AS {_KEY}")
+        extra: tuple[str, ...] = (f"partition AS {_PARTITION}", f"offset AS {_OFFSET}",
+                                  f"value IS NULL AS {_DELETED}", f"key AS {_KEY}")
+        if self.source.window is not None:
+            extra += tuple(f"unix_millis({WINDOW}.{bound}) AS {quote(name)}"
+                           for bound, name in (("start", _BOUNDS[0]), ("end", _BOUNDS[1])))
         steps = (Step(f"{view}_raw", topic=self.source.topic),
                  Step(view, decode_select(self.source, quote(f"{view}_raw"), extra=extra)))
         self.handle = job.start_stream(spark, steps, view, self.checkpoint, kafka_options,
@@ -207,11 +256,12 @@ class TableStore:
         """One micro-batch: each record in offset order, then the offsets it read up to."""
         ends = job.micro_batch_ends(self.checkpoint, batch_id).get(self.source.topic, {})
         records = rows.collect()
-        width = len(self.source.columns)
-        keys = [i for i, c in enumerate(self.source.columns) if c.is_key]
+        columns = row_columns(self.source)
+        keys = range(len(self.source.key_columns))  # a row's key columns come first
         with self.lock:
             for record in sorted(records, key=lambda r: (r[_PARTITION], r[_OFFSET])):
-                raw, decoded = bytes(record[_KEY]), tuple(json_value(v) for v in record[:width])
+                raw = bytes(record[_KEY])
+                decoded = tuple(json_value(record[name]) for name in columns)
                 old = self.rows.pop(raw, None)
                 if old is not None:
                     self._unindex(tuple(old[i] for i in keys), raw)
@@ -250,7 +300,7 @@ class TableStore:
             else:
                 found = [self.rows[raw] for key in lookup.keys
                          for raw in self.by_key.get(key, ())]
-        return [[row[i] for i in lookup.indexes] for row in found]
+        return [[row[i] for i in lookup.indexes] for row in found if lookup.admits(row)]
 
     def stop(self) -> None:
         handle, self.handle = self.handle, None

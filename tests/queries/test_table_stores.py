@@ -88,3 +88,9 @@ def test_a_windowed_table_answers_with_its_windows(
     assert sorted(row["row"]["columns"] for row in rows) == [[1, 60_000, 120_000, 12],
                                                              [1, 120_000, 180_000, 11]]
     assert pull(node, f"SELECT V FROM {name} WHERE A = 1 AND WINDOWSTART > 60000;") == [[11]]
+    before = gauge(node, "metastore_pull_queries_from_stores_total")
+    producer.produce(name, key=struct.pack(">iq", 1, 180_000), value=json.dumps({"V": 13}))
+    producer.flush(10)
+    assert sorted(pull(node, f"SELECT WINDOWEND, V FROM {name} WHERE A = 1 AND WINDOWSTART "
+                             ">= 120000;")) == [[180_000, 11], [240_000, 13]]
+    assert gauge(node, "metastore_pull_queries_from_stores_total") > before, "a store answered"

@@ -33,6 +33,8 @@ def lookup(query: str) -> Lookup | None:
      {(1,), (2,), (-5,)}),
     ("SELECT NAME AS X FROM T;", ("X",), (1,), None),
     ("SELECT * FROM S WHERE K = 'a';", ("K", "V"), (0, 1), {("a",)}),
+    ("SELECT * FROM W WHERE A = 1;", ("A", "WINDOWSTART", "WINDOWEND", "V"), (0, 1, 2, 3),
+     {(1,)}),
 ])
 def test_key_lookups_and_plain_columns_are_the_stores(
         query: str, names: tuple[str, ...], indexes: tuple[int, ...],
@@ -43,6 +45,14 @@ def test_key_lookups_and_plain_columns_are_the_stores(
     assert found.keys == (None if keys is None else frozenset(keys))
 
 
+def test_a_windowed_tables_bounds_filter_its_rows() -> None:
+    found = lookup("SELECT V FROM W WHERE A = 1 AND WINDOWSTART >= 60000 AND 120000 > WINDOWEND;")
+    assert found is not None and found.keys == frozenset({(1,)})
+    assert found.bounds == ((1, "GTE", 60000), (2, "LT", 120000))
+    assert found.admits((1, 60000, 119999, 5)) and not found.admits((1, 60000, 120000, 5))
+    assert not found.admits((1, 59999, 100000, 5))
+
+
 @pytest.mark.parametrize("query", [
     "SELECT ID, UCASE(NAME) FROM T WHERE ID = 3;",  # an expression
     "SELECT * FROM T WHERE N = 3;",  # not the key
@@ -50,7 +60,8 @@ def test_key_lookups_and_plain_columns_are_the_stores(
     "SELECT * FROM T WHERE ID = 3 AND N = 4;",  # more than the key
     "SELECT * FROM T WHERE ID = 1 OR N = 2;",  # a scan
     "SELECT * FROM T WHERE ID = 3 LIMIT 1;",
-    "SELECT * FROM W WHERE A = 1;",  # a windowed table
+    "SELECT * FROM W WHERE (A = 1 OR A = 2) AND WINDOWSTART > 0;",  # bounds and ORs
+    "SELECT * FROM W WHERE A = 1 AND WINDOWSTART > ROWTIME;",
     "SELECT * FROM X WHERE ID = 1;",  # a stream
     "SELECT ROWTIME, ID FROM T WHERE ID = 1;",  # a pseudo column
 ])
