@@ -10,8 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -45,20 +43,15 @@ def run_client(path: Path, script: str) -> object:
 def test_ksql_python_ng_runs_statements_and_streams_a_push_query(
         node: ServerProcess, client_path: Path) -> None:  # noqa: F811 - the fixture
     stream = create_stream(node)
-    insert(node, stream, (1, "before"))
-
-    def later() -> None:
-        time.sleep(8)  # once the push query reads from the latest offsets
-        insert(node, stream, (2, "after"), (3, "again"))
-
-    threading.Thread(target=later, daemon=True).start()
+    insert(node, stream, (1, "first"), (2, "second"), (3, "third"))
     answer = run_client(client_path, f"""
         import json
         from ksql import KSQLAPI
         client = KSQLAPI({node.url!r}, timeout=120)
         version = client.get_ksql_version()
         [listing] = client.ksql("SHOW STREAMS;")
-        chunks = list(client.query("SELECT ID, V FROM {stream} EMIT CHANGES LIMIT 2;"))
+        chunks = list(client.query("SELECT ID, V FROM {stream} WHERE ID > 1 EMIT CHANGES LIMIT 2;",
+                                   stream_properties={{"auto.offset.reset": "earliest"}}))
         closed = client.close_query("transient_NOPE_1")
         print(json.dumps({{"version": version, "streams": [s["name"] for s in listing["streams"]],
                           "body": "".join(chunks), "closed": closed}}))
@@ -67,6 +60,6 @@ def test_ksql_python_ng_runs_statements_and_streams_a_push_query(
     assert answer["version"] and stream in answer["streams"]
     body = json.loads(answer["body"])
     assert body[0]["header"]["schema"] == "`ID` INTEGER, `V` STRING"
-    assert [row["row"]["columns"] for row in body[1:-1]] == [[2, "after"], [3, "again"]]
+    assert [row["row"]["columns"] for row in body[1:-1]] == [[2, "second"], [3, "third"]]
     assert body[-1] == {"finalMessage": "Limit Reached"}
     assert answer["closed"] is False

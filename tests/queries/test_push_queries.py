@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -88,14 +89,30 @@ def test_push_query_over_query_sees_new_rows_honours_limit_and_frees_spark(
         assert gauge(node, "metastore_push_queries") == 1
         wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline + 1, 60,
                  "the push query's Spark query")
-        time.sleep(3)  # 'latest' by default: what is produced once the query reads
-        insert(node, stream, (1, "a"), (-1, "filtered"), (2, "b"), (3, "c"))
-        first = json.loads(lines.next_data().rstrip(","))
-        first_row_seconds = time.monotonic() - started
-        second = json.loads(lines.next_data().rstrip(","))
-        final = lines.next_data()
-    assert first == {"row": {"columns": [1, "A"]}}
-    assert second == {"row": {"columns": [2, "B"]}}
+        # 'latest' by default: rows come from what is produced once the query reads, so
+        # pairs of rows (one the WHERE drops) are produced until the query has its LIMIT
+        stop = threading.Event()
+
+        def produce() -> None:
+            for i in range(1, 120):
+                if stop.wait(0.5):
+                    return
+                insert(node, stream, (-i, "filtered"), (i, f"r{i}"))
+
+        producing = threading.Thread(target=produce, daemon=True)
+        producing.start()
+        try:
+            first = json.loads(lines.next_data().rstrip(","))
+            first_row_seconds = time.monotonic() - started
+            second = json.loads(lines.next_data().rstrip(","))
+            final = lines.next_data()
+        finally:
+            stop.set()
+            producing.join()
+    i = first["row"]["columns"][0]
+    assert i > 0
+    assert first == {"row": {"columns": [i, f"R{i}"]}}
+    assert second == {"row": {"columns": [i + 1, f"R{i + 1}"]}}
     assert final == '{"finalMessage":"Limit Reached"}]'
     assert first_row_seconds < 60
     wait_for(lambda: gauge(node, "metastore_push_queries") == 0, 30, "the query to stop")
@@ -207,9 +224,13 @@ def test_a_persistent_query_starts_where_auto_offset_reset_says(
         return states.get(latest) == "RUNNING" and states.get(earliest) == "RUNNING"
 
     wait_for(running, 120, "both queries")
-    time.sleep(8)  # the latest offsets are taken at the query's first micro-batch
-    insert(node, stream, (2, "new"))
-    assert [json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, earliest, 2)] == [
-        "old", "new"]
-    assert [json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, latest, 1)] == [
-        "new"]
+
+    def latest_has_new() -> bool:  # its offsets are taken at its first micro-batch
+        insert(node, stream, (2, "new"))
+        return bool(read_all(kafka_settings, latest, 1, timeout=2))
+
+    wait_for(latest_has_new, 120, "the latest query's first record")
+    assert {json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, latest, 1)} == {
+        "new"}
+    assert [json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, earliest, 2)][
+        :2] == ["old", "new"]
