@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore.catalog import insert_record, responses
+from metastore.catalog import insert_record, insert_values, responses, topics
 from metastore.catalog.exceptions import TooLargeError
+from metastore.catalog.image import Image
+from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.catalog.topics import is_hidden
-from metastore.catalog.validation import Read, Skip, Validator, Write
+from metastore.catalog.validation import Explained, Read, Skip, Validator, Write
 from metastore.checkpoint.checkpointer import Checkpointer, CheckpointPolicy
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
@@ -41,7 +43,14 @@ from metastore.log.replay import collector_paused
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
 from metastore.spark.projection import ProjectionRunner
-from metastore.sql.statements import Describe, InsertValues, ListObjects, SetProperty, Statement
+from metastore.sql.statements import (
+    Describe,
+    Explain,
+    InsertValues,
+    ListObjects,
+    SetProperty,
+    Statement,
+)
 from metastore.sql.variables import parse_request
 
 if TYPE_CHECKING:
@@ -78,6 +87,8 @@ class NodeConfig:
 
 QueryStatus = Callable[[], Mapping[str, Mapping[str, Any]]]
 """Every query's state, owner and lag across the cluster, for SHOW QUERIES and DESCRIBE."""
+Explainer = Callable[[Explained, ConfigOverrides], str]
+"""The execution plan of what an EXPLAIN resolved (``metastore.queries.explain``)."""
 
 
 class Node:
@@ -90,7 +101,8 @@ class Node:
     def __init__(self, config: NodeConfig, progress: Callable[[str], None] | None = None,
                  admin: Admin | None = None, projection: ProjectionRunner | None = None,
                  queries: QueryRunner | None = None,
-                 query_status: QueryStatus | None = None) -> None:
+                 query_status: QueryStatus | None = None,
+                 explainer: Explainer | None = None) -> None:
         self.config = config
         self.settings = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
         self.admin = admin or Admin(self.settings)
@@ -116,6 +128,8 @@ class Node:
         self.queries = queries
         """The persistent-query runner, when this node runs Spark."""
         self.query_status = query_status
+        self.explainer = explainer
+        """Spark's plans for EXPLAIN and SHOW QUERIES EXTENDED, when this node runs Spark."""
         consumers: list[ImageConsumer] = [c for c in (projection, queries) if c is not None]
         self.image_worker = ImageWorker(consumers)
         """Hands the image's consumers every image the replica publishes, on one thread."""
@@ -305,7 +319,7 @@ class Node:
         entities: list[Entity] = []
         budget = self.config.limits.max_response_bytes
         status = self.query_status() if self.query_status is not None and any(
-            isinstance(s, ListObjects | Describe) for s in statements) else None
+            isinstance(s, ListObjects | Describe | Explain) for s in statements) else None
         records: list[tuple[str, insert_record.EncodedRecord]] = []
         for statement in statements:
             outcome = validator.validate(statement)
@@ -319,17 +333,74 @@ class Node:
                 if outcome.record is not None:
                     assert isinstance(statement, InsertValues)
                     records.append((statement.target, outcome.record))
-                entity = responses.read_entity(statement, image, topics, status,
-                                               validator.config, self.server_properties())
+                if outcome.explained is not None:
+                    entity = self._explain(statement, outcome.explained, status,
+                                           validator.config)
+                elif isinstance(statement, ListObjects) and statement.what == "QUERIES" and (
+                        statement.extended):
+                    entity = responses.query_descriptions(statement, [
+                        self._describe(image.queries[q], image, status, validator.config)
+                        for q in sorted(image.queries)])
+                else:
+                    entity = responses.read_entity(statement, image, topics, status,
+                                                   validator.config, self.server_properties())
             budget -= len(json.dumps(entity, separators=(",", ":")))
             if budget < 0:
                 raise TooLargeError(
                     f"The response would be larger than {self.config.limits.max_response_bytes} "
                     "bytes; ask for less in one request.")
             entities.append(entity)
+        if records and self.writer is not None:
+            self.writer.check_writable()
         for target, record in records:  # only once every statement validated
             self.insert_values(target, record)
         return entities
+
+    def _plan(self, explained: Explained, config: ConfigOverrides) -> str:
+        return self.explainer(explained, config) if self.explainer is not None else (
+            "(this node runs without Spark: no execution plan)")
+
+    def _describe(self, query: PersistentQuery, image: Image,
+                  status: Mapping[str, Mapping[str, Any]] | None,
+                  config: ConfigOverrides) -> Entity:
+        plan = self._plan(Explained(image, query=query), config)
+        return responses.persistent_query_description(
+            query, image, plan, status.get(query.query_id) if status is not None else None)
+
+    def _explain(self, statement: Statement, explained: Explained,
+                 status: Mapping[str, Mapping[str, Any]] | None,
+                 config: ConfigOverrides) -> Entity:
+        """ksqlDB's QueryDescriptionEntity of an EXPLAIN."""
+        if explained.query is not None:
+            description = self._describe(explained.query, explained.image, status, config)
+        else:
+            assert explained.select is not None
+            description = responses.query_description(
+                "", explained.select.text, explained.columns, explained.sources, [],
+                self._plan(explained, config), query_type=(
+                    "PUSH" if explained.select.query.emit_changes else "PULL"))
+        return responses.explain_entity(statement, description)
+
+    def insert_target(self, name: str) -> DataSource:
+        """The source an inserts stream writes into, as INSERT VALUES checks it: known, not
+        windowed, its topic not read-only and one this service may write; the node READY."""
+        if self.writer is not None:
+            self.writer.check_writable()
+        target = insert_values.target(name, self.replica.image.sources)
+        topics.check_writable(target.topic)
+        insert_values.check_writable(target)
+        return target
+
+    def insert_row(self, source: DataSource, row: Mapping[str, Any], timestamp_ms: int) -> int:
+        """Write one row of ``source`` (every column typed, as :func:`insert_record.json_row`
+        makes it) into its topic and wait for Kafka's acknowledgement: its offset."""
+        try:
+            key, value = row_encoding.encode_record(source, row)
+        except ValueError as error:
+            raise insert_record.InsertValuesError(
+                f"Failed to insert values into '{source.name}'. {error}", source.name) from error
+        return self.insert_values(source.name, insert_record.EncodedRecord(
+            source.topic, key, value, timestamp_ms))
 
     def insert_values(self, target: str, record: insert_record.EncodedRecord) -> int:
         """Write the record of a validated INSERT INTO ``target`` VALUES (built and encoded by

@@ -5,19 +5,18 @@ given its collaborators through its constructor: the Kafka clients, the command-
 writer, checkpoints), with Spark the catalog projection and the persistent-query runner, the
 membership heartbeats, and the REST app. :meth:`NodeServices.start` starts them in dependency
 order and :meth:`NodeServices.stop` stops them in reverse; :func:`serve` runs the REST app on
-uvicorn until SIGTERM or SIGINT.
+hypercorn (HTTP/1.1 and HTTP/2) until SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import FastAPI
 
@@ -30,7 +29,7 @@ from metastore.functions import extensions
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.membership import Membership
-from metastore.node import Node, NodeConfig
+from metastore.node import Explainer, Node, NodeConfig
 from metastore.settings import ServerSettings, SparkSettings
 
 if TYPE_CHECKING:
@@ -43,6 +42,8 @@ if TYPE_CHECKING:
     from metastore.spark.projection import ProjectionRunner
 
 log = logging.getLogger("metastore")
+SHUTDOWN_GRACE_SECONDS = 5.0
+"""How long open connections (push queries among them) may take to finish once a node stops."""
 
 PullQuery = Callable[[str, ConfigOverrides], Any]
 """Runs a pull query's text, answering ksqlDB's /query entities."""
@@ -92,9 +93,9 @@ def build(settings: ServerSettings) -> NodeServices:
     config = settings.node
     kafka = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
     admin = Admin(kafka)
-    projection = queries = pull = push = stores = None
+    projection = queries = pull = push = stores = explainer = None
     if settings.spark is not None:
-        projection, queries, pull, push, stores = _spark_services(
+        projection, queries, pull, push, stores, explainer = _spark_services(
             config, settings.spark, settings, kafka, admin, lambda: node.replica.image)
     membership: Membership | None = None
 
@@ -102,7 +103,7 @@ def build(settings: ServerSettings) -> NodeServices:
         return _cluster_queries(node, queries, membership)
 
     node = Node(config, progress=log.info, admin=admin, projection=projection, queries=queries,
-                query_status=cluster_queries)
+                query_status=cluster_queries, explainer=explainer)
     membership = Membership(kafka, admin, config.service_id, config.node_id, settings.url,
                             lambda: (node.state.value, node.replica.position - 1),
                             queries=lambda: _local_queries(queries))
@@ -123,12 +124,14 @@ def _auth(path: Path | None) -> BasicAuth | None:
 
 def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings: ServerSettings,
                     kafka: KafkaSettings, admin: Admin, image: Callable[[], Image],
-                    ) -> tuple[ProjectionRunner, QueryRunner, PullQuery, PushQueries, TableStores]:
+                    ) -> tuple[ProjectionRunner, QueryRunner, PullQuery, PushQueries, TableStores,
+                               Explainer]:
     """The Spark catalog projection, the persistent-query runner, pull queries (answered from
-    the tables kept materialized where they can be), and push queries, sharing one
-    SparkSession that the projection starts."""
+    the tables kept materialized where they can be), push queries and EXPLAIN's plans, sharing
+    one SparkSession that the projection starts."""
     from metastore.kafka.consumer import EndOffsets
     from metastore.queries.assignment import QueryAssignment
+    from metastore.queries.explain import SparkExplainer
     from metastore.queries.materialized import TableStores
     from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
@@ -194,7 +197,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
         return answer or run_analysed(running.spark, analysis, database, query_id)
 
     push = PushQueries(session, kafka_options, settings.directory / "push-queries")
-    return projection, queries, pull, push, stores
+    return projection, queries, pull, push, stores, SparkExplainer(session, kafka_options)
 
 
 def _local_queries(queries: QueryRunner | None) -> dict[str, Any]:
@@ -216,37 +219,53 @@ def _cluster_queries(node: Node, queries: QueryRunner | None,
 
 
 def serve(settings: ServerSettings) -> None:
-    """Build, start and serve a node until SIGTERM or SIGINT; then stop it cleanly."""
-    import uvicorn
+    """Build, start and serve a node until SIGTERM or SIGINT; then stop it cleanly.
+
+    The REST app is served by hypercorn: HTTP/1.1, and HTTP/2 without TLS for clients that speak
+    it from their first byte (ksqlDB's clients do, for ``/query-stream`` and ``/inserts-stream``).
+    """
+    import asyncio
+
+    from hypercorn.asyncio import serve as hypercorn_serve
+    from hypercorn.config import Config
+    from hypercorn.typing import ASGIFramework
+
+    from metastore.api.concurrency import ConcurrencyLimit
 
     services = build(settings)
     services.start()
-    log.info("node %s of service %s serving on %s", settings.node.node_id,
-             settings.node.service_id, settings.url)
+    config = Config()
+    config.bind = [f"{_bind_host(settings.host)}:{settings.port}"]
+    config.keep_alive_timeout = settings.http.keep_alive_seconds
+    config.graceful_timeout = SHUTDOWN_GRACE_SECONDS
+    config.accesslog = None
+    config.loglevel = "WARNING"
+    config.include_server_header = False
+    app = cast(ASGIFramework, ConcurrencyLimit(services.app, settings.http.max_concurrency))
 
-    class NodeServer(uvicorn.Server):
-        """uvicorn without its own signal handling: the node shuts down first, then exits 0."""
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
 
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
+        def request_shutdown(signum: int, _frame: object) -> None:
+            log.info("signal %d: shutting down", signum)
+            loop.call_soon_threadsafe(stop.set)
 
-    server = NodeServer(uvicorn.Config(
-        services.app, host=settings.host, port=settings.port, log_level="warning",
-        access_log=False, timeout_keep_alive=settings.http.keep_alive_seconds,
-        limit_concurrency=settings.http.max_concurrency))
+        signal.signal(signal.SIGTERM, request_shutdown)
+        signal.signal(signal.SIGINT, request_shutdown)
+        log.info("node %s of service %s serving on %s", settings.node.node_id,
+                 settings.node.service_id, settings.url)
+        await hypercorn_serve(app, config, shutdown_trigger=stop.wait)
 
-    def request_shutdown(signum: int, _frame: object) -> None:
-        log.info("signal %d: shutting down", signum)
-        server.should_exit = True
-
-    signal.signal(signal.SIGTERM, request_shutdown)
-    signal.signal(signal.SIGINT, request_shutdown)
     try:
-        server.run()
+        asyncio.run(run())
+    except OSError as error:
+        raise ServeError(f"could not serve on {settings.host}:{settings.port} (is the port in "
+                         f"use?): {error}") from error
     finally:
         services.stop()
         log.info("node %s stopped", settings.node.node_id)
-    if not server.started:
-        raise ServeError(f"could not serve on {settings.host}:{settings.port} (is the port in "
-                         "use?)")
+
+
+def _bind_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,7 +1,7 @@
 """The bounds the REST edge puts on what one client may cost a node, and JSON nesting checks.
 
 :class:`HttpLimits` gathers every HTTP-level bound in one place: body size, how long a client may
-take to send a body, JSON nesting, keep-alive and concurrent connections (passed to uvicorn), and
+take to send a body, JSON nesting, keep-alive and concurrent requests (passed to the HTTP server), and
 failed logins. The defaults are what a production operator would pick for a node behind a load
 balancer; an operator changes them with ``metastore server --http-limit NAME=VALUE``.
 """
@@ -31,9 +31,9 @@ class HttpLimits:
     max_json_depth: int = 64
     """Nesting of arrays and objects in a request body; a ksqlDB request needs fewer than 5."""
     keep_alive_seconds: int = 5
-    """How long uvicorn keeps an idle keep-alive connection open between requests."""
+    """How long the HTTP server keeps an idle keep-alive connection open between requests."""
     max_concurrency: int = 1000
-    """Open connections and requests in flight, together; uvicorn answers 503 above it."""
+    """HTTP requests in flight (streams included); the node answers 503 above it."""
     max_failed_logins: int = 10
     """Failed basic-auth attempts from one client address, within the window, before a lockout."""
     failed_login_window_seconds: float = 60.0

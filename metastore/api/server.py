@@ -1,7 +1,8 @@
-"""The ksqlDB-compatible REST server of one node (FastAPI, served by uvicorn).
+"""The ksqlDB-compatible REST server of one node (FastAPI, served by hypercorn).
 
 Endpoints: ``POST /ksql``, ``POST /query``, ``POST /query-stream``, ``POST /close-query``
-(the streamed answers: :mod:`metastore.api.streaming`), ``GET /info``, ``GET /healthcheck``,
+(the streamed answers: :mod:`metastore.api.streaming`), ``POST /inserts-stream``
+(:mod:`metastore.api.inserts_stream`), ``GET /info``, ``GET /healthcheck``,
 ``GET /clusterStatus``, ``GET /status[/{type}/{entity}/{action}]``, ``GET /v1/metastore``,
 ``GET /metrics``. Errors use ksqlDB's entities (``statement_error`` / ``generic_error``) and
 codes; no input a client can send produces an unhandled 5xx, and an unexpected failure answers a
@@ -31,6 +32,7 @@ from metastore.api import error_codes as codes
 from metastore.api import streaming
 from metastore.api.auth import BasicAuth, LoginThrottle
 from metastore.api.http_limits import HttpLimits, decode_json
+from metastore.api.inserts_stream import InsertsStreamResponse
 from metastore.api.metrics import NodeMetrics
 from metastore.catalog import overrides
 from metastore.exceptions import MetastoreError
@@ -55,6 +57,7 @@ from metastore.sql.statements import SelectStatement
 
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
 UNAUTHENTICATED_PATHS = frozenset({"/healthcheck"})
+INSERTS_STREAM_PATH = "/inserts-stream"
 """Load balancers and orchestrators probe health without credentials."""
 QUERY_ENDPOINT_MESSAGE = ("The following statement types should be issued to the websocket "
                           "endpoint '/query':\n\t* PRINT\n\t* SELECT")
@@ -163,7 +166,9 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             response = authenticate(request) or check_length(request) or await call_next(request)
         except Exception:  # the server never dies of a request, nor tells its internals
             response = internal_error(request)
-        if _body_left_unread(request):
+        if request.scope.get("http_version", "1.1") == "2":
+            del response.headers["Connection"]  # HTTP/2 has no connection-specific headers
+        elif _body_left_unread(request):
             response.headers["Connection"] = "close"
         return response
 
@@ -189,7 +194,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
 
     def check_length(request: Request) -> KsqlResponse | None:
         declared = request.headers.get("content-length")
-        if declared is None:
+        if declared is None or request.url.path == INSERTS_STREAM_PATH:  # bounded per row
             return None
         if not (declared.isascii() and declared.isdigit()):
             return error_response(codes.BAD_REQUEST, "Invalid Content-Length header")
@@ -373,6 +378,12 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         except MetastoreError as error:
             return failure(error, parsed.sql)
         return Response(streaming.pull_stream_body(result, delimited), media_type=media_type)
+
+    @app.post(INSERTS_STREAM_PATH)
+    async def inserts_stream(request: Request) -> Response:
+        request.state.body_read = True  # the response reads the body, row by row
+        return InsertsStreamResponse(node, limits, streaming.wants_delimited(request), failure,
+                                     lambda: int(time.time() * 1000))
 
     @app.post("/close-query")
     async def close_query(request: Request) -> Response:

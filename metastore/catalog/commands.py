@@ -85,6 +85,20 @@ class TerminateCommand(Command):
 
 
 @dataclass(frozen=True)
+class PauseResumeCommand(Command):
+    """PAUSE (``pause``) or RESUME of these queries; ALL was resolved to ids at validation."""
+
+    query_ids: tuple[str, ...]
+    pause: bool
+    all_queries: bool = False
+
+    @property
+    def command_id(self) -> str:
+        target = "ALL" if self.all_queries else ",".join(self.query_ids)
+        return f"{'pause' if self.pause else 'resume'}/{target}/execute"
+
+
+@dataclass(frozen=True)
 class AlterSourceCommand(Command):
     kind: SourceKind
     name: str
@@ -220,6 +234,9 @@ def to_json(command: Command) -> dict[str, Any]:
                 "deleteTopic": command.delete_topic, "topic": command.topic}
     if isinstance(command, TerminateCommand):
         return {"type": "terminate", "queryIds": list(command.query_ids)}
+    if isinstance(command, PauseResumeCommand):
+        return {"type": "pause" if command.pause else "resume",
+                "queryIds": list(command.query_ids), "all": command.all_queries}
     if isinstance(command, AlterSourceCommand):
         return {"type": "alterSource", "kind": command.kind.value, "name": command.name,
                 "columns": [column_json(c) for c in command.columns],
@@ -249,6 +266,9 @@ def from_json(data: dict[str, Any]) -> Command:
                                      bool(data.get("deleteTopic", False)), str(data.get("topic", "")))
         if kind == "terminate":
             return TerminateCommand(tuple(data["queryIds"]))
+        if kind in ("pause", "resume"):
+            return PauseResumeCommand(tuple(str(q) for q in data["queryIds"]), kind == "pause",
+                                      bool(data.get("all", False)))
         if kind == "alterSource":
             return AlterSourceCommand(SourceKind(data["kind"]), data["name"],
                                       tuple(column_from_json(c) for c in data["columns"]), data["statement"])

@@ -71,7 +71,8 @@ class Image:
                         for n in sorted(self.sources)],
             "types": [[n, self.types[n].sql()] for n in sorted(self.types)],
             "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
-                        + ([dict(q.config)] if q.config else [])  # as before settings existed
+                        + ([dict(q.config)] if q.config or q.paused else [])  # as before
+                        + (["paused"] if q.paused else [])  # settings and PAUSE existed
                         for q in (self.queries[i] for i in sorted(self.queries))],
             "requests": [[r, list(o.offsets), list(o.command_ids), o.digest]
                          for r, o in sorted(self.requests.items())],
@@ -180,6 +181,11 @@ class Delta:
         elif isinstance(command, cmd.TerminateCommand):
             for query_id in command.query_ids:
                 self.queries.pop(query_id, None)
+        elif isinstance(command, cmd.PauseResumeCommand):
+            for query_id in command.query_ids:
+                query = self.queries.get(query_id)
+                if query is not None:
+                    self.queries[query_id] = replace(query, paused=command.pause)
         elif isinstance(command, cmd.AlterSourceCommand):
             existing = self.sources.get(command.name)
             if existing is not None:

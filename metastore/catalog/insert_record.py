@@ -11,6 +11,9 @@ may be a TIMESTAMP, TIME, DATE or base64 BYTES. Anything else is ksqlDB's
 ``Expected type X for field `C` but got Y(v)``. ROWTIME sets the record's timestamp, else the
 wall clock does.
 
+:func:`json_row` builds the row of one JSON object of an ``/inserts-stream`` request the same
+way, with the coercion messages of ksqlDB's ``KeyValueExtractor``.
+
 Coerced values are Python values the row encoder writes: ``bool``, ``int`` (TIMESTAMP and TIME
 in milliseconds, DATE in days), ``Decimal``, ``float``, ``str``, ``bytes``, lists, dicts.
 """
@@ -21,6 +24,7 @@ import base64
 import binascii
 import datetime as dt
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -114,6 +118,81 @@ def coerce_field(value: Any, sql_type: ty.SqlType, name: str, failed: str = "",
                 "DATE": ". Date format must be yyyy-mm-dd"}.get(sql_type.sql(), "")
     raise QueryError(f"{failed}Expected type {sql_type.sql()} for field `{name}` but got "
                      f"{base}({java_text(value)}){hint}", source)
+
+
+# -- rows of an inserts stream -------------------------------------------------------------------
+def json_row(fields: Mapping[str, Any], source: DataSource) -> dict[str, Any]:
+    """The row one ``/inserts-stream`` JSON object sets (ksqlDB's ``KeyValueExtractor``): field
+    names are identifiers (upper-cased unless in backticks), every key column is given, each
+    value is coerced to its column's type (BYTES as base64 text); other fields are ignored.
+    JSON numbers with a fraction are expected as :class:`Decimal` (exact until coerced)."""
+    given: dict[str, Any] = {}
+    for name, value in fields.items():
+        text = identifier_text(name)
+        if text in given:
+            raise QueryError(f"Found duplicate column / struct field name: {text}", source.name)
+        given[text] = value
+    row: dict[str, Any] = {}
+    for column in source.key_columns:
+        value = given.get(column.name)
+        if value is None:
+            raise QueryError(f"Key field must be specified: {column.name}", source.name)
+        row[column.name] = _coerce_json(value, column.type, source.name)
+    for column in source.value_columns:
+        value = given.get(column.name)
+        row[column.name] = None if value is None else _coerce_json(value, column.type,
+                                                                   source.name)
+    return row
+
+
+def identifier_text(name: str) -> str:
+    """A name as ksqlDB's ``Identifiers.getIdentifierText`` reads it: upper-cased, or exactly
+    as written between backticks."""
+    if name.startswith("`"):
+        if len(name) < 2 or not name.endswith("`"):
+            raise QueryError(f"Invalid column / struct field name. Name: {name}. Reason: "
+                             "unterminated backtick quote.")
+        return name[1:-1].replace("``", "`")
+    return name.upper()
+
+
+def _coerce_json(value: Any, to: ty.SqlType, source: str) -> Any:
+    ok, coerced = coerce(_from_json(value, to), to)
+    if not ok:
+        raise QueryError(f"Can't coerce a field of type {_java_class(value)} into type "
+                         f"{to.sql()}", source)
+    return coerced
+
+
+def _from_json(value: Any, to: ty.SqlType) -> Any:
+    """A decoded JSON value as the values :func:`coerce` takes: objects become a STRUCT where
+    ``to`` is one (else a MAP), through arrays and maps."""
+    if isinstance(value, dict):
+        if isinstance(to, ty.StructType):
+            fields = dict(to.fields)
+            return StructValue({k: _from_json(v, fields.get(k.upper(), to)) for k, v in
+                                value.items()})
+        item = to.value if isinstance(to, ty.MapType) else to
+        return {k: _from_json(v, item) for k, v in value.items()}
+    if isinstance(value, list):
+        element = to.element if isinstance(to, ty.ArrayType) else to
+        return [_from_json(v, element) for v in value]
+    return value
+
+
+def _java_class(value: Any) -> str:
+    """The class ksqlDB's JSON decoder gives ``value`` (in its coercion error)."""
+    if isinstance(value, bool):
+        return "class java.lang.Boolean"
+    if isinstance(value, int):
+        return f"class java.lang.{'Integer' if _INT_MIN <= value <= _INT_MAX else 'Long'}"
+    if isinstance(value, Decimal | float):
+        return "class java.lang.Double"
+    if isinstance(value, str):
+        return "class java.lang.String"
+    if isinstance(value, list):
+        return "class io.vertx.core.json.JsonArray"
+    return "class io.vertx.core.json.JsonObject"
 
 
 # -- evaluating literals -------------------------------------------------------------------------

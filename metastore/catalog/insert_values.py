@@ -34,14 +34,14 @@ def check_statement(statement: InsertValues) -> None:
                          f"match: {len(statement.columns)}, {len(statement.values)}")
 
 
-def target(statement: InsertValues, sources: Mapping[str, DataSource]) -> DataSource:
-    """The source the values go to (``InsertValuesExecutor.getDataSource``): known, not
-    windowed, and its topic not one of another system's read-only topics."""
-    found = sources.get(statement.target)
+def target(name: str, sources: Mapping[str, DataSource]) -> DataSource:
+    """The source named ``name`` values go to (``InsertValuesExecutor.getDataSource``): known,
+    not windowed, and its topic not one of another system's read-only topics."""
+    found = sources.get(name)
     if found is None:
         raise SourceNotFoundError(
-            f"Cannot insert values into an unknown stream/table: `{statement.target}`"
-            f"{alternatives.hint(statement.target, sources.values())}", statement.target)
+            f"Cannot insert values into an unknown stream/table: `{name}`"
+            f"{alternatives.hint(name, sources.values())}", name)
     if found.window is not None:
         raise QueryError("Cannot insert values into windowed stream/table!", found.name)
     if topics.READ_ONLY.fullmatch(found.topic) is not None:

@@ -89,6 +89,8 @@ class PersistentQuery:
     offset: int
     config: tuple[tuple[str, str], ...] = ()
     """The ksqlDB settings the query runs with (``ksql.functions.collect_list.limit``), sorted."""
+    paused: bool = False
+    """PAUSEd: not running, its checkpoint kept, until RESUMEd."""
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,8 @@ def status_message(command: cmd.Command, image: Image, offset: int) -> tuple[str
         return f"Source `{command.name}` (topic: {command.topic}) was dropped.", None
     if isinstance(command, cmd.TerminateCommand):
         return "Query terminated.", None
+    if isinstance(command, cmd.PauseResumeCommand):
+        return f"Query {'paused' if command.pause else 'resumed'}.", None
     if isinstance(command, cmd.AlterSourceCommand):
         return f"{command.kind.label.capitalize()} {command.name} altered.", None
     if isinstance(command, cmd.CreateTypeCommand):
@@ -110,16 +112,57 @@ def query_summary(query: PersistentQuery, image: Image,
     """ksqlDB's ``RunningQuery``, plus where it runs: ``ownerNode``, ``lag``, ``errorMessage``.
 
     ``status`` is the runtime's view (``state``, ``ownerNode``, ``lag``, ``message``); without
-    one (offline checks) the query is reported RUNNING, as the catalog alone implies.
+    one (offline checks) the query is reported RUNNING (or PAUSED), as the catalog alone implies.
     """
     sink = image.source(query.sink)
-    state = str(status.get("state") or "RUNNING") if status is not None else "RUNNING"
+    implied = "PAUSED" if query.paused else "RUNNING"
+    state = str(status.get("state") or implied) if status is not None else implied
     return {"queryString": query.sql, "sinks": [query.sink],
             "sinkKafkaTopics": [sink.topic] if sink else [], "id": query.query_id,
             "statusCount": {state: 1}, "queryType": "PERSISTENT", "state": state,
             "ownerNode": status.get("ownerNode") if status else None,
             "lag": status.get("lag") if status else None,
             "errorMessage": status.get("message") if status else None}
+
+
+def query_description(query_id: str, statement_text: str, columns: Sequence[Column],
+                      sources: Sequence[str], sinks: Sequence[str], plan: str,
+                      window_type: str | None = None, query_type: str = "PERSISTENT",
+                      config: Mapping[str, str] | None = None,
+                      status: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """ksqlDB's ``QueryDescription``; ``plan`` is the query's Spark plan (its topology and
+    execution plan in one text), ``status`` its runtime view (see :func:`query_summary`)."""
+    state = str(status.get("state")) if status and status.get("state") else None
+    owner = status.get("ownerNode") if status else None
+    message = status.get("message") if status else None
+    return {"id": query_id, "statementText": statement_text, "windowType": window_type,
+            "fields": [field_json(c) for c in columns], "sources": sorted(set(sources)),
+            "sinks": list(sinks), "topology": plan, "executionPlan": plan,
+            "overriddenProperties": dict(config or {}),
+            "ksqlHostQueryStatus": {owner: state} if owner and state else {},
+            "queryType": query_type,
+            "queryErrors": [{"errorMessage": message, "type": "UNKNOWN"}] if message else [],
+            "tasksMetadata": [], "state": state, "consumerGroupId": ""}
+
+
+def explain_entity(statement: st.Statement, description: dict[str, Any]) -> Entity:
+    """ksqlDB's ``QueryDescriptionEntity`` (EXPLAIN)."""
+    return {**_base(statement, "queryDescription"), "queryDescription": description}
+
+
+def query_descriptions(statement: st.Statement, descriptions: list[dict[str, Any]]) -> Entity:
+    """ksqlDB's ``QueryDescriptionList`` (SHOW QUERIES EXTENDED)."""
+    return {**_base(statement, "query_descriptions"), "queryDescriptions": descriptions}
+
+
+def persistent_query_description(query: PersistentQuery, image: Image, plan: str,
+                                 status: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    sink = image.source(query.sink)
+    implied = {"state": "PAUSED" if query.paused else "RUNNING"}
+    return query_description(
+        query.query_id, query.sql, sink.columns if sink else (), query.sources, [query.sink],
+        plan, sink.window.kind if sink and sink.window else None, config=dict(query.config),
+        status=status or implied)
 
 
 def source_description(source: DataSource, image: Image, extended: bool,

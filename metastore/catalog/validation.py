@@ -130,11 +130,27 @@ class Skip:
 
 
 @dataclass(frozen=True)
+class Explained:
+    """What an EXPLAIN describes, on the catalog it runs on: a persistent query (running, or
+    as its statement would start it), or a transient SELECT."""
+
+    image: Image
+    query: PersistentQuery | None = None
+    select: st.SelectStatement | None = None
+    columns: tuple[Column, ...] = ()
+    """The SELECT's result columns."""
+    sources: tuple[str, ...] = ()
+    """The sources the SELECT reads."""
+
+
+@dataclass(frozen=True)
 class Read:
     statement: st.Statement
     record: insert_record.EncodedRecord | None = None
     """For an INSERT INTO ... VALUES: the record it writes, built and encoded (so a request
     is refused before any of its records is produced)."""
+    explained: Explained | None = None
+    """For an EXPLAIN: what it describes."""
 
 
 Outcome = Write | Skip | Read
@@ -194,6 +210,10 @@ class Validator:
             return self._drop_source(statement)
         if isinstance(statement, st.Terminate):
             return self._terminate(statement)
+        if isinstance(statement, st.PauseResume):
+            return self._pause_resume(statement)
+        if isinstance(statement, st.Explain):
+            return self._explain(statement)
         if isinstance(statement, st.AlterSource):
             return self._alter(statement)
         if isinstance(statement, st.CreateType):
@@ -542,7 +562,7 @@ class Validator:
         """The record of an INSERT VALUES, typed (``insert_record.build``) and in its topic's
         formats (``row_encoding.encode_row``): every check the node makes before writing it."""
         insert_values.check_statement(statement)
-        target = insert_values.target(statement, self._delta.sources)
+        target = insert_values.target(statement.target, self._delta.sources)
         topics.check_writable(target.topic)
         insert_values.check_writable(target)
         insert_values.check_record(statement, target)
@@ -607,6 +627,47 @@ class Validator:
         if statement.query_id not in self._delta.queries:
             raise UnknownQueryError(f"Unknown queryId: {statement.query_id}", statement.query_id)
         return Write(statement, cmd.TerminateCommand((statement.query_id,)))
+
+    def _explain(self, statement: st.Explain) -> Outcome:
+        """ksqlDB's ExplainExecutor: a persistent query by id, or a statement that runs a query,
+        checked as if it ran (a CREATE ... AS SELECT or INSERT INTO in a sandbox of this
+        catalog, so its query is the one it would start)."""
+        if statement.query_id is not None:
+            query = self._delta.queries.get(statement.query_id)
+            if query is None:
+                raise UnknownQueryError(f"Query with id:{statement.query_id} does not exist, use "
+                                        "SHOW QUERIES to view the full set of queries.",
+                                        statement.query_id)
+            return Read(statement, explained=Explained(self.image, query=query))
+        inner = statement.explained
+        if isinstance(inner, st.SelectStatement):
+            analysis = pull_queries.check_select(inner, self._delta.sources, self._delta.types,
+                                                 self._delta.queries, self._config)
+            return Read(statement, explained=Explained(
+                self.image, select=inner, columns=analysis.columns, sources=analysis.sources))
+        if isinstance(inner, st.CreateAsSelect | st.InsertInto):
+            sandbox = Validator(self.image, self._facts, self._next_offset, self._runtime_check,
+                                self._limits, self._config)
+            outcome = sandbox.validate(inner)
+            image = sandbox.image
+            if isinstance(outcome, Write):
+                if isinstance(outcome.command, cmd.CreateAsSelectCommand):
+                    sink = image.source(outcome.command.source.name)
+                    query = image.queries.get(sink.query_id or "") if sink else None
+                else:
+                    query = image.queries.get(f"INSERTQUERY_{self._next_offset}")
+                if query is not None:
+                    return Read(statement, explained=Explained(image, query=query))
+        raise QueryError("The provided statement does not run a ksql query")
+
+    def _pause_resume(self, statement: st.PauseResume) -> Outcome:
+        """ksqlDB's ValidatedCommandFactory: a named query must be a persistent one."""
+        if statement.query_id is None:
+            return Write(statement, cmd.PauseResumeCommand(tuple(sorted(self._delta.queries)),
+                                                           statement.pause, all_queries=True))
+        if statement.query_id not in self._delta.queries:
+            raise UnknownQueryError(f"Unknown queryId: {statement.query_id}", statement.query_id)
+        return Write(statement, cmd.PauseResumeCommand((statement.query_id,), statement.pause))
 
     def _alter(self, statement: st.AlterSource) -> Outcome:
         """ksqlDB's order: the new columns' types (as it prepares the statement), read-only

@@ -207,7 +207,7 @@ class CommandWriter:
         backoff = self.options.backoff_initial
         attempts = 0
         while True:
-            self._check_writable()
+            self.check_writable()
             attempts += 1
             try:
                 return self._attempt(statements, request)
@@ -229,7 +229,8 @@ class CommandWriter:
                 backoff = min(backoff * 2, self.options.backoff_max)
 
     # -- protocol ------------------------------------------------------------------------------
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
+        """Refuse a write (NotReadyError) unless this node is READY."""
         state = self._replica.state
         if state is NodeState.DEGRADED:
             degradation = self._replica.degradation
@@ -296,7 +297,7 @@ class CommandWriter:
         try:
             end = self._caught_up_target(self._probe.end_offset(timeout=_left(deadline)))
             if not self._replica.wait_for_position(end, max(deadline - time.monotonic(), 0)):
-                self._check_writable()
+                self.check_writable()
                 raise CatchUpTimeoutError(
                     f"Timed out waiting for this node to apply the command log up to offset {end}",
                     end)

@@ -115,6 +115,19 @@ def start_stream(spark: SparkSession, steps: tuple[Step, ...], view: str, checkp
             .trigger(processingTime=f"{trigger_ms} milliseconds").start())
 
 
+def explain(spark: SparkSession, plan: QueryPlan, kafka_options: Mapping[str, str]) -> str:
+    """Spark's plan of ``plan`` (parsed, analysed, optimised and physical), without starting
+    it. A plan with a batch stage shows its stream, then the SQL each micro-batch runs."""
+    session = _session(spark)
+    _register(session, plan.steps, kafka_options)
+    frame = session.sql(plan.sql if plan.batch is None else plan.batch.source_sql)
+    jvm: Any = frame.sparkSession._jvm
+    text = str(jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "extended"))
+    if plan.batch is not None:
+        text += f"\n== Each micro-batch runs ==\n{plan.sql}\n"
+    return text
+
+
 def _session(spark: SparkSession) -> SparkSession:
     """A query's own Spark session: ANSI mode off, so a bad value yields NULL as in ksqlDB."""
     session = spark.newSession()

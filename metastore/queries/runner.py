@@ -16,7 +16,9 @@ assignment partition this node owns) with *running* (the StreamingQuery objects 
   offsets, so they repeat in another service or a re-created command log); one whose SQL
   changed (CREATE OR REPLACE) is restarted on the same checkpoint;
 - a query that failed is reported ERROR with Spark's reason and retried after
-  ``retry_seconds``.
+  ``retry_seconds``;
+- a PAUSEd query is stopped and reported PAUSED, its checkpoint kept: RESUME starts it again
+  from where it stopped.
 
 It also deletes checkpoints left by queries that were terminated while nobody owned them.
 """
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PENDING, RUNNING, ERROR = "PENDING", "RUNNING", "ERROR"
+PENDING, RUNNING, ERROR, PAUSED = "PENDING", "RUNNING", "ERROR", "PAUSED"
 _ID_OFFSET = re.compile(r"_(\d+)$")
 
 
@@ -185,7 +187,8 @@ class QueryRunner:
             return
         owned = assignment.owned
         if not self._queries_changed and self._reconciled == owned and all(
-                e.handle is not None and e.handle.isActive for e in list(self._entries.values())):
+                e.query.paused or (e.handle is not None and e.handle.isActive)
+                for e in list(self._entries.values())):
             return  # same queries, same partitions, all running: nothing to start or stop
         with self._lock:
             wanted = {qid: q for qid, q in image.queries.items()
@@ -207,6 +210,11 @@ class QueryRunner:
                 entry = found or _Entry(query, QueryState(query_id, PENDING))
                 self._entries[query_id] = entry
                 entry.query = query
+                if query.paused:
+                    self._pause(entry)
+                    continue
+                if entry.state.state == PAUSED:
+                    entry.state = QueryState(query_id, PENDING)
                 self._check(entry)
                 if entry.handle is None and (entry.failed_at is None or
                                              time.monotonic() - entry.failed_at >= self._retry):
@@ -229,6 +237,14 @@ class QueryRunner:
             entry.state = QueryState(query_id, ERROR, first[:1000])
             entry.failed_at = time.monotonic()
             log.warning("%s could not start: %s", query_id, first[:300])
+
+    def _pause(self, entry: _Entry) -> None:
+        """Stop a PAUSEd query; its checkpoint stays, for RESUME to go on from."""
+        if entry.state.state != PAUSED:
+            self._halt(entry)
+            entry.state = QueryState(entry.query.query_id, PAUSED)
+            entry.failed_at = None
+            log.info("%s paused: stopped, checkpoint kept", entry.query.query_id)
 
     def _check(self, entry: _Entry) -> None:
         handle = entry.handle

@@ -3,7 +3,8 @@
 The owner of a query knows its state first hand; it publishes the states of the queries it
 owns in its membership heartbeat (every 2 s). Any node, with or without Spark, merges the live
 heartbeats: a query claimed by a live node has that node as owner; a query nobody claims is
-PENDING (not started yet, or its owner died and the group has not moved its partition yet).
+PENDING (not started yet, or its owner died and the group has not moved its partition yet). A
+query PAUSEd in the log is PAUSED whatever its owner last reported.
 While a partition moves, two nodes can both report a query for one heartbeat; the one running
 it wins.
 """
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from metastore.catalog.image import Image
-from metastore.queries.runner import PENDING, RUNNING, QueryState
+from metastore.queries.runner import PAUSED, PENDING, RUNNING, QueryState
 
 Status = dict[str, Any]
 
@@ -39,6 +40,11 @@ def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict
             current = best.get(query_id)
             if current is None or (current["state"] != RUNNING and candidate["state"] == RUNNING):
                 best[query_id] = candidate
-    return {query_id: best.get(query_id) or {"state": PENDING, "ownerNode": None, "lag": None,
-                                             "message": None}
-            for query_id in sorted(image.queries)}
+    merged: dict[str, Status] = {}
+    for query_id, query in sorted(image.queries.items()):
+        status = best.get(query_id) or {"state": PENDING, "ownerNode": None, "lag": None,
+                                        "message": None}
+        if query.paused:  # the log says so, whatever an owner last reported
+            status = {**status, "state": PAUSED}
+        merged[query_id] = status
+    return merged

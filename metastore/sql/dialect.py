@@ -1,6 +1,7 @@
 """ksqlDB as a sqlglot dialect: a tokenizer with backtick identifiers and a statement parser.
 
-DDL (CREATE STREAM/TABLE/TYPE, DROP, ALTER, TERMINATE, SHOW, DESCRIBE, INSERT, SET) is parsed here
+DDL (CREATE STREAM/TABLE/TYPE, DROP, ALTER, TERMINATE, PAUSE, RESUME, EXPLAIN, SHOW, DESCRIBE,
+INSERT, SET) is parsed here
 into :mod:`metastore.sql.statements`; the SELECT of persistent and transient queries is parsed by
 sqlglot's own SELECT machinery, extended with ksqlDB's WINDOW, WITHIN, PARTITION BY and EMIT
 clauses. Nothing falls back to sqlglot's opaque ``Command``: what is not understood is a
@@ -39,6 +40,9 @@ class KsqlTokenizer(tokens.Tokenizer):
     # sqlglot reads the rest of a SHOW statement as one string (an opaque command); ksqlDB's
     # SHOW takes words (``SHOW ALL TOPICS EXTENDED``)
     COMMANDS: ClassVar[set[TokenType]] = tokens.Tokenizer.COMMANDS - {TokenType.SHOW}
+    # likewise EXPLAIN, which ksqlDB follows with a query id or a statement
+    KEYWORDS: ClassVar[dict[str, TokenType]] = {
+        word: kind for word, kind in tokens.Tokenizer.KEYWORDS.items() if word != "EXPLAIN"}
 
 
 class KsqlParser(parser.Parser):
@@ -219,6 +223,24 @@ class KsqlParser(parser.Parser):
             return st.Terminate(self._text(start), self._where(start), None)
         return st.Terminate(self._text(start), self._where(start),
                             self._identifier("a query id").upper())
+
+    def _explain(self, start: Token) -> st.Statement:
+        token = self._curr
+        if token is not None and token.text.upper() in self._HANDLERS:
+            return st.Explain(self._text(start), self._where(start), None,
+                              self._statement(token))
+        return st.Explain(self._text(start), self._where(start),
+                          self._identifier("a query id or a statement").upper(), None)
+
+    def _pause(self, start: Token) -> st.Statement:
+        return self._pause_resume(start, pause=True)
+
+    def _resume(self, start: Token) -> st.Statement:
+        return self._pause_resume(start, pause=False)
+
+    def _pause_resume(self, start: Token, pause: bool) -> st.Statement:
+        query_id = None if self._match_text_seq("ALL") else self._identifier("a query id").upper()
+        return st.PauseResume(self._text(start), self._where(start), query_id, pause)
 
     def _alter(self, start: Token) -> st.Statement:
         kind = self._source_kind()
@@ -420,6 +442,7 @@ class KsqlParser(parser.Parser):
 
     _HANDLERS: ClassVar[dict[str, Callable[[KsqlParser, Token], st.Statement]]] = {
         "CREATE": _create, "DROP": _drop, "TERMINATE": _terminate, "ALTER": _alter,
+        "PAUSE": _pause, "RESUME": _resume, "EXPLAIN": _explain,
         "SHOW": _list, "LIST": _list, "DESCRIBE": _describe, "INSERT": _insert,
         "SELECT": _select_statement, "SET": _set, "UNSET": _unset, "ASSERT": _assert,
         "DEFINE": _define, "UNDEFINE": _undefine,

@@ -154,6 +154,27 @@ class Terminate(Statement):
 
 
 @dataclass(frozen=True)
+class Explain(Statement):
+    """EXPLAIN of a running query (``query_id``) or of a statement that runs one (``explained``:
+    a SELECT, CREATE ... AS SELECT or INSERT INTO ... SELECT, checked but never run)."""
+
+    query_id: str | None
+    explained: Statement | None
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class PauseResume(Statement):
+    """PAUSE or RESUME of a persistent query (or ALL of them)."""
+
+    query_id: str | None  # None means ALL
+    pause: bool
+
+
+@dataclass(frozen=True)
 class AlterSource(Statement):
     kind: SourceKind
     name: str

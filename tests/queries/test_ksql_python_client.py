@@ -1,6 +1,7 @@
 """An existing ksqlDB client, unchanged, against a node: the PyPI package ksql-python-ng
-(``KSQLAPI``) runs statements over /ksql, streams a push query from /query, and closes a query
-with /close-query. The client runs in its own process from its own install (it needs an httpx
+(``KSQLAPI``) runs statements over /ksql, streams a push query from /query (HTTP/1.1) and from
+/query-stream (HTTP/2), closes a query with /close-query and writes rows with /inserts-stream
+(HTTP/2). The client runs in its own process from its own install (it needs an httpx
 older than the node's), made once under ``.cache/``."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from tests.queries.test_push_queries import create_stream, insert, node  # noqa: F401 - fixture
 from tests.servers import ServerProcess
 
-CLIENT = ("ksql-python-ng==0.29.0.1", "httpx<0.28")
+CLIENT = ("ksql-python-ng==0.29.0.1", "httpx[http2]<0.28")
 """0.29.0.1 passes ``cert=`` to ``httpx.get``, which httpx 0.28 removed."""
 
 
@@ -63,3 +64,23 @@ def test_ksql_python_ng_runs_statements_and_streams_a_push_query(
     assert [row["row"]["columns"] for row in body[1:-1]] == [[2, "second"], [3, "third"]]
     assert body[-1] == {"finalMessage": "Limit Reached"}
     assert answer["closed"] is False
+
+
+def test_ksql_python_ng_inserts_rows_and_queries_over_http2(
+        node: ServerProcess, client_path: Path) -> None:  # noqa: F811 - the fixture
+    stream = create_stream(node)
+    answer = run_client(client_path, f"""
+        import json
+        from ksql import KSQLAPI
+        client = KSQLAPI({node.url!r}, timeout=120)
+        acks = client.inserts_stream({stream!r}, [{{"ID": 1, "V": "one"}}, {{"ID": 2, "V": "two"}}])
+        chunks = list(client.query("SELECT ID, V FROM {stream} EMIT CHANGES LIMIT 2;",
+                                   stream_properties={{"auto.offset.reset": "earliest"}},
+                                   use_http2=True))
+        print(json.dumps({{"acks": acks, "body": "".join(chunks)}}))
+        """)
+    assert isinstance(answer, dict)
+    assert answer["acks"] == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
+    header, *rows = (json.loads(line) for line in answer["body"].splitlines() if line)
+    assert header["columnNames"] == ["ID", "V"] and header["queryId"]
+    assert rows == [[1, "one"], [2, "two"]]

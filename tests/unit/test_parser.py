@@ -163,7 +163,7 @@ def test_types_round_trip_through_their_text(text: str) -> None:
 
 
 def test_sqlglot_command_fallback_is_never_accepted() -> None:
-    for text in ("EXPLAIN SELECT * FROM x;", "PRINT 'topic';", "RUN SCRIPT 'x.sql';"):
+    for text in ("EXECUTE x;", "PRINT 'topic';", "RUN SCRIPT 'x.sql';"):
         with pytest.raises(ParseError, match=re.escape("Unknown statement")):
             parse(text)
 
@@ -180,3 +180,14 @@ def test_a_window_may_be_named_as_ksqldb_allows(text: str, kind: str) -> None:
     statement = parse(text)[0]
     assert isinstance(statement, st.CreateAsSelect) and statement.query.window is not None
     assert statement.query.window.kind == kind
+
+
+def test_explain_takes_a_query_id_or_a_statement_that_runs_a_query() -> None:
+    [by_id] = parse("EXPLAIN csas_x_1;")
+    assert isinstance(by_id, st.Explain) and by_id.query_id == "CSAS_X_1"
+    [of_statement] = parse("EXPLAIN CREATE STREAM B AS SELECT * FROM A;")
+    assert isinstance(of_statement, st.Explain) and of_statement.query_id is None
+    assert isinstance(of_statement.explained, st.CreateAsSelect)
+    assert of_statement.explained.text == "CREATE STREAM B AS SELECT * FROM A"
+    [paused] = parse("PAUSE ALL;")
+    assert paused == st.PauseResume("PAUSE ALL;", st.Location(1, 1), None, True)

@@ -198,3 +198,25 @@ def test_a_record_that_cannot_be_applied_stops_replay_with_the_image_before_it(
         assert isinstance(result.error, kind) and result.error.offset == len(records)
         assert result.image.fingerprint == image.fingerprint
         assert len(result.applied) == len(records)
+
+
+def test_pause_and_resume_replay_into_the_image_and_its_checkpoint() -> None:
+    from metastore.catalog import commands as cmd
+    from metastore.checkpoint import codec
+    from metastore.log.state import ReplicaState
+
+    records, built = validated_records([
+        "CREATE STREAM A (K INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');",
+        "CREATE STREAM B AS SELECT * FROM A;", "CREATE STREAM C AS SELECT * FROM A;",
+        "PAUSE ALL;", "RESUME CSAS_C_2;"])
+    assert len(records) == 5
+    assert records[3].command == cmd.PauseResumeCommand(("CSAS_B_1", "CSAS_C_2"), True, True)
+    assert records[3].command.command_id == "pause/ALL/execute"
+    assert cmd.from_json(cmd.to_json(records[4].command)) == records[4].command
+    assert {q: built.queries[q].paused for q in built.queries} == {"CSAS_B_1": True,
+                                                                   "CSAS_C_2": False}
+    assert replay([r.encode()[1] for r in records]).fingerprint == built.fingerprint
+    unpaused = replay([r.encode()[1] for r in records[:3]])
+    assert unpaused.fingerprint != built.fingerprint
+    restored = codec.decode(codec.encode(ReplicaState(built, {}, {}))).image
+    assert restored.fingerprint == built.fingerprint and restored.queries["CSAS_B_1"].paused

@@ -1,0 +1,48 @@
+"""The execution plan EXPLAIN and SHOW QUERIES EXTENDED show: Spark's plan of a query.
+
+:class:`SparkExplainer` compiles what the validator resolved (a persistent query on its catalog,
+or a transient SELECT) exactly as the runtime would start it, and asks Spark for the plan
+without starting anything. A query the runtime cannot plan gets the reason instead of a plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from metastore.catalog.overrides import ConfigOverrides
+from metastore.catalog.pull_queries import check_select
+from metastore.catalog.validation import Explained
+from metastore.exceptions import MetastoreError
+from metastore.queries import job
+from metastore.queries.plan import compile_push, compile_query
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkExplainer:
+    def __init__(self, spark: Callable[[], SparkSession | None],
+                 kafka_options: Mapping[str, str]) -> None:
+        self._spark = spark
+        self._kafka_options = dict(kafka_options)
+
+    def __call__(self, explained: Explained, config: ConfigOverrides) -> str:
+        spark = self._spark()
+        if spark is None:
+            return "(Spark is not running on this node yet: no plan)"
+        image = explained.image
+        try:
+            if explained.query is not None:
+                plan = compile_query(explained.query, image)
+            else:
+                assert explained.select is not None, "EXPLAIN of a query or of a SELECT"
+                analysis = check_select(explained.select, image.sources, image.types,
+                                        image.queries, config)
+                plan = compile_push("EXPLAIN", analysis, dict(config.values))
+        except MetastoreError as error:
+            return f"(the runtime cannot plan this query: {error.message})"
+        return job.explain(spark, plan, self._kafka_options)
+
+
+__all__ = ["SparkExplainer"]

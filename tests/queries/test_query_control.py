@@ -1,0 +1,92 @@
+"""PAUSE, RESUME, EXPLAIN and SHOW QUERIES EXTENDED on a node process with Spark and real
+Kafka: a paused query stops reading and goes on from its checkpoint when resumed (nothing lost,
+nothing twice), and EXPLAIN shows Spark's plan of a running query or of a statement that would
+start one, without starting it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from metastore.kafka.settings import KafkaSettings
+from tests.queries.test_push_queries import create_stream, gauge, insert, node  # noqa: F401
+from tests.queries.test_query_nodes import ksql, queries, wait_for
+from tests.queries.test_spark_jobs import read_all
+from tests.servers import ServerProcess
+
+
+def _values(settings: KafkaSettings, topic: str, count: int,
+            timeout: float = 90) -> list[dict[str, object]]:
+    return [json.loads(value) for _, value, _ in read_all(settings, topic, count, timeout)
+            if value is not None]
+
+
+def test_a_paused_query_stops_and_resumes_from_its_checkpoint(
+        node: ServerProcess, kafka_settings: KafkaSettings) -> None:  # noqa: F811 - the fixture
+    stream = create_stream(node)
+    sink = f"{stream}_UP"
+    [created] = ksql(node, f"CREATE STREAM {sink} AS SELECT ID, UCASE(V) AS U FROM {stream};")
+    query_id = created["commandStatus"]["queryId"]
+    wait_for(lambda: queries(node)[query_id]["state"] == "RUNNING", 120, "the query to run")
+    insert(node, stream, (1, "one"))
+    assert _values(kafka_settings, sink, 1) == [{"U": "ONE"}]
+
+    running = gauge(node, "metastore_spark_streaming_queries")
+    [paused] = ksql(node, f"PAUSE {query_id};")
+    assert paused["commandStatus"]["message"] == "Query paused."
+    assert paused["commandId"] == f"pause/{query_id}/execute"
+    assert queries(node)[query_id]["state"] == "PAUSED"
+    wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == running - 1, 60,
+             "the paused query's Spark query to stop")
+    insert(node, stream, (2, "two"))
+    time.sleep(3)
+    assert _values(kafka_settings, sink, 2, timeout=3) == [{"U": "ONE"}], "read while paused"
+
+    [resumed] = ksql(node, "RESUME ALL;")
+    assert resumed["commandStatus"]["message"] == "Query resumed."
+    assert resumed["commandId"] == "resume/ALL/execute"
+    wait_for(lambda: queries(node)[query_id]["state"] == "RUNNING", 120, "the query to resume")
+    assert _values(kafka_settings, sink, 2) == [{"U": "ONE"}, {"U": "TWO"}]
+    time.sleep(2)
+    assert len(_values(kafka_settings, sink, 3, timeout=3)) == 2, "a record written twice"
+
+    [refused] = ksql(node, "PAUSE NOPE_1;", status=400)
+    assert refused["message"].startswith("Unknown queryId: NOPE_1")
+
+
+def test_explain_shows_the_spark_plan_without_starting_anything(
+        node: ServerProcess) -> None:  # noqa: F811 - the fixture
+    stream = create_stream(node)
+    [created] = ksql(node, f"CREATE STREAM {stream}_F AS SELECT ID, V FROM {stream} WHERE ID > 5;")
+    query_id = created["commandStatus"]["queryId"]
+
+    [explained] = ksql(node, f"EXPLAIN {query_id};")
+    assert explained["@type"] == "queryDescription"
+    description = explained["queryDescription"]
+    assert description["id"] == query_id and description["sources"] == [stream]
+    assert description["sinks"] == [f"{stream}_F"] and description["queryType"] == "PERSISTENT"
+    assert [f["name"] for f in description["fields"]] == ["ID", "V"]
+    assert "== Physical Plan ==" in description["executionPlan"]
+    assert "> 5" in description["executionPlan"]
+
+    before = {s["name"] for s in ksql(node, "SHOW STREAMS;")[0]["streams"]}
+    known = set(queries(node))
+    [would] = ksql(node, f"EXPLAIN CREATE STREAM {stream}_G AS SELECT ID, V FROM {stream};")
+    assert would["queryDescription"]["sinks"] == [f"{stream}_G"]
+    assert would["queryDescription"]["id"].startswith(f"CSAS_{stream}_G_")
+    assert "== Physical Plan ==" in would["queryDescription"]["executionPlan"]
+    [push] = ksql(node, f"EXPLAIN SELECT V FROM {stream} EMIT CHANGES;")
+    assert push["queryDescription"]["queryType"] == "PUSH"
+    assert [f["name"] for f in push["queryDescription"]["fields"]] == ["V"]
+    assert {s["name"] for s in ksql(node, "SHOW STREAMS;")[0]["streams"]} == before
+    assert set(queries(node)) == known, "EXPLAIN started a query"
+
+    [listing] = ksql(node, "SHOW QUERIES EXTENDED;")
+    assert listing["@type"] == "query_descriptions"
+    assert query_id in {d["id"] for d in listing["queryDescriptions"]}
+
+    [unknown] = ksql(node, "EXPLAIN NOPE_2;", status=400)
+    assert unknown["message"].startswith(
+        "Query with id:NOPE_2 does not exist, use SHOW QUERIES to view the full set of queries.")
+    [not_a_query] = ksql(node, f"EXPLAIN DROP STREAM {stream};", status=400)
+    assert not_a_query["message"].startswith("The provided statement does not run a ksql query")

@@ -1,0 +1,130 @@
+"""POST /inserts-stream of a real node process, over HTTP/2 (cleartext, as ksqlDB's clients
+speak it) and HTTP/1.1: each row acknowledged once Kafka has it, the first bad row ending the
+stream with ksqlDB's error, and rows read as they arrive (a client may wait for each ack)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import struct
+from collections.abc import Callable
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+import httpx
+from confluent_kafka import Consumer, Message
+
+from tests.conftest import unique
+from tests.server.test_rest_api import ksql
+from tests.servers import ServerProcess
+
+
+def _records(consumer: Consumer, expected: int) -> list[Message]:
+    found: list[Message] = []
+    for _ in range(100):
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            found.append(message)
+        if len(found) >= expected:
+            for _ in range(5):  # nothing more than expected arrives
+                extra = consumer.poll(0.1)
+                if extra is not None and extra.error() is None:
+                    found.append(extra)
+            break
+    return found
+
+
+def _lines(body: bytes) -> list[dict[str, object]]:
+    return [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+
+
+def test_rows_streamed_over_http2_are_acknowledged_and_written(
+        server: ServerProcess, consumer_factory: Callable[..., Consumer]) -> None:
+    topic = unique("inserts")
+    created = ksql(server, f"CREATE STREAM INS (ID INT KEY, V STRING, D DECIMAL(4,2), "
+                           f"S STRUCT<A INT>, B BYTES) WITH (KAFKA_TOPIC='{topic}', "
+                           "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    assert created.status_code == 200, created.text
+    rows = [{"id": 1, "v": "a", "d": 1.5, "s": {"a": 7}, "b": base64.b64encode(b"hi").decode()},
+            {"ID": 2, "`v`": "ignored: quoted, it names column v, not V", "V": "b"},
+            {"ID": "three"},
+            {"ID": 4, "V": "never read"}]
+    body = "\n".join(json.dumps(row) for row in [{"target": "ins"}, *rows]).encode()
+    with httpx.Client(http2=True, http1=False, timeout=60) as client:
+        response = client.post(f"{server.url}/inserts-stream", content=body)
+    assert response.http_version == "HTTP/2"
+    assert response.status_code == 200, response.text
+    assert _lines(response.content) == [
+        {"status": "ok", "seq": 0}, {"status": "ok", "seq": 1},
+        {"status": "error", "seq": 2, "error_code": 40000,
+         "message": "Can't coerce a field of type class java.lang.String into type INTEGER"}]
+    written = _records(consumer_factory(topic), 2)
+    assert [(m.key(), json.loads(m.value(), parse_float=Decimal)) for m in written] == [
+        (struct.pack(">i", 1), {"V": "a", "D": Decimal("1.50"), "S": {"A": 7}, "B": "aGk="}),
+        (struct.pack(">i", 2), {"V": "b", "D": None, "S": None, "B": None})]
+
+
+def test_a_bad_target_is_refused_before_the_stream_starts(server: ServerProcess) -> None:
+    ksql(server, "CREATE STREAM KNOWN (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
+                 f"'{unique('known')}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    with httpx.Client(http2=True, http1=False, timeout=60) as client:
+        unknown = client.post(f"{server.url}/inserts-stream",
+                              content=b'{"target": "known2"}\n{"ID": 1}')
+        garbled = client.post(f"{server.url}/inserts-stream", content=b"not json\n")
+        no_key = client.post(f"{server.url}/inserts-stream",
+                             content=b'{"target": "known"}\n{"V": "x"}\n')
+        twice = client.post(f"{server.url}/inserts-stream",
+                            content=b'{"target": "known"}\n{"ID": 1, "V": "x", "v": "y"}\n')
+    assert unknown.status_code == 400, unknown.text
+    assert unknown.json()["error_code"] == 40001
+    assert unknown.json()["message"].startswith(
+        "Cannot insert values into an unknown stream/table: `KNOWN2`")
+    assert garbled.status_code == 400 and garbled.json()["error_code"] == 40000
+    assert _lines(no_key.content) == [{"status": "error", "seq": 0, "error_code": 40000,
+                                       "message": "Key field must be specified: ID"}]
+    assert _lines(twice.content) == [{"status": "error", "seq": 0, "error_code": 40000,
+                                      "message": "Found duplicate column / struct field name: V"}]
+
+
+def test_http1_json_answer_is_one_array(server: ServerProcess,
+                                        consumer_factory: Callable[..., Consumer]) -> None:
+    topic = unique("inserts-json")
+    ksql(server, f"CREATE TABLE INT1 (K STRING PRIMARY KEY, N BIGINT) WITH (KAFKA_TOPIC="
+                 f"'{topic}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    body = b'{"target":"INT1"}\n{"K":"x","N":5}\n{"K":"y","N":6}\n'
+    response = httpx.post(f"{server.url}/inserts-stream", content=body,
+                          headers={"Accept": "application/json"}, timeout=60)
+    assert response.http_version == "HTTP/1.1"
+    assert response.json() == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
+    written = _records(consumer_factory(topic), 2)
+    assert [(m.key(), json.loads(m.value())) for m in written] == [
+        (b"x", {"N": 5}), (b"y", {"N": 6})]
+
+
+def test_rows_are_acknowledged_while_the_body_is_still_open(server: ServerProcess) -> None:
+    """A client waiting for each ack before it sends the next row (ksqlDB's Java client does)."""
+    ksql(server, "CREATE STREAM LIVE (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
+                 f"'{unique('live')}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    address = urlsplit(server.url)
+    with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
+        sock.sendall(b"POST /inserts-stream HTTP/1.1\r\nHost: test\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+
+        def chunk(data: bytes) -> None:
+            sock.sendall(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+        chunk(b'{"target":"LIVE"}\n{"ID":1,"V":"a"}\n')
+        received = b""
+        while b'"seq":0' not in received:
+            received += sock.recv(65536)
+        assert received.startswith(b"HTTP/1.1 200"), received
+        chunk(b'{"ID":2,"V":"b"}\n')
+        while b'"seq":1' not in received:
+            received += sock.recv(65536)
+        sock.sendall(b"0\r\n\r\n")
+        while not received.endswith(b"0\r\n\r\n"):
+            more = sock.recv(65536)
+            assert more, "the connection closed before the response ended"
+            received += more
+    assert b'{"status":"error"' not in received
