@@ -98,6 +98,24 @@ class KsqlClient:
         except httpx.TransportError as error:
             raise ClientError(f"cannot reach {self.url}: {error}") from error
 
+    def print_topic(self, text: str, properties: dict[str, Any] | None = None,
+                    variables: dict[str, str] | None = None) -> Iterator[str]:
+        """Run one PRINT over ``/query``: yields its lines (format lines, then one per record)
+        as they arrive. Closing the iterator closes the connection, which ends the PRINT."""
+        body = {"ksql": text, "streamsProperties": dict(properties or {}),
+                "sessionVariables": dict(variables or {})}
+        try:
+            with self._http.stream("POST", "/query", json=body, timeout=httpx.Timeout(
+                    self._http.timeout.connect, read=None)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._answer(response)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield line
+        except httpx.TransportError as error:
+            raise ClientError(f"cannot reach {self.url}: {error}") from error
+
     def get(self, path: str) -> Any:
         try:
             response = self._http.get(path)

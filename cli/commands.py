@@ -13,7 +13,7 @@ import typer
 from cli.client import ClientError, KsqlClient, StatementFailedError, server_url
 from cli.output import print_json, print_table
 from cli.render import render_entity
-from cli.stream import print_rows
+from cli.stream import print_lines, print_rows
 
 T = TypeVar("T")
 Server = Annotated[str | None, typer.Option("--server", "-s", envvar="METASTORE_SERVER",
@@ -125,14 +125,35 @@ def describe(name: Annotated[str, typer.Argument(help="Stream or table name.")],
 
 
 def query(sql: Annotated[str, typer.Argument(help="One SELECT: a pull query, or a push query "
-                                               "(EMIT CHANGES) printed until Ctrl-C.")],
+                                               "(EMIT CHANGES) printed until Ctrl-C; or one "
+                                               "PRINT of a topic.")],
           server: Server = None, json_output: Json = False, user: User = None,
           prop: Property = None) -> None:
     """Run a SELECT on the node's Spark and print its rows as they arrive (JSON Lines with
-    --json: the query's metadata, then one array per row)."""
+    --json: the query's metadata, then one array per row); or PRINT a topic's records."""
     properties = properties_of(prop)
     with connected(server, user) as client:
+        if query_kind(sql, {}) == "print":
+            run_or_exit(lambda: print_lines(client.print_topic(sql, properties), json_output))
+            return
         run_or_exit(lambda: print_rows(client.stream_query(sql, properties), json_output))
+
+
+def query_kind(text: str, variables: dict[str, str]) -> str | None:
+    """``"select"`` or ``"print"`` when ``text`` is one SELECT or PRINT; else None."""
+    from metastore.exceptions import MetastoreError
+    from metastore.sql import statements as st
+    from metastore.sql.variables import parse_request
+
+    try:
+        statements = parse_request(text, variables)
+    except MetastoreError:
+        return None
+    if len(statements) != 1:
+        return None
+    if isinstance(statements[0], st.PrintTopic):
+        return "print"
+    return "select" if isinstance(statements[0], st.SelectStatement) else None
 
 
 LISTABLE = ("streams", "tables", "queries", "types", "topics")
@@ -177,20 +198,10 @@ class ShellSession:
         self.variables: dict[str, str] = {}
         self.properties: dict[str, Any] = {}
 
-    def is_query(self, text: str) -> bool:
-        """Whether ``text`` is one SELECT (or PRINT), which ksqlDB's CLI sends to the query
-        endpoint, not to /ksql."""
-        from metastore.exceptions import MetastoreError
-        from metastore.sql import statements as st
-        from metastore.sql.variables import parse_request
-
-        try:
-            statements = parse_request(text, self.variables)
-        except MetastoreError:
-            return False
-        kinds = tuple(c for c in (st.SelectStatement, getattr(st, "PrintTopic", None))
-                      if c is not None)
-        return len(statements) == 1 and isinstance(statements[0], kinds)
+    def query_kind(self, text: str) -> str | None:
+        """``"select"`` or ``"print"`` when ``text`` is one SELECT or PRINT, which ksqlDB's CLI
+        sends to the query endpoint, not to /ksql; else None."""
+        return query_kind(text, self.variables)
 
     def update(self, text: str) -> None:
         """Take the session statements of ``text``, a request the node accepted."""
@@ -243,7 +254,12 @@ def shell(server: Server = None, user: User = None) -> None:
                 script = RUN_SCRIPT.fullmatch(text)
                 if script is not None:  # as ksqlDB's CLI: the file's statements, one request
                     text = read_script(Path(script.group(1).replace("''", "'")))
-                if session.is_query(text):
+                kind = session.query_kind(text)
+                if kind == "print":
+                    print_lines(client.print_topic(text, session.properties, session.variables),
+                                json_output=False)
+                    continue
+                if kind == "select":
                     print_rows(client.stream_query(text, session.properties, session.variables),
                                json_output=False)
                     continue

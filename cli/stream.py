@@ -48,6 +48,24 @@ def print_rows(items: Iterator[Any], json_output: bool) -> int:
     return count
 
 
+def print_lines(lines: Iterator[str], json_output: bool) -> int:
+    """Print a PRINT's lines until it ends or Ctrl-C (each a JSON string with --json); the
+    number of records printed."""
+    count = 0
+    try:
+        for line in lines:
+            sys.stdout.write((json.dumps(line) if json_output else line) + "\n")
+            sys.stdout.flush()
+            count += line.startswith("rowtime: ")
+    except KeyboardInterrupt:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+        if not json_output:
+            typer.echo("Topic printing ceased")
+    return count
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.catalog import insert_record, insert_values, responses, topics
-from metastore.catalog.exceptions import TooLargeError
+from metastore.catalog.exceptions import TooLargeError, UnknownTopicError
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
@@ -36,6 +36,7 @@ from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.data_writer import DataWriter
 from metastore.kafka.exceptions import KafkaClientError, KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
+from metastore.kafka.topic_printer import TopicPrinter
 from metastore.limits import RequestLimits
 from metastore.log.exceptions import CatchUpTimeoutError
 from metastore.log.reader import LogReplica, NodeState, Resume
@@ -48,6 +49,7 @@ from metastore.sql.statements import (
     Explain,
     InsertValues,
     ListObjects,
+    PrintTopic,
     SetProperty,
     Statement,
 )
@@ -380,6 +382,18 @@ class Node:
                 self._plan(explained, config), query_type=(
                     "PUSH" if explained.select.query.emit_changes else "PULL"))
         return responses.explain_entity(statement, description)
+
+    def open_print(self, statement: PrintTopic) -> TopicPrinter:
+        """A reader of the topic a PRINT names, once validated (the topic exists and may be
+        read); the caller polls and closes it."""
+        Validator(self.replica.image, KafkaTopicFacts(self.admin),
+                  limits=self.config.limits).validate(statement)
+        shape = self.admin.describe(statement.topic)
+        if shape is None:
+            raise UnknownTopicError(f"Could not find topic '{statement.topic}'",
+                                    statement.topic)
+        return TopicPrinter(self.settings, statement.topic, shape.partitions,
+                            statement.from_beginning, statement.interval or 1, statement.limit)
 
     def insert_target(self, name: str) -> DataSource:
         """The source an inserts stream writes into, as INSERT VALUES checks it: known, not

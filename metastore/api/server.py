@@ -34,6 +34,7 @@ from metastore.api.auth import BasicAuth, LoginThrottle
 from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.api.inserts_stream import InsertsStreamResponse
 from metastore.api.metrics import NodeMetrics
+from metastore.api.streaming import PrintSlots
 from metastore.catalog import overrides
 from metastore.exceptions import MetastoreError
 from metastore.health import PROBE_TIMEOUT_SECONDS, HealthProbe, KafkaHealth
@@ -53,12 +54,15 @@ from metastore.spark.exceptions import SparkUnavailableError, UnsupportedQueryEr
 from metastore.spark.query import QueryResult
 from metastore.sql import variables
 from metastore.sql.exceptions import ParseError
-from metastore.sql.statements import SelectStatement
+from metastore.sql.statements import PrintTopic, SelectStatement
 
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
 UNAUTHENTICATED_PATHS = frozenset({"/healthcheck"})
-INSERTS_STREAM_PATH = "/inserts-stream"
 """Load balancers and orchestrators probe health without credentials."""
+INSERTS_STREAM_PATH = "/inserts-stream"
+"""Its body is not bounded as a whole: it streams rows, each bounded on its own."""
+MAX_PRINTS = 20
+"""PRINTs a node runs at once (each holds a Kafka consumer); more are refused with 40003."""
 QUERY_ENDPOINT_MESSAGE = ("The following statement types should be issued to the websocket "
                           "endpoint '/query':\n\t* PRINT\n\t* SELECT")
 
@@ -282,7 +286,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                 variables.substitution_enabled(body.streamsProperties))
             if not statements:
                 return error_response(codes.BAD_REQUEST, "No statement in request", text)
-            selects = [s for s in statements if isinstance(s, SelectStatement)]
+            selects = [s for s in statements if isinstance(s, SelectStatement | PrintTopic)]
             if selects:
                 return error_response(codes.QUERY_ENDPOINT, QUERY_ENDPOINT_MESSAGE, selects[0].text)
             writes = any(s.writes_log for s in statements)
@@ -316,7 +320,9 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             if parsed.commandSequenceNumber is not None:
                 node.wait_for(parsed.commandSequenceNumber, node.config.read_timeout)
             statement, config = prepare_query(parsed.ksql, parsed.streamsProperties,
-                                              parsed.sessionVariables)
+                                              parsed.sessionVariables, printable=True)
+            if isinstance(statement, PrintTopic):
+                return start_print(statement)
             if statement.query.emit_changes:
                 push = start_push(statement, config)
                 return streaming.ChunkedResponse(streaming.v1_chunks(push), KSQL_MEDIA_TYPE,
@@ -328,16 +334,19 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         return KsqlResponse([header, *({"row": {"columns": row}} for row in result.rows)])
 
     def prepare_query(text: str, properties: Mapping[str, Any],
-                      session_variables: Mapping[str, Any]
-                      ) -> tuple[SelectStatement, overrides.ConfigOverrides]:
-        """The one query of a /query or /query-stream request, its variables substituted
-        (ksqlDB's QueryStreamHandler prepares it with them), and the request's overrides."""
+                      session_variables: Mapping[str, Any], printable: bool = False
+                      ) -> tuple[SelectStatement | PrintTopic, overrides.ConfigOverrides]:
+        """The one query of a /query (``printable``: or PRINT) or /query-stream request, its
+        variables substituted (ksqlDB's QueryStreamHandler prepares it with them), and the
+        request's overrides."""
         config = overrides.resolve(properties, strict=True)
         statements = variables.parse_request(text, session_variables,
                                              variables.substitution_enabled(properties))
-        if len(statements) != 1 or not isinstance(statements[0], SelectStatement):
-            raise UnsupportedQueryError("/query and /query-stream take exactly one SELECT "
-                                        "statement")
+        kinds = (SelectStatement, PrintTopic) if printable else (SelectStatement,)
+        if len(statements) != 1 or not isinstance(statements[0], kinds):
+            raise UnsupportedQueryError(
+                "/query takes exactly one SELECT or PRINT statement" if printable else
+                "/query-stream takes exactly one SELECT statement")
         return statements[0], config
 
     def run_pull(statement: SelectStatement,
@@ -353,6 +362,24 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             raise SparkUnavailableError("This node runs without Spark (--spark-master none); "
                                         "send queries to a node with Spark.")
         return push_queries.start(statement, node.replica.image, config)
+
+    prints = PrintSlots(MAX_PRINTS)
+
+    def start_print(statement: PrintTopic) -> Response:
+        """ksqlDB's PRINT over /query: the topic's records as text lines as they arrive, a
+        blank line each second without any, until LIMIT or the client leaves."""
+        prints.acquire()
+        try:
+            printer = node.open_print(statement)
+        except BaseException:
+            prints.release()
+            raise
+
+        def end() -> None:
+            printer.close()
+            prints.release()
+
+        return streaming.ChunkedResponse(streaming.print_chunks(printer), "text/plain", end)
 
     @app.post("/query-stream")
     async def query_stream(request: Request) -> Response:
@@ -370,6 +397,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         try:
             statement, config = prepare_query(parsed.sql, parsed.properties,
                                               parsed.sessionVariables)
+            assert isinstance(statement, SelectStatement)
             if statement.query.emit_changes:
                 push = start_push(statement, config)
                 return streaming.ChunkedResponse(streaming.stream_chunks(push, delimited),

@@ -10,6 +10,9 @@ queries over ``/query-stream``, and ``POST /close-query``, in ksqlDB's wire shap
   the client accepts ``application/json``): a metadata object (``queryId``, ``columnNames``,
   ``columnTypes``), then each row as a JSON array; tombstones are dropped, as ksqlDB drops them.
 
+``/query`` also answers PRINT: the topic's records as ksqlDB's text lines (see
+:mod:`metastore.kafka.topic_printer`), a blank line after each second without any.
+
 A push query stops when its LIMIT is reached, its client disconnects or ``/close-query`` names
 it; in each case its Spark query is stopped and its checkpoint deleted before the response ends.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -31,6 +35,9 @@ from starlette.types import Receive, Scope, Send
 
 from metastore.api import error_codes as codes
 from metastore.api.http_limits import HttpLimits, decode_json
+from metastore.exceptions import MetastoreError
+from metastore.kafka.topic_printer import TopicPrinter
+from metastore.queries.exceptions import PushQueryLimitError
 from metastore.queries.push import PushQuery, PushRow
 from metastore.spark.query import QueryResult
 
@@ -191,6 +198,36 @@ async def stream_chunks(query: PushQuery, delimited: bool) -> AsyncIterator[byte
             error = _json(_error(failure))
             yield error + b"\n" if delimited else separator + error
     yield ending
+
+
+class PrintSlots:
+    """At most ``limit`` PRINTs at once on a node (ksqlDB counts them as push queries)."""
+
+    def __init__(self, limit: int) -> None:
+        self._left = limit
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._left == 0:
+                raise PushQueryLimitError("Maximum number of push queries exceeded")
+            self._left -= 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._left += 1
+
+
+async def print_chunks(printer: TopicPrinter) -> AsyncIterator[bytes]:
+    """A PRINT's answer (ksqlDB's TopicStreamWriter): its lines as records arrive, a blank
+    line after each second without any; a failure's message ends it."""
+    while not printer.done:
+        try:
+            lines = await run_in_threadpool(printer.poll, HEARTBEAT_SECONDS)
+        except MetastoreError as error:
+            yield (error.message + "\n").encode()
+            return
+        yield ("\n".join(lines) + "\n").encode() if lines else b"\n"
 
 
 def pull_stream_body(result: QueryResult, delimited: bool) -> bytes:

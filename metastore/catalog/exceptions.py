@@ -77,6 +77,12 @@ class TopicError(StatementError):
     code = "topic_error"
 
 
+class UnknownTopicError(TopicError):
+    """PRINT names a topic the cluster does not have (ksqlDB answers it as a bad request)."""
+
+    code = "unknown_topic"
+
+
 class TypeExistsError(StatementError):
     code = "type_exists"
 

@@ -55,6 +55,7 @@ from metastore.catalog.exceptions import (
     TypeExistsError,
     TypeNotFoundError,
     UnknownQueryError,
+    UnknownTopicError,
     UnsupportedStatementError,
 )
 from metastore.catalog.image import Delta, Image
@@ -226,6 +227,9 @@ class Validator:
             pull_queries.check_select(statement, self._delta.sources, self._delta.types,
                                       self._delta.queries, self._config)
             return Read(statement)
+        if isinstance(statement, st.PrintTopic):
+            self._print(statement)
+            return Read(statement)
         if isinstance(statement, st.Describe):
             if statement.name not in self._delta.sources:
                 raise SourceNotFoundError(
@@ -262,6 +266,18 @@ class Validator:
             asserts.check_topic(statement, self._topic_partitions(statement.topic))
         else:
             asserts.check_schema(statement)
+
+    def _print(self, statement: st.PrintTopic) -> None:
+        """ksqlDB's PRINT: its topic exists (names are case-sensitive) and a statement may read
+        it; INTERVAL is at least 1."""
+        topics.check_readable(statement.topic)
+        if self._topic_partitions(statement.topic) is None:
+            raise UnknownTopicError(
+                f"Could not find topic '{statement.topic}', or the KSQL user does not have "
+                "permissions to list the topic. Topic names are case-sensitive.",
+                statement.topic)
+        if statement.interval is not None and statement.interval < 1:
+            raise QueryError(f"INTERVAL must be greater than one, but was: {statement.interval}")
 
     def _check_topic_budget(self, created: tuple[TopicSpec, ...]) -> None:
         planned = {**self._planned_topics, **{t.name: t.partitions for t in created}}

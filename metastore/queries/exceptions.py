@@ -34,3 +34,4 @@ class UnknownPushQueryError(MetastoreError):
     """``/close-query`` names no push query running on this node."""
 
     code = "unknown_push_query"
+

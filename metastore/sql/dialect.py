@@ -232,6 +232,29 @@ class KsqlParser(parser.Parser):
         return st.Explain(self._text(start), self._where(start),
                           self._identifier("a query id or a statement").upper(), None)
 
+    def _print(self, start: Token) -> st.Statement:
+        """PRINT topic [FROM BEGINNING] [(INTERVAL | SAMPLE) n] [LIMIT n]: a quoted or unquoted
+        topic name is kept as written (topic names are case-sensitive)."""
+        token = self._curr
+        if not self._match(TokenType.STRING):
+            self._identifier("a topic name")
+        assert token is not None
+        from_beginning = self._match_text_seq("FROM", "BEGINNING")
+        interval = self._print_number("INTERVAL") if (
+            self._match_text_seq("INTERVAL") or self._match_text_seq("SAMPLE")) else None
+        limit = self._print_number("LIMIT") if self._match_text_seq("LIMIT") else None
+        return st.PrintTopic(self._text(start), self._where(start), token.text, from_beginning,
+                             interval, limit)
+
+    def _print_number(self, clause: str) -> int:
+        token = self._curr
+        if token is None or token.token_type != TokenType.NUMBER or not token.text.isdigit():
+            found = f"'{token.text}'" if token else "end of statement"
+            self._fail(f"Expecting a whole number after {clause}, found {found}")
+        assert token is not None
+        self._advance()
+        return int(token.text)
+
     def _pause(self, start: Token) -> st.Statement:
         return self._pause_resume(start, pause=True)
 
@@ -442,7 +465,7 @@ class KsqlParser(parser.Parser):
 
     _HANDLERS: ClassVar[dict[str, Callable[[KsqlParser, Token], st.Statement]]] = {
         "CREATE": _create, "DROP": _drop, "TERMINATE": _terminate, "ALTER": _alter,
-        "PAUSE": _pause, "RESUME": _resume, "EXPLAIN": _explain,
+        "PAUSE": _pause, "RESUME": _resume, "EXPLAIN": _explain, "PRINT": _print,
         "SHOW": _list, "LIST": _list, "DESCRIBE": _describe, "INSERT": _insert,
         "SELECT": _select_statement, "SET": _set, "UNSET": _unset, "ASSERT": _assert,
         "DEFINE": _define, "UNDEFINE": _undefine,

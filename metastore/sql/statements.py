@@ -154,6 +154,20 @@ class Terminate(Statement):
 
 
 @dataclass(frozen=True)
+class PrintTopic(Statement):
+    """PRINT a topic's records (answered by /query, never written to the log)."""
+
+    topic: str
+    from_beginning: bool = False
+    interval: int | None = None
+    limit: int | None = None
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
 class Explain(Statement):
     """EXPLAIN of a running query (``query_id``) or of a statement that runs one (``explained``:
     a SELECT, CREATE ... AS SELECT or INSERT INTO ... SELECT, checked but never run)."""

@@ -163,7 +163,7 @@ def test_types_round_trip_through_their_text(text: str) -> None:
 
 
 def test_sqlglot_command_fallback_is_never_accepted() -> None:
-    for text in ("EXECUTE x;", "PRINT 'topic';", "RUN SCRIPT 'x.sql';"):
+    for text in ("EXECUTE x;", "FETCH x;", "RUN SCRIPT 'x.sql';"):
         with pytest.raises(ParseError, match=re.escape("Unknown statement")):
             parse(text)
 
@@ -191,3 +191,13 @@ def test_explain_takes_a_query_id_or_a_statement_that_runs_a_query() -> None:
     assert of_statement.explained.text == "CREATE STREAM B AS SELECT * FROM A"
     [paused] = parse("PAUSE ALL;")
     assert paused == st.PauseResume("PAUSE ALL;", st.Location(1, 1), None, True)
+
+
+def test_print_keeps_the_topic_name_as_written() -> None:
+    [quoted] = parse("PRINT 'my-topic' FROM BEGINNING SAMPLE 2 LIMIT 3;")
+    assert quoted == st.PrintTopic("PRINT 'my-topic' FROM BEGINNING SAMPLE 2 LIMIT 3;",
+                                   st.Location(1, 1), "my-topic", True, 2, 3)
+    [bare] = parse("PRINT MyTopic;")
+    assert isinstance(bare, st.PrintTopic) and bare.topic == "MyTopic" and not bare.writes_log
+    with pytest.raises(ParseError, match="Expecting a whole number after LIMIT"):
+        parse("PRINT t LIMIT many;")

@@ -1,0 +1,89 @@
+"""PRINT over POST /query of a real node process and broker: ksqlDB's lines (formats, then one
+line per record), FROM BEGINNING, INTERVAL and LIMIT, records produced while it runs, and
+ksqlDB's errors for a topic that does not exist, a reserved topic, and PRINT sent to /ksql."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+
+import httpx
+from confluent_kafka import Producer
+
+from tests.server.test_rest_api import ksql
+from tests.servers import ServerProcess
+
+
+def _print(server: ServerProcess, text: str) -> httpx.Response:
+    return httpx.post(f"{server.url}/query", json={"ksql": text}, timeout=60)
+
+
+def _produce(producer: Producer, topic: str, count: int, first: int = 0) -> None:
+    for index in range(first, first + count):
+        producer.produce(topic, key=struct.pack(">i", index),
+                         value=json.dumps({"NUMBER": index}).encode(), timestamp=1_600_000_000_000)
+    producer.flush(10)
+
+
+def test_print_from_beginning_with_interval_and_limit(
+        server: ServerProcess, topic_factory: Callable[..., str],
+        producer_factory: Callable[..., Producer]) -> None:
+    topic = topic_factory(partitions=1, prefix="print")
+    _produce(producer_factory(), topic, 5)
+    response = _print(server, f"PRINT '{topic}' FROM BEGINNING INTERVAL 2 LIMIT 2;")
+    assert response.status_code == 200, response.text
+    lines = [line for line in response.text.splitlines() if line]
+    assert lines[0].startswith("Key format: KAFKA_INT")
+    assert lines[1] == "Value format: JSON or KAFKA_STRING"
+    assert lines[2:] == [
+        'rowtime: 2020/09/13 12:26:40.000 Z, key: 0, value: {"NUMBER": 0}, partition: 0',
+        'rowtime: 2020/09/13 12:26:40.000 Z, key: 2, value: {"NUMBER": 2}, partition: 0']
+
+
+def test_print_from_the_end_sees_records_produced_while_it_runs(
+        server: ServerProcess, topic_factory: Callable[..., str],
+        producer_factory: Callable[..., Producer]) -> None:
+    topic = topic_factory(partitions=2, prefix="print-live")
+    producer = producer_factory()
+    _produce(producer, topic, 3)
+    with httpx.stream("POST", f"{server.url}/query", timeout=60,
+                      json={"ksql": f"PRINT '{topic}' LIMIT 1;"}) as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        assert next(lines) == "", "a heartbeat line before any record"
+        _produce(producer, topic, 1, first=10)
+        received = [line for line in lines if line]
+    assert received[-1].startswith("rowtime: 2020/09/13 12:26:40.000 Z, key: 10, value: ")
+    assert len([line for line in received if line.startswith("rowtime")]) == 1
+
+
+def test_print_errors_are_ksqldbs(server: ServerProcess) -> None:
+    missing = _print(server, "PRINT 'no-such-topic';")
+    assert missing.status_code == 400 and missing.json()["error_code"] == 40000
+    assert missing.json()["message"].startswith(
+        "Could not find topic 'no-such-topic', or the KSQL user does not have permissions to "
+        "list the topic. Topic names are case-sensitive.")
+    reserved = _print(server, "PRINT '__consumer_offsets';")
+    assert reserved.status_code == 400 and reserved.json()["error_code"] == 40001
+    sent_to_ksql = ksql(server, "PRINT 'x';")
+    assert sent_to_ksql.status_code == 400 and sent_to_ksql.json()["error_code"] == 40002
+
+
+def test_the_cli_prints_a_topic(server: ServerProcess, topic_factory: Callable[..., str],
+                                producer_factory: Callable[..., Producer]) -> None:
+    from tests.server.test_cli import cli
+
+    topic = topic_factory(partitions=1, prefix="print-cli")
+    _produce(producer_factory(), topic, 2)
+    printed = cli("query", f"PRINT '{topic}' FROM BEGINNING LIMIT 2;", "--server", server.url,
+                  "--json")
+    assert printed.returncode == 0, printed.stderr
+    lines = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert [line.split(", value")[0] for line in lines if line.startswith("rowtime")] == [
+        "rowtime: 2020/09/13 12:26:40.000 Z, key: 0", "rowtime: 2020/09/13 12:26:40.000 Z, key: 1"]
+    session = cli("shell", "--server", server.url,
+                  stdin=f"PRINT '{topic}' FROM BEGINNING LIMIT 1;\nPRINT 'nope';\nexit\n")
+    assert session.returncode == 0, session.stderr
+    assert "Value format: JSON or KAFKA_STRING" in session.stdout
+    assert "Error 40000: Could not find topic 'nope'" in session.stdout
