@@ -9,9 +9,11 @@ the least recently used when more than ``max_tables`` are kept, one idle longer 
 ``idle_seconds``, and one whose table was dropped or replaced. A store holding more than
 ``max_rows`` rows stops: its table's queries go back to Spark.
 
-:func:`lookup_of` says which pull queries a store answers: a table without windows, a SELECT
-of its columns (or ``*``), and no WHERE, or key lookups (``K = literal``, ``K IN (...)``, ORs of
-them; every key column of a multi-column key compared). Anything else is answered by Spark.
+:func:`lookup_of` says which pull queries a store answers: a SELECT of a table's columns (or
+``*``), and no WHERE, key lookups (``K = literal``, ``K IN (...)``, ORs of them; every key
+column of a multi-column key compared), or range scans (``K > literal``, ``K BETWEEN a AND b``,
+ANDs of them), with a windowed table's bounds on WINDOWSTART and WINDOWEND. Anything else is
+answered by Spark.
 A store answers only once it has read its topic up to the last stable offsets the query saw
 when it started, so a pull query sees every record committed before it (read-your-writes, as
 the Spark batch read gives); a store that cannot catch up in ``catch_up_seconds`` leaves the
@@ -77,8 +79,9 @@ class Lookup:
     types: tuple[str, ...]
     indexes: tuple[int, ...]
     keys: frozenset[tuple[Any, ...]] | None
-    bounds: tuple[tuple[int, str, int], ...] = ()
-    """A windowed table's conditions on its rows' windows: (index, operator, millis)."""
+    bounds: tuple[tuple[int, str, Any], ...] = ()
+    """Conditions rows must meet: ranges of key columns, and a windowed table's bounds on its
+    rows' windows in millis, as (index, operator, value)."""
 
     def admits(self, row: tuple[Any, ...]) -> bool:
         return all(_COMPARE[operator](row[index], value)
@@ -119,7 +122,7 @@ def lookup_of(analysis: Analysis) -> Lookup | None:
         indexes.append(names.index(expression.name))
     where = select.args.get("where")
     keys: frozenset[tuple[Any, ...]] | None = None
-    bounds: list[tuple[str, str, int]] = []
+    bounds: list[tuple[str, str, Any]] = []
     if where is not None:
         found = _keys(where.this, source)
         if found is None:
@@ -132,24 +135,27 @@ def lookup_of(analysis: Analysis) -> Lookup | None:
 
 
 def _keys(where: exp.Expr, source: DataSource
-          ) -> tuple[frozenset[tuple[Any, ...]], list[tuple[str, str, int]]] | None:
-    """The key tuples a WHERE of ORs of key lookups selects, and a windowed table's bounds on
-    its windows (in a WHERE without OR), or None for any other WHERE."""
+          ) -> tuple[frozenset[tuple[Any, ...]] | None, list[tuple[str, str, Any]]] | None:
+    """The key tuples a WHERE of ORs of key lookups selects (None: a range scan, every row),
+    and the bounds rows must also meet: ranges of key columns and a windowed table's bounds on
+    its windows (in a WHERE without OR); or None for any other WHERE."""
     key_columns = source.key_columns
     found: set[tuple[Any, ...]] = set()
     disjuncts = _split(where, exp.Or)
-    bounds: list[tuple[str, str, int]] = []
+    bounds: list[tuple[str, str, Any]] = []
     for disjunct in disjuncts:
         values: dict[str, list[Any]] = {}
         for term in _split(disjunct, exp.And):
-            bound = _bound(term) if source.window is not None and len(disjuncts) == 1 else None
-            if bound is not None:
-                bounds.append(bound)
+            ranged = _ranges(term, source) if len(disjuncts) == 1 else None
+            if ranged is not None:
+                bounds.extend(ranged)
                 continue
             compared = _compared(term, source)
             if compared is None or compared[0] in values:
                 return None
             values[compared[0]] = compared[1]
+        if not values and bounds:
+            return None, bounds  # a range scan: the one disjunct bounds the rows
         if set(values) != {c.name for c in key_columns}:
             return None
         combos: list[tuple[Any, ...]] = [()]
@@ -161,18 +167,31 @@ def _keys(where: exp.Expr, source: DataSource
     return frozenset(found), bounds
 
 
-def _bound(term: exp.Expr) -> tuple[str, str, int] | None:
-    """``WINDOWSTART|WINDOWEND <op> <integer>`` (either way round), or None."""
+def _ranges(term: exp.Expr, source: DataSource) -> list[tuple[str, str, Any]] | None:
+    """The bounds of ``column <op> literal`` (either way round, ``<op>`` one of < <= > >=, or
+    = for a window bound) and ``column BETWEEN literal AND literal``, where the column is a
+    key column or a windowed table's WINDOWSTART or WINDOWEND; else None."""
+    if isinstance(term, exp.Between):
+        low = _ranges(exp.GTE(this=term.this, expression=term.args["low"]), source)
+        high = _ranges(exp.LTE(this=term.this, expression=term.args["high"]), source)
+        return None if low is None or high is None else low + high
     operator = type(term).__name__.upper()
     if operator not in _COMPARE or not isinstance(term, exp.Binary):
         return None
     column, literal = term.this, term.expression
     if not isinstance(column, exp.Column):
         column, literal, operator = literal, column, _FLIPPED[operator]
-    if not isinstance(column, exp.Column) or column.table or column.name not in _BOUNDS:
+    if not isinstance(column, exp.Column) or column.table:
         return None
-    value = _literal(literal, ty.BIGINT)
-    return None if value is _NOT_LITERAL else (column.name, operator, value)
+    if source.window is not None and column.name in _BOUNDS:
+        sql_type: ty.SqlType = ty.BIGINT
+    else:
+        key = next((c for c in source.key_columns if c.name == column.name), None)
+        if key is None or operator == "EQ":  # a key's = is a lookup, not a range
+            return None
+        sql_type = key.type
+    value = _literal(literal, sql_type)
+    return None if value is _NOT_LITERAL else [(column.name, operator, value)]
 
 
 def _split(node: exp.Expr, kind: type[exp.Expr]) -> list[exp.Expr]:

@@ -1,6 +1,6 @@
 """Pull queries answered from a table kept materialized on the node (real Kafka and Spark):
-key lookups see every committed update and delete at once, answers equal Spark's, and what a
-store cannot answer goes to Spark."""
+key lookups and range scans see every committed update and delete at once, answers equal
+Spark's, and what a store cannot answer goes to Spark."""
 
 from __future__ import annotations
 
@@ -58,10 +58,13 @@ def test_key_lookups_come_from_the_store_and_see_updates_and_deletes(
         [1], [2], [5]]
     assert sorted(pull(node, f"SELECT ID, N FROM {name};")) == [
         [1, 10], [2, 20], [3, 31], [4, 40], [5, 50]]
+    assert sorted(pull(node, f"SELECT ID, V FROM {name} WHERE ID > 1 AND ID <= 3;")) == [
+        [2, "v2"], [3, "new"]]
     put(4, None)
     assert pull(node, f"SELECT * FROM {name} WHERE ID = 4;") == []
+    assert sorted(pull(node, f"SELECT ID FROM {name} WHERE ID BETWEEN 3 AND 9;")) == [[3], [5]]
     store_answers = gauge(node, "metastore_pull_queries_from_stores_total") - before
-    assert store_answers == 4
+    assert store_answers == 6
     # an expression in the projection is Spark's to answer, with the same rows
     assert pull(node, f"SELECT ID, UCASE(V) AS U FROM {name} WHERE ID = 3;") == [[3, "NEW"]]
     assert gauge(node, "metastore_pull_queries_from_stores_total") - before == store_answers

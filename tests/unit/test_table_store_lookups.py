@@ -1,5 +1,5 @@
 """Which pull queries a table's store answers (:func:`metastore.queries.materialized.lookup_of`):
-key lookups and plain columns; everything else is Spark's."""
+key lookups, range scans of keys and plain columns; everything else is Spark's."""
 
 from __future__ import annotations
 
@@ -53,10 +53,25 @@ def test_a_windowed_tables_bounds_filter_its_rows() -> None:
     assert not found.admits((1, 59999, 100000, 5))
 
 
+def test_range_scans_of_keys_bound_every_row() -> None:
+    found = lookup("SELECT * FROM T WHERE ID > 3 AND ID <= 10;")
+    assert found is not None and found.keys is None
+    assert found.bounds == ((0, "GT", 3), (0, "LTE", 10))
+    assert [found.admits((i, "n", 0)) for i in (3, 4, 10, 11)] == [False, True, True, False]
+    between = lookup("SELECT K FROM S WHERE K BETWEEN 'b' AND 'd';")
+    assert between is not None and between.keys is None
+    assert [between.admits((k, 1)) for k in ("a", "b", "c", "d", "da")] == [
+        False, True, True, True, False]
+    both = lookup("SELECT * FROM T WHERE ID IN (1, 5) AND ID > 2;")
+    assert both is not None and both.keys == frozenset({(1,), (5,)})
+    assert not both.admits((1, "n", 0)) and both.admits((5, "n", 0))
+
+
 @pytest.mark.parametrize("query", [
     "SELECT ID, UCASE(NAME) FROM T WHERE ID = 3;",  # an expression
     "SELECT * FROM T WHERE N = 3;",  # not the key
-    "SELECT * FROM T WHERE ID > 3;",  # a range
+    "SELECT * FROM T WHERE ID > 3 OR ID < 1;",  # ranges in ORs
+    "SELECT * FROM T WHERE ID > N;",  # not a literal
     "SELECT * FROM T WHERE ID = 3 AND N = 4;",  # more than the key
     "SELECT * FROM T WHERE ID = 1 OR N = 2;",  # a scan
     "SELECT * FROM T WHERE ID = 3 LIMIT 1;",
