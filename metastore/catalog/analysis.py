@@ -86,6 +86,11 @@ class Analysis:
     expanded); what a runtime compiles the projection from."""
     aggregate_step: aggregation.Summary | None = None
     """A persistent aggregation's aggregate step, as a query replacing it must keep it."""
+    foreign_key_join: bool = False
+    """Whether a join is a foreign-key table-table join."""
+    synthetic_key: tuple[str, exp.Expr] | None = None
+    """A join's synthetic key column (``ROWKEY``) and its value: the last join's key, from
+    whichever side has one (ksqlDB repartitions both sides by their join expressions)."""
 
     @property
     def key_columns(self) -> tuple[Column, ...]:
@@ -305,7 +310,15 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     return Analysis(query=query, kind=kind, columns=tuple(columns), sources=scope.source_names,
                     reads=scope.reads, joins=scope.joins, window=window, aggregate=aggregate,
                     projection=tuple((p.name, p.expression) for p in projected),
-                    aggregate_step=summary)
+                    aggregate_step=summary, synthetic_key=_synthetic_key(joined),
+                    foreign_key_join=joined is not None and any(joined.foreign))
+
+
+def _synthetic_key(joined: join_rules.JoinPlan | None) -> tuple[str, exp.Expr] | None:
+    if joined is None or joined.key.kind != "synthetic":
+        return None
+    last = joined.infos[-1]
+    return joined.key.name, exp.func("coalesce", last.left_expr.copy(), last.right_expr.copy())
 
 
 _SYNTHETIC_JOIN_KEY = "ROWKEY"

@@ -133,6 +133,8 @@ def _session(spark: SparkSession) -> SparkSession:
     session = spark.newSession()
     session.conf.set("spark.sql.ansi.enabled", "false")
     session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
+    # one stream time over all the sources, as Kafka Streams' joins share theirs
+    session.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "max")
     return session
 
 

@@ -40,11 +40,14 @@ from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
 from metastore.queries.stages import (
+    JOIN_KEY,
     aggregate_touched_groups,
     changelog_stage,
     replay_sessions,
     session_changes,
     session_stage,
+    table_join_changes,
+    table_join_stage,
 )
 from metastore.queries.steps import (
     HEADERS,
@@ -56,6 +59,7 @@ from metastore.queries.steps import (
     SOURCE,
     TABLE_FUNCTION,
     TOUCHED,
+    TS,
     WINDOW,
     WINDOW_END,
     WINDOW_START,
@@ -70,7 +74,10 @@ from metastore.spark.query import struct_access
 from metastore.spark.types import quote, spark_type
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
-from metastore.sql.statements import Query, SelectStatement, SourceKind
+from metastore.sql.statements import JoinWindow, Query, SelectStatement, SourceKind
+
+DEFAULT_JOIN_GRACE_MS = 24 * 60 * 60 * 1000
+"""ksqlDB's grace of a stream-stream join without GRACE PERIOD."""
 
 
 def parse_query(sql: str) -> Query:
@@ -127,13 +134,25 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     window = analysis.windowing if analysis.windowed else None
     session = window if window is not None and window.kind == "SESSION" else None
     batch: BatchStage | None = None
+    windows = stream_join_windows(analysis)
+    stream_aliases: list[str] = []
+    table_join = analysis.reads[0].source.kind is SourceKind.TABLE and bool(analysis.joins)
+    joined_tables: list[tuple[DataSource, str, str]] = []
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
-        if source.kind is SourceKind.STREAM or changelog:
+        if table_join:  # its changelog triggers micro-batches; the stage reads it as it stands
             stream_alias = stream_alias or alias
+            stream_aliases.append(alias)
             source_topics.append(source.topic)
-            steps += stream_steps(source, view, None if session else analysis.windowing)
+            steps += stream_steps(source, f"{prefix}_changes_{index}", None)
+            joined_tables.append((source, view, source.key_columns[0].name))
+        elif source.kind is SourceKind.STREAM or changelog:
+            stream_alias = stream_alias or alias
+            stream_aliases.append(alias)
+            source_topics.append(source.topic)
+            steps += stream_steps(source, view, None if session else analysis.windowing,
+                                  _watermark(windows, index) if windows else None)
             if changelog and analysis.aggregate:
                 batch = changelog_stage(source, view)
                 view = f"{view}_input"
@@ -146,17 +165,23 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         read.table.replace(exp.Table(this=exp.to_identifier(view, quoted=True),
                                      alias=exp.TableAlias(this=exp.to_identifier(alias))))
     assert stream_alias is not None, "support admits only queries reading a stream"
+    if table_join:
+        batch = table_join_stage(joined_tables, prefix)
     key_names = {c.name for c in sink.key_columns}
     source_keys = {c.name for c in analysis.reads[0].source.key_columns}
     items: list[exp.Expr] = []
     for name, expression in analysis.projection:
-        item = expression.copy()
+        item = _with_synthetic_key(expression.copy(), analysis)
         if analysis.query.partition_by and not analysis.aggregate and name in key_names and any(
                 column.name not in source_keys for column in item.find_all(exp.Column)):
             # ksqlDB computes a new key from the value: a tombstone has none to compute it from
             tombstone = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
             item = exp.If(this=tombstone, true=exp.Null(), false=item)
         items.append(exp.alias_(item, name, quoted=True))
+    if analysis.synthetic_key is not None:  # a key SELECT * leaves out (ksqlDB's ROWKEY)
+        key_name, key_value = analysis.synthetic_key
+        if key_name in key_names and all(name != key_name for name, _ in analysis.projection):
+            items.append(exp.alias_(key_value.copy(), key_name, quoted=True))
     windowed = analysis.windowed
     # a projection or filter of a windowed source keeps its records' windows in the sink's key
     source_window = analysis.window if not analysis.aggregate and not analysis.joins else None
@@ -168,6 +193,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         rowtime = exp.Max(this=rowtime)
     items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
     null_value: exp.Expr = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
+    if windows or table_join:  # joins drop tombstones; a table join reads no deleted rows
+        null_value = exp.false()
     having = select.args.get("having")
     if analysis.aggregate:  # and the headers of the newest input, as Kafka Streams carries them
         carried = exp.column(HEADERS, table=stream_alias, quoted=True)
@@ -187,7 +214,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         items.append(exp.alias_(null_value.copy(), NULL_VALUE, quoted=True))
         items.append(exp.alias_(exp.column(HEADERS, table=stream_alias, quoted=True), HEADERS,
                                 quoted=True))
-        if select.args.get("where") is not None:  # a filter drops a tombstone, a projection keeps it
+        if select.args.get("where") is not None and not (windows or table_join):
+            # a filter drops a tombstone, a projection keeps it
             select.where(exp.Not(this=exp.column(NULL_VALUE, table=stream_alias, quoted=True)),
                          copy=False)
     keeps_key = not (analysis.aggregate or analysis.joins or analysis.query.partition_by)
@@ -220,11 +248,20 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     generated = _take_table_functions(items)
     select.set("expressions", items)
     _rewrite(select, stream_alias, config, bounds)
+    if windows:  # in Spark's own terms, after the rewrite into ksqlDB's
+        _bound_stream_joins(select, analysis, windows, stream_alias, stream_aliases)
+    if table_join:
+        _table_join_columns(select, stream_aliases, [t[2] for t in joined_tables])
     if generated:
         _explode(select, generated, stream_alias)
-    if batch is not None and session is None:
+    if batch is not None and session is None and not table_join:
         aggregate_touched_groups(select, stream_alias)
     inner = select.sql(dialect="spark", identify=True)
+    if table_join:
+        assert batch is not None
+        names = [item.alias_or_name for item in select.expressions
+                 if item.alias_or_name != JOIN_KEY]
+        inner = table_join_changes(inner, names, sorted(key_names), batch.view)
     if batch is not None and session is not None:
         batch = replay_sessions(batch, select, session)
         batch, inner = session_changes(batch, inner, select, sink)
@@ -270,6 +307,121 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest")
+
+
+def _with_synthetic_key(item: exp.Expr, analysis: Analysis) -> exp.Expr:
+    """``item`` with a join's synthetic key column (``ROWKEY``) as the value it stands for."""
+    if analysis.synthetic_key is None:
+        return item
+    name, value = analysis.synthetic_key
+    for column in list(item.find_all(exp.Column)):
+        if not column.table and column.name == name:
+            if column is item:
+                return value.copy()
+            column.replace(value.copy())
+    return item
+
+
+def stream_join_windows(analysis: Analysis) -> dict[int, JoinWindow]:
+    """The WITHIN of each stream-stream join of ``analysis``, by the index of the source it
+    joins in ``analysis.reads`` (its JOIN's index + 1)."""
+    if analysis.reads[0].source.kind is not SourceKind.STREAM:
+        return {}
+    by_join = {window.join: window for window in analysis.query.join_windows}
+    return {index + 1: by_join[index] for index, join in enumerate(analysis.joins)
+            if join.right.source.kind is SourceKind.STREAM and index in by_join}
+
+
+def _watermark(windows: dict[int, JoinWindow], read: int) -> int:
+    """A joined stream's watermark delay: the GRACE PERIOD of the joins it takes part in
+    (ksqlDB's default 24 hours without one). With the queries' ``max`` watermark policy (the
+    newest time of all sides, as Kafka Streams' shared stream time) and the join's time range,
+    Spark gives up on a record's matches, so writes an outer join's unmatched record, once the
+    stream time passes its time + ``after`` + grace, when Kafka Streams does."""
+    graces = [DEFAULT_JOIN_GRACE_MS if w.grace_ms is None else w.grace_ms
+              for index, w in windows.items() if read in (index, 0)]
+    return max(graces, default=DEFAULT_JOIN_GRACE_MS)
+
+
+def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[int, JoinWindow],
+                        first: str, streams: list[str]) -> None:
+    """Spark's form of ksqlDB's stream-stream joins (on the rewritten query): each joined
+    stream's records within ``[t - before, t + after]`` of the first stream's record (a
+    time-range condition Spark bounds its join state by) and equalities Spark can see as
+    such; records with a null value (tombstones) dropped on every side, as Kafka Streams' join
+    skips them; the result's time the newest of the records joined, its headers the first
+    record's, and the source offsets of all of them."""
+    joins = select.args.get("joins") or []
+    for join in joins:  # in ON, NULL rejects a pair as FALSE does: COALESCE(a = b, FALSE) is a = b
+        join.set("on", _plain_conjuncts(join.args["on"]))
+    for index, window in windows.items():
+        alias = analysis.reads[index].alias
+        mine = exp.column(TS, table=alias, quoted=True)
+        theirs = exp.column(TS, table=first, quoted=True)
+        condition = exp.and_(
+            exp.GTE(this=mine, expression=exp.Sub(this=theirs.copy(), expression=_interval(
+                window.before_ms))),
+            exp.LTE(this=mine.copy(), expression=exp.Add(this=theirs.copy(), expression=_interval(
+                window.after_ms))))
+        join = joins[index - 1]
+        join.set("on", exp.and_(exp.Paren(this=join.args["on"]), condition))
+    for index, join in enumerate(joins):
+        right = analysis.reads[index + 1]
+        if right.source.kind is SourceKind.STREAM:
+            join.set("on", exp.and_(join.args["on"], exp.Not(this=exp.column(
+                NULL_VALUE, table=right.alias, quoted=True))))
+    for alias in streams:
+        select.where(exp.Not(this=exp.func("coalesce", exp.column(NULL_VALUE, table=alias,
+                                                                  quoted=True), exp.false())),
+                     copy=False)
+    hidden = {
+        ROWTIME: exp.func("greatest", *(exp.column("ROWTIME", table=a, quoted=True)
+                                        for a in streams)),
+        HEADERS: exp.func("coalesce", *(exp.column(HEADERS, table=a, quoted=True)
+                                        for a in streams)),
+        SOURCE: exp.Anonymous(this="concat_ws", expressions=[exp.Literal.string(","), *(
+            exp.column(SOURCE, table=a, quoted=True) for a in streams)]),
+    }
+    for item in select.expressions:
+        if isinstance(item, exp.Alias) and item.alias in hidden:
+            item.set("this", hidden[item.alias])
+
+
+def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str]) -> None:
+    """A table-table join's hidden columns: the join key (the first table's key, or the next
+    table's where an outer join left it NULL), the newest time of the rows joined; tables carry
+    no headers and no source offsets."""
+    hidden = {
+        ROWTIME: exp.func("greatest", *(exp.column("ROWTIME", table=t, quoted=True)
+                                        for t in tables)),
+        HEADERS: exp.cast(exp.Null(), "ARRAY<STRUCT<key: STRING, value: BINARY>>"),
+        SOURCE: exp.cast(exp.Null(), "STRING"),
+    }
+    for item in select.expressions:
+        if isinstance(item, exp.Alias) and item.alias in hidden:
+            item.set("this", hidden[item.alias])
+    key = exp.func("coalesce", *(exp.column(k, table=t, quoted=True)
+                                 for t, k in zip(tables, keys, strict=True)))
+    select.append("expressions", exp.alias_(key, JOIN_KEY, quoted=True))
+
+
+def _plain_conjuncts(condition: exp.Expr) -> exp.Expr:
+    """``condition`` with each ANDed ``COALESCE(x, FALSE)`` replaced by ``x``."""
+    node = condition.unnest() if isinstance(condition, exp.Paren) else condition
+    if isinstance(node, exp.And):
+        return exp.and_(_plain_conjuncts(node.this), _plain_conjuncts(node.expression))
+    operands: list[exp.Expr] = []
+    if isinstance(node, exp.Coalesce):
+        operands = [node.this, *node.expressions]
+    elif isinstance(node, exp.Anonymous) and str(node.this).upper() == "COALESCE":
+        operands = list(node.expressions)
+    if len(operands) == 2 and isinstance(operands[1], exp.Boolean) and not operands[1].this:
+        return _plain_conjuncts(operands[0])
+    return node
+
+
+def _interval(millis: int) -> exp.Expr:
+    return exp.Interval(this=exp.Literal.string(str(millis)), unit=exp.var("MILLISECOND"))
 
 
 def _take_table_functions(items: list[exp.Expr]) -> list[exp.Expr]:

@@ -1,7 +1,7 @@
 """Batch stages: queries one streaming SELECT cannot express, run per micro-batch as batch SQL
 over the micro-batch's rows and the source topic read in batch (see
-:class:`~metastore.queries.steps.BatchStage`): aggregating a table's changelog and SESSION
-windows."""
+:class:`~metastore.queries.steps.BatchStage`): aggregating a table's changelog, SESSION
+windows, and joining tables."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from metastore.queries.steps import (
     ROWTIME,
     SENTINEL,
     SESSION,
+    SOURCE,
     TOUCHED,
     TS,
     WINDOW_END,
@@ -25,6 +26,7 @@ from metastore.queries.steps import (
     BatchStage,
     Step,
     stream_steps,
+    table_select,
 )
 from metastore.spark.types import quote
 from metastore.sql.statements import WindowSpec
@@ -214,3 +216,54 @@ def aggregate_touched_groups(select: exp.Select, alias: str) -> None:
                     this=exp.Not(this=sentinel.copy()))))
     touched = exp.Max(this=exp.Cast(this=sentinel.copy(), to=exp.DataType.build("INT")))
     select.set("having", exp.Having(this=exp.EQ(this=touched, expression=exp.Literal.number(1))))
+
+
+JOIN_KEY = "__MS_JOINKEY"
+"""A table-table join's key value, on the result's rows and on the changes of a micro-batch."""
+
+
+def table_join_stage(tables: list[tuple[DataSource, str, str]], prefix: str) -> BatchStage:
+    """Joining tables on their primary keys, whose rows change and leave: each micro-batch
+    joins again, over every table as it stands after the micro-batch (latest row per key read
+    from its topic, in batch), the keys its changes touched; a touched key without a result
+    row is written as a tombstone (:func:`table_join_changes`).
+
+    ``tables``: each joined table with its view name (what the query's FROM and JOINs read) and
+    its key column. The streaming input is every table's changelog, as (key, time) changes."""
+    changes: list[str] = []
+    steps: list[Step] = []
+    for index, (source, view, key_column) in enumerate(tables):
+        stream = f"{prefix}_changes_{index}"
+        steps.append(Step(f"{view}_raw", topic=source.topic, streaming=False))
+        steps.append(Step(view, table_select(source, quote(f"{view}_raw"))))
+        changes.append(f"SELECT {quote(key_column)} AS {JOIN_KEY}, ROWTIME, {SOURCE} "
+                       f"FROM {quote(stream)} WHERE {quote(RAW_KEY)} IS NOT NULL")
+    return BatchStage(source_sql=" UNION ALL ".join(changes), view=f"{prefix}_changes",
+                      steps=tuple(steps))
+
+
+def table_join_changes(inner: str, columns: list[str], keys: list[str], changes: str) -> str:
+    """The records a table-table join writes for a micro-batch: the result rows (``inner``,
+    with ``__MS_JOINKEY``) of the keys the micro-batch's ``changes`` touched, and a tombstone
+    for each touched key without one. ``columns``: the result's columns, in order; ``keys``:
+    those that are the result's key (the join key, in a tombstone)."""
+    touched = (f"SELECT {JOIN_KEY}, max(ROWTIME) AS __ms_t, max({SOURCE}) AS __ms_s FROM "
+               f"{quote(changes)} GROUP BY {JOIN_KEY}")
+    tombstone = []
+    for name in columns:
+        if name in keys:
+            value = f"t.{JOIN_KEY}"
+        elif name == ROWTIME:
+            value = "t.__ms_t"
+        elif name == SOURCE:
+            value = "t.__ms_s"
+        elif name == NULL_VALUE:
+            value = "true"
+        else:
+            value = f"r.{quote(name)}"  # NULL: no result row
+        tombstone.append(f"{value} AS {quote(name)}")
+    listed = ", ".join(f"r.{quote(name)}" for name in columns)
+    return (f"SELECT {listed} FROM ({inner}) AS r LEFT SEMI JOIN ({touched}) AS t ON "
+            f"r.{JOIN_KEY} <=> t.{JOIN_KEY} UNION ALL SELECT {', '.join(tombstone)} FROM "
+            f"({touched}) AS t LEFT JOIN ({inner}) AS r ON r.{JOIN_KEY} <=> t.{JOIN_KEY} "
+            f"WHERE r.{JOIN_KEY} IS NULL")

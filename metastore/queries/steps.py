@@ -64,7 +64,10 @@ class QueryPlan:
     """Whether a first start reads its sources from their first offsets (else their next)."""
 
 
-def stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> list[Step]:
+def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
+                 watermark_ms: int | None = None) -> list[Step]:
+    """A stream's streaming read, decoded, with its pseudo columns and event time ``TS``;
+    watermarked by ``window``'s grace, or by ``watermark_ms`` (a stream-stream join's)."""
     pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
               f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
               "timestamp AS __MS_KAFKA_TS", f"value IS NULL AS {NULL_VALUE}",
@@ -76,7 +79,14 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> li
     if column is not None:
         event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
                       else quote(column.name))
-    grace = window.grace_ms if window is not None else None
+    grace = window.grace_ms if window is not None else watermark_ms
+    rowtime = f"unix_millis({TS})"
+    if window is None and watermark_ms is not None:
+        # Spark's stream-stream join drops a row at or before the watermark, which starts at
+        # the epoch: a record of time 0 would never join. A joined stream's event time runs a
+        # millisecond ahead (both sides alike, so the join's time range is unchanged).
+        event_time = f"{event_time} + INTERVAL '1' MILLISECOND"
+        rowtime = f"{rowtime} - 1"
     bounds = ""
     if window is not None and window.size_ms is not None:
         size = f"'{window.size_ms} milliseconds'"
@@ -85,7 +95,7 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None) -> li
     return [Step(f"{view}_raw", topic=source.topic),
             Step(f"{view}_decoded", f"SELECT *, {event_time} AS {TS} FROM ({decoded})",
                  watermark_ms=grace),
-            Step(view, f"SELECT *, unix_millis({TS}) AS ROWTIME{bounds} FROM {quote(view + '_decoded')}")]
+            Step(view, f"SELECT *, {rowtime} AS ROWTIME{bounds} FROM {quote(view + '_decoded')}")]
 
 
 def table_select(source: DataSource, raw_table: str) -> str:

@@ -7,8 +7,9 @@ and a statement accepted into the log is one the runtime can run. Supported: pro
 filters, every function :mod:`metastore.functions` declares a Spark translation for (scalar
 functions, lambdas, and ``GROUP BY`` aggregates of streams and of tables, ``HAVING``), TUMBLING,
 HOPPING and SESSION windows, projections and filters of windowed sources (their records keep
-their windows), ``PARTITION BY``, and stream-table joins (inner or left, each joined
-source a table). Anything else is refused with the reason, before it is written:
+their windows), ``PARTITION BY``, stream-table joins (inner or left), and stream-stream joins
+(INNER, LEFT, RIGHT, FULL OUTER, with their WITHIN and GRACE PERIOD; not aggregated).
+Anything else is refused with the reason, before it is written:
 :func:`check_runtime` is the :class:`~metastore.catalog.validation.RuntimeCheck` a validator is
 given.
 """
@@ -93,14 +94,38 @@ def _shape(analysis: Analysis) -> str | None:
     if not analysis.joins:
         return None
     if first.kind is SourceKind.TABLE:
-        return "table-table joins are not supported (stream-table joins are)"
-    for join in analysis.joins:
-        if join.right.source.kind is SourceKind.STREAM:
-            return "stream-stream joins are not supported (stream-table joins are)"
+        return _table_joins(analysis)
+    windows = {window.join for window in analysis.query.join_windows}
+    for index, join in enumerate(analysis.joins):
         side, kind = join.side, join.kind
+        shown = " ".join(part for part in (side, kind) if part)
+        if join.right.source.kind is SourceKind.STREAM:
+            if index not in windows:
+                return "a stream-stream join needs a WITHIN clause"
+            if analysis.aggregate:
+                return "aggregating a stream-stream join is not supported"
+            if kind == "CROSS":
+                return f"{shown} joins are not supported"
+            continue
         if side not in ("", "LEFT") or kind == "CROSS" or (kind == "OUTER" and side != "LEFT"):
-            shown = " ".join(part for part in (side, kind) if part)
-            return f"{shown} joins are not supported (INNER and LEFT are)"
+            return f"{shown} joins of a table are not supported (INNER and LEFT are)"
+    return None
+
+
+def _table_joins(analysis: Analysis) -> str | None:
+    """Table-table joins run on the tables' primary keys (each micro-batch joins again the keys
+    it changed); a foreign-key join does not."""
+    if analysis.aggregate:
+        return "aggregating a table-table join is not supported"
+    for join in analysis.joins:
+        if join.kind == "CROSS":
+            return "CROSS joins are not supported"
+        if len(join.right.source.key_columns) != 1:
+            return "a table-table join of a table without one key column is not supported"
+    if len(analysis.reads[0].source.key_columns) != 1:
+        return "a table-table join of a table without one key column is not supported"
+    if analysis.foreign_key_join:
+        return "foreign-key table-table joins are not supported (primary-key ones are)"
     return None
 
 

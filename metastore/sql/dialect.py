@@ -640,7 +640,7 @@ class KsqlParser(parser.Parser):
         if not start or start.token_type != TokenType.SELECT:
             found = f"'{start.text}'" if start else "end of statement"
             self._fail(f"Expecting SELECT, found {found}")
-        within = self._strip_within()
+        within, join_windows = self._strip_within()
         emit = self._strip_emit()
         select = self._parse_select()
         if select is None or not isinstance(select, exp.Select):
@@ -664,7 +664,8 @@ class KsqlParser(parser.Parser):
         text = self._text(start)
         return st.Query(select=select, window=self._window,
                         partition_by=tuple(partition_by or ()), emit_changes=emit_changes,
-                        emit_final=emit_final, within_ms=within, text=text)
+                        emit_final=emit_final, within_ms=within, join_windows=join_windows,
+                        text=text)
 
     def _grouping_list(self, expressions: list[exp.Expr] | None, clause: str,
                        start: Token) -> list[exp.Expr] | None:
@@ -706,29 +707,34 @@ class KsqlParser(parser.Parser):
                 return kind
         return None
 
-    def _skip_grace_period(self, tokens: list[Token], index: int) -> int:
+    def _skip_grace_period(self, tokens: list[Token], index: int) -> tuple[int, int | None]:
         """Past a join window's ``GRACE PERIOD <duration>`` (ksqlDB's gracePeriodClause) at
-        ``index``, if there is one there."""
+        ``index``, if there is one there, and its duration (None: no GRACE PERIOD)."""
         if not (index + 1 < len(tokens) and tokens[index].text.upper() == "GRACE"
                 and tokens[index + 1].text.upper() == "PERIOD"):
-            return index
+            return index, None
         if index + 3 >= len(tokens) or tokens[index + 2].token_type != TokenType.NUMBER:
             self._fail("Expecting a duration after GRACE PERIOD", tokens[index + 1])
         try:
-            parse_duration_ms(f"{tokens[index + 2].text} {tokens[index + 3].text}")
+            grace = parse_duration_ms(f"{tokens[index + 2].text} {tokens[index + 3].text}")
         except DurationError as error:
             self._fail(str(error), tokens[index + 3])
-        return index + 4
+        return index + 4, grace
 
-    def _strip_within(self) -> int | None:
-        """Remove ``WITHIN <duration> | WITHIN (<d>, <d>)`` from the remaining tokens (join windows)."""
+    def _strip_within(self) -> tuple[int | None, tuple[st.JoinWindow, ...]]:
+        """Remove ``WITHIN <duration> | WITHIN (<before>, <after>) [GRACE PERIOD <duration>]``
+        from the remaining tokens: the longest duration, and each join's window."""
         within: int | None = None
+        windows: list[st.JoinWindow] = []
+        joins = 0
         tokens_left = self._tokens
         index = self._index
         kept: list[Token] = list(tokens_left[:index])
         i = index
         while i < len(tokens_left):
             token = tokens_left[i]
+            if token.token_type == TokenType.JOIN:
+                joins += 1
             if token.token_type == TokenType.VAR and token.text.upper() == "WITHIN":
                 j = i + 1
                 durations: list[int] = []
@@ -754,7 +760,9 @@ class KsqlParser(parser.Parser):
                 if not durations:
                     self._fail("Expecting a duration after WITHIN", token)
                 within = max(durations)
-                j = self._skip_grace_period(tokens_left, j)
+                j, grace = self._skip_grace_period(tokens_left, j)
+                windows.append(st.JoinWindow(max(joins - 1, 0), durations[0], durations[-1],
+                                             grace))
                 i = j
                 continue
             kept.append(token)
@@ -763,7 +771,7 @@ class KsqlParser(parser.Parser):
         self._tokens_size = len(kept)
         self._retreat(index)
         self._advance(0)
-        return within
+        return within, tuple(windows)
 
     def _parse_partition_by_clause(self) -> list[exp.Expr]:
         self._advance()

@@ -82,6 +82,18 @@ class WindowSpec:
 
 
 @dataclass(frozen=True)
+class JoinWindow:
+    """A stream-stream join's WITHIN: it joins the other side's records from ``before_ms``
+    before to ``after_ms`` after a record; ``grace_ms`` its GRACE PERIOD (None: not given)."""
+
+    join: int
+    """The JOIN it belongs to: its index among the query's joins, in the order written."""
+    before_ms: int
+    after_ms: int
+    grace_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class Query:
     """A ksqlDB SELECT: the sqlglot tree plus the clauses sqlglot has no place for."""
 
@@ -91,6 +103,8 @@ class Query:
     emit_changes: bool = False
     emit_final: bool = False
     within_ms: int | None = None
+    join_windows: tuple[JoinWindow, ...] = ()
+    """The WITHIN of each stream-stream join, in the order written."""
     text: str = ""
 
 

@@ -35,6 +35,10 @@ def outcome(statement: str) -> str | None:
     "CREATE TABLE X AS SELECT ID, COUNT(*) AS N FROM S WINDOW HOPPING (SIZE 1 MINUTE, "
     "ADVANCE BY 10 SECONDS) GROUP BY ID;",
     "CREATE STREAM X AS SELECT S.ID AS ID, V, T.NAME AS N FROM S LEFT JOIN T ON S.ID = T.ID;",
+    "CREATE STREAM X AS SELECT S.ID, S.V FROM S JOIN S2 WITHIN 1 MINUTE ON S.ID = S2.ID;",
+    "CREATE STREAM X AS SELECT * FROM S FULL OUTER JOIN S2 WITHIN (1 SECOND, 2 SECONDS) "
+    "GRACE PERIOD 3 SECONDS ON S.ID = S2.ID;",
+    "CREATE TABLE X AS SELECT T.ID, N FROM T LEFT JOIN T2 ON T.ID = T2.ID;",
     "CREATE STREAM X AS SELECT ID, V FROM S; INSERT INTO X SELECT ID, V FROM S2;",
     "CREATE TABLE X AS SELECT ID, COUNT(*) AS N FROM S GROUP BY ID HAVING COUNT(*) > 1;",
     "CREATE TABLE X AS SELECT NAME, COUNT(*) AS N, COLLECT_LIST(ID) AS I FROM T GROUP BY NAME;",
@@ -49,10 +53,10 @@ def test_supported_queries_are_accepted(statement: str) -> None:
 
 
 @pytest.mark.parametrize(("statement", "reason"), [
-    ("CREATE STREAM X AS SELECT S.ID, S.V FROM S JOIN S2 WITHIN 1 MINUTE ON S.ID = S2.ID;",
-     "stream-stream joins are not supported"),
-    ("CREATE TABLE X AS SELECT T.ID, N FROM T JOIN T2 ON T.ID = T2.ID;",
-     "table-table joins are not supported"),
+    ("CREATE TABLE X AS SELECT S.ID, COUNT(*) AS N FROM S JOIN S2 WITHIN 1 MINUTE "
+     "ON S.ID = S2.ID GROUP BY S.ID;", "aggregating a stream-stream join is not supported"),
+    ("CREATE TABLE X AS SELECT T.ID, COUNT(*) AS N FROM T JOIN T2 ON T.ID = T2.ID GROUP BY T.ID;",
+     "aggregating a table-table join is not supported"),
     ("CREATE TABLE X AS SELECT S.ID, COUNT(*) AS N FROM S JOIN T ON S.ID = T.ID "
      "WINDOW SESSION (1 MINUTE) GROUP BY S.ID;", "SESSION windows over a join are not supported"),
     ("CREATE STREAM X AS SELECT ID, GEO_DISTANCE(1.0, 2.0, 3.0, 4.0) AS M FROM S;",

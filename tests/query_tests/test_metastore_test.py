@@ -36,6 +36,10 @@ DEV_SLICE = (
     "qtt/to_json_string.json::convert MAP to JSON string",
     "qtt/multi-col-keys.json::select * from stream",
     "qtt/joins.json::stream-table key-to-key - key format mismatch",
+    "qtt/joins.json::on STRING column - KAFKA - JSON",  # stream-stream, both sides re-keyed
+    "qtt/joins.json::left join - with both join column in projection",  # stream-stream LEFT
+    "qtt/joins.json::table table outer join - JSON",  # table-table, rows leave: tombstones
+    "qtt/joins.json::table table join with where clause",
     "qtt/source-table.json::create source table",
     "qtt/collect-list.json::collect_list int - JSON",
     "qtt/topk-group-by.json::topk integer struct - JSON",
