@@ -48,6 +48,8 @@ from metastore.queries.stages import (
     session_stage,
     table_join_changes,
     table_join_stage,
+    touched_by_foreign_key,
+    touched_keys,
 )
 from metastore.queries.steps import (
     HEADERS,
@@ -251,7 +253,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if windows:  # in Spark's own terms, after the rewrite into ksqlDB's
         _bound_stream_joins(select, analysis, windows, stream_alias, stream_aliases)
     if table_join:
-        _table_join_columns(select, stream_aliases, [t[2] for t in joined_tables])
+        _table_join_columns(select, stream_aliases, [t[2] for t in joined_tables],
+                            analysis.foreign_key_join)
     if generated:
         _explode(select, generated, stream_alias)
     if batch is not None and session is None and not table_join:
@@ -261,7 +264,14 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         assert batch is not None
         names = [item.alias_or_name for item in select.expressions
                  if item.alias_or_name != JOIN_KEY]
-        inner = table_join_changes(inner, names, sorted(key_names), batch.view)
+        changed_keys = touched_keys(batch.view)
+        if analysis.foreign_key_join:
+            (_, left_view, left_key), (_, _, right_key) = joined_tables
+            on = (select.args.get("joins") or [])[0].args["on"]
+            changed_keys = touched_by_foreign_key(
+                batch.view, (left_view, stream_aliases[0], left_key),
+                (stream_aliases[1], right_key), on.sql(dialect="spark", identify=True))
+        inner = table_join_changes(inner, names, sorted(key_names), changed_keys)
     if batch is not None and session is not None:
         batch = replay_sessions(batch, select, session)
         batch, inner = session_changes(batch, inner, select, sink)
@@ -387,10 +397,11 @@ def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[in
             item.set("this", hidden[item.alias])
 
 
-def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str]) -> None:
+def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str],
+                        foreign: bool) -> None:
     """A table-table join's hidden columns: the join key (the first table's key, or the next
-    table's where an outer join left it NULL), the newest time of the rows joined; tables carry
-    no headers and no source offsets."""
+    table's where an outer join left it NULL; a foreign-key join's is the left table's), the
+    newest time of the rows joined; tables carry no headers and no source offsets."""
     hidden = {
         ROWTIME: exp.func("greatest", *(exp.column("ROWTIME", table=t, quoted=True)
                                         for t in tables)),
@@ -400,8 +411,8 @@ def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str]) 
     for item in select.expressions:
         if isinstance(item, exp.Alias) and item.alias in hidden:
             item.set("this", hidden[item.alias])
-    key = exp.func("coalesce", *(exp.column(k, table=t, quoted=True)
-                                 for t, k in zip(tables, keys, strict=True)))
+    keyed = list(zip(tables, keys, strict=True))[:1 if foreign else None]
+    key = exp.func("coalesce", *(exp.column(k, table=t, quoted=True) for t, k in keyed))
     select.append("expressions", exp.alias_(key, JOIN_KEY, quoted=True))
 
 

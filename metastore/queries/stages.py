@@ -220,6 +220,8 @@ def aggregate_touched_groups(select: exp.Select, alias: str) -> None:
 
 JOIN_KEY = "__MS_JOINKEY"
 """A table-table join's key value, on the result's rows and on the changes of a micro-batch."""
+SIDE = "__MS_SIDE"
+"""Which table of a join a change is of (its index, in the order the query names them)."""
 
 
 def table_join_stage(tables: list[tuple[DataSource, str, str]], prefix: str) -> BatchStage:
@@ -236,19 +238,46 @@ def table_join_stage(tables: list[tuple[DataSource, str, str]], prefix: str) -> 
         stream = f"{prefix}_changes_{index}"
         steps.append(Step(f"{view}_raw", topic=source.topic, streaming=False))
         steps.append(Step(view, table_select(source, quote(f"{view}_raw"))))
-        changes.append(f"SELECT {quote(key_column)} AS {JOIN_KEY}, ROWTIME, {SOURCE} "
-                       f"FROM {quote(stream)} WHERE {quote(RAW_KEY)} IS NOT NULL")
+        changes.append(f"SELECT {quote(key_column)} AS {JOIN_KEY}, ROWTIME, {SOURCE}, "
+                       f"{index} AS {SIDE} FROM {quote(stream)} WHERE {quote(RAW_KEY)} IS NOT NULL")
     return BatchStage(source_sql=" UNION ALL ".join(changes), view=f"{prefix}_changes",
                       steps=tuple(steps))
 
 
-def table_join_changes(inner: str, columns: list[str], keys: list[str], changes: str) -> str:
+def touched_keys(changes: str) -> str:
+    """The join keys a micro-batch's changes touched (a primary-key join: the changed rows'
+    keys), with the newest change's time and source offset."""
+    return (f"SELECT {JOIN_KEY}, max(ROWTIME) AS __ms_t, max({SOURCE}) AS __ms_s FROM "
+            f"{quote(changes)} GROUP BY {JOIN_KEY}")
+
+
+def touched_by_foreign_key(changes: str, left: tuple[str, str, str], right: tuple[str, str],
+                           on: str) -> str:
+    """The result keys (the left table's) a foreign-key join's micro-batch touched: the
+    changed left rows' keys, and the keys of the left rows whose foreign key names a changed
+    right row (found with the join's own ON condition, the right table's key standing for
+    itself). ``left``: the left table's view, alias and key column; ``right``: the right
+    table's alias and key column."""
+    view, alias, key = left
+    right_alias, right_key = right
+    changed = (f"SELECT {JOIN_KEY} AS {quote(right_key)}, ROWTIME, {SOURCE} FROM "
+               f"{quote(changes)} WHERE {SIDE} = 1")
+    referencing = (f"SELECT {quote(alias)}.{quote(key)} AS {JOIN_KEY}, "
+                   f"{quote(right_alias)}.ROWTIME, {quote(right_alias)}.{SOURCE} FROM "
+                   f"{quote(view)} AS {quote(alias)} JOIN ({changed}) AS {quote(right_alias)} "
+                   f"ON {on}")
+    both = (f"SELECT {JOIN_KEY}, ROWTIME, {SOURCE} FROM {quote(changes)} WHERE {SIDE} = 0 "
+            f"UNION ALL {referencing}")
+    return (f"SELECT {JOIN_KEY}, max(ROWTIME) AS __ms_t, max({SOURCE}) AS __ms_s FROM "
+            f"({both}) GROUP BY {JOIN_KEY}")
+
+
+def table_join_changes(inner: str, columns: list[str], keys: list[str], touched: str) -> str:
     """The records a table-table join writes for a micro-batch: the result rows (``inner``,
-    with ``__MS_JOINKEY``) of the keys the micro-batch's ``changes`` touched, and a tombstone
-    for each touched key without one. ``columns``: the result's columns, in order; ``keys``:
-    those that are the result's key (the join key, in a tombstone)."""
-    touched = (f"SELECT {JOIN_KEY}, max(ROWTIME) AS __ms_t, max({SOURCE}) AS __ms_s FROM "
-               f"{quote(changes)} GROUP BY {JOIN_KEY}")
+    with ``__MS_JOINKEY``) of the keys the micro-batch touched (``touched``: key, time,
+    source), and a tombstone for each touched key without one. ``columns``: the result's
+    columns, in order; ``keys``: those that are the result's key (the join key, in a
+    tombstone)."""
     tombstone = []
     for name in columns:
         if name in keys:
@@ -262,8 +291,10 @@ def table_join_changes(inner: str, columns: list[str], keys: list[str], changes:
         else:
             value = f"r.{quote(name)}"  # NULL: no result row
         tombstone.append(f"{value} AS {quote(name)}")
-    listed = ", ".join(f"r.{quote(name)}" for name in columns)
-    return (f"SELECT {listed} FROM ({inner}) AS r LEFT SEMI JOIN ({touched}) AS t ON "
+    listed = ", ".join(  # the newest of the rows joined and the change (Kafka Streams' max)
+        f"greatest(r.{quote(name)}, t.__ms_t) AS {quote(name)}" if name == ROWTIME
+        else f"r.{quote(name)}" for name in columns)
+    return (f"SELECT {listed} FROM ({inner}) AS r JOIN ({touched}) AS t ON "
             f"r.{JOIN_KEY} <=> t.{JOIN_KEY} UNION ALL SELECT {', '.join(tombstone)} FROM "
             f"({touched}) AS t LEFT JOIN ({inner}) AS r ON r.{JOIN_KEY} <=> t.{JOIN_KEY} "
             f"WHERE r.{JOIN_KEY} IS NULL")

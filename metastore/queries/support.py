@@ -113,8 +113,8 @@ def _shape(analysis: Analysis) -> str | None:
 
 
 def _table_joins(analysis: Analysis) -> str | None:
-    """Table-table joins run on the tables' primary keys (each micro-batch joins again the keys
-    it changed); a foreign-key join does not."""
+    """Table-table joins run on the tables' primary keys or a foreign key (each micro-batch
+    joins again the keys it changed)."""
     if analysis.aggregate:
         return "aggregating a table-table join is not supported"
     for join in analysis.joins:
@@ -124,8 +124,8 @@ def _table_joins(analysis: Analysis) -> str | None:
             return "a table-table join of a table without one key column is not supported"
     if len(analysis.reads[0].source.key_columns) != 1:
         return "a table-table join of a table without one key column is not supported"
-    if analysis.foreign_key_join:
-        return "foreign-key table-table joins are not supported (primary-key ones are)"
+    if analysis.foreign_key_join and len(analysis.joins) != 1:
+        return "a foreign-key join among other joins is not supported"
     return None
 
 

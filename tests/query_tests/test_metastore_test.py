@@ -40,6 +40,7 @@ DEV_SLICE = (
     "qtt/joins.json::left join - with both join column in projection",  # stream-stream LEFT
     "qtt/joins.json::table table outer join - JSON",  # table-table, rows leave: tombstones
     "qtt/joins.json::table table join with where clause",
+    "qtt/fk-join.json::Should support flipped join condition with aliases",  # foreign key
     "qtt/source-table.json::create source table",
     "qtt/collect-list.json::collect_list int - JSON",
     "qtt/topk-group-by.json::topk integer struct - JSON",
