@@ -62,6 +62,8 @@ from metastore.queries.steps import (
     TABLE_FUNCTION,
     TOUCHED,
     TS,
+    VALID_FROM,
+    VALID_UNTIL,
     WINDOW,
     WINDOW_END,
     WINDOW_START,
@@ -69,7 +71,7 @@ from metastore.queries.steps import (
     QueryPlan,
     Step,
     stream_steps,
-    table_select,
+    table_versions_select,
 )
 from metastore.queries.support import explain, runtime_problem
 from metastore.spark.query import struct_access
@@ -139,6 +141,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     windows = stream_join_windows(analysis)
     stream_aliases: list[str] = []
     table_join = analysis.reads[0].source.kind is SourceKind.TABLE and bool(analysis.joins)
+    versioned: list[int] = []
     joined_tables: list[tuple[DataSource, str, str]] = []
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
@@ -161,9 +164,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             elif session is not None:
                 batch = session_stage(source, view)
                 view = f"{view}_input"
-        else:
+        else:  # a stream-table join reads every version of the table's rows
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
-                      Step(view, table_select(source, quote(f"{view}_raw")))]
+                      Step(view, table_versions_select(source, quote(f"{view}_raw")))]
+            versioned.append(index)
         read.table.replace(exp.Table(this=exp.to_identifier(view, quoted=True),
                                      alias=exp.TableAlias(this=exp.to_identifier(alias))))
     assert stream_alias is not None, "support admits only queries reading a stream"
@@ -195,8 +199,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         rowtime = exp.Max(this=rowtime)
     items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
     null_value: exp.Expr = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
-    if windows or table_join:  # joins drop tombstones; a table join reads no deleted rows
+    if analysis.joins:  # joins drop a stream's tombstones; a table join reads no deleted rows
         null_value = exp.false()
+        if not (windows or table_join):  # a stream-table join (Kafka Streams skips them)
+            select.where(exp.Not(this=exp.column(NULL_VALUE, table=stream_alias, quoted=True)),
+                         copy=False)
     having = select.args.get("having")
     if analysis.aggregate:  # and the headers of the newest input, as Kafka Streams carries them
         carried = exp.column(HEADERS, table=stream_alias, quoted=True)
@@ -216,7 +223,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         items.append(exp.alias_(null_value.copy(), NULL_VALUE, quoted=True))
         items.append(exp.alias_(exp.column(HEADERS, table=stream_alias, quoted=True), HEADERS,
                                 quoted=True))
-        if select.args.get("where") is not None and not (windows or table_join):
+        if select.args.get("where") is not None and not analysis.joins:
             # a filter drops a tombstone, a projection keeps it
             select.where(exp.Not(this=exp.column(NULL_VALUE, table=stream_alias, quoted=True)),
                          copy=False)
@@ -252,6 +259,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     _rewrite(select, stream_alias, config, bounds)
     if windows:  # in Spark's own terms, after the rewrite into ksqlDB's
         _bound_stream_joins(select, analysis, windows, stream_alias, stream_aliases)
+    if versioned:
+        _as_of_stream_time(select, analysis, versioned, stream_alias)
     if table_join:
         _table_join_columns(select, stream_aliases, [t[2] for t in joined_tables],
                             analysis.foreign_key_join)
@@ -395,6 +404,24 @@ def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[in
     for item in select.expressions:
         if isinstance(item, exp.Alias) and item.alias in hidden:
             item.set("this", hidden[item.alias])
+
+
+def _as_of_stream_time(select: exp.Select, analysis: Analysis, tables: list[int],
+                       stream: str) -> None:
+    """A stream-table join joins each stream record with the table's row as it stood at the
+    record's time (the version valid then), as Kafka Streams joins a record with the table's
+    state when it processes it: a table row written after the record does not join it."""
+    joins = select.args.get("joins") or []
+    time = exp.column("ROWTIME", table=stream, quoted=True)
+    for index in tables:
+        alias = analysis.reads[index].alias
+        start = exp.column(VALID_FROM, table=alias, quoted=True)
+        until = exp.column(VALID_UNTIL, table=alias, quoted=True)
+        valid = exp.and_(exp.GTE(this=time.copy(), expression=start), exp.Or(
+            this=exp.Is(this=until, expression=exp.Null()),
+            expression=exp.LT(this=time.copy(), expression=until.copy())))
+        join = joins[index - 1]
+        join.set("on", exp.and_(exp.Paren(this=join.args["on"]), exp.Paren(this=valid)))
 
 
 def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str],

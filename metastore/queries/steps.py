@@ -98,6 +98,26 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
             Step(view, f"SELECT *, {rowtime} AS ROWTIME{bounds} FROM {quote(view + '_decoded')}")]
 
 
+VALID_FROM = "__MS_VALID_FROM"
+VALID_UNTIL = "__MS_VALID_UNTIL"
+
+
+def table_versions_select(source: DataSource, raw_table: str) -> str:
+    """Every version of a table's rows, from a batch read of its topic: each row with the time
+    it took effect (``__MS_VALID_FROM``, its ROWTIME) and the time the next version of its key
+    replaced or deleted it (``__MS_VALID_UNTIL``, NULL for the current one), in offset order;
+    deletions end a version and are not versions themselves."""
+    pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
+              "unix_millis(timestamp) AS ROWTIME", "value IS NULL AS __MS_TOMBSTONE",
+              "key AS __MS_RAW_KEY")
+    names = ", ".join(quote(c.name) for c in source.columns)
+    return (f"SELECT {names}, ROWTIME, ROWPARTITION, ROWOFFSET, ROWTIME AS {VALID_FROM}, "
+            f"{VALID_UNTIL} FROM (SELECT *, lead(ROWTIME) OVER (PARTITION BY __MS_RAW_KEY ORDER "
+            f"BY ROWPARTITION, ROWOFFSET) AS {VALID_UNTIL} FROM "
+            f"({decode_select(source, raw_table, extra=pseudo)}) WHERE __MS_RAW_KEY IS NOT NULL) "
+            "WHERE NOT __MS_TOMBSTONE")
+
+
 def table_select(source: DataSource, raw_table: str) -> str:
     """A table's latest row per key (tombstones removed) with its pseudo columns, from a batch
     read of its topic."""
