@@ -511,7 +511,7 @@ class Validator:
             self._runtime_check(analysis, source)
         query_kind = "CSAS" if kind is st.SourceKind.STREAM else "CTAS"
         return Write(statement, cmd.CreateAsSelectCommand(
-            source, query_kind, analysis.sources, statement.query.text,
+            source, query_kind, analysis.sources, _stored_text(statement.query),
             replace=existing is not None, config=self._config.query_config()), created)
 
     def _check_upgrade(self, existing: DataSource, analysis: Analysis) -> None:
@@ -571,7 +571,7 @@ class Validator:
         if self._runtime_check is not None:
             self._runtime_check(analysis, target)
         return Write(statement, cmd.InsertQueryCommand(target.name, analysis.sources,
-                                                       statement.query.text,
+                                                       _stored_text(statement.query),
                                                        config=self._config.query_config()))
 
     def _insert_values(self, statement: st.InsertValues) -> insert_record.EncodedRecord | None:
@@ -964,3 +964,9 @@ def _positive_int(properties: Mapping[str, st.PropertyValue], name: str) -> int 
 def _pass_through(properties: Mapping[str, st.PropertyValue]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((key, str(ddl_rules.property_text(properties[key])))
                         for key in PASS_THROUGH if key in properties))
+
+
+def _stored_text(query: st.Query) -> str:
+    """A persistent query's text as the log keeps it: its SELECT, and EMIT FINAL, which the
+    runtime needs (EMIT CHANGES is a persistent query's default and is left out)."""
+    return f"{query.text} EMIT FINAL" if query.emit_final else query.text

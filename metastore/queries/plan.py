@@ -78,7 +78,7 @@ from metastore.spark.query import struct_access
 from metastore.spark.types import quote, spark_type
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
-from metastore.sql.statements import JoinWindow, Query, SelectStatement, SourceKind
+from metastore.sql.statements import JoinWindow, Query, SelectStatement, SourceKind, WindowSpec
 
 DEFAULT_JOIN_GRACE_MS = 24 * 60 * 60 * 1000
 """ksqlDB's grace of a stream-stream join without GRACE PERIOD."""
@@ -156,7 +156,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             stream_alias = stream_alias or alias
             stream_aliases.append(alias)
             source_topics.append(source.topic)
-            steps += stream_steps(source, view, None if session else analysis.windowing,
+            steps += stream_steps(source, view, None if session else _final(analysis.windowing,
+                                                                            analysis.query),
                                   _watermark(windows, index) if windows else None)
             if changelog and analysis.aggregate:
                 batch = changelog_stage(source, view)
@@ -287,7 +288,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
     deletes = not analysis.aggregate or having is not None or session is not None
-    mode = "update" if analysis.aggregate and batch is None else "append"
+    # EMIT FINAL: Spark's append mode writes a window once the watermark (its grace) closed it
+    final = analysis.query.emit_final
+    mode = "update" if analysis.aggregate and batch is None and not final else "append"
     topics = tuple(dict.fromkeys(source_topics))
     if transient:
         deleted = quote(NULL_VALUE) if deletes else "false"
@@ -326,6 +329,15 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest")
+
+
+def _final(window: WindowSpec | None, query: Query) -> WindowSpec | None:
+    """EMIT FINAL's window: watermarked by its grace (0 without one), so Spark's append mode
+    writes a window once the stream time reaches its end plus its grace, when ksqlDB's
+    suppression lets it out."""
+    if window is None or not query.emit_final:
+        return window
+    return replace(window, grace_ms=window.grace_ms or 0)
 
 
 def _with_synthetic_key(item: exp.Expr, analysis: Analysis) -> exp.Expr:

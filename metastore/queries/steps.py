@@ -79,7 +79,8 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
     if column is not None:
         event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
                       else quote(column.name))
-    grace = window.grace_ms if window is not None else watermark_ms
+    grace = window.grace_ms if window is not None and window.grace_ms is not None \
+        else watermark_ms
     rowtime = f"unix_millis({TS})"
     if window is None and watermark_ms is not None:
         # Spark's stream-stream join drops a row at or before the watermark, which starts at
@@ -87,15 +88,18 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
         # millisecond ahead (both sides alike, so the join's time range is unchanged).
         event_time = f"{event_time} + INTERVAL '1' MILLISECOND"
         rowtime = f"{rowtime} - 1"
-    bounds = ""
+    bounds = hopping = ""
     if window is not None and window.size_ms is not None:
         size = f"'{window.size_ms} milliseconds'"
         slide = f", '{window.advance_ms} milliseconds'" if window.advance_ms else ""
         bounds = f", window({TS}, {size}{slide}) AS {WINDOW}"
+        if window.advance_ms:  # Kafka Streams' hopping windows start at the epoch or later
+            hopping = f" WHERE unix_millis({WINDOW}.start) >= 0"
     return [Step(f"{view}_raw", topic=source.topic),
             Step(f"{view}_decoded", f"SELECT *, {event_time} AS {TS} FROM ({decoded})",
                  watermark_ms=grace),
-            Step(view, f"SELECT *, {rowtime} AS ROWTIME{bounds} FROM {quote(view + '_decoded')}")]
+            Step(view, f"SELECT * FROM (SELECT *, {rowtime} AS ROWTIME{bounds} FROM "
+                       f"{quote(view + '_decoded')}){hopping}")]
 
 
 VALID_FROM = "__MS_VALID_FROM"

@@ -41,6 +41,9 @@ DEV_SLICE = (
     "qtt/joins.json::table table outer join - JSON",  # table-table, rows leave: tombstones
     "qtt/joins.json::table table join with where clause",
     "qtt/fk-join.json::Should support flipped join condition with aliases",  # foreign key
+    "qtt/suppress.json::should emit final result immediately at window end if grace is "
+    "specified as zero",  # EMIT FINAL: only windows the stream time closed
+    "qtt/window-bounds.json::table hopping",  # no hopping window starts before the epoch
     "qtt/source-table.json::create source table",
     "qtt/collect-list.json::collect_list int - JSON",
     "qtt/topk-group-by.json::topk integer struct - JSON",
