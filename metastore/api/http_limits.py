@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -91,7 +91,8 @@ def check_json_depth(text: str, max_depth: int) -> None:
             return
 
 
-def decode_json(body: bytes, max_depth: int) -> object:
+def decode_json(body: bytes, max_depth: int,
+                parse_float: Callable[[str], object] | None = None) -> object:
     """Decode a JSON request body (UTF-8, -16 or -32, as :func:`json.loads`) of bounded depth.
 
     Raises :class:`ValueError` (including :class:`UnicodeDecodeError` and
@@ -100,7 +101,7 @@ def decode_json(body: bytes, max_depth: int) -> object:
     text = body.decode(json.detect_encoding(body))
     check_json_depth(text, max_depth)
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=parse_float)
     except RecursionError as error:
         raise JsonTooDeepError("arrays and objects nested too deeply") from error
 

@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Message, Receive, Scope, Send
 
 from metastore.api import error_codes as codes
-from metastore.api.http_limits import HttpLimits, JsonTooDeepError, check_json_depth
+from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.catalog import insert_record
 from metastore.catalog.exceptions import QueryError
 from metastore.catalog.model import DataSource
@@ -92,10 +92,8 @@ class BodyLines:
 def decode_object(line: bytes, max_depth: int) -> dict[str, Any] | None:
     """A line as a JSON object (numbers with a fraction as Decimal), or None if it is not one."""
     try:
-        text = line.decode("utf-8")
-        check_json_depth(text, max_depth)
-        value = json.loads(text, parse_float=Decimal)
-    except (ValueError, JsonTooDeepError, RecursionError):
+        value = decode_json(line, max_depth, parse_float=Decimal)
+    except ValueError:  # JsonTooDeepError and UnicodeDecodeError among them
         return None
     return value if isinstance(value, dict) else None
 

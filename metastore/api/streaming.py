@@ -204,18 +204,14 @@ class PrintSlots:
     """At most ``limit`` PRINTs at once on a node (ksqlDB counts them as push queries)."""
 
     def __init__(self, limit: int) -> None:
-        self._left = limit
-        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(limit)
 
     def acquire(self) -> None:
-        with self._lock:
-            if self._left == 0:
-                raise PushQueryLimitError("Maximum number of push queries exceeded")
-            self._left -= 1
+        if not self._slots.acquire(blocking=False):
+            raise PushQueryLimitError("Maximum number of push queries exceeded")
 
     def release(self) -> None:
-        with self._lock:
-            self._left += 1
+        self._slots.release()
 
 
 async def print_chunks(printer: TopicPrinter) -> AsyncIterator[bytes]:

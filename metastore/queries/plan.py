@@ -27,6 +27,7 @@ micro-batch over its rows and the source topic read in batch, written with ``for
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from sqlglot import exp
@@ -413,9 +414,7 @@ def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[in
         SOURCE: exp.Anonymous(this="concat_ws", expressions=[exp.Literal.string(","), *(
             exp.column(SOURCE, table=a, quoted=True) for a in streams)]),
     }
-    for item in select.expressions:
-        if isinstance(item, exp.Alias) and item.alias in hidden:
-            item.set("this", hidden[item.alias])
+    _set_columns(select, hidden)
 
 
 def _as_of_stream_time(select: exp.Select, analysis: Analysis, tables: list[int],
@@ -447,12 +446,17 @@ def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str],
         HEADERS: exp.cast(exp.Null(), "ARRAY<STRUCT<key: STRING, value: BINARY>>"),
         SOURCE: exp.cast(exp.Null(), "STRING"),
     }
-    for item in select.expressions:
-        if isinstance(item, exp.Alias) and item.alias in hidden:
-            item.set("this", hidden[item.alias])
+    _set_columns(select, hidden)
     keyed = list(zip(tables, keys, strict=True))[:1 if foreign else None]
     key = exp.func("coalesce", *(exp.column(k, table=t, quoted=True) for t, k in keyed))
     select.append("expressions", exp.alias_(key, JOIN_KEY, quoted=True))
+
+
+def _set_columns(select: exp.Select, values: Mapping[str, exp.Expr]) -> None:
+    """Give the projection's columns named in ``values`` those expressions."""
+    for item in select.expressions:
+        if isinstance(item, exp.Alias) and item.alias in values:
+            item.set("this", values[item.alias])
 
 
 def _plain_conjuncts(condition: exp.Expr) -> exp.Expr:
