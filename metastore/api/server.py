@@ -18,14 +18,16 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from metastore import __version__
 from metastore.api import error_codes as codes
@@ -164,17 +166,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
     app.state.node = node
     app.state.metrics = metrics
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        try:
-            response = authenticate(request) or check_length(request) or await call_next(request)
-        except Exception:  # the server never dies of a request, nor tells its internals
-            response = internal_error(request)
-        if request.scope.get("http_version", "1.1") == "2":
-            del response.headers["Connection"]  # HTTP/2 has no connection-specific headers
-        elif _body_left_unread(request):
-            response.headers["Connection"] = "close"
-        return response
+    app.add_middleware(Guard, refuse=lambda request: authenticate(request) or check_length(request))
 
     def authenticate(request: Request) -> KsqlResponse | None:
         """Refuse a request without valid credentials; count and limit failed logins.
@@ -549,6 +541,50 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     return app
+
+
+class Guard:
+    """What every request goes through: ``refuse`` may answer it first (bad credentials, a body
+    too large), an unexpected failure before the answer started is answered by
+    :func:`internal_error`, and the answer's ``Connection`` header fits the protocol (none in
+    HTTP/2; ``close`` where a declared body was left unread).
+
+    Plain ASGI, not Starlette's ``BaseHTTPMiddleware``: that one reads the request's receive
+    channel itself, which ``/inserts-stream`` reads row by row, and Starlette before 0.38.3 lost
+    body chunks between the two."""
+
+    def __init__(self, app: ASGIApp, refuse: Callable[[Request], Response | None]) -> None:
+        self._app = app
+        self._refuse = refuse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        started = False
+
+        async def send_fitted(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = MutableHeaders(scope=message)
+                if scope.get("http_version", "1.1") == "2":
+                    del headers["connection"]  # HTTP/2 has no connection-specific headers
+                elif _body_left_unread(request):
+                    headers["connection"] = "close"
+            await send(message)
+
+        try:
+            refusal = self._refuse(request)
+            if refusal is not None:
+                await refusal(scope, receive, send_fitted)
+            else:
+                await self._app(scope, receive, send_fitted)
+        except Exception:  # the server never dies of a request, nor tells its internals
+            if started:
+                raise  # too late for an answer: the server aborts the response
+            await internal_error(request)(scope, receive, send_fitted)
 
 
 def _body_left_unread(request: Request) -> bool:

@@ -13,12 +13,14 @@ import logging
 import select
 import socket
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from starlette.middleware.base import BaseHTTPMiddleware
 
 from metastore.api.auth import BasicAuth, LoginThrottle
 from metastore.api.http_limits import HttpLimits, JsonTooDeepError, check_json_depth, decode_json
@@ -27,7 +29,7 @@ from metastore.health import HealthProbe
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.topic import command_topic_name
-from metastore.node import Node
+from metastore.node import Node, NodeConfig
 from tests.servers import ServerProcess
 
 ServerFactory = Callable[..., ServerProcess]
@@ -228,6 +230,18 @@ def test_an_unexpected_failure_answers_an_incident_id_and_no_internals(
     assert record.levelno == logging.ERROR and record.exc_info is not None
     assert "secret internal detail" in caplog.text and "Traceback" in caplog.text
     assert asyncio.run(send("/ksql", "SHOW STREAMS;")).status_code == 200
+
+
+def test_the_guard_leaves_the_request_body_to_the_endpoints() -> None:
+    """Starlette's BaseHTTPMiddleware reads the receive channel that /inserts-stream reads row by
+    row (and lost body chunks before Starlette 0.38.3): the guard is plain ASGI middleware, and
+    the project requires a Starlette without that bug."""
+    app = create_app(Node(NodeConfig("svc", "127.0.0.1:1")))
+    assert app.user_middleware, "the guard is registered"
+    assert not [m for m in app.user_middleware if issubclass(m.cls, BaseHTTPMiddleware)]
+    with (Path(__file__).resolve().parents[2] / "pyproject.toml").open("rb") as file:
+        dependencies = tomllib.load(file)["project"]["dependencies"]
+    assert "starlette>=0.38.3" in dependencies
 
 
 # --- logins --------------------------------------------------------------------------------
