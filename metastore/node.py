@@ -151,7 +151,7 @@ class Node:
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer, limits=self.config.limits,
-                                    faults=self.config.faults)
+                                    faults=self.config.faults, answer_read=self._answer_in_write)
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:
@@ -320,8 +320,7 @@ class Node:
                               config=config, encoder=row_encoding.encode_record)
         entities: list[Entity] = []
         budget = self.config.limits.max_response_bytes
-        status = self.query_status() if self.query_status is not None and any(
-            isinstance(s, ListObjects | Describe | Explain) for s in statements) else None
+        status = self._query_statuses(statements)
         records: list[tuple[str, insert_record.EncodedRecord]] = []
         for statement in statements:
             outcome = validator.validate(statement)
@@ -329,23 +328,10 @@ class Node:
                 entity = responses.warning(statement, outcome.message)
             else:
                 assert isinstance(outcome, Read) and not isinstance(outcome, Write)
-                topics = None
-                if isinstance(statement, ListObjects) and statement.what == "TOPICS":
-                    topics = self.topic_listings(statement.show_all, statement.extended)
                 if outcome.record is not None:
                     assert isinstance(statement, InsertValues)
                     records.append((statement.target, outcome.record))
-                if outcome.explained is not None:
-                    entity = self._explain(statement, outcome.explained, status,
-                                           validator.config)
-                elif isinstance(statement, ListObjects) and statement.what == "QUERIES" and (
-                        statement.extended):
-                    entity = responses.query_descriptions(statement, [
-                        self._describe(image.queries[q], image, status, validator.config)
-                        for q in sorted(image.queries)])
-                else:
-                    entity = responses.read_entity(statement, image, topics, status,
-                                                   validator.config, self.server_properties())
+                entity = self._answer(outcome, image, validator.config, status)
             budget -= len(json.dumps(entity, separators=(",", ":")))
             if budget < 0:
                 raise TooLargeError(
@@ -357,6 +343,37 @@ class Node:
         for target, record in records:  # only once every statement validated
             self.insert_values(target, record)
         return entities
+
+    def _query_statuses(self, statements: Sequence[Statement]
+                        ) -> Mapping[str, Mapping[str, Any]] | None:
+        """The queries' runtime status, when one of ``statements`` shows it."""
+        if self.query_status is None or not any(
+                isinstance(s, ListObjects | Describe | Explain) for s in statements):
+            return None
+        return self.query_status()
+
+    def _answer(self, outcome: Read, image: Image, config: ConfigOverrides,
+                status: Mapping[str, Mapping[str, Any]] | None) -> Entity:
+        """The entity of a statement that only reads, validated on ``image``: EXPLAIN's and
+        SHOW QUERIES EXTENDED's descriptions with Spark's plans, SHOW TOPICS with Kafka's
+        topics, the rest from the catalog."""
+        statement = outcome.statement
+        if outcome.explained is not None:
+            return self._explain(statement, outcome.explained, status, config)
+        if isinstance(statement, ListObjects) and statement.what == "QUERIES" and (
+                statement.extended):
+            return responses.query_descriptions(statement, [
+                self._describe(image.queries[q], image, status, config)
+                for q in sorted(image.queries)])
+        topics = None
+        if isinstance(statement, ListObjects) and statement.what == "TOPICS":
+            topics = self.topic_listings(statement.show_all, statement.extended)
+        return responses.read_entity(statement, image, topics, status, config,
+                                     self.server_properties())
+
+    def _answer_in_write(self, outcome: Read, image: Image, config: ConfigOverrides) -> Entity:
+        """A read in a request that writes (the writer validates it): answered as alone."""
+        return self._answer(outcome, image, config, self._query_statuses([outcome.statement]))
 
     def _plan(self, explained: Explained, config: ConfigOverrides) -> str:
         return self.explainer(explained, config) if self.explainer is not None else (

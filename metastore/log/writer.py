@@ -9,7 +9,9 @@ For each request, under the node's write lock:
 3. read the last stable offset and wait until the replica has applied everything below it;
 4. if the request id is already in the image, answer with the first outcome (idempotent retry);
 5. validate the statements in order on that snapshot (plus topic facts from Kafka); a validation
-   error aborts and nothing is written;
+   error aborts and nothing is written. A statement that only reads is answered as it is
+   validated, on the catalog as the request's earlier statements left it, by the node's
+   :data:`ReadAnswer` (so it gets the entity it gets in a request of its own);
 6. produce one record per write statement and commit;
 7. wait (bounded) until the replica applied the new records, and answer.
 
@@ -32,7 +34,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +43,8 @@ from metastore.catalog.exceptions import RequestIdReusedError, StatementError, T
 from metastore.catalog.image import Image
 from metastore.catalog.model import RequestOutcome
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
-from metastore.catalog.validation import Read, Skip, TopicFacts, Validator, Write
+from metastore.catalog.validation import Outcome, Read, Skip, TopicFacts, Validator, Write
+from metastore.exceptions import MetastoreError
 from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe
@@ -63,6 +66,13 @@ from metastore.sql.statements import Statement
 log = logging.getLogger(__name__)
 
 Entity = dict[str, Any]
+ReadAnswer = Callable[[Read, Image, ConfigOverrides], Entity]
+"""The entity of a statement that only reads, validated on an image under a configuration."""
+
+
+def catalog_answer(outcome: Read, image: Image, config: ConfigOverrides) -> Entity:
+    """A read answered from the catalog alone (a node's reader also asks Spark and Kafka)."""
+    return responses.read_entity(outcome.statement, image, config=config)
 
 
 @dataclass(frozen=True)
@@ -141,7 +151,7 @@ class CommandWriter:
     def __init__(self, settings: KafkaSettings, topic: str, service_id: str, node_id: str,
                  replica: LogReplica, admin: Admin, options: WriterOptions | None = None,
                  facts: TopicFacts | None = None, limits: RequestLimits | None = None,
-                 faults: Faults = NO_FAULTS) -> None:
+                 faults: Faults = NO_FAULTS, answer_read: ReadAnswer = catalog_answer) -> None:
         self._settings = settings
         self._topic = topic
         self._service_id = service_id
@@ -159,6 +169,7 @@ class CommandWriter:
         self._lock = threading.Lock()
         self.stats = WriterStats()
         self._faults = faults
+        self._answer_read = answer_read
 
     def close(self) -> None:
         with self._lock:
@@ -192,7 +203,8 @@ class CommandWriter:
             if request.maybe_committed and self._is_settled(patience=2.0):
                 written = self._replica.image.requests.get(request_id)
                 if written is not None:
-                    return self._replayed(statements, written, self._replica.image)
+                    return self._replayed(statements, written, self._replica.image,
+                                          config)
                 request.maybe_committed = False
             if request.maybe_committed:
                 raise OutcomeUnknownError(
@@ -311,15 +323,22 @@ class CommandWriter:
                     raise RequestIdReusedError(
                         f"The request id {request_id} was already used for another request "
                         f"(at offset {prior.offsets[0]}); use a new id for a new request.")
-                return self._replayed(statements, prior, image)
+                return self._replayed(statements, prior, image, request.config)
             facts = self._facts or KafkaTopicFacts(self._admin, deadline)
             validator = Validator(image, facts, first_offset=end, limits=self._limits,
                                   runtime_check=check_runtime, config=request.config)
-            outcomes = [validator.validate(statement) for statement in statements]
+            outcomes: list[Outcome] = []
+            answers: dict[int, Entity] = {}  # of the statements that do not write
+            for statement in statements:
+                outcome = validator.validate(statement)
+                if not isinstance(outcome, Write):
+                    answers[len(outcomes)] = self._answer(outcome, validator.image,
+                                                          validator.config)
+                outcomes.append(outcome)
             writes = [o for o in outcomes if isinstance(o, Write)]
             if not writes:
                 producer.abort()
-                return [self._entity_without_write(o, validator.image) for o in outcomes]
+                return [answers[i] for i in range(len(outcomes))]
             records = [self._encode(write, request_id, request.submitter, digest)
                        for write in writes]
             for write in writes:
@@ -355,8 +374,7 @@ class CommandWriter:
         applied = self._replica.image
         offset_of = {id(write): offset for write, offset in zip(writes, offsets, strict=True)}
         return [responses.current_status(o.statement, o.command, applied, offset_of[id(o)])
-                if isinstance(o, Write) else self._entity_without_write(o, validator.image)
-                for o in outcomes]
+                if isinstance(o, Write) else answers[i] for i, o in enumerate(outcomes)]
 
     def _encode(self, write: Write, request_id: str, submitter: str,
                 digest: str) -> tuple[bytes, bytes]:
@@ -414,21 +432,30 @@ class CommandWriter:
                 log.warning("deleting topic %s, created for a request that was not written, "
                             "failed: %s", name, error)
 
-    def _entity_without_write(self, outcome: Write | Skip | Read, image: Image) -> Entity:
+    def _answer(self, outcome: Skip | Read, image: Image, config: ConfigOverrides) -> Entity:
         if isinstance(outcome, Skip):
             return responses.warning(outcome.statement, outcome.message)
-        if isinstance(outcome, Read):
-            return responses.read_entity(outcome.statement, image)
-        raise AssertionError("a write has an offset")
+        return self._answer_read(outcome, image, config)
 
     def _replayed(self, statements: Sequence[Statement], prior: RequestOutcome,
-                  image: Image) -> list[Entity]:
-        """The answer to a retried request whose records are already in the log."""
+                  image: Image, config: ConfigOverrides) -> list[Entity]:
+        """The answer to a retried request whose records are already in the log. Its
+        statements that do not write are answered again, in order, on the image that holds the
+        whole request (one that no longer applies there answers a warning)."""
         entities: list[Entity] = []
         offsets = iter(zip(prior.offsets, prior.command_ids, strict=True))
+        reads = Validator(image, self._facts or KafkaTopicFacts(self._admin), limits=self._limits,
+                          config=config)
         for statement in statements:
             if not statement.writes_log:
-                entities.append(responses.read_entity(statement, image))
+                try:
+                    outcome = reads.validate(statement)
+                except MetastoreError as error:
+                    entities.append(responses.warning(statement, f"Not answered again on this "
+                                                                 f"retry: {error.message}"))
+                    continue
+                assert not isinstance(outcome, Write)
+                entities.append(self._answer(outcome, image, reads.config))
                 continue
             found = next(offsets, None)
             if found is None:

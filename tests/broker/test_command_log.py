@@ -139,6 +139,39 @@ def test_retry_with_the_same_request_id_is_applied_once(
     assert len(committed_values(consumer_factory, node.config.topic)) == 1
 
 
+def test_reads_in_a_request_that_writes_answer_as_they_do_alone(node_factory: NodeFactory) -> None:
+    """EXPLAIN, SHOW QUERIES EXTENDED, SHOW TOPICS and SHOW PROPERTIES next to a write get the
+    entities they get in a request of their own, on the catalog as the request's earlier
+    statements left it; a retry answers them again where they still apply."""
+    node = node_factory()
+    node.execute(create_stream("R1", unique("r1")) + "CREATE STREAM R2 AS SELECT * FROM R1;"
+                 + create_stream("R5", unique("r5")))
+    [query_id] = node.replica.image.queries
+    reads = (f"EXPLAIN {query_id}; EXPLAIN CREATE STREAM R3 AS SELECT * FROM R1; "
+             "SHOW QUERIES EXTENDED; SHOW TOPICS; SET 'auto.offset.reset'='earliest'; "
+             "SHOW PROPERTIES; DESCRIBE R5;")
+    alone = node.execute(reads)
+    kinds = ["queryDescription", "queryDescription", "query_descriptions", "kafka_topics",
+             "properties", "sourceDescription"]
+    assert [e["@type"] for e in alone] == kinds
+    request = reads + create_stream("R4", unique("r4")) + "DROP STREAM R5;"
+    mixed = node.execute(request, request_id="mixed-1")
+    assert [e["@type"] for e in mixed] == [*kinds, "currentStatus", "currentStatus"]
+    explained, would, listing, topics, properties, described = mixed[:6]
+    assert explained["queryDescription"]["id"] == query_id
+    assert would["queryDescription"]["sinks"] == ["R3"]
+    assert [d["id"] for d in listing["queryDescriptions"]] == [query_id]
+    assert {t["name"] for t in topics["topics"]} == {t["name"] for t in alone[3]["topics"]}
+    assert properties["overwrittenProperties"] == alone[4]["overwrittenProperties"] != []
+    assert described["sourceDescription"]["name"] == "R5"
+
+    retried = node.execute(request, request_id="mixed-1")
+    assert [e["@type"] for e in retried[:5]] == kinds[:5]
+    assert retried[5]["@type"] == "warning_entity", "R5 is gone once the request applied"
+    assert [e["commandSequenceNumber"] for e in retried[6:]] == [
+        e["commandSequenceNumber"] for e in mixed[6:]]
+
+
 def test_multi_statement_request_is_atomic(
         node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
     node = node_factory()
