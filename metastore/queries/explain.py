@@ -2,7 +2,10 @@
 
 :class:`SparkExplainer` compiles what the validator resolved (a persistent query on its catalog,
 or a transient SELECT) exactly as the runtime would start it, and asks Spark for the plan
-without starting anything. A query the runtime cannot plan gets the reason instead of a plan.
+without starting anything. A query the runtime cannot compile gets the reason instead of a
+plan; one Spark refuses to plan (an analysis error, say) is the client's error
+(:class:`~metastore.spark.exceptions.SparkQueryError`), and a Spark that does not answer is
+:class:`~metastore.spark.exceptions.SparkUnavailableError`.
 """
 
 from __future__ import annotations
@@ -10,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from py4j.protocol import Py4JError, Py4JNetworkError
+from pyspark.errors import PySparkException
+
 from metastore.catalog.overrides import ConfigOverrides
 from metastore.catalog.pull_queries import check_select
 from metastore.catalog.validation import Explained
 from metastore.exceptions import MetastoreError
 from metastore.queries import job
 from metastore.queries.plan import compile_push, compile_query
+from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,7 +49,13 @@ class SparkExplainer:
                 plan = compile_push("EXPLAIN", analysis, dict(config.values))
         except MetastoreError as error:
             return f"(the runtime cannot plan this query: {error.message})"
-        return job.explain(spark, plan, self._kafka_options)
+        try:
+            return job.explain(spark, plan, self._kafka_options)
+        except Py4JNetworkError as error:
+            raise SparkUnavailableError(f"Spark did not answer while planning the query: "
+                                        f"{error}") from error
+        except (PySparkException, Py4JError) as error:
+            raise SparkQueryError.of("plan the query", error) from error
 
 
 __all__ = ["SparkExplainer"]

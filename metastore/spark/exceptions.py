@@ -23,3 +23,10 @@ class SparkQueryError(SparkError):
     """Spark rejected or failed the query (the client's query, not the node, is at fault)."""
 
     code = "spark_query"
+
+    @classmethod
+    def of(cls, doing: str, error: BaseException) -> SparkQueryError:
+        """Spark's ``error`` while ``doing`` something with a query, as its first line."""
+        text = str(error).strip()
+        first = text.splitlines()[0] if text else type(error).__name__
+        return cls(f"Spark could not {doing}: {first[:1000]}")

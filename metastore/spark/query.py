@@ -110,8 +110,7 @@ def run_analysed(spark: SparkSession, analysis: Analysis, database: str,
         frame = spark.sql(to_spark_sql(analysis, database))
         rows = frame.collect()
     except Exception as error:  # Spark's own analysis and runtime errors, as the client's error
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SparkQueryError(f"Spark could not run the query: {first[:1000]}") from error
+        raise SparkQueryError.of("run the query", error) from error
     names = [column.name for column in analysis.columns] if len(analysis.columns) == len(
         frame.columns) else list(frame.columns)
     types = [column.type.sql() for column in analysis.columns] if len(names) == len(

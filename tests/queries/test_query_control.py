@@ -1,14 +1,26 @@
 """PAUSE, RESUME, EXPLAIN and SHOW QUERIES EXTENDED on a node process with Spark and real
 Kafka: a paused query stops reading and goes on from its checkpoint when resumed (nothing lost,
 nothing twice), and EXPLAIN shows Spark's plan of a running query or of a statement that would
-start one, without starting it."""
+start one, without starting it. A plan Spark refuses is the client's error, tested with a
+stand-in for Spark."""
 
 from __future__ import annotations
 
 import json
 import time
 
+import pytest
+from py4j.protocol import Py4JNetworkError
+from pyspark.errors import AnalysisException
+
+from metastore.api import error_codes as codes
+from metastore.api.server import failure
+from metastore.catalog.overrides import NO_OVERRIDES
+from metastore.catalog.validation import Explained
+from metastore.check import run_script
 from metastore.kafka.settings import KafkaSettings
+from metastore.queries.explain import SparkExplainer
+from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError
 from tests.queries.test_push_queries import create_stream, gauge, insert, node  # noqa: F401
 from tests.queries.test_query_nodes import ksql, queries, wait_for
 from tests.queries.test_spark_jobs import read_all
@@ -90,3 +102,31 @@ def test_explain_shows_the_spark_plan_without_starting_anything(
         "Query with id:NOPE_2 does not exist, use SHOW QUERIES to view the full set of queries.")
     [not_a_query] = ksql(node, f"EXPLAIN DROP STREAM {stream};", status=400)
     assert not_a_query["message"].startswith("The provided statement does not run a ksql query")
+
+
+class FailingSpark:
+    """A Spark session whose every use fails with ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def newSession(self) -> FailingSpark:  # noqa: N802 - Spark's name
+        raise self.error
+
+
+def test_a_plan_spark_refuses_is_the_clients_error_not_a_server_error() -> None:
+    _, image = run_script("CREATE STREAM A (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='a', "
+                          "VALUE_FORMAT='JSON', PARTITIONS=1); CREATE STREAM B AS SELECT * FROM A;")
+    explained = Explained(image, query=image.queries["CSAS_B_1"])
+    refused = AnalysisException(message="[UNRESOLVED_COLUMN] `X` cannot be resolved.\nat ...")
+    with pytest.raises(SparkQueryError) as error:
+        SparkExplainer(lambda: FailingSpark(refused), {})(explained, NO_OVERRIDES)
+    assert error.value.message == ("Spark could not plan the query: [UNRESOLVED_COLUMN] `X` "
+                                   "cannot be resolved.")
+    answer = failure(error.value, "EXPLAIN CSAS_B_1;")
+    assert answer.status_code == 400
+    assert json.loads(answer.body)["error_code"] == codes.BAD_STATEMENT
+    with pytest.raises(SparkUnavailableError) as gone:
+        SparkExplainer(lambda: FailingSpark(Py4JNetworkError("Answer from Java side is empty")),
+                       {})(explained, NO_OVERRIDES)
+    assert failure(gone.value, "EXPLAIN CSAS_B_1;").status_code == 503
