@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -46,6 +48,8 @@ HEARTBEAT_SECONDS = 1.0
 ``disconnectCheckInterval``)."""
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 JSON_LINES_BREAK = b",\n"
+
+_log = logging.getLogger(__name__)
 
 
 class QueryStreamRequest(BaseModel):
@@ -216,12 +220,19 @@ class PrintSlots:
 
 async def print_chunks(printer: TopicPrinter) -> AsyncIterator[bytes]:
     """A PRINT's answer (ksqlDB's TopicStreamWriter): its lines as records arrive, a blank
-    line after each second without any; a failure's message ends it."""
+    line after each second without any; a failure's message ends it (an unexpected one's is
+    an incident id, its details in the log), as the answer has started."""
     while not printer.done:
         try:
             lines = await run_in_threadpool(printer.poll, HEARTBEAT_SECONDS)
         except MetastoreError as error:
             yield (error.message + "\n").encode()
+            return
+        except Exception:
+            incident = uuid.uuid4().hex[:16]
+            _log.exception("incident %s: PRINT of %s failed", incident, printer.topic)
+            yield (f"Internal error (incident {incident}); the node's log has the "
+                   "details\n").encode()
             return
         yield ("\n".join(lines) + "\n").encode() if lines else b"\n"
 

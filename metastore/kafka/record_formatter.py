@@ -170,14 +170,29 @@ class RecordFormatter:
         return [self._line(record) for record in records]
 
     def _line(self, record: Record) -> str:
-        rowtime = "N/A" if record.timestamp_ms is None else _rowtime(record.timestamp_ms)
-        return (f"rowtime: {rowtime}, key: {self.keys.show(record.key)}, value: "
+        shown = "N/A" if record.timestamp_ms is None else rowtime(record.timestamp_ms)
+        return (f"rowtime: {shown}, key: {self.keys.show(record.key)}, value: "
                 f"{self.values.show(record.value)}, partition: {record.partition}")
 
 
-def _rowtime(timestamp_ms: int) -> str:
-    moment = dt.datetime.fromtimestamp(timestamp_ms / 1000, tz=dt.UTC)
-    return moment.strftime("%Y/%m/%d %H:%M:%S.") + f"{timestamp_ms % 1000:03d} Z"
+_CYCLE_DAYS = 146_097
+"""The days of 400 Gregorian years, after which the calendar repeats."""
+_EPOCH_DAY = dt.date(1970, 1, 1)
+
+
+def rowtime(timestamp_ms: int) -> str:
+    """A record's timestamp as ksqlDB's ``yyyy/MM/dd HH:mm:ss.SSS z`` in UTC shows it, for any
+    timestamp Kafka holds: Java's proleptic calendar, the year of its era (1 BC is 0001) and
+    ``+`` before a year of more than four digits, where Python's dates stop at 9999."""
+    days, in_day = divmod(timestamp_ms, 86_400_000)
+    cycles, day = divmod(days, _CYCLE_DAYS)
+    date = _EPOCH_DAY + dt.timedelta(days=day)
+    year = date.year + 400 * cycles
+    of_era = year if year > 0 else 1 - year
+    seconds, millis = divmod(in_day, 1000)
+    return (f"{of_era:04d}" if of_era <= 9999 else f"+{of_era}") + (
+        f"/{date.month:02d}/{date.day:02d} {seconds // 3600:02d}:{seconds // 60 % 60:02d}:"
+        f"{seconds % 60:02d}.{millis:03d} Z")
 
 
 def formats_line(prefix: str, names: list[str]) -> str:
@@ -189,4 +204,4 @@ def formats_line(prefix: str, names: list[str]) -> str:
 
 
 __all__ = ["Candidates", "Record", "RecordFormatter", "formats_line", "java_double",
-           "kafka_bytes_text"]
+           "kafka_bytes_text", "rowtime"]

@@ -1,16 +1,22 @@
 """PRINT over POST /query of a real node process and broker: ksqlDB's lines (formats, then one
 line per record), FROM BEGINNING, INTERVAL and LIMIT, records produced while it runs, and
-ksqlDB's errors for a topic that does not exist, a reserved topic, and PRINT sent to /ksql."""
+ksqlDB's errors for a topic that does not exist, a reserved topic, and PRINT sent to /ksql; and
+a PRINT that fails mid-stream ending its answer with an error line (with a stand-in reader)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import struct
 from collections.abc import Callable
 
 import httpx
+import pytest
 from confluent_kafka import Producer
 
+from metastore.api.streaming import print_chunks
+from metastore.kafka.exceptions import KafkaClientError
 from tests.server.test_rest_api import ksql
 from tests.servers import ServerProcess
 
@@ -87,3 +93,38 @@ def test_the_cli_prints_a_topic(server: ServerProcess, topic_factory: Callable[.
     assert session.returncode == 0, session.stderr
     assert "Value format: JSON or KAFKA_STRING" in session.stdout
     assert "Error 40000: Could not find topic 'nope'" in session.stdout
+
+
+class FailingPrinter:
+    """A PRINT's reader that gives one line, then fails with ``error``."""
+
+    topic = "t"
+    done = False
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.polls = 0
+
+    def poll(self, timeout: float) -> list[str]:
+        self.polls += 1
+        if self.polls > 1:
+            raise self.error
+        return ["Key format: KAFKA_INT"]
+
+
+async def _chunks(printer: FailingPrinter) -> list[bytes]:
+    return [chunk async for chunk in print_chunks(printer)]
+
+
+def test_a_print_that_fails_mid_stream_ends_with_an_error_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The answer has started (200, lines sent): a failure ends it with a line, never a 500."""
+    typed = asyncio.run(_chunks(FailingPrinter(KafkaClientError("reading t failed: gone"))))
+    assert typed == [b"Key format: KAFKA_INT\n", b"reading t failed: gone\n"]
+    with caplog.at_level(logging.ERROR, logger="metastore.api.streaming"):
+        unexpected = asyncio.run(_chunks(FailingPrinter(OverflowError("secret detail"))))
+    assert unexpected[0] == b"Key format: KAFKA_INT\n" and len(unexpected) == 2
+    line = unexpected[1].decode()
+    assert line.startswith("Internal error (incident ") and line.endswith(
+        "); the node's log has the details\n")
+    assert "secret" not in line and "secret detail" in caplog.text

@@ -1,5 +1,6 @@
 """PRINT's record formatting (ksqlDB's RecordFormatter): candidate formats narrow as records
-arrive, windowed keys, bytes no format reads, Java's double text and the format lines."""
+arrive, windowed keys, bytes no format reads, Java's double and timestamp text and the format
+lines."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from metastore.kafka.record_formatter import (
     formats_line,
     java_double,
     kafka_bytes_text,
+    rowtime,
 )
 
 
@@ -70,3 +72,18 @@ def test_doubles_read_as_java_writes_them(value: float, text: str) -> None:
     formatter = RecordFormatter()
     formatter.format([record(None, struct.pack(">d", value))])
     assert "KAFKA_DOUBLE" in formatter.values.names
+
+
+@pytest.mark.parametrize(("timestamp_ms", "text"), [
+    (0, "1970/01/01 00:00:00.000 Z"), (-1_000, "1969/12/31 23:59:59.000 Z"),
+    (253_402_300_799_999, "9999/12/31 23:59:59.999 Z"),
+    (253_402_300_800_000, "+10000/01/01 00:00:00.000 Z"),
+    (-62_167_219_200_000, "0001/01/01 00:00:00.000 Z"),  # 1 BC, Java's year of era
+    (2**63 - 1, "+292278994/08/17 07:12:55.807 Z"),
+    (-(2**63), "+292275056/05/16 16:47:04.192 Z")])
+def test_timestamps_past_python_dates_read_as_java_writes_them(timestamp_ms: int,
+                                                                 text: str) -> None:
+    """Java's formatter prints every instant a Kafka timestamp (a long) can hold."""
+    assert rowtime(timestamp_ms) == text
+    [line] = RecordFormatter().format([record(None, b"1", timestamp_ms)])
+    assert line.startswith(f"rowtime: {text}, key: <null>")
