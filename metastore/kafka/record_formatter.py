@@ -196,9 +196,10 @@ def rowtime(timestamp_ms: int) -> str:
 
 
 def formats_line(prefix: str, names: list[str]) -> str:
-    """ksqlDB's ``Key format: ...`` / ``Value format: ...`` line."""
+    """ksqlDB's ``Key format: ...`` / ``Value format: ...`` line (ksqlDB's text for no
+    format starts with a space of its own, after the prefix's)."""
     if not names:
-        return (f"{prefix}does not match any supported format. It may be a STRING with "
+        return (f"{prefix} does not match any supported format. It may be a STRING with "
                 "encoding other than UTF8, or some other format.")
     return prefix + " or ".join(names)
 

@@ -59,7 +59,7 @@ def test_bytes_no_format_reads_are_shown_as_kafka_prints_them() -> None:
     assert "value: \\xFF\\x00\\x5C," in line
     assert formatter.values.names == []
     assert formats_line("Value format: ", formatter.values.names).startswith(
-        "Value format: does not match any supported format.")
+        "Value format:  does not match any supported format.")
     assert kafka_bytes_text(b" ~") == " ~"
 
 
