@@ -1,10 +1,12 @@
 """One running PRINT (ksqlDB's ``TopicStreamWriter``): a consumer of every partition of a topic.
 
 It reads from the topic's beginning (FROM BEGINNING) or its end, read_committed, with no
-consumer group membership and nothing committed. Each :meth:`TopicPrinter.poll` gives the next
-lines: ``Key format:`` / ``Value format:`` when what the records could be changed (see
-:mod:`metastore.kafka.record_formatter`), then one line per record, every INTERVAL-th record
-only, until LIMIT lines were given. The caller closes it (its client gone, or done).
+consumer group membership and nothing committed (a consumer that cannot be assigned the topic's
+partitions is closed at once: :class:`~metastore.kafka.exceptions.KafkaClientError`). Each
+:meth:`TopicPrinter.poll` gives the next lines: ``Key format:`` / ``Value format:`` when what
+the records could be changed (see :mod:`metastore.kafka.record_formatter`), then one line per
+record, every INTERVAL-th record only, until LIMIT lines were given. The caller closes it (its
+client gone, or done).
 """
 
 from __future__ import annotations
@@ -42,11 +44,19 @@ class TopicPrinter:
         self._formatter = RecordFormatter()
         self._shown_formats: tuple[list[str], list[str]] | None = None
         self._lock = threading.Lock()
-        self._consumer: Consumer | None = create_client(Consumer, settings.config(
+        consumer = create_client(Consumer, settings.config(
             group_id=f"metastore-print-{uuid.uuid4().hex}", enable_auto_commit=False,
             isolation_level="read_committed", enable_partition_eof=False))
         start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-        self._consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
+        try:
+            consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
+        except BaseException as exc:
+            consumer.close()  # a printer that does not start holds no consumer
+            if isinstance(exc, KafkaException):
+                raise KafkaClientError(f"reading {topic} failed: its partitions could not be "
+                                       f"assigned: {exc}", retriable=True) from exc
+            raise
+        self._consumer: Consumer | None = consumer
 
     @property
     def done(self) -> bool:

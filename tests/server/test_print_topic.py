@@ -1,7 +1,8 @@
 """PRINT over POST /query of a real node process and broker: ksqlDB's lines (formats, then one
 line per record), FROM BEGINNING, INTERVAL and LIMIT, records produced while it runs, and
 ksqlDB's errors for a topic that does not exist, a reserved topic, and PRINT sent to /ksql; and
-a PRINT that fails mid-stream ending its answer with an error line (with a stand-in reader)."""
+a PRINT that fails mid-stream ending its answer with an error line, and one whose consumer
+cannot be assigned closing it (with stand-ins for the reader and the consumer)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from metastore.api.streaming import print_chunks
+from metastore.kafka import topic_printer
 from metastore.kafka.exceptions import KafkaClientError
+from metastore.kafka.settings import KafkaSettings
 from tests.server.test_rest_api import ksql
 from tests.servers import ServerProcess
 
@@ -128,3 +131,32 @@ def test_a_print_that_fails_mid_stream_ends_with_an_error_line(
     assert line.startswith("Internal error (incident ") and line.endswith(
         "); the node's log has the details\n")
     assert "secret" not in line and "secret detail" in caplog.text
+
+
+class UnassignableConsumer:
+    """A consumer whose ``assign`` fails with ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.closed = False
+
+    def assign(self, partitions: object) -> None:
+        raise self.error
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("error", [KafkaException(KafkaError(KafkaError._STATE, "Erroneous state")),
+                                   RuntimeError("unexpected")])
+def test_a_printer_whose_consumer_cannot_be_assigned_closes_it(
+        monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    consumer = UnassignableConsumer(error)
+    monkeypatch.setattr(topic_printer, "create_client", lambda kind, config: consumer)
+    expected = KafkaClientError if isinstance(error, KafkaException) else RuntimeError
+    with pytest.raises(expected) as raised:
+        topic_printer.TopicPrinter(KafkaSettings("127.0.0.1:1"), "t", 2)
+    assert consumer.closed, "the consumer leaked"
+    if expected is KafkaClientError:
+        assert str(raised.value).startswith("reading t failed: its partitions could not be "
+                                            "assigned: ")
