@@ -91,17 +91,22 @@ def check_json_depth(text: str, max_depth: int) -> None:
             return
 
 
+def _not_json(constant: str) -> object:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 def decode_json(body: bytes, max_depth: int,
                 parse_float: Callable[[str], object] | None = None) -> object:
     """Decode a JSON request body (UTF-8, -16 or -32, as :func:`json.loads`) of bounded depth.
 
     Raises :class:`ValueError` (including :class:`UnicodeDecodeError` and
-    :class:`JsonTooDeepError`) for anything that is not acceptable JSON.
+    :class:`JsonTooDeepError`) for anything that is not acceptable JSON, ``NaN`` and
+    ``Infinity`` among them (Python reads them; JSON, and ksqlDB, do not).
     """
     text = body.decode(json.detect_encoding(body))
     check_json_depth(text, max_depth)
     try:
-        return json.loads(text, parse_float=parse_float)
+        return json.loads(text, parse_float=parse_float, parse_constant=_not_json)
     except RecursionError as error:
         raise JsonTooDeepError("arrays and objects nested too deeply") from error
 

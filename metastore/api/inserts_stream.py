@@ -7,7 +7,10 @@ row (field names as in INSERT VALUES, keys required; see
 starts (a bad one is an ordinary error response); then, as each row is written to Kafka and
 acknowledged, the answer carries ``{"status":"ok","seq":N}`` (``seq`` counts rows from 0). The
 first row that cannot be written ends the answer with ``{"status":"error","seq":N,
-"error_code":..,"message":..}``; rows after it are not read. The answer is delimited lines, or
+"error_code":..,"message":..}``; rows after it are not read. As in ksqlDB, every line is a row
+(a blank one is invalid JSON), except the empty one after the body's final newline; a row's
+numbers are JSON's (no ``NaN`` or ``Infinity``) and must fit their columns (no integer beyond
+BIGINT). The answer is delimited lines, or
 one JSON array for a client that accepts ``application/json`` only.
 
 The body is read as it arrives, so a client may keep a stream open and write rows as they
@@ -182,8 +185,6 @@ class InsertsStreamResponse(Response):
             return _insert_error(seq, codes.PAYLOAD_TOO_LARGE, str(error)), True
         if line is None:
             return None, True
-        if not line.strip():
-            return None, False
         fields = decode_object(line, self._limits.max_json_depth)
         if fields is None:
             return _insert_error(seq, codes.BAD_REQUEST, "Invalid JSON in inserts stream"), True

@@ -7,9 +7,10 @@ literal (a number, string, boolean, NULL, a negated number, ``ARRAY[...]``, ``MA
 else BIGINT; one with a point DECIMAL; one with an exponent DOUBLE) and coerced to its column's
 type by ksqlDB's strict coercer (``DefaultSqlValueCoercer.STRICT``): numbers widen
 INTEGER -> BIGINT -> DECIMAL -> DOUBLE, a DECIMAL must fit its precision and scale, a string
-may be a TIMESTAMP, TIME, DATE or base64 BYTES. Anything else is ksqlDB's
-``Expected type X for field `C` but got Y(v)``. ROWTIME sets the record's timestamp, else the
-wall clock does.
+may be a TIMESTAMP, TIME, DATE or base64 BYTES; no integer beyond BIGINT (a JSON row's number
+that Java would read as a ``BigInteger``) and no number beyond DOUBLE is any column's value.
+Anything else is ksqlDB's ``Expected type X for field `C` but got Y(v)``. ROWTIME sets the
+record's timestamp, else the wall clock does.
 
 :func:`json_row` builds the row of one JSON object of an ``/inserts-stream`` request the same
 way, with the coercion messages of ksqlDB's ``KeyValueExtractor``.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, InsertValues
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -185,6 +188,8 @@ def _java_class(value: Any) -> str:
     if isinstance(value, bool):
         return "class java.lang.Boolean"
     if isinstance(value, int):
+        if not _LONG_MIN <= value <= _LONG_MAX:
+            return "class java.math.BigInteger"
         return f"class java.lang.{'Integer' if _INT_MIN <= value <= _INT_MAX else 'Long'}"
     if isinstance(value, Decimal | float):
         return "class java.lang.Double"
@@ -283,16 +288,18 @@ def coerce(value: Any, to: ty.SqlType) -> tuple[bool, Any]:
     target = to.base
     if source == "BOOLEAN":
         return (True, value) if target == "BOOLEAN" else (False, None)
+    if isinstance(value, int) and not _LONG_MIN <= value <= _LONG_MAX:
+        return False, None  # beyond BIGINT: Java has no number type for it
     if source in ("INTEGER", "BIGINT", "DECIMAL"):
         if target == "DECIMAL" and isinstance(to, ty.DecimalType):
             return _fit(Decimal(value), to)
         if target == source or (target == "BIGINT" and source == "INTEGER"):
             return True, value
         if target == "DOUBLE":
-            return True, float(value)
+            return _double(float(value))
         return False, None
     if source == "DOUBLE":
-        return (True, value) if target == "DOUBLE" else (False, None)
+        return _double(value) if target == "DOUBLE" else (False, None)
     if source == "STRING":
         return _from_string(value, target)
     if source == "ARRAY" and isinstance(to, ty.ArrayType):
@@ -317,6 +324,11 @@ def coerce(value: Any, to: ty.SqlType) -> tuple[bool, Any]:
             struct[name] = field_value
         return True, struct
     return False, None
+
+
+def _double(value: float) -> tuple[bool, Any]:
+    """A DOUBLE's value: finite (NaN and infinities are not JSON, nor a literal ksqlDB reads)."""
+    return (True, value) if math.isfinite(value) else (False, None)
 
 
 def _fit(value: Decimal, to: ty.DecimalType) -> tuple[bool, Any]:

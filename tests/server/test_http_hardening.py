@@ -68,6 +68,14 @@ def test_json_depth_is_bounded_without_recursion() -> None:
         decode_json(b'{"ksql": "\xff"}', 64)
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_json_numbers_are_json_numbers(constant: str) -> None:
+    """Python's decoder reads NaN and Infinity; JSON (and ksqlDB's Jackson) has no such number."""
+    with pytest.raises(ValueError, match=f"{constant} is not a JSON number"):
+        decode_json(f'{{"ksql": "SHOW STREAMS;", "streamsProperties": {{"x": {constant}}}}}'
+                    .encode(), 64)
+
+
 def test_deeply_nested_json_is_a_400(server: ServerProcess) -> None:
     client = server.http()
     for path in ("/ksql", "/query"):

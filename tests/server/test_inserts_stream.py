@@ -1,9 +1,12 @@
 """POST /inserts-stream of a real node process, over HTTP/2 (cleartext, as ksqlDB's clients
 speak it) and HTTP/1.1: each row acknowledged once Kafka has it, the first bad row ending the
-stream with ksqlDB's error, and rows read as they arrive (a client may wait for each ack)."""
+stream with ksqlDB's error, and rows read as they arrive (a client may wait for each ack). Which
+rows are bad (blank lines, numbers JSON or BIGINT cannot hold) is tested on the exchange alone,
+with a stand-in node."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import socket
@@ -15,6 +18,11 @@ from urllib.parse import urlsplit
 import httpx
 from confluent_kafka import Consumer, Message
 
+from metastore.api.http_limits import HttpLimits
+from metastore.api.inserts_stream import InsertsStreamResponse
+from metastore.api.server import failure
+from metastore.catalog.model import DataSource
+from metastore.check import run_script
 from tests.conftest import unique
 from tests.server.test_rest_api import ksql
 from tests.servers import ServerProcess
@@ -128,3 +136,74 @@ def test_rows_are_acknowledged_while_the_body_is_still_open(server: ServerProces
             assert more, "the connection closed before the response ended"
             received += more
     assert b'{"status":"error"' not in received
+
+
+class StandInNode:
+    """The node's side of an inserts stream: one target, and the rows it would write."""
+
+    def __init__(self) -> None:
+        _, image = run_script("CREATE STREAM T (ID INT KEY, B BIGINT, F DOUBLE) WITH "
+                              "(KAFKA_TOPIC='t', VALUE_FORMAT='JSON', PARTITIONS=1);")
+        self.source = image.sources["T"]
+        self.written: list[dict[str, object]] = []
+
+    def insert_target(self, name: str) -> DataSource:
+        assert name == "T"
+        return self.source
+
+    def insert_row(self, source: DataSource, row: dict[str, object], timestamp_ms: int) -> int:
+        self.written.append(row)
+        return len(self.written) - 1
+
+
+def _exchange(node: StandInNode, body: bytes) -> list[dict[str, object]]:
+    """The answer lines to ``body``, sent in one piece."""
+    received = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        return received.pop(0) if received else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    answer = InsertsStreamResponse(node, HttpLimits(), True, failure, lambda: 1)
+    asyncio.run(answer({"type": "http"}, receive, send))
+    assert sent[0]["status"] == 200
+    return _lines(b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+def test_numbers_json_or_bigint_cannot_hold_are_refused_row_by_row() -> None:
+    """ksqlDB reads rows as JSON, which has no NaN or Infinity, and a BIGINT is a Java long:
+    such a row is answered with its error and nothing of it is written."""
+    for row, message in [
+        (b'{"ID": 2, "F": NaN}', "Invalid JSON in inserts stream"),
+        (b'{"ID": 2, "F": Infinity}', "Invalid JSON in inserts stream"),
+        (b'{"ID": 2, "F": -Infinity}', "Invalid JSON in inserts stream"),
+        (b'{"ID": 2, "B": 9223372036854775808}',
+         "Can't coerce a field of type class java.math.BigInteger into type BIGINT"),
+        (b'{"ID": 2, "B": -9223372036854775809}',
+         "Can't coerce a field of type class java.math.BigInteger into type BIGINT"),
+        (b'{"ID": 2, "F": 1e999}', "Can't coerce a field of type class java.lang.Double "
+                                   "into type DOUBLE")]:
+        node = StandInNode()
+        body = b'{"target": "T"}\n{"ID": 1, "B": 9223372036854775807}\n' + row + b'\n{"ID": 3}\n'
+        assert _exchange(node, body) == [
+            {"status": "ok", "seq": 0},
+            {"status": "error", "seq": 1, "error_code": 40000, "message": message}], row
+        assert node.written == [{"ID": 1, "B": 2**63 - 1, "F": None}], row
+
+
+def test_a_blank_line_is_an_invalid_row_but_the_final_newline_is_not() -> None:
+    """ksqlDB splits the body at each newline and reads every part but the one after the last
+    newline as a row: a blank line is invalid JSON."""
+    node = StandInNode()
+    assert _exchange(node, b'{"target": "T"}\n{"ID": 1}\n') == [{"status": "ok", "seq": 0}]
+    for blank in (b"", b"  ", b"\r"):
+        node = StandInNode()
+        body = b'{"target": "T"}\n{"ID": 1}\n' + blank + b'\n{"ID": 2}\n'
+        assert _exchange(node, body) == [
+            {"status": "ok", "seq": 0},
+            {"status": "error", "seq": 1, "error_code": 40000,
+             "message": "Invalid JSON in inserts stream"}], blank
+        assert len(node.written) == 1

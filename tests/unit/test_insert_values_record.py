@@ -10,7 +10,7 @@ import pytest
 
 from metastore.catalog.exceptions import QueryError
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.catalog.insert_record import EncodedRecord, InsertValuesError, build
+from metastore.catalog.insert_record import EncodedRecord, InsertValuesError, build, json_row
 from metastore.catalog.model import DataSource
 from metastore.catalog.validation import Read, Validator
 from metastore.check import run_script
@@ -157,6 +157,38 @@ def test_the_validator_types_and_encodes_the_record() -> None:
         _validate(ddl, "INSERT INTO S (K, V) VALUES (1, 'x');")
     with pytest.raises(InsertValuesError, match="needs a Schema Registry"):
         _validate(ddl.replace("'JSON'", "'AVRO'"), "INSERT INTO S (K, V) VALUES (1, 2);")
+
+
+@pytest.mark.parametrize(("number", "fits"), [
+    (2**63 - 1, True), (-(2**63), True), (2**63, False), (-(2**63) - 1, False), (10**30, False)])
+def test_insert_values_and_inserts_stream_rows_take_the_same_bigints(number: int,
+                                                                     fits: bool) -> None:
+    """A BIGINT holds a Java long: a literal beyond one is refused when the statement is
+    prepared, a JSON row's number beyond one (a BigInteger to Java) when it is coerced."""
+    results, _ = run_script(ALL.statement + f"INSERT INTO S (K, B) VALUES ('k', {number});",
+                            runtime_check=False)
+    assert results[-1].ok is fits, results[-1].message
+    if fits:
+        assert json_row({"K": "k", "B": number}, ALL)["B"] == number
+        return
+    assert results[-1].message.endswith(f"Invalid numeric literal: {number}")
+    for column in ("B", "I", "F", "D"):
+        with pytest.raises(QueryError, match=r"^Can't coerce a field of type class "
+                                             r"java\.math\.BigInteger into type "):
+            json_row({"K": "k", column: number}, ALL)
+    with pytest.raises(QueryError, match=r"into type ARRAY<INTEGER>$"):
+        json_row({"K": "k", "A": [1, number]}, ALL)
+
+
+def test_no_column_takes_a_number_beyond_double() -> None:
+    """A JSON row's number (read exactly, as a Decimal) that no DOUBLE holds is refused, as
+    ksqlDB refuses such a literal, rather than written as Infinity (which is not JSON)."""
+    assert json_row({"K": "k", "F": Decimal("1e308")}, ALL)["F"] == 1e308
+    with pytest.raises(QueryError, match="into type DOUBLE"):
+        json_row({"K": "k", "F": Decimal("1e999")}, ALL)
+    results, _ = run_script(ALL.statement + "INSERT INTO S (K, F) VALUES ('k', 1e999);",
+                            runtime_check=False)
+    assert results[-1].message.endswith("Number overflows DOUBLE: 1e999")
 
 
 def test_check_refuses_what_the_node_refuses() -> None:
