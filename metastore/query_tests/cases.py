@@ -44,7 +44,8 @@ class CaseRecord:
 @dataclass(frozen=True)
 class DeclaredTopic:
     name: str
-    partitions: int = 1
+    partitions: int | None = None
+    """As the test declares it; None when it does not say (ksqlDB's driver then makes 4)."""
 
 
 @dataclass(frozen=True)
@@ -187,4 +188,4 @@ def _topic(raw: Any, where: str) -> DeclaredTopic:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise CaseFileError(f"{where}: a declared topic needs a \"name\"")
     partitions = raw.get("partitions")
-    return DeclaredTopic(raw["name"], int(partitions) if isinstance(partitions, int) else 1)
+    return DeclaredTopic(raw["name"], int(partitions) if isinstance(partitions, int) else None)

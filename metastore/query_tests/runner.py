@@ -78,22 +78,46 @@ class CaseResult:
                 "reason": self.reason, "seconds": round(self.seconds, 2)}
 
 
+DRIVER_PARTITIONS = 4
+"""The partitions ksqlDB's test driver gives a topic the test does not size (its
+``Topic.DEFAULT_PARTITIONS``): the count validation sees, so co-partitioning rules judge a test
+as ksqlDB does. The topic itself is created with one partition (:func:`physical_partitions`)."""
+
+
 class PreexistingTopics:
     """The topics that exist before a test's statements run, as ksqlDB's test driver makes them."""
 
     def __init__(self, test: QueryTest, statements: Iterable[st.Statement]) -> None:
-        self._existing = {topic.name: topic.partitions for topic in test.topics}
+        self._existing = {topic.name: topic.partitions or DRIVER_PARTITIONS
+                          for topic in test.topics}
         for statement in statements:
             if isinstance(statement, st.CreateSource):
                 topic = str(statement.properties.get("KAFKA_TOPIC", statement.name))
                 if "PARTITIONS" not in statement.properties:
-                    self._existing.setdefault(topic, 1)
+                    self._existing.setdefault(topic, DRIVER_PARTITIONS)
 
     def partitions(self, topic: str) -> int | None:
         return self._existing.get(topic)
 
     def broker_count(self) -> int | None:
         return None
+
+
+def physical_partitions(test: QueryTest, image: Image) -> dict[str, int]:
+    """The partitions each topic of a test is created with: the count the test declares or a
+    statement's PARTITIONS gives, else one. ksqlDB's driver processes every partition of a topic
+    as one ordered input; one partition keeps that order on a real broker, where the records of
+    several partitions would reach a query in no defined order."""
+    wanted = {topic.name: topic.partitions for topic in test.topics if topic.partitions}
+    sized = {statement.name for statement in parse(test.script)
+             if isinstance(statement, st.CreateSource | st.CreateAsSelect)
+             and "PARTITIONS" in statement.properties}
+    for source in image.sources.values():
+        explicit = source.name in sized and source.partitions
+        wanted.setdefault(source.topic, explicit or 1)
+    for record in (*test.inputs, *test.outputs):
+        wanted.setdefault(record.topic, 1)
+    return wanted
 
 
 class _RefusedError(Exception):
@@ -188,12 +212,7 @@ class QueryTestRunner:
 
     # -- Kafka ----------------------------------------------------------------------------------
     def _topics(self, test: QueryTest, image: Image) -> dict[str, int]:
-        wanted = {topic.name: topic.partitions for topic in test.topics}
-        for source in image.sources.values():
-            wanted.setdefault(source.topic, source.partitions or 1)
-        for record in (*test.inputs, *test.outputs):
-            wanted.setdefault(record.topic, 1)
-        return wanted
+        return physical_partitions(test, image)
 
     def _create_topics(self, test: QueryTest, image: Image, physical: Rename) -> None:
         for name, partitions in self._topics(test, image).items():
