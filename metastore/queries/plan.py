@@ -40,6 +40,8 @@ from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
+from metastore.queries.final_windows import final_stage, replay_final
+from metastore.queries.outer_at_once import at_once_join, union_sql
 from metastore.queries.stages import (
     JOIN_KEY,
     aggregate_touched_groups,
@@ -79,7 +81,7 @@ from metastore.spark.query import struct_access
 from metastore.spark.types import quote, spark_type
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
-from metastore.sql.statements import JoinWindow, Query, SelectStatement, SourceKind, WindowSpec
+from metastore.sql.statements import JoinWindow, Query, SelectStatement, SourceKind
 
 DEFAULT_JOIN_GRACE_MS = 24 * 60 * 60 * 1000
 """ksqlDB's grace of a stream-stream join without GRACE PERIOD."""
@@ -138,12 +140,16 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     changelog = analysis.reads[0].source.kind is SourceKind.TABLE and not analysis.joins
     window = analysis.windowing if analysis.windowed else None
     session = window if window is not None and window.kind == "SESSION" else None
+    final = window if window is not None and session is None and analysis.query.emit_final \
+        else None
     batch: BatchStage | None = None
     windows = stream_join_windows(analysis)
     stream_aliases: list[str] = []
     table_join = analysis.reads[0].source.kind is SourceKind.TABLE and bool(analysis.joins)
     versioned: list[int] = []
     joined_tables: list[tuple[DataSource, str, str]] = []
+    at_once = at_once_join(analysis, windows)
+    batch_views: dict[str, str] = {}
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
@@ -157,14 +163,20 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             stream_alias = stream_alias or alias
             stream_aliases.append(alias)
             source_topics.append(source.topic)
-            steps += stream_steps(source, view, None if session else _final(analysis.windowing,
-                                                                            analysis.query),
+            steps += stream_steps(source, view, None if session or final else analysis.windowing,
                                   _watermark(windows, index) if windows else None)
+            if at_once is not None:  # and its records read in batch, for the other side's
+                batch_views[alias] = f"{view}_all"
+                steps += [replace(step, streaming=False, watermark_ms=None) for step in
+                          stream_steps(source, f"{view}_all", None, _watermark(windows, index))]
             if changelog and analysis.aggregate:
                 batch = changelog_stage(source, view)
                 view = f"{view}_input"
             elif session is not None:
                 batch = session_stage(source, view)
+                view = f"{view}_input"
+            elif final is not None:
+                batch = final_stage(source, view, final)
                 view = f"{view}_input"
         else:  # a stream-table join reads every version of the table's rows
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
@@ -180,6 +192,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     items: list[exp.Expr] = []
     for name, expression in analysis.projection:
         item = _with_synthetic_key(expression.copy(), analysis)
+        if name in key_names and not (analysis.aggregate or analysis.query.partition_by):
+            item = _outer_join_key(item, select)
         if analysis.query.partition_by and not analysis.aggregate and name in key_names and any(
                 column.name not in source_keys for column in item.find_all(exp.Column)):
             # ksqlDB computes a new key from the value: a tombstone has none to compute it from
@@ -268,9 +282,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                             analysis.foreign_key_join)
     if generated:
         _explode(select, generated, stream_alias)
-    if batch is not None and session is None and not table_join:
+    if batch is not None and session is None and final is None and not table_join:
         aggregate_touched_groups(select, stream_alias)
     inner = select.sql(dialect="spark", identify=True)
+    if at_once is not None:
+        inner = union_sql(select, at_once, batch_views)
     if table_join:
         assert batch is not None
         names = [item.alias_or_name for item in select.expressions
@@ -283,15 +299,15 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                 batch.view, (left_view, stream_aliases[0], left_key),
                 (stream_aliases[1], right_key), on.sql(dialect="spark", identify=True))
         inner = table_join_changes(inner, names, sorted(key_names), changed_keys)
+    if batch is not None and final is not None:
+        batch = replay_final(batch, select, final)
     if batch is not None and session is not None:
         batch = replay_sessions(batch, select, session)
         batch, inner = session_changes(batch, inner, select, sink)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
     deletes = not analysis.aggregate or having is not None or session is not None
-    # EMIT FINAL: Spark's append mode writes a window once the watermark (its grace) closed it
-    final = analysis.query.emit_final
-    mode = "update" if analysis.aggregate and batch is None and not final else "append"
+    mode = "update" if analysis.aggregate and batch is None else "append"
     topics = tuple(dict.fromkeys(source_topics))
     if transient:
         deleted = quote(NULL_VALUE) if deletes else "false"
@@ -332,15 +348,6 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                      earliest=overrides.offset_reset(config or {}) != "latest")
 
 
-def _final(window: WindowSpec | None, query: Query) -> WindowSpec | None:
-    """EMIT FINAL's window: watermarked by its grace (0 without one), so Spark's append mode
-    writes a window once the stream time reaches its end plus its grace, when ksqlDB's
-    suppression lets it out."""
-    if window is None or not query.emit_final:
-        return window
-    return replace(window, grace_ms=window.grace_ms or 0)
-
-
 def _with_synthetic_key(item: exp.Expr, analysis: Analysis) -> exp.Expr:
     """``item`` with a join's synthetic key column (``ROWKEY``) as the value it stands for."""
     if analysis.synthetic_key is None:
@@ -351,6 +358,22 @@ def _with_synthetic_key(item: exp.Expr, analysis: Analysis) -> exp.Expr:
             if column is item:
                 return value.copy()
             column.replace(value.copy())
+    return item
+
+
+def _outer_join_key(item: exp.Expr, select: exp.Select) -> exp.Expr:
+    """A key column that is one side's join expression of a RIGHT or FULL join: the join's key,
+    whichever side has it (ksqlDB keys a joined record by the join key, so a record the left
+    side does not match still has its key)."""
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        while isinstance(on, exp.Paren):
+            on = on.this
+        if (join.side or "").upper() not in ("RIGHT", "FULL") or not isinstance(on, exp.EQ):
+            continue
+        sides = (on.this, on.expression)
+        if any(item == side for side in sides):
+            return exp.func("coalesce", *(side.copy() for side in sides))
     return item
 
 

@@ -1,0 +1,125 @@
+"""EMIT FINAL of TUMBLING and HOPPING windows, as Kafka Streams' window aggregation emits on
+window close: a batch stage (:class:`~metastore.queries.steps.BatchStage`) that replays the
+stream's records up to each micro-batch in offset order.
+
+Kafka Streams decides record by record, and so does the replay (Spark's watermark judges a whole
+micro-batch by the previous one's, so late records in the micro-batch that closes their window
+would still count). Per source partition, in offset order, with stream time ``st`` the newest
+timestamp the aggregation has seen up to and including a record, and ``close = st - grace``:
+
+- a record counts in a window of its time only while ``window end > close``; else it is late
+  and dropped for that window;
+- the window store's time is the newest start of a window a record was counted in; the store
+  keeps a window while ``start >= store time - retention`` (RETENTION, else size + grace);
+- a window is written once, at the first record whose ``close`` reaches the window's end, with
+  its value then (every record counted in it), unless the store no longer keeps it.
+
+A micro-batch writes the windows whose closing record it brings; the aggregation itself is the
+query's own SELECT over the records counted in them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from metastore.catalog.model import DataSource
+from metastore.queries.steps import (
+    SENTINEL,
+    TS,
+    WINDOW,
+    BatchStage,
+    Step,
+    stream_steps,
+)
+from metastore.spark.types import quote
+from metastore.sql.statements import WindowSpec
+
+
+def final_window(window: WindowSpec) -> WindowSpec:
+    """EMIT FINAL's window: without a GRACE PERIOD its grace is 0, as ksqlDB rewrites it."""
+    return replace(window, grace_ms=window.grace_ms or 0)
+
+
+def final_stage(source: DataSource, view: str, window: WindowSpec) -> BatchStage:
+    """The stage's input: the stream's records up to the micro-batch (read from its topic in
+    batch), one row per window of the record's time, those of the micro-batch marked as
+    sentinels. :func:`replay_final` narrows it to the windows the micro-batch closes."""
+    history = f"{view}_history"
+    micro_batch = f"{view}_batch"
+    history_steps = [replace(step, streaming=False, watermark_ms=None)
+                     for step in stream_steps(source, history, final_window(window))]
+    rows = (f"SELECT h.*, (e.__ms_first IS NOT NULL AND h.ROWOFFSET >= e.__ms_first) AS "
+            f"{SENTINEL} FROM {quote(history)} AS h LEFT JOIN (SELECT ROWPARTITION AS __ms_p, "
+            f"min(ROWOFFSET) AS __ms_first, max(ROWOFFSET) AS __ms_last FROM {quote(micro_batch)} "
+            "GROUP BY ROWPARTITION) AS e ON h.ROWPARTITION = e.__ms_p "
+            "WHERE e.__ms_last IS NULL OR h.ROWOFFSET <= e.__ms_last")
+    return BatchStage(source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
+                      steps=(*history_steps, Step(f"{view}_input", rows)))
+
+
+def replay_final(stage: BatchStage, aggregation: exp.Select, window: WindowSpec) -> BatchStage:
+    """Narrow the stage's input (``<view>_input``, which ``aggregation`` reads) to the rows
+    counted in the windows the micro-batch closes. Stream time counts only the records the
+    aggregation sees (its WHERE, and the rows it skips, applied)."""
+    *history, rows = stage.steps
+    every = f"{rows.view}_all"
+    final = final_window(window)
+    grace = final.grace_ms or 0
+    size = final.size_ms or 0
+    retention = final.retention_ms if final.retention_ms is not None else size + grace
+    source = aggregation.args.get("from_") or aggregation.args.get("from")
+    assert isinstance(source, exp.From)
+    alias = source.this.alias_or_name
+
+    def column(name: str) -> exp.Column:
+        return exp.column(name, table=alias, quoted=True)
+
+    def millis(value: exp.Expr) -> exp.Expr:
+        return exp.Anonymous(this="unix_millis", expressions=[value])
+
+    items: list[exp.Expr] = [
+        exp.alias_(column("ROWPARTITION"), "p"), exp.alias_(column("ROWOFFSET"), "o"),
+        exp.alias_(millis(column(TS)), "t"),
+        exp.alias_(millis(exp.Dot(this=column(WINDOW), expression=exp.to_identifier("start"))),
+                   "ws"),
+        exp.alias_(millis(exp.Dot(this=column(WINDOW), expression=exp.to_identifier("end"))),
+                   "we"),
+        exp.alias_(column(SENTINEL), "sen")]
+    counted = exp.Select(expressions=items)
+    counted.set("from_" if "from_" in aggregation.args else "from", source.copy())
+    where = aggregation.args.get("where")
+    if where is not None:
+        counted.set("where", where.copy())
+    seen = counted.sql(dialect="spark", identify=True).replace(quote(rows.view), quote(every))
+    timed = (f"SELECT *, we <= close AS late FROM (SELECT *, max(t) OVER (PARTITION BY p ORDER "
+             f"BY o RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - {grace} AS close "
+             f"FROM ({seen}))")
+    per_record = (
+        "SELECT p, o, close, sen, max(stored) OVER (PARTITION BY p ORDER BY o ROWS BETWEEN "
+        "UNBOUNDED PRECEDING AND CURRENT ROW) AS store_time FROM (SELECT p, o, first(close) AS "
+        "close, first(sen) AS sen, max(IF(late, NULL, ws)) AS stored FROM "
+        f"{quote(stage.view + '_timed')} GROUP BY p, o)")
+    # each window meets the first record whose close reaches its end: windows sort before
+    # records of the same time, records of one time in offset order
+    events = (
+        f"SELECT p, we AS k, 0 AS r, CAST(NULL AS BIGINT) AS o, ws, we, CAST(NULL AS "
+        "STRUCT<sen: BOOLEAN, store_time: BIGINT>) AS at FROM (SELECT DISTINCT p, ws, we FROM "
+        f"{quote(stage.view + '_timed')} WHERE NOT late) UNION ALL SELECT p, close AS k, 1 AS r, "
+        "o, NULL, NULL, named_struct('sen', sen, 'store_time', store_time) FROM "
+        f"{quote(stage.view + '_records')}")
+    closed = (
+        "SELECT p, ws, we FROM (SELECT *, first_value(at, true) OVER (PARTITION BY p ORDER BY "
+        "k, r, o ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS closer FROM "
+        f"({events})) WHERE r = 0 AND closer.sen AND ws >= closer.store_time - {retention}")
+    narrowed = (
+        f"SELECT h.* FROM {quote(every)} AS h LEFT SEMI JOIN (SELECT t.p, t.o, t.ws FROM "
+        f"{quote(stage.view + '_timed')} AS t LEFT SEMI JOIN {quote(stage.view + '_closed')} "
+        "AS c ON t.p = c.p AND t.ws = c.ws AND t.we = c.we WHERE NOT t.late) AS k ON "
+        f"h.ROWPARTITION = k.p AND h.ROWOFFSET = k.o AND unix_millis(h.{quote(WINDOW)}.start) "
+        "= k.ws")
+    steps = (*history, replace(rows, view=every), Step(stage.view + "_timed", timed),
+             Step(stage.view + "_records", per_record), Step(stage.view + "_closed", closed),
+             Step(rows.view, narrowed))
+    return replace(stage, steps=steps)
