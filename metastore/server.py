@@ -5,11 +5,13 @@ given its collaborators through its constructor: the Kafka clients, the command-
 writer, checkpoints), with Spark the catalog projection and the persistent-query runner, the
 membership heartbeats, and the REST app. :meth:`NodeServices.start` starts them in dependency
 order and :meth:`NodeServices.stop` stops them in reverse; :func:`serve` runs the REST app on
-hypercorn (HTTP/1.1 and HTTP/2) until SIGTERM or SIGINT.
+hypercorn (HTTP/1.1 and HTTP/2) until SIGTERM or SIGINT (:class:`ShutdownSignals`: later ones
+are ignored while the node stops).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import threading
@@ -218,14 +220,51 @@ def _cluster_queries(node: Node, queries: QueryRunner | None,
     return merge(node.replica.image, claims)
 
 
+class ShutdownSignals:
+    """SIGTERM and SIGINT of a serving node. The first one while the server's event loop runs
+    asks it to stop; any later one, and any once the loop has ended (the node then stops its
+    services, the loop is closed), is logged and ignored: stopping is under way already. Once
+    the node stopped, the process only exits: both signals are ignored (Python would restore
+    their default handlers while it finalizes, and one then would kill it)."""
+
+    def __init__(self) -> None:
+        self._wake: Callable[[], object] | None = None
+        self.requested = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self)
+        signal.signal(signal.SIGINT, self)
+
+    def serving(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+        """The server runs on ``loop`` until ``stop`` is set."""
+        self._wake = lambda: loop.call_soon_threadsafe(stop.set)
+
+    def served(self) -> None:
+        """The server's loop ends: no signal wakes it any more."""
+        self._wake = None
+
+    @staticmethod
+    def stopped() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        wake = self._wake
+        if self.requested or wake is None:
+            log.info("signal %d: the node is already stopping", signum)
+            return
+        self.requested = True
+        log.info("signal %d: shutting down", signum)
+        wake()
+
+
 def serve(settings: ServerSettings) -> None:
-    """Build, start and serve a node until SIGTERM or SIGINT; then stop it cleanly.
+    """Build, start and serve a node until SIGTERM or SIGINT; then stop it cleanly (further
+    signals are ignored: see :class:`ShutdownSignals`).
 
     The REST app is served by hypercorn: HTTP/1.1, and HTTP/2 without TLS for clients that speak
     it from their first byte (ksqlDB's clients do, for ``/query-stream`` and ``/inserts-stream``).
     """
-    import asyncio
-
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
     from hypercorn.typing import ASGIFramework
@@ -243,19 +282,18 @@ def serve(settings: ServerSettings) -> None:
     config.include_server_header = False
     app = cast(ASGIFramework, ConcurrencyLimit(services.app, settings.http.max_concurrency))
 
+    signals = ShutdownSignals()
+
     async def run() -> None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def request_shutdown(signum: int, _frame: object) -> None:
-            log.info("signal %d: shutting down", signum)
-            loop.call_soon_threadsafe(stop.set)
-
-        signal.signal(signal.SIGTERM, request_shutdown)
-        signal.signal(signal.SIGINT, request_shutdown)
+        signals.serving(asyncio.get_running_loop(), stop)
+        signals.install()
         log.info("node %s of service %s serving on %s", settings.node.node_id,
                  settings.node.service_id, settings.url)
-        await hypercorn_serve(app, config, shutdown_trigger=stop.wait)
+        try:
+            await hypercorn_serve(app, config, shutdown_trigger=stop.wait)
+        finally:
+            signals.served()
 
     try:
         asyncio.run(run())
@@ -263,7 +301,11 @@ def serve(settings: ServerSettings) -> None:
         raise ServeError(f"could not serve on {settings.host}:{settings.port} (is the port in "
                          f"use?): {error}") from error
     finally:
-        services.stop()
+        signals.served()
+        try:
+            services.stop()
+        finally:
+            signals.stopped()
         log.info("node %s stopped", settings.node.node_id)
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
+from metastore.server import ShutdownSignals
 from tests.conftest import unique
 from tests.servers import ServerProcess, start_server, wait_until_serving
 
@@ -236,6 +240,41 @@ def test_basic_auth(server_factory: Callable[..., ServerProcess], tmp_path: Path
 def test_sigterm_stops_cleanly(server: ServerProcess) -> None:
     ksql(server, stream("BEFORE_STOP"))
     assert server.stop(signal.SIGTERM) == 0
+
+
+def test_signals_while_the_node_stops_are_harmless(server: ServerProcess) -> None:
+    """A second SIGTERM or SIGINT (an impatient operator, an orchestrator's retry) while the node
+    stops its services finds the server's event loop closed: it is ignored, the stop goes on."""
+    ksql(server, stream("BEFORE_SIGNALS"))
+    server.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while server.process.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(ProcessLookupError):
+            server.process.send_signal(signal.SIGINT)
+            server.process.send_signal(signal.SIGTERM)
+        time.sleep(0.002)
+    assert server.stop() == 0, server.output()
+    assert "Traceback" not in server.output()
+    assert "already stopping" in server.output()
+
+
+def test_only_the_first_signal_wakes_the_server_loop() -> None:
+    async def serve(signals: ShutdownSignals, first: int | None) -> None:
+        stop = asyncio.Event()
+        signals.serving(asyncio.get_running_loop(), stop)
+        if first is not None:
+            signals(first, None)
+            await asyncio.wait_for(stop.wait(), 5)
+        signals.served()
+
+    woken = ShutdownSignals()
+    asyncio.run(serve(woken, signal.SIGTERM))
+    assert woken.requested
+    woken(signal.SIGINT, None)  # the loop is closed: nothing to wake
+    never = ShutdownSignals()  # the server ended without a signal (its port was taken, say)
+    asyncio.run(serve(never, None))
+    never(signal.SIGTERM, None)
+    assert not never.requested
 
 
 def test_unreachable_kafka_exits_non_zero(tmp_path: Path) -> None:
