@@ -27,6 +27,7 @@ from sqlglot import exp
 from metastore.catalog.model import DataSource
 from metastore.queries.steps import (
     SENTINEL,
+    SESSION,
     TS,
     WINDOW,
     BatchStage,
@@ -123,3 +124,46 @@ def replay_final(stage: BatchStage, aggregation: exp.Select, window: WindowSpec)
              Step(stage.view + "_records", per_record), Step(stage.view + "_closed", closed),
              Step(rows.view, narrowed))
     return replace(stage, steps=steps)
+
+
+def close_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSpec
+                   ) -> BatchStage:
+    """EMIT FINAL of SESSION windows, on a stage whose ``<view>_input`` is each kept record with
+    its session as it stands after the micro-batch
+    (:func:`metastore.queries.stages.replay_sessions`): narrow it to the sessions the
+    micro-batch closes. Kafka Streams closes a session when stream time less the grace period
+    and the gap passes its end (``close``): a micro-batch writes, per source partition, the
+    sessions ending at or after the ``close`` before it (and at or after 0) and before the
+    ``close`` after it, each once, with its time its end."""
+    gap = window.gap_ms or 0
+    grace = window.grace_ms or 0
+    steps = list(stage.steps)
+    position = next(i for i, step in enumerate(steps)
+                    if step.view.endswith("_input") and step.sql and SESSION in step.sql)
+    sessions = steps[position]
+    every = next(step.view for step in steps if step.view == f"{sessions.view}_all")
+    source = aggregation.args.get("from_") or aggregation.args.get("from")
+    assert isinstance(source, exp.From)
+    alias = source.this.alias_or_name
+    items: list[exp.Expr] = [
+        exp.alias_(exp.column("ROWPARTITION", table=alias, quoted=True), "p"),
+        exp.alias_(exp.Anonymous(this="unix_millis", expressions=[
+            exp.column(TS, table=alias, quoted=True)]), "t"),
+        exp.alias_(exp.column(SENTINEL, table=alias, quoted=True), "sen")]
+    seen_select = exp.Select(expressions=items)
+    seen_select.set("from_" if "from_" in aggregation.args else "from", source.copy())
+    where = aggregation.args.get("where")
+    if where is not None:
+        seen_select.set("where", where.copy())
+    seen = seen_select.sql(dialect="spark", identify=True).replace(quote(sessions.view),
+                                                                  quote(every))
+    closes = (f"SELECT p, greatest(0, coalesce(max(IF(sen, NULL, t)) - {grace + gap}, 0)) AS "
+              f"before, max(t) - {grace + gap} AS after FROM ({seen}) GROUP BY p")
+    renamed = f"{sessions.view}_sessions"
+    end = f"unix_millis(h.{quote(SESSION)}.`end`)"
+    narrowed = (f"SELECT h.* FROM {quote(renamed)} AS h JOIN {quote(stage.view + '_closes')} "
+                f"AS c ON h.ROWPARTITION = c.p WHERE {end} >= c.before AND {end} < c.after")
+    steps[position:position + 1] = [replace(sessions, view=renamed),
+                                    Step(stage.view + "_closes", closes),
+                                    Step(sessions.view, narrowed)]
+    return replace(stage, steps=tuple(steps))

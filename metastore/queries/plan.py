@@ -40,7 +40,7 @@ from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
-from metastore.queries.final_windows import final_stage, replay_final
+from metastore.queries.final_windows import close_sessions, final_stage, final_window, replay_final
 from metastore.queries.outer_at_once import at_once_join, union_sql
 from metastore.queries.stages import (
     JOIN_KEY,
@@ -140,6 +140,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     changelog = analysis.reads[0].source.kind is SourceKind.TABLE and not analysis.joins
     window = analysis.windowing if analysis.windowed else None
     session = window if window is not None and window.kind == "SESSION" else None
+    if session is not None and analysis.query.emit_final:
+        session = final_window(session)
     final = window if window is not None and session is None and analysis.query.emit_final \
         else None
     batch: BatchStage | None = None
@@ -303,7 +305,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         batch = replay_final(batch, select, final)
     if batch is not None and session is not None:
         batch = replay_sessions(batch, select, session)
-        batch, inner = session_changes(batch, inner, select, sink)
+        if analysis.query.emit_final:
+            batch = close_sessions(batch, select, session)
+        else:
+            batch, inner = session_changes(batch, inner, select, sink)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"
              for c in sink.columns if c.role.is_key or c.role.value == "VALUE"]
     deletes = not analysis.aggregate or having is not None or session is not None

@@ -56,9 +56,8 @@ def explain(problem: str) -> str:
 
 def _clauses(query: Query) -> str | None:
     select = query.select
-    if query.emit_final and (query.window is None or query.window.kind == "SESSION"):
-        return ("EMIT FINAL is supported for TUMBLING and HOPPING windows only (results are "
-                "emitted as they change)")
+    if query.emit_final and query.window is None:
+        return "EMIT FINAL is supported for windowed aggregations only"
     if query.window is not None and query.window.kind == "SESSION" and query.select.args.get(
             "joins"):
         return "SESSION windows over a join are not supported"
