@@ -15,15 +15,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from metastore.checkpoint.codec import ReplicaState, encode
+from metastore.checkpoint.codec import ReplicaState, encode, format_version
 from metastore.checkpoint.snapshots import SnapshotTopic
-from metastore.checkpoint.store import (
-    FORMAT_VERSION,
-    Checkpoint,
-    CheckpointHeader,
-    CheckpointStore,
-    Incarnation,
-)
+from metastore.checkpoint.store import Checkpoint, CheckpointHeader, CheckpointStore, Incarnation
 from metastore.log.reader import LogReplica
 
 log = logging.getLogger(__name__)
@@ -137,8 +131,9 @@ class Checkpointer:
     def _write(self, state: ReplicaState, digest: str) -> None:
         started = time.perf_counter()
         incarnation = self._incarnation
-        header = CheckpointHeader(FORMAT_VERSION, incarnation.service_id, incarnation.topic,
-                                  incarnation.topic_id, state.image.offset, digest, self._node_id)
+        header = CheckpointHeader(format_version(state), incarnation.service_id,
+                                  incarnation.topic, incarnation.topic_id, state.image.offset,
+                                  digest, self._node_id)
         checkpoint = Checkpoint(header, encode(state))
         path = self.store.write(checkpoint)
         self.status.written += 1

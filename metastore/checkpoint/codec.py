@@ -10,6 +10,10 @@ sources as one JSON row each, back to back (the document lists their names and w
 ends). Column lists are stored once per distinct schema. Decoding reads the document and leaves
 each source encoded until it is first used (:class:`metastore.catalog.lazy.LazyDict`), so the
 time to restore grows with the number of names, not with everything the catalog holds.
+
+The payload's format version (:func:`format_version`, written in the checkpoint's header) is 1
+unless a query is paused: then 2, which a node that does not know PAUSE refuses rather than
+restoring the query as running. Without a paused query the payload is exactly format 1's.
 """
 
 from __future__ import annotations
@@ -30,11 +34,18 @@ from metastore.log.state import ReplicaState
 from metastore.sql.parser import parse_type
 from metastore.sql.statements import SourceKind
 
-__all__ = ["ReplicaState", "decode", "encode"]
+__all__ = ["FORMAT_VERSIONS", "ReplicaState", "decode", "encode", "format_version"]
 """``ReplicaState`` belongs to :mod:`metastore.log.state`; re-exported for the importers that
 still name it from here."""
 
 _LENGTH = struct.Struct(">I")
+FORMAT_VERSIONS = frozenset({1, 2})
+"""The payload formats this node reads: 1, and 2 (1 with queries' paused flags)."""
+
+
+def format_version(state: ReplicaState) -> int:
+    """The oldest format that holds ``state``: 2 when a query is paused, else 1."""
+    return 2 if any(q.paused for q in state.image.queries.values()) else 1
 
 
 def encode(state: ReplicaState) -> bytes:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from metastore.checkpoint.codec import decode
+from metastore.checkpoint.codec import FORMAT_VERSIONS, decode
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.faults import NO_FAULTS, Faults
 from metastore.log.state import Incarnation, ReplicaState, record_digest
@@ -36,7 +36,9 @@ re-exported for the importers that still name them from here."""
 log = logging.getLogger(__name__)
 
 MAGIC = b"MSCKPT\r\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = max(FORMAT_VERSIONS)
+"""The newest format this node reads; it writes each checkpoint in the oldest format that holds
+it (:func:`metastore.checkpoint.codec.format_version`)."""
 _LENGTH = struct.Struct(">I")
 _DIGEST_BYTES = 32
 _NAME = re.compile(r"^checkpoint-(\d{20})\.ckpt$")
@@ -93,6 +95,9 @@ def parse(data: bytes, expected: Incarnation | None = None) -> Checkpoint:
     if version > FORMAT_VERSION:
         raise CheckpointError("newer-format", f"checkpoint format {version} is newer than this "
                                               f"node reads ({FORMAT_VERSION})")
+    if version not in FORMAT_VERSIONS:
+        raise CheckpointError("corrupt", f"checkpoint format {version} is not one this node "
+                                         f"reads ({', '.join(map(str, sorted(FORMAT_VERSIONS)))})")
     try:
         header = CheckpointHeader(**fields)
     except TypeError as error:

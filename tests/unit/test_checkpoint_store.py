@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as strat
 
 from metastore.catalog.image import EMPTY_IMAGE, REQUEST_WINDOW, Delta, apply
 from metastore.catalog.lazy import LazyDict
+from metastore.checkpoint.checkpointer import Checkpointer, CheckpointPolicy
 from metastore.checkpoint.codec import ReplicaState, decode, encode
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.store import (
@@ -85,6 +87,53 @@ def test_newer_formats_and_other_incarnations_are_refused() -> None:
     with pytest.raises(CheckpointError) as foreign:
         parse(checkpoint_at(1, incarnation=recreated).to_bytes(), INCARNATION)
     assert foreign.value.reason == "foreign"
+
+
+class StoppedReplica:
+    """What a checkpointer reads of a stopped replica: its image, as captured."""
+
+    start_report = None
+
+    def __init__(self, state: ReplicaState) -> None:
+        self.image = state.image
+        self._state = state
+
+    def capture(self) -> tuple[ReplicaState, str]:
+        return self._state, "d" * 64
+
+
+def test_a_paused_query_is_checkpointed_in_a_format_older_nodes_refuse(tmp_path: Path) -> None:
+    """An older node reads format 1 and would restore a paused query as running: an image with
+    one is written as format 2; any other stays format 1, its payload unchanged."""
+    ddl = ["CREATE STREAM A (K INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');",
+           "CREATE STREAM B AS SELECT * FROM A;"]
+    formats = {}
+    for name, texts in (("running", ddl), ("paused", [*ddl, "PAUSE ALL;"]),
+                        ("resumed", [*ddl, "PAUSE ALL;", "RESUME ALL;"])):
+        _, image = validated_records(texts)
+        state = ReplicaState(image, {}, {})
+        store = CheckpointStore(tmp_path / name)
+        checkpointer = Checkpointer(store, INCARNATION, "node-1", CheckpointPolicy())
+        checkpointer.start()
+        checkpointer.stop(StoppedReplica(state))
+        written = parse(store.paths()[0].read_bytes(), INCARNATION)
+        formats[name] = written.header.format
+        assert written.state().image.fingerprint == image.fingerprint
+        if name != "paused":
+            assert b"true" not in zlib.decompress(written.payload), "format 1's payload"
+    assert formats == {"running": 1, "paused": 2, "resumed": 1}
+
+
+@pytest.mark.parametrize(("fmt", "reason"), [(1, None), (2, None), (3, "newer-format"),
+                                             (0, "corrupt"), (-1, "corrupt")])
+def test_only_the_formats_this_node_knows_are_read(fmt: int, reason: str | None) -> None:
+    data = checkpoint_at(1, fmt=fmt).to_bytes()
+    if reason is None:
+        assert parse(data, INCARNATION).header.format == fmt
+        return
+    with pytest.raises(CheckpointError) as refused:
+        parse(data, INCARNATION)
+    assert refused.value.reason == reason
 
 
 def test_an_undecodable_payload_is_corrupt() -> None:
