@@ -84,7 +84,9 @@ class Lookup:
     rows' windows in millis, as (index, operator, value)."""
 
     def admits(self, row: tuple[Any, ...]) -> bool:
-        return all(_COMPARE[operator](row[index], value)
+        """Whether ``row`` meets every bound; a NULL meets none, as no SQL comparison with
+        NULL is true."""
+        return all(row[index] is not None and _COMPARE[operator](row[index], value)
                    for index, operator, value in self.bounds)
 
 

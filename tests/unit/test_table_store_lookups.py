@@ -58,6 +58,19 @@ def test_range_scans_of_keys_bound_every_row() -> None:
     assert found is not None and found.keys is None
     assert found.bounds == ((0, "GT", 3), (0, "LTE", 10))
     assert [found.admits((i, "n", 0)) for i in (3, 4, 10, 11)] == [False, True, True, False]
+
+
+@pytest.mark.parametrize("query", ["SELECT * FROM T WHERE ID > 3;",
+                                   "SELECT * FROM T WHERE ID BETWEEN 1 AND 5;",
+                                   "SELECT * FROM S WHERE K <= 'm';",
+                                   "SELECT V FROM W WHERE A = 1 AND WINDOWEND > 0;"])
+def test_a_null_in_a_bounded_column_is_never_in_range(query: str) -> None:
+    """A table's row may hold NULL where a bound looks (a key column of a JSON key that has
+    none): no comparison with NULL is true in SQL, so the row is not in the range."""
+    found = lookup(query)
+    assert found is not None and found.bounds
+    width = 4 if "FROM W" in query else 3 if "FROM T" in query else 2
+    assert not found.admits((None,) * width)
     between = lookup("SELECT K FROM S WHERE K BETWEEN 'b' AND 'd';")
     assert between is not None and between.keys is None
     assert [between.admits((k, 1)) for k in ("a", "b", "c", "d", "da")] == [
