@@ -203,10 +203,11 @@ class Delta:
         query_id = (existing.query_id if command.replace and existing is not None
                     and existing.query_id else f"{command.query_kind}_{command.source.name}_{offset}")
         self.sources[command.source.name] = replace(command.source, query_id=query_id)
-        previous = self.queries.get(query_id)
+        previous = self.queries.get(query_id)  # replaced: its start and whether it is paused
         self.queries[query_id] = PersistentQuery(
             query_id, command.query_kind, command.source.name, command.query_sources,
-            command.query_sql, previous.offset if previous else offset, command.config)
+            command.query_sql, previous.offset if previous else offset, command.config,
+            previous.paused if previous else False)
 
 
 def apply(image: Image, record: CommandRecord, offset: int) -> Image:

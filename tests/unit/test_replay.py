@@ -220,3 +220,22 @@ def test_pause_and_resume_replay_into_the_image_and_its_checkpoint() -> None:
     assert unpaused.fingerprint != built.fingerprint
     restored = codec.decode(codec.encode(ReplicaState(built, {}, {}))).image
     assert restored.fingerprint == built.fingerprint and restored.queries["CSAS_B_1"].paused
+
+
+def test_a_replaced_paused_query_stays_paused() -> None:
+    """CREATE OR REPLACE changes a query's SQL, not whether it runs: a paused one stays paused
+    until RESUME."""
+    records, image = validated_records([
+        "CREATE STREAM A (K INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');",
+        "CREATE STREAM B AS SELECT * FROM A;", "PAUSE CSAS_B_1;",
+        "CREATE OR REPLACE STREAM B AS SELECT * FROM A WHERE V > 0;"])
+    assert len(records) == 4
+    [query] = image.queries.values()
+    assert (query.query_id, query.paused) == ("CSAS_B_1", True)
+    assert "V > 0" in query.sql
+    assert replay([r.encode()[1] for r in records]).queries["CSAS_B_1"].paused
+    _, resumed = validated_records([
+        "CREATE STREAM A (K INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');",
+        "CREATE STREAM B AS SELECT * FROM A;", "PAUSE CSAS_B_1;", "RESUME CSAS_B_1;",
+        "CREATE OR REPLACE STREAM B AS SELECT * FROM A WHERE V > 0;"])
+    assert not resumed.queries["CSAS_B_1"].paused
