@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer
 
 from integration.conftest import Cluster
@@ -38,6 +39,17 @@ def wait_owner(cluster: Cluster, ask: str, query_id: str, timeout: float,
             return str(owner)
         time.sleep(0.5)
     raise AssertionError(f"{query_id} not RUNNING on a new owner: {seen}")
+
+
+def wait_owned_by(cluster: Cluster, node: str, query_id: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    seen: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        seen = show_queries(cluster, node).get(query_id, {})
+        if seen.get("state") == "RUNNING" and seen.get("ownerNode") == node:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{query_id} not RUNNING on {node}: {seen}")
 
 
 def sink_records(bootstrap: str, topic: str, seconds: float = 600) -> list[tuple[int, str]]:
@@ -125,3 +137,113 @@ def test_killing_the_owner_mid_stream_moves_the_query_without_a_gap(
           f"(re-written by the new owner), {before} written before the kill")
     status = show_queries(cluster, survivor)[query_id]
     assert status["state"] == "RUNNING" and status["ownerNode"] == survivor
+
+
+WINDOW_BASE_MS = 1_700_000_000_000 // 3_600_000 * 3_600_000
+"""The start of an hour: every record of the windowed test falls in that one TUMBLING window."""
+
+
+def latest_by_key(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:
+    """A table's topic read to its end, read_committed: the latest value of each key."""
+    consumer = Consumer(KafkaSettings(bootstrap).config(
+        group_id=f"check-{uuid.uuid4().hex[:8]}", auto_offset_reset="earliest",
+        enable_auto_commit=False, isolation_level="read_committed"))
+    consumer.subscribe([topic])
+    latest: dict[bytes, bytes | None] = {}
+    idle = 0
+    try:
+        while idle < 6:
+            batch = consumer.consume(500, 0.5)
+            idle = 0 if batch else idle + 1
+            for message in batch:
+                if message.error() is None:
+                    latest[bytes(message.key() or b"")] = message.value()
+    finally:
+        consumer.close()
+    return latest
+
+
+@pytest.mark.timeout(900)
+def test_stateful_queries_resume_their_state_when_their_owner_is_killed(
+        cluster_factory: ClusterFactory) -> None:
+    """A windowed aggregation and a stream-stream join keep their state in the checkpoint: when
+    every node that runs them is SIGKILLed mid-stream, the survivor resumes them with it. The
+    window's final counts are exact (nothing counted twice, nothing lost), and the join's output,
+    deduplicated by its source-offset header, is exactly the pairs that match."""
+    cluster = cluster_factory()
+    cluster.up(3, "--spark-master", "local[1]", "--query-session-timeout-ms", "6000")
+    left, right = f"left-{uuid.uuid4().hex[:6]}", f"right-{uuid.uuid4().hex[:6]}"
+    counts, joined = f"counts-{uuid.uuid4().hex[:6]}", f"joined-{uuid.uuid4().hex[:6]}"
+    created = cluster.ksql("node-1", f"""
+        CREATE STREAM L (K INT KEY, ID INT, G INT)
+            WITH (KAFKA_TOPIC='{left}', VALUE_FORMAT='JSON', PARTITIONS=2);
+        CREATE STREAM R (K INT KEY, ID INT)
+            WITH (KAFKA_TOPIC='{right}', VALUE_FORMAT='JSON', PARTITIONS=2);
+        CREATE TABLE COUNTS WITH (KAFKA_TOPIC='{counts}', PARTITIONS=1) AS
+            SELECT G, COUNT(*) AS N FROM L WINDOW TUMBLING (SIZE 1 HOUR) GROUP BY G;
+        CREATE STREAM JOINED WITH (KAFKA_TOPIC='{joined}', PARTITIONS=1) AS
+            SELECT L.K AS K, L.ID AS ID, R.ID AS RID FROM L JOIN R WITHIN 1 HOUR ON L.K = R.K;
+        """)
+    assert created.status_code == 200, created.text
+    query_ids = [created.json()[i]["commandStatus"]["queryId"] for i in (2, 3)]
+    for query_id in query_ids:  # running, wherever the group placed it (it may move again
+        wait_owner(cluster, "node-1", query_id, 240)  # while the other nodes join the group)
+
+    total, groups, sent = 4000, 7, threading.Event()
+
+    def produce() -> None:
+        producer = Producer(KafkaSettings(cluster.bootstrap).config(linger_ms=5))
+        for i in range(total):
+            key = struct.pack(">i", i)
+            timestamp = WINDOW_BASE_MS + i * 500
+            producer.produce(left, key=key, value=json.dumps({"ID": i, "G": i % groups}),
+                             timestamp=timestamp)
+            producer.produce(right, key=key, value=json.dumps({"ID": i}),
+                             timestamp=timestamp + 250)
+            producer.poll(0)
+            time.sleep(0.025)
+        producer.flush(30)
+        sent.set()
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (
+            latest_by_key(cluster.bootstrap, counts) and sink_records(cluster.bootstrap, joined,
+                                                                     seconds=3)):
+        time.sleep(1)
+    assert latest_by_key(cluster.bootstrap, counts), "the aggregation writes before the kill"
+    assert sink_records(cluster.bootstrap, joined, seconds=3), "the join writes before the kill"
+    assert not sent.is_set(), "the owners die mid-stream"
+    owners = {wait_owner(cluster, "node-1", query_id, 60) for query_id in query_ids}
+    for owner in owners:
+        assert cluster.nodes.stop_node(owner, signal.SIGKILL)
+    survivor = next(f"node-{n}" for n in (1, 2, 3) if f"node-{n}" not in owners)
+    for query_id in query_ids:
+        wait_owned_by(cluster, survivor, query_id, 180)
+    writer.join(120)
+    assert sent.is_set()
+
+    expected_counts = Counter(i % groups for i in range(total))
+    deadline = time.monotonic() + 180
+    final: dict[int, int] = {}
+    pairs: list[tuple[int, str]] = []
+    while time.monotonic() < deadline:
+        final = {}
+        for key, value in latest_by_key(cluster.bootstrap, counts).items():
+            group, window_start = struct.unpack(">iq", key)
+            assert window_start == WINDOW_BASE_MS, "one window: the hour every record falls in"
+            final[group] = json.loads(value or b"null")["N"]
+        pairs = sink_records(cluster.bootstrap, joined)
+        if final == dict(expected_counts) and {i for i, _ in pairs} == set(range(total)):
+            break
+        time.sleep(3)
+    assert final == dict(expected_counts), "each group counted every record exactly once"
+    by_source: dict[str, set[int]] = {}
+    for i, coordinates in pairs:
+        by_source.setdefault(coordinates, set()).add(i)
+    assert all(len(ids) == 1 for ids in by_source.values()), "a source pair joins one way"
+    assert sorted(i for ids in by_source.values() for i in ids) == list(range(total)), (
+        "deduplicated by source offsets: every pair joined exactly once")
+    print(f"\nowners killed: {sorted(owners)}; join records {len(pairs)} for {total} pairs "
+          f"({len(pairs) - len(by_source)} re-written by the new owner)")
