@@ -10,12 +10,14 @@ timestamp the aggregation has seen up to and including a record, and ``close = s
 - a record counts in a window of its time only while ``window end > close``; else it is late
   and dropped for that window;
 - the window store's time is the newest start of a window a record was counted in; the store
-  keeps a window while ``start >= store time - retention`` (RETENTION, else size + grace);
+  keeps a window while ``start >= store time - retention`` (RETENTION, at least size + grace);
 - a window is written once, at the first record whose ``close`` reaches the window's end, with
   its value then (every record counted in it), unless the store no longer keeps it.
 
 A micro-batch writes the windows whose closing record it brings; the aggregation itself is the
-query's own SELECT over the records counted in them.
+query's own SELECT over the records counted in them. Stream time is counted per source partition
+(Kafka Streams counts it per partition of the aggregation's input, which a GROUP BY of other
+columns than the key repartitions).
 """
 
 from __future__ import annotations
@@ -25,15 +27,8 @@ from dataclasses import replace
 from sqlglot import exp
 
 from metastore.catalog.model import DataSource
-from metastore.queries.steps import (
-    SENTINEL,
-    SESSION,
-    TS,
-    WINDOW,
-    BatchStage,
-    Step,
-    stream_steps,
-)
+from metastore.queries.stages import aggregated_alias, records_seen, replayed_stream
+from metastore.queries.steps import SENTINEL, SESSION, TS, WINDOW, BatchStage, Step
 from metastore.spark.types import quote
 from metastore.sql.statements import WindowSpec
 
@@ -44,35 +39,23 @@ def final_window(window: WindowSpec) -> WindowSpec:
 
 
 def final_stage(source: DataSource, view: str, window: WindowSpec) -> BatchStage:
-    """The stage's input: the stream's records up to the micro-batch (read from its topic in
-    batch), one row per window of the record's time, those of the micro-batch marked as
-    sentinels. :func:`replay_final` narrows it to the windows the micro-batch closes."""
-    history = f"{view}_history"
-    micro_batch = f"{view}_batch"
-    history_steps = [replace(step, streaming=False, watermark_ms=None)
-                     for step in stream_steps(source, history, final_window(window))]
-    rows = (f"SELECT h.*, (e.__ms_first IS NOT NULL AND h.ROWOFFSET >= e.__ms_first) AS "
-            f"{SENTINEL} FROM {quote(history)} AS h LEFT JOIN (SELECT ROWPARTITION AS __ms_p, "
-            f"min(ROWOFFSET) AS __ms_first, max(ROWOFFSET) AS __ms_last FROM {quote(micro_batch)} "
-            "GROUP BY ROWPARTITION) AS e ON h.ROWPARTITION = e.__ms_p "
-            "WHERE e.__ms_last IS NULL OR h.ROWOFFSET <= e.__ms_last")
-    return BatchStage(source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
-                      steps=(*history_steps, Step(f"{view}_input", rows)))
+    """The stage's input: the stream's records up to the micro-batch, one row per window of the
+    record's time, those of the micro-batch marked as sentinels. :func:`replay_final` narrows
+    it to the windows the micro-batch closes."""
+    return replayed_stream(source, view, window)
 
 
 def replay_final(stage: BatchStage, aggregation: exp.Select, window: WindowSpec) -> BatchStage:
     """Narrow the stage's input (``<view>_input``, which ``aggregation`` reads) to the rows
     counted in the windows the micro-batch closes. Stream time counts only the records the
-    aggregation sees (its WHERE, and the rows it skips, applied)."""
+    aggregation sees (its joins, its WHERE and the rows it skips applied)."""
     *history, rows = stage.steps
     every = f"{rows.view}_all"
     final = final_window(window)
     grace = final.grace_ms or 0
     size = final.size_ms or 0
-    retention = final.retention_ms if final.retention_ms is not None else size + grace
-    source = aggregation.args.get("from_") or aggregation.args.get("from")
-    assert isinstance(source, exp.From)
-    alias = source.this.alias_or_name
+    retention = max(final.retention_ms or 0, size + grace)
+    alias = aggregated_alias(aggregation)
 
     def column(name: str) -> exp.Column:
         return exp.column(name, table=alias, quoted=True)
@@ -80,20 +63,14 @@ def replay_final(stage: BatchStage, aggregation: exp.Select, window: WindowSpec)
     def millis(value: exp.Expr) -> exp.Expr:
         return exp.Anonymous(this="unix_millis", expressions=[value])
 
+    def bound(which: str) -> exp.Expr:
+        return millis(exp.Dot(this=column(WINDOW), expression=exp.to_identifier(which)))
+
     items: list[exp.Expr] = [
         exp.alias_(column("ROWPARTITION"), "p"), exp.alias_(column("ROWOFFSET"), "o"),
-        exp.alias_(millis(column(TS)), "t"),
-        exp.alias_(millis(exp.Dot(this=column(WINDOW), expression=exp.to_identifier("start"))),
-                   "ws"),
-        exp.alias_(millis(exp.Dot(this=column(WINDOW), expression=exp.to_identifier("end"))),
-                   "we"),
-        exp.alias_(column(SENTINEL), "sen")]
-    counted = exp.Select(expressions=items)
-    counted.set("from_" if "from_" in aggregation.args else "from", source.copy())
-    where = aggregation.args.get("where")
-    if where is not None:
-        counted.set("where", where.copy())
-    seen = counted.sql(dialect="spark", identify=True).replace(quote(rows.view), quote(every))
+        exp.alias_(millis(column(TS)), "t"), exp.alias_(bound("start"), "ws"),
+        exp.alias_(bound("end"), "we"), exp.alias_(column(SENTINEL), "sen")]
+    seen = records_seen(aggregation, items, rows.view, every)
     timed = (f"SELECT *, we <= close AS late FROM (SELECT *, max(t) OVER (PARTITION BY p ORDER "
              f"BY o RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - {grace} AS close "
              f"FROM ({seen}))")
@@ -126,44 +103,35 @@ def replay_final(stage: BatchStage, aggregation: exp.Select, window: WindowSpec)
     return replace(stage, steps=steps)
 
 
-def close_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSpec
-                   ) -> BatchStage:
-    """EMIT FINAL of SESSION windows, on a stage whose ``<view>_input`` is each kept record with
+def close_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSpec,
+                   sessions_view: str) -> BatchStage:
+    """EMIT FINAL of SESSION windows, on a stage whose ``sessions_view`` is each kept record with
     its session as it stands after the micro-batch
     (:func:`metastore.queries.stages.replay_sessions`): narrow it to the sessions the
     micro-batch closes. Kafka Streams closes a session when stream time less the grace period
     and the gap passes its end (``close``): a micro-batch writes, per source partition, the
     sessions ending at or after the ``close`` before it (and at or after 0) and before the
-    ``close`` after it, each once, with its time its end."""
+    ``close`` after it, each once, with its time its end. Closing is judged per micro-batch: a
+    session closed and then extended within one micro-batch is written once, extended (Kafka
+    Streams writes it at its close, then again extended)."""
     gap = window.gap_ms or 0
     grace = window.grace_ms or 0
     steps = list(stage.steps)
-    position = next(i for i, step in enumerate(steps)
-                    if step.view.endswith("_input") and step.sql and SESSION in step.sql)
-    sessions = steps[position]
-    every = next(step.view for step in steps if step.view == f"{sessions.view}_all")
-    source = aggregation.args.get("from_") or aggregation.args.get("from")
-    assert isinstance(source, exp.From)
-    alias = source.this.alias_or_name
+    position = next(i for i, step in enumerate(steps) if step.view == sessions_view)
+    alias = aggregated_alias(aggregation)
     items: list[exp.Expr] = [
         exp.alias_(exp.column("ROWPARTITION", table=alias, quoted=True), "p"),
         exp.alias_(exp.Anonymous(this="unix_millis", expressions=[
             exp.column(TS, table=alias, quoted=True)]), "t"),
         exp.alias_(exp.column(SENTINEL, table=alias, quoted=True), "sen")]
-    seen_select = exp.Select(expressions=items)
-    seen_select.set("from_" if "from_" in aggregation.args else "from", source.copy())
-    where = aggregation.args.get("where")
-    if where is not None:
-        seen_select.set("where", where.copy())
-    seen = seen_select.sql(dialect="spark", identify=True).replace(quote(sessions.view),
-                                                                  quote(every))
+    seen = records_seen(aggregation, items, sessions_view, f"{sessions_view}_all")
     closes = (f"SELECT p, greatest(0, coalesce(max(IF(sen, NULL, t)) - {grace + gap}, 0)) AS "
               f"before, max(t) - {grace + gap} AS after FROM ({seen}) GROUP BY p")
-    renamed = f"{sessions.view}_sessions"
+    renamed = f"{sessions_view}_sessions"
     end = f"unix_millis(h.{quote(SESSION)}.`end`)"
     narrowed = (f"SELECT h.* FROM {quote(renamed)} AS h JOIN {quote(stage.view + '_closes')} "
                 f"AS c ON h.ROWPARTITION = c.p WHERE {end} >= c.before AND {end} < c.after")
-    steps[position:position + 1] = [replace(sessions, view=renamed),
+    steps[position:position + 1] = [replace(steps[position], view=renamed),
                                     Step(stage.view + "_closes", closes),
-                                    Step(sessions.view, narrowed)]
+                                    Step(sessions_view, narrowed)]
     return replace(stage, steps=tuple(steps))

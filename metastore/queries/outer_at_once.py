@@ -1,15 +1,17 @@
-"""An outer stream-stream join without GRACE PERIOD, as ksqlDB runs it (Kafka Streams' join
-without a grace, deprecated but still ksqlDB's default): a record that finds no match when it is
-processed is written at once, padded with NULLs, and each pair is written when its second record
-arrives, so a record matched later is written twice (unmatched, then joined).
+"""An outer stream-stream join without GRACE PERIOD (a query's first join, any other joining a
+table), as ksqlDB runs it (Kafka Streams' join without a grace, deprecated but still ksqlDB's
+default): a record that finds no match when it is processed is written at once, padded with
+NULLs, and each pair is written when its second record arrives, so a record matched later is
+written twice (unmatched, then joined).
 
-In Spark: the query's SELECT three times, as one streaming UNION ALL: over the INNER join (the
-pairs, a Spark stream-stream join), and for each outer side over that stream joined with the
-other stream's records read in batch (re-read at every micro-batch), keeping the records no
-earlier record of the other stream matches. "Earlier" is by time, a record of the other stream at
-the same time counting as earlier: Kafka Streams processes records in the order they come, which
-is time order when the streams' records come in time order; between records of one time, which
-came first is not in the records.
+In Spark: the query's SELECT as one streaming UNION ALL: over the INNER join (the pairs, a Spark
+stream-stream join), and for each outer side (one, or both of a FULL join) over that stream
+joined with the other stream's records read in batch (re-read at every micro-batch), keeping the
+records no earlier record of the other stream matches. "Earlier" is by time, a record of the
+other stream at the same time counting as earlier: Kafka Streams processes records in the order
+they come, which is time order when the streams' records come in time order; between records of
+one time, which came first is not in the records. Within one micro-batch the unmatched records
+are written before the pairs.
 """
 
 from __future__ import annotations
@@ -34,14 +36,16 @@ class AtOnceJoin:
 
 
 def at_once_join(analysis: Analysis, windows: dict[int, JoinWindow]) -> AtOnceJoin | None:
-    """The query's join when it is a single outer stream-stream join without GRACE PERIOD."""
-    if len(analysis.joins) != 1 or analysis.aggregate or 1 not in windows:
+    """The query's first join when it is an outer stream-stream join without GRACE PERIOD and
+    every other join is with a table (joined to each branch's rows alike)."""
+    if not analysis.joins or analysis.aggregate or set(windows) != {1}:
         return None
     join = analysis.joins[0]
     side = (join.side or "").upper()
     if side not in ("LEFT", "RIGHT", "FULL") or windows[1].grace_ms is not None:
         return None
-    if join.right.source.kind is not SourceKind.STREAM:
+    if join.right.source.kind is not SourceKind.STREAM or any(
+            later.right.source.kind is not SourceKind.TABLE for later in analysis.joins[1:]):
         return None
     return AtOnceJoin(analysis.reads[0].alias, analysis.reads[1].alias, side)
 

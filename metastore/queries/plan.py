@@ -117,6 +117,8 @@ def compile_push(query_id: str, analysis: Analysis, config: dict[str, object]) -
     if window is not None and window.kind == "SESSION":
         raise UnsupportedByRuntimeError(explain("SESSION windows are not supported in push "
                                                 "queries"))
+    if analysis.query.emit_final:  # its stage replays the stream from its first record
+        raise UnsupportedByRuntimeError(explain("EMIT FINAL is not supported in push queries"))
     result = DataSource(name=query_id, kind=analysis.kind, columns=analysis.columns, topic="",
                         key_format="JSON", value_format="JSON", partitions=None, statement="")
     problem = runtime_problem(analysis, result)
@@ -304,9 +306,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if batch is not None and final is not None:
         batch = replay_final(batch, select, final)
     if batch is not None and session is not None:
+        sessions_view = batch.steps[-2].view  # what the aggregation reads
         batch = replay_sessions(batch, select, session)
         if analysis.query.emit_final:
-            batch = close_sessions(batch, select, session)
+            batch = close_sessions(batch, select, session, sessions_view)
         else:
             batch, inner = session_changes(batch, inner, select, sink)
     typed = [f"CAST({quote(c.name)} AS {spark_type(c.type)}) AS {quote(c.name)}"

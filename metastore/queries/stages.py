@@ -76,25 +76,55 @@ def changelog_stage(source: DataSource, view: str) -> BatchStage:
                Step(f"{view}_previous", previous), Step(f"{view}_input", rows)))
 
 
+def replayed_stream(source: DataSource, view: str, window: WindowSpec | None) -> BatchStage:
+    """A stage whose input (``<view>_input``) is the stream's records up to the micro-batch
+    (its topic read in batch; with ``window``, a row per window of each record's time), those
+    the micro-batch brings marked as sentinels: what a stage that replays the stream in offset
+    order starts from."""
+    history = f"{view}_history"
+    micro_batch = f"{view}_batch"
+    history_steps = [replace(step, streaming=False, watermark_ms=None)
+                     for step in stream_steps(source, history, window)]
+    rows = (f"SELECT h.*, (e.__ms_first IS NOT NULL AND h.ROWOFFSET >= e.__ms_first) AS "
+            f"{SENTINEL} FROM {quote(history)} AS h LEFT JOIN (SELECT ROWPARTITION AS __ms_p, "
+            f"min(ROWOFFSET) AS __ms_first, max(ROWOFFSET) AS __ms_last FROM {quote(micro_batch)} "
+            "GROUP BY ROWPARTITION) AS e ON h.ROWPARTITION = e.__ms_p "
+            "WHERE e.__ms_last IS NULL OR h.ROWOFFSET <= e.__ms_last")
+    return BatchStage(source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
+                      steps=(*history_steps, Step(f"{view}_input", rows)))
+
+
+def records_seen(aggregation: exp.Select, items: list[exp.Expr], reads: str, instead: str
+                 ) -> str:
+    """``items`` of the rows ``aggregation`` aggregates (its FROM, JOINs and WHERE, so the rows
+    its skipped rows and filter leave), read from view ``instead`` where it reads ``reads``."""
+    seen = exp.Select(expressions=items)
+    key = "from_" if "from_" in aggregation.args else "from"
+    seen.set(key, aggregation.args[key].copy())
+    for join in aggregation.args.get("joins") or []:
+        seen.append("joins", join.copy())
+    where = aggregation.args.get("where")
+    if where is not None:
+        seen.set("where", where.copy())
+    return seen.sql(dialect="spark", identify=True).replace(quote(reads), quote(instead))
+
+
+def aggregated_alias(aggregation: exp.Select) -> str:
+    """The alias of the stream an aggregation reads (its FROM)."""
+    source = aggregation.args.get("from_") or aggregation.args.get("from")
+    assert isinstance(source, exp.From)
+    return str(source.this.alias_or_name)
+
+
 def session_stage(source: DataSource, view: str) -> BatchStage:
     """SESSION windows, whose sessions merge when an event bridges them: each micro-batch
     re-aggregates the stream's records up to it (read from its topic, in batch) into sessions,
     once with the micro-batch's records (marked as sentinels) and once without; see
     :func:`replay_sessions` for how records find their sessions and
     :func:`session_changes` for what is written."""
-    history = f"{view}_history"
-    micro_batch = f"{view}_batch"
-    history_steps = [replace(step, streaming=False, watermark_ms=None)
-                     for step in stream_steps(source, history, None)]
-    rows = (f"SELECT h.*, (e.__ms_first IS NOT NULL AND h.ROWOFFSET >= e.__ms_first) AS "
-            f"{SENTINEL} FROM {quote(history)} AS h LEFT JOIN (SELECT ROWPARTITION AS __ms_p, "
-            f"min(ROWOFFSET) AS __ms_first, max(ROWOFFSET) AS __ms_last FROM {quote(micro_batch)} "
-            "GROUP BY ROWPARTITION) AS e ON h.ROWPARTITION = e.__ms_p "
-            "WHERE e.__ms_last IS NULL OR h.ROWOFFSET <= e.__ms_last")
+    stage = replayed_stream(source, view, None)
     earlier = f"SELECT * FROM {quote(view + '_input')} WHERE NOT {SENTINEL}"
-    return BatchStage(
-        source_sql=f"SELECT * FROM {quote(view)}", view=micro_batch,
-        steps=(*history_steps, Step(f"{view}_input", rows), Step(f"{view}_earlier", earlier)))
+    return replace(stage, steps=(*stage.steps, Step(f"{view}_earlier", earlier)))
 
 
 DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
@@ -123,21 +153,13 @@ def replay_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSp
     group = aggregation.args.get("group")
     keys = [e for e in (group.expressions if group is not None else [])
             if not (isinstance(e, exp.Column) and e.name == SESSION)]
-    source = aggregation.args.get("from_") or aggregation.args.get("from")
-    assert isinstance(source, exp.From)
-    alias = source.this.alias_or_name
+    alias = aggregated_alias(aggregation)
     items: list[exp.Expr] = [exp.alias_(key.copy(), f"__ms_g{i}", quoted=True)
                              for i, key in enumerate(keys)]
     for column, name in (("ROWPARTITION", "p"), ("ROWOFFSET", "o")):
         items.append(exp.alias_(exp.column(column, table=alias, quoted=True), name))
     items.append(exp.alias_(exp.Anonymous(this="unix_millis", expressions=[
         exp.column(TS, table=alias, quoted=True)]), "t"))
-    inputs = exp.Select(expressions=items)
-    inputs.set("from_" if "from_" in aggregation.args else "from", source.copy())
-    where = aggregation.args.get("where")
-    if where is not None:
-        inputs.set("where", where.copy())
-    seen = inputs.sql(dialect="spark", identify=True)
     reaches = f"x.e >= r.t - {gap} AND x.s <= r.t + {gap} AND x.e > r.st - {retention}"
     hit = f"filter(a.s, x -> {reaches})"
     first = f"least(r.t, array_min(transform({hit}, x -> x.s)))"
@@ -152,7 +174,7 @@ def replay_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSp
     group_keys = ", ".join(f"__ms_g{i}" for i in range(len(keys))) or "true"
 
     def assignment(read: str) -> str:
-        records = seen.replace(quote(rows.view), quote(read))
+        records = records_seen(aggregation, items, rows.view, read)
         timed = ("SELECT *, max(t) OVER (PARTITION BY p ORDER BY o ROWS BETWEEN UNBOUNDED "
                  f"PRECEDING AND CURRENT ROW) AS st FROM ({records})")
         replayed = (f"SELECT __ms_records, {replay} AS __ms_state FROM (SELECT array_sort("

@@ -45,7 +45,7 @@ class CaseRecord:
 class DeclaredTopic:
     name: str
     partitions: int | None = None
-    """As the test declares it; None when it does not say (ksqlDB's driver then makes 4)."""
+    """As the test declares it; None when it does not say (ksqlDB's driver then makes 1)."""
 
 
 @dataclass(frozen=True)

@@ -79,17 +79,17 @@ class CaseResult:
 
 
 DRIVER_PARTITIONS = 4
-"""The partitions ksqlDB's test driver gives a topic the test does not size (its
-``Topic.DEFAULT_PARTITIONS``): the count validation sees, so co-partitioning rules judge a test
-as ksqlDB does. The topic itself is created with one partition (:func:`physical_partitions`)."""
+"""The partitions ksqlDB's test driver gives a topic it infers from a CREATE statement (its
+``Topic.DEFAULT_PARTITIONS``; a topic the test declares without a count has 1): the count
+validation sees, so co-partitioning rules judge a test as ksqlDB does. The topic itself is
+created with one partition unless sized (:func:`physical_partitions`)."""
 
 
 class PreexistingTopics:
     """The topics that exist before a test's statements run, as ksqlDB's test driver makes them."""
 
     def __init__(self, test: QueryTest, statements: Iterable[st.Statement]) -> None:
-        self._existing = {topic.name: topic.partitions or DRIVER_PARTITIONS
-                          for topic in test.topics}
+        self._existing = {topic.name: topic.partitions or 1 for topic in test.topics}
         for statement in statements:
             if isinstance(statement, st.CreateSource):
                 topic = str(statement.properties.get("KAFKA_TOPIC", statement.name))

@@ -77,6 +77,25 @@ OUTPUTS = [
     {"topic": "OUTPUT", "key": 1, "value": {"NAME": "C", "DOUBLED": 4.0}, "timestamp": 1000},
 ]
 
+FINAL_OVER_JOIN = {  # the stream time EMIT FINAL replays counts only the joined, filtered rows
+    "name": "final over a join", "statements": [
+        "CREATE TABLE T (ID STRING PRIMARY KEY, R STRING) WITH (KAFKA_TOPIC='t', "
+        "VALUE_FORMAT='JSON');",
+        "CREATE STREAM S (ID STRING KEY, V INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');",
+        "CREATE TABLE OUTPUT AS SELECT T.R AS R, COUNT(*) AS N FROM S JOIN T ON S.ID = T.ID "
+        "WINDOW TUMBLING (SIZE 10 MILLISECONDS, GRACE PERIOD 0 MILLISECONDS) WHERE S.V > 0 "
+        "GROUP BY T.R EMIT FINAL;"],
+    "inputs": [
+        {"topic": "t", "key": "a", "value": {"R": "x"}, "timestamp": 0},
+        {"topic": "s", "key": "a", "value": {"V": 1}, "timestamp": 1},
+        {"topic": "s", "key": "a", "value": {"V": 0}, "timestamp": 2},
+        {"topic": "s", "key": "a", "value": {"V": 5}, "timestamp": 3},
+        {"topic": "s", "key": "b", "value": {"V": 5}, "timestamp": 12},  # no T row
+        {"topic": "s", "key": "a", "value": {"V": 5}, "timestamp": 13}],  # closes [0, 10)
+    "outputs": [{"topic": "OUTPUT", "key": "x", "value": {"N": 2}, "timestamp": 3,
+                 "window": {"start": 0, "end": 10, "type": "time"}}],
+}
+
 
 def invoke(bootstrap: str, *args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(app, ["test", *args, "--bootstrap-servers", bootstrap, "--json"])
@@ -110,6 +129,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
              {"topic": "COUNTS", "key": 1, "value": {"N": 1, "TOTAL": 0.5}, "timestamp": 0},
              {"topic": "COUNTS", "key": 2, "value": {"N": 1, "TOTAL": 1.5}, "timestamp": 0},
              {"topic": "COUNTS", "key": 1, "value": {"N": 2, "TOTAL": 2.5}, "timestamp": 1000}]},
+        FINAL_OVER_JOIN,
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
@@ -124,11 +144,12 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["refused"]["status"] == "refused"
     assert "NOPE" in by_name["refused"]["reason"]
     assert by_name["table"]["status"] == "passed", by_name["table"]
+    assert by_name["final over a join"]["status"] == "passed", by_name["final over a join"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 4 + len(DEV_SLICE)
-    assert report["passed"] == 2 + len(DEV_SLICE)
+    assert report["total"] == 5 + len(DEV_SLICE)
+    assert report["passed"] == 3 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
