@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,13 @@ from metastore.log.exceptions import CatchUpTimeoutError
 from metastore.log.reader import LogReplica, NodeState, Resume
 from metastore.log.replay import collector_paused
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
-from metastore.log.writer import CommandWriter, KafkaTopicFacts, WriterOptions
+from metastore.log.writer import (
+    CommandWriter,
+    KafkaTopicFacts,
+    ReadAnswer,
+    WriterOptions,
+    catalog_answer,
+)
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.statements import (
     Describe,
@@ -151,7 +158,7 @@ class Node:
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer, limits=self.config.limits,
-                                    faults=self.config.faults, answer_read=self._answer_in_write)
+                                    faults=self.config.faults, answer_read=self._read_answerer())
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:
@@ -370,6 +377,20 @@ class Node:
             topics = self.topic_listings(statement.show_all, statement.extended)
         return responses.read_entity(statement, image, topics, status, config,
                                      self.server_properties())
+
+    def _read_answerer(self) -> ReadAnswer:
+        """:meth:`_answer_in_write` for the writer, holding the node weakly: a node the writer
+        kept alive would keep its Kafka clients (closed when it is collected) polling after it
+        stopped."""
+        method = weakref.WeakMethod(self._answer_in_write)
+
+        def answer(outcome: Read, image: Image, config: ConfigOverrides) -> Entity:
+            bound = method()
+            if bound is None:
+                return catalog_answer(outcome, image, config)
+            return bound(outcome, image, config)
+
+        return answer
 
     def _answer_in_write(self, outcome: Read, image: Image, config: ConfigOverrides) -> Entity:
         """A read in a request that writes (the writer validates it): answered as alone."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -43,12 +44,34 @@ class SecuredKafka:
     def broker_log(self) -> Path:
         return self.cluster.node_dir(1) / "broker.log"
 
-    def denials_since(self, offset: int) -> list[str]:
-        """The authorizer's "Denied" lines logged after byte ``offset`` of the broker log."""
+    def log_mark(self) -> LogMark:
+        """Where the broker log ends now, and the time."""
+        return LogMark(self.broker_log.stat().st_size, datetime.now())
+
+    def denials_since(self, mark: LogMark) -> list[str]:
+        """The authorizer's "Denied" lines logged since ``mark``: past its byte offset and
+        stamped at or after its time (the logger writes behind, so an earlier test's lines can
+        land past the offset)."""
         with self.broker_log.open("rb") as log:
-            log.seek(offset)
+            log.seek(mark.offset)
             text = log.read().decode(errors="replace")
-        return [line for line in text.splitlines() if " is Denied operation " in line]
+        return [line for line in text.splitlines()
+                if " is Denied operation " in line and _stamped(line, mark.at)]
+
+
+@dataclass(frozen=True)
+class LogMark:
+    offset: int
+    at: datetime
+
+
+def _stamped(line: str, since: datetime) -> bool:
+    """Whether a log4j line (``[2026-11-25 15:45:58,528] ...``) was logged at or after
+    ``since``; a line without that stamp counts."""
+    try:
+        return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f") >= since
+    except ValueError:
+        return True
 
 
 @pytest.fixture(scope="module")

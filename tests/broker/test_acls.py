@@ -154,7 +154,7 @@ def test_nodes_work_with_only_the_documented_acls(
         heartbeats: Callable[[Node], Membership]) -> None:
     kafka, admin = service.kafka, admin_of(service.kafka)
     command_topic = f"_metastore-{service.service_id}-command-log"
-    log_offset = kafka.broker_log.stat().st_size
+    log_mark = kafka.log_mark()
     assert admin.describe(command_topic) is None
 
     first = secured_node("node-1")
@@ -186,7 +186,7 @@ def test_nodes_work_with_only_the_documented_acls(
     third = secured_node("node-3")
     assert (third.status()["startup"]["resumedFrom"] or "").startswith("snapshot")
     assert third.replica.image.fingerprint == second.replica.image.fingerprint
-    denied = [line for line in kafka.denials_since(log_offset) if kafka.node_user.name in line]
+    denied = [line for line in kafka.denials_since(log_mark) if kafka.node_user.name in line]
     assert denied == [], "\n".join(denied)
 
 
@@ -245,7 +245,7 @@ def test_a_node_without_describe_configs_fails_to_start_at_once(
 def test_a_server_logs_in_with_the_settings_of_its_config_file(service: Service,
                                                                  tmp_path: Path) -> None:
     kafka = service.kafka
-    log_offset = kafka.broker_log.stat().st_size
+    log_mark = kafka.log_mark()
     config = tmp_path / "node.toml"
     config.write_text("[kafka]\n" + "".join(
         f'"{key}" = "{value}"\n' for key, value in kafka.node_user.client_config().items()))
@@ -260,7 +260,7 @@ def test_a_server_logs_in_with_the_settings_of_its_config_file(service: Service,
         assert wait_until(lambda: heartbeat_seen(server.url)), "no heartbeat of node-1"
     finally:
         assert server.stop() == 0, server.output()
-    denied = [line for line in kafka.denials_since(log_offset) if kafka.node_user.name in line]
+    denied = [line for line in kafka.denials_since(log_mark) if kafka.node_user.name in line]
     assert denied == [], "\n".join(denied)
 
 
