@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 from integration.conftest import Cluster
 from metastore.kafka.settings import KafkaSettings
@@ -145,22 +145,39 @@ WINDOW_BASE_MS = 1_700_000_000_000 // 3_600_000 * 3_600_000
 
 def latest_by_key(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:
     """A table's topic read to its end, read_committed: the latest value of each key."""
-    consumer = Consumer(KafkaSettings(bootstrap).config(
-        group_id=f"check-{uuid.uuid4().hex[:8]}", auto_offset_reset="earliest",
-        enable_auto_commit=False, isolation_level="read_committed"))
-    consumer.subscribe([topic])
     latest: dict[bytes, bytes | None] = {}
-    idle = 0
+    for message in read_to_end(bootstrap, topic):
+        latest[bytes(message.key() or b"")] = message.value()
+    return latest
+
+
+def read_to_end(bootstrap: str, topic: str, timeout: float = 60) -> list[Message]:
+    """Every record of ``topic`` up to its end offsets now, read_committed, from assigned
+    partitions (no consumer group to join, whatever the load)."""
+    consumer = Consumer(KafkaSettings(bootstrap).config(
+        group_id=f"check-{uuid.uuid4().hex[:8]}", enable_auto_commit=False,
+        isolation_level="read_committed"))
+    out: list[Message] = []
     try:
-        while idle < 6:
-            batch = consumer.consume(500, 0.5)
-            idle = 0 if batch else idle + 1
-            for message in batch:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in partitions}
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(500, 0.5):
                 if message.error() is None:
-                    latest[bytes(message.key() or b"")] = message.value()
+                    out.append(message)
+                    if message.offset() >= ends[message.partition()] - 1:
+                        pending.discard(message.partition())
+            for position in consumer.position([TopicPartition(topic, p) for p in pending]):
+                if position.offset >= ends[position.partition]:
+                    pending.discard(position.partition)
+        assert not pending, f"{topic}: partitions {sorted(pending)} not read to their end"
     finally:
         consumer.close()
-    return latest
+    return out
 
 
 @pytest.mark.timeout(900)
@@ -234,7 +251,9 @@ def test_stateful_queries_resume_their_state_when_their_owner_is_killed(
             group, window_start = struct.unpack(">iq", key)
             assert window_start == WINDOW_BASE_MS, "one window: the hour every record falls in"
             final[group] = json.loads(value or b"null")["N"]
-        pairs = sink_records(cluster.bootstrap, joined)
+        pairs = [(json.loads(m.value() or b"null")["ID"],
+                  dict(m.headers() or [])["metastore.source"].decode())
+                 for m in read_to_end(cluster.bootstrap, joined)]
         if final == dict(expected_counts) and {i for i, _ in pairs} == set(range(total)):
             break
         time.sleep(3)
