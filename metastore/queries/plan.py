@@ -10,18 +10,23 @@ query's own Spark session, and the final SELECT whose rows are the sink's Kafka 
    ``ROWPARTITION``, ``ROWOFFSET``, the event time (the ``TIMESTAMP`` column or the record's
    timestamp) and, for a windowed query, the ``window()`` each record falls into (for a
    windowed source, the window of its key); a table's changelog drops records without a key;
-2. every table in a stream-table join is a *batch* Kafka read decoded to its latest row per key,
-   which Spark re-plans, so re-reads up to the newest committed offset, at every micro-batch
-   (a stream-static join);
+2. every table in a stream-table join is a *batch* Kafka read of every version of its rows
+   (each valid from its time until its key's next version), which Spark re-plans, so re-reads up
+   to the newest committed offset, at every micro-batch (a stream-static join); a stream record
+   joins the version valid at its time;
 3. the ksqlDB SELECT, transpiled with sqlglot to Spark SQL over those views, each output column
-   cast to the sink column's type;
+   cast to the sink column's type; a stream-stream join bounded by its WITHIN and watermarked by
+   its GRACE PERIOD, or, an outer one without GRACE PERIOD, the UNION ALL of
+   :mod:`metastore.queries.outer_at_once`;
 4. the sink encoding of :mod:`metastore.queries.encoding`.
 
 Aggregations run in Spark's ``update`` output mode: each micro-batch writes the new value of
 every key (and window) it changed, an upsert keyed by the GROUP BY key. What one streaming
-SELECT cannot express, aggregating a table's changelog (an update takes a row out of its old
-group) and SESSION windows (sessions merge), is a :class:`BatchStage`: batch SQL that runs per
-micro-batch over its rows and the source topic read in batch, written with ``foreachBatch``.
+SELECT cannot express is a :class:`BatchStage`: batch SQL that runs per micro-batch over its
+rows and the source topics read in batch up to it, written with ``foreachBatch``: aggregating a
+table's changelog (an update takes a row out of its old group), joining tables
+(:mod:`metastore.queries.stages`), SESSION windows (sessions merge) and EMIT FINAL
+(:mod:`metastore.queries.final_windows`).
 """
 
 from __future__ import annotations
