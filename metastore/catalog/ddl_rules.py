@@ -343,11 +343,31 @@ def check_cleanup_policy(properties: Mapping[str, st.PropertyValue]) -> None:
             "\nUsers can't set the CLEANUP_POLICY config manually.")
 
 
-def check_retention(kind: st.SourceKind, properties: Mapping[str, st.PropertyValue]) -> None:
-    """A table's topic is compacted: it takes no RETENTION_MS."""
-    if kind is st.SourceKind.TABLE and "RETENTION_MS" in properties:
+def check_retention(kind: st.SourceKind, properties: Mapping[str, st.PropertyValue],
+                    windowed: bool = False) -> None:
+    """A table's topic is compacted: it takes no RETENTION_MS, unless the table is windowed."""
+    if kind is st.SourceKind.TABLE and not windowed and "RETENTION_MS" in properties:
         raise PropertyError("Invalid config variable in the WITH clause: RETENTION_MS. "
                             "Non-windowed tables do not support retention.")
+
+
+def topic_config(kind: st.SourceKind, properties: Mapping[str, st.PropertyValue],
+                 window_retention_ms: int | None = None, windowed: bool = False
+                 ) -> dict[str, str]:
+    """The configuration a source's new topic is created with, as ksqlDB's TopicCreateInjector
+    gives it: a stream's topic deletes old segments (``retention.ms`` from RETENTION_MS, else the
+    broker's default); a table's is compacted, so it keeps each key's newest row; a windowed
+    table's is compacted and deletes windows older than the larger of RETENTION_MS and the
+    window's RETENTION."""
+    if kind is st.SourceKind.TABLE and not windowed:
+        return {"cleanup.policy": "compact"}
+    config = {"cleanup.policy": "delete" if kind is st.SourceKind.STREAM else "compact,delete"}
+    given = with_clause_value(properties, "RETENTION_MS")
+    retentions = [value for value in (int(given) if given and given.lstrip("-").isdigit()
+                                      else None, window_retention_ms) if value is not None]
+    if retentions:
+        config["retention.ms"] = str(max(retentions))
+    return config
 
 
 # -- stage 3: the schema -------------------------------------------------------------------------

@@ -103,9 +103,13 @@ class RuntimeCheck(Protocol):
 
 @dataclass(frozen=True)
 class TopicSpec:
+    """A topic a statement creates: its name, partitions, replicas (None: the broker's
+    default) and configuration (``cleanup.policy``, ``retention.ms``)."""
+
     name: str
     partitions: int
     replicas: int | None
+    config: tuple[tuple[str, str], ...] = ()
 
 
 class RecordEncoder(Protocol):
@@ -312,7 +316,9 @@ class Validator:
         key_format, value_format = self._source_formats(statement)
         window = _window_properties(properties)
         ddl_rules.check_cleanup_policy(properties)  # TopicCreateInjector
-        partitions, topics_to_create = self._ensure_topic(topic, properties)
+        partitions, topics_to_create = self._ensure_topic(
+            topic, properties, config=ddl_rules.topic_config(kind, properties,
+                                                             windowed=window is not None))
         ddl_rules.check_retention(kind, properties)
         # 3. the schema (SchemaRegisterInjector)
         columns.sort(key=lambda column: not column.is_key)  # key columns first, as ksqlDB does
@@ -419,8 +425,10 @@ class Validator:
         return columns
 
     def _ensure_topic(self, topic: str, properties: Mapping[str, st.PropertyValue],
-                      create_with: int | None = None) -> tuple[int | None, tuple[TopicSpec, ...]]:
-        """The topic's partitions, and the topic to create: PARTITIONS, else ``create_with``."""
+                      create_with: int | None = None, config: Mapping[str, str] | None = None
+                      ) -> tuple[int | None, tuple[TopicSpec, ...]]:
+        """The topic's partitions, and the topic to create: PARTITIONS, else ``create_with``,
+        with ``config``."""
         requested = _positive_int(properties, "PARTITIONS")
         replicas = _positive_int(properties, "REPLICAS")
         self._check_replicas(replicas)
@@ -444,7 +452,8 @@ class Validator:
             raise TopicError(f"Invalid PARTITIONS value: {partitions}. A statement may create "
                              f"a topic of at most {self._limits.max_partitions_per_topic} "
                              "partitions.", topic)
-        return partitions, (TopicSpec(topic, partitions, replicas),)
+        return partitions, (TopicSpec(topic, partitions, replicas,
+                                      tuple(sorted((config or {}).items()))),)
 
     def _check_replicas(self, replicas: int | None) -> None:
         if replicas is None:
@@ -494,8 +503,13 @@ class Validator:
         _check_formats(columns, key_format, value_format, properties)
         topic = str(properties.get("KAFKA_TOPIC", name))
         topics.check_writable(topic)
+        window = analysis.query.window
+        ddl_rules.check_retention(kind, properties, windowed=window is not None)
+        config = ddl_rules.topic_config(kind, properties, window_retention_ms=(
+            window.retention_ms if window is not None else None), windowed=window is not None)
         partitions, created = self._ensure_topic(topic, properties,
-                                                 create_with=first.partitions or 1)
+                                                 create_with=first.partitions or 1,
+                                                 config=config)
         if existing is not None and existing.is_source:  # ksqlDB's EngineExecutor.execute
             raise QueryError(f"Cannot insert into read-only {existing.kind.label}: {name}", name)
         source = DataSource(

@@ -43,7 +43,15 @@ from metastore.catalog.exceptions import RequestIdReusedError, StatementError, T
 from metastore.catalog.image import Image
 from metastore.catalog.model import RequestOutcome
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
-from metastore.catalog.validation import Outcome, Read, Skip, TopicFacts, Validator, Write
+from metastore.catalog.validation import (
+    Outcome,
+    Read,
+    Skip,
+    TopicFacts,
+    TopicSpec,
+    Validator,
+    Write,
+)
 from metastore.exceptions import MetastoreError
 from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.admin import Admin
@@ -343,7 +351,7 @@ class CommandWriter:
                        for write in writes]
             for write in writes:
                 for topic in write.topics_to_create:
-                    if self._create_topic(topic.name, topic.partitions, topic.replicas, deadline):
+                    if self._create_topic(topic, deadline):
                         request.created.add(topic.name)
             for key, value in records:
                 producer.produce(self._topic, key, value)
@@ -387,16 +395,16 @@ class CommandWriter:
                                 f" Split the statement or the request.")
         return key, value
 
-    def _create_topic(self, name: str, partitions: int, replicas: int | None,
-                      deadline: float) -> bool:
+    def _create_topic(self, topic: TopicSpec, deadline: float) -> bool:
         """Create a topic a statement needs; whether this call created it."""
         try:
-            return self._admin.create(name, partitions, replicas,
+            return self._admin.create(topic.name, topic.partitions, topic.replicas,
+                                      config=dict(topic.config),
                                       timeout=_left(deadline, floor=1.0))
         except KafkaTopicError as error:
             if error.retriable:
                 raise
-            raise TopicError(error.message, name) from error
+            raise TopicError(error.message, topic.name) from error
 
     def _is_settled(self, patience: float) -> bool:
         """No transaction is open on the log and the replica has applied all of it."""

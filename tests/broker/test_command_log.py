@@ -68,6 +68,25 @@ def test_statement_is_written_applied_and_answered(node_factory: NodeFactory) ->
     assert source is not None and source.topic == topic
     assert node.replica.position > entity["commandSequenceNumber"]
     assert node.admin.describe(topic) is not None, "PARTITIONS creates the topic"
+    assert node.admin.topic_config(topic)["cleanup.policy"] == "delete"
+
+
+def test_a_tables_new_topic_is_compacted(node_factory: NodeFactory) -> None:
+    """ksqlDB creates a table's topic compacted, so it holds each key's newest row, and a
+    windowed table's compacted and deleting windows past its retention."""
+    node = node_factory()
+    topic, windowed = unique("users"), unique("counts")
+    node.execute(f"CREATE TABLE USERS (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC="
+                 f"'{topic}', VALUE_FORMAT='JSON', PARTITIONS=1);"
+                 f"CREATE STREAM CLICKS (ID INT KEY, URL STRING) WITH (KAFKA_TOPIC="
+                 f"'{unique('clicks')}', VALUE_FORMAT='JSON', PARTITIONS=1);"
+                 f"CREATE TABLE COUNTS WITH (KAFKA_TOPIC='{windowed}') AS SELECT URL, COUNT(*) "
+                 "AS N FROM CLICKS WINDOW TUMBLING (SIZE 1 MINUTE, RETENTION 2 HOURS) "
+                 "GROUP BY URL;")
+    assert node.admin.topic_config(topic)["cleanup.policy"] == "compact"
+    config = node.admin.topic_config(windowed)
+    assert config["cleanup.policy"] == "compact,delete"
+    assert config["retention.ms"] == str(2 * 3600 * 1000)
 
 
 def test_two_nodes_racing_for_one_name_exactly_one_wins(

@@ -110,12 +110,45 @@ def test_partitions_plans_the_topic_and_if_not_exists_skips() -> None:
                      "PARTITIONS=4, REPLICAS=1);")
     outcome = validator.validate(create)
     assert isinstance(outcome, Write)
-    assert outcome.topics_to_create == (TopicSpec("new", 4, 1),)
+    assert outcome.topics_to_create == (TopicSpec("new", 4, 1, (("cleanup.policy", "delete"),)),)
     [again] = parse("CREATE STREAM IF NOT EXISTS PV (A INT) WITH (KAFKA_TOPIC='pv', "
                     "VALUE_FORMAT='JSON');")
     assert isinstance(validator.validate(again), Skip)
     [show] = parse("SHOW STREAMS;")
     assert isinstance(validator.validate(show), Read)
+
+
+@pytest.mark.parametrize(("statement", "config"), [
+    ("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='new', VALUE_FORMAT='JSON', PARTITIONS=1, "
+     "RETENTION_MS=5000);", {"cleanup.policy": "delete", "retention.ms": "5000"}),
+    ("CREATE TABLE T (K INT PRIMARY KEY, A INT) WITH (KAFKA_TOPIC='new', VALUE_FORMAT='JSON', "
+     "PARTITIONS=1);", {"cleanup.policy": "compact"}),
+    ("CREATE STREAM S WITH (KAFKA_TOPIC='new') AS SELECT * FROM PV;",
+     {"cleanup.policy": "delete"}),
+    ("CREATE TABLE T WITH (KAFKA_TOPIC='new') AS SELECT URL, COUNT(*) FROM PV GROUP BY URL;",
+     {"cleanup.policy": "compact"}),
+    ("CREATE TABLE T WITH (KAFKA_TOPIC='new', RETENTION_MS=1000) AS SELECT URL, COUNT(*) FROM PV "
+     "WINDOW TUMBLING (SIZE 1 SECOND, RETENTION 2 DAYS) GROUP BY URL;",
+     {"cleanup.policy": "compact,delete", "retention.ms": str(2 * 24 * 3600 * 1000)}),
+    ("CREATE TABLE T WITH (KAFKA_TOPIC='new') AS SELECT URL, COUNT(*) FROM PV "
+     "WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY URL;", {"cleanup.policy": "compact,delete"}),
+])
+def test_a_new_topic_is_configured_as_ksqldb_creates_it(statement: str,
+                                                        config: dict[str, str]) -> None:
+    """A table's topic is compacted (each key's newest row is what a reader rebuilds the table
+    from); a stream's deletes old segments; a windowed table's does both."""
+    validator = Validator(catalog(), Topics({"pv": 1, "users": 1}), runtime_check=check_runtime)
+    [create] = parse(statement)
+    outcome = validator.validate(create)
+    assert isinstance(outcome, Write)
+    [topic] = outcome.topics_to_create
+    assert dict(topic.config) == config
+
+
+def test_a_non_windowed_table_takes_no_retention() -> None:
+    message = fail("CREATE TABLE T WITH (KAFKA_TOPIC='new', RETENTION_MS=1000) AS SELECT URL, "
+                   "COUNT(*) FROM PV GROUP BY URL;")
+    assert message.startswith("Invalid config variable in the WITH clause: RETENTION_MS.")
 
 
 def test_derived_schemas() -> None:
