@@ -356,9 +356,10 @@ def topic_config(kind: st.SourceKind, properties: Mapping[str, st.PropertyValue]
                  ) -> dict[str, str]:
     """The configuration a source's new topic is created with, as ksqlDB's TopicCreateInjector
     gives it: a stream's topic deletes old segments (``retention.ms`` from RETENTION_MS, else the
-    broker's default); a table's is compacted, so it keeps each key's newest row; a windowed
-    table's is compacted and deletes windows older than the larger of RETENTION_MS and the
-    window's RETENTION."""
+    broker's default, where ksqlDB copies the source topic's); a table's is compacted, so it
+    keeps each key's newest row (a CREATE TABLE's, windowed or not); the topic of a windowed
+    aggregation (``windowed``) is compacted and deletes windows older than the larger of
+    RETENTION_MS and the window's RETENTION."""
     if kind is st.SourceKind.TABLE and not windowed:
         return {"cleanup.policy": "compact"}
     config = {"cleanup.policy": "delete" if kind is st.SourceKind.STREAM else "compact,delete"}

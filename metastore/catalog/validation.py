@@ -316,9 +316,8 @@ class Validator:
         key_format, value_format = self._source_formats(statement)
         window = _window_properties(properties)
         ddl_rules.check_cleanup_policy(properties)  # TopicCreateInjector
-        partitions, topics_to_create = self._ensure_topic(
-            topic, properties, config=ddl_rules.topic_config(kind, properties,
-                                                             windowed=window is not None))
+        partitions, topics_to_create = self._ensure_topic(  # a CREATE TABLE's: compacted
+            topic, properties, config=ddl_rules.topic_config(kind, properties))
         ddl_rules.check_retention(kind, properties)
         # 3. the schema (SchemaRegisterInjector)
         columns.sort(key=lambda column: not column.is_key)  # key columns first, as ksqlDB does

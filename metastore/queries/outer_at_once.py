@@ -10,8 +10,9 @@ joined with the other stream's records read in batch (re-read at every micro-bat
 records no earlier record of the other stream matches. "Earlier" is by time, a record of the
 other stream at the same time counting as earlier: Kafka Streams processes records in the order
 they come, which is time order when the streams' records come in time order; between records of
-one time, which came first is not in the records. Within one micro-batch the unmatched records
-are written before the pairs.
+one time, which came first is not in the records. Each micro-batch's records are written in
+time order per key (:func:`metastore.queries.plan._in_time_order`), as Kafka Streams writes them
+when they arrive.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from sqlglot import exp
 from metastore.catalog import overrides
 from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.image import Image
+from metastore.catalog.joins import join_type
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
@@ -285,7 +286,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if windows:  # in Spark's own terms, after the rewrite into ksqlDB's
         _bound_stream_joins(select, analysis, windows, stream_alias, stream_aliases)
     if versioned:
-        _as_of_stream_time(select, analysis, versioned, stream_alias)
+        _as_of_stream_time(select, analysis, versioned, stream_aliases)
     if table_join:
         _table_join_columns(select, stream_aliases, [t[2] for t in joined_tables],
                             analysis.foreign_key_join)
@@ -353,12 +354,33 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if keeps_key:
         key = f"CASE WHEN {quote(NULL_KEY)} THEN NULL ELSE {key} END"
     records = [f"{key} AS key", f"{value} AS value", f"{headers} AS headers"]
+    if windows and batch is None:
+        records.append(f"{quote(ROWTIME)} AS {ORDER}")
     sql = (f"SELECT {', '.join(records)} FROM (SELECT {', '.join(typed)} FROM ({inner}) "
            "AS __ms_result) AS __ms_typed")
     if sink.timestamp_column is not None:  # ksqlDB drops a record its timestamp column rejects
         sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
+    if windows and batch is None:
+        batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest")
+
+
+ORDER = "__MS_ORDER"
+"""The time a stream-stream join's record is written in order of, per key."""
+
+
+def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:
+    """Write a stream-stream join's records of each micro-batch in time order per key (a
+    stage whose micro-batch rows are the records with their time, ``records_sql``): Kafka
+    Streams writes a joined record when its later record arrives, which in a topic read in
+    time order is the time the joined record carries; Spark writes the rows of a micro-batch
+    in the order its join and UNION ALL tasks run (the pairs a left record makes before those
+    a right record makes, the branches of a UNION ALL in parallel)."""
+    view = f"{prefix}_records"
+    ordered = (f"SELECT key, value, headers FROM {quote(view)} DISTRIBUTE BY key "
+               f"SORT BY {ORDER}")
+    return BatchStage(source_sql=records_sql, view=view, steps=()), ordered
 
 
 def _with_synthetic_key(item: exp.Expr, analysis: Analysis) -> exp.Expr:
@@ -375,14 +397,15 @@ def _with_synthetic_key(item: exp.Expr, analysis: Analysis) -> exp.Expr:
 
 
 def _outer_join_key(item: exp.Expr, select: exp.Select) -> exp.Expr:
-    """A key column that is one side's join expression of a RIGHT or FULL join: the join's key,
-    whichever side has it (ksqlDB keys a joined record by the join key, so a record the left
-    side does not match still has its key)."""
+    """A key column that is one side's join expression of an outer (LEFT, RIGHT or FULL) join:
+    the join's key, whichever side has it (ksqlDB keys a joined record by the join key, so a
+    record the other side does not match still has its key, whichever side's column names
+    it)."""
     for join in select.args.get("joins") or []:
         on = join.args.get("on")
         while isinstance(on, exp.Paren):
             on = on.this
-        if (join.side or "").upper() not in ("RIGHT", "FULL") or not isinstance(on, exp.EQ):
+        if join_type(join) == "INNER" or not isinstance(on, exp.EQ):
             continue
         sides = (on.this, on.expression)
         if any(item == side for side in sides):
@@ -454,13 +477,18 @@ def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[in
 
 
 def _as_of_stream_time(select: exp.Select, analysis: Analysis, tables: list[int],
-                       stream: str) -> None:
+                       streams: list[str]) -> None:
     """A stream-table join joins each stream record with the table's row as it stood at the
     record's time (the version valid then), as Kafka Streams joins a record with the table's
-    state when it processes it: a table row written after the record does not join it."""
+    state when it processes it: a table row written after the record does not join it. After a
+    stream-stream join the record's time is the newest of the records joined (the one an
+    outer join's unmatched side leaves NULL counts for nothing)."""
     joins = select.args.get("joins") or []
-    time = exp.column("ROWTIME", table=stream, quoted=True)
     for index in tables:
+        before = {read.alias for read in analysis.reads[:index]}  # what its ON can see
+        times = [exp.column("ROWTIME", table=stream, quoted=True) for stream in streams
+                 if stream in before]
+        time = times[0] if len(times) == 1 else exp.func("greatest", *times)
         alias = analysis.reads[index].alias
         start = exp.column(VALID_FROM, table=alias, quoted=True)
         until = exp.column(VALID_UNTIL, table=alias, quoted=True)

@@ -30,6 +30,8 @@ T = TypeVar("T")
 
 WORD_TOKENS = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 TYPE_PARAMETER_EXPECTATION = "Expecting {'STRING', INTEGER_VALUE}"
+_OUTER_SIDES = frozenset({TokenType.FULL, TokenType.LEFT, TokenType.RIGHT})
+"""What ksqlDB's grammar lets OUTER follow (``FULL | LEFT | RIGHT OUTER? JOIN``)."""
 
 
 class KsqlTokenizer(tokens.Tokenizer):
@@ -735,6 +737,10 @@ class KsqlParser(parser.Parser):
             token = tokens_left[i]
             if token.token_type == TokenType.JOIN:
                 joins += 1
+            if token.token_type == TokenType.OUTER and (i == 0 or tokens_left[i - 1].token_type
+                                                        not in _OUTER_SIDES):
+                line, column = self._position(token)  # ksqlDB: FULL, LEFT or RIGHT [OUTER] JOIN
+                self._fail(f"Syntax error at or near 'OUTER' at line {line}:{column}", token)
             if token.token_type == TokenType.VAR and token.text.upper() == "WITHIN":
                 j = i + 1
                 durations: list[int] = []

@@ -61,6 +61,9 @@ DEV_SLICE = (
     # SESSION-windowed source: WINDOWSTART / WINDOWEND from its keys, its windows kept
     "qtt/multi-col-keys.json::select * from table",  # a table drops records without a key
     "qtt/session-windows.json::out of order - explicit grace period",  # late records dropped
+    "qtt/joins.json::stream stream left join - PROTOBUF - PROTOBUF_NOSR",  # a key's records
+    # in time order, the unmatched one first
+    "qtt/multi-joins.json::stream-stream-table - full-inner",  # a table after an outer join
 )
 INPUT = ("CREATE STREAM INPUT (ID INT KEY, NAME STRING, AMOUNT DOUBLE) WITH (KAFKA_TOPIC='input', "
          "VALUE_FORMAT='JSON');")

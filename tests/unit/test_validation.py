@@ -123,6 +123,9 @@ def test_partitions_plans_the_topic_and_if_not_exists_skips() -> None:
      "RETENTION_MS=5000);", {"cleanup.policy": "delete", "retention.ms": "5000"}),
     ("CREATE TABLE T (K INT PRIMARY KEY, A INT) WITH (KAFKA_TOPIC='new', VALUE_FORMAT='JSON', "
      "PARTITIONS=1);", {"cleanup.policy": "compact"}),
+    ("CREATE TABLE T (K INT PRIMARY KEY, A INT) WITH (KAFKA_TOPIC='new', VALUE_FORMAT='JSON', "
+     "PARTITIONS=1, WINDOW_TYPE='TUMBLING', WINDOW_SIZE='1 SECOND');",
+     {"cleanup.policy": "compact"}),
     ("CREATE STREAM S WITH (KAFKA_TOPIC='new') AS SELECT * FROM PV;",
      {"cleanup.policy": "delete"}),
     ("CREATE TABLE T WITH (KAFKA_TOPIC='new') AS SELECT URL, COUNT(*) FROM PV GROUP BY URL;",
