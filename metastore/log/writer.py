@@ -339,7 +339,7 @@ class CommandWriter:
             answers: dict[int, Entity] = {}  # of the statements that do not write
             for statement in statements:
                 outcome = validator.validate(statement)
-                if not isinstance(outcome, Write):
+                if not isinstance(outcome, Write):  # now: the delta's image changes later
                     answers[len(outcomes)] = self._answer(outcome, validator.image,
                                                           validator.config)
                 outcomes.append(outcome)
@@ -458,12 +458,11 @@ class CommandWriter:
             if not statement.writes_log:
                 try:
                     outcome = reads.validate(statement)
+                    assert not isinstance(outcome, Write)
+                    entities.append(self._answer(outcome, image, reads.config))
                 except MetastoreError as error:
                     entities.append(responses.warning(statement, f"Not answered again on this "
                                                                  f"retry: {error.message}"))
-                    continue
-                assert not isinstance(outcome, Write)
-                entities.append(self._answer(outcome, image, reads.config))
                 continue
             found = next(offsets, None)
             if found is None:

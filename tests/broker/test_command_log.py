@@ -21,6 +21,7 @@ from metastore.log.record import CommandRecord
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import WriterOptions
 from metastore.node import Node
+from metastore.spark.exceptions import SparkUnavailableError
 from metastore.sql.statements import SourceKind
 from tests.conftest import unique
 
@@ -189,6 +190,28 @@ def test_reads_in_a_request_that_writes_answer_as_they_do_alone(node_factory: No
     assert retried[5]["@type"] == "warning_entity", "R5 is gone once the request applied"
     assert [e["commandSequenceNumber"] for e in retried[6:]] == [
         e["commandSequenceNumber"] for e in mixed[6:]]
+
+
+def test_a_retry_whose_read_cannot_be_answered_again_is_a_warning(
+        node_factory: NodeFactory) -> None:
+    """A retried request is answered from the log: a read Spark cannot answer this time is a
+    warning next to the writes the first attempt committed, not the request's error."""
+    node = node_factory()
+    node.execute(create_stream("W1", unique("w1")) + "CREATE STREAM W2 AS SELECT * FROM W1;")
+    [query_id] = node.replica.image.queries
+    request = create_stream("W3", unique("w3")) + f"EXPLAIN {query_id};"
+    written, explained = node.execute(request, request_id="late-read")
+    assert explained["@type"] == "queryDescription"
+
+    def unavailable(*_args: object) -> dict[str, object]:
+        raise SparkUnavailableError("Spark did not answer while planning the query")
+
+    assert node.writer is not None
+    node.writer._answer_read = unavailable  # Spark gone before the retry
+    again, explained_again = node.execute(request, request_id="late-read")
+    assert again["commandSequenceNumber"] == written["commandSequenceNumber"]
+    assert explained_again["@type"] == "warning_entity"
+    assert "Spark did not answer" in explained_again["message"]
 
 
 def test_multi_statement_request_is_atomic(
