@@ -160,6 +160,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     joined_tables: list[tuple[DataSource, str, str]] = []
     at_once = at_once_join(analysis, windows)
     batch_views: dict[str, str] = {}
+    sessions_view = ""  # what a SESSION aggregation reads
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
@@ -183,8 +184,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                 batch = changelog_stage(source, view)
                 view = f"{view}_input"
             elif session is not None:
-                batch = session_stage(source, view)
-                view = f"{view}_input"
+                batch = session_stage(source, view, earlier=not analysis.query.emit_final)
+                view = sessions_view = f"{view}_input"
             elif final is not None:
                 batch = final_stage(source, view, final)
                 view = f"{view}_input"
@@ -267,10 +268,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         items.append(exp.alias_(bounds.start(), WINDOW_START, quoted=True))
         if session is not None:
             items.append(exp.alias_(bounds.end(), WINDOW_END, quoted=True))
-            touched = exp.Max(this=exp.Cast(this=exp.column(SENTINEL, table=stream_alias,
-                                                            quoted=True),
-                                            to=exp.DataType.build("INT")))
-            items.append(exp.alias_(touched, TOUCHED, quoted=True))
+            if not analysis.query.emit_final:  # which sessions the micro-batch changed
+                touched = exp.Max(this=exp.Cast(this=exp.column(SENTINEL, table=stream_alias,
+                                                                quoted=True),
+                                                to=exp.DataType.build("INT")))
+                items.append(exp.alias_(touched, TOUCHED, quoted=True))
             if not any(item.alias_or_name == NULL_VALUE for item in items):
                 items.append(exp.alias_(exp.false(), NULL_VALUE, quoted=True))
     elif not analysis.aggregate:
@@ -312,7 +314,6 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if batch is not None and final is not None:
         batch = replay_final(batch, select, final)
     if batch is not None and session is not None:
-        sessions_view = batch.steps[-2].view  # what the aggregation reads
         batch = replay_sessions(batch, select, session)
         if analysis.query.emit_final:
             batch = close_sessions(batch, select, session, sessions_view)
@@ -367,18 +368,19 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
 
 
 ORDER = "__MS_ORDER"
-"""The time a stream-stream join's record is written in order of, per key."""
+"""The time a stream-stream join's records are written in order of."""
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:
-    """Write a stream-stream join's records of each micro-batch in time order per key (a
-    stage whose micro-batch rows are the records with their time, ``records_sql``): Kafka
-    Streams writes a joined record when its later record arrives, which in a topic read in
-    time order is the time the joined record carries; Spark writes the rows of a micro-batch
-    in the order its join and UNION ALL tasks run (the pairs a left record makes before those
-    a right record makes, the branches of a UNION ALL in parallel)."""
+    """Write a stream-stream join's records of each micro-batch in time order (a stage whose
+    micro-batch rows are the records with their time, ``records_sql``): Kafka Streams writes a
+    joined record when its later record arrives, which in topics read in time order is the
+    time the joined record carries; Spark writes the rows of a micro-batch in the order its
+    join and UNION ALL tasks run (the pairs a left record makes before those a right record
+    makes, the branches of a UNION ALL in parallel). One task writes them, in order, so a
+    query reading the sink sees its stream time advance as ksqlDB's would."""
     view = f"{prefix}_records"
-    ordered = (f"SELECT key, value, headers FROM {quote(view)} DISTRIBUTE BY key "
+    ordered = (f"SELECT key, value, headers FROM {quote(view)} DISTRIBUTE BY 'one task' "
                f"SORT BY {ORDER}")
     return BatchStage(source_sql=records_sql, view=view, steps=()), ordered
 

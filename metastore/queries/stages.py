@@ -116,15 +116,17 @@ def aggregated_alias(aggregation: exp.Select) -> str:
     return str(source.this.alias_or_name)
 
 
-def session_stage(source: DataSource, view: str) -> BatchStage:
+def session_stage(source: DataSource, view: str, earlier: bool = True) -> BatchStage:
     """SESSION windows, whose sessions merge when an event bridges them: each micro-batch
     re-aggregates the stream's records up to it (read from its topic, in batch) into sessions,
-    once with the micro-batch's records (marked as sentinels) and once without; see
-    :func:`replay_sessions` for how records find their sessions and
-    :func:`session_changes` for what is written."""
+    with the micro-batch's records (marked as sentinels) and, ``earlier``, also without them
+    (``<view>_earlier``: what was written before); see :func:`replay_sessions` for how records
+    find their sessions and :func:`session_changes` for what is written."""
     stage = replayed_stream(source, view, None)
-    earlier = f"SELECT * FROM {quote(view + '_input')} WHERE NOT {SENTINEL}"
-    return replace(stage, steps=(*stage.steps, Step(f"{view}_earlier", earlier)))
+    if not earlier:
+        return stage
+    before = f"SELECT * FROM {quote(view + '_input')} WHERE NOT {SENTINEL}"
+    return replace(stage, steps=(*stage.steps, Step(f"{view}_earlier", before)))
 
 
 DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
@@ -145,8 +147,11 @@ def replay_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSp
     The records (``<view>_input``, sentinels marked) become ``<view>_all``; ``<view>_input`` is
     those kept with their session (``__MS_SESSION``: TIMESTAMPs ``start``, ``end``) as it stands
     after them, ``<view>_earlier`` those before the micro-batch with their session before it."""
-    *history, rows, earlier = stage.steps
-    all_rows, all_earlier = f"{rows.view}_all", f"{earlier.view}_all"
+    earlier: Step | None = None
+    if stage.steps[-1].view.endswith("_earlier"):
+        *history, rows, earlier = stage.steps
+    else:
+        *history, rows = stage.steps
     gap = window.gap_ms or 0
     grace = window.grace_ms if window.grace_ms is not None else max(DEFAULT_GRACE_MS - gap, 0)
     retention = max(window.retention_ms or 0, gap + grace)
@@ -187,9 +192,13 @@ def replay_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSp
 
     session = (f"named_struct('start', timestamp_millis(w.__ms_w.s), 'end', "
                f"timestamp_millis(w.__ms_w.e)) AS {SESSION}")
-    steps = [*history, replace(rows, view=all_rows),
-             Step(all_earlier, f"SELECT * FROM {quote(all_rows)} WHERE NOT {SENTINEL}")]
-    pairs = ((rows.view, all_rows), (earlier.view, all_earlier))
+    all_rows = f"{rows.view}_all"
+    steps = [*history, replace(rows, view=all_rows)]
+    pairs = [(rows.view, all_rows)]
+    if earlier is not None:
+        all_earlier = f"{earlier.view}_all"
+        steps.append(Step(all_earlier, f"SELECT * FROM {quote(all_rows)} WHERE NOT {SENTINEL}"))
+        pairs.append((earlier.view, all_earlier))
     steps += [Step(f"{view}_assigned", assignment(read)) for view, read in pairs]
     steps += [Step(view, f"SELECT h.*, {session} FROM {quote(read)} AS h JOIN "
                          f"{quote(view + '_assigned')} AS w ON h.ROWPARTITION = w.__ms_p AND "
