@@ -305,7 +305,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                  if item.alias_or_name != JOIN_KEY]
         changed_keys = touched_keys(batch.view)
         if analysis.foreign_key_join:
-            (_, left_view, left_key), (_, _, right_key) = joined_tables
+            (_, left_view, left_key), (_, _, right_key) = joined_tables[:2]
             on = (select.args.get("joins") or [])[0].args["on"]
             changed_keys = touched_by_foreign_key(
                 batch.view, (left_view, stream_aliases[0], left_key),

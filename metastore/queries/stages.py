@@ -285,10 +285,11 @@ def touched_keys(changes: str) -> str:
 def touched_by_foreign_key(changes: str, left: tuple[str, str, str], right: tuple[str, str],
                            on: str) -> str:
     """The result keys (the left table's) a foreign-key join's micro-batch touched: the
-    changed left rows' keys, and the keys of the left rows whose foreign key names a changed
+    changed left rows' keys, the keys of the left rows whose foreign key names a changed
     right row (found with the join's own ON condition, the right table's key standing for
-    itself). ``left``: the left table's view, alias and key column; ``right``: the right
-    table's alias and key column."""
+    itself), and the changed rows' keys of the tables joined after it (ksqlDB joins them on
+    the result's key, the left table's). ``left``: the left table's view, alias and key
+    column; ``right``: the right table's alias and key column."""
     view, alias, key = left
     right_alias, right_key = right
     changed = (f"SELECT {JOIN_KEY} AS {quote(right_key)}, ROWTIME, {SOURCE} FROM "
@@ -297,7 +298,7 @@ def touched_by_foreign_key(changes: str, left: tuple[str, str, str], right: tupl
                    f"{quote(right_alias)}.ROWTIME, {quote(right_alias)}.{SOURCE} FROM "
                    f"{quote(view)} AS {quote(alias)} JOIN ({changed}) AS {quote(right_alias)} "
                    f"ON {on}")
-    both = (f"SELECT {JOIN_KEY}, ROWTIME, {SOURCE} FROM {quote(changes)} WHERE {SIDE} = 0 "
+    both = (f"SELECT {JOIN_KEY}, ROWTIME, {SOURCE} FROM {quote(changes)} WHERE {SIDE} <> 1 "
             f"UNION ALL {referencing}")
     return (f"SELECT {JOIN_KEY}, max(ROWTIME) AS __ms_t, max({SOURCE}) AS __ms_s FROM "
             f"({both}) GROUP BY {JOIN_KEY}")

@@ -124,8 +124,6 @@ def _table_joins(analysis: Analysis) -> str | None:
             return "a table-table join of a table without one key column is not supported"
     if len(analysis.reads[0].source.key_columns) != 1:
         return "a table-table join of a table without one key column is not supported"
-    if analysis.foreign_key_join and len(analysis.joins) != 1:
-        return "a foreign-key join among other joins is not supported"
     return None
 
 
