@@ -621,10 +621,11 @@ def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | No
     struct access as the query's views hold them."""
 
     def rewrite(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column) and not node.table and node.name in ("WINDOWSTART",
-                                                                             "WINDOWEND"):
-            window = bounds or _Bounds(exp.column(WINDOW, table=stream_alias, quoted=True))
-            return window.start() if node.name == "WINDOWSTART" else window.end()
+        if isinstance(node, exp.Column) and node.name.upper() in ("WINDOWSTART", "WINDOWEND"):
+            # the query's window (qualified or not), else the window of the source it names
+            window = bounds or _Bounds(exp.column(WINDOW, table=node.table or stream_alias,
+                                                  quoted=True))
+            return window.start() if node.name.upper() == "WINDOWSTART" else window.end()
         if isinstance(node, exp.JSONExtract):
             return struct_access(node)
         return node
