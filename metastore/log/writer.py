@@ -339,7 +339,7 @@ class CommandWriter:
             answers: dict[int, Entity] = {}  # of the statements that do not write
             for statement in statements:
                 outcome = validator.validate(statement)
-                if not isinstance(outcome, Write):  # now: the delta's image changes later
+                if not isinstance(outcome, Write):  # now: the image views the delta
                     answers[len(outcomes)] = self._answer(outcome, validator.image,
                                                           validator.config)
                 outcomes.append(outcome)

@@ -64,6 +64,7 @@ from metastore.queries.steps import (
     HEADERS,
     NULL_KEY,
     NULL_VALUE,
+    ORDER,
     ROWTIME,
     SENTINEL,
     SESSION,
@@ -365,10 +366,6 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest")
-
-
-ORDER = "__MS_ORDER"
-"""The time a stream-stream join's records are written in order of."""
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:

@@ -27,6 +27,8 @@ SENTINEL = "__MS_SENTINEL"
 WINDOW_END = "__MS_WINDOWEND"
 TOUCHED = "__MS_TOUCHED"
 SESSION = "__MS_SESSION"
+ORDER = "__MS_ORDER"
+"""The time a stream-stream join's records are written in order of."""
 
 
 @dataclass(frozen=True)
