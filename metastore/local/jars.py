@@ -143,8 +143,11 @@ INTERCEPTOR_CLASS = "io.metastore.kafka.RecordTimestampInterceptor"
 """The producer interceptor that sets a sink record's timestamp from its header (see the source)."""
 PROTOBUF_CODEC_CLASS = "io.metastore.protobuf.ProtobufNoSrCodec"
 """PROTOBUF_NOSR records to and from ksqlDB's JSON, called from Spark SQL (see the source)."""
+TABLE_SIDE_JOIN_CLASS = "io.metastore.join.TableSideJoin"
+"""A stream-table join's table side as keyed state, under ``transformWithState`` (see the source)."""
 _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
-                 "java/io/metastore/protobuf/ProtobufNoSrCodec.java")
+                 "java/io/metastore/protobuf/ProtobufNoSrCodec.java",
+                 "java/io/metastore/join/TableSideJoin.java")
 _PROJECT_JAR = "metastore-java.jar"
 
 

@@ -15,13 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore.local.jars import INTERCEPTOR_CLASS
-from metastore.queries.steps import QueryPlan, Step
+from metastore.local.jars import INTERCEPTOR_CLASS, TABLE_SIDE_JOIN_CLASS
+from metastore.queries.steps import QueryPlan, Step, TableSideJoin
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+"""The state store ``transformWithState`` needs (a query's checkpoint keeps the one it started
+with)."""
 
 Deliver = Callable[[list["Row"]], None]
 """Where a transient query's micro-batch rows go (called on Spark's streaming thread)."""
@@ -46,6 +50,9 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     _register(session, plan.steps, kafka_options,
               reads={"startingOffsets": "earliest" if plan.earliest else "latest"})
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    if plan.table_state:
+        checkpoint.mkdir(exist_ok=True)
+        (checkpoint / TABLE_STATE_MARK).touch()
     sink_options = {**kafka_options, "kafka.interceptor.classes": INTERCEPTOR_CLASS,
                     "topic": plan.topic}
     if plan.batch is None:
@@ -58,6 +65,17 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     if available_now:
         writer = writer.trigger(availableNow=True)
     return writer.start()
+
+
+TABLE_STATE_MARK = "metastore-table-state"
+"""A file in the checkpoint of a query whose table sides are keyed state."""
+
+
+def holds_table_state(checkpoint: Path) -> bool:
+    """Whether the query of ``checkpoint`` may join tables as keyed state: it is new, or it
+    started so. A checkpoint of a query that re-read its tables keeps that plan (Spark
+    cannot resume it with other sources and state)."""
+    return not (checkpoint / "offsets").is_dir() or (checkpoint / TABLE_STATE_MARK).exists()
 
 
 def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
@@ -173,12 +191,27 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
             if not step.streaming and ends and step.topic in ends:
                 options["endingOffsets"] = json.dumps({step.topic: dict(ends[step.topic])})
             frame = reader.format("kafka").options(**options).load()
+        elif step.join is not None:
+            frame = _table_side_join(session, step.view, step.join)
         else:
             assert step.sql is not None, "a step reads a topic or runs a SELECT"
             frame = session.sql(step.sql)
         if step.watermark_ms is not None:
             frame = frame.withWatermark("__MS_TS", f"{step.watermark_ms} milliseconds")
         frame.createOrReplaceTempView(step.view)
+
+
+def _table_side_join(session: SparkSession, view: str, join: TableSideJoin) -> DataFrame:
+    """The view of a stream-table join with keyed state, by the project's JVM processor under
+    ``transformWithState``, which keeps its state in RocksDB."""
+    session.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
+    processor: Any = session._jvm
+    for name in TABLE_SIDE_JOIN_CLASS.split("."):
+        processor = getattr(processor, name)
+    processor.register(
+        session._jsparkSession, join.stream_view, join.table_view, view,
+        list(join.table_columns), join.left)
+    return session.table(view)
 
 
 def progress(streaming_query: StreamingQuery) -> Progress | None:

@@ -10,10 +10,11 @@ query's own Spark session, and the final SELECT whose rows are the sink's Kafka 
    ``ROWPARTITION``, ``ROWOFFSET``, the event time (the ``TIMESTAMP`` column or the record's
    timestamp) and, for a windowed query, the ``window()`` each record falls into (for a
    windowed source, the window of its key); a table's changelog drops records without a key;
-2. every table in a stream-table join is a *batch* Kafka read of every version of its rows
-   (each valid from its time until its key's next version), which Spark re-plans, so re-reads up
-   to the newest committed offset, at every micro-batch (a stream-static join); a stream record
-   joins the version valid at its time;
+2. every table a stream joins is its changelog, read as a stream, and the join's table side is
+   keyed state (:mod:`metastore.queries.table_state`); a table joined after a stream-stream join
+   or under an EMIT FINAL stage is a *batch* Kafka read of every version of its rows (each valid
+   from its time until its key's next version), which Spark re-plans, so re-reads, at every
+   micro-batch (a stream-static join); a stream record joins the version valid at its time;
 3. the ksqlDB SELECT, transpiled with sqlglot to Spark SQL over those views, each output column
    cast to the sink column's type; a stream-stream join bounded by its WITHIN and watermarked by
    its GRACE PERIOD, or, an outer one without GRACE PERIOD, the UNION ALL of
@@ -84,6 +85,7 @@ from metastore.queries.steps import (
     table_versions_select,
 )
 from metastore.queries.support import explain, runtime_problem
+from metastore.queries.table_state import JoinedTable, join_tables
 from metastore.spark.query import struct_access
 from metastore.spark.types import quote, spark_type
 from metastore.sql import types as ty
@@ -101,8 +103,10 @@ def parse_query(sql: str) -> Query:
     return statements[0].query
 
 
-def compile_query(query: PersistentQuery, image: Image) -> QueryPlan:
-    """The Spark plan of ``query`` over the catalog of ``image``."""
+def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = True) -> QueryPlan:
+    """The Spark plan of ``query`` over the catalog of ``image``; ``table_state=False`` joins
+    tables by re-reading them (the plan of a checkpoint started before tables were keyed
+    state, see :func:`metastore.queries.job.holds_table_state`)."""
     sink = image.source(query.sink)
     if sink is None:
         raise QueryRuntimeError(f"{query.query_id}: its sink {query.sink} is not in the catalog")
@@ -110,7 +114,7 @@ def compile_query(query: PersistentQuery, image: Image) -> QueryPlan:
     problem = runtime_problem(analysis, sink)
     if problem is not None:
         raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")
-    return _plan(query.query_id, analysis, sink, dict(query.config))
+    return _plan(query.query_id, analysis, sink, dict(query.config), table_state=table_state)
 
 
 def compile_push(query_id: str, analysis: Analysis, config: dict[str, object]) -> QueryPlan:
@@ -136,7 +140,8 @@ def compile_push(query_id: str, analysis: Analysis, config: dict[str, object]) -
 
 
 def _plan(query_id: str, analysis: Analysis, sink: DataSource,
-          config: dict[str, object] | None = None, transient: bool = False) -> QueryPlan:
+          config: dict[str, object] | None = None, transient: bool = False,
+          table_state: bool = True) -> QueryPlan:
     """The plan of an analysed query the runtime supports (it rewrites the query's tree);
     ``config``: the query's ksqlDB settings, for the translation of its functions;
     ``transient``: the plan's rows are the query's result, not records of ``sink``."""
@@ -162,6 +167,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     at_once = at_once_join(analysis, windows)
     batch_views: dict[str, str] = {}
     sessions_view = ""  # what a SESSION aggregation reads
+    keyed: list[JoinedTable] = []  # tables joined as keyed state
+    keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
@@ -190,6 +197,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             elif final is not None:
                 batch = final_stage(source, view, final)
                 view = f"{view}_input"
+        elif keys_tables:  # the table's changelog: its rows are the join's keyed state
+            steps += stream_steps(source, f"{view}_changes", None)
+            keyed.append(JoinedTable(source, alias, f"{view}_changes"))
         else:  # a stream-table join reads every version of the table's rows
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
                       Step(view, table_versions_select(source, quote(f"{view}_raw")))]
@@ -286,6 +296,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     generated = _take_table_functions(items)
     select.set("expressions", items)
     _rewrite(select, stream_alias, config, bounds)
+    if keyed:
+        grace = analysis.windowing.grace_ms if analysis.windowing is not None else None
+        steps += join_tables(select, f"{prefix}_0", stream_alias, keyed, prefix, grace)
     if windows:  # in Spark's own terms, after the rewrite into ksqlDB's
         _bound_stream_joins(select, analysis, windows, stream_alias, stream_aliases)
     if versioned:
@@ -330,7 +343,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         sql = f"SELECT {', '.join(typed)}, {deleted} AS {quote(NULL_VALUE)} FROM ({inner})"
         if analysis.kind is SourceKind.STREAM:  # a stream's result has no deletions
             sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
-        return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch)
+        return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch,
+                         table_state=bool(keyed))
     hidden = None if analysis.aggregate else SOURCE
     session_key = session is not None or (
         source_window is not None and source_window.kind == "SESSION")
@@ -365,7 +379,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if windows and batch is None:
         batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
-                     earliest=overrides.offset_reset(config or {}) != "latest")
+                     earliest=overrides.offset_reset(config or {}) != "latest",
+                     table_state=bool(keyed))
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:
@@ -380,6 +395,16 @@ def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:
     ordered = (f"SELECT key, value, headers FROM {quote(view)} DISTRIBUTE BY 'one task' "
                f"SORT BY {ORDER}")
     return BatchStage(source_sql=records_sql, view=view, steps=()), ordered
+
+
+def _joins_keyed_state(analysis: Analysis, staged: bool) -> bool:
+    """Whether the query's joins are a stream's joins with tables whose sides are keyed state
+    (:mod:`metastore.queries.table_state`): so they are unless a stream-stream join precedes a
+    table (its tables are joined as of the joined record's time) or a per-micro-batch stage
+    (SESSION, EMIT FINAL) reads the stream's records."""
+    reads = analysis.reads
+    return (bool(analysis.joins) and not staged and reads[0].source.kind is SourceKind.STREAM
+            and all(read.source.kind is SourceKind.TABLE for read in reads[1:]))
 
 
 def _with_synthetic_key(item: exp.Expr, analysis: Analysis) -> exp.Expr:

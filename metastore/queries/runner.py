@@ -227,8 +227,10 @@ class QueryRunner:
     def _launch(self, spark: SparkSession, entry: _Entry, image: Image) -> None:
         query_id = entry.query.query_id
         try:
-            plan = compile_query(entry.query, image)
-            entry.handle = job.start(spark, plan, self.checkpoint(query_id), self._kafka_options)
+            checkpoint = self.checkpoint(query_id)
+            plan = compile_query(entry.query, image,
+                                 table_state=job.holds_table_state(checkpoint))
+            entry.handle = job.start(spark, plan, checkpoint, self._kafka_options)
             entry.state = QueryState(query_id, RUNNING)
             entry.failed_at = None
             log.info("started %s (checkpoint %s)", query_id, self.checkpoint(query_id))

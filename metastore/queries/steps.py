@@ -32,14 +32,28 @@ ORDER = "__MS_ORDER"
 
 
 @dataclass(frozen=True)
+class TableSideJoin:
+    """A stream-table join whose table side is keyed state (see
+    :mod:`metastore.queries.table_state`): ``stream_view``'s records joined with the changelog
+    in ``table_view``, whose ``table_columns`` are the table's; ``left``: a LEFT join."""
+
+    stream_view: str
+    table_view: str
+    table_columns: tuple[str, ...]
+    left: bool
+
+
+@dataclass(frozen=True)
 class Step:
-    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), or a SELECT."""
+    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), a SELECT, or a
+    stream-table join with keyed state."""
 
     view: str
     sql: str | None = None
     topic: str | None = None
     streaming: bool = True
     watermark_ms: int | None = None
+    join: TableSideJoin | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,8 @@ class QueryPlan:
     batch: BatchStage | None = None
     earliest: bool = True
     """Whether a first start reads its sources from their first offsets (else their next)."""
+    table_state: bool = False
+    """Whether it joins tables as keyed state (:mod:`metastore.queries.table_state`)."""
 
 
 def stream_steps(source: DataSource, view: str, window: WindowSpec | None,

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from metastore.catalog.image import Image
 from metastore.check import run_script
@@ -176,6 +177,57 @@ def test_stream_table_join_sees_table_rows_written_after_the_start(
             (b"u1", b"d,alicia,eu"), (b"u2", b"e,,"), (b"u3", b"f,carol,ap")]
     finally:
         streaming.stop()
+
+
+def test_stream_table_join_keeps_the_table_side_in_its_checkpoint(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """The table's rows are the join's keyed state, not a re-read of its topic: after the
+    table topic's records are deleted, the query restarted on its checkpoint still joins
+    them, and a table row written before a stream record joins it, one written after does
+    not."""
+    views, users, sink = topic_factory(), topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM VIEWS (USER_ID STRING KEY, PAGE STRING)
+            WITH (KAFKA_TOPIC='{views}', VALUE_FORMAT='JSON');
+        CREATE TABLE USERS (ID STRING PRIMARY KEY, NAME STRING)
+            WITH (KAFKA_TOPIC='{users}', VALUE_FORMAT='JSON');
+        CREATE STREAM ENRICHED WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT V.USER_ID AS USER_ID, PAGE, NAME
+            FROM VIEWS V JOIN USERS U ON V.USER_ID = U.ID EMIT CHANGES;""")
+    plan = compile_query(image.queries[query_id(image, "ENRICHED")], image)
+    assert plan.table_state
+    assert not any(step.topic == users and not step.streaming for step in plan.steps), \
+        "the table's topic is not read in batch"
+    earlier = compile_query(image.queries[query_id(image, "ENRICHED")], image, table_state=False)
+    assert any(step.topic == users and not step.streaming for step in earlier.steps)
+    producer = producer_factory()
+    producer.produce(users, key=b"u1", value=json.dumps({"NAME": "alice"}), timestamp=1000)
+    producer.produce(views, key=b"u1", value=json.dumps({"PAGE": "a"}), timestamp=2000)
+    producer.produce(views, key=b"u2", value=json.dumps({"PAGE": "b"}), timestamp=2000)
+    producer.produce(users, key=b"u2", value=json.dumps({"NAME": "bob"}), timestamp=3000)
+    producer.flush(10)
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    job.start(spark, plan, tmp_path / "q", options, available_now=True).awaitTermination(120)
+    assert [(k, v) for k, v, _ in read_all(kafka_settings, sink, 1)] == [(b"u1", b"a,alice")]
+    admin = AdminClient(kafka_settings.config())
+    for future in admin.delete_records([TopicPartition(users, 0, OFFSET_END)]).values():
+        future.result(30)
+    producer.produce(views, key=b"u1", value=json.dumps({"PAGE": "c"}), timestamp=4000)
+    producer.produce(views, key=b"u2", value=json.dumps({"PAGE": "d"}), timestamp=4000)
+    producer.flush(10)
+    job.start(spark, plan, tmp_path / "q", options, available_now=True).awaitTermination(120)
+    records = read_all(kafka_settings, sink, 3)
+    assert sorted((k, v) for k, v, _ in records[1:]) == [(b"u1", b"c,alice"), (b"u2", b"d,bob")]
+
+
+def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(tmp_path: Path) -> None:
+    assert job.holds_table_state(tmp_path / "new")
+    (tmp_path / "old" / "offsets").mkdir(parents=True)
+    assert not job.holds_table_state(tmp_path / "old")
+    (tmp_path / "old" / job.TABLE_STATE_MARK).touch()
+    assert job.holds_table_state(tmp_path / "old")
 
 
 def test_tumbling_window_count_writes_ksqldb_windowed_keys(

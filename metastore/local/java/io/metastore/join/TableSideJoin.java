@@ -1,0 +1,145 @@
+package io.metastore.join;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * A stream-table join whose table side is keyed state: the table's latest row per join key,
+ * kept in the query's state store (so in its checkpoint), updated by the table's changelog and
+ * cleared by its tombstones, as Kafka Streams keeps a table's side of a join.
+ *
+ * <p>The input is one streaming relation: the stream's records ({@code __MS_SIDE} 1) and the
+ * table's changelog ({@code __MS_SIDE} 0), each with its join key ({@code __MS_JK}), its time,
+ * partition and offset ({@code __MS_AT}, {@code __MS_AT_P}, {@code __MS_AT_O}), and the table's
+ * columns (NULL on a stream record); a table record has {@code __MS_DELETED} true for a
+ * tombstone. Per join key, a micro-batch's records are processed in time order (a table record
+ * before a stream record of the same time, then by partition and offset): a table record
+ * replaces or clears the key's row, a stream record is emitted with the key's current row in the
+ * table's columns, or, if there is none, with NULLs there for a LEFT join and not at all for an
+ * INNER one. The output has the input's columns.
+ */
+public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
+    private static final long serialVersionUID = 1L;
+    private static final int TABLE_SIDE = 0;
+
+    private final StructType tableSchema;
+    private final int[] tableFields;
+    private final int side;
+    private final int deleted;
+    private final int time;
+    private final int partition;
+    private final int offset;
+    private final boolean left;
+    private final StructType schema;
+    private transient ValueState<Row> current;
+
+    private TableSideJoin(StructType schema, List<String> tableColumns, boolean left) {
+        this.schema = schema;
+        this.tableFields = tableColumns.stream().mapToInt(schema::fieldIndex).toArray();
+        StructField[] fields = Arrays.stream(tableFields).mapToObj(i -> schema.fields()[i])
+                .toArray(StructField[]::new);
+        this.tableSchema = new StructType(fields);
+        this.side = schema.fieldIndex("__MS_SIDE");
+        this.deleted = schema.fieldIndex("__MS_DELETED");
+        this.time = schema.fieldIndex("__MS_AT");
+        this.partition = schema.fieldIndex("__MS_AT_P");
+        this.offset = schema.fieldIndex("__MS_AT_O");
+        this.left = left;
+    }
+
+    /**
+     * Register {@code outputView}: the join of {@code streamView}'s records with
+     * {@code tableView}'s changelog (unioned by column name), keyed by {@code __MS_JK};
+     * {@code tableColumns} are the table's columns in {@code tableView}. The output has the
+     * columns of both views but the ones this join reads ({@code __MS_SIDE}, {@code __MS_JK}...).
+     */
+    public static void register(SparkSession session, String streamView, String tableView,
+                                String outputView, List<String> tableColumns, boolean left) {
+        Dataset<Row> input = session.table(streamView).unionByName(session.table(tableView), true);
+        StructType schema = input.schema();
+        StructType keySchema = new StructType(new StructField[] {schema.apply("__MS_JK")});
+        int key = schema.fieldIndex("__MS_JK");
+        input.groupByKey(new JoinKey(key), Encoders.row(keySchema))
+                .transformWithState(new TableSideJoin(schema, tableColumns, left), TimeMode.None(),
+                                    OutputMode.Append(), Encoders.row(schema))
+                .drop("__MS_SIDE", "__MS_DELETED", "__MS_JK", "__MS_AT", "__MS_AT_P", "__MS_AT_O")
+                .createOrReplaceTempView(outputView);
+    }
+
+    @Override
+    public void init(OutputMode outputMode, TimeMode timeMode) {
+        current = getHandle().getValueState("table_row", Encoders.row(tableSchema),
+                                            TTLConfig.NONE());
+    }
+
+    @Override
+    public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows,
+                                                          TimerValues timerValues) {
+        List<Row> batch = new ArrayList<>();
+        while (rows.hasNext()) {
+            batch.add(rows.next());
+        }
+        batch.sort(Comparator.comparingLong((Row row) -> row.isNullAt(time) ? Long.MIN_VALUE : row.getLong(time))
+                .thenComparingInt(row -> row.getInt(side))
+                .thenComparingInt(row -> row.getInt(partition))
+                .thenComparingLong(row -> row.getLong(offset)));
+        List<Row> out = new ArrayList<>();
+        for (Row row : batch) {
+            if (row.getInt(side) == TABLE_SIDE) {
+                if (!row.isNullAt(deleted) && row.getBoolean(deleted)) {
+                    current.clear();
+                } else {
+                    Object[] values = new Object[tableFields.length];
+                    for (int i = 0; i < tableFields.length; i++) {
+                        values[i] = row.get(tableFields[i]);
+                    }
+                    current.update(new GenericRowWithSchema(values, tableSchema));
+                }
+            } else if (current.exists() || left) {
+                Row match = current.exists() ? current.get() : null;
+                Object[] values = new Object[row.length()];
+                for (int i = 0; i < values.length; i++) {
+                    values[i] = row.get(i);
+                }
+                for (int i = 0; i < tableFields.length; i++) {
+                    values[tableFields[i]] = match == null ? null : match.get(i);
+                }
+                out.add(new GenericRowWithSchema(values, schema));
+            }
+        }
+        return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
+    }
+
+    /** A record's join key, as the one-column row the state is keyed by. */
+    private static final class JoinKey implements MapFunction<Row, Row> {
+        private static final long serialVersionUID = 1L;
+        private final int index;
+
+        JoinKey(int index) {
+            this.index = index;
+        }
+
+        @Override
+        public Row call(Row row) {
+            return RowFactory.create(row.get(index));
+        }
+    }
+}

@@ -1,0 +1,140 @@
+"""A stream's joins with tables whose table sides are keyed state.
+
+Kafka Streams joins a stream record with the table's current row for the record's join key,
+kept in a state store that the table's changelog updates (a tombstone deletes the row). Here
+each such join is the project's JVM ``StatefulProcessor`` (``io.metastore.join.TableSideJoin``,
+run by Spark's ``transformWithState``) over the union of the stream's records and the table's
+changelog, both streaming reads: its state, the table's latest row per join key, lives in the
+query's checkpoint, and a micro-batch reads only the table records that are new.
+
+For each joined table, in the order the query joins them, :func:`join_tables` adds three steps:
+the stream's records with their join key (``__MS_JK``, the ON condition's stream-side
+expression), the table's changelog with its key and its columns under hidden names, and the
+join of the two (the stream's records with the table's columns filled in). The query then
+reads the last join's view, and each table's alias names its columns there through a
+``LATERAL VIEW``, so the SELECT's references, qualified or not, read as they did in the join.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from metastore.catalog.joins import join_type
+from metastore.catalog.model import DataSource
+from metastore.queries.exceptions import QueryRuntimeError
+from metastore.queries.steps import NULL_KEY, NULL_VALUE, Step, TableSideJoin
+from metastore.spark.types import quote
+
+JOIN_KEY = "__MS_JK"
+SIDE = "__MS_SIDE"
+DELETED = "__MS_DELETED"
+AT, AT_PARTITION, AT_OFFSET = "__MS_AT", "__MS_AT_P", "__MS_AT_O"
+PSEUDO_COLUMNS = ("ROWTIME", "ROWPARTITION", "ROWOFFSET")
+"""A joined table's pseudo columns the query can read, besides its own."""
+
+
+@dataclass(frozen=True)
+class JoinedTable:
+    """A table the query joins as keyed state: its source, alias, and the view of its
+    changelog (a streaming read, decoded)."""
+
+    source: DataSource
+    alias: str
+    changes_view: str
+
+
+def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
+                tables: list[JoinedTable], prefix: str, watermark_ms: int | None) -> list[Step]:
+    """Rewrite ``select`` (already in Spark's terms) to read its stream-table joins from keyed
+    state; returns the steps that register the views it then reads. ``stream_view`` is the
+    stream's view, ``tables`` the joined tables in the order of the SELECT's JOINs;
+    ``watermark_ms``: the joined records' watermark delay (a windowed aggregation's grace), as
+    the stream's records had it before the join."""
+    joins = list(select.args.get("joins") or [])
+    assert len(joins) == len(tables), "one JOIN per joined table"
+    steps: list[Step] = []
+    laterals: list[exp.Lateral] = []
+    current = stream_view
+    for number, (table, join) in enumerate(zip(tables, joins, strict=True), start=1):
+        stream_side, table_side = _sides(join.args["on"], table)
+        names = [c.name for c in table.source.columns] + list(PSEUDO_COLUMNS)
+        hidden = {name: f"__MS_J{number}_{name}" for name in names}
+        view = f"{prefix}_join_{number}"
+        records = exp.select(
+            exp.Column(this=exp.Star(), table=exp.to_identifier(stream_alias, quoted=True)),
+            exp.alias_(exp.Literal.number(1), SIDE, quoted=True),
+            exp.alias_(exp.false(), DELETED, quoted=True),
+            exp.alias_(stream_side.copy(), JOIN_KEY, quoted=True),
+            *(exp.alias_(exp.column(pseudo, table=stream_alias, quoted=True), name, quoted=True)
+              for pseudo, name in zip(PSEUDO_COLUMNS, (AT, AT_PARTITION, AT_OFFSET),
+                                      strict=True)),
+        ).from_(exp.Table(this=exp.to_identifier(current, quoted=True),
+                          alias=exp.TableAlias(this=exp.to_identifier(stream_alias))))
+        records.set("laterals", [lateral.copy() for lateral in laterals])
+        alias = quote(table.alias)
+        changelog = ", ".join([
+            *(f"{alias}.{quote(name)} AS {quote(hidden[name])}" for name in names),
+            f"0 AS {SIDE}", f"{alias}.{quote(NULL_VALUE)} AS {DELETED}",
+            f"{table_side.sql(dialect='spark', identify=True)} AS {JOIN_KEY}",
+            *(f"{alias}.{pseudo} AS {name}" for pseudo, name in
+              zip(PSEUDO_COLUMNS, (AT, AT_PARTITION, AT_OFFSET), strict=True))])
+        steps += [
+            Step(f"{view}_stream", records.sql(dialect="spark", identify=True)),
+            Step(f"{view}_table", f"SELECT * FROM (SELECT {changelog} FROM "
+                                  f"{quote(table.changes_view)} AS {alias} WHERE NOT "
+                                  f"{alias}.{quote(NULL_KEY)}) WHERE {JOIN_KEY} IS NOT NULL"),
+            Step(view, join=TableSideJoin(f"{view}_stream", f"{view}_table",
+                                          tuple(hidden.values()), join_type(join) == "LEFT")),
+        ]
+        laterals.append(_lateral(table.alias, hidden, stream_alias))
+        current = view
+    if watermark_ms is not None:
+        steps.append(Step(f"{prefix}_joined", f"SELECT * FROM {quote(current)}",
+                          watermark_ms=watermark_ms))
+        current = f"{prefix}_joined"
+    select.set("joins", None)
+    select.set("from_", exp.From(this=exp.Table(
+        this=exp.to_identifier(current, quoted=True),
+        alias=exp.TableAlias(this=exp.to_identifier(stream_alias)))))
+    select.set("laterals", [*laterals, *(select.args.get("laterals") or [])])
+    return steps
+
+
+def _sides(on: exp.Expr, table: JoinedTable) -> tuple[exp.Expr, exp.Expr]:
+    """The stream side and the table side of a join's ON equality (as rewritten into Spark's
+    terms: possibly in parentheses and ``coalesce(..., false)``); the table's side is the one
+    that reads only the table's columns."""
+    while isinstance(on, (exp.Paren, exp.Coalesce, exp.Anonymous)):
+        if isinstance(on, exp.Anonymous):  # coalesce(condition, false)
+            if on.name.lower() != "coalesce" or not on.expressions:
+                break
+            on = on.expressions[0]
+        else:
+            on = on.this
+    if not isinstance(on, exp.EQ):
+        raise QueryRuntimeError(f"a stream-table join's ON must be an equality: {on.sql()}")
+    names = {column.name for column in table.source.columns} | set(PSEUDO_COLUMNS)
+
+    def of_table(column: exp.Column) -> bool:
+        return column.table == table.alias if column.table else column.name in names
+
+    for table_side, stream_side in ((on.expression, on.this), (on.this, on.expression)):
+        columns = list(table_side.find_all(exp.Column))
+        if columns and all(of_table(column) for column in columns):
+            return stream_side, table_side
+    raise QueryRuntimeError(f"no side of the join's ON reads only {table.alias}: {on.sql()}")
+
+
+def _lateral(alias: str, hidden: dict[str, str], stream_alias: str) -> exp.Lateral:
+    """``LATERAL VIEW INLINE(ARRAY(STRUCT(...))) alias AS names``: the table's columns, under
+    their own names and the table's alias, from their hidden names in the joined view."""
+    row = exp.Struct(expressions=[
+        exp.PropertyEQ(this=exp.to_identifier(name, quoted=True),
+                       expression=exp.column(column, table=stream_alias, quoted=True))
+        for name, column in hidden.items()])
+    return exp.Lateral(
+        this=exp.Inline(this=exp.Array(expressions=[row])), view=True, outer=False,
+        alias=exp.TableAlias(this=exp.to_identifier(alias),
+                             columns=[exp.to_identifier(name, quoted=True) for name in hidden]))
