@@ -145,9 +145,12 @@ PROTOBUF_CODEC_CLASS = "io.metastore.protobuf.ProtobufNoSrCodec"
 """PROTOBUF_NOSR records to and from ksqlDB's JSON, called from Spark SQL (see the source)."""
 TABLE_SIDE_JOIN_CLASS = "io.metastore.join.TableSideJoin"
 """A stream-table join's table side as keyed state, under ``transformWithState`` (see the source)."""
+TABLE_TABLE_JOIN_CLASS = "io.metastore.join.TableTableJoin"
+"""A primary-key join of tables as keyed state, under ``transformWithState`` (see the source)."""
 _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/protobuf/ProtobufNoSrCodec.java",
-                 "java/io/metastore/join/TableSideJoin.java")
+                 "java/io/metastore/join/TableSideJoin.java",
+                 "java/io/metastore/join/TableTableJoin.java")
 _PROJECT_JAR = "metastore-java.jar"
 
 

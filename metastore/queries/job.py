@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore.local.jars import INTERCEPTOR_CLASS, TABLE_SIDE_JOIN_CLASS
-from metastore.queries.steps import QueryPlan, Step, TableSideJoin
+from metastore.local.jars import INTERCEPTOR_CLASS, TABLE_SIDE_JOIN_CLASS, TABLE_TABLE_JOIN_CLASS
+from metastore.queries.steps import QueryPlan, Step, TableJoin, TableSideJoin
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -201,17 +201,28 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
         frame.createOrReplaceTempView(step.view)
 
 
-def _table_side_join(session: SparkSession, view: str, join: TableSideJoin) -> DataFrame:
-    """The view of a stream-table join with keyed state, by the project's JVM processor under
+def _table_side_join(session: SparkSession, view: str,
+                     join: TableSideJoin | TableJoin) -> DataFrame:
+    """The view of a join with keyed table sides, by the project's JVM processors under
     ``transformWithState``, which keeps its state in RocksDB."""
     session.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
-    processor: Any = session._jvm
-    for name in TABLE_SIDE_JOIN_CLASS.split("."):
-        processor = getattr(processor, name)
-    processor.register(
-        session._jsparkSession, join.stream_view, join.table_view, view,
-        list(join.table_columns), join.left)
+    jvm: Any = session._jvm
+    if isinstance(join, TableSideJoin):
+        _java_class(jvm, TABLE_SIDE_JOIN_CLASS).register(
+            session._jsparkSession, join.stream_view, join.table_view, view,
+            list(join.table_columns), join.left)
+    else:
+        _java_class(jvm, TABLE_TABLE_JOIN_CLASS).register(
+            session._jsparkSession, list(join.table_views), view,
+            [list(columns) for columns in join.table_columns])
     return session.table(view)
+
+
+def _java_class(jvm: Any, name: str) -> Any:
+    found = jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def progress(streaming_query: StreamingQuery) -> Progress | None:

@@ -25,8 +25,8 @@ Aggregations run in Spark's ``update`` output mode: each micro-batch writes the 
 every key (and window) it changed, an upsert keyed by the GROUP BY key. What one streaming
 SELECT cannot express is a :class:`BatchStage`: batch SQL that runs per micro-batch over its
 rows and the source topics read in batch up to it, written with ``foreachBatch``: aggregating a
-table's changelog (an update takes a row out of its old group), joining tables
-(:mod:`metastore.queries.stages`), SESSION windows (sessions merge) and EMIT FINAL
+table's changelog (an update takes a row out of its old group), joining tables on a
+foreign key (:mod:`metastore.queries.stages`), SESSION windows (sessions merge) and EMIT FINAL
 (:mod:`metastore.queries.final_windows`).
 """
 
@@ -85,7 +85,8 @@ from metastore.queries.steps import (
     table_versions_select,
 )
 from metastore.queries.support import explain, runtime_problem
-from metastore.queries.table_state import JoinedTable, join_tables
+from metastore.queries.table_state import AT, TABLES, JoinedTable, join_tables, join_tables_on_keys
+from metastore.queries.table_state import JOIN_KEY as TABLE_JOIN_KEY
 from metastore.spark.query import struct_access
 from metastore.spark.types import quote, spark_type
 from metastore.sql import types as ty
@@ -169,6 +170,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     sessions_view = ""  # what a SESSION aggregation reads
     keyed: list[JoinedTable] = []  # tables joined as keyed state
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
+    keyed_rows = table_join and table_state and not analysis.foreign_key_join
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
@@ -207,7 +209,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         read.table.replace(exp.Table(this=exp.to_identifier(view, quoted=True),
                                      alias=exp.TableAlias(this=exp.to_identifier(alias))))
     assert stream_alias is not None, "support admits only queries reading a stream"
-    if table_join:
+    if table_join and not keyed_rows:
         batch = table_join_stage(joined_tables, prefix)
     key_names = {c.name for c in sink.key_columns}
     source_keys = {c.name for c in analysis.reads[0].source.key_columns}
@@ -299,11 +301,18 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if keyed:
         grace = analysis.windowing.grace_ms if analysis.windowing is not None else None
         steps += join_tables(select, f"{prefix}_0", stream_alias, keyed, prefix, grace)
+    if keyed_rows:
+        tables = [JoinedTable(source, alias, f"{prefix}_changes_{index}") for index, (
+            (source, _, _), alias) in enumerate(zip(joined_tables, stream_aliases, strict=True))]
+        join_steps, present = join_tables_on_keys(select, tables, [t[2] for t in joined_tables],
+                                                  prefix)
+        steps += join_steps
+        _keyed_table_join_columns(select, stream_aliases, present, key_names)
     if windows:  # in Spark's own terms, after the rewrite into ksqlDB's
         _bound_stream_joins(select, analysis, windows, stream_alias, stream_aliases)
     if versioned:
         _as_of_stream_time(select, analysis, versioned, stream_aliases)
-    if table_join:
+    if table_join and not keyed_rows:
         _table_join_columns(select, stream_aliases, [t[2] for t in joined_tables],
                             analysis.foreign_key_join)
     if generated:
@@ -313,7 +322,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     inner = select.sql(dialect="spark", identify=True)
     if at_once is not None:
         inner = union_sql(select, at_once, batch_views)
-    if table_join:
+    if table_join and not keyed_rows:
         assert batch is not None
         names = [item.alias_or_name for item in select.expressions
                  if item.alias_or_name != JOIN_KEY]
@@ -344,7 +353,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         if analysis.kind is SourceKind.STREAM:  # a stream's result has no deletions
             sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
         return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch,
-                         table_state=bool(keyed))
+                         table_state=bool(keyed) or keyed_rows)
     hidden = None if analysis.aggregate else SOURCE
     session_key = session is not None or (
         source_window is not None and source_window.kind == "SESSION")
@@ -380,7 +389,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest",
-                     table_state=bool(keyed))
+                     table_state=bool(keyed) or keyed_rows)
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:
@@ -538,6 +547,32 @@ def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str],
     keyed = list(zip(tables, keys, strict=True))[:1 if foreign else None]
     key = exp.func("coalesce", *(exp.column(k, table=t, quoted=True) for t, k in keyed))
     select.append("expressions", exp.alias_(key, JOIN_KEY, quoted=True))
+
+
+def _keyed_table_join_columns(select: exp.Select, tables: list[str], present: exp.Expr,
+                              keys: set[str]) -> None:
+    """A primary-key table-table join's row per changed key (see
+    :func:`metastore.queries.table_state.join_tables_on_keys`) as its record: the result row when
+    the joins' types and the WHERE admit one, else a tombstone of the key. The time is the
+    newest of the rows joined and the change (Kafka Streams' max), a tombstone's the change's;
+    tables carry no headers and no source offsets."""
+    where = select.args.get("where")
+    result = exp.and_(present, exp.Paren(this=where.this)) if where is not None else present
+    select.set("where", None)
+    changed = exp.column(AT, table=TABLES, quoted=True)
+    joined_time = exp.func("greatest", *(exp.column("ROWTIME", table=t, quoted=True)
+                                         for t in tables), changed.copy())
+    _set_columns(select, {
+        NULL_VALUE: exp.Not(this=exp.func("coalesce", result.copy(), exp.false())),
+        ROWTIME: exp.If(this=exp.func("coalesce", result.copy(), exp.false()),
+                        true=joined_time, false=changed),
+        HEADERS: exp.cast(exp.Null(), "ARRAY<STRUCT<key: STRING, value: BINARY>>"),
+        SOURCE: exp.cast(exp.Null(), "STRING"),
+    })
+    key = exp.column(TABLE_JOIN_KEY, table=TABLES, quoted=True)
+    for item in select.expressions:  # a tombstone's key is the join key
+        if item.alias_or_name in keys:
+            item.set("this", exp.func("coalesce", item.this, key.copy()))
 
 
 def _set_columns(select: exp.Select, values: Mapping[str, exp.Expr]) -> None:

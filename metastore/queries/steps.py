@@ -44,6 +44,17 @@ class TableSideJoin:
 
 
 @dataclass(frozen=True)
+class TableJoin:
+    """A primary-key join of tables whose sides are keyed state (see
+    :mod:`metastore.queries.table_state`): one row per key a micro-batch changed, with every
+    table's current row; ``table_views`` hold the tables' changelogs, whose ``table_columns``
+    are each table's."""
+
+    table_views: tuple[str, ...]
+    table_columns: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
 class Step:
     """Register ``view``: a Kafka read of ``topic`` (streaming or batch), a SELECT, or a
     stream-table join with keyed state."""
@@ -53,7 +64,7 @@ class Step:
     topic: str | None = None
     streaming: bool = True
     watermark_ms: int | None = None
-    join: TableSideJoin | None = None
+    join: TableSideJoin | TableJoin | None = None
 
 
 @dataclass(frozen=True)

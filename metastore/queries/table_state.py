@@ -1,4 +1,5 @@
-"""A stream's joins with tables whose table sides are keyed state.
+"""Joins whose table sides are keyed state: a stream's joins with tables, and tables joined on
+their primary keys.
 
 Kafka Streams joins a stream record with the table's current row for the record's join key,
 kept in a state store that the table's changelog updates (a tombstone deletes the row). Here
@@ -13,6 +14,11 @@ expression), the table's changelog with its key and its columns under hidden nam
 join of the two (the stream's records with the table's columns filled in). The query then
 reads the last join's view, and each table's alias names its columns there through a
 ``LATERAL VIEW``, so the SELECT's references, qualified or not, read as they did in the join.
+
+Tables joined on their primary keys (:func:`join_tables_on_keys`) are one operator, the JVM
+``io.metastore.join.TableTableJoin``, over the union of their changelogs: its state is every
+table's latest row per key, and it writes one row per key a micro-batch changed, with every
+table's current row, which the SELECT reads through one ``LATERAL VIEW`` per table alias.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from sqlglot import exp
 from metastore.catalog.joins import join_type
 from metastore.catalog.model import DataSource
 from metastore.queries.exceptions import QueryRuntimeError
-from metastore.queries.steps import NULL_KEY, NULL_VALUE, Step, TableSideJoin
+from metastore.queries.steps import NULL_KEY, NULL_VALUE, Step, TableJoin, TableSideJoin
 from metastore.spark.types import quote
 
 JOIN_KEY = "__MS_JK"
@@ -73,18 +79,10 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
         ).from_(exp.Table(this=exp.to_identifier(current, quoted=True),
                           alias=exp.TableAlias(this=exp.to_identifier(stream_alias))))
         records.set("laterals", [lateral.copy() for lateral in laterals])
-        alias = quote(table.alias)
-        changelog = ", ".join([
-            *(f"{alias}.{quote(name)} AS {quote(hidden[name])}" for name in names),
-            f"0 AS {SIDE}", f"{alias}.{quote(NULL_VALUE)} AS {DELETED}",
-            f"{table_side.sql(dialect='spark', identify=True)} AS {JOIN_KEY}",
-            *(f"{alias}.{pseudo} AS {name}" for pseudo, name in
-              zip(PSEUDO_COLUMNS, (AT, AT_PARTITION, AT_OFFSET), strict=True))])
         steps += [
             Step(f"{view}_stream", records.sql(dialect="spark", identify=True)),
-            Step(f"{view}_table", f"SELECT * FROM (SELECT {changelog} FROM "
-                                  f"{quote(table.changes_view)} AS {alias} WHERE NOT "
-                                  f"{alias}.{quote(NULL_KEY)}) WHERE {JOIN_KEY} IS NOT NULL"),
+            _changelog(f"{view}_table", table, hidden, 0,
+                       table_side.sql(dialect="spark", identify=True)),
             Step(view, join=TableSideJoin(f"{view}_stream", f"{view}_table",
                                           tuple(hidden.values()), join_type(join) == "LEFT")),
         ]
@@ -100,6 +98,22 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
         alias=exp.TableAlias(this=exp.to_identifier(stream_alias)))))
     select.set("laterals", [*laterals, *(select.args.get("laterals") or [])])
     return steps
+
+
+def _changelog(view: str, table: JoinedTable, hidden: dict[str, str], side: int,
+               key_sql: str) -> Step:
+    """The step of ``view``: a joined table's changelog as a join's input, its columns under
+    their ``hidden`` names, with its side, tombstones, join key (``key_sql``) and order; a
+    record without a key, or whose join key is NULL, joins nothing and is left out."""
+    alias = quote(table.alias)
+    columns = ", ".join([
+        *(f"{alias}.{quote(name)} AS {quote(column)}" for name, column in hidden.items()),
+        f"{side} AS {SIDE}", f"{alias}.{quote(NULL_VALUE)} AS {DELETED}",
+        f"{key_sql} AS {JOIN_KEY}",
+        *(f"{alias}.{pseudo} AS {name}" for pseudo, name in
+          zip(PSEUDO_COLUMNS, (AT, AT_PARTITION, AT_OFFSET), strict=True))])
+    return Step(view, f"SELECT * FROM (SELECT {columns} FROM {quote(table.changes_view)} AS "
+                      f"{alias} WHERE NOT {alias}.{quote(NULL_KEY)}) WHERE {JOIN_KEY} IS NOT NULL")
 
 
 def _sides(on: exp.Expr, table: JoinedTable) -> tuple[exp.Expr, exp.Expr]:
@@ -138,3 +152,50 @@ def _lateral(alias: str, hidden: dict[str, str], stream_alias: str) -> exp.Later
         this=exp.Inline(this=exp.Array(expressions=[row])), view=True, outer=False,
         alias=exp.TableAlias(this=exp.to_identifier(alias),
                              columns=[exp.to_identifier(name, quoted=True) for name in hidden]))
+
+
+TABLES = "__ms_tables"
+"""The alias of a table-table join's keyed rows in the rewritten SELECT."""
+
+
+def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: list[str],
+                        prefix: str) -> tuple[list[Step], exp.Expr]:
+    """Rewrite ``select`` (already in Spark's terms), a join of ``tables`` on their primary keys
+    (``keys``: each table's key column), to read one row per key a micro-batch changed, with
+    every table's current row from keyed state; returns the steps that register the views it
+    reads and the condition under which the key has a result row (by the joins' types: an INNER
+    join needs both sides, a LEFT the left, a RIGHT the right, a FULL either). The row's
+    ``__MS_JK`` is its key and ``__MS_AT`` the newest time of the micro-batch's changes of it."""
+    joins = list(select.args.get("joins") or [])
+    views: list[str] = []
+    columns: list[tuple[str, ...]] = []
+    steps: list[Step] = []
+    laterals: list[exp.Lateral] = []
+    present: exp.Expr | None = None
+    for number, (table, key) in enumerate(zip(tables, keys, strict=True)):
+        names = [c.name for c in table.source.columns] + list(PSEUDO_COLUMNS)
+        hidden = {name: f"__MS_J{number}_{name}" for name in names}
+        view = f"{prefix}_rows_{number}"
+        steps.append(_changelog(view, table, hidden, number,
+                                f"{quote(table.alias)}.{quote(key)}"))
+        views.append(view)
+        columns.append(tuple(hidden.values()))
+        laterals.append(_lateral(table.alias, hidden, TABLES))
+        has_row = exp.Not(this=exp.Is(this=exp.column(hidden["ROWTIME"], table=TABLES,
+                                                      quoted=True), expression=exp.Null()))
+        if present is None:
+            present = has_row
+        else:
+            kind = join_type(joins[number - 1])
+            present = (exp.and_(present, has_row) if kind == "INNER" else present
+                       if kind == "LEFT" else has_row if kind == "RIGHT"
+                       else exp.or_(present, has_row))
+    assert present is not None, "a join has tables"
+    view = f"{prefix}_tables"
+    steps.append(Step(view, join=TableJoin(tuple(views), tuple(columns))))
+    select.set("joins", None)
+    select.set("from_", exp.From(this=exp.Table(
+        this=exp.to_identifier(view, quoted=True),
+        alias=exp.TableAlias(this=exp.to_identifier(TABLES)))))
+    select.set("laterals", [*laterals, *(select.args.get("laterals") or [])])
+    return steps, exp.Paren(this=present)

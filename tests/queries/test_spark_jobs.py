@@ -222,6 +222,47 @@ def test_stream_table_join_keeps_the_table_side_in_its_checkpoint(
     assert sorted((k, v) for k, v, _ in records[1:]) == [(b"u1", b"c,alice"), (b"u2", b"d,bob")]
 
 
+def test_table_table_join_keeps_both_tables_in_its_checkpoint(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """A primary-key table-table join's sides are keyed state: after both topics' records are
+    deleted, the restarted query joins a change of one table with the other's row from its
+    checkpoint, and a tombstone on the left side deletes the result row."""
+    users, regions, sink = topic_factory(), topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE TABLE USERS (ID STRING PRIMARY KEY, NAME STRING)
+            WITH (KAFKA_TOPIC='{users}', VALUE_FORMAT='JSON');
+        CREATE TABLE REGIONS (ID STRING PRIMARY KEY, REGION STRING)
+            WITH (KAFKA_TOPIC='{regions}', VALUE_FORMAT='JSON');
+        CREATE TABLE PLACED WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT U.ID AS ID, NAME, REGION FROM USERS U LEFT JOIN REGIONS R ON U.ID = R.ID;""")
+    plan = compile_query(image.queries[query_id(image, "PLACED")], image)
+    assert plan.table_state and plan.batch is None
+    producer = producer_factory()
+    producer.produce(users, key=b"u1", value=json.dumps({"NAME": "alice"}), timestamp=1000)
+    producer.produce(users, key=b"u2", value=json.dumps({"NAME": "bob"}), timestamp=1000)
+    producer.produce(regions, key=b"u1", value=json.dumps({"REGION": "eu"}), timestamp=2000)
+    producer.flush(10)
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    job.start(spark, plan, tmp_path / "q", options, available_now=True).awaitTermination(120)
+    first = read_all(kafka_settings, sink, 2)
+    assert sorted((k, v) for k, v, _ in first) == [(b"u1", b"alice,eu"), (b"u2", b"bob,")]
+    admin = AdminClient(kafka_settings.config())
+    for topic in (users, regions):
+        for future in admin.delete_records([TopicPartition(topic, 0, OFFSET_END)]).values():
+            future.result(30)
+    producer.produce(users, key=b"u1", value=json.dumps({"NAME": "alicia"}), timestamp=3000)
+    producer.produce(regions, key=b"u2", value=json.dumps({"REGION": "us"}), timestamp=3000)
+    producer.produce(users, key=b"u3", value=json.dumps({"NAME": "carol"}), timestamp=3000)
+    producer.produce(users, key=b"u3", value=None, timestamp=4000)
+    producer.flush(10)
+    job.start(spark, plan, tmp_path / "q", options, available_now=True).awaitTermination(120)
+    records = read_all(kafka_settings, sink, len(first) + 3)
+    assert sorted((k, v) for k, v, _ in records[len(first):]) == [
+        (b"u1", b"alicia,eu"), (b"u2", b"bob,us"), (b"u3", None)]
+
+
 def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(tmp_path: Path) -> None:
     assert job.holds_table_state(tmp_path / "new")
     (tmp_path / "old" / "offsets").mkdir(parents=True)

@@ -129,7 +129,7 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
     }
 
     /** A record's join key, as the one-column row the state is keyed by. */
-    private static final class JoinKey implements MapFunction<Row, Row> {
+    static final class JoinKey implements MapFunction<Row, Row> {
         private static final long serialVersionUID = 1L;
         private final int index;
 

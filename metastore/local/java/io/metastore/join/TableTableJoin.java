@@ -1,0 +1,139 @@
+package io.metastore.join;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * A join of tables on their primary keys whose sides are keyed state: each table's latest row
+ * per key, kept in the query's state store (so in its checkpoint), updated by the table's
+ * changelog and cleared by its tombstones.
+ *
+ * <p>The input is the union of the tables' changelogs: each record with its table's index
+ * ({@code __MS_SIDE}), its key ({@code __MS_JK}), its time, partition and offset
+ * ({@code __MS_AT}, {@code __MS_AT_P}, {@code __MS_AT_O}), whether it is a tombstone
+ * ({@code __MS_DELETED}) and its table's columns (under names of their own, NULL in the other
+ * tables' records). Per key, a micro-batch's records are applied in time order (then by table,
+ * partition and offset), then one row is emitted for the key: every table's current row in its
+ * columns (NULLs where the table has none), {@code __MS_AT} the newest time of the
+ * micro-batch's records of the key. The output has the input's columns but {@code __MS_SIDE},
+ * {@code __MS_DELETED}, {@code __MS_AT_P} and {@code __MS_AT_O}.
+ */
+public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
+    private static final long serialVersionUID = 1L;
+
+    private final StructType schema;
+    private final int[][] tableFields;
+    private final StructType[] tableSchemas;
+    private final int side;
+    private final int deleted;
+    private final int time;
+    private final int partition;
+    private final int offset;
+    private transient List<ValueState<Row>> rows;
+
+    private TableTableJoin(StructType schema, List<List<String>> tableColumns) {
+        this.schema = schema;
+        this.tableFields = new int[tableColumns.size()][];
+        this.tableSchemas = new StructType[tableColumns.size()];
+        for (int table = 0; table < tableColumns.size(); table++) {
+            int[] fields = tableColumns.get(table).stream().mapToInt(schema::fieldIndex).toArray();
+            List<StructField> structFields = new ArrayList<>();
+            for (int field : fields) {
+                structFields.add(schema.fields()[field]);
+            }
+            tableFields[table] = fields;
+            tableSchemas[table] = new StructType(structFields.toArray(new StructField[0]));
+        }
+        this.side = schema.fieldIndex("__MS_SIDE");
+        this.deleted = schema.fieldIndex("__MS_DELETED");
+        this.time = schema.fieldIndex("__MS_AT");
+        this.partition = schema.fieldIndex("__MS_AT_P");
+        this.offset = schema.fieldIndex("__MS_AT_O");
+    }
+
+    /**
+     * Register {@code outputView}: the join, keyed by {@code __MS_JK}, of the changelogs in
+     * {@code tableViews} (unioned by column name); {@code tableColumns} are each table's columns.
+     */
+    public static void register(SparkSession session, List<String> tableViews, String outputView,
+                                List<List<String>> tableColumns) {
+        Dataset<Row> input = session.table(tableViews.get(0));
+        for (String view : tableViews.subList(1, tableViews.size())) {
+            input = input.unionByName(session.table(view), true);
+        }
+        StructType schema = input.schema();
+        StructType keySchema = new StructType(new StructField[] {schema.apply("__MS_JK")});
+        input.groupByKey(new TableSideJoin.JoinKey(schema.fieldIndex("__MS_JK")),
+                         Encoders.row(keySchema))
+                .transformWithState(new TableTableJoin(schema, tableColumns), TimeMode.None(),
+                                    OutputMode.Append(), Encoders.row(schema))
+                .drop("__MS_SIDE", "__MS_DELETED", "__MS_AT_P", "__MS_AT_O")
+                .createOrReplaceTempView(outputView);
+    }
+
+    @Override
+    public void init(OutputMode outputMode, TimeMode timeMode) {
+        rows = new ArrayList<>();
+        for (int table = 0; table < tableSchemas.length; table++) {
+            rows.add(getHandle().getValueState("table_" + table, Encoders.row(tableSchemas[table]),
+                                               TTLConfig.NONE()));
+        }
+    }
+
+    @Override
+    public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> changes,
+                                                          TimerValues timerValues) {
+        List<Row> batch = new ArrayList<>();
+        while (changes.hasNext()) {
+            batch.add(changes.next());
+        }
+        batch.sort(Comparator.comparingLong((Row row) -> row.isNullAt(time) ? Long.MIN_VALUE : row.getLong(time))
+                .thenComparingInt(row -> row.getInt(side))
+                .thenComparingInt(row -> row.getInt(partition))
+                .thenComparingLong(row -> row.getLong(offset)));
+        Long newest = null;
+        for (Row change : batch) {
+            int table = change.getInt(side);
+            if (!change.isNullAt(deleted) && change.getBoolean(deleted)) {
+                rows.get(table).clear();
+            } else {
+                int[] fields = tableFields[table];
+                Object[] values = new Object[fields.length];
+                for (int i = 0; i < fields.length; i++) {
+                    values[i] = change.get(fields[i]);
+                }
+                rows.get(table).update(new GenericRowWithSchema(values, tableSchemas[table]));
+            }
+            if (!change.isNullAt(time)) {
+                newest = newest == null ? change.getLong(time) : Math.max(newest, change.getLong(time));
+            }
+        }
+        Object[] values = new Object[schema.length()];
+        values[schema.fieldIndex("__MS_JK")] = key.get(0);
+        values[time] = newest;
+        for (int table = 0; table < tableFields.length; table++) {
+            Row current = rows.get(table).exists() ? rows.get(table).get() : null;
+            for (int i = 0; i < tableFields[table].length; i++) {
+                values[tableFields[table][i]] = current == null ? null : current.get(i);
+            }
+        }
+        List<Row> out = new ArrayList<>();
+        out.add(new GenericRowWithSchema(values, schema));
+        return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
+    }
+}
