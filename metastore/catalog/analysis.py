@@ -79,7 +79,8 @@ class Analysis:
     """Every FROM and JOIN table with the catalog source it names, in the order written."""
     joins: tuple[JoinShape, ...]
     window: WindowInfo | None
-    """The result's windowing (a windowed aggregation's, or its one source's)."""
+    """The result's windowing (a windowed aggregation's, or its first source's: a projection
+    keeps its source's windows, a join of windowed sources its left source's)."""
     aggregate: bool
     projection: tuple[tuple[str, exp.Expr], ...] = ()
     """Each output column's name and the expression computing it, in SELECT order (``*``
@@ -298,7 +299,7 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     window = None
     if query.window is not None and aggregate:
         window = WindowInfo(query.window.kind, query.window.size_ms)
-    elif len(scope.order) == 1 and not aggregate:
+    elif not aggregate:  # a join of windowed sources is keyed by the left one's windows
         window = scope.by_alias[scope.order[0]].window
     summary = None
     if calls:

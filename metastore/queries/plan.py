@@ -184,7 +184,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             stream_alias = stream_alias or alias
             stream_aliases.append(alias)
             source_topics.append(source.topic)
-            steps += stream_steps(source, view, None if session or final else analysis.windowing,
+            # a stream joined with tables as keyed state falls into windows after the join
+            steps += stream_steps(source, view, None if session or final or keys_tables
+                                  else analysis.windowing,
                                   _watermark(windows, index) if windows else None)
             if at_once is not None:  # and its records read in batch, for the other side's
                 batch_views[alias] = f"{view}_all"
@@ -230,7 +232,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             items.append(exp.alias_(key_value.copy(), key_name, quoted=True))
     windowed = analysis.windowed
     # a projection or filter of a windowed source keeps its records' windows in the sink's key
-    source_window = analysis.window if not analysis.aggregate and not analysis.joins else None
+    # and a join of windowed streams the left stream's windows
+    source_window = analysis.window if not analysis.aggregate else None
     bounds = _Bounds(exp.column(WINDOW, table=stream_alias, quoted=True))
     if session is not None:  # each record's session, as Kafka Streams merges them
         bounds = _Bounds(exp.column(SESSION, table=stream_alias, quoted=True))
@@ -297,10 +300,12 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                 items.append(exp.alias_(bounds.end(), WINDOW_END, quoted=True))
     generated = _take_table_functions(items)
     select.set("expressions", items)
-    _rewrite(select, stream_alias, config, bounds)
+    own_windows = frozenset(read.alias for read in analysis.reads if read.source.window
+                            is not None) if analysis.joins and not analysis.aggregate else None
+    _rewrite(select, stream_alias, config, bounds, own_windows or frozenset())
     if keyed:
-        grace = analysis.windowing.grace_ms if analysis.windowing is not None else None
-        steps += join_tables(select, f"{prefix}_0", stream_alias, keyed, prefix, grace)
+        steps += join_tables(select, f"{prefix}_0", stream_alias, keyed, prefix,
+                             analysis.windowing)
     if keyed_rows:
         tables = [JoinedTable(source, alias, f"{prefix}_changes_{index}") for index, (
             (source, _, _), alias) in enumerate(zip(joined_tables, stream_aliases, strict=True))]
@@ -487,6 +492,10 @@ def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[in
                 window.before_ms))),
             exp.LTE(this=mine.copy(), expression=exp.Add(this=theirs.copy(), expression=_interval(
                 window.after_ms))))
+        source_window = analysis.reads[index].source.window
+        if source_window is not None:  # the same key in the same window
+            condition = exp.and_(condition, *_same_window(alias, first,
+                                                          source_window.kind == "SESSION"))
         join = joins[index - 1]
         join.set("on", exp.and_(exp.Paren(this=join.args["on"]), condition))
     for index, join in enumerate(joins):
@@ -507,6 +516,17 @@ def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[in
             exp.column(SOURCE, table=a, quoted=True) for a in streams)]),
     }
     _set_columns(select, hidden)
+
+
+def _same_window(alias: str, first: str, session: bool) -> list[exp.Expr]:
+    """Windowed streams join on their serialized keys, so on the window too: its start (a time
+    window's key holds only its start), and a session's end."""
+    bounds = ("start", "end") if session else ("start",)
+    return [exp.EQ(this=exp.Dot(this=exp.column(WINDOW, table=alias, quoted=True),
+                                expression=exp.to_identifier(bound)),
+                   expression=exp.Dot(this=exp.column(WINDOW, table=first, quoted=True),
+                                      expression=exp.to_identifier(bound)))
+            for bound in bounds]
 
 
 def _as_of_stream_time(select: exp.Select, analysis: Analysis, tables: list[int],
@@ -672,16 +692,19 @@ class _Bounds:
 
 
 def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | None = None,
-             bounds: _Bounds | None = None) -> None:
+             bounds: _Bounds | None = None, own_windows: frozenset[str] = frozenset()) -> None:
     """ksqlDB expressions as Spark SQL with ksqlDB's meaning: every function call, array index
     and division through :func:`metastore.functions.library.to_spark`; window bounds and
-    struct access as the query's views hold them."""
+    struct access as the query's views hold them. ``own_windows``: the aliases of joined
+    windowed sources, whose qualified bounds are their own records' windows."""
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and node.name.upper() in ("WINDOWSTART", "WINDOWEND"):
             # the query's window (qualified or not), else the window of the source it names
             window = bounds or _Bounds(exp.column(WINDOW, table=node.table or stream_alias,
                                                   quoted=True))
+            if node.table and node.table in own_windows:
+                window = _Bounds(exp.column(WINDOW, table=node.table, quoted=True))
             return window.start() if node.name.upper() == "WINDOWSTART" else window.end()
         if isinstance(node, exp.JSONExtract):
             return struct_access(node)

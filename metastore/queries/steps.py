@@ -117,18 +117,24 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
         # millisecond ahead (both sides alike, so the join's time range is unchanged).
         event_time = f"{event_time} + INTERVAL '1' MILLISECOND"
         rowtime = f"{rowtime} - 1"
-    bounds = hopping = ""
-    if window is not None and window.size_ms is not None:
-        size = f"'{window.size_ms} milliseconds'"
-        slide = f", '{window.advance_ms} milliseconds'" if window.advance_ms else ""
-        bounds = f", window({TS}, {size}{slide}) AS {WINDOW}"
-        if window.advance_ms:  # Kafka Streams' hopping windows start at the epoch or later
-            hopping = f" WHERE unix_millis({WINDOW}.start) >= 0"
+    bounds, hopping = window_columns(window)
     return [Step(f"{view}_raw", topic=source.topic),
             Step(f"{view}_decoded", f"SELECT *, {event_time} AS {TS} FROM ({decoded})",
                  watermark_ms=grace),
             Step(view, f"SELECT * FROM (SELECT *, {rowtime} AS ROWTIME{bounds} FROM "
                        f"{quote(view + '_decoded')}){hopping}")]
+
+
+def window_columns(window: WindowSpec | None) -> tuple[str, str]:
+    """What gives a record of event time ``__MS_TS`` the time window it falls into: the SELECT
+    item (``, window(...) AS __MS_WINDOW``) and the filter of the records it selects (Kafka
+    Streams' hopping windows start at the epoch or later); none for no window or a SESSION."""
+    if window is None or window.size_ms is None:
+        return "", ""
+    size = f"'{window.size_ms} milliseconds'"
+    slide = f", '{window.advance_ms} milliseconds'" if window.advance_ms else ""
+    hopping = f" WHERE unix_millis({WINDOW}.start) >= 0" if window.advance_ms else ""
+    return f", window({TS}, {size}{slide}) AS {WINDOW}", hopping
 
 
 VALID_FROM = "__MS_VALID_FROM"

@@ -85,8 +85,9 @@ def _shape(analysis: Analysis) -> str | None:
     windowed = next((read.source for read in analysis.reads if read.source.window is not None),
                     None)
     if windowed is not None:  # its records keep their windows only through a projection
-        if analysis.joins:
-            return f"joins of a windowed source ({windowed.name}) are not supported"
+        if any(join.right.source.kind is SourceKind.TABLE for join in analysis.joins) or (
+                analysis.joins and first.kind is SourceKind.TABLE):
+            return f"joins of a windowed table ({windowed.name}) are not supported"
         if analysis.aggregate:
             return f"aggregating a windowed source ({windowed.name}) is not supported"
         if analysis.query.partition_by:

@@ -30,8 +30,16 @@ from sqlglot import exp
 from metastore.catalog.joins import join_type
 from metastore.catalog.model import DataSource
 from metastore.queries.exceptions import QueryRuntimeError
-from metastore.queries.steps import NULL_KEY, NULL_VALUE, Step, TableJoin, TableSideJoin
+from metastore.queries.steps import (
+    NULL_KEY,
+    NULL_VALUE,
+    Step,
+    TableJoin,
+    TableSideJoin,
+    window_columns,
+)
 from metastore.spark.types import quote
+from metastore.sql.statements import WindowSpec
 
 JOIN_KEY = "__MS_JK"
 SIDE = "__MS_SIDE"
@@ -52,12 +60,12 @@ class JoinedTable:
 
 
 def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
-                tables: list[JoinedTable], prefix: str, watermark_ms: int | None) -> list[Step]:
+                tables: list[JoinedTable], prefix: str, window: WindowSpec | None) -> list[Step]:
     """Rewrite ``select`` (already in Spark's terms) to read its stream-table joins from keyed
     state; returns the steps that register the views it then reads. ``stream_view`` is the
-    stream's view, ``tables`` the joined tables in the order of the SELECT's JOINs;
-    ``watermark_ms``: the joined records' watermark delay (a windowed aggregation's grace), as
-    the stream's records had it before the join."""
+    stream's view, ``tables`` the joined tables in the order of the SELECT's JOINs; ``window``:
+    the query's time window, which the joined records fall into (and are watermarked by its
+    grace period) after the join, since the join's state keeps no event time."""
     joins = list(select.args.get("joins") or [])
     assert len(joins) == len(tables), "one JOIN per joined table"
     steps: list[Step] = []
@@ -88,10 +96,13 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
         ]
         laterals.append(_lateral(table.alias, hidden, stream_alias))
         current = view
-    if watermark_ms is not None:
-        steps.append(Step(f"{prefix}_joined", f"SELECT * FROM {quote(current)}",
-                          watermark_ms=watermark_ms))
-        current = f"{prefix}_joined"
+    bounds, hopping = window_columns(window)
+    if bounds:
+        steps += [Step(f"{prefix}_joined", f"SELECT * FROM {quote(current)}",
+                       watermark_ms=window.grace_ms if window is not None else None),
+                  Step(f"{prefix}_windowed", f"SELECT * FROM (SELECT *{bounds} FROM "
+                                             f"{quote(prefix + '_joined')}){hopping}")]
+        current = f"{prefix}_windowed"
     select.set("joins", None)
     select.set("from_", exp.From(this=exp.Table(
         this=exp.to_identifier(current, quoted=True),

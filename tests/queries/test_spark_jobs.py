@@ -65,6 +65,13 @@ def run(spark: Any, image: Image, query_id: str, tmp_path: Path, bootstrap: str)
     return job.start(spark, plan, tmp_path / query_id, {"kafka.bootstrap.servers": bootstrap})
 
 
+def run_available_now(spark: Any, plan: Any, checkpoint: Path, options: dict[str, str]) -> None:
+    """Run ``plan`` over what its sources hold now, to the end."""
+    streaming = job.start(spark, plan, checkpoint, options, available_now=True)
+    assert streaming.awaitTermination(300), "the query finished"
+    assert streaming.exception() is None
+
+
 def int_key(value: int) -> bytes:
     return struct.pack(">i", value)
 
@@ -209,7 +216,7 @@ def test_stream_table_join_keeps_the_table_side_in_its_checkpoint(
     producer.produce(users, key=b"u2", value=json.dumps({"NAME": "bob"}), timestamp=3000)
     producer.flush(10)
     options = {"kafka.bootstrap.servers": kafka_bootstrap}
-    job.start(spark, plan, tmp_path / "q", options, available_now=True).awaitTermination(120)
+    run_available_now(spark, plan, tmp_path / "q", options)
     assert [(k, v) for k, v, _ in read_all(kafka_settings, sink, 1)] == [(b"u1", b"a,alice")]
     admin = AdminClient(kafka_settings.config())
     for future in admin.delete_records([TopicPartition(users, 0, OFFSET_END)]).values():
@@ -217,7 +224,7 @@ def test_stream_table_join_keeps_the_table_side_in_its_checkpoint(
     producer.produce(views, key=b"u1", value=json.dumps({"PAGE": "c"}), timestamp=4000)
     producer.produce(views, key=b"u2", value=json.dumps({"PAGE": "d"}), timestamp=4000)
     producer.flush(10)
-    job.start(spark, plan, tmp_path / "q", options, available_now=True).awaitTermination(120)
+    run_available_now(spark, plan, tmp_path / "q", options)
     records = read_all(kafka_settings, sink, 3)
     assert sorted((k, v) for k, v, _ in records[1:]) == [(b"u1", b"c,alice"), (b"u2", b"d,bob")]
 
@@ -245,7 +252,7 @@ def test_table_table_join_keeps_both_tables_in_its_checkpoint(
     producer.produce(regions, key=b"u1", value=json.dumps({"REGION": "eu"}), timestamp=2000)
     producer.flush(10)
     options = {"kafka.bootstrap.servers": kafka_bootstrap}
-    job.start(spark, plan, tmp_path / "q", options, available_now=True).awaitTermination(120)
+    run_available_now(spark, plan, tmp_path / "q", options)
     first = read_all(kafka_settings, sink, 2)
     assert sorted((k, v) for k, v, _ in first) == [(b"u1", b"alice,eu"), (b"u2", b"bob,")]
     admin = AdminClient(kafka_settings.config())
@@ -257,7 +264,7 @@ def test_table_table_join_keeps_both_tables_in_its_checkpoint(
     producer.produce(users, key=b"u3", value=json.dumps({"NAME": "carol"}), timestamp=3000)
     producer.produce(users, key=b"u3", value=None, timestamp=4000)
     producer.flush(10)
-    job.start(spark, plan, tmp_path / "q", options, available_now=True).awaitTermination(120)
+    run_available_now(spark, plan, tmp_path / "q", options)
     records = read_all(kafka_settings, sink, len(first) + 3)
     assert sorted((k, v) for k, v, _ in records[len(first):]) == [
         (b"u1", b"alicia,eu"), (b"u2", b"bob,us"), (b"u3", None)]
