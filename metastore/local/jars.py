@@ -150,7 +150,8 @@ TABLE_TABLE_JOIN_CLASS = "io.metastore.join.TableTableJoin"
 _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/protobuf/ProtobufNoSrCodec.java",
                  "java/io/metastore/join/TableSideJoin.java",
-                 "java/io/metastore/join/TableTableJoin.java")
+                 "java/io/metastore/join/TableTableJoin.java",
+                 "java/io/metastore/join/Arrival.java")
 _PROJECT_JAR = "metastore-java.jar"
 
 

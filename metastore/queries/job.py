@@ -188,6 +188,8 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
                        **kafka_options}
             if step.streaming and reads:
                 options.update(reads)
+            if step.from_start:
+                options["startingOffsets"] = "earliest"
             if not step.streaming and ends and step.topic in ends:
                 options["endingOffsets"] = json.dumps({step.topic: dict(ends[step.topic])})
             frame = reader.format("kafka").options(**options).load()

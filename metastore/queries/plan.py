@@ -169,6 +169,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     batch_views: dict[str, str] = {}
     sessions_view = ""  # what a SESSION aggregation reads
     keyed: list[JoinedTable] = []  # tables joined as keyed state
+    stream_view = ""  # the first stream's view
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
     keyed_rows = table_join and table_state and not analysis.foreign_key_join
     for index, read in enumerate(analysis.reads):
@@ -181,6 +182,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             steps += stream_steps(source, f"{prefix}_changes_{index}", None)
             joined_tables.append((source, view, source.key_columns[0].name))
         elif source.kind is SourceKind.STREAM or changelog:
+            stream_view = stream_view or view
             stream_alias = stream_alias or alias
             stream_aliases.append(alias)
             source_topics.append(source.topic)
@@ -202,7 +204,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                 batch = final_stage(source, view, final)
                 view = f"{view}_input"
         elif keys_tables:  # the table's changelog: its rows are the join's keyed state
-            steps += stream_steps(source, f"{view}_changes", None)
+            steps += stream_steps(source, f"{view}_changes", None, from_start=True)
             keyed.append(JoinedTable(source, alias, f"{view}_changes"))
         else:  # a stream-table join reads every version of the table's rows
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),
@@ -235,6 +237,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     # and a join of windowed streams the left stream's windows
     source_window = analysis.window if not analysis.aggregate else None
     bounds = _Bounds(exp.column(WINDOW, table=stream_alias, quoted=True))
+    if source_window is not None and len(stream_aliases) > 1:  # a RIGHT or FULL join's record
+        # without a left side is keyed by the right side's window
+        bounds = _Bounds(exp.func("coalesce", *(exp.column(WINDOW, table=a, quoted=True)
+                                                for a in stream_aliases)))
     if session is not None:  # each record's session, as Kafka Streams merges them
         bounds = _Bounds(exp.column(SESSION, table=stream_alias, quoted=True))
     rowtime: exp.Expr = exp.column("ROWTIME", table=stream_alias, quoted=True)
@@ -304,7 +310,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                             is not None) if analysis.joins and not analysis.aggregate else None
     _rewrite(select, stream_alias, config, bounds, own_windows or frozenset())
     if keyed:
-        steps += join_tables(select, f"{prefix}_0", stream_alias, keyed, prefix,
+        steps += join_tables(select, stream_view, stream_alias, keyed, prefix,
                              analysis.windowing)
     if keyed_rows:
         tables = [JoinedTable(source, alias, f"{prefix}_changes_{index}") for index, (
@@ -413,9 +419,9 @@ def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:
 
 def _joins_keyed_state(analysis: Analysis, staged: bool) -> bool:
     """Whether the query's joins are a stream's joins with tables whose sides are keyed state
-    (:mod:`metastore.queries.table_state`): so they are unless a stream-stream join precedes a
-    table (its tables are joined as of the joined record's time) or a per-micro-batch stage
-    (SESSION, EMIT FINAL) reads the stream's records."""
+    (:mod:`metastore.queries.table_state`): so they are when every source but the first stream
+    is a table, unless a per-micro-batch stage (SESSION, EMIT FINAL) reads the stream's
+    records; a query that also joins streams joins its tables as of the record's time."""
     reads = analysis.reads
     return (bool(analysis.joins) and not staged and reads[0].source.kind is SourceKind.STREAM
             and all(read.source.kind is SourceKind.TABLE for read in reads[1:]))

@@ -27,6 +27,7 @@ SENTINEL = "__MS_SENTINEL"
 WINDOW_END = "__MS_WINDOWEND"
 TOUCHED = "__MS_TOUCHED"
 SESSION = "__MS_SESSION"
+KAFKA_TIMESTAMP = "__MS_KAFKA_TS"
 ORDER = "__MS_ORDER"
 """The time a stream-stream join's records are written in order of."""
 
@@ -56,8 +57,8 @@ class TableJoin:
 
 @dataclass(frozen=True)
 class Step:
-    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), a SELECT, or a
-    stream-table join with keyed state."""
+    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), a SELECT, or a join
+    whose table sides are keyed state."""
 
     view: str
     sql: str | None = None
@@ -65,6 +66,8 @@ class Step:
     streaming: bool = True
     watermark_ms: int | None = None
     join: TableSideJoin | TableJoin | None = None
+    from_start: bool = False
+    """A streaming read from the topic's first offset, whatever the query's offset reset."""
 
 
 @dataclass(frozen=True)
@@ -94,16 +97,16 @@ class QueryPlan:
 
 
 def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
-                 watermark_ms: int | None = None) -> list[Step]:
+                 watermark_ms: int | None = None, from_start: bool = False) -> list[Step]:
     """A stream's streaming read, decoded, with its pseudo columns and event time ``TS``;
     watermarked by ``window``'s grace, or by ``watermark_ms`` (a stream-stream join's)."""
     pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
               f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
-              "timestamp AS __MS_KAFKA_TS", f"value IS NULL AS {NULL_VALUE}",
+              f"timestamp AS {KAFKA_TIMESTAMP}", f"value IS NULL AS {NULL_VALUE}",
               f"key IS NULL AS {NULL_KEY}", f"key AS {RAW_KEY}",
               f"headers AS {HEADERS}", *([WINDOW] if source.window is not None else []))
     decoded = decode_select(source, quote(f"{view}_raw"), extra=pseudo)
-    event_time = "__MS_KAFKA_TS"
+    event_time = KAFKA_TIMESTAMP
     column = source.column(source.timestamp_column) if source.timestamp_column else None
     if column is not None:
         event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
@@ -118,7 +121,7 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
         event_time = f"{event_time} + INTERVAL '1' MILLISECOND"
         rowtime = f"{rowtime} - 1"
     bounds, hopping = window_columns(window)
-    return [Step(f"{view}_raw", topic=source.topic),
+    return [Step(f"{view}_raw", topic=source.topic, from_start=from_start),
             Step(f"{view}_decoded", f"SELECT *, {event_time} AS {TS} FROM ({decoded})",
                  watermark_ms=grace),
             Step(view, f"SELECT * FROM (SELECT *, {rowtime} AS ROWTIME{bounds} FROM "

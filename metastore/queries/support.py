@@ -7,8 +7,9 @@ and a statement accepted into the log is one the runtime can run. Supported: pro
 filters, every function :mod:`metastore.functions` declares a Spark translation for (scalar
 functions, lambdas, and ``GROUP BY`` aggregates of streams and of tables, ``HAVING``), TUMBLING,
 HOPPING and SESSION windows, projections and filters of windowed sources (their records keep
-their windows), ``PARTITION BY``, stream-table joins (inner or left), and stream-stream joins
-(INNER, LEFT, RIGHT, FULL OUTER, with their WITHIN and GRACE PERIOD; not aggregated).
+their windows), ``PARTITION BY``, stream-table joins (inner or left), stream-stream joins
+(INNER, LEFT, RIGHT, FULL OUTER, with their WITHIN and GRACE PERIOD; not aggregated; of
+windowed streams too) and table-table joins (on primary keys or a foreign key).
 Anything else is refused with the reason, before it is written:
 :func:`check_runtime` is the :class:`~metastore.catalog.validation.RuntimeCheck` a validator is
 given.
@@ -85,9 +86,9 @@ def _shape(analysis: Analysis) -> str | None:
     windowed = next((read.source for read in analysis.reads if read.source.window is not None),
                     None)
     if windowed is not None:  # its records keep their windows only through a projection
-        if any(join.right.source.kind is SourceKind.TABLE for join in analysis.joins) or (
-                analysis.joins and first.kind is SourceKind.TABLE):
-            return f"joins of a windowed table ({windowed.name}) are not supported"
+        tables = [read.source for read in analysis.reads if read.source.kind is SourceKind.TABLE]
+        if analysis.joins and tables:  # both sides are windowed, or the join is refused
+            return f"joins of a windowed table ({tables[0].name}) are not supported"
         if analysis.aggregate:
             return f"aggregating a windowed source ({windowed.name}) is not supported"
         if analysis.query.partition_by:

@@ -11,7 +11,10 @@ query's checkpoint, and a micro-batch reads only the table records that are new.
 For each joined table, in the order the query joins them, :func:`join_tables` adds three steps:
 the stream's records with their join key (``__MS_JK``, the ON condition's stream-side
 expression), the table's changelog with its key and its columns under hidden names, and the
-join of the two (the stream's records with the table's columns filled in). The query then
+join of the two (the stream's records with the table's columns filled in); a windowed query's
+records then fall into their windows. The table's changelog is read from its first offset
+whatever the query's ``auto.offset.reset``, so a query that starts at the stream's end still
+joins the whole table. The query then
 reads the last join's view, and each table's alias names its columns there through a
 ``LATERAL VIEW``, so the SELECT's references, qualified or not, read as they did in the join.
 
@@ -31,6 +34,7 @@ from metastore.catalog.joins import join_type
 from metastore.catalog.model import DataSource
 from metastore.queries.exceptions import QueryRuntimeError
 from metastore.queries.steps import (
+    KAFKA_TIMESTAMP,
     NULL_KEY,
     NULL_VALUE,
     Step,
@@ -121,8 +125,9 @@ def _changelog(view: str, table: JoinedTable, hidden: dict[str, str], side: int,
         *(f"{alias}.{quote(name)} AS {quote(column)}" for name, column in hidden.items()),
         f"{side} AS {SIDE}", f"{alias}.{quote(NULL_VALUE)} AS {DELETED}",
         f"{key_sql} AS {JOIN_KEY}",
-        *(f"{alias}.{pseudo} AS {name}" for pseudo, name in
-          zip(PSEUDO_COLUMNS, (AT, AT_PARTITION, AT_OFFSET), strict=True))])
+        # a tombstone of a table whose TIMESTAMP column gives its time has the record's
+        f"coalesce({alias}.ROWTIME, unix_millis({alias}.{KAFKA_TIMESTAMP})) AS {AT}",
+        f"{alias}.ROWPARTITION AS {AT_PARTITION}", f"{alias}.ROWOFFSET AS {AT_OFFSET}"])
     return Step(view, f"SELECT * FROM (SELECT {columns} FROM {quote(table.changes_view)} AS "
                       f"{alias} WHERE NOT {alias}.{quote(NULL_KEY)}) WHERE {JOIN_KEY} IS NOT NULL")
 
@@ -159,9 +164,10 @@ def _lateral(alias: str, hidden: dict[str, str], stream_alias: str) -> exp.Later
         exp.PropertyEQ(this=exp.to_identifier(name, quoted=True),
                        expression=exp.column(column, table=stream_alias, quoted=True))
         for name, column in hidden.items()])
+    quoted = "`" + alias.replace("`", "``") + "`"  # sqlglot writes a LATERAL VIEW's alias as is
     return exp.Lateral(
         this=exp.Inline(this=exp.Array(expressions=[row])), view=True, outer=False,
-        alias=exp.TableAlias(this=exp.to_identifier(alias),
+        alias=exp.TableAlias(this=exp.to_identifier(quoted),
                              columns=[exp.to_identifier(name, quoted=True) for name in hidden]))
 
 
@@ -192,7 +198,7 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: lis
         views.append(view)
         columns.append(tuple(hidden.values()))
         laterals.append(_lateral(table.alias, hidden, TABLES))
-        has_row = exp.Not(this=exp.Is(this=exp.column(hidden["ROWTIME"], table=TABLES,
+        has_row = exp.Not(this=exp.Is(this=exp.column(hidden["ROWOFFSET"], table=TABLES,
                                                       quoted=True), expression=exp.Null()))
         if present is None:
             present = has_row

@@ -2,14 +2,11 @@ package io.metastore.join;
 
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.List;
 
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 import org.apache.spark.sql.streaming.OutputMode;
@@ -30,11 +27,11 @@ import org.apache.spark.sql.types.StructType;
  * table's changelog ({@code __MS_SIDE} 0), each with its join key ({@code __MS_JK}), its time,
  * partition and offset ({@code __MS_AT}, {@code __MS_AT_P}, {@code __MS_AT_O}), and the table's
  * columns (NULL on a stream record); a table record has {@code __MS_DELETED} true for a
- * tombstone. Per join key, a micro-batch's records are processed in time order (a table record
- * before a stream record of the same time, then by partition and offset): a table record
+ * tombstone. Per join key, a micro-batch's records are processed in turn: a table record
  * replaces or clears the key's row, a stream record is emitted with the key's current row in the
  * table's columns, or, if there is none, with NULLs there for a LEFT join and not at all for an
- * INNER one. The output has the input's columns.
+ * INNER one; the records go in the order Kafka Streams processes them ({@link Arrival}). The
+ * output has the input's columns but the ones this join reads.
  */
 public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -77,7 +74,7 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
         StructType schema = input.schema();
         StructType keySchema = new StructType(new StructField[] {schema.apply("__MS_JK")});
         int key = schema.fieldIndex("__MS_JK");
-        input.groupByKey(new JoinKey(key), Encoders.row(keySchema))
+        input.groupByKey(new Arrival.JoinKey(key), Encoders.row(keySchema))
                 .transformWithState(new TableSideJoin(schema, tableColumns, left), TimeMode.None(),
                                     OutputMode.Append(), Encoders.row(schema))
                 .drop("__MS_SIDE", "__MS_DELETED", "__MS_JK", "__MS_AT", "__MS_AT_P", "__MS_AT_O")
@@ -93,28 +90,14 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows,
                                                           TimerValues timerValues) {
-        List<Row> batch = new ArrayList<>();
-        while (rows.hasNext()) {
-            batch.add(rows.next());
-        }
-        batch.sort(Comparator.comparingLong((Row row) -> row.isNullAt(time) ? Long.MIN_VALUE : row.getLong(time))
-                .thenComparingInt(row -> row.getInt(side))
-                .thenComparingInt(row -> row.getInt(partition))
-                .thenComparingLong(row -> row.getLong(offset)));
+        Row match = current.exists() ? current.get() : null;
+        boolean changed = false;
         List<Row> out = new ArrayList<>();
-        for (Row row : batch) {
+        for (Row row : new Arrival(side, partition, offset, time).order(rows)) {
             if (row.getInt(side) == TABLE_SIDE) {
-                if (!row.isNullAt(deleted) && row.getBoolean(deleted)) {
-                    current.clear();
-                } else {
-                    Object[] values = new Object[tableFields.length];
-                    for (int i = 0; i < tableFields.length; i++) {
-                        values[i] = row.get(tableFields[i]);
-                    }
-                    current.update(new GenericRowWithSchema(values, tableSchema));
-                }
-            } else if (current.exists() || left) {
-                Row match = current.exists() ? current.get() : null;
+                changed = true;
+                match = !row.isNullAt(deleted) && row.getBoolean(deleted) ? null : tableRow(row);
+            } else if (match != null || left) {
                 Object[] values = new Object[row.length()];
                 for (int i = 0; i < values.length; i++) {
                     values[i] = row.get(i);
@@ -125,21 +108,19 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
                 out.add(new GenericRowWithSchema(values, schema));
             }
         }
+        if (changed && match == null) {
+            current.clear();
+        } else if (changed) {
+            current.update(match);
+        }
         return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
     }
 
-    /** A record's join key, as the one-column row the state is keyed by. */
-    static final class JoinKey implements MapFunction<Row, Row> {
-        private static final long serialVersionUID = 1L;
-        private final int index;
-
-        JoinKey(int index) {
-            this.index = index;
+    private Row tableRow(Row row) {
+        Object[] values = new Object[tableFields.length];
+        for (int i = 0; i < tableFields.length; i++) {
+            values[i] = row.get(tableFields[i]);
         }
-
-        @Override
-        public Row call(Row row) {
-            return RowFactory.create(row.get(index));
-        }
+        return new GenericRowWithSchema(values, tableSchema);
     }
 }

@@ -1,7 +1,6 @@
 package io.metastore.join;
 
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 
 import org.apache.spark.sql.Dataset;
@@ -27,9 +26,9 @@ import org.apache.spark.sql.types.StructType;
  * ({@code __MS_SIDE}), its key ({@code __MS_JK}), its time, partition and offset
  * ({@code __MS_AT}, {@code __MS_AT_P}, {@code __MS_AT_O}), whether it is a tombstone
  * ({@code __MS_DELETED}) and its table's columns (under names of their own, NULL in the other
- * tables' records). Per key, a micro-batch's records are applied in time order (then by table,
- * partition and offset), then one row is emitted for the key: every table's current row in its
- * columns (NULLs where the table has none), {@code __MS_AT} the newest time of the
+ * tables' records). Per key, a micro-batch's records are applied in turn (each table's in
+ * offset order, {@link Arrival}), then one row is emitted for the key: every table's current
+ * row in its columns (NULLs where the table has none), {@code __MS_AT} the newest time of the
  * micro-batch's records of the key. The output has the input's columns but {@code __MS_SIDE},
  * {@code __MS_DELETED}, {@code __MS_AT_P} and {@code __MS_AT_O}.
  */
@@ -44,6 +43,7 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
     private final int time;
     private final int partition;
     private final int offset;
+    private final int joinKey;
     private transient List<ValueState<Row>> rows;
 
     private TableTableJoin(StructType schema, List<List<String>> tableColumns) {
@@ -64,6 +64,7 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
         this.time = schema.fieldIndex("__MS_AT");
         this.partition = schema.fieldIndex("__MS_AT_P");
         this.offset = schema.fieldIndex("__MS_AT_O");
+        this.joinKey = schema.fieldIndex("__MS_JK");
     }
 
     /**
@@ -78,7 +79,7 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
         }
         StructType schema = input.schema();
         StructType keySchema = new StructType(new StructField[] {schema.apply("__MS_JK")});
-        input.groupByKey(new TableSideJoin.JoinKey(schema.fieldIndex("__MS_JK")),
+        input.groupByKey(new Arrival.JoinKey(schema.fieldIndex("__MS_JK")),
                          Encoders.row(keySchema))
                 .transformWithState(new TableTableJoin(schema, tableColumns), TimeMode.None(),
                                     OutputMode.Append(), Encoders.row(schema))
@@ -98,38 +99,40 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> changes,
                                                           TimerValues timerValues) {
-        List<Row> batch = new ArrayList<>();
-        while (changes.hasNext()) {
-            batch.add(changes.next());
+        Row[] current = new Row[rows.size()];
+        boolean[] changed = new boolean[rows.size()];
+        for (int table = 0; table < current.length; table++) {
+            current[table] = rows.get(table).exists() ? rows.get(table).get() : null;
         }
-        batch.sort(Comparator.comparingLong((Row row) -> row.isNullAt(time) ? Long.MIN_VALUE : row.getLong(time))
-                .thenComparingInt(row -> row.getInt(side))
-                .thenComparingInt(row -> row.getInt(partition))
-                .thenComparingLong(row -> row.getLong(offset)));
         Long newest = null;
-        for (Row change : batch) {
+        for (Row change : new Arrival(side, partition, offset, time).order(changes)) {
             int table = change.getInt(side);
+            changed[table] = true;
             if (!change.isNullAt(deleted) && change.getBoolean(deleted)) {
-                rows.get(table).clear();
+                current[table] = null;
             } else {
                 int[] fields = tableFields[table];
                 Object[] values = new Object[fields.length];
                 for (int i = 0; i < fields.length; i++) {
                     values[i] = change.get(fields[i]);
                 }
-                rows.get(table).update(new GenericRowWithSchema(values, tableSchemas[table]));
+                current[table] = new GenericRowWithSchema(values, tableSchemas[table]);
             }
             if (!change.isNullAt(time)) {
                 newest = newest == null ? change.getLong(time) : Math.max(newest, change.getLong(time));
             }
         }
         Object[] values = new Object[schema.length()];
-        values[schema.fieldIndex("__MS_JK")] = key.get(0);
+        values[joinKey] = key.get(0);
         values[time] = newest;
         for (int table = 0; table < tableFields.length; table++) {
-            Row current = rows.get(table).exists() ? rows.get(table).get() : null;
+            if (changed[table] && current[table] == null) {
+                rows.get(table).clear();
+            } else if (changed[table]) {
+                rows.get(table).update(current[table]);
+            }
             for (int i = 0; i < tableFields[table].length; i++) {
-                values[tableFields[table][i]] = current == null ? null : current.get(i);
+                values[tableFields[table][i]] = current[table] == null ? null : current[table].get(i);
             }
         }
         List<Row> out = new ArrayList<>();
