@@ -72,16 +72,19 @@ def test_supported_queries_are_accepted(statement: str) -> None:
      "aggregating a windowed source (H) is not supported"),
     (WINDOWED + "CREATE STREAM X AS SELECT * FROM W PARTITION BY V;",
      "PARTITION BY over a windowed source (W) is not supported"),
-    (WINDOWED + "CREATE STREAM W2 (ID INT KEY, U INT) WITH (KAFKA_TOPIC='w2', "
-     "VALUE_FORMAT='JSON', WINDOW_TYPE='SESSION');"
-     "CREATE STREAM X AS SELECT W.ID, W.V, W2.U FROM W JOIN W2 WITHIN 1 MINUTE ON W.ID = W2.ID;",
-     "joins of a windowed source (W) are not supported"),
 ])
 def test_unsupported_queries_are_refused_before_they_are_written(statement: str,
                                                                   reason: str) -> None:
     message = outcome(statement)
     assert message is not None and message.startswith(
         "The Spark runtime cannot run this query: ") and reason in message, message
+
+
+def test_windowed_streams_join_in_their_windows() -> None:
+    assert outcome(WINDOWED + "CREATE STREAM W2 (ID INT KEY, U INT) WITH (KAFKA_TOPIC='w2', "
+                   "VALUE_FORMAT='JSON', WINDOW_TYPE='SESSION');"
+                   "CREATE STREAM X AS SELECT W.ID, W.V, W2.U FROM W JOIN W2 WITHIN 1 MINUTE "
+                   "ON W.ID = W2.ID;") is None
 
 
 def test_drop_terminates_the_sinks_query_but_not_insert_queries_into_it() -> None:
