@@ -139,8 +139,10 @@ def test_killing_the_owner_mid_stream_moves_the_query_without_a_gap(
     assert status["state"] == "RUNNING" and status["ownerNode"] == survivor
 
 
-WINDOW_BASE_MS = 1_700_000_000_000 // 3_600_000 * 3_600_000
-"""The start of an hour: every record of the windowed test falls in that one TUMBLING window."""
+WINDOW_BASE_MS = int(time.time() * 1000) // 3_600_000 * 3_600_000
+"""The start of the current hour: every record of the windowed test falls in that one TUMBLING
+window. Not an older time: the windowed table's topic deletes records past the window's
+retention (compact,delete, as ksqlDB creates it), so records years old would be gone."""
 
 
 def latest_by_key(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:
