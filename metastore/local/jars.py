@@ -151,7 +151,8 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/protobuf/ProtobufNoSrCodec.java",
                  "java/io/metastore/join/TableSideJoin.java",
                  "java/io/metastore/join/TableTableJoin.java",
-                 "java/io/metastore/join/Arrival.java")
+                 "java/io/metastore/join/Arrival.java",
+                 "java/io/metastore/join/TableColumns.java")
 _PROJECT_JAR = "metastore-java.jar"
 
 

@@ -233,7 +233,7 @@ class QueryRunner:
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options)
             entry.state = QueryState(query_id, RUNNING)
             entry.failed_at = None
-            log.info("started %s (checkpoint %s)", query_id, self.checkpoint(query_id))
+            log.info("started %s (checkpoint %s)", query_id, checkpoint)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             entry.state = QueryState(query_id, ERROR, first[:1000])

@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from metastore.catalog.joins import join_type
 from metastore.catalog.model import DataSource
+from metastore.catalog.pseudo_columns import PSEUDO_COLUMNS
 from metastore.queries.exceptions import QueryRuntimeError
 from metastore.queries.steps import (
     KAFKA_TIMESTAMP,
@@ -49,8 +50,8 @@ JOIN_KEY = "__MS_JK"
 SIDE = "__MS_SIDE"
 DELETED = "__MS_DELETED"
 AT, AT_PARTITION, AT_OFFSET = "__MS_AT", "__MS_AT_P", "__MS_AT_O"
-PSEUDO_COLUMNS = ("ROWTIME", "ROWPARTITION", "ROWOFFSET")
-"""A joined table's pseudo columns the query can read, besides its own."""
+ORDER_COLUMNS = dict(zip(PSEUDO_COLUMNS, (AT, AT_PARTITION, AT_OFFSET), strict=True))
+"""The pseudo column each order column of a join's input is."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,7 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
     current = stream_view
     for number, (table, join) in enumerate(zip(tables, joins, strict=True), start=1):
         stream_side, table_side = _sides(join.args["on"], table)
-        names = [c.name for c in table.source.columns] + list(PSEUDO_COLUMNS)
-        hidden = {name: f"__MS_J{number}_{name}" for name in names}
+        hidden = _hidden(table, number)
         view = f"{prefix}_join_{number}"
         records = exp.select(
             exp.Column(this=exp.Star(), table=exp.to_identifier(stream_alias, quoted=True)),
@@ -86,8 +86,7 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
             exp.alias_(exp.false(), DELETED, quoted=True),
             exp.alias_(stream_side.copy(), JOIN_KEY, quoted=True),
             *(exp.alias_(exp.column(pseudo, table=stream_alias, quoted=True), name, quoted=True)
-              for pseudo, name in zip(PSEUDO_COLUMNS, (AT, AT_PARTITION, AT_OFFSET),
-                                      strict=True)),
+              for pseudo, name in ORDER_COLUMNS.items()),
         ).from_(exp.Table(this=exp.to_identifier(current, quoted=True),
                           alias=exp.TableAlias(this=exp.to_identifier(stream_alias))))
         records.set("laterals", [lateral.copy() for lateral in laterals])
@@ -107,12 +106,25 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
                   Step(f"{prefix}_windowed", f"SELECT * FROM (SELECT *{bounds} FROM "
                                              f"{quote(prefix + '_joined')}){hopping}")]
         current = f"{prefix}_windowed"
+    _read_from(select, current, stream_alias, laterals)
+    return steps
+
+
+def _hidden(table: JoinedTable, number: int) -> dict[str, str]:
+    """The names of the ``number``-th joined table's columns (its own and its pseudo columns)
+    in a join's views."""
+    names = [c.name for c in table.source.columns] + list(PSEUDO_COLUMNS)
+    return {name: f"__MS_J{number}_{name}" for name in names}
+
+
+def _read_from(select: exp.Select, view: str, alias: str, laterals: list[exp.Lateral]) -> None:
+    """``select`` reading ``view`` (as ``alias``) instead of its FROM and JOINs, each joined
+    table's columns under its own alias through ``laterals``."""
     select.set("joins", None)
     select.set("from_", exp.From(this=exp.Table(
-        this=exp.to_identifier(current, quoted=True),
-        alias=exp.TableAlias(this=exp.to_identifier(stream_alias)))))
+        this=exp.to_identifier(view, quoted=True),
+        alias=exp.TableAlias(this=exp.to_identifier(alias)))))
     select.set("laterals", [*laterals, *(select.args.get("laterals") or [])])
-    return steps
 
 
 def _changelog(view: str, table: JoinedTable, hidden: dict[str, str], side: int,
@@ -145,7 +157,7 @@ def _sides(on: exp.Expr, table: JoinedTable) -> tuple[exp.Expr, exp.Expr]:
             on = on.this
     if not isinstance(on, exp.EQ):
         raise QueryRuntimeError(f"a stream-table join's ON must be an equality: {on.sql()}")
-    names = {column.name for column in table.source.columns} | set(PSEUDO_COLUMNS)
+    names = set(_hidden(table, 0))
 
     def of_table(column: exp.Column) -> bool:
         return column.table == table.alias if column.table else column.name in names
@@ -190,8 +202,7 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: lis
     laterals: list[exp.Lateral] = []
     present: exp.Expr | None = None
     for number, (table, key) in enumerate(zip(tables, keys, strict=True)):
-        names = [c.name for c in table.source.columns] + list(PSEUDO_COLUMNS)
-        hidden = {name: f"__MS_J{number}_{name}" for name in names}
+        hidden = _hidden(table, number)
         view = f"{prefix}_rows_{number}"
         steps.append(_changelog(view, table, hidden, number,
                                 f"{quote(table.alias)}.{quote(key)}"))
@@ -200,19 +211,20 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: lis
         laterals.append(_lateral(table.alias, hidden, TABLES))
         has_row = exp.Not(this=exp.Is(this=exp.column(hidden["ROWOFFSET"], table=TABLES,
                                                       quoted=True), expression=exp.Null()))
-        if present is None:
-            present = has_row
-        else:
-            kind = join_type(joins[number - 1])
-            present = (exp.and_(present, has_row) if kind == "INNER" else present
-                       if kind == "LEFT" else has_row if kind == "RIGHT"
-                       else exp.or_(present, has_row))
+        present = has_row if present is None else _joined(join_type(joins[number - 1]),
+                                                          present, has_row)
     assert present is not None, "a join has tables"
     view = f"{prefix}_tables"
     steps.append(Step(view, join=TableJoin(tuple(views), tuple(columns))))
-    select.set("joins", None)
-    select.set("from_", exp.From(this=exp.Table(
-        this=exp.to_identifier(view, quoted=True),
-        alias=exp.TableAlias(this=exp.to_identifier(TABLES)))))
-    select.set("laterals", [*laterals, *(select.args.get("laterals") or [])])
+    _read_from(select, view, TABLES, laterals)
     return steps, exp.Paren(this=present)
+
+
+def _joined(kind: str, left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    """Whether a join of type ``kind`` (:func:`metastore.catalog.joins.join_type`) has a row,
+    from whether its sides have."""
+    if kind == "INNER":
+        return exp.and_(left, right)
+    if kind == "OUTER":
+        return exp.or_(left, right)
+    return left if kind == "LEFT" else right

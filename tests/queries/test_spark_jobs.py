@@ -72,6 +72,14 @@ def run_available_now(spark: Any, plan: Any, checkpoint: Path, options: dict[str
     assert streaming.exception() is None
 
 
+def delete_all_records(settings: KafkaSettings, *topics: str) -> None:
+    """Delete every record of each (one-partition) topic, up to its end offset."""
+    admin = AdminClient(settings.config())
+    deleted = admin.delete_records([TopicPartition(topic, 0, OFFSET_END) for topic in topics])
+    for future in deleted.values():
+        future.result(30)
+
+
 def int_key(value: int) -> bytes:
     return struct.pack(">i", value)
 
@@ -223,9 +231,7 @@ def test_stream_table_join_keeps_the_table_side_in_its_checkpoint(
     run_available_now(spark, plan, tmp_path / "q", options)
     first = read_all(kafka_settings, sink, 2)
     assert sorted((k, v) for k, v, _ in first) == [(b"u1", b"a,alice"), (b"u4", b"e,new")]
-    admin = AdminClient(kafka_settings.config())
-    for future in admin.delete_records([TopicPartition(users, 0, OFFSET_END)]).values():
-        future.result(30)
+    delete_all_records(kafka_settings, users)
     producer.produce(views, key=b"u1", value=json.dumps({"PAGE": "c"}), timestamp=4000)
     producer.produce(views, key=b"u2", value=json.dumps({"PAGE": "d"}), timestamp=4000)
     producer.flush(10)
@@ -261,10 +267,7 @@ def test_table_table_join_keeps_both_tables_in_its_checkpoint(
     run_available_now(spark, plan, tmp_path / "q", options)
     first = read_all(kafka_settings, sink, 2)
     assert sorted((k, v) for k, v, _ in first) == [(b"u1", b"alice,eu"), (b"u2", b"bob,")]
-    admin = AdminClient(kafka_settings.config())
-    for topic in (users, regions):
-        for future in admin.delete_records([TopicPartition(topic, 0, OFFSET_END)]).values():
-            future.result(30)
+    delete_all_records(kafka_settings, users, regions)
     producer.produce(users, key=b"u1", value=json.dumps({"NAME": "alicia"}), timestamp=3000)
     producer.produce(regions, key=b"u2", value=json.dumps({"REGION": "us"}), timestamp=3000)
     producer.produce(users, key=b"u3", value=json.dumps({"NAME": "carol"}), timestamp=3000)

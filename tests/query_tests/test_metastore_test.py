@@ -85,11 +85,13 @@ OUTPUTS = [
     {"topic": "OUTPUT", "key": 1, "value": {"NAME": "C", "DOUBLED": 4.0}, "timestamp": 1000},
 ]
 
+T_AND_S = (
+    "CREATE TABLE T (ID STRING PRIMARY KEY, R STRING) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+    "CREATE STREAM S (ID STRING KEY, V INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');",
+)
 FINAL_OVER_JOIN = {  # the stream time EMIT FINAL replays counts only the joined, filtered rows
     "name": "final over a join", "statements": [
-        "CREATE TABLE T (ID STRING PRIMARY KEY, R STRING) WITH (KAFKA_TOPIC='t', "
-        "VALUE_FORMAT='JSON');",
-        "CREATE STREAM S (ID STRING KEY, V INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');",
+        *T_AND_S,
         "CREATE TABLE OUTPUT AS SELECT T.R AS R, COUNT(*) AS N FROM S JOIN T ON S.ID = T.ID "
         "WINDOW TUMBLING (SIZE 10 MILLISECONDS, GRACE PERIOD 0 MILLISECONDS) WHERE S.V > 0 "
         "GROUP BY T.R EMIT FINAL;"],
@@ -107,9 +109,7 @@ FINAL_OVER_JOIN = {  # the stream time EMIT FINAL replays counts only the joined
 
 WINDOW_OVER_JOIN = {  # the joined records fall into windows after the table's keyed state
     "name": "window over a join", "statements": [
-        "CREATE TABLE T (ID STRING PRIMARY KEY, R STRING) WITH (KAFKA_TOPIC='t', "
-        "VALUE_FORMAT='JSON');",
-        "CREATE STREAM S (ID STRING KEY, V INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');",
+        *T_AND_S,
         "CREATE TABLE OUTPUT AS SELECT T.R AS R, COUNT(*) AS N FROM S JOIN T ON S.ID = T.ID "
         "WINDOW TUMBLING (SIZE 10 MILLISECONDS, GRACE PERIOD 5 MILLISECONDS) GROUP BY T.R "
         "EMIT CHANGES;"],

@@ -1,7 +1,6 @@
 package io.metastore.join;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 
 import org.apache.spark.sql.Dataset;
@@ -37,8 +36,7 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
     private static final int TABLE_SIDE = 0;
 
-    private final StructType tableSchema;
-    private final int[] tableFields;
+    private final TableColumns table;
     private final int side;
     private final int deleted;
     private final int time;
@@ -50,10 +48,7 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
 
     private TableSideJoin(StructType schema, List<String> tableColumns, boolean left) {
         this.schema = schema;
-        this.tableFields = tableColumns.stream().mapToInt(schema::fieldIndex).toArray();
-        StructField[] fields = Arrays.stream(tableFields).mapToObj(i -> schema.fields()[i])
-                .toArray(StructField[]::new);
-        this.tableSchema = new StructType(fields);
+        this.table = new TableColumns(schema, tableColumns);
         this.side = schema.fieldIndex("__MS_SIDE");
         this.deleted = schema.fieldIndex("__MS_DELETED");
         this.time = schema.fieldIndex("__MS_AT");
@@ -83,7 +78,7 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
-        current = getHandle().getValueState("table_row", Encoders.row(tableSchema),
+        current = getHandle().getValueState("table_row", Encoders.row(table.schema),
                                             TTLConfig.NONE());
     }
 
@@ -96,15 +91,13 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
         for (Row row : new Arrival(side, partition, offset, time).order(rows)) {
             if (row.getInt(side) == TABLE_SIDE) {
                 changed = true;
-                match = !row.isNullAt(deleted) && row.getBoolean(deleted) ? null : tableRow(row);
+                match = !row.isNullAt(deleted) && row.getBoolean(deleted) ? null : table.of(row);
             } else if (match != null || left) {
                 Object[] values = new Object[row.length()];
                 for (int i = 0; i < values.length; i++) {
                     values[i] = row.get(i);
                 }
-                for (int i = 0; i < tableFields.length; i++) {
-                    values[tableFields[i]] = match == null ? null : match.get(i);
-                }
+                table.fill(values, match);
                 out.add(new GenericRowWithSchema(values, schema));
             }
         }
@@ -114,13 +107,5 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
             current.update(match);
         }
         return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
-    }
-
-    private Row tableRow(Row row) {
-        Object[] values = new Object[tableFields.length];
-        for (int i = 0; i < tableFields.length; i++) {
-            values[i] = row.get(tableFields[i]);
-        }
-        return new GenericRowWithSchema(values, tableSchema);
     }
 }

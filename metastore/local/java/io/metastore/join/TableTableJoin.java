@@ -36,8 +36,7 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
 
     private final StructType schema;
-    private final int[][] tableFields;
-    private final StructType[] tableSchemas;
+    private final TableColumns[] tables;
     private final int side;
     private final int deleted;
     private final int time;
@@ -48,17 +47,8 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
 
     private TableTableJoin(StructType schema, List<List<String>> tableColumns) {
         this.schema = schema;
-        this.tableFields = new int[tableColumns.size()][];
-        this.tableSchemas = new StructType[tableColumns.size()];
-        for (int table = 0; table < tableColumns.size(); table++) {
-            int[] fields = tableColumns.get(table).stream().mapToInt(schema::fieldIndex).toArray();
-            List<StructField> structFields = new ArrayList<>();
-            for (int field : fields) {
-                structFields.add(schema.fields()[field]);
-            }
-            tableFields[table] = fields;
-            tableSchemas[table] = new StructType(structFields.toArray(new StructField[0]));
-        }
+        this.tables = tableColumns.stream().map(columns -> new TableColumns(schema, columns))
+                .toArray(TableColumns[]::new);
         this.side = schema.fieldIndex("__MS_SIDE");
         this.deleted = schema.fieldIndex("__MS_DELETED");
         this.time = schema.fieldIndex("__MS_AT");
@@ -90,8 +80,8 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
         rows = new ArrayList<>();
-        for (int table = 0; table < tableSchemas.length; table++) {
-            rows.add(getHandle().getValueState("table_" + table, Encoders.row(tableSchemas[table]),
+        for (int table = 0; table < tables.length; table++) {
+            rows.add(getHandle().getValueState("table_" + table, Encoders.row(tables[table].schema),
                                                TTLConfig.NONE()));
         }
     }
@@ -108,16 +98,8 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
         for (Row change : new Arrival(side, partition, offset, time).order(changes)) {
             int table = change.getInt(side);
             changed[table] = true;
-            if (!change.isNullAt(deleted) && change.getBoolean(deleted)) {
-                current[table] = null;
-            } else {
-                int[] fields = tableFields[table];
-                Object[] values = new Object[fields.length];
-                for (int i = 0; i < fields.length; i++) {
-                    values[i] = change.get(fields[i]);
-                }
-                current[table] = new GenericRowWithSchema(values, tableSchemas[table]);
-            }
+            boolean tombstone = !change.isNullAt(deleted) && change.getBoolean(deleted);
+            current[table] = tombstone ? null : tables[table].of(change);
             if (!change.isNullAt(time)) {
                 newest = newest == null ? change.getLong(time) : Math.max(newest, change.getLong(time));
             }
@@ -125,18 +107,15 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
         Object[] values = new Object[schema.length()];
         values[joinKey] = key.get(0);
         values[time] = newest;
-        for (int table = 0; table < tableFields.length; table++) {
+        for (int table = 0; table < tables.length; table++) {
             if (changed[table] && current[table] == null) {
                 rows.get(table).clear();
             } else if (changed[table]) {
                 rows.get(table).update(current[table]);
             }
-            for (int i = 0; i < tableFields[table].length; i++) {
-                values[tableFields[table][i]] = current[table] == null ? null : current[table].get(i);
-            }
+            tables[table].fill(values, current[table]);
         }
-        List<Row> out = new ArrayList<>();
-        out.add(new GenericRowWithSchema(values, schema));
-        return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
+        Row joined = new GenericRowWithSchema(values, schema);
+        return scala.jdk.javaapi.CollectionConverters.asScala(List.of(joined).iterator());
     }
 }
