@@ -54,12 +54,15 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture
 def topic_factory(kafka_admin: Admin) -> Callable[..., str]:
-    """Creates a uniquely named topic: ``topic_factory(partitions=1, config=None, prefix=...)``."""
+    """Creates a uniquely named topic: ``topic_factory(partitions=1, config=None, prefix=...)``.
+    Its records are kept whatever their time (``retention.ms`` -1 unless ``config`` says): tests
+    write records of fixed, long past times, which the broker's time retention would delete."""
 
     def create(partitions: int = 1, config: dict[str, str] | None = None,
                prefix: str = "test") -> str:
         name = unique(prefix)
-        kafka_admin.create(name, partitions=partitions, config=config)
+        kafka_admin.create(name, partitions=partitions,
+                           config={"retention.ms": "-1", **(config or {})})
         return name
 
     return create

@@ -15,8 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore.local.jars import INTERCEPTOR_CLASS, TABLE_SIDE_JOIN_CLASS, TABLE_TABLE_JOIN_CLASS
-from metastore.queries.steps import QueryPlan, Step, TableJoin, TableSideJoin
+from metastore.local.jars import (
+    GROUP_MEMBERS_CLASS,
+    INTERCEPTOR_CLASS,
+    ROW_VERSIONS_CLASS,
+    TABLE_SIDE_JOIN_CLASS,
+    TABLE_TABLE_JOIN_CLASS,
+)
+from metastore.queries.steps import (
+    KeyedOperator,
+    QueryPlan,
+    RowVersions,
+    Step,
+    TableJoin,
+    TableSideJoin,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -193,8 +206,8 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
             if not step.streaming and ends and step.topic in ends:
                 options["endingOffsets"] = json.dumps({step.topic: dict(ends[step.topic])})
             frame = reader.format("kafka").options(**options).load()
-        elif step.join is not None:
-            frame = _table_side_join(session, step.view, step.join)
+        elif step.keyed is not None:
+            frame = _keyed_operator(session, step.view, step.keyed)
         else:
             assert step.sql is not None, "a step reads a topic or runs a SELECT"
             frame = session.sql(step.sql)
@@ -203,20 +216,24 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
         frame.createOrReplaceTempView(step.view)
 
 
-def _table_side_join(session: SparkSession, view: str,
-                     join: TableSideJoin | TableJoin) -> DataFrame:
-    """The view of a join with keyed table sides, by the project's JVM processors under
+def _keyed_operator(session: SparkSession, view: str, operator: KeyedOperator) -> DataFrame:
+    """The view of a keyed stateful operator, one of the project's JVM processors under
     ``transformWithState``, which keeps its state in RocksDB."""
     session.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
     jvm: Any = session._jvm
-    if isinstance(join, TableSideJoin):
+    jsession = session._jsparkSession
+    if isinstance(operator, TableSideJoin):
         _java_class(jvm, TABLE_SIDE_JOIN_CLASS).register(
-            session._jsparkSession, join.stream_view, join.table_view, view,
-            list(join.table_columns), join.left)
-    else:
+            jsession, operator.stream_view, operator.table_view, view,
+            list(operator.table_columns), operator.left)
+    elif isinstance(operator, TableJoin):
         _java_class(jvm, TABLE_TABLE_JOIN_CLASS).register(
-            session._jsparkSession, list(join.table_views), view,
-            [list(columns) for columns in join.table_columns])
+            jsession, list(operator.table_views), view,
+            [list(columns) for columns in operator.table_columns])
+    elif isinstance(operator, RowVersions):
+        _java_class(jvm, ROW_VERSIONS_CLASS).register(jsession, operator.changelog_view, view)
+    else:
+        _java_class(jvm, GROUP_MEMBERS_CLASS).register(jsession, operator.changes_view, view)
     return session.table(view)
 
 

@@ -25,7 +25,8 @@ Aggregations run in Spark's ``update`` output mode: each micro-batch writes the 
 every key (and window) it changed, an upsert keyed by the GROUP BY key. What one streaming
 SELECT cannot express is a :class:`BatchStage`: batch SQL that runs per micro-batch over its
 rows and the source topics read in batch up to it, written with ``foreachBatch``: aggregating a
-table's changelog (an update takes a row out of its old group), joining tables on a
+table's changelog (an update takes a row out of its old group; the rows and groups are keyed
+state, :mod:`metastore.queries.table_groups`, so the stage reads no topic), joining tables on a
 foreign key (:mod:`metastore.queries.stages`), SESSION windows (sessions merge) and EMIT FINAL
 (:mod:`metastore.queries.final_windows`).
 """
@@ -85,6 +86,7 @@ from metastore.queries.steps import (
     table_versions_select,
 )
 from metastore.queries.support import explain, runtime_problem
+from metastore.queries.table_groups import aggregate_changelog
 from metastore.queries.table_state import AT, TABLES, JoinedTable, join_tables, join_tables_on_keys
 from metastore.queries.table_state import JOIN_KEY as TABLE_JOIN_KEY
 from metastore.spark.query import struct_access
@@ -172,6 +174,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     stream_view = ""  # the first stream's view
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
     keyed_rows = table_join and table_state and not analysis.foreign_key_join
+    # a table aggregation's rows and groups are keyed state unless it starts at the table's end
+    # (the state would lack the rows before it, which the batch stage reads)
+    groups_keyed = table_state and overrides.offset_reset(config or {}) != "latest"
+    changelog_view = ""  # a table aggregation's changelog, when its groups are keyed state
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
@@ -194,7 +200,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                 batch_views[alias] = f"{view}_all"
                 steps += [replace(step, streaming=False, watermark_ms=None) for step in
                           stream_steps(source, f"{view}_all", None, _watermark(windows, index))]
-            if changelog and analysis.aggregate:
+            if changelog and analysis.aggregate and groups_keyed:
+                changelog_view = view  # the stage is built after the rewrite, from its groups
+                view = f"{view}_input"
+            elif changelog and analysis.aggregate:
                 batch = changelog_stage(source, view)
                 view = f"{view}_input"
             elif session is not None:
@@ -328,6 +337,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                             analysis.foreign_key_join)
     if generated:
         _explode(select, generated, stream_alias)
+    if changelog_view:
+        group_steps, batch = aggregate_changelog(select, changelog_view, stream_alias,
+                                                 f"{changelog_view}_input")
+        steps += group_steps
     if batch is not None and session is None and final is None and not table_join:
         aggregate_touched_groups(select, stream_alias)
     inner = select.sql(dialect="spark", identify=True)
@@ -364,7 +377,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         if analysis.kind is SourceKind.STREAM:  # a stream's result has no deletions
             sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
         return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch,
-                         table_state=bool(keyed) or keyed_rows)
+                         table_state=bool(keyed or keyed_rows or changelog_view))
     hidden = None if analysis.aggregate else SOURCE
     session_key = session is not None or (
         source_window is not None and source_window.kind == "SESSION")
@@ -400,7 +413,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest",
-                     table_state=bool(keyed) or keyed_rows)
+                     table_state=bool(keyed or keyed_rows or changelog_view))
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:

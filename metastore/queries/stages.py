@@ -42,6 +42,10 @@ def changelog_stage(source: DataSource, view: str) -> BatchStage:
     sentinels name their group but count in no aggregate (:func:`aggregate_touched_groups`), so
     a group a row left is aggregated without it (a COUNT of 0, as ksqlDB's undo leaves it). A
     version before the micro-batch has the time of the record that replaced it.
+
+    The plan of a query that starts at the table's end (``auto.offset.reset`` latest), or whose
+    checkpoint was started by this stage; others read the same input from keyed state
+    (:mod:`metastore.queries.table_groups`).
     """
     history = f"{view}_history"
     micro_batch = f"{view}_batch"

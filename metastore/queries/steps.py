@@ -56,16 +56,36 @@ class TableJoin:
 
 
 @dataclass(frozen=True)
+class RowVersions:
+    """A table aggregation's input as keyed state (see :mod:`metastore.queries.table_groups`):
+    the changes of the rows of the table changelog in ``changelog_view``."""
+
+    changelog_view: str
+
+
+@dataclass(frozen=True)
+class GroupMembers:
+    """A table aggregation's groups as keyed state (see :mod:`metastore.queries.table_groups`):
+    the rows of each group the changes in ``changes_view`` touched."""
+
+    changes_view: str
+
+
+KeyedOperator = TableSideJoin | TableJoin | RowVersions | GroupMembers
+"""A keyed stateful operator of the project's JVM classes, run by ``transformWithState``."""
+
+
+@dataclass(frozen=True)
 class Step:
-    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), a SELECT, or a join
-    whose table sides are keyed state."""
+    """Register ``view``: a Kafka read of ``topic`` (streaming or batch), a SELECT, or a keyed
+    stateful operator."""
 
     view: str
     sql: str | None = None
     topic: str | None = None
     streaming: bool = True
     watermark_ms: int | None = None
-    join: TableSideJoin | TableJoin | None = None
+    keyed: KeyedOperator | None = None
     from_start: bool = False
     """A streaming read from the topic's first offset, whatever the query's offset reset."""
 
@@ -93,7 +113,8 @@ class QueryPlan:
     earliest: bool = True
     """Whether a first start reads its sources from their first offsets (else their next)."""
     table_state: bool = False
-    """Whether it joins tables as keyed state (:mod:`metastore.queries.table_state`)."""
+    """Whether it keeps tables as keyed state (:mod:`metastore.queries.table_state`,
+    :mod:`metastore.queries.table_groups`)."""
 
 
 def stream_steps(source: DataSource, view: str, window: WindowSpec | None,

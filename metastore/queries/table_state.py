@@ -94,7 +94,7 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
             Step(f"{view}_stream", records.sql(dialect="spark", identify=True)),
             _changelog(f"{view}_table", table, hidden, 0,
                        table_side.sql(dialect="spark", identify=True)),
-            Step(view, join=TableSideJoin(f"{view}_stream", f"{view}_table",
+            Step(view, keyed=TableSideJoin(f"{view}_stream", f"{view}_table",
                                           tuple(hidden.values()), join_type(join) == "LEFT")),
         ]
         laterals.append(_lateral(table.alias, hidden, stream_alias))
@@ -215,7 +215,7 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: lis
                                                           present, has_row)
     assert present is not None, "a join has tables"
     view = f"{prefix}_tables"
-    steps.append(Step(view, join=TableJoin(tuple(views), tuple(columns))))
+    steps.append(Step(view, keyed=TableJoin(tuple(views), tuple(columns))))
     _read_from(select, view, TABLES, laterals)
     return steps, exp.Paren(this=present)
 

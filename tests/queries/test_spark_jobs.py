@@ -279,6 +279,47 @@ def test_table_table_join_keeps_both_tables_in_its_checkpoint(
         (b"u1", b"alicia,eu"), (b"u2", b"bob,us"), (b"u3", None)]
 
 
+def test_table_aggregation_keeps_rows_and_groups_in_its_checkpoint(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """A table aggregation's rows and groups are keyed state: after the table topic's records
+    are deleted, the restarted query still takes a row's old value out of its old group when
+    it moves, and a tombstone's old value out of its group; the table is not read in batch."""
+    users, sink = topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE TABLE USERS (ID STRING PRIMARY KEY, REGION STRING, SCORE INT)
+            WITH (KAFKA_TOPIC='{users}', VALUE_FORMAT='JSON');
+        CREATE TABLE BY_REGION WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT REGION, COUNT(*) AS N, SUM(SCORE) AS TOTAL FROM USERS
+            WHERE SCORE > 0 GROUP BY REGION;""")
+    plan = compile_query(image.queries[query_id(image, "BY_REGION")], image)
+    assert plan.table_state
+    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
+        "the table's topic is not read in batch"
+    producer = producer_factory()
+    for key, region, score in (("u1", "eu", 1), ("u2", "eu", 2), ("u3", "us", 5),
+                               ("u4", "us", -1)):
+        producer.produce(users, key=key.encode(), value=json.dumps(
+            {"REGION": region, "SCORE": score}), timestamp=1000)
+    assert producer.flush(10) == 0
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    run_available_now(spark, plan, tmp_path / "q", options)
+    first = read_all(kafka_settings, sink, 2)
+    assert sorted((k, v) for k, v, _ in first) == [(b"eu", b"2,3"), (b"us", b"1,5")]
+    delete_all_records(kafka_settings, users)
+    producer.produce(users, key=b"u1", value=json.dumps({"REGION": "us", "SCORE": 10}),
+                     timestamp=2000)
+    producer.produce(users, key=b"u3", value=None, timestamp=2000)
+    producer.produce(users, key=b"u4", value=json.dumps({"REGION": "us", "SCORE": 7}),
+                     timestamp=2000)
+    assert producer.flush(10) == 0
+    run_available_now(spark, plan, tmp_path / "q", options)
+    records = read_all(kafka_settings, sink, len(first) + 2)
+    assert sorted((k, v) for k, v, _ in records[len(first):]) == [
+        (b"eu", b"1,2"), (b"us", b"2,17")]
+
+
 def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(tmp_path: Path) -> None:
     assert job.holds_table_state(tmp_path / "new")
     (tmp_path / "old" / "offsets").mkdir(parents=True)

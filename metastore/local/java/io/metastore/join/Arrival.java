@@ -6,9 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 
 /**
  * The order in which Kafka Streams processes a key's records of a micro-batch: each input
@@ -61,20 +59,5 @@ final class Arrival {
             ordered.add(lists.get(next).get(heads[next]++));
         }
         return ordered;
-    }
-
-    /** A record's join key, {@code __MS_JK}, as the one-column row the state is keyed by. */
-    static final class JoinKey implements MapFunction<Row, Row> {
-        private static final long serialVersionUID = 1L;
-        private final int index;
-
-        JoinKey(int index) {
-            this.index = index;
-        }
-
-        @Override
-        public Row call(Row row) {
-            return RowFactory.create(row.get(index));
-        }
     }
 }

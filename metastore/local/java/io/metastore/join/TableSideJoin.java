@@ -3,6 +3,8 @@ package io.metastore.join;
 import java.util.ArrayList;
 import java.util.List;
 
+import io.metastore.state.KeyColumn;
+
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -69,7 +71,7 @@ public final class TableSideJoin extends StatefulProcessor<Row, Row, Row> {
         StructType schema = input.schema();
         StructType keySchema = new StructType(new StructField[] {schema.apply("__MS_JK")});
         int key = schema.fieldIndex("__MS_JK");
-        input.groupByKey(new Arrival.JoinKey(key), Encoders.row(keySchema))
+        input.groupByKey(new KeyColumn(key), Encoders.row(keySchema))
                 .transformWithState(new TableSideJoin(schema, tableColumns, left), TimeMode.None(),
                                     OutputMode.Append(), Encoders.row(schema))
                 .drop("__MS_SIDE", "__MS_DELETED", "__MS_JK", "__MS_AT", "__MS_AT_P", "__MS_AT_O")

@@ -3,6 +3,8 @@ package io.metastore.join;
 import java.util.ArrayList;
 import java.util.List;
 
+import io.metastore.state.KeyColumn;
+
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -69,7 +71,7 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
         }
         StructType schema = input.schema();
         StructType keySchema = new StructType(new StructField[] {schema.apply("__MS_JK")});
-        input.groupByKey(new Arrival.JoinKey(schema.fieldIndex("__MS_JK")),
+        input.groupByKey(new KeyColumn(schema.fieldIndex("__MS_JK")),
                          Encoders.row(keySchema))
                 .transformWithState(new TableTableJoin(schema, tableColumns), TimeMode.None(),
                                     OutputMode.Append(), Encoders.row(schema))
