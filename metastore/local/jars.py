@@ -147,6 +147,8 @@ TABLE_SIDE_JOIN_CLASS = "io.metastore.join.TableSideJoin"
 """A stream-table join's table side as keyed state, under ``transformWithState`` (see the source)."""
 TABLE_TABLE_JOIN_CLASS = "io.metastore.join.TableTableJoin"
 """A primary-key join of tables as keyed state, under ``transformWithState`` (see the source)."""
+FOREIGN_KEY_JOIN_CLASS = "io.metastore.join.ForeignKeyJoin"
+"""A foreign-key join of tables as keyed state, under ``transformWithState`` (see the source)."""
 ROW_VERSIONS_CLASS = "io.metastore.aggregate.RowVersions"
 """A table's latest row per key as keyed state, for an aggregation of the table (see the source)."""
 GROUP_MEMBERS_CLASS = "io.metastore.aggregate.GroupMembers"
@@ -157,6 +159,8 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/join/TableTableJoin.java",
                  "java/io/metastore/join/Arrival.java",
                  "java/io/metastore/join/TableColumns.java",
+                 "java/io/metastore/join/ForeignKeySubscriptions.java",
+                 "java/io/metastore/join/ForeignKeyJoin.java",
                  "java/io/metastore/state/KeyColumn.java",
                  "java/io/metastore/aggregate/RowVersions.java",
                  "java/io/metastore/aggregate/GroupMembers.java")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.local.jars import (
+    FOREIGN_KEY_JOIN_CLASS,
     GROUP_MEMBERS_CLASS,
     INTERCEPTOR_CLASS,
     ROW_VERSIONS_CLASS,
@@ -23,6 +24,7 @@ from metastore.local.jars import (
     TABLE_TABLE_JOIN_CLASS,
 )
 from metastore.queries.steps import (
+    ForeignKeyTableJoin,
     KeyedOperator,
     QueryPlan,
     RowVersions,
@@ -230,6 +232,10 @@ def _keyed_operator(session: SparkSession, view: str, operator: KeyedOperator) -
         _java_class(jvm, TABLE_TABLE_JOIN_CLASS).register(
             jsession, list(operator.table_views), view,
             [list(columns) for columns in operator.table_columns])
+    elif isinstance(operator, ForeignKeyTableJoin):
+        _java_class(jvm, FOREIGN_KEY_JOIN_CLASS).register(
+            jsession, operator.left_view, operator.right_view, view, list(operator.left_columns),
+            list(operator.right_columns))
     elif isinstance(operator, RowVersions):
         _java_class(jvm, ROW_VERSIONS_CLASS).register(jsession, operator.changelog_view, view)
     else:

@@ -26,9 +26,9 @@ every key (and window) it changed, an upsert keyed by the GROUP BY key. What one
 SELECT cannot express is a :class:`BatchStage`: batch SQL that runs per micro-batch over its
 rows and the source topics read in batch up to it, written with ``foreachBatch``: aggregating a
 table's changelog (an update takes a row out of its old group; the rows and groups are keyed
-state, :mod:`metastore.queries.table_groups`, so the stage reads no topic), joining tables on a
-foreign key (:mod:`metastore.queries.stages`), SESSION windows (sessions merge) and EMIT FINAL
-(:mod:`metastore.queries.final_windows`).
+state, :mod:`metastore.queries.table_groups`, so the stage reads no topic), an n-way join
+starting with a foreign-key join (:mod:`metastore.queries.stages`), SESSION windows (sessions
+merge) and EMIT FINAL (:mod:`metastore.queries.final_windows`).
 """
 
 from __future__ import annotations
@@ -87,7 +87,14 @@ from metastore.queries.steps import (
 )
 from metastore.queries.support import explain, runtime_problem
 from metastore.queries.table_groups import aggregate_changelog
-from metastore.queries.table_state import AT, TABLES, JoinedTable, join_tables, join_tables_on_keys
+from metastore.queries.table_state import (
+    AT,
+    TABLES,
+    JoinedTable,
+    join_tables,
+    join_tables_on_foreign_key,
+    join_tables_on_keys,
+)
 from metastore.queries.table_state import JOIN_KEY as TABLE_JOIN_KEY
 from metastore.spark.query import struct_access
 from metastore.spark.types import quote, spark_type
@@ -173,7 +180,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     keyed: list[JoinedTable] = []  # tables joined as keyed state
     stream_view = ""  # the first stream's view
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
-    keyed_rows = table_join and table_state and not analysis.foreign_key_join
+    # tables joined as keyed state: on their primary keys, or two tables on a foreign key
+    keyed_rows = table_join and table_state and (not analysis.foreign_key_join
+                                                 or len(analysis.reads) == 2)
     # a table aggregation's rows and groups are keyed state unless it starts at the table's end
     # (the state would lack the rows before it, which the batch stage reads)
     groups_keyed = table_state and overrides.offset_reset(config or {}) != "latest"
@@ -324,8 +333,14 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if keyed_rows:
         tables = [JoinedTable(source, alias, f"{prefix}_changes_{index}") for index, (
             (source, _, _), alias) in enumerate(zip(joined_tables, stream_aliases, strict=True))]
-        join_steps, present = join_tables_on_keys(select, tables, [t[2] for t in joined_tables],
-                                                  prefix)
+        if analysis.foreign_key_join:
+            (_, _, left_key), (right, _, right_key) = joined_tables
+            join_steps, present = join_tables_on_foreign_key(
+                select, tables[0], tables[1], (left_key, right_key),
+                spark_type(right.key_columns[0].type), prefix)
+        else:
+            join_steps, present = join_tables_on_keys(
+                select, tables, [t[2] for t in joined_tables], prefix)
         steps += join_steps
         _keyed_table_join_columns(select, stream_aliases, present, key_names)
     if windows:  # in Spark's own terms, after the rewrite into ksqlDB's
@@ -590,8 +605,9 @@ def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str],
 
 def _keyed_table_join_columns(select: exp.Select, tables: list[str], present: exp.Expr,
                               keys: set[str]) -> None:
-    """A primary-key table-table join's row per changed key (see
-    :func:`metastore.queries.table_state.join_tables_on_keys`) as its record: the result row when
+    """A keyed table-table join's row per changed key (see
+    :func:`metastore.queries.table_state.join_tables_on_keys` and
+    :func:`~metastore.queries.table_state.join_tables_on_foreign_key`) as its record: the result row when
     the joins' types and the WHERE admit one, else a tombstone of the key. The time is the
     newest of the rows joined and the change (Kafka Streams' max), a tombstone's the change's;
     tables carry no headers and no source offsets."""

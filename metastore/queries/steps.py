@@ -56,6 +56,19 @@ class TableJoin:
 
 
 @dataclass(frozen=True)
+class ForeignKeyTableJoin:
+    """A foreign-key join of two tables whose sides are keyed state (see
+    :mod:`metastore.queries.table_state`): one row per left key a micro-batch touched, with the
+    left row and the right row its foreign key names; ``left_view`` and ``right_view`` hold the
+    tables' changelogs (the left's with its foreign key), whose ``*_columns`` are each table's."""
+
+    left_view: str
+    right_view: str
+    left_columns: tuple[str, ...]
+    right_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RowVersions:
     """A table aggregation's input as keyed state (see :mod:`metastore.queries.table_groups`):
     the changes of the rows of the table changelog in ``changelog_view``."""
@@ -71,7 +84,7 @@ class GroupMembers:
     changes_view: str
 
 
-KeyedOperator = TableSideJoin | TableJoin | RowVersions | GroupMembers
+KeyedOperator = TableSideJoin | TableJoin | ForeignKeyTableJoin | RowVersions | GroupMembers
 """A keyed stateful operator of the project's JVM classes, run by ``transformWithState``."""
 
 

@@ -1,5 +1,5 @@
 """Joins whose table sides are keyed state: a stream's joins with tables, and tables joined on
-their primary keys.
+their primary keys or on a foreign key.
 
 Kafka Streams joins a stream record with the table's current row for the record's join key,
 kept in a state store that the table's changelog updates (a tombstone deletes the row). Here
@@ -22,6 +22,13 @@ Tables joined on their primary keys (:func:`join_tables_on_keys`) are one operat
 ``io.metastore.join.TableTableJoin``, over the union of their changelogs: its state is every
 table's latest row per key, and it writes one row per key a micro-batch changed, with every
 table's current row, which the SELECT reads through one ``LATERAL VIEW`` per table alias.
+
+Two tables joined on a foreign key (:func:`join_tables_on_foreign_key`) are two operators, as
+Kafka Streams' subscription stores: ``io.metastore.join.ForeignKeySubscriptions``, keyed by the
+left key, holds each left row with its foreign key and routes its changes to the foreign key;
+``io.metastore.join.ForeignKeyJoin``, keyed by the foreign key, holds the right row and the left
+rows that reference it, and writes one row per left key a micro-batch touched, in the same
+shape as the primary-key join's.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from metastore.queries.steps import (
     KAFKA_TIMESTAMP,
     NULL_KEY,
     NULL_VALUE,
+    ForeignKeyTableJoin,
     Step,
     TableJoin,
     TableSideJoin,
@@ -128,13 +136,15 @@ def _read_from(select: exp.Select, view: str, alias: str, laterals: list[exp.Lat
 
 
 def _changelog(view: str, table: JoinedTable, hidden: dict[str, str], side: int,
-               key_sql: str) -> Step:
+               key_sql: str, extra: dict[str, str] | None = None) -> Step:
     """The step of ``view``: a joined table's changelog as a join's input, its columns under
-    their ``hidden`` names, with its side, tombstones, join key (``key_sql``) and order; a
-    record without a key, or whose join key is NULL, joins nothing and is left out."""
+    their ``hidden`` names, with its side, tombstones, join key (``key_sql``), order and the
+    ``extra`` columns (name: SQL over the table's alias); a record without a key, or whose join
+    key is NULL, joins nothing and is left out."""
     alias = quote(table.alias)
     columns = ", ".join([
         *(f"{alias}.{quote(name)} AS {quote(column)}" for name, column in hidden.items()),
+        *(f"{sql} AS {quote(name)}" for name, sql in (extra or {}).items()),
         f"{side} AS {SIDE}", f"{alias}.{quote(NULL_VALUE)} AS {DELETED}",
         f"{key_sql} AS {JOIN_KEY}",
         # a tombstone of a table whose TIMESTAMP column gives its time has the record's
@@ -218,6 +228,45 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: lis
     steps.append(Step(view, keyed=TableJoin(tuple(views), tuple(columns))))
     _read_from(select, view, TABLES, laterals)
     return steps, exp.Paren(this=present)
+
+
+FOREIGN_KEY = "__MS_FK"
+"""A left row's foreign key in a foreign-key join's input (of the right table's key type)."""
+
+
+def join_tables_on_foreign_key(select: exp.Select, left: JoinedTable, right: JoinedTable,
+                               keys: tuple[str, str], right_key_type: str, prefix: str
+                               ) -> tuple[list[Step], exp.Expr]:
+    """Rewrite ``select`` (already in Spark's terms), the join of ``left`` with ``right`` on a
+    foreign key (the ON's side that reads the left table) equal to the right table's key, to
+    read one row per left key a micro-batch touched, with the left row and the right row it
+    references from keyed state (``io.metastore.join.ForeignKeyJoin``); returns the steps that
+    register the views it reads and the condition under which the key has a result row (an
+    INNER join needs both rows, a LEFT the left). ``keys``: each table's key column;
+    ``right_key_type``: the right key's Spark type, which the foreign key is cast to."""
+    join = (select.args.get("joins") or [])[0]
+    foreign_key, _ = _sides(join.args["on"], right)
+    views: list[str] = []
+    columns: list[tuple[str, ...]] = []
+    steps: list[Step] = []
+    laterals: list[exp.Lateral] = []
+    rows: list[exp.Expr] = []
+    for number, (table, key) in enumerate(zip((left, right), keys, strict=True)):
+        hidden = _hidden(table, number)
+        view = f"{prefix}_rows_{number}"
+        foreign = foreign_key.sql(dialect="spark", identify=True)
+        extra = {} if number else {FOREIGN_KEY: f"CAST({foreign} AS {right_key_type})"}
+        steps.append(_changelog(view, table, hidden, number,
+                                f"{quote(table.alias)}.{quote(key)}", extra))
+        views.append(view)
+        columns.append(tuple(hidden.values()))
+        laterals.append(_lateral(table.alias, hidden, TABLES))
+        rows.append(exp.Not(this=exp.Is(this=exp.column(hidden["ROWOFFSET"], table=TABLES,
+                                                        quoted=True), expression=exp.Null())))
+    view = f"{prefix}_tables"
+    steps.append(Step(view, keyed=ForeignKeyTableJoin(views[0], views[1], columns[0], columns[1])))
+    _read_from(select, view, TABLES, laterals)
+    return steps, exp.Paren(this=_joined(join_type(join), rows[0], rows[1]))
 
 
 def _joined(kind: str, left: exp.Expr, right: exp.Expr) -> exp.Expr:

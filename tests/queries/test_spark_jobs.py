@@ -279,6 +279,51 @@ def test_table_table_join_keeps_both_tables_in_its_checkpoint(
         (b"u1", b"alicia,eu"), (b"u2", b"bob,us"), (b"u3", None)]
 
 
+def test_foreign_key_join_keeps_both_tables_in_its_checkpoint(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """A foreign-key join's sides are keyed state: after both topics' records are deleted, the
+    restarted query joins a change of a right row with every left row that references it (from
+    its checkpoint), a left row that moves to another foreign key with that row, and a left row
+    without a foreign key with none (a LEFT join)."""
+    orders, products, sink = topic_factory(), topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE TABLE ORDERS (ID STRING PRIMARY KEY, PRODUCT STRING, QTY INT)
+            WITH (KAFKA_TOPIC='{orders}', VALUE_FORMAT='JSON');
+        CREATE TABLE PRODUCTS (ID STRING PRIMARY KEY, NAME STRING)
+            WITH (KAFKA_TOPIC='{products}', VALUE_FORMAT='JSON');
+        CREATE TABLE NAMED WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT O.ID AS ID, QTY, NAME FROM ORDERS O LEFT JOIN PRODUCTS P ON O.PRODUCT = P.ID;""")
+    plan = compile_query(image.queries[query_id(image, "NAMED")], image)
+    assert plan.table_state and plan.batch is None
+    producer = producer_factory()
+    for key, name in (("p1", "apple"), ("p2", "pear")):
+        producer.produce(products, key=key.encode(), value=json.dumps({"NAME": name}),
+                         timestamp=1000)
+    for key, product, qty in (("o1", "p1", 1), ("o2", "p2", 2), ("o3", "p1", 3)):
+        producer.produce(orders, key=key.encode(), value=json.dumps(
+            {"PRODUCT": product, "QTY": qty}), timestamp=2000)
+    assert producer.flush(10) == 0
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    run_available_now(spark, plan, tmp_path / "q", options)
+    first = read_all(kafka_settings, sink, 3)
+    assert sorted((k, v) for k, v, _ in first) == [
+        (b"o1", b"1,apple"), (b"o2", b"2,pear"), (b"o3", b"3,apple")]
+    delete_all_records(kafka_settings, orders, products)
+    producer.produce(products, key=b"p1", value=json.dumps({"NAME": "green apple"}),
+                     timestamp=3000)
+    producer.produce(orders, key=b"o2", value=json.dumps({"PRODUCT": "p1", "QTY": 5}),
+                     timestamp=3000)
+    producer.produce(orders, key=b"o4", value=json.dumps({"QTY": 4}), timestamp=3000)
+    assert producer.flush(10) == 0
+    run_available_now(spark, plan, tmp_path / "q", options)
+    records = read_all(kafka_settings, sink, len(first) + 4)
+    assert sorted((k, v) for k, v, _ in records[len(first):]) == [
+        (b"o1", b"1,green apple"), (b"o2", b"5,green apple"), (b"o3", b"3,green apple"),
+        (b"o4", b"4,")]
+
+
 def test_table_aggregation_keeps_rows_and_groups_in_its_checkpoint(
         spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
         topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],

@@ -1,5 +1,6 @@
 package io.metastore.join;
 
+import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -15,7 +16,8 @@ import org.apache.spark.sql.Row;
  * smallest time ({@code __MS_AT}) first, a table's before a stream's at the same time, as its
  * partition group picks the next record to process.
  */
-final class Arrival {
+final class Arrival implements Serializable {
+    private static final long serialVersionUID = 1L;
     private final int side;
     private final int partition;
     private final int offset;
