@@ -26,9 +26,10 @@ every key (and window) it changed, an upsert keyed by the GROUP BY key. What one
 SELECT cannot express is a :class:`BatchStage`: batch SQL that runs per micro-batch over its
 rows and the source topics read in batch up to it, written with ``foreachBatch``: aggregating a
 table's changelog (an update takes a row out of its old group; the rows and groups are keyed
-state, :mod:`metastore.queries.table_groups`, so the stage reads no topic), an n-way join
-starting with a foreign-key join (:mod:`metastore.queries.stages`), SESSION windows (sessions
-merge) and EMIT FINAL (:mod:`metastore.queries.final_windows`).
+state, :mod:`metastore.queries.table_groups`, so the stage reads no topic), SESSION windows
+(sessions merge) and EMIT FINAL (:mod:`metastore.queries.final_windows`); a table-table join
+whose checkpoint predates keyed table state re-joins in a stage too
+(:mod:`metastore.queries.stages`).
 """
 
 from __future__ import annotations
@@ -180,9 +181,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     keyed: list[JoinedTable] = []  # tables joined as keyed state
     stream_view = ""  # the first stream's view
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
-    # tables joined as keyed state: on their primary keys, or two tables on a foreign key
-    keyed_rows = table_join and table_state and (not analysis.foreign_key_join
-                                                 or len(analysis.reads) == 2)
+    keyed_rows = table_join and table_state
     # a table aggregation's rows and groups are keyed state unless it starts at the table's end
     # (the state would lack the rows before it, which the batch stage reads)
     groups_keyed = table_state and overrides.offset_reset(config or {}) != "latest"
@@ -334,10 +333,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         tables = [JoinedTable(source, alias, f"{prefix}_changes_{index}") for index, (
             (source, _, _), alias) in enumerate(zip(joined_tables, stream_aliases, strict=True))]
         if analysis.foreign_key_join:
-            (_, _, left_key), (right, _, right_key) = joined_tables
             join_steps, present = join_tables_on_foreign_key(
-                select, tables[0], tables[1], (left_key, right_key),
-                spark_type(right.key_columns[0].type), prefix)
+                select, tables, [t[2] for t in joined_tables],
+                spark_type(joined_tables[1][0].key_columns[0].type), prefix)
         else:
             join_steps, present = join_tables_on_keys(
                 select, tables, [t[2] for t in joined_tables], prefix)

@@ -23,12 +23,13 @@ Tables joined on their primary keys (:func:`join_tables_on_keys`) are one operat
 table's latest row per key, and it writes one row per key a micro-batch changed, with every
 table's current row, which the SELECT reads through one ``LATERAL VIEW`` per table alias.
 
-Two tables joined on a foreign key (:func:`join_tables_on_foreign_key`) are two operators, as
+Tables joined on a foreign key (:func:`join_tables_on_foreign_key`) are two operators, as
 Kafka Streams' subscription stores: ``io.metastore.join.ForeignKeySubscriptions``, keyed by the
 left key, holds each left row with its foreign key and routes its changes to the foreign key;
 ``io.metastore.join.ForeignKeyJoin``, keyed by the foreign key, holds the right row and the left
 rows that reference it, and writes one row per left key a micro-batch touched, in the same
-shape as the primary-key join's.
+shape as the primary-key join's; tables joined after it are a ``TableTableJoin`` whose first
+side is that join's rows.
 """
 
 from __future__ import annotations
@@ -234,39 +235,58 @@ FOREIGN_KEY = "__MS_FK"
 """A left row's foreign key in a foreign-key join's input (of the right table's key type)."""
 
 
-def join_tables_on_foreign_key(select: exp.Select, left: JoinedTable, right: JoinedTable,
-                               keys: tuple[str, str], right_key_type: str, prefix: str
-                               ) -> tuple[list[Step], exp.Expr]:
-    """Rewrite ``select`` (already in Spark's terms), the join of ``left`` with ``right`` on a
-    foreign key (the ON's side that reads the left table) equal to the right table's key, to
-    read one row per left key a micro-batch touched, with the left row and the right row it
-    references from keyed state (``io.metastore.join.ForeignKeyJoin``); returns the steps that
-    register the views it reads and the condition under which the key has a result row (an
-    INNER join needs both rows, a LEFT the left). ``keys``: each table's key column;
-    ``right_key_type``: the right key's Spark type, which the foreign key is cast to."""
-    join = (select.args.get("joins") or [])[0]
-    foreign_key, _ = _sides(join.args["on"], right)
-    views: list[str] = []
-    columns: list[tuple[str, ...]] = []
-    steps: list[Step] = []
-    laterals: list[exp.Lateral] = []
-    rows: list[exp.Expr] = []
-    for number, (table, key) in enumerate(zip((left, right), keys, strict=True)):
-        hidden = _hidden(table, number)
+def join_tables_on_foreign_key(select: exp.Select, tables: list[JoinedTable], keys: list[str],
+                               right_key_type: str, prefix: str) -> tuple[list[Step], exp.Expr]:
+    """Rewrite ``select`` (already in Spark's terms), a join of ``tables`` whose first join is
+    on a foreign key (the ON's side that reads the first table) equal to the second table's
+    key, and whose later joins are on the result's key (the first table's, as ksqlDB allows
+    them), to read one row per key a micro-batch touched, with every table's row from keyed
+    state; returns the steps that register the views it reads and the condition under which
+    the key has a result row (by the joins' types, as :func:`join_tables_on_keys`). ``keys``:
+    each table's key column; ``right_key_type``: the second table's key's Spark type, which
+    the foreign key is cast to.
+
+    The first two tables are ``io.metastore.join.ForeignKeyJoin``; with more, its rows are the
+    changelog of the first side of a primary-key join (``io.metastore.join.TableTableJoin``)
+    with the others: a row the foreign-key join leaves without a result deletes that side's
+    row."""
+    joins = list(select.args.get("joins") or [])
+    foreign_key, _ = _sides(joins[0].args["on"], tables[1])
+    foreign = foreign_key.sql(dialect="spark", identify=True)
+    hidden = [_hidden(table, number) for number, table in enumerate(tables)]
+    laterals = [_lateral(table.alias, names, TABLES) for table, names in zip(tables, hidden,
+                                                                             strict=True)]
+    rows = [exp.Not(this=exp.Is(this=exp.column(names["ROWOFFSET"], table=TABLES, quoted=True),
+                                expression=exp.Null())) for names in hidden]
+    steps = [_changelog(f"{prefix}_rows_0", tables[0], hidden[0], 0,
+                        f"{quote(tables[0].alias)}.{quote(keys[0])}",
+                        {FOREIGN_KEY: f"CAST({foreign} AS {right_key_type})"}),
+             _changelog(f"{prefix}_rows_1", tables[1], hidden[1], 1,
+                        f"{quote(tables[1].alias)}.{quote(keys[1])}")]
+    joined = f"{prefix}_foreign"
+    steps.append(Step(joined, keyed=ForeignKeyTableJoin(
+        f"{prefix}_rows_0", f"{prefix}_rows_1", tuple(hidden[0].values()),
+        tuple(hidden[1].values()))))
+    present = _joined(join_type(joins[0]), rows[0], rows[1])
+    if len(tables) == 2:
+        _read_from(select, joined, TABLES, laterals)
+        return steps, exp.Paren(this=present)
+    first = (*hidden[0].values(), *hidden[1].values())
+    has_result = present.sql(dialect="spark", identify=True).replace(f"{quote(TABLES)}.", "")
+    steps.append(Step(f"{joined}_changes", (
+        f"SELECT *, 0 AS {SIDE}, NOT coalesce({has_result}, false) AS {DELETED}, "
+        f"0 AS {AT_PARTITION}, CAST(0 AS BIGINT) AS {AT_OFFSET} FROM {quote(joined)}")))
+    views, columns = [f"{joined}_changes"], [first]
+    for number in range(2, len(tables)):
         view = f"{prefix}_rows_{number}"
-        foreign = foreign_key.sql(dialect="spark", identify=True)
-        extra = {} if number else {FOREIGN_KEY: f"CAST({foreign} AS {right_key_type})"}
-        steps.append(_changelog(view, table, hidden, number,
-                                f"{quote(table.alias)}.{quote(key)}", extra))
+        steps.append(_changelog(view, tables[number], hidden[number], number - 1,
+                                f"{quote(tables[number].alias)}.{quote(keys[number])}"))
         views.append(view)
-        columns.append(tuple(hidden.values()))
-        laterals.append(_lateral(table.alias, hidden, TABLES))
-        rows.append(exp.Not(this=exp.Is(this=exp.column(hidden["ROWOFFSET"], table=TABLES,
-                                                        quoted=True), expression=exp.Null())))
-    view = f"{prefix}_tables"
-    steps.append(Step(view, keyed=ForeignKeyTableJoin(views[0], views[1], columns[0], columns[1])))
-    _read_from(select, view, TABLES, laterals)
-    return steps, exp.Paren(this=_joined(join_type(join), rows[0], rows[1]))
+        columns.append(tuple(hidden[number].values()))
+        present = _joined(join_type(joins[number - 1]), present, rows[number])
+    steps.append(Step(f"{prefix}_tables", keyed=TableJoin(tuple(views), tuple(columns))))
+    _read_from(select, f"{prefix}_tables", TABLES, laterals)
+    return steps, exp.Paren(this=present)
 
 
 def _joined(kind: str, left: exp.Expr, right: exp.Expr) -> exp.Expr:
