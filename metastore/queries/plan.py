@@ -83,6 +83,7 @@ from metastore.queries.steps import (
     BatchStage,
     QueryPlan,
     Step,
+    formatted_time,
     stream_steps,
     table_versions_select,
 )
@@ -421,7 +422,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     sql = (f"SELECT {', '.join(records)} FROM (SELECT {', '.join(typed)} FROM ({inner}) "
            "AS __ms_result) AS __ms_typed")
     if sink.timestamp_column is not None:  # ksqlDB drops a record its timestamp column rejects
-        sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
+        column = sink.column(sink.timestamp_column)
+        # text that does not match the TIMESTAMP_FORMAT has no time: ksqlDB fails the record
+        unparsed = column is not None and column.type == ty.STRING
+        sql += (f" WHERE {quote(ROWTIME)} IS {'NOT NULL AND' if unparsed else 'NULL OR'} "
+                f"{quote(ROWTIME)} >= 0")
     if windows and batch is None:
         batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
@@ -691,6 +696,8 @@ def _sink_time(sink: DataSource) -> str:
         return quote(ROWTIME)
     if column.type == ty.TIMESTAMP:
         return f"unix_millis({quote(column.name)})"
+    if column.type == ty.STRING:
+        return formatted_time(sink, column.name, "STRINGTOTIMESTAMP")
     return f"CAST({quote(column.name)} AS BIGINT)"
 
 

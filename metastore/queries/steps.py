@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from metastore.catalog.model import DataSource
+from metastore.functions import library as functions
+from metastore.functions.registry import Call
 from metastore.spark.types import quote
 from metastore.spark.views import decode_select
 from metastore.sql import types as ty
@@ -142,7 +146,9 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
     decoded = decode_select(source, quote(f"{view}_raw"), extra=pseudo)
     event_time = KAFKA_TIMESTAMP
     column = source.column(source.timestamp_column) if source.timestamp_column else None
-    if column is not None:
+    if column is not None and column.type == ty.STRING:
+        event_time = formatted_time(source, column.name, "PARSE_TIMESTAMP")
+    elif column is not None:
         event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
                       else quote(column.name))
     grace = window.grace_ms if window is not None and window.grace_ms is not None \
@@ -160,6 +166,21 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
                  watermark_ms=grace),
             Step(view, f"SELECT * FROM (SELECT *, {rowtime} AS ROWTIME{bounds} FROM "
                        f"{quote(view + '_decoded')}){hopping}")]
+
+
+def formatted_time(source: DataSource, column: str, parse: str) -> str:
+    """The time in ``source``'s STRING TIMESTAMP column ``column``, parsed with its
+    TIMESTAMP_FORMAT by ksqlDB's function ``parse`` (PARSE_TIMESTAMP for a TIMESTAMP,
+    STRINGTOTIMESTAMP for epoch milliseconds), as the function registry translates it: NULL
+    where the text does not match."""
+    pattern = source.property("TIMESTAMP_FORMAT")
+    spec = functions.lookup(parse)
+    assert pattern is not None and spec is not None and spec.spark is not None, \
+        "validation gives a STRING TIMESTAMP column a TIMESTAMP_FORMAT"
+    returns = ty.TIMESTAMP if parse == "PARSE_TIMESTAMP" else ty.BIGINT
+    call = Call(parse, (exp.column(column, quoted=True), exp.Literal.string(pattern)),
+                (ty.STRING, ty.STRING), returns)
+    return spec.spark(call).sql(dialect="spark", identify=True)
 
 
 def window_columns(window: WindowSpec | None) -> tuple[str, str]:

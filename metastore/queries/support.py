@@ -26,7 +26,6 @@ from metastore.functions.registry import UntranslatableError
 from metastore.protobuf.schema import source_problem as protobuf_source_problem
 from metastore.queries.exceptions import UnsupportedByRuntimeError
 from metastore.spark.views import KAFKA_TYPES, decode_problem
-from metastore.sql import types as ty
 from metastore.sql.statements import Query, SourceKind
 
 SINK_KEY_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED", "PROTOBUF_NOSR", "NONE"})
@@ -77,11 +76,6 @@ def _shape(analysis: Analysis) -> str | None:
         problem = decode_problem(source)
         if problem is not None:
             return f"{source.name} cannot be read: {problem}"
-        if source.timestamp_column is not None:
-            column = source.column(source.timestamp_column)
-            if column is not None and column.type == ty.STRING:
-                return (f"{source.name}'s TIMESTAMP column {column.name} is a STRING "
-                        "(TIMESTAMP_FORMAT); declare it BIGINT or TIMESTAMP")
     first = analysis.reads[0].source
     windowed = next((read.source for read in analysis.reads if read.source.window is not None),
                     None)
@@ -164,11 +158,6 @@ def _expressions(query: Query) -> str | None:
 
 
 def _sink(sink: DataSource) -> str | None:
-    if sink.timestamp_column is not None:
-        column = sink.column(sink.timestamp_column)
-        if column is not None and column.type == ty.STRING:
-            return (f"the sink's TIMESTAMP column {column.name} is a STRING (TIMESTAMP_FORMAT); "
-                    "declare it BIGINT or TIMESTAMP")
     if sink.key_format not in SINK_KEY_FORMATS:
         return f"the sink's key format {sink.key_format} cannot be written"
     if sink.value_format not in SINK_VALUE_FORMATS:

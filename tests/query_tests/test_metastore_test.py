@@ -69,6 +69,8 @@ DEV_SLICE = (
     "qtt/multi-joins.json::stream-table-table - inner-inner",  # tables as keyed state, chained
     "qtt/joins.json::matching session-windowed",  # windowed streams join in the same window
     "qtt/elements.json::join leaves aliased system columns in output's value schema",
+    "qtt/timestampformat.json::timestamp format",  # a STRING TIMESTAMP column, parsed
+    "qtt/group-by.json::single column with alias (table->table)",  # table rows as keyed state
 )
 INPUT = ("CREATE STREAM INPUT (ID INT KEY, NAME STRING, AMOUNT DOUBLE) WITH (KAFKA_TOPIC='input', "
          "VALUE_FORMAT='JSON');")
@@ -130,6 +132,23 @@ WINDOW_OVER_JOIN = {  # the joined records fall into windows after the table's k
 }
 
 
+STRING_SINK_TIME = {  # the sink's time parsed from a STRING column; text that fails is dropped
+    "name": "string sink time", "statements": [
+        "CREATE STREAM S (K STRING KEY, AT STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');",
+        "CREATE STREAM OUTPUT WITH (TIMESTAMP='AT', TIMESTAMP_FORMAT='yyyy-MM-dd HH:mm:ssX') AS "
+        "SELECT K, AT FROM S;"],
+    "inputs": [
+        {"topic": "s", "key": "a", "value": {"AT": "2021-03-04 05:06:07Z"}, "timestamp": 1},
+        {"topic": "s", "key": "b", "value": {"AT": "yesterday"}, "timestamp": 2},
+        {"topic": "s", "key": "c", "value": {"AT": "2021-03-04 05:06:08+01"}, "timestamp": 3}],
+    "outputs": [
+        {"topic": "OUTPUT", "key": "a", "value": {"AT": "2021-03-04 05:06:07Z"},
+         "timestamp": 1614834367000},
+        {"topic": "OUTPUT", "key": "c", "value": {"AT": "2021-03-04 05:06:08+01"},
+         "timestamp": 1614830768000}],
+}
+
+
 def invoke(bootstrap: str, *args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(app, ["test", *args, "--bootstrap-servers", bootstrap, "--json"])
     assert result.exit_code in (0, 1), result.output
@@ -164,6 +183,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
              {"topic": "COUNTS", "key": 1, "value": {"N": 2, "TOTAL": 2.5}, "timestamp": 1000}]},
         FINAL_OVER_JOIN,
         WINDOW_OVER_JOIN,
+        STRING_SINK_TIME,
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
@@ -180,11 +200,12 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["table"]["status"] == "passed", by_name["table"]
     assert by_name["final over a join"]["status"] == "passed", by_name["final over a join"]
     assert by_name["window over a join"]["status"] == "passed", by_name["window over a join"]
+    assert by_name["string sink time"]["status"] == "passed", by_name["string sink time"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 6 + len(DEV_SLICE)
-    assert report["passed"] == 4 + len(DEV_SLICE)
+    assert report["total"] == 7 + len(DEV_SLICE)
+    assert report["passed"] == 5 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
