@@ -139,6 +139,41 @@ def _sign(call: Call) -> exp.Expr:
     return sql.cast(sql.fn("signum", call.args[0]), INTEGER)
 
 
+EARTH_RADIUS = {"km": 6371, "kilometer": 6371, "kilometers": 6371, "kilometre": 6371,
+                "kilometres": 6371, "mi": 3959, "mile": 3959, "miles": 3959}
+"""GEO_DISTANCE's units (case-insensitive, trimmed) and the earth's radius in each."""
+
+
+def _geo_distance(call: Call) -> exp.Expr:
+    """ksqlDB's haversine great-circle distance, in its operation order: NULL for a latitude
+    outside [-90, 90], a longitude outside [-180, 180] or unknown units (where ksqlDB's function
+    throws); no units, or blank ones, are kilometres."""
+    lat1, lon1, lat2, lon2 = (sql.cast(arg, DOUBLE) for arg in call.args[:4])
+
+    def haversin(degrees: exp.Expr) -> exp.Expr:
+        half = sql.div(sql.fn("radians", degrees), sql.lit(2))
+        return sql.fn("power", sql.fn("sin", half), sql.lit(2))
+
+    a = sql.add(haversin(sql.sub(lat2.copy(), lat1.copy())), sql.mul(sql.mul(
+        haversin(sql.sub(lon2.copy(), lon1.copy())), sql.fn("cos", sql.fn("radians", lat1.copy()))),
+        sql.fn("cos", sql.fn("radians", lat2.copy()))))
+    radius: exp.Expr = sql.lit(EARTH_RADIUS["km"])
+    if len(call.args) > 4:
+        unit = sql.fn("lower", sql.fn("trim", call.args[4]))
+        radius = sql.case(
+            (exp.Or(this=exp.Is(this=unit.copy(), expression=exp.Null()),
+                    expression=sql.eq(unit.copy(), sql.lit(""))), radius),
+            *((sql.eq(unit.copy(), sql.lit(name)), sql.lit(km)) for name, km in
+              EARTH_RADIUS.items()))
+    distance = sql.mul(sql.mul(sql.lit(2), sql.fn("asin", sql.fn("sqrt", a))), radius)
+    in_range = [exp.Between(this=value.copy(), low=sql.lit(-bound), high=sql.lit(bound))
+                for value, bound in ((lat1, 90), (lat2, 90), (lon1, 180), (lon2, 180))]
+    valid: exp.Expr = in_range[0]
+    for condition in in_range[1:]:
+        valid = exp.And(this=valid, expression=condition)
+    return sql.case((valid, distance), otherwise=sql.null())
+
+
 def _series(element: ty.SqlType) -> tuple[Signature, ...]:
     array = ty.ArrayType(element)
     return (sig(element, element, returns=array), sig(element, element, INTEGER, returns=array))
@@ -189,5 +224,5 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("GENERATE_SERIES", *_series(INTEGER), *_series(BIGINT), spark=_builtin("sequence")),
     scalar("geo_distance", sig(DOUBLE, DOUBLE, DOUBLE, DOUBLE, returns=DOUBLE),
            sig(DOUBLE, DOUBLE, DOUBLE, DOUBLE, ty.STRING, returns=DOUBLE),
-           unsupported="GEO_DISTANCE has no Spark translation yet"),
+           spark=_geo_distance),
 )

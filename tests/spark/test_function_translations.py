@@ -84,6 +84,10 @@ SCALARS: list[tuple[str, Any]] = [
     ("ROUND(D)", -1), ("ROUND(2.5E0)", 3), ("ROUND(N)", 7), ("ROUND(1.005E0, 2)", 1.01),
     ("ROUND(-1.25E0, 1)", -1.2), ("ROUND(DE, 1)", 1.3), ("TRUNC(-1.7E0)", -1),
     ("CEIL(D)", -1.0), ("FLOOR(D)", -2.0), ("ABS(B)", 7), ("SIGN(D)", -1),
+    ("GEO_DISTANCE(37.4439, -122.1663, 51.5257, -0.1122)", 8634.659796579546),  # Palo Alto to London
+    ("GEO_DISTANCE(37.4439, -122.1663, 51.5257, -0.1122, ' Miles ')", 5365.659729188264),
+    ("GEO_DISTANCE(91, 0, 0, 0)", None), ("GEO_DISTANCE(0, 0, 0, 0, 'parsecs')", None),
+    ("GEO_DISTANCE(0, 0, 0, 0, '')", 0.0),
     ("LN(0)", -math.inf), ("N / 2", 3), ("B / 2", -3), ("D / 2", -0.75),
     ("GREATEST(N, 2, NULL, 3)", 7), ("LEAST(N, 3)", 3),
     ("GENERATE_SERIES(4, 1)", [4, 3, 2, 1]),
