@@ -24,6 +24,7 @@ from metastore.functions.registry import (
     scalar,
     sig,
 )
+from metastore.local.jars import DATETIMES_CLASS
 from metastore.sql import types as ty
 
 STRING, INTEGER, BIGINT = ty.STRING, ty.INTEGER, ty.BIGINT
@@ -110,22 +111,38 @@ def _shift(kind: str, sign: int) -> Translation:
     return translate
 
 
-def _in_zone(timestamp: exp.Expr, zone: list[exp.Expr]) -> exp.Expr:
-    return sql.fn("from_utc_timestamp", timestamp, zone[0]) if zone else timestamp
-
-
 def _from_zone(timestamp: exp.Expr, zone: list[exp.Expr]) -> exp.Expr:
     return sql.fn("to_utc_timestamp", timestamp, zone[0]) if zone else timestamp
 
 
+def _format_in_zone(millis: exp.Expr, pattern: exp.Expr, zone: exp.Expr) -> exp.Expr:
+    """Epoch milliseconds formatted at a named zone by Java's ``DateTimeFormatter``, as ksqlDB
+    does (zone names and offsets of the zone's, which ``date_format`` writes as UTC's), through
+    the project's JVM class, whose marked text is read once (a lambda over it); NULL where
+    ksqlDB's function fails."""
+    called = sql.fn("java_method", sql.lit(DATETIMES_CLASS), sql.lit("formatInZone"),
+                    sql.cast(millis, BIGINT), pattern, zone)
+    text = exp.to_identifier("__ms_text")
+    unmarked = exp.Lambda(this=exp.If(
+        this=sql.fn("startswith", exp.column(text.copy()), sql.lit("v")),
+        true=sql.fn("substr", exp.column(text.copy()), sql.lit(2)), false=sql.null()),
+        expressions=[text])
+    return sql.fn("element_at", sql.fn("transform", sql.fn("array", called), unmarked),
+                  sql.lit(1))
+
+
 def _format_timestamp(call: Call) -> exp.Expr:
     timestamp, pattern, *zone = call.args
-    return sql.fn("date_format", _in_zone(timestamp, zone), pattern)
+    if zone:
+        return _format_in_zone(sql.fn("unix_millis", timestamp), pattern, zone[0])
+    return sql.fn("date_format", timestamp, pattern)
 
 
 def _timestamp_to_string(call: Call) -> exp.Expr:
     millis, pattern, *zone = call.args
-    return sql.fn("date_format", _in_zone(sql.fn("timestamp_millis", millis), zone), pattern)
+    if zone:
+        return _format_in_zone(millis, pattern, zone[0])
+    return sql.fn("date_format", sql.fn("timestamp_millis", millis), pattern)
 
 
 def _parse_timestamp(call: Call) -> exp.Expr:

@@ -149,6 +149,8 @@ TABLE_TABLE_JOIN_CLASS = "io.metastore.join.TableTableJoin"
 """A primary-key join of tables as keyed state, under ``transformWithState`` (see the source)."""
 FOREIGN_KEY_JOIN_CLASS = "io.metastore.join.ForeignKeyJoin"
 """A foreign-key join of tables as keyed state, under ``transformWithState`` (see the source)."""
+DATETIMES_CLASS = "io.metastore.functions.Datetimes"
+"""ksqlDB's formatting of a time in a named zone, called from Spark SQL (see the source)."""
 ROW_VERSIONS_CLASS = "io.metastore.aggregate.RowVersions"
 """A table's latest row per key as keyed state, for an aggregation of the table (see the source)."""
 GROUP_MEMBERS_CLASS = "io.metastore.aggregate.GroupMembers"
@@ -162,6 +164,7 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/join/ForeignKeySubscriptions.java",
                  "java/io/metastore/join/ForeignKeyJoin.java",
                  "java/io/metastore/state/KeyColumn.java",
+                 "java/io/metastore/functions/Datetimes.java",
                  "java/io/metastore/aggregate/RowVersions.java",
                  "java/io/metastore/aggregate/GroupMembers.java")
 _PROJECT_JAR = "metastore-java.jar"

@@ -88,6 +88,12 @@ SCALARS: list[tuple[str, Any]] = [
     ("GEO_DISTANCE(37.4439, -122.1663, 51.5257, -0.1122, ' Miles ')", 5365.659729188264),
     ("GEO_DISTANCE(91, 0, 0, 0)", None), ("GEO_DISTANCE(0, 0, 0, 0, 'parsecs')", None),
     ("GEO_DISTANCE(0, 0, 0, 0, '')", 0.0),
+    ("TIMESTAMPTOSTRING(1526075913000, 'yyyy-MM-dd HH:mm:ss zzz', 'America/Los_Angeles')",
+     "2018-05-11 14:58:33 PDT"),  # the zone's name and wall time, as Java formats them
+    ("TIMESTAMPTOSTRING(1526075913000, 'HH:mmX', 'Asia/Kolkata')", "03:28+0530"),
+    ("TIMESTAMPTOSTRING(0, '''null''', 'UTC')", "null"),
+    ("TIMESTAMPTOSTRING(0, 'yyyy', 'Not/AZone')", None),
+    ("FORMAT_TIMESTAMP(FROM_UNIXTIME(1526075913000), 'HH:mm z', 'Europe/London')", "22:58 BST"),
     ("LN(0)", -math.inf), ("N / 2", 3), ("B / 2", -3), ("D / 2", -0.75),
     ("GREATEST(N, 2, NULL, 3)", 7), ("LEAST(N, 3)", 3),
     ("GENERATE_SERIES(4, 1)", [4, 3, 2, 1]),
