@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, timedelta, timezone
 from datetime import datetime as _datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlglot import exp
 
@@ -131,17 +132,54 @@ def _format_in_zone(millis: exp.Expr, pattern: exp.Expr, zone: exp.Expr) -> exp.
                   sql.lit(1))
 
 
+_ZONE_LETTERS = frozenset("zvVOXxZ")
+
+
+def _writes_zone(pattern: exp.Expr) -> bool:
+    """Whether ``pattern`` may write a zone's name or offset: any pattern but a literal whose
+    letters outside quotes are none of Java's zone letters."""
+    if not isinstance(pattern, exp.Literal) or not pattern.is_string:
+        return True
+    unquoted = "".join(part for index, part in enumerate(str(pattern.this).split("'"))
+                       if index % 2 == 0)
+    return bool(_ZONE_LETTERS & set(unquoted))
+
+
+def _known_region(zone: exp.Expr) -> bool:
+    """Whether ``zone`` is a literal region id (``area/city``) of the time zone database, which
+    Spark's ``from_utc_timestamp`` accepts (it fails the query on an unknown zone, where
+    ksqlDB's function yields NULL)."""
+    if not isinstance(zone, exp.Literal) or not zone.is_string or "/" not in str(zone.this):
+        return False
+    try:
+        ZoneInfo(str(zone.this))
+    except (ValueError, ZoneInfoNotFoundError):
+        return False
+    return True
+
+
+def _at_zone(millis: exp.Expr, pattern: exp.Expr, zone: exp.Expr) -> exp.Expr:
+    """Epoch milliseconds formatted at a named zone: Spark's ``date_format`` of the zone's wall
+    time where the pattern writes no zone and the zone is a known region, else Java's formatter
+    (:func:`_format_in_zone`, which Spark deems non-deterministic, so not inside an
+    aggregate's argument)."""
+    if _writes_zone(pattern) or not _known_region(zone):
+        return _format_in_zone(millis, pattern, zone)
+    wall_time = sql.fn("from_utc_timestamp", sql.fn("timestamp_millis", millis), zone)
+    return sql.fn("date_format", wall_time, pattern)
+
+
 def _format_timestamp(call: Call) -> exp.Expr:
     timestamp, pattern, *zone = call.args
     if zone:
-        return _format_in_zone(sql.fn("unix_millis", timestamp), pattern, zone[0])
+        return _at_zone(sql.fn("unix_millis", timestamp), pattern, zone[0])
     return sql.fn("date_format", timestamp, pattern)
 
 
 def _timestamp_to_string(call: Call) -> exp.Expr:
     millis, pattern, *zone = call.args
     if zone:
-        return _format_in_zone(millis, pattern, zone[0])
+        return _at_zone(millis, pattern, zone[0])
     return sql.fn("date_format", sql.fn("timestamp_millis", millis), pattern)
 
 

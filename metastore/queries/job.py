@@ -87,9 +87,9 @@ TABLE_STATE_MARK = "metastore-table-state"
 
 
 def holds_table_state(checkpoint: Path) -> bool:
-    """Whether the query of ``checkpoint`` may join tables as keyed state: it is new, or it
-    started so. A checkpoint of a query that re-read its tables keeps that plan (Spark
-    cannot resume it with other sources and state)."""
+    """Whether the query of ``checkpoint`` may keep tables as keyed state (joins, table
+    aggregations): it is new, or it started so. A checkpoint of a query that re-read its
+    tables keeps that plan (Spark cannot resume it with other sources and state)."""
     return not (checkpoint / "offsets").is_dir() or (checkpoint / TABLE_STATE_MARK).exists()
 
 

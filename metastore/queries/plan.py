@@ -183,9 +183,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     stream_view = ""  # the first stream's view
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
     keyed_rows = table_join and table_state
-    # a table aggregation's rows and groups are keyed state unless it starts at the table's end
-    # (the state would lack the rows before it, which the batch stage reads)
-    groups_keyed = table_state and overrides.offset_reset(config or {}) != "latest"
+    # a persistent table aggregation's rows and groups are keyed state unless it starts at the
+    # table's end (the state would lack the rows before it, which the batch stage reads); a
+    # push query (from the end by default) keeps the batch stage
+    groups_keyed = (table_state and not transient
+                    and overrides.offset_reset(config or {}) != "latest")
     changelog_view = ""  # a table aggregation's changelog, when its groups are keyed state
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
@@ -423,10 +425,14 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
            "AS __ms_result) AS __ms_typed")
     if sink.timestamp_column is not None:  # ksqlDB drops a record its timestamp column rejects
         column = sink.column(sink.timestamp_column)
-        # text that does not match the TIMESTAMP_FORMAT has no time: ksqlDB fails the record
-        unparsed = column is not None and column.type == ty.STRING
-        sql += (f" WHERE {quote(ROWTIME)} IS {'NOT NULL AND' if unparsed else 'NULL OR'} "
-                f"{quote(ROWTIME)} >= 0")
+        if column is not None and column.type == ty.STRING:
+            # text that does not match the TIMESTAMP_FORMAT has no time: ksqlDB fails the
+            # record; a tombstone has no text and passes
+            deleted = f"{quote(NULL_VALUE)} OR " if deletes else ""
+            sql += (f" WHERE {deleted}({quote(ROWTIME)} IS NOT NULL AND "
+                    f"{quote(ROWTIME)} >= 0)")
+        else:
+            sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
     if windows and batch is None:
         batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,

@@ -26,10 +26,10 @@ table's current row, which the SELECT reads through one ``LATERAL VIEW`` per tab
 Tables joined on a foreign key (:func:`join_tables_on_foreign_key`) are two operators, as
 Kafka Streams' subscription stores: ``io.metastore.join.ForeignKeySubscriptions``, keyed by the
 left key, holds each left row with its foreign key and routes its changes to the foreign key;
-``io.metastore.join.ForeignKeyJoin``, keyed by the foreign key, holds the right row and the left
-rows that reference it, and writes one row per left key a micro-batch touched, in the same
-shape as the primary-key join's; tables joined after it are a ``TableTableJoin`` whose first
-side is that join's rows.
+``io.metastore.join.ForeignKeyJoin``, keyed by the foreign key (a left row without one, by its
+own key), holds the right row and the left rows that reference it, and writes one row per left
+key a micro-batch touched, in the same shape as the primary-key join's; tables joined after it
+are a ``TableTableJoin`` whose first side is that join's rows.
 """
 
 from __future__ import annotations

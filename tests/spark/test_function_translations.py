@@ -197,7 +197,10 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
                              "TOPK(N, 2), TOPKDISTINCT(S, 5), HISTOGRAM(S), LATEST_BY_OFFSET(S), "
                              "EARLIEST_BY_OFFSET(N), COLLECT_SET(S), AVG(N), COLLECT_LIST(N), "
                              "EARLIEST_BY_OFFSET(N, 3), LATEST_BY_OFFSET(N, 2, false), "
-                             "LATEST_BY_OFFSET(N, 3), TOPK(N, S, 3), SUM_LIST(A)", grouped=True)
+                             "LATEST_BY_OFFSET(N, 3), TOPK(N, S, 3), SUM_LIST(A), "
+                             # a zone's wall time, deterministic: it can be an aggregate's argument
+                             "LATEST_BY_OFFSET(TIMESTAMPTOSTRING(ID, 'yyyy-MM-dd HH', 'Asia/Tokyo'))",
+                             grouped=True)
     _results, image = run_script(SOURCE)
     schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in image.sources["S"].columns)
     spark.createDataFrame(rows, schema).createOrReplaceTempView("S")
@@ -209,6 +212,7 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
                                              {"sort_col": 3, "col0": "a"},
                                              {"sort_col": 1, "col0": "a"}]
     assert row[17] == 36
+    assert row[18] == "1970-01-01 09"
 
 
 def test_untranslatable_calls_say_why() -> None:

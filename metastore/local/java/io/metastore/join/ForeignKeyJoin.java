@@ -1,5 +1,6 @@
 package io.metastore.join;
 
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -155,8 +156,8 @@ public final class ForeignKeyJoin extends StatefulProcessor<Row, Row, Row> {
         for (Row row : subscribing) {
             Row subscriber = left.of(row);
             subscribers.updateValue(RowFactory.create(row.get(joinKey)), subscriber);
-            touched.put(row.get(joinKey), subscriber);
-            subscribedAt.put(row.get(joinKey), row.isNullAt(time) ? null : row.getLong(time));
+            touched.put(comparable(row.get(joinKey)), subscriber);
+            subscribedAt.put(comparable(row.get(joinKey)), row.isNullAt(time) ? null : row.getLong(time));
         }
         Row current = rightRow.exists() ? rightRow.get() : null;
         Long rightTime = null;
@@ -175,14 +176,20 @@ public final class ForeignKeyJoin extends StatefulProcessor<Row, Row, Row> {
             scala.collection.Iterator<scala.Tuple2<Row, Row>> all = subscribers.iterator();
             while (all.hasNext()) {
                 scala.Tuple2<Row, Row> entry = all.next();
-                touched.putIfAbsent(entry._1().get(0), entry._2());
+                touched.putIfAbsent(comparable(entry._1().get(0)), entry._2());
             }
         }
         for (Map.Entry<Object, Row> entry : touched.entrySet()) {
             Long at = newest(subscribedAt.get(entry.getKey()), rightTime);
-            out.add(joined(entry.getKey(), entry.getValue(), current, at));
+            Object leftKey = entry.getKey() instanceof ByteBuffer bytes ? bytes.array() : entry.getKey();
+            out.add(joined(leftKey, entry.getValue(), current, at));
         }
         return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
+    }
+
+    /** A left key as a map key: a BYTES key by its content, not its array's identity. */
+    private static Object comparable(Object key) {
+        return key instanceof byte[] bytes ? ByteBuffer.wrap(bytes) : key;
     }
 
     private static Long newest(Long first, Long second) {
