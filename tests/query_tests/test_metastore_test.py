@@ -149,6 +149,19 @@ STRING_SINK_TIME = {  # the sink's time parsed from a STRING column; text that f
 }
 
 
+STRING_SOURCE_TIME = {  # a source's time parsed from a STRING column; text that fails is skipped
+    "name": "string source time", "statements": [
+        "CREATE STREAM S (K STRING KEY, AT STRING, V INT) WITH (KAFKA_TOPIC='s', "
+        "VALUE_FORMAT='JSON', TIMESTAMP='AT', TIMESTAMP_FORMAT='dd/MM/yyyy HH:mm');",
+        "CREATE STREAM OUTPUT AS SELECT K, V FROM S;"],
+    "inputs": [
+        {"topic": "s", "key": "a", "value": {"AT": "04/03/2021 05:06", "V": 1}, "timestamp": 1},
+        {"topic": "s", "key": "b", "value": {"AT": "soon", "V": 2}, "timestamp": 2}],
+    "outputs": [
+        {"topic": "OUTPUT", "key": "a", "value": {"V": 1}, "timestamp": 1614834360000}],
+}
+
+
 def invoke(bootstrap: str, *args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(app, ["test", *args, "--bootstrap-servers", bootstrap, "--json"])
     assert result.exit_code in (0, 1), result.output
@@ -184,6 +197,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         FINAL_OVER_JOIN,
         WINDOW_OVER_JOIN,
         STRING_SINK_TIME,
+        STRING_SOURCE_TIME,
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
@@ -201,11 +215,12 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["final over a join"]["status"] == "passed", by_name["final over a join"]
     assert by_name["window over a join"]["status"] == "passed", by_name["window over a join"]
     assert by_name["string sink time"]["status"] == "passed", by_name["string sink time"]
+    assert by_name["string source time"]["status"] == "passed", by_name["string source time"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 7 + len(DEV_SLICE)
-    assert report["passed"] == 5 + len(DEV_SLICE)
+    assert report["total"] == 8 + len(DEV_SLICE)
+    assert report["passed"] == 6 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
