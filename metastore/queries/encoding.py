@@ -100,7 +100,9 @@ def headers(rowtime: str, source_column: str | None, source_headers: str | None 
 
 
 def _int64(expression: str) -> str:
-    return f"unhex(lpad(hex(CAST({expression} AS BIGINT)), 16, '0'))"
+    """8 bytes big-endian: Spark's cast of an integer to BINARY (a query's session runs with
+    ANSI off, which allows it; see :mod:`metastore.queries.job`)."""
+    return f"CAST(CAST({expression} AS BIGINT) AS BINARY)"
 
 
 def _kafka(expression: str, sql_type: ty.SqlType) -> str:
@@ -109,7 +111,7 @@ def _kafka(expression: str, sql_type: ty.SqlType) -> str:
     if sql_type == ty.BYTES:
         return expression
     if sql_type == ty.INTEGER:
-        return f"substring({_int64(expression)}, 5, 4)"
+        return f"CAST(CAST({expression} AS INT) AS BINARY)"
     if sql_type == ty.BIGINT:
         return _int64(expression)
     if sql_type == ty.DOUBLE:

@@ -162,7 +162,8 @@ def explain(spark: SparkSession, plan: QueryPlan, kafka_options: Mapping[str, st
 
 
 def _session(spark: SparkSession) -> SparkSession:
-    """A query's own Spark session: ANSI mode off, so a bad value yields NULL as in ksqlDB."""
+    """A query's own Spark session: ANSI mode off, so a bad value yields NULL as in ksqlDB (and
+    an integer casts to its big-endian BINARY, as the sink encoding writes KAFKA integers)."""
     session = spark.newSession()
     session.conf.set("spark.sql.ansi.enabled", "false")
     session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")

@@ -114,7 +114,9 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
         columns = ", ".join(f"CAST(raise_error({message}) AS {spark_type(c.type)}) AS {quote(c.name)}"
                             for c in source.columns)
         return f"SELECT {columns} FROM {raw_table}"
-    expressions = [f"{_column_expression(source, c)} AS {quote(c.name)}" for c in source.columns]
+    objects: dict[str, str] = {}
+    expressions = [f"{_column_expression(source, c, objects)} AS {quote(c.name)}"
+                   for c in source.columns]
     names = [quote(c.name) for c in source.columns]
     if source.window is not None and not extra:  # a view shows each row's window, as ksqlDB
         keys = sum(c.is_key for c in source.columns)
@@ -122,7 +124,7 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
                   for bound, name in (("start", "WINDOWSTART"), ("end", "WINDOWEND"))]
         expressions[keys:keys] = bounds
         names[keys:keys] = ["WINDOWSTART", "WINDOWEND"]
-    raw_table = _with_protobuf(source, _with_window(source, raw_table))
+    raw_table = _with_json_objects(objects, _with_protobuf(source, _with_window(source, raw_table)))
     decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table}"
     if source.kind is SourceKind.STREAM:
         return decoded
@@ -174,6 +176,22 @@ def _with_protobuf(source: DataSource, raw_table: str) -> str:
     return f"(SELECT *, {', '.join(decoded)} FROM {raw_table}) AS __ms_protobuf"
 
 
+def _with_json_objects(objects: Mapping[str, str], raw_table: str) -> str:
+    """``raw_table`` with each JSON object whose fields are columns (``objects``: the text's
+    SQL and the name of its parsed fields) parsed once per record: Spark keeps a projection
+    below the one that reads the fields many times, where an expression repeated per column
+    would parse the text once for each."""
+    if not objects:
+        return raw_table
+    parsed = ", ".join(f"{_object_fields(text)} AS {name}" for text, name in objects.items())
+    return f"(SELECT *, {parsed} FROM {raw_table}) AS __ms_json"
+
+
+def _object_fields(text: str) -> str:
+    """A JSON object's fields by upper-case name (ksqlDB matches field names in any case)."""
+    return f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), (k, v) -> upper(k))"
+
+
 def decode_problem(source: DataSource) -> str | None:
     """Why Spark cannot decode ``source``'s records yet, or None."""
     return _unsupported(source)
@@ -195,7 +213,9 @@ def _unsupported(source: DataSource) -> str | None:
     return None
 
 
-def _column_expression(source: DataSource, column: Column) -> str:
+def _column_expression(source: DataSource, column: Column, objects: dict[str, str]) -> str:
+    """The SQL of ``column`` over the raw record; a JSON object's fields come from a column that
+    parses it once, which is added to ``objects`` (see :func:`_with_json_objects`)."""
     if column.role is ColumnRole.HEADERS:
         return "headers"
     if column.role is ColumnRole.HEADER:
@@ -204,20 +224,22 @@ def _column_expression(source: DataSource, column: Column) -> str:
     if column.is_key:
         columns = source.key_columns
         if source.key_format == protobuf.FORMAT:
-            return _json_field(PROTOBUF_KEY, column, bare=protobuf.key_schema(source).unwrapped)
+            return _json_field(PROTOBUF_KEY, column, objects,
+                               bare=protobuf.key_schema(source).unwrapped)
         key = WINDOWED_KEY if source.window is not None else "key"
         return _field(source.key_format, key, columns, column,
-                      source.property("KEY_DELIMITER"), wrapped=True)
+                      source.property("KEY_DELIMITER"), objects, wrapped=True)
     columns = source.value_columns
     if source.value_format == protobuf.FORMAT:
-        return _json_field(PROTOBUF_VALUE, column, bare=protobuf.value_schema(source).unwrapped)
+        return _json_field(PROTOBUF_VALUE, column, objects,
+                           bare=protobuf.value_schema(source).unwrapped)
     wrapped = source.property("WRAP_SINGLE_VALUE") != "false"
     return _field(source.value_format, "value", columns, column,
-                  source.property("VALUE_DELIMITER"), wrapped)
+                  source.property("VALUE_DELIMITER"), objects, wrapped)
 
 
 def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, delimiter: str | None,
-           wrapped: bool) -> str:
+           objects: dict[str, str], wrapped: bool) -> str:
     text = f"CAST({raw} AS STRING)"
     if fmt == "KAFKA":
         return _kafka_bytes(raw, column.type)
@@ -231,16 +253,18 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
         return _from_text(element, column.type)
     if fmt == "JSON":
         is_key = raw in ("key", WINDOWED_KEY)
-        return _json_field(text, column, bare=len(columns) == 1 and (is_key or not wrapped))
+        return _json_field(text, column, objects,
+                           bare=len(columns) == 1 and (is_key or not wrapped))
     raise ValueError(f"format {fmt} is not decodable")
 
 
-def _json_field(text: str, column: Column, bare: bool) -> str:
+def _json_field(text: str, column: Column, objects: dict[str, str], bare: bool) -> str:
     """``column`` from ksqlDB's JSON text of a key or value: the value itself when ``bare``
-    (a single unwrapped column), else the object's field named as the column (any case)."""
+    (a single unwrapped column), else the object's field named as the column (any case), read
+    from the object's fields parsed once (named in ``objects``)."""
     if bare:
         return _from_json_value(text, column.type)
-    fields = f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), (k, v) -> upper(k))"
+    fields = objects.setdefault(text, f"__ms_json_{len(objects)}")
     return _from_text(f"{fields}[{string_literal(column.name.upper())}]", column.type)
 
 
@@ -253,7 +277,7 @@ def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
         bits = f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"
         double = f"java_method('java.lang.Double', 'longBitsToDouble', {bits})"
         return f"CAST(IF({raw} IS NULL, NULL, {double}) AS DOUBLE)"  # null cannot be unboxed
-    unsigned = f"CAST(conv(hex({raw}), 16, 10) AS DECIMAL(20,0))"
+    unsigned = f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"  # of four bytes: 0 to 2^32 - 1
     if sql_type == ty.INTEGER:
         return (f"CAST(IF({unsigned} >= 2147483648, {unsigned} - 4294967296, {unsigned}) AS INT)")
     return f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"
