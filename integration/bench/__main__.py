@@ -11,7 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from integration.bench import contention, interactive, latency, plots, reconcile, records, replay
+from integration.bench import (
+    contention,
+    interactive,
+    latency,
+    pipeline,
+    plots,
+    reconcile,
+    records,
+    replay,
+)
 
 BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "latency": latency.run,
@@ -20,6 +29,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "reconcile": reconcile.run,
     "records": records.run,
     "interactive": interactive.run,
+    "pipeline": pipeline.run,
 }
 
 

@@ -1,0 +1,267 @@
+"""`pipeline`: persistent queries on Spark, against the same queries written by hand in PySpark.
+
+One source topic of JSON records (1,000,000; 100,000 with ``--quick``) is read by two queries,
+each run twice in the same run on the same broker: as a persistent query of a `metastore server`
+node (``local[1]``, as a node runs them by default), and as the floor, the query written by hand
+(:mod:`integration.bench.pipeline_floor`, a Spark session like a node's). Each engine first runs
+the filter over a tenth as many records, unmeasured, so both are measured with a warm JVM:
+
+- ``filter``: ``CREATE STREAM ... AS SELECT ID, AMOUNT, SENT FROM EVENTS WHERE KEEP`` (half the
+  records pass);
+- ``count``: ``CREATE TABLE ... AS SELECT ID, COUNT(*) AS N FROM EVENTS GROUP BY ID`` (1,000
+  keys).
+
+Each run reports its throughput, the records of the topic over the seconds from the query's
+start to its last result being visible in the sink (read_committed), and then, with the query
+caught up, its end-to-end latency: records produced at a steady rate, each with a key of its
+own, timed from the produce call to the moment a consumer of the sink sees its result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from integration.bench.common import kafka, node_processes, summary_ms
+from integration.bench.interactive import wait_for_spark
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
+
+GROUPS = 1_000
+PARTITIONS = 2
+LATENCY_KEYS = 10_000_000
+"""The first key of the latency records (the topic's own records have keys below GROUPS)."""
+STATEMENTS = {
+    "filter": "CREATE STREAM {name} WITH (KAFKA_TOPIC='{topic}') AS "
+              "SELECT ID, AMOUNT, SENT FROM {source} WHERE KEEP;",
+    "count": "CREATE TABLE {name} WITH (KAFKA_TOPIC='{topic}') AS "
+             "SELECT ID, COUNT(*) AS N FROM {source} GROUP BY ID;",
+}
+Start = Callable[[str, str, str], Callable[[], None]]
+"""Start a query (its kind, source topic and sink topic); returns what stops it."""
+
+
+class SinkWatcher:
+    """A read_committed consumer of a sink topic on a thread of its own: each key's latest value
+    and the time it was first seen."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.records = 0
+        self.latest: dict[int, bytes | None] = {}
+        self.first_seen: dict[int, float] = {}
+        self._consumer = Consumer(KafkaSettings(bootstrap).config(
+            group_id=f"bench-{uuid.uuid4().hex[:8]}", enable_auto_commit=False,
+            isolation_level="read_committed", fetch_wait_max_ms=5))
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            batch = self._consumer.consume(10_000, 0.05)
+            now = time.time()
+            for message in batch:
+                raw_key = message.key()
+                if message.error() is not None or raw_key is None:
+                    continue
+                (key,) = struct.unpack(">i", raw_key)
+                self.latest[key] = message.value()
+                self.first_seen.setdefault(key, now)
+            self.records += len(batch)
+
+    def wait(self, done: Callable[[], bool], timeout: float, what: str) -> float:
+        """Wait until ``done()``; returns the time it became so."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what}: not done within {timeout:.0f} s")
+            time.sleep(0.02)
+        return time.time()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+
+def produce_backlog(bootstrap: str, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "batch.num.messages": 10_000, "compression.type": "lz4"})
+    for index in range(count):
+        value = json.dumps({"AMOUNT": index * 0.5, "KEEP": index % 2 == 0, "SENT": 0})
+        while True:
+            try:
+                producer.produce(topic, key=struct.pack(">i", index % GROUPS), value=value,
+                                 partition=index % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(120) == 0, "not every record was acknowledged"
+
+
+def produce_timed(bootstrap: str, topic: str, keys: range, rate: float) -> dict[int, float]:
+    """One record per key at ``rate`` per second; returns each key's produce time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    sent: dict[int, float] = {}
+    started = time.monotonic()
+    for number, key in enumerate(keys):
+        pause = started + number / rate - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        sent[key] = time.time()
+        producer.produce(topic, key=struct.pack(">i", key), partition=key % PARTITIONS,
+                         value=json.dumps({"AMOUNT": 1.0, "KEEP": True,
+                                           "SENT": int(sent[key] * 1000)}))
+        producer.poll(0)
+    assert producer.flush(30) == 0, "not every record was acknowledged"
+    return sent
+
+
+def warm_up(bootstrap: str, source: str, records: int, start: Start) -> None:
+    """Run the filter over ``source`` (of ``records``) to its end: the engine's JVM compiles its
+    hot paths before it is measured, as a node's has once it has run queries."""
+    sink = f"pipeline-warm-up-{uuid.uuid4().hex[:6]}"
+    Admin(KafkaSettings(bootstrap)).create(sink, PARTITIONS)
+    watcher = SinkWatcher(bootstrap, sink)
+    try:
+        stop = start("filter", source, sink)
+        watcher.wait(lambda: watcher.records >= records // 2, 900, "warm-up")
+        stop()
+    finally:
+        watcher.close()
+
+
+def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int, extra: int,
+            latency_keys: range, rate: float) -> dict[str, Any]:
+    """Run one query: throughput over the backlog (``extra``: records of earlier latency
+    phases, which the filter also passes), then latency at ``rate`` records/s."""
+    sink = f"pipeline-{query}-{uuid.uuid4().hex[:6]}"
+    Admin(KafkaSettings(bootstrap)).create(sink, PARTITIONS)
+    watcher = SinkWatcher(bootstrap, sink)
+    try:
+        started = time.time()
+        stop = start(query, source, sink)
+        if query == "filter":
+            expected = backlog // 2 + extra
+            done = watcher.wait(lambda: watcher.records >= expected, 1800, query)
+        else:
+            final = json.dumps({"N": backlog // GROUPS}, separators=(",", ":")).encode()
+            done = watcher.wait(lambda: all(watcher.latest.get(key) == final
+                                            for key in range(GROUPS)), 1800, query)
+        seconds = done - started
+        sent = produce_timed(bootstrap, source, latency_keys, rate)
+        watcher.wait(lambda: all(key in watcher.first_seen for key in latency_keys), 300,
+                     f"{query} latency")
+        latencies = [watcher.first_seen[key] - sent[key] for key in latency_keys]
+        stop()
+    finally:
+        watcher.close()
+    return {"seconds": round(seconds, 2), "records_per_s": round((backlog + extra) / seconds),
+            "latency": summary_ms(latencies)}
+
+
+@contextmanager
+def metastore_node(bootstrap: str) -> Iterator[Start]:
+    with node_processes(bootstrap, 1) as state:
+        [node] = state.nodes
+        with httpx.Client(base_url=node.url, timeout=120) as client:
+            wait_for_spark(client)
+            streams: dict[str, str] = {}
+
+            def start(query: str, source: str, sink: str) -> Callable[[], None]:
+                if source not in streams:
+                    streams[source] = f"EVENTS_{len(streams)}"
+                    ksql(client, f"CREATE STREAM {streams[source]} (ID INT KEY, AMOUNT DOUBLE, "
+                                 f"KEEP BOOLEAN, SENT BIGINT) WITH (KAFKA_TOPIC='{source}', "
+                                 "VALUE_FORMAT='JSON');")
+                name = f"{query.upper()}_{uuid.uuid4().hex[:6].upper()}"
+                answer = ksql(client, STATEMENTS[query].format(name=name, topic=sink,
+                                                               source=streams[source]))
+                query_id = answer[0]["commandStatus"]["queryId"]
+
+                def stop() -> None:
+                    ksql(client, f"TERMINATE {query_id};")
+
+                return stop
+
+            yield start
+
+
+@contextmanager
+def hand_written(bootstrap: str) -> Iterator[Start]:
+    with tempfile.TemporaryDirectory(prefix="metastore-bench-floor-") as root:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "integration.bench.pipeline_floor", bootstrap, root],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+        def ask(command: str, answer: str) -> None:
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(command + "\n")
+            process.stdin.flush()
+            if process.stdout.readline().strip() != answer:
+                raise RuntimeError(f"the hand-written query did not answer {answer!r}")
+
+        def start(query: str, source: str, sink: str) -> Callable[[], None]:
+            ask(f"{query} {source} {sink}", "started")
+            return lambda: ask("stop", "stopped")
+
+        try:
+            assert process.stdout is not None
+            if process.stdout.readline().strip() != "ready":
+                raise RuntimeError("the hand-written queries' Spark did not start")
+            yield start
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+
+
+def ksql(client: httpx.Client, text: str) -> list[dict[str, Any]]:
+    response = client.post("/ksql", json={"ksql": text})
+    assert response.status_code == 200, response.text
+    return list(response.json())
+
+
+def run(quick: bool) -> dict[str, Any]:
+    backlog = 100_000 if quick else 1_000_000
+    warm_records = backlog // 10
+    count, rate = (500, 100.0) if quick else (2_000, 200.0)
+    results: dict[str, Any] = {"records": backlog, "warm_up_records": warm_records,
+                               "latency_records": count, "latency_rate_per_s": rate}
+    with kafka() as bootstrap:
+        source, warm = (f"pipeline-{name}-{uuid.uuid4().hex[:6]}" for name in ("in", "warm"))
+        for topic, records in ((source, backlog), (warm, warm_records)):
+            Admin(KafkaSettings(bootstrap)).create(topic, PARTITIONS)
+            print(f"pipeline: producing {records:,} records", file=sys.stderr, flush=True)
+            produce_backlog(bootstrap, topic, records)
+        runs = 0
+        for engine, starter in (("spark_by_hand", hand_written), ("metastore", metastore_node)):
+            with starter(bootstrap) as start:
+                print(f"pipeline: {engine} warm-up", file=sys.stderr, flush=True)
+                warm_up(bootstrap, warm, warm_records, start)
+                for query in STATEMENTS:
+                    print(f"pipeline: {engine} {query}", file=sys.stderr, flush=True)
+                    keys = range(LATENCY_KEYS + runs * count, LATENCY_KEYS + (runs + 1) * count)
+                    results.setdefault(engine, {})[query] = measure(
+                        bootstrap, source, query, start, backlog, runs * count, keys, rate)
+                    runs += 1
+    for query in STATEMENTS:
+        ours, floor = results["metastore"][query], results["spark_by_hand"][query]
+        results[f"{query}_throughput_ratio"] = round(
+            ours["records_per_s"] / floor["records_per_s"], 2)
+    return results
