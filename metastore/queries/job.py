@@ -166,6 +166,9 @@ def _session(spark: SparkSession) -> SparkSession:
     an integer casts to its big-endian BINARY, as the sink encoding writes KAFKA integers)."""
     session = spark.newSession()
     session.conf.set("spark.sql.ansi.enabled", "false")
+    # a JSON object whose field names repeat in another case ({"a": 1, "A": 2}) is read as
+    # ksqlDB reads it, the last one winning, where Spark fails the query on the repeated key
+    session.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
     session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
     # one stream time over all the sources, as Kafka Streams' joins share theirs
     session.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "max")

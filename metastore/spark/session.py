@@ -40,6 +40,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "1g")
                .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # JSON fields, as ksqlDB
                .config("spark.driver.extraJavaOptions",
                        f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR "
                        f"-Dderby.stream.error.file={warehouse / 'derby.log'}"))

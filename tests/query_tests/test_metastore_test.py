@@ -161,6 +161,18 @@ STRING_SOURCE_TIME = {  # a source's time parsed from a STRING column; text that
         {"topic": "OUTPUT", "key": "a", "value": {"V": 1}, "timestamp": 1614834360000}],
 }
 
+REPEATED_FIELDS = {  # field names repeated in another case: the last one wins, as in ksqlDB
+    "name": "repeated fields", "statements": [INPUT, PROJECT],
+    "inputs": [
+        {"topic": "input", "key": 1, "value": {"name": "a", "NAME": "b", "AMOUNT": 2},
+         "timestamp": 0},
+        {"topic": "input", "key": 2, "value": {"Name": "c", "name": "d", "amount": 0,
+                                                "Amount": 3}, "timestamp": 1}],
+    "outputs": [
+        {"topic": "OUTPUT", "key": 1, "value": {"NAME": "B", "DOUBLED": 4.0}, "timestamp": 0},
+        {"topic": "OUTPUT", "key": 2, "value": {"NAME": "D", "DOUBLED": 6.0}, "timestamp": 1}],
+}
+
 
 def invoke(bootstrap: str, *args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(app, ["test", *args, "--bootstrap-servers", bootstrap, "--json"])
@@ -198,6 +210,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         WINDOW_OVER_JOIN,
         STRING_SINK_TIME,
         STRING_SOURCE_TIME,
+        REPEATED_FIELDS,
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
@@ -216,11 +229,12 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["window over a join"]["status"] == "passed", by_name["window over a join"]
     assert by_name["string sink time"]["status"] == "passed", by_name["string sink time"]
     assert by_name["string source time"]["status"] == "passed", by_name["string source time"]
+    assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 8 + len(DEV_SLICE)
-    assert report["passed"] == 6 + len(DEV_SLICE)
+    assert report["total"] == 9 + len(DEV_SLICE)
+    assert report["passed"] == 7 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
