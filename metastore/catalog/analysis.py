@@ -225,8 +225,10 @@ class _Scope:
 
 def analyse(query: Query, sources: Mapping[str, DataSource],
             custom_types: Mapping[str, ty.SqlType], sink: str = "the result",
-            transient: bool = False) -> Analysis:
-    """What ``query`` produces; a ``transient`` query (a pull query) has no key to keep."""
+            transient: bool = False, new_planner: bool = False) -> Analysis:
+    """What ``query`` produces; a ``transient`` query (a pull query) has no key to keep;
+    ``new_planner``: ksqlDB's ``ksql.new.query.planner.enabled``, under which a projection's
+    keys are in the SELECT's order and may be left out."""
     select = query.select
     assert isinstance(select, exp.Select)
     scope = _scope(query, sources)
@@ -292,7 +294,8 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
         columns = join_rules.result_columns(projected, select.expressions, joined, kind,
                                             f"`{sink}`", _join_resolver(scope))
     else:
-        columns = _assign_keys(projected, key_exprs, kind, query, f"`{sink}`", key_kind, new_keys)
+        columns = _assign_keys(projected, key_exprs, kind, query, f"`{sink}`", key_kind, new_keys,
+                               new_planner=new_planner and key_kind == "key column")
     if joined is not None:
         join_rules.check_physical(joined, scope.reads, query.within_ms is not None,
                                   _join_resolver(scope), typer.type_of)
@@ -710,9 +713,12 @@ def _key_more_than_once(key_name: str, aliases: list[str], grouped: bool) -> Que
 
 def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: SourceKind,
                  query: Query, sink: str, key_kind: str,
-                 new_keys: list[_Projected] | None) -> list[Column]:
+                 new_keys: list[_Projected] | None, new_planner: bool) -> list[Column]:
     """The result's columns, keys first: each key expression must be selected exactly once
-    (a SELECT expression equal to it names the key), and something must be left for the value."""
+    (a SELECT expression equal to it names the key), and something must be left for the value.
+    The keys are in the order of ``key_exprs`` (GROUP BY, PARTITION BY, the source's keys);
+    with ``new_planner`` (a projection of the source's keys under ksqlDB's newer planner), in
+    the order the SELECT lists them, and a projection that selects none of them has no key."""
     role = ColumnRole.PRIMARY_KEY if kind is SourceKind.TABLE else ColumnRole.KEY
     grouped = bool(query.select.args.get("group"))
     missing: list[exp.Expr] = []
@@ -728,12 +734,16 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
             key_indexes.append(found[0])
         else:
             missing.append(key)
+    if missing and new_planner and not key_indexes:
+        missing = []
     if missing and not grouped:
         missing = keys
     if len(key_indexes) == len(projected):
         raise QueryError("The projection contains no value columns.")
     if missing:
         raise _missing_keys(sink, key_kind, [_shown(k) for k in missing])
+    if new_planner:
+        key_indexes.sort()
     key_columns = [Column(projected[i].name, projected[i].type, role) for i in key_indexes]
     values = [Column(p.name, p.type) for i, p in enumerate(projected) if i not in key_indexes]
     return key_columns + values

@@ -55,7 +55,11 @@ PULL_QUERY_SETTINGS = frozenset({PULL_TABLE_SCAN_ENABLED, PULL_RANGE_SCAN_ENABLE
                                  PULL_LIMIT_CLAUSE_ENABLED, PULL_STREAM_ENABLED})
 """Switches of ksqlDB's pull queries (all true by default; see metastore.catalog.pull_queries)."""
 
-BOOLEAN_SETTINGS = frozenset({WRAP_SINGLE_VALUES, *PULL_QUERY_SETTINGS})
+NEW_QUERY_PLANNER = "ksql.new.query.planner.enabled"
+"""ksqlDB's newer logical planner (false by default): a projection's key columns keep the
+SELECT's order, and a projection may leave the source's key out (its records have no key)."""
+
+BOOLEAN_SETTINGS = frozenset({WRAP_SINGLE_VALUES, NEW_QUERY_PLANNER, *PULL_QUERY_SETTINGS})
 
 KSQL_DEFAULT_KEY_FORMAT = "KAFKA"
 """ksqlDB's default of ``ksql.persistence.default.format.key``."""
@@ -83,7 +87,7 @@ KSQL_SETTINGS = frozenset({
     "ksql.json_sr.converter.deserializer.enabled",
     "ksql.kafka.client.additional.config.prefixes", "ksql.lambdas.enabled",
     "ksql.metastore.backup.location", "ksql.metrics.extension", "ksql.metrics.tags.custom",
-    "ksql.nested.error.set.null", "ksql.new.query.planner.enabled",
+    "ksql.nested.error.set.null", NEW_QUERY_PLANNER,
     "ksql.output.topic.name.prefix", DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT,
     WRAP_SINGLE_VALUES, "ksql.persistent.prefix", "ksql.properties.overrides.allowlist",
     "ksql.properties.overrides.denylist", "ksql.properties.overrides.log",
@@ -181,6 +185,9 @@ class ConfigOverrides:
         reset = offset_reset(self.values)
         if reset is not None:
             settings[OFFSET_RESET_NAME] = reset
+        planner = self.values.get(NEW_QUERY_PLANNER)
+        if isinstance(planner, bool):  # the runtime analyses the query as validation did
+            settings[NEW_QUERY_PLANNER] = str(planner).lower()
         return tuple(sorted(settings.items()))
 
     def set(self, name: str, value: ConfigValue) -> ConfigOverrides:

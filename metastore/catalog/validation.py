@@ -469,7 +469,8 @@ class Validator:
         kind, name = statement.kind, statement.name
         existing = self._delta.sources.get(name)
         _check_known(statement.properties, AS_SELECT_PROPERTIES)
-        analysis = analyse(statement.query, self._delta.sources, self._delta.types, name)
+        analysis = analyse(statement.query, self._delta.sources, self._delta.types, name,
+                           new_planner=self._config.flag(overrides.NEW_QUERY_PLANNER, False))
         if existing is not None:  # ksqlDB plans the query first (its QueryIdUtil), then the sink
             upgrades.check_single_writer(name, [q.query_id for q in self._writers(name)])
             if not statement.or_replace and not statement.if_not_exists:

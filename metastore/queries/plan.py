@@ -122,11 +122,13 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
     sink = image.source(query.sink)
     if sink is None:
         raise QueryRuntimeError(f"{query.query_id}: its sink {query.sink} is not in the catalog")
-    analysis = analyse(parse_query(query.sql), image.sources, image.types, sink.name)
+    config: dict[str, object] = dict(query.config)
+    analysis = analyse(parse_query(query.sql), image.sources, image.types, sink.name,
+                       new_planner=config.get(overrides.NEW_QUERY_PLANNER) == "true")
     problem = runtime_problem(analysis, sink)
     if problem is not None:
         raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")
-    return _plan(query.query_id, analysis, sink, dict(query.config), table_state=table_state)
+    return _plan(query.query_id, analysis, sink, config, table_state=table_state)
 
 
 def compile_push(query_id: str, analysis: Analysis, config: dict[str, object]) -> QueryPlan:

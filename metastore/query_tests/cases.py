@@ -93,7 +93,8 @@ def _load_file(path: Path) -> Iterator[QueryTest]:
             raise CaseFileError(f"{path}: expected an object with a \"tests\" list")
         for raw in document["tests"]:
             for variant in _format_variants(raw):
-                yield _test(variant, str(path))
+                for configured in _config_variants(variant):
+                    yield _test(configured, str(path))
         return
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
@@ -111,6 +112,25 @@ def _format_variants(raw: Any) -> list[Any]:
         statements = [str(s).replace("{FORMAT}", str(fmt)) for s in raw.get("statements") or []]
         variants.append({**raw, "statements": statements,
                          "name": f"{raw.get('name') or 'unnamed'} - {fmt}"})
+    return variants
+
+
+def _config_variants(raw: Any) -> list[Any]:
+    """A ksqlDB test with ``"config": [...]`` is one test per value, ``{CONFIG}`` replaced in its
+    properties and `` - NAME=VALUE`` appended to its name for each property it set, as ksqlDB's
+    test loader expands it."""
+    values = raw.get("config") if isinstance(raw, dict) else None
+    properties = raw.get("properties") if isinstance(raw, dict) else None
+    if not isinstance(values, list) or not values or not isinstance(properties, dict):
+        return [raw]
+    variants = []
+    for value in values:
+        configured = {name: str(given).replace("{CONFIG}", str(value))
+                      if isinstance(given, str) else given for name, given in properties.items()}
+        suffix = "".join(f" - {name}={configured[name]}" for name, given in properties.items()
+                         if isinstance(given, str) and "{CONFIG}" in given)
+        variants.append({**raw, "properties": configured,
+                         "name": f"{raw.get('name') or 'unnamed'}{suffix}"})
     return variants
 
 

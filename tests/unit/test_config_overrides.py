@@ -64,7 +64,8 @@ def test_values_parse_as_ksqldb_parses_them() -> None:
     assert config.wrap_single_values is False
     assert config.query_config() == (("auto.offset.reset", "latest"),
                                      ("ksql.functions.collect_list.limit", "3"),
-                                     ("ksql.functions.collect_set.limit", "1"))
+                                     ("ksql.functions.collect_set.limit", "1"),
+                                     ("ksql.new.query.planner.enabled", "true"))
     assert overrides.offset_reset(config.values) == "latest"
     assert overrides.offset_reset({}) is None
 
@@ -213,7 +214,7 @@ def test_a_request_digest_binds_its_overrides() -> None:
     assert request_digest(statements) != request_digest(
         statements, overrides.resolve({"ksql.persistence.default.format.key": "JSON"}))
     assert request_digest(statements) == request_digest(
-        statements, overrides.resolve({"ksql.new.query.planner.enabled": "true"}))
+        statements, overrides.resolve({"ksql.nested.error.set.null": "true"}))
 
 
 def test_replay_needs_no_overrides() -> None:
@@ -222,3 +223,21 @@ def test_replay_needs_no_overrides() -> None:
     delta = Delta(EMPTY_IMAGE)
     delta.replay(decode(records[0].encode()[1], 0), 0)
     assert delta.apply().fingerprint == image.fingerprint
+
+
+def test_the_new_query_planner_keys_a_projection_as_it_selects_them() -> None:
+    script = ("CREATE STREAM I (ID INT KEY, AGE INT KEY, NAME STRING) WITH (KAFKA_TOPIC='i', "
+              "FORMAT='JSON', PARTITIONS=1);"
+              "CREATE STREAM O AS SELECT AGE, ID, NAME FROM I;")
+    keys = [[c.name for c in source(image, "O").key_columns]
+            for image in (run(script)[1], run(script, {"ksql.new.query.planner.enabled": False})[1],
+                          run(script, {"ksql.new.query.planner.enabled": "true"})[1])]
+    assert keys == [["ID", "AGE"], ["ID", "AGE"], ["AGE", "ID"]]  # ksqlDB: source order by default
+    keyless = "CREATE STREAM K AS SELECT NAME FROM I;"
+    with pytest.raises(StatementError, match="Keys missing from projection"):
+        run(script + keyless)
+    _, image = run(script + keyless, {"ksql.new.query.planner.enabled": "true"}, runtime=True)
+    assert source(image, "K").key_columns == ()
+    query = next(q for q in image.queries.values() if q.sink == "K")
+    assert dict(query.config) == {"ksql.new.query.planner.enabled": "true"}
+    assert "ELSE CAST(NULL AS BINARY) END AS key" in compile_query(query, image).sql  # as analysed

@@ -101,6 +101,15 @@ def test_test_files_load_in_every_shape(tmp_path: Path) -> None:
     assert [t.test_id for t in loaded] == [f"{tmp_path / 'file.json'}::t", "x"]
     assert loaded[0].inputs[0].headers == (("h", b"\x01"),)
     assert loaded[0].inputs[0].timestamp == 5
+    matrix = {**test, "config": ["true", "false"],
+              "properties": {"ksql.new.query.planner.enabled": "{CONFIG}", "other": "x"}}
+    (tmp_path / "matrix.json").write_text(json.dumps({"tests": [matrix]}))
+    expanded = cases.load([tmp_path / "matrix.json"])  # as ksqlDB's loader names the variants
+    assert [(t.name, dict(t.properties)) for t in expanded] == [
+        ("t - ksql.new.query.planner.enabled=true",
+         {"ksql.new.query.planner.enabled": "true", "other": "x"}),
+        ("t - ksql.new.query.planner.enabled=false",
+         {"ksql.new.query.planner.enabled": "false", "other": "x"})]
     (tmp_path / "bad.json").write_text('{"tests": [{"name": "no statements"}]}')
     with pytest.raises(cases.CaseFileError, match="statements"):
         cases.load([tmp_path / "bad.json"])
