@@ -28,6 +28,7 @@ from metastore.catalog import aggregation, alternatives, pseudo_columns, referen
 from metastore.catalog import joins as join_rules
 from metastore.catalog.exceptions import PREPARING, QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
+from metastore.catalog.overrides import NEW_QUERY_PLANNER
 from metastore.catalog.pseudo_columns import PSEUDO_COLUMNS, WINDOW_BOUNDS
 from metastore.functions import casts, operators
 from metastore.functions import library as functions
@@ -227,11 +228,16 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
             custom_types: Mapping[str, ty.SqlType], sink: str = "the result",
             transient: bool = False, new_planner: bool = False) -> Analysis:
     """What ``query`` produces; a ``transient`` query (a pull query) has no key to keep;
-    ``new_planner``: ksqlDB's ``ksql.new.query.planner.enabled``, under which a projection's
-    keys are in the SELECT's order and may be left out."""
+    ``new_planner``: ksqlDB's ``ksql.new.query.planner.enabled``, under which a persistent query
+    is a projection of a stream's columns, keyed by the keys it selects in the SELECT's order."""
     select = query.select
     assert isinstance(select, exp.Select)
+    if new_planner and not transient:
+        _check_new_planner(query)
     scope = _scope(query, sources)
+    if new_planner and not transient and any(
+            read.source.kind is SourceKind.TABLE for read in scope.reads):
+        raise QueryError("Input TABLES are not supported by the new planner")
     typer = _Typer(scope, dict(custom_types))
     group = select.args.get("group")
     group_by: list[exp.Expr] = list(group.expressions) if group is not None else []
@@ -316,6 +322,28 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
                     projection=tuple((p.name, p.expression) for p in projected),
                     aggregate_step=summary, synthetic_key=_synthetic_key(joined),
                     foreign_key_join=joined is not None and any(joined.foreign))
+
+
+def _check_new_planner(query: Query) -> None:
+    """ksqlDB's newer planner (``ksql.new.query.planner.enabled``) plans only projections of
+    one stream's columns: its EngineExecutor and SelectNode refuse anything else."""
+    select = query.select
+    unsupported = (("WHERE", select.args.get("where")), ("GROUP BY", select.args.get("group")),
+                   ("HAVING", select.args.get("having")), ("WINDOWS", query.window),
+                   ("PARTITION BY", query.partition_by), ("LIMIT", select.args.get("limit")),
+                   ("joins", select.args.get("joins")))
+    for clause, present in unsupported:
+        if present:
+            raise QueryError(f"New query planner does not support {clause}. "
+                             f"Set {NEW_QUERY_PLANNER}=false.")
+    for item in select.expressions:
+        if not isinstance(_unaliased(item), exp.Column | exp.Star):
+            raise QueryError("New query planner only support column references, no expressions "
+                             "or aliases.")
+
+
+def _unaliased(item: exp.Expr) -> exp.Expr:
+    return item.this if isinstance(item, exp.Alias) else item
 
 
 def _synthetic_key(joined: join_rules.JoinPlan | None) -> tuple[str, exp.Expr] | None:
@@ -717,8 +745,8 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
     """The result's columns, keys first: each key expression must be selected exactly once
     (a SELECT expression equal to it names the key), and something must be left for the value.
     The keys are in the order of ``key_exprs`` (GROUP BY, PARTITION BY, the source's keys);
-    with ``new_planner`` (a projection of the source's keys under ksqlDB's newer planner), in
-    the order the SELECT lists them, and a projection that selects none of them has no key."""
+    with ``new_planner`` (a projection of the source's keys under ksqlDB's newer planner), the
+    keys it selects, in the order the SELECT lists them (none: the result has no key)."""
     role = ColumnRole.PRIMARY_KEY if kind is SourceKind.TABLE else ColumnRole.KEY
     grouped = bool(query.select.args.get("group"))
     missing: list[exp.Expr] = []
@@ -734,7 +762,7 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
             key_indexes.append(found[0])
         else:
             missing.append(key)
-    if missing and new_planner and not key_indexes:
+    if new_planner:  # keyed by the source keys it selects, if any
         missing = []
     if missing and not grouped:
         missing = keys

@@ -539,7 +539,9 @@ class Validator:
             [previous] = parse(writers[0].sql)
             if not isinstance(previous, st.SelectStatement):
                 return
-            old = analyse(previous.query, self._delta.sources, self._delta.types, existing.name)
+            planner = dict(writers[0].config).get(overrides.NEW_QUERY_PLANNER) == "true"
+            old = analyse(previous.query, self._delta.sources, self._delta.types, existing.name,
+                          new_planner=planner)
         except MetastoreError:
             # The stored text was accepted against an earlier catalog; any typed refusal of it
             # now (a source since replaced, a function since removed) means it cannot be
@@ -569,7 +571,8 @@ class Validator:
         if topics.READ_ONLY.fullmatch(target.topic) is not None:  # ksqlDB's DistributingExecutor
             raise TopicError(f"Cannot insert into read-only topic: {target.topic}", target.topic)
         topics.check_writable(target.topic)
-        analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name)
+        analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name,
+                           new_planner=self._config.flag(overrides.NEW_QUERY_PLANNER, False))
         if analysis.kind is not st.SourceKind.STREAM:
             raise QueryError("INSERT INTO can only be used with a query that produces a stream.")
         result = [(c.name, c.type, c.is_key) for c in analysis.columns]

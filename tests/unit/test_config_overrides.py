@@ -241,3 +241,12 @@ def test_the_new_query_planner_keys_a_projection_as_it_selects_them() -> None:
     query = next(q for q in image.queries.values() if q.sink == "K")
     assert dict(query.config) == {"ksql.new.query.planner.enabled": "true"}
     assert "ELSE CAST(NULL AS BINARY) END AS key" in compile_query(query, image).sql  # as analysed
+    planner = {"ksql.new.query.planner.enabled": "true"}
+    _, image = run(script + "CREATE STREAM P AS SELECT NAME, ID FROM I;"
+                   "INSERT INTO P SELECT NAME, ID FROM I;", planner)  # keyed by the keys selected
+    assert [c.name for c in source(image, "P").key_columns] == ["ID"]
+    for clause, query_text in (("WHERE", "SELECT * FROM I WHERE ID = 1"),
+                               ("PARTITION BY", "SELECT * FROM I PARTITION BY NAME"),
+                               ("only support column", "SELECT ID, UCASE(NAME) AS N FROM I")):
+        with pytest.raises(StatementError, match=clause):
+            run(f"{script}CREATE STREAM Q AS {query_text};", planner)
