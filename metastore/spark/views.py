@@ -114,7 +114,7 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
         columns = ", ".join(f"CAST(raise_error({message}) AS {spark_type(c.type)}) AS {quote(c.name)}"
                             for c in source.columns)
         return f"SELECT {columns} FROM {raw_table}"
-    objects: dict[str, str] = {}
+    objects: dict[str, list[str]] = {}
     expressions = [f"{_column_expression(source, c, objects)} AS {quote(c.name)}"
                    for c in source.columns]
     names = [quote(c.name) for c in source.columns]
@@ -176,20 +176,40 @@ def _with_protobuf(source: DataSource, raw_table: str) -> str:
     return f"(SELECT *, {', '.join(decoded)} FROM {raw_table}) AS __ms_protobuf"
 
 
-def _with_json_objects(objects: Mapping[str, str], raw_table: str) -> str:
+def _with_json_objects(objects: Mapping[str, list[str]], raw_table: str) -> str:
     """``raw_table`` with each JSON object whose fields are columns (``objects``: the text's
-    SQL and the name of its parsed fields) parsed once per record: Spark keeps a projection
-    below the one that reads the fields many times, where an expression repeated per column
-    would parse the text once for each."""
+    SQL and the names of the columns read from it) parsed once per record, as a map of its
+    fields (:func:`_json_object`) and, unless every column's name is among them, as a map by
+    upper-cased name (:func:`_upper_fields`). Spark keeps a projection below the one that reads
+    the fields many times, where an expression repeated per column would parse the text once
+    for each."""
     if not objects:
         return raw_table
-    parsed = ", ".join(f"{_object_fields(text)} AS {name}" for text, name in objects.items())
-    return f"(SELECT *, {parsed} FROM {raw_table}) AS __ms_json"
+    parsed = ", ".join(f"from_json({text}, 'MAP<STRING,STRING>') AS {_json_object(index)}"
+                       for index, text in enumerate(objects))
+    upper = ", ".join(f"{_upper_fields(_json_object(index), names)} AS "
+                      f"{_json_object(index)}_upper" for index, names in
+                      enumerate(objects.values()))
+    return (f"(SELECT *, {upper} FROM (SELECT *, {parsed} FROM {raw_table}) AS __ms_json) "
+            "AS __ms_json_upper")
 
 
-def _object_fields(text: str) -> str:
-    """A JSON object's fields by upper-case name (ksqlDB matches field names in any case)."""
-    return f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), (k, v) -> upper(k))"
+def _json_object(index: int) -> str:
+    return f"__ms_json_{index}"
+
+
+def _upper_fields(fields: str, names: list[str]) -> str:
+    """The map ``fields`` by upper-cased field name, the last of a repeated name winning (NULL
+    when every one of ``names`` is a field: it is not read then)."""
+    present = " AND ".join(f"map_contains_key({fields}, {string_literal(n)})" for n in names)
+    return f"IF({present}, NULL, transform_keys({fields}, (k, v) -> upper(k)))"
+
+
+def _field_of(fields: str, upper: str, name: str) -> str:
+    """ksqlDB's JSON field of the column ``name``: the field of that exact name, else the one
+    whose upper-cased name is ``name`` (KsqlJsonDeserializer; the last of those wins)."""
+    literal = string_literal(name)
+    return f"IF(map_contains_key({fields}, {literal}), {fields}[{literal}], {upper}[{literal}])"
 
 
 def decode_problem(source: DataSource) -> str | None:
@@ -213,7 +233,8 @@ def _unsupported(source: DataSource) -> str | None:
     return None
 
 
-def _column_expression(source: DataSource, column: Column, objects: dict[str, str]) -> str:
+def _column_expression(source: DataSource, column: Column, objects: dict[str, list[str]]
+                       ) -> str:
     """The SQL of ``column`` over the raw record; a JSON object's fields come from a column that
     parses it once, which is added to ``objects`` (see :func:`_with_json_objects`)."""
     if column.role is ColumnRole.HEADERS:
@@ -239,7 +260,7 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, st
 
 
 def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, delimiter: str | None,
-           objects: dict[str, str], wrapped: bool) -> str:
+           objects: dict[str, list[str]], wrapped: bool) -> str:
     text = f"CAST({raw} AS STRING)"
     if fmt == "KAFKA":
         return _kafka_bytes(raw, column.type)
@@ -258,14 +279,15 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
     raise ValueError(f"format {fmt} is not decodable")
 
 
-def _json_field(text: str, column: Column, objects: dict[str, str], bare: bool) -> str:
+def _json_field(text: str, column: Column, objects: dict[str, list[str]], bare: bool) -> str:
     """``column`` from ksqlDB's JSON text of a key or value: the value itself when ``bare``
-    (a single unwrapped column), else the object's field named as the column (any case), read
-    from the object's fields parsed once (named in ``objects``)."""
+    (a single unwrapped column), else the object's field for the column (:func:`_field_of`),
+    read from the object's fields parsed once (its text and column added to ``objects``)."""
     if bare:
         return _from_json_value(text, column.type)
-    fields = objects.setdefault(text, f"__ms_json_{len(objects)}")
-    return _from_text(f"{fields}[{string_literal(column.name.upper())}]", column.type)
+    objects.setdefault(text, []).append(column.name)
+    fields = _json_object(list(objects).index(text))
+    return _from_text(_field_of(fields, f"{fields}_upper", column.name), column.type)
 
 
 def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
@@ -331,11 +353,12 @@ def _lenient_json(text: str, sql_type: ty.SqlType, depth: int) -> str:
     level, and each value converted from its text."""
     item = f"__ms_v{depth}"
     if isinstance(sql_type, ty.StructType):
-        fields = (f"transform_keys(from_json({text}, 'MAP<STRING,STRING>'), (__ms_k{depth}, "
-                  f"{item}) -> upper(__ms_k{depth}))")
+        fields = f"from_json({text}, 'MAP<STRING,STRING>')"
+        upper = (f"transform_keys({fields}, (__ms_k{depth}, {item}) -> "
+                 f"upper(__ms_k{depth}))")
         members = ", ".join(
             f"{string_literal(name)}, "
-            f"{_lenient_json(f'{fields}[{string_literal(name.upper())}]', field, depth + 1)}"
+            f"{_lenient_json(_field_of(fields, upper, name), field, depth + 1)}"
             for name, field in sql_type.fields)
         return f"CASE WHEN {fields} IS NULL THEN NULL ELSE named_struct({members}) END"
     if isinstance(sql_type, ty.ArrayType) and _lenient(sql_type.element):

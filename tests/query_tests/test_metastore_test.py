@@ -161,11 +161,11 @@ STRING_SOURCE_TIME = {  # a source's time parsed from a STRING column; text that
         {"topic": "OUTPUT", "key": "a", "value": {"V": 1}, "timestamp": 1614834360000}],
 }
 
-REPEATED_FIELDS = {  # field names repeated in another case: the last one wins, as in ksqlDB
+REPEATED_FIELDS = {  # a field of the column's own name wins, else the last in another case
     "name": "repeated fields", "statements": [INPUT, PROJECT],
     "inputs": [
-        {"topic": "input", "key": 1, "value": {"name": "a", "NAME": "b", "AMOUNT": 2},
-         "timestamp": 0},
+        {"topic": "input", "key": 1, "value": {"NAME": "b", "name": "a", "AMOUNT": 2,
+                                                "amount": 0}, "timestamp": 0},
         {"topic": "input", "key": 2, "value": {"Name": "c", "name": "d", "amount": 0,
                                                 "Amount": 3}, "timestamp": 1}],
     "outputs": [
