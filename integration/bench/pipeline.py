@@ -19,6 +19,7 @@ own, timed from the produce call to the moment a consumer of the sink sees its r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -77,7 +78,7 @@ class SinkWatcher:
             now = time.time()
             for message in batch:
                 raw_key = message.key()
-                if message.error() is not None or raw_key is None:
+                if message.error() is not None or raw_key is None or len(raw_key) != 4:
                     continue
                 (key,) = struct.unpack(">i", raw_key)
                 self.latest[key] = message.value()
@@ -227,7 +228,8 @@ def hand_written(bootstrap: str) -> Iterator[Start]:
                 raise RuntimeError("the hand-written queries' Spark did not start")
             yield start
         finally:
-            os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait(30)
 
 
