@@ -337,13 +337,9 @@ def _check_new_planner(query: Query) -> None:
             raise QueryError(f"New query planner does not support {clause}. "
                              f"Set {NEW_QUERY_PLANNER}=false.")
     for item in select.expressions:
-        if not isinstance(_unaliased(item), exp.Column | exp.Star):
+        if not isinstance(item.unalias(), exp.Column | exp.Star):
             raise QueryError("New query planner only support column references, no expressions "
                              "or aliases.")
-
-
-def _unaliased(item: exp.Expr) -> exp.Expr:
-    return item.this if isinstance(item, exp.Alias) else item
 
 
 def _synthetic_key(joined: join_rules.JoinPlan | None) -> tuple[str, exp.Expr] | None:

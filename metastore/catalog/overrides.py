@@ -173,6 +173,10 @@ class ConfigOverrides:
         value = self.values.get(WRAP_SINGLE_VALUES)
         return value if isinstance(value, bool) else None
 
+    @property
+    def new_query_planner(self) -> bool:
+        return self.flag(NEW_QUERY_PLANNER, False)
+
     def flag(self, name: str, default: bool) -> bool:
         """The boolean setting ``name`` (one of BOOLEAN_SETTINGS), else ``default``."""
         value = self.values.get(name)
@@ -290,6 +294,12 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
                               "String must be one of: latest, earliest, none")
         return text
     return None
+
+
+def new_query_planner(query_config: Mapping[str, object]) -> bool:
+    """Whether a persistent query's settings (:meth:`ConfigOverrides.query_config`) say it was
+    analysed under ksqlDB's newer planner."""
+    return query_config.get(NEW_QUERY_PLANNER) == "true"
 
 
 def offset_reset(values: Mapping[str, object]) -> str | None:

@@ -470,7 +470,7 @@ class Validator:
         existing = self._delta.sources.get(name)
         _check_known(statement.properties, AS_SELECT_PROPERTIES)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, name,
-                           new_planner=self._config.flag(overrides.NEW_QUERY_PLANNER, False))
+                           new_planner=self._config.new_query_planner)
         if existing is not None:  # ksqlDB plans the query first (its QueryIdUtil), then the sink
             upgrades.check_single_writer(name, [q.query_id for q in self._writers(name)])
             if not statement.or_replace and not statement.if_not_exists:
@@ -539,9 +539,8 @@ class Validator:
             [previous] = parse(writers[0].sql)
             if not isinstance(previous, st.SelectStatement):
                 return
-            planner = dict(writers[0].config).get(overrides.NEW_QUERY_PLANNER) == "true"
             old = analyse(previous.query, self._delta.sources, self._delta.types, existing.name,
-                          new_planner=planner)
+                          new_planner=overrides.new_query_planner(dict(writers[0].config)))
         except MetastoreError:
             # The stored text was accepted against an earlier catalog; any typed refusal of it
             # now (a source since replaced, a function since removed) means it cannot be
@@ -572,7 +571,7 @@ class Validator:
             raise TopicError(f"Cannot insert into read-only topic: {target.topic}", target.topic)
         topics.check_writable(target.topic)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name,
-                           new_planner=self._config.flag(overrides.NEW_QUERY_PLANNER, False))
+                           new_planner=self._config.new_query_planner)
         if analysis.kind is not st.SourceKind.STREAM:
             raise QueryError("INSERT INTO can only be used with a query that produces a stream.")
         result = [(c.name, c.type, c.is_key) for c in analysis.columns]

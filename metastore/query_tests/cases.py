@@ -116,19 +116,19 @@ def _format_variants(raw: Any) -> list[Any]:
 
 
 def _config_variants(raw: Any) -> list[Any]:
-    """A ksqlDB test with ``"config": [...]`` is one test per value, ``{CONFIG}`` replaced in its
-    properties and `` - NAME=VALUE`` appended to its name for each property it set, as ksqlDB's
-    test loader expands it."""
+    """A ksqlDB test with ``"config": [...]`` is one test per value, given to each property whose
+    value is ``{CONFIG}`` (in any case), `` - NAME=VALUE`` appended to its name for each, as
+    ksqlDB's test loader expands it."""
     values = raw.get("config") if isinstance(raw, dict) else None
     properties = raw.get("properties") if isinstance(raw, dict) else None
     if not isinstance(values, list) or not values or not isinstance(properties, dict):
         return [raw]
+    matrixed = [name for name, given in properties.items()
+                if isinstance(given, str) and given.strip().upper() == "{CONFIG}"]
     variants = []
     for value in values:
-        configured = {name: str(given).replace("{CONFIG}", str(value))
-                      if isinstance(given, str) else given for name, given in properties.items()}
-        suffix = "".join(f" - {name}={configured[name]}" for name, given in properties.items()
-                         if isinstance(given, str) and "{CONFIG}" in given)
+        configured = {**properties, **{name: str(value) for name in matrixed}}
+        suffix = "".join(f" - {name}={value}" for name in matrixed)
         variants.append({**raw, "properties": configured,
                          "name": f"{raw.get('name') or 'unnamed'}{suffix}"})
     return variants

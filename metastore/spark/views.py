@@ -187,15 +187,18 @@ def _with_json_objects(objects: Mapping[str, list[str]], raw_table: str) -> str:
         return raw_table
     parsed = ", ".join(f"from_json({text}, 'MAP<STRING,STRING>') AS {_json_object(index)}"
                        for index, text in enumerate(objects))
-    upper = ", ".join(f"{_upper_fields(_json_object(index), names)} AS "
-                      f"{_json_object(index)}_upper" for index, names in
-                      enumerate(objects.values()))
+    upper = ", ".join(f"{_upper_fields(_json_object(index), names)} AS {_upper_object(index)}"
+                      for index, names in enumerate(objects.values()))
     return (f"(SELECT *, {upper} FROM (SELECT *, {parsed} FROM {raw_table}) AS __ms_json) "
             "AS __ms_json_upper")
 
 
 def _json_object(index: int) -> str:
     return f"__ms_json_{index}"
+
+
+def _upper_object(index: int) -> str:
+    return f"__ms_json_{index}_upper"
 
 
 def _upper_fields(fields: str, names: list[str]) -> str:
@@ -286,8 +289,9 @@ def _json_field(text: str, column: Column, objects: dict[str, list[str]], bare: 
     if bare:
         return _from_json_value(text, column.type)
     objects.setdefault(text, []).append(column.name)
-    fields = _json_object(list(objects).index(text))
-    return _from_text(_field_of(fields, f"{fields}_upper", column.name), column.type)
+    index = list(objects).index(text)
+    return _from_text(_field_of(_json_object(index), _upper_object(index), column.name),
+                      column.type)
 
 
 def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
