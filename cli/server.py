@@ -47,6 +47,13 @@ def server(
     writer_mode: Annotated[str | None, Opt(help="'reuse' (default): keep the transactional "
                                            "producer while it is not fenced; 'per-statement': "
                                            "a new producer for each request, as ksqlDB does.")] = None,
+    write_batch_max_requests: Annotated[int | None, Opt(
+        help="Group commit: the most queued write requests validated and written in one "
+             "transaction, each answered on its own (default 64; 1: one transaction each; "
+             "'per-statement' mode: 1).")] = None,
+    write_batch_linger_ms: Annotated[float | None, Opt(
+        help="How long (ms) a writer that finds fewer queued requests waits for more before "
+             "it writes (default 0).")] = None,
     checkpoint_every_records: Annotated[int | None, Opt(
         help="Checkpoint the catalog to the data directory every N command-log offsets "
              "(default 1000; 0: never, every start replays the whole log).")] = None,
@@ -88,6 +95,8 @@ def server(
         "spark_catalog": spark_catalog, "query_checkpoint_dir": query_checkpoint_dir,
         "query_session_timeout_ms": query_session_timeout_ms, "request_timeout": request_timeout,
         "read_timeout": read_timeout, "fetch_wait_ms": fetch_wait_ms, "writer_mode": writer_mode,
+        "write_batch_max_requests": write_batch_max_requests,
+        "write_batch_linger_ms": write_batch_linger_ms,
         "checkpoint_every_records": checkpoint_every_records,
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
         "auth_file": auth_file, "function_modules": function_module or None,

@@ -118,7 +118,8 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
 _KNOWN = frozenset({
     "bootstrap_servers", "service_id", "node_id", "listen", "data_dir", "kafka", "spark_master",
     "spark_catalog", "query_checkpoint_dir", "query_session_timeout_ms", "request_timeout",
-    "read_timeout", "fetch_wait_ms", "writer_mode", "checkpoint_every_records",
+    "read_timeout", "fetch_wait_ms", "writer_mode", "write_batch_max_requests",
+    "write_batch_linger_ms", "checkpoint_every_records",
     "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
     "function_modules",
 })
@@ -174,8 +175,17 @@ def _writer(given: Mapping[str, Any]) -> WriterOptions:
     mode = given.get("writer_mode", "reuse")
     if mode not in ("reuse", "per-statement"):
         raise SettingsError("writer_mode", "must be 'reuse' or 'per-statement'")
-    timeout = _pick(given, {"request_timeout": float})
-    return WriterOptions(reuse_producer=mode == "reuse", **timeout)
+    picked = _pick(given, {"request_timeout": float, "write_batch_max_requests": int,
+                           "write_batch_linger_ms": float},
+                   {"write_batch_max_requests": "max_batch_requests",
+                    "write_batch_linger_ms": "batch_linger_ms"})
+    if not 1 <= picked.get("max_batch_requests", 1) <= 1000:
+        raise SettingsError("write_batch_max_requests", "must be between 1 and 1000")
+    if not 0 <= picked.get("batch_linger_ms", 0) <= 1000:
+        raise SettingsError("write_batch_linger_ms", "must be between 0 and 1000")
+    if mode == "per-statement":  # ksqlDB's way: each request a transaction of its own
+        picked.setdefault("max_batch_requests", 1)
+    return WriterOptions(reuse_producer=mode == "reuse", **picked)
 
 
 def _checkpoints(given: Mapping[str, Any]) -> tuple[CheckpointPolicy, bool]:

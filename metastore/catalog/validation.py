@@ -171,9 +171,12 @@ class Validator:
                  runtime_check: RuntimeCheck | None = None,
                  limits: RequestLimits | None = None,
                  config: ConfigOverrides | None = None,
-                 encoder: RecordEncoder | None = None) -> None:
+                 encoder: RecordEncoder | None = None,
+                 earlier_topics: Mapping[str, int] | None = None) -> None:
         """``encoder``: how an INSERT VALUES record is encoded; without it an INSERT VALUES is
-        checked and typed but its outcome carries no record."""
+        checked and typed but its outcome carries no record. ``earlier_topics``: topics (and
+        their partitions) that requests written before this one in the same transaction
+        create, which Kafka does not know yet."""
         self._encoder = encoder
         self._delta = Delta(snapshot)
         self._config = config or NO_OVERRIDES
@@ -182,10 +185,16 @@ class Validator:
         self._limits = limits or RequestLimits()
         self._next_offset = first_offset if first_offset is not None else snapshot.offset + 1
         self._planned_topics: dict[str, int] = {}
+        self._earlier_topics = dict(earlier_topics or {})
 
     @property
     def image(self) -> Image:
         return self._delta.apply()
+
+    @property
+    def planned_topics(self) -> dict[str, int]:
+        """The topics this request creates, with those of ``earlier_topics``."""
+        return {**self._earlier_topics, **self._planned_topics}
 
     @property
     def config(self) -> ConfigOverrides:
@@ -295,8 +304,9 @@ class Validator:
 
     # -- facts -------------------------------------------------------------------------------
     def _topic_partitions(self, topic: str) -> int | None:
-        if topic in self._planned_topics:
-            return self._planned_topics[topic]
+        planned = self._planned_topics.get(topic, self._earlier_topics.get(topic))
+        if planned is not None:
+            return planned
         return self._facts.partitions(topic)
 
     # -- CREATE STREAM / TABLE ---------------------------------------------------------------

@@ -1,29 +1,37 @@
 """The single-writer protocol: validate against a caught-up snapshot, then write in one transaction.
 
-For each request, under the node's write lock:
+Requests queue on the node (:mod:`metastore.log.group_commit`); under the node's write lock a
+batch of them, oldest first, is written as one:
 
 1. become the writer: a transactional producer whose transactional.id is the service id. A
    producer that is still the newest epoch is reused; ``init_transactions`` (which fences every
    other node) runs only for a new producer;
 2. begin a transaction;
 3. read the last stable offset and wait until the replica has applied everything below it;
-4. if the request id is already in the image, answer with the first outcome (idempotent retry);
-5. validate the statements in order on that snapshot (plus topic facts from Kafka); a validation
-   error aborts and nothing is written. A statement that only reads is answered as it is
-   validated, on the catalog as the request's earlier statements left it, by the node's
-   :data:`ReadAnswer` (so it gets the entity it gets in a request of its own);
-6. produce one record per write statement and commit;
-7. wait (bounded) until the replica applied the new records, and answer.
+4. a request whose id is already in the image is answered with its first outcome (idempotent
+   retry);
+5. validate each request's statements in order on that snapshot, as the batch's earlier valid
+   requests leave it (plus topic facts from Kafka); a request with a validation error is
+   answered with it, writes nothing and leaves the others as if it had not been sent. A
+   statement that only reads is answered as it is validated, on the catalog as the request's
+   earlier statements left it, by the node's :data:`ReadAnswer` (so it gets the entity it gets
+   in a request of its own);
+6. produce one record per write statement of the valid requests and commit;
+7. wait (bounded) until the replica applied the new records, and answer each request with its
+   own offsets. No request is answered before the transaction is over: a verdict that depends
+   on an earlier request of the batch stands only once that request is written.
 
 Fenced, aborted or timed-out attempts discard the producer (a new ``init_transactions`` settles
-the old transaction either way) and retry with jittered exponential backoff until the deadline;
-then :class:`NotWrittenError` says the request was NOT written. When the last commit failed in a
-way that may hide a success, the log is asked first: a written request gets its outcome, and
-when the log cannot tell yet :class:`OutcomeUnknownError` says a retry with the same request id
-will. An error no retry can change (a topic Kafka refuses to create, missing authorization)
-fails the request at once. The deadline covers the whole request, the wait for the write lock
-included, and every Kafka call is given only the time that is left. Topics a failed request
-created are deleted once the log shows it was not written and no source uses them.
+the old transaction either way) and retry the batch with jittered exponential backoff; a
+request whose deadline comes first leaves it with :class:`NotWrittenError`, which says it was
+NOT written. When the last commit failed in a way that may hide a success, the log is asked
+first: a written request gets its outcome, and when the log cannot tell yet
+:class:`OutcomeUnknownError` says a retry with the same request id will. An error no retry can
+change (missing authorization) fails the batch at once; a topic Kafka refuses to create fails
+its request alone, and the others are validated again without it. The deadline covers the
+whole request, the wait in the queue included, and every Kafka call is given only the time the
+batch's earliest deadline leaves. Topics a failed request created are deleted once the log
+shows it was not written and no source uses them.
 """
 
 from __future__ import annotations
@@ -32,14 +40,13 @@ import hashlib
 import json
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog import responses
-from metastore.catalog.exceptions import RequestIdReusedError, StatementError, TooLargeError, TopicError
+from metastore.catalog.exceptions import RequestIdReusedError, TooLargeError, TopicError
 from metastore.catalog.image import Image
 from metastore.catalog.model import RequestOutcome
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
@@ -66,6 +73,7 @@ from metastore.log.exceptions import (
     NotWrittenError,
     OutcomeUnknownError,
 )
+from metastore.log.group_commit import Queued, QueueStats, WriteQueue
 from metastore.log.reader import LogReplica, NodeState
 from metastore.log.record import CommandRecord
 from metastore.queries.support import check_runtime
@@ -92,6 +100,10 @@ class WriterOptions:
     backoff_initial: float = 0.05
     backoff_max: float = 1.0
     transaction_timeout_ms: int = 10_000
+    max_batch_requests: int = 64
+    """Group commit: the most queued requests written in one transaction (1: one each)."""
+    batch_linger_ms: float = 0.0
+    """How long a writer that finds fewer queued requests waits for more (0: writes at once)."""
 
 
 class KafkaTopicFacts:
@@ -134,6 +146,34 @@ class _Request:
     the log without it."""
 
 
+def _request_of(item: Queued) -> _Request:
+    assert isinstance(item.payload, _Request)
+    return item.payload
+
+
+@dataclass
+class _Validated:
+    """A request of a batch, validated: what it writes and how it is answered."""
+
+    item: Queued
+    request: _Request
+    outcomes: list[Outcome]
+    answers: dict[int, Entity]
+    """The entities of its statements that do not write, by position."""
+    writes: list[Write]
+    records: list[tuple[bytes, bytes]]
+    image: Image
+    """The image with its writes (and the batch's earlier requests')."""
+    planned_topics: dict[str, int]
+    """The topics it and the batch's earlier requests create."""
+
+    def entities(self, applied: Image, offsets: Sequence[int]) -> list[Entity]:
+        """Its answer, once its ``offsets`` are applied in ``applied``."""
+        offset_of = {id(write): offset for write, offset in zip(self.writes, offsets, strict=True)}
+        return [responses.current_status(o.statement, o.command, applied, offset_of[id(o)])
+                if isinstance(o, Write) else self.answers[i] for i, o in enumerate(self.outcomes)]
+
+
 def request_digest(statements: Sequence[Statement],
                    config: ConfigOverrides = NO_OVERRIDES) -> str:
     """What a request id is bound to: the request's statements, in order, and its configuration
@@ -174,13 +214,14 @@ class CommandWriter:
                                               group_id=f"{service_id}-{node_id}-hw")
         self._producer: TransactionalProducer | None = None
         self._last_written: int | None = None
-        self._lock = threading.Lock()
+        self._queue = WriteQueue(self.options.max_batch_requests,
+                                 self.options.batch_linger_ms / 1000)
         self.stats = WriterStats()
         self._faults = faults
         self._answer_read = answer_read
 
     def close(self) -> None:
-        with self._lock:
+        with self._queue.lock:
             self._discard_producer()
             self._probe.close()
             self._high_watermark.close()
@@ -190,63 +231,84 @@ class CommandWriter:
                timeout: float | None = None,
                config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
         """Validate and write ``statements`` atomically; one entity per statement. ``config``:
-        the request's configuration overrides."""
+        the request's configuration overrides. Requests that queue meanwhile are written with
+        it, in one transaction (:mod:`metastore.log.group_commit`)."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.options.request_timeout)
-        if not self._lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
-            raise NotWrittenError("The statement was NOT written to the command log: the node "
-                                  "was busy with other writes until the request's deadline.")
-        try:
-            self.stats.requests += 1
-            return self._submit_locked(statements, request_id, submitter, deadline, config)
-        finally:
-            self._lock.release()
-
-    def _submit_locked(self, statements: Sequence[Statement], request_id: str, submitter: str,
-                       deadline: float, config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
         request = _Request(request_id, submitter, request_digest(statements, config), deadline,
                            config)
-        try:
-            return self._with_retries(statements, request)
-        except BaseException as error:
-            if request.maybe_committed and self._is_settled(patience=2.0):
-                written = self._replica.image.requests.get(request_id)
-                if written is not None:
-                    return self._replayed(statements, written, self._replica.image,
-                                          config)
-                request.maybe_committed = False
-            if request.maybe_committed:
-                raise OutcomeUnknownError(
-                    f"The request failed after its transaction was sent to commit: it may have "
-                    f"been written. Retry with the same request id ({request_id}) to learn the "
-                    f"outcome. ({error})") from error
-            if request.created:
-                self._remove_unused(request.created, request_id)
-            raise
+        return self._queue.run(Queued(statements, request_id, deadline, payload=request),
+                               self._write_batch)
 
-    def _with_retries(self, statements: Sequence[Statement], request: _Request) -> list[Entity]:
+    @property
+    def queue_stats(self) -> QueueStats:
+        return self._queue.stats
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for the write lock, not yet taken into a batch."""
+        return self._queue.waiting
+
+    def _write_batch(self, batch: list[Queued]) -> None:
+        """Write ``batch`` (under the write lock), retrying until each request's deadline, and
+        answer every request in it."""
+        self.stats.requests += len(batch)
         backoff = self.options.backoff_initial
         attempts = 0
-        while True:
-            self.check_writable()
-            attempts += 1
+        live = batch
+        while live:
             try:
-                return self._attempt(statements, request)
-            except (StatementError, NotReadyError, CatchUpTimeoutError):
-                raise
+                self.check_writable()
+                attempts += 1
+                for item, error in self._attempt(live):
+                    self._fail(item, error)
             except KafkaClientError as error:
                 self._discard_producer()
                 if not error.retriable:
-                    raise NotWrittenError(f"The statement was NOT written to the command log: "
-                                          f"{error}") from error
+                    self._fail_all(live, NotWrittenError(
+                        f"The statement was NOT written to the command log: {error}"), error)
+                    return
                 self.stats.fenced_retries += 1
                 pause = random.uniform(0, backoff)
-                if time.monotonic() + pause >= request.deadline:
-                    raise NotWrittenError(
-                        f"The statement was NOT written to the command log after {attempts} "
-                        f"attempt(s): {error}") from error
-                log.info("write attempt %d failed (%s); retrying", attempts, error)
-                time.sleep(pause)
-                backoff = min(backoff * 2, self.options.backoff_max)
+                for item in live:
+                    if time.monotonic() + pause >= item.deadline:
+                        self._fail(item, NotWrittenError(
+                            f"The statement was NOT written to the command log after {attempts} "
+                            f"attempt(s): {error}"), error)
+                if any(not item.finished for item in live):
+                    log.info("write attempt %d failed (%s); retrying", attempts, error)
+                    time.sleep(pause)
+                    backoff = min(backoff * 2, self.options.backoff_max)
+            except Exception as error:  # not ready, not caught up, or not a Kafka failure
+                self._fail_all(live, error, error)
+                return
+            live = [item for item in live if not item.finished]
+
+    def _fail_all(self, items: list[Queued], error: BaseException, cause: BaseException) -> None:
+        for item in items:
+            self._fail(item, error, cause)
+
+    def _fail(self, item: Queued, error: BaseException, cause: BaseException | None = None) -> None:
+        """Answer ``item`` with ``error`` unless the log shows its request was written; remove
+        the topics its attempts created when it was not."""
+        if item.finished:
+            return
+        request = _request_of(item)
+        if request.maybe_committed and self._is_settled(patience=2.0):
+            written = self._replica.image.requests.get(request.request_id)
+            if written is not None:
+                item.answer(self._replayed(item.statements, written, self._replica.image,
+                                           request.config))
+                return
+            request.maybe_committed = False
+        if request.maybe_committed:
+            item.fail(OutcomeUnknownError(
+                f"The request failed after its transaction was sent to commit: it may have "
+                f"been written. Retry with the same request id ({request.request_id}) to learn "
+                f"the outcome. ({cause or error})"))
+            return
+        if request.created:
+            self._remove_unused(request.created, request.request_id)
+        item.fail(error)
 
     # -- protocol ------------------------------------------------------------------------------
     def check_writable(self) -> None:
@@ -309,11 +371,17 @@ class CommandWriter:
             self._producer.close()
             self._producer = None
 
-    def _attempt(self, statements: Sequence[Statement], request: _Request) -> list[Entity]:
-        request_id, digest, deadline = request.request_id, request.digest, request.deadline
+    def _attempt(self, live: list[Queued]) -> list[tuple[Queued, BaseException]]:
+        """One transaction for the requests of ``live``: each validated in order on the image
+        the ones before it leave, the valid ones written together. Answers the requests it
+        settles; returns those it rejects, to be failed once the transaction is over. A request
+        whose topic Kafka refuses is rejected alone, and the others are left unanswered for
+        another attempt (they were validated with it)."""
+        deadline = min(item.deadline for item in live)
         producer = self._producer_for_request(deadline)
         producer.begin()
         committing = False
+        written: list[_Validated] = []
         try:
             end = self._caught_up_target(self._probe.end_offset(timeout=_left(deadline)))
             if not self._replica.wait_for_position(end, max(deadline - time.monotonic(), 0)):
@@ -322,39 +390,54 @@ class CommandWriter:
                     f"Timed out waiting for this node to apply the command log up to offset {end}",
                     end)
             image = self._replica.image
-            prior = image.requests.get(request_id) if request_id else None
-            if prior is None:
-                request.maybe_committed = False  # a new epoch settled earlier attempts: not written
-            else:
-                producer.abort()
-                if prior.digest and prior.digest != digest:
-                    raise RequestIdReusedError(
-                        f"The request id {request_id} was already used for another request "
-                        f"(at offset {prior.offsets[0]}); use a new id for a new request.")
-                return self._replayed(statements, prior, image, request.config)
             facts = self._facts or KafkaTopicFacts(self._admin, deadline)
-            validator = Validator(image, facts, first_offset=end, limits=self._limits,
-                                  runtime_check=check_runtime, config=request.config)
-            outcomes: list[Outcome] = []
-            answers: dict[int, Entity] = {}  # of the statements that do not write
-            for statement in statements:
-                outcome = validator.validate(statement)
-                if not isinstance(outcome, Write):  # now: the image views the delta
-                    answers[len(outcomes)] = self._answer(outcome, validator.image,
-                                                          validator.config)
-                outcomes.append(outcome)
-            writes = [o for o in outcomes if isinstance(o, Write)]
-            if not writes:
+            rejected: list[tuple[Queued, BaseException]] = []
+            reads_only: list[_Validated] = []
+            snapshot, next_offset, planned = image, end, dict[str, int]()
+            for item in live:
+                request = _request_of(item)
+                prior = image.requests.get(request.request_id) if request.request_id else None
+                if prior is not None:
+                    if prior.digest and prior.digest != request.digest:
+                        rejected.append((item, RequestIdReusedError(
+                            f"The request id {request.request_id} was already used for another "
+                            f"request (at offset {prior.offsets[0]}); use a new id for a new "
+                            f"request.")))
+                    else:
+                        item.answer(self._replayed(item.statements, prior, image, request.config))
+                    continue
+                request.maybe_committed = False  # a new epoch settled earlier attempts
+                try:
+                    validated = self._validate(item, snapshot, facts, next_offset, planned)
+                except KafkaClientError:
+                    raise
+                except Exception as error:  # this request is invalid; the others go on
+                    rejected.append((item, error))
+                    continue
+                if not validated.records:
+                    reads_only.append(validated)
+                    continue
+                written.append(validated)
+                snapshot, planned = validated.image, validated.planned_topics
+                next_offset += len(validated.records)
+            if not written:
                 producer.abort()
-                return [answers[i] for i in range(len(outcomes))]
-            records = [self._encode(write, request_id, request.submitter, digest)
-                       for write in writes]
-            for write in writes:
-                for topic in write.topics_to_create:
-                    if self._create_topic(topic, deadline):
-                        request.created.add(topic.name)
-            for key, value in records:
-                producer.produce(self._topic, key, value)
+                for validated in reads_only:
+                    validated.item.answer(validated.entities(self._replica.image, []))
+                return rejected
+            for validated in written:
+                request = validated.request
+                try:
+                    for write in validated.writes:
+                        for topic in write.topics_to_create:
+                            if self._create_topic(topic, deadline):
+                                request.created.add(topic.name)
+                except TopicError as error:
+                    producer.abort()
+                    return [(validated.item, error)]
+            for validated in written:
+                for key, value in validated.records:
+                    producer.produce(self._topic, key, value)
             if self._faults.before_commit is not None:
                 self._faults.before_commit(producer)
             committing = True
@@ -365,24 +448,53 @@ class CommandWriter:
             if producer.in_transaction:
                 producer.abort()
             if committing and not isinstance(error, TransactionAbortedError):
-                request.maybe_committed = True  # the commit may have reached the coordinator
+                for validated in written:  # the commit may have reached the coordinator
+                    validated.request.maybe_committed = True
             raise
         finally:
             if not self.options.reuse_producer:
                 self._discard_producer()
-        if len(offsets) != len(writes):
-            raise NotWrittenError(f"expected {len(writes)} delivered records, got {len(offsets)}")
+        expected = sum(len(validated.records) for validated in written)
+        if len(offsets) != expected:
+            raise NotWrittenError(f"expected {expected} delivered records, got {len(offsets)}")
         self._replica.wait_for_position(offsets[-1] + 1, self.options.apply_timeout)
-        for write in writes:
-            for topic_name in write.topics_to_delete:
-                try:
-                    self._admin.delete(topic_name)
-                except KafkaTopicError as error:
-                    log.warning("deleting topic %s failed: %s", topic_name, error)
+        for validated in written:
+            for write in validated.writes:
+                for topic_name in write.topics_to_delete:
+                    try:
+                        self._admin.delete(topic_name)
+                    except KafkaTopicError as error:
+                        log.warning("deleting topic %s failed: %s", topic_name, error)
         applied = self._replica.image
-        offset_of = {id(write): offset for write, offset in zip(writes, offsets, strict=True)}
-        return [responses.current_status(o.statement, o.command, applied, offset_of[id(o)])
-                if isinstance(o, Write) else answers[i] for i, o in enumerate(outcomes)]
+        taken = 0
+        for validated in written:
+            count = len(validated.records)
+            validated.item.answer(validated.entities(applied, offsets[taken:taken + count]))
+            taken += count
+        for validated in reads_only:
+            validated.item.answer(validated.entities(applied, []))
+        return rejected
+
+    def _validate(self, item: Queued, snapshot: Image, facts: TopicFacts, first_offset: int,
+                  earlier_topics: dict[str, int]) -> _Validated:
+        """Validate one request on ``snapshot`` (the image with the batch's earlier requests),
+        its records to be written from ``first_offset``."""
+        request = _request_of(item)
+        validator = Validator(snapshot, facts, first_offset=first_offset, limits=self._limits,
+                              runtime_check=check_runtime, config=request.config,
+                              earlier_topics=earlier_topics)
+        outcomes: list[Outcome] = []
+        answers: dict[int, Entity] = {}  # of the statements that do not write
+        for statement in item.statements:
+            outcome = validator.validate(statement)
+            if not isinstance(outcome, Write):  # now: the image views the delta
+                answers[len(outcomes)] = self._answer(outcome, validator.image, validator.config)
+            outcomes.append(outcome)
+        writes = [o for o in outcomes if isinstance(o, Write)]
+        records = [self._encode(write, request.request_id, request.submitter, request.digest)
+                   for write in writes]
+        return _Validated(item, request, outcomes, answers, writes, records,
+                          validator.image if writes else snapshot, validator.planned_topics)
 
     def _encode(self, write: Write, request_id: str, submitter: str,
                 digest: str) -> tuple[bytes, bytes]:

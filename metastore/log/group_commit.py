@@ -1,0 +1,156 @@
+"""Group commit: the requests that queue on a node while it writes are written together.
+
+A request joins the node's :class:`WriteQueue` and waits for the write lock. Whichever waiting
+thread takes the lock becomes the leader: it takes the queued requests, oldest first, up to
+``max_batch``, hands them to the writer as one batch (validated in order on one snapshot and
+written in one transaction) and answers each on its own; the others find their answer when
+they get the lock, or while they wait for it. A request still queued at its deadline leaves
+the queue, not written. Two requests with the same request id never share a batch (the second
+is a retry of the first: it waits for the first's outcome in the log).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from metastore.log.exceptions import NotWrittenError
+from metastore.sql.statements import Statement
+
+Entity = dict[str, Any]
+
+BUSY = ("The statement was NOT written to the command log: the node was busy with other writes "
+        "until the request's deadline.")
+
+
+@dataclass(eq=False)
+class Queued:
+    """One request waiting to be written, and its answer once it has one."""
+
+    statements: Sequence[Statement]
+    request_id: str
+    deadline: float
+    """``time.monotonic()`` by which the request is answered."""
+    payload: object = None
+    """What the writer keeps across the request's attempts."""
+    _answer: list[Entity] | None = None
+    _error: BaseException | None = None
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def finished(self) -> bool:
+        return self._done.is_set()
+
+    def answer(self, entities: list[Entity]) -> None:
+        if not self.finished:
+            self._answer = entities
+            self._done.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.finished:
+            self._error = error
+            self._done.set()
+
+    def outcome(self) -> list[Entity]:
+        """The answer, or the request's error raised."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._answer is not None
+        return self._answer
+
+
+WriteBatch = Callable[[list[Queued]], None]
+"""Writes a batch and answers (or fails) every request in it."""
+
+
+@dataclass
+class QueueStats:
+    batches: int = 0
+    batched_requests: int = 0
+    largest_batch: int = 0
+
+
+class WriteQueue:
+    """The node's queue of write requests and its write lock.
+
+    ``max_batch``: the most requests written in one transaction (1: no group commit);
+    ``linger``: seconds a leader that finds fewer than ``max_batch`` requests waits for more
+    (0: none, so a request alone is written at once)."""
+
+    def __init__(self, max_batch: int = 64, linger: float = 0.0) -> None:
+        if max_batch < 1:
+            raise ValueError("max_batch must be 1 or more")
+        self.max_batch = max_batch
+        self.linger = linger
+        self.lock = threading.Lock()
+        """Held while a batch is written (and by whoever must not overlap a write)."""
+        self._guard = threading.Lock()
+        self._waiting: deque[Queued] = deque()
+        self.stats = QueueStats()
+
+    @property
+    def waiting(self) -> int:
+        """How many requests are queued, not yet taken into a batch."""
+        return len(self._waiting)
+
+    def run(self, item: Queued, write_batch: WriteBatch) -> list[Entity]:
+        """Queue ``item``, write batches until it is answered, and return its answer."""
+        with self._guard:
+            self._waiting.append(item)
+        while not item.finished:
+            if not self.lock.acquire(timeout=max(item.deadline - time.monotonic(), 0)):
+                with self._guard:
+                    if item in self._waiting:  # no leader took it: it leaves, not written
+                        self._waiting.remove(item)
+                        raise NotWrittenError(BUSY)
+                return item.outcome()  # a leader is writing it: it answers in time
+            try:
+                if not item.finished:
+                    self._lead(write_batch)
+            finally:
+                self.lock.release()
+        return item.outcome()
+
+    def _lead(self, write_batch: WriteBatch) -> None:
+        if self.linger > 0 and len(self._waiting) < self.max_batch:
+            time.sleep(self.linger)
+        batch = self._take()
+        if not batch:
+            return
+        self.stats.batches += 1
+        self.stats.batched_requests += len(batch)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
+        try:
+            write_batch(batch)
+        except Exception as error:  # the writer answers each request; this is a safety net
+            for item in batch:
+                item.fail(error)
+        finally:
+            for item in batch:
+                item.fail(NotWrittenError("The statement was NOT written to the command log: "
+                                          "the batch it was in ended without its answer."))
+
+    def _take(self) -> list[Queued]:
+        """The oldest queued requests, up to ``max_batch``: one per request id; a request whose
+        deadline has passed is answered not written."""
+        now = time.monotonic()
+        batch: list[Queued] = []
+        ids: set[str] = set()
+        with self._guard:
+            kept: deque[Queued] = deque()
+            while self._waiting:
+                item = self._waiting.popleft()
+                if item.deadline <= now:
+                    item.fail(NotWrittenError(BUSY))
+                elif len(batch) < self.max_batch and not (item.request_id and item.request_id in ids):
+                    batch.append(item)
+                    ids.add(item.request_id)
+                else:
+                    kept.append(item)
+            self._waiting = kept
+        return batch

@@ -1,0 +1,140 @@
+"""The write queue of group commit: who writes which requests together, and when a request
+leaves unwritten. Pure: the batches are written by a recording function, not Kafka."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from metastore.log.exceptions import NotWrittenError
+from metastore.log.group_commit import Queued, WriteQueue
+from metastore.settings import SettingsError, server_settings
+
+
+def queued(request_id: str, timeout: float = 10.0) -> Queued:
+    return Queued((), request_id, time.monotonic() + timeout)
+
+
+class Recorder:
+    """Writes a batch by answering each request with its batch's number; the first batch
+    waits until released, so that others queue behind it."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.release = threading.Event()
+
+    def __call__(self, batch: list[Queued]) -> None:
+        self.batches.append([item.request_id for item in batch])
+        if len(self.batches) == 1:
+            assert self.release.wait(10)
+        for item in batch:
+            item.answer([{"batch": len(self.batches)}])
+
+
+def submit_in_thread(queue: WriteQueue, item: Queued, write: Recorder,
+                     outcomes: dict[str, object]) -> threading.Thread:
+    def run() -> None:
+        try:
+            outcomes[item.request_id] = queue.run(item, write)
+        except NotWrittenError as error:
+            outcomes[item.request_id] = error
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def wait_queued(queue: WriteQueue, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while queue.waiting < count:
+        assert time.monotonic() < deadline, f"only {queue.waiting} of {count} queued"
+        time.sleep(0.005)
+
+
+def test_a_request_alone_is_written_at_once_in_a_batch_of_its_own() -> None:
+    queue, write = WriteQueue(), Recorder()
+    write.release.set()
+    assert queue.run(queued("a"), write) == [{"batch": 1}]
+    assert write.batches == [["a"]]
+
+
+def test_requests_queued_behind_a_write_are_written_together_oldest_first_up_to_the_bound(
+        ) -> None:
+    queue, write, outcomes = WriteQueue(max_batch=3), Recorder(), {}
+    threads = [submit_in_thread(queue, queued("first"), write, outcomes)]
+    while not write.batches:
+        time.sleep(0.005)
+    for index in range(5):
+        threads.append(submit_in_thread(queue, queued(f"r{index}"), write, outcomes))
+        wait_queued(queue, index + 1)
+    write.release.set()
+    for thread in threads:
+        thread.join(10)
+    assert write.batches == [["first"], ["r0", "r1", "r2"], ["r3", "r4"]]
+    assert outcomes["r2"] == [{"batch": 2}] and outcomes["r4"] == [{"batch": 3}]
+    assert (queue.stats.batches, queue.stats.largest_batch) == (3, 3)
+
+
+def test_a_request_still_queued_at_its_deadline_leaves_unwritten() -> None:
+    queue, write, outcomes = WriteQueue(), Recorder(), {}
+    first = submit_in_thread(queue, queued("first"), write, outcomes)
+    while not write.batches:
+        time.sleep(0.005)
+    started = time.monotonic()
+    with pytest.raises(NotWrittenError, match="busy with other writes"):
+        queue.run(queued("late", timeout=0.3), write)
+    assert time.monotonic() - started < 1.0
+    write.release.set()
+    first.join(10)
+    assert write.batches == [["first"]], "the request that left is in no batch"
+    assert queue.waiting == 0
+
+
+def test_two_requests_with_one_id_are_never_in_one_batch() -> None:
+    queue, write, outcomes = WriteQueue(), Recorder(), {}
+    threads = [submit_in_thread(queue, queued("first"), write, outcomes)]
+    while not write.batches:
+        time.sleep(0.005)
+    for index, request_id in enumerate(["same", "other", "same"]):
+        threads.append(submit_in_thread(queue, queued(request_id), write, outcomes))
+        wait_queued(queue, index + 1)
+    write.release.set()
+    for thread in threads:
+        thread.join(10)
+    assert write.batches == [["first"], ["same", "other"], ["same"]]
+
+
+def test_a_batch_that_fails_fails_each_of_its_requests_and_the_queue_goes_on() -> None:
+    queue = WriteQueue()
+
+    def broken(batch: list[Queued]) -> None:
+        raise RuntimeError("the writer broke")
+
+    with pytest.raises(RuntimeError, match="the writer broke"):
+        queue.run(queued("a"), broken)
+    write = Recorder()
+    write.release.set()
+    assert queue.run(queued("b"), write) == [{"batch": 1}]
+
+
+def test_a_writer_that_answers_nothing_leaves_no_request_waiting() -> None:
+    queue = WriteQueue()
+    with pytest.raises(NotWrittenError, match="ended without its answer"):
+        queue.run(queued("a"), lambda batch: None)
+
+
+def test_the_batch_bound_and_linger_are_node_settings() -> None:
+    base = {"bootstrap_servers": "k:9092"}
+    writer = server_settings(base).node.writer
+    assert (writer.max_batch_requests, writer.batch_linger_ms) == (64, 0.0)
+    writer = server_settings({**base, "write_batch_max_requests": "8",
+                              "write_batch_linger_ms": 2}).node.writer
+    assert (writer.max_batch_requests, writer.batch_linger_ms) == (8, 2.0)
+    assert server_settings({**base, "writer_mode": "per-statement"}).node.writer \
+        .max_batch_requests == 1, "ksqlDB's mode writes each request on its own"
+    for name, value in (("write_batch_max_requests", 0), ("write_batch_max_requests", 5000),
+                        ("write_batch_linger_ms", -1), ("write_batch_max_requests", "x")):
+        with pytest.raises(SettingsError, match=name):
+            server_settings({**base, name: value})
