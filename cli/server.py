@@ -51,6 +51,13 @@ def server(
         help="Group commit: the most queued write requests validated and written in one "
              "transaction, each answered on its own (default 64; 1: one transaction each; "
              "'per-statement' mode: 1).")] = None,
+    write_forwarding: Annotated[bool | None, Opt(
+        "--write-forwarding/--no-write-forwarding",
+        help="Send a write request to the node that wrote last (the service's writer) instead "
+             "of fencing it and writing here (default: on).")] = None,
+    forward_timeout_seconds: Annotated[float | None, Opt(
+        help="How long a forwarded write may take before it is written on this node instead "
+             "(default 5).")] = None,
     write_batch_linger_ms: Annotated[float | None, Opt(
         help="How long (ms) a writer that finds fewer queued requests waits for more before "
              "it writes (default 0).")] = None,
@@ -97,6 +104,7 @@ def server(
         "read_timeout": read_timeout, "fetch_wait_ms": fetch_wait_ms, "writer_mode": writer_mode,
         "write_batch_max_requests": write_batch_max_requests,
         "write_batch_linger_ms": write_batch_linger_ms,
+        "write_forwarding": write_forwarding, "forward_timeout_seconds": forward_timeout_seconds,
         "checkpoint_every_records": checkpoint_every_records,
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
         "auth_file": auth_file, "function_modules": function_module or None,

@@ -86,8 +86,9 @@ def test_node_killed_between_produce_and_commit(cluster_factory: ClusterFactory)
     topic = f"kill-{uuid.uuid4().hex[:6]}"
     assert cluster.ksql("node-1", create("BEFORE", topic)).status_code == 200
     cluster.nodes.stop_node("node-3")
-    cluster.nodes.start_node("node-3", extra_args=(
-        "--spark-master", "none", "--fault-injection", "die-before-commit"))
+    cluster.nodes.start_node("node-3", extra_args=(  # it writes itself, not through node-1
+        "--spark-master", "none", "--no-write-forwarding", "--fault-injection",
+        "die-before-commit"))
     try:
         cluster.ksql("node-3", create("DOOMED", topic))
         raise AssertionError("node-3 answered although it died before committing")
@@ -349,3 +350,53 @@ def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
     fingerprints = {fingerprint for _, fingerprint in converged.values()}
     report = verify_offline(cluster, cluster.url("node-1"))
     assert fingerprints == {report["fingerprint"]}
+
+
+def metric(cluster: Cluster, node: str, name: str) -> float:
+    text = httpx.get(f"{cluster.url(node)}/metrics", timeout=30).text
+    [line] = [line for line in text.splitlines() if line.startswith(f"{name} ")]
+    return float(line.split()[1])
+
+
+def sees_ready(cluster: Cluster, node: str, other: str) -> bool:
+    hosts = httpx.get(f"{cluster.url(node)}/clusterStatus", timeout=30).json()["clusterStatus"]
+    return any(h["nodeId"] == other and h["hostAlive"] and h["state"] == "READY"
+               for h in hosts.values())
+
+
+def test_writes_go_to_the_current_writer_and_to_another_node_when_it_dies(
+        cluster_factory: ClusterFactory) -> None:
+    """A node forwards a write to the node that wrote last instead of fencing it; the client
+    reads its write on the node it asked at once; a writer that is gone is replaced."""
+    cluster = cluster_factory()
+    cluster.up(3)
+    topic = f"fwd-{uuid.uuid4().hex[:6]}"
+    assert cluster.ksql("node-1", create("FIRST", topic)).status_code == 200
+    deadline = time.monotonic() + 30  # every node has seen node-1 READY and its record
+    while not all(sees_ready(cluster, n, "node-1") and cluster.status(n)["appliedOffset"] >= 0
+                  for n in ("node-2", "node-3")):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    for index, node in enumerate(["node-2", "node-3", "node-2"]):
+        response = cluster.ksql(node, create(f"VIA{index}", topic))
+        assert response.status_code == 200, response.text
+        listed = cluster.ksql(node, "SHOW STREAMS;").json()[0]["streams"]
+        assert f"VIA{index}" in {s["name"] for s in listed}, "read your write where you wrote"
+    refused = cluster.ksql("node-3", create("FIRST", topic))
+    assert refused.status_code == 400 and "already exists" in refused.json()["message"]
+    assert [r["originNode"] for r in log_records(cluster)] == ["node-1"] * 4
+    assert metric(cluster, "node-2", "metastore_writes_forwarded_total") == 2
+    assert metric(cluster, "node-3", "metastore_writes_forwarded_total") == 2
+    assert metric(cluster, "node-1", "metastore_producers_created_total") == 1, "never fenced"
+
+    cluster.nodes.stop_node("node-1")
+    response = cluster.ksql("node-2", create("AFTER", topic))
+    assert response.status_code == 200, response.text
+    records = log_records(cluster)
+    assert [(r["commandId"], r["originNode"]) for r in records[-1:]] == [
+        ("stream/AFTER/create", "node-2")]
+    after = response.json()[0]["commandSequenceNumber"]
+    assert cluster.ksql("node-3", create("LAST", topic),
+                        commandSequenceNumber=after).status_code == 200
+    assert log_records(cluster)[-1]["originNode"] == "node-2", "node-2 is the writer now"
+    cluster.converged()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from fastapi import FastAPI
 
 from metastore.api.auth import BasicAuth
+from metastore.api.forwarding import WriteForwarder
 from metastore.api.server import create_app
 from metastore.catalog.image import Image
 from metastore.catalog.overrides import ConfigOverrides
@@ -69,6 +70,7 @@ class NodeServices:
     queries: QueryRunner | None = None
     push_queries: PushQueries | None = None
     table_stores: TableStores | None = None
+    forwarder: WriteForwarder | None = None
 
     def start(self) -> None:
         """Check Kafka and the command topic, replay, then project, run queries, heartbeat."""
@@ -79,6 +81,8 @@ class NodeServices:
         """Stop heartbeats, push queries and table stores, then the node (its queries,
         Spark, writer, replica, checkpoints)."""
         self.membership.stop()
+        if self.forwarder is not None:
+            self.forwarder.close()
         if self.push_queries is not None:
             self.push_queries.stop()
         if self.table_stores is not None:
@@ -109,10 +113,13 @@ def build(settings: ServerSettings) -> NodeServices:
     membership = Membership(kafka, admin, config.service_id, config.node_id, settings.url,
                             lambda: (node.state.value, node.replica.position - 1),
                             queries=lambda: _local_queries(queries))
+    forwarder = WriteForwarder(config.node_id, lambda: node.replica.last_writer,
+                               membership.nodes, settings.forwarding)
     app = create_app(node, auth=_auth(settings.auth_file), url=settings.url,
                      membership=membership, query_runner=pull, limits=settings.http,
-                     push_queries=push, table_stores=stores)
-    return NodeServices(settings, node, membership, app, projection, queries, push, stores)
+                     push_queries=push, table_stores=stores, forwarder=forwarder)
+    return NodeServices(settings, node, membership, app, projection, queries, push, stores,
+                        forwarder)
 
 
 def _auth(path: Path | None) -> BasicAuth | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from metastore.api.forwarding import ForwardingSettings
 from metastore.api.http_limits import HttpLimits
 from metastore.checkpoint.checkpointer import CheckpointPolicy
 from metastore.exceptions import MetastoreError
@@ -71,6 +72,8 @@ class ServerSettings:
     function_modules: tuple[str, ...] = ()
     """Python modules of user-defined functions the node loads before it replays the command
     log (:mod:`metastore.functions.extensions`); every node of a service must load the same."""
+    forwarding: ForwardingSettings = field(default_factory=ForwardingSettings)
+    """Whether (and how long) write requests go to the service's current writer."""
 
     @property
     def url(self) -> str:
@@ -112,14 +115,24 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
     return ServerSettings(node=node, directory=directory, host=host, port=port,
                           spark=_spark(given), http=http,
                           auth_file=Path(auth) if auth else None,
-                          function_modules=_modules(given.get("function_modules", ())))
+                          function_modules=_modules(given.get("function_modules", ())),
+                          forwarding=_forwarding(given))
+
+
+def _forwarding(given: Mapping[str, Any]) -> ForwardingSettings:
+    picked = _pick(given, {"write_forwarding": _boolean, "forward_timeout_seconds": float},
+                   {"write_forwarding": "enabled", "forward_timeout_seconds": "timeout"})
+    if not 0.1 <= picked.get("timeout", 1.0) <= 300:
+        raise SettingsError("forward_timeout_seconds", "must be between 0.1 and 300")
+    return ForwardingSettings(**picked)
 
 
 _KNOWN = frozenset({
     "bootstrap_servers", "service_id", "node_id", "listen", "data_dir", "kafka", "spark_master",
     "spark_catalog", "query_checkpoint_dir", "query_session_timeout_ms", "request_timeout",
     "read_timeout", "fetch_wait_ms", "writer_mode", "write_batch_max_requests",
-    "write_batch_linger_ms", "checkpoint_every_records",
+    "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds",
+    "checkpoint_every_records",
     "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
     "function_modules",
 })

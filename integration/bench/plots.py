@@ -48,8 +48,12 @@ def write(results: dict[str, Any], directory: Path) -> list[Path]:
     contention = results.get("contention")
     if contention:
         figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-        modes = (("reuse", "reused producer"), ("per_statement", "producer per statement (ksqlDB)"))
+        modes = (("reuse", "forwarded to the writer, group commit"),
+                 ("reuse_local", "each node writes, group commit"),
+                 ("per_statement", "producer per statement (ksqlDB)"))
         for mode, label in modes:
+            if mode not in contention:
+                continue
             points = contention[mode]["non_conflicting"]
             left.plot([p["clients"] for p in points], [p["statements_per_s"] for p in points],
                       marker="o", label=label)

@@ -33,6 +33,7 @@ from metastore import __version__
 from metastore.api import error_codes as codes
 from metastore.api import streaming
 from metastore.api.auth import BasicAuth, LoginThrottle
+from metastore.api.forwarding import FORWARDED_BY, Forwarded, WriteForwarder
 from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.api.inserts_stream import InsertsStreamResponse
 from metastore.api.metrics import NodeMetrics
@@ -56,7 +57,7 @@ from metastore.spark.exceptions import SparkUnavailableError, UnsupportedQueryEr
 from metastore.spark.query import QueryResult
 from metastore.sql import variables
 from metastore.sql.exceptions import ParseError
-from metastore.sql.statements import PrintTopic, SelectStatement
+from metastore.sql.statements import InsertValues, PrintTopic, SelectStatement
 
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
 UNAUTHENTICATED_PATHS = frozenset({"/healthcheck"})
@@ -155,7 +156,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                query_runner: Callable[[str, overrides.ConfigOverrides], Any] | None = None,
                limits: HttpLimits | None = None,
                push_queries: PushQueries | None = None,
-               table_stores: TableStores | None = None) -> FastAPI:
+               table_stores: TableStores | None = None,
+               forwarder: WriteForwarder | None = None) -> FastAPI:
     app = FastAPI(title="metastore", version=__version__,
                   description="A ksqlDB-compatible REST API over a replicated command log.")
     limits = limits or HttpLimits()
@@ -255,17 +257,25 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         if isinstance(body, KsqlResponse):
             metrics.count_request("bad_request")
             return body
-        return await run_in_threadpool(_execute_body, body)
+        credentials = {name: request.headers[name] for name in ("authorization",)
+                       if name in request.headers}
+        may_forward = FORWARDED_BY not in request.headers
+        return await run_in_threadpool(_execute_body, body, credentials, may_forward)
 
-    def _execute_body(body: bytes) -> Response:
+    def _execute_body(body: bytes, credentials: Mapping[str, str] | None = None,
+                      may_forward: bool = False) -> Response:
         parsed = parse_request(body)
         if isinstance(parsed, KsqlResponse):
             metrics.count_request("bad_request")
             return parsed
-        return _execute(parsed)
+        return _execute(parsed, credentials or {}, may_forward)
 
-    def _execute(body: KsqlRequest) -> Response:
+    def _execute(body: KsqlRequest, credentials: Mapping[str, str],
+                 may_forward: bool) -> Response:
+        """Answer a /ksql request; ``may_forward``: a write may go to the service's current
+        writer (:mod:`metastore.api.forwarding`) with the client's ``credentials``."""
         started = time.perf_counter()
+        timeout: float | None = None
         text = body.ksql
         try:  # ksqlDB checks the overrides before the statements: a bad request, 40000
             config = overrides.resolve(body.streamsProperties, strict=True)
@@ -285,9 +295,19 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             if writes and node.state in (NodeState.STARTING, NodeState.CATCHING_UP):
                 return error_response(codes.SERVER_NOT_READY, "The node is catching up with the "
                                       "command log; retry shortly.")
+            url = forwarder.writer_url() if forwarder is not None and writes and may_forward \
+                and not any(isinstance(s, InsertValues) for s in statements) else None
+            if url is not None:
+                assert forwarder is not None
+                body = body.model_copy(update={"requestId": body.requestId or str(uuid.uuid4())})
+                answer = forwarder.forward(url, body.model_dump(exclude_none=True), credentials)
+                if answer is not None:
+                    return forwarded(answer, started)
+                timeout = max(node.config.writer.request_timeout
+                              - (time.perf_counter() - started), 1.0)
             entities = node.execute(statements, request_id=body.requestId,
                                     command_sequence_number=body.commandSequenceNumber,
-                                    config=config)
+                                    config=config, timeout=timeout)
         except MetastoreError as error:
             metrics.count_request(_outcome(error))
             return write_failed(error, text)
@@ -296,6 +316,18 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             metrics.statement_latency.observe(time.perf_counter() - started)
         metrics.count_request("ok")
         return KsqlResponse(entities)
+
+    def forwarded(answer: Forwarded, started: float) -> Response:
+        """The writer's answer to a forwarded write, once this node has applied it."""
+        if answer.status != 200:
+            metrics.count_request("statement_error")
+            return KsqlResponse(answer.content, status_code=answer.status)
+        newest = answer.newest_sequence_number
+        if newest is not None:
+            node.replica.wait_for_position(newest + 1, node.config.writer.apply_timeout)
+            metrics.statement_latency.observe(time.perf_counter() - started)
+        metrics.count_request("ok")
+        return KsqlResponse(answer.content)
 
     @app.post("/query", response_class=KsqlResponse)
     async def query(request: Request) -> Response:
@@ -510,7 +542,20 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                                                         if writer else 0)),
             "metastore_records_applied_total": ("Command records applied to the image.",
                                                 float(node.replica.records_applied)),
+            "metastore_write_batches_total": ("Batches of queued write requests this node's "
+                                              "writer took (group commit).",
+                                              float(writer.queue_stats.batches if writer else 0)),
+            "metastore_write_batch_requests_total": ("Write requests taken into those batches.",
+                                                     float(writer.queue_stats.batched_requests
+                                                           if writer else 0)),
         }
+        if forwarder is not None:
+            gauges["metastore_writes_forwarded_total"] = (
+                "Write requests this node forwarded to the service's writer and answered with "
+                "its verdict.", float(forwarder.stats.forwarded))
+            gauges["metastore_forwards_written_here_total"] = (
+                "Forwards that failed and were written on this node instead.",
+                float(forwarder.stats.written_here))
         if push_queries is not None:
             gauges["metastore_push_queries"] = ("Push queries running on this node.",
                                                 float(push_queries.running))

@@ -123,6 +123,7 @@ class LogReplica:
         """The offset of the last record of each command id (for /status); observation only."""
         self.origin_nodes: dict[str, int] = {}
         """Every node id seen writing to the log, with the offset of its last record."""
+        self._last_writer: str | None = None
 
     # -- observation ---------------------------------------------------------------------------
     @property
@@ -144,6 +145,11 @@ class LogReplica:
     @property
     def last_error(self) -> str | None:
         return self._last_error
+
+    @property
+    def last_writer(self) -> str | None:
+        """The node that wrote the newest record applied (None: none known)."""
+        return self._last_writer
 
     def resume_from(self, resume: Resume | None) -> None:
         """Offer a checkpoint to start from (before ``start``); it is confirmed against the log."""
@@ -275,6 +281,8 @@ class LogReplica:
             self._image = resume.state.image
             self.command_offsets = dict(resume.state.command_offsets)
             self.origin_nodes = dict(resume.state.origin_nodes)
+            self._last_writer = max(self.origin_nodes, key=self.origin_nodes.__getitem__,
+                                    default=None)
             self._last_record = first
             with self._changed:
                 self._position = max(reader.position, resume.offset + 1)
@@ -326,6 +334,7 @@ class LogReplica:
             self.command_offsets[command_record.command_id] = offset
             if command_record.origin_node:
                 self.origin_nodes[command_record.origin_node] = offset
+                self._last_writer = command_record.origin_node
         applied = len(result.applied)
         if applied:
             self._image = result.image

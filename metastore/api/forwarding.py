@@ -1,0 +1,123 @@
+"""Write requests forwarded to the service's current writer, so that nodes do not fence each other.
+
+Every write makes its node the writer: a node whose producer is not the newest epoch calls
+``init_transactions()``, which fences the node that wrote before, and that node pays the same
+when it writes next (and up to 500 ms more when it meets the other's transaction still
+completing). With clients on every node, writes alternate and each one pays. So a node that did
+not write the newest command record sends a write request to the node that did (its origin
+node, alive and READY in the membership heartbeats) over that node's REST API, where it joins
+that writer's queue and group commit; the writer keeps its producer.
+
+The request goes with its request id (one is drawn when the client sent none): a forward that
+fails without an answer (refused, timed out, connection lost), or is answered with anything but
+a verdict on the statements (200, 400, 404), is written here instead, and the request id keeps
+it from being written twice if the writer did write it. A forwarded request carries the
+:data:`FORWARDED_BY` header and is never forwarded again. The writer's answer is given once
+this node has applied its records, so a client reads its own writes on the node it asked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from metastore.membership import Heartbeat
+
+log = logging.getLogger(__name__)
+
+FORWARDED_BY = "x-metastore-forwarded-by"
+"""The header that marks a forwarded request (its value: the forwarding node's id)."""
+VERDICTS = frozenset({200, 400, 404})
+"""The writer's answers that are the request's outcome; any other is written here instead."""
+
+
+@dataclass(frozen=True)
+class ForwardingSettings:
+    enabled: bool = True
+    timeout: float = 5.0
+    """Seconds a forward may take before the request is written here instead."""
+
+
+@dataclass(frozen=True)
+class Forwarded:
+    """The writer's answer to a forwarded request."""
+
+    status: int
+    content: Any
+    """The answer's JSON."""
+
+    @property
+    def newest_sequence_number(self) -> int | None:
+        """The newest ``commandSequenceNumber`` the answer gives, if any."""
+        entities = self.content if isinstance(self.content, list) else []
+        numbers = [entity.get("commandSequenceNumber") for entity in entities
+                   if isinstance(entity, dict)]
+        found = [n for n in numbers if isinstance(n, int)]
+        return max(found) if found else None
+
+
+@dataclass
+class ForwardingStats:
+    forwarded: int = 0
+    written_here: int = 0
+    """Forwards that failed, and were written on this node instead."""
+
+
+Nodes = Callable[[], list[tuple[Heartbeat, bool]]]
+
+
+class WriteForwarder:
+    """Sends a write request to the service's current writer when that is another node."""
+
+    def __init__(self, node_id: str, last_writer: Callable[[], str | None], nodes: Nodes,
+                 settings: ForwardingSettings | None = None) -> None:
+        self._node_id = node_id
+        self._last_writer = last_writer
+        self._nodes = nodes
+        self.settings = settings or ForwardingSettings()
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(self.settings.timeout, connect=min(self.settings.timeout, 1.0)),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16))
+        self.stats = ForwardingStats()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def writer_url(self) -> str | None:
+        """The URL of the node that wrote the newest command record, when it is another node,
+        alive and READY; None: this node writes."""
+        if not self.settings.enabled:
+            return None
+        writer = self._last_writer()
+        if writer is None or writer == self._node_id:
+            return None
+        for beat, alive in self._nodes():
+            if beat.node_id == writer and alive and beat.state == "READY" and beat.url:
+                return beat.url
+        return None
+
+    def forward(self, url: str, payload: Mapping[str, Any],
+                headers: Mapping[str, str]) -> Forwarded | None:
+        """POST ``payload`` to ``url``'s /ksql with ``headers`` (the client's credentials);
+        the writer's verdict, or None when the request is to be written here."""
+        sent = {**headers, FORWARDED_BY: self._node_id, "content-type": "application/json"}
+        try:
+            response = self._client.post(f"{url.rstrip('/')}/ksql", json=dict(payload),
+                                         headers=sent)
+            content = response.json() if response.status_code in VERDICTS else None
+        except (httpx.HTTPError, json.JSONDecodeError) as error:
+            log.info("forwarding a write to %s failed (%s); writing it here", url, error)
+            self.stats.written_here += 1
+            return None
+        if content is None:
+            log.info("the writer %s answered a forwarded write %d; writing it here", url,
+                     response.status_code)
+            self.stats.written_here += 1
+            return None
+        self.stats.forwarded += 1
+        return Forwarded(response.status_code, content)
