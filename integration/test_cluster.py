@@ -400,3 +400,34 @@ def test_writes_go_to_the_current_writer_and_to_another_node_when_it_dies(
                         commandSequenceNumber=after).status_code == 200
     assert log_records(cluster)[-1]["originNode"] == "node-2", "node-2 is the writer now"
     cluster.converged()
+
+
+def test_a_forwarded_write_carries_the_clients_credentials(
+        cluster_factory: ClusterFactory, tmp_path: Path) -> None:
+    credentials = tmp_path / "users"
+    credentials.write_text("alice:s3cret\n")
+    cluster = cluster_factory()
+    cluster.up(2, "--auth-file", str(credentials))
+    alice = ("alice", "s3cret")
+    topic = f"auth-{uuid.uuid4().hex[:6]}"
+
+    def ksql(node: str, text: str) -> httpx.Response:
+        return httpx.post(f"{cluster.url(node)}/ksql", json={"ksql": text}, auth=alice,
+                          timeout=60)
+
+    assert ksql("node-1", create("FIRST", topic)).status_code == 200
+    deadline = time.monotonic() + 30
+    while True:
+        hosts = httpx.get(f"{cluster.url('node-2')}/clusterStatus", auth=alice,
+                          timeout=30).json()["clusterStatus"]
+        if any(h["nodeId"] == "node-1" and h["state"] == "READY" for h in hosts.values()):
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert ksql("node-2", create("SECOND", topic)).status_code == 200
+    assert [r["originNode"] for r in log_records(cluster)] == ["node-1", "node-1"]
+    unauthorized = httpx.post(f"{cluster.url('node-2')}/ksql", timeout=60,
+                              json={"ksql": create("THIRD", topic)})
+    assert unauthorized.status_code == 401
+    text = httpx.get(f"{cluster.url('node-2')}/metrics", auth=alice, timeout=30).text
+    assert "metastore_writes_forwarded_total 1.0" in text

@@ -296,9 +296,12 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                 return error_response(codes.SERVER_NOT_READY, "The node is catching up with the "
                                       "command log; retry shortly.")
             url = forwarder.writer_url() if forwarder is not None and writes and may_forward \
+                and node.state is NodeState.READY \
                 and not any(isinstance(s, InsertValues) for s in statements) else None
             if url is not None:
                 assert forwarder is not None
+                if body.commandSequenceNumber is not None:  # as this node would, before writing
+                    node.wait_for(body.commandSequenceNumber, node.config.read_timeout)
                 body = body.model_copy(update={"requestId": body.requestId or str(uuid.uuid4())})
                 answer = forwarder.forward(url, body.model_dump(exclude_none=True), credentials)
                 if answer is not None:
