@@ -97,6 +97,8 @@ def create(index: int, topic: str) -> str:
 def run(quick: bool) -> dict[str, Any]:
     count = 100 if quick else 500
     with kafka() as bootstrap:
+        floor(bootstrap, 500)  # warm-up, unmeasured: a fresh broker's first few hundred
+        # transactions take several times longer (its JIT), which would flatter the ratio
         bare = floor(bootstrap, count)
         measured = statements(bootstrap, count)
         without_http = in_process(bootstrap, count)
