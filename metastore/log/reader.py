@@ -20,7 +20,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -113,6 +113,9 @@ class LogReplica:
         self._catch_up_target: int | None = None
         self._listeners: list[ImageListener] = []
         self._changed = threading.Condition()
+        self._applying = threading.Lock()
+        """Held while records are applied: by the reader's thread, or by the writer's for the
+        records it has just committed (:meth:`apply_written`)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_error: str | None = None
@@ -237,8 +240,8 @@ class LogReplica:
                     log.warning("reading the command log failed: %s", error)
                     self._stop.wait(0.5)
                     continue
-                self._apply(records, reader.position)
-                self._at_boundary = reader.at_end
+                if self._apply(records, reader.position) or reader.at_end:
+                    self._at_boundary = reader.at_end  # else: the image did not change
                 if reader.at_end and self.on_boundary is not None and self._degradation is None:
                     try:
                         self.on_boundary(self)
@@ -319,7 +322,33 @@ class LogReplica:
                 self._stop.wait(0.5)
         return 0
 
-    def _apply(self, records: list[Record], position: int) -> None:
+    def apply_written(self, records: Sequence[Record], snapshot: Image) -> bool:
+        """Apply the records this node's writer has just committed, at the offsets the log gave
+        them, so that its answer need not wait for the reader's next fetch (which then skips
+        them). ``snapshot``: the image the writer validated them on. They are applied only while
+        that is still the replica's image and the replica stands at or before the first record:
+        nothing committed lies between (a commit by another producer of the service's
+        transactional id would have fenced the writer's), so what the reader passes there is
+        transaction markers and aborted records. False: not applied here; the reader will."""
+        if not records:
+            return False
+        with self._applying:
+            if (self._state is not NodeState.READY or self._degradation is not None
+                    or self._image is not snapshot or self._position > records[0].offset):
+                return False
+            self._apply_in_order(list(records), records[-1].offset + 1)
+            self._at_boundary = True  # the snapshot was caught up; these are a whole transaction
+        return True
+
+    def _apply(self, records: list[Record], position: int) -> bool:
+        """Apply what the reader read; whether any record was (those below the position were
+        applied by the writer)."""
+        with self._applying:
+            fresh = [r for r in records if r.offset >= self._position]
+            self._apply_in_order(fresh, position)
+        return bool(fresh)
+
+    def _apply_in_order(self, records: list[Record], position: int) -> None:
         if not records and position <= self._position:
             return
         result = replay_encoded(self._image, ((r.offset, r.value) for r in records))

@@ -17,9 +17,11 @@ batch of them, oldest first, is written as one:
    earlier statements left it, by the node's :data:`ReadAnswer` (so it gets the entity it gets
    in a request of its own);
 6. produce one record per write statement of the valid requests and commit;
-7. wait (bounded) until the replica applied the new records, and answer each request with its
-   own offsets. No request is answered before the transaction is over: a verdict that depends
-   on an earlier request of the batch stands only once that request is written.
+7. apply the records to the replica (the bytes the log holds at the offsets the commit gave
+   them, when the replica stands right before them; else wait, bounded, until it has read
+   them), and answer each request with its own offsets. No request is answered before the
+   transaction is over: a verdict that depends on an earlier request of the batch stands only
+   once that request is written.
 
 Fenced, aborted or timed-out attempts discard the producer (a new ``init_transactions`` settles
 the old transaction either way) and retry the batch with jittered exponential backoff; a
@@ -62,7 +64,7 @@ from metastore.catalog.validation import (
 from metastore.exceptions import MetastoreError
 from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.admin import Admin
-from metastore.kafka.consumer import EndOffsetProbe
+from metastore.kafka.consumer import EndOffsetProbe, Record
 from metastore.kafka.exceptions import KafkaClientError, KafkaTopicError, TransactionAbortedError
 from metastore.kafka.producer import TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
@@ -193,6 +195,8 @@ class WriterStats:
     transactions: int = 0
     fenced_retries: int = 0
     producers_created: int = 0
+    applied_here: int = 0
+    """Transactions whose records the writer applied to the replica itself."""
 
 
 class CommandWriter:
@@ -457,7 +461,13 @@ class CommandWriter:
         expected = sum(len(validated.records) for validated in written)
         if len(offsets) != expected:
             raise NotWrittenError(f"expected {expected} delivered records, got {len(offsets)}")
-        self._replica.wait_for_position(offsets[-1] + 1, self.options.apply_timeout)
+        committed = [Record(offset, key, value) for (key, value), offset in zip(
+            (record for validated in written for record in validated.records), offsets,
+            strict=True)]
+        if self._replica.apply_written(committed, image):
+            self.stats.applied_here += 1
+        else:
+            self._replica.wait_for_position(offsets[-1] + 1, self.options.apply_timeout)
         for validated in written:
             for write in validated.writes:
                 for topic_name in write.topics_to_delete:

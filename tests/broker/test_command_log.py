@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -231,6 +232,10 @@ def test_restarted_reader_rebuilds_the_same_fingerprint(node_factory: NodeFactor
         node.execute(create_stream(f"S{i}", unique("s")))
     node.execute("CREATE STREAM DERIVED AS SELECT * FROM S0; DROP STREAM S4;")
     fingerprint = node.replica.image.fingerprint
+    assert node.writer is not None and node.writer.stats.applied_here == 6, \
+        "the writer applied what it committed, without waiting for the reader"
+    time.sleep(0.5)  # the reader has fetched those records since, and skipped them
+    assert node.replica.records_applied == 7 and node.replica.image.fingerprint == fingerprint
     node.stop()
     restarted = node_factory(service_id=node.config.service_id, node_id="restarted")
     assert restarted.replica.image.fingerprint == fingerprint
