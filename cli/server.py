@@ -51,6 +51,10 @@ def server(
         help="Group commit: the most queued write requests validated and written in one "
              "transaction, each answered on its own (default 64; 1: one transaction each; "
              "'per-statement' mode: 1).")] = None,
+    advertised_url: Annotated[str | None, Opt(
+        envvar="METASTORE_ADVERTISED_URL",
+        help="The URL other nodes and clients reach this node at (default: http://<listen "
+             "address>); set it when listening on 0.0.0.0 or behind a proxy.")] = None,
     write_forwarding: Annotated[bool | None, Opt(
         "--write-forwarding/--no-write-forwarding",
         help="Send a write request to the node that wrote last (the service's writer) instead "
@@ -105,6 +109,7 @@ def server(
         "write_batch_max_requests": write_batch_max_requests,
         "write_batch_linger_ms": write_batch_linger_ms,
         "write_forwarding": write_forwarding, "forward_timeout_seconds": forward_timeout_seconds,
+        "advertised_url": advertised_url,
         "checkpoint_every_records": checkpoint_every_records,
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
         "auth_file": auth_file, "function_modules": function_module or None,

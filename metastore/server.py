@@ -113,7 +113,7 @@ def build(settings: ServerSettings) -> NodeServices:
     membership = Membership(kafka, admin, config.service_id, config.node_id, settings.url,
                             lambda: (node.state.value, node.replica.position - 1),
                             queries=lambda: _local_queries(queries))
-    forwarder = WriteForwarder(config.node_id, lambda: node.replica.last_writer,
+    forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
                                membership.nodes, settings.forwarding)
     app = create_app(node, auth=_auth(settings.auth_file), url=settings.url,
                      membership=membership, query_runner=pull, limits=settings.http,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from metastore.api.forwarding import ForwardingSettings
 from metastore.api.http_limits import HttpLimits
@@ -75,9 +76,16 @@ class ServerSettings:
     forwarding: ForwardingSettings = field(default_factory=ForwardingSettings)
     """Whether (and how long) write requests go to the service's current writer."""
 
+    advertised_url: str | None = None
+    """The URL other nodes and clients reach this node at (heartbeats, forwarded writes,
+    /clusterStatus); None: ``http://<host>:<port>`` of the listen address."""
+
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        if self.advertised_url:
+            return self.advertised_url.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"http://{host}:{self.port}"
 
     @property
     def query_checkpoints(self) -> Path:
@@ -116,7 +124,24 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           spark=_spark(given), http=http,
                           auth_file=Path(auth) if auth else None,
                           function_modules=_modules(given.get("function_modules", ())),
-                          forwarding=_forwarding(given))
+                          forwarding=_forwarding(given),
+                          advertised_url=_advertised(given.get("advertised_url")))
+
+
+def _advertised(value: Any) -> str | None:
+    if value is None:
+        return None
+    url = str(value).strip()
+    parsed = urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in (
+            "", "/") or parsed.query or parsed.fragment:
+        raise SettingsError("advertised_url", f"expected http(s)://HOST:PORT; got {url!r}")
+    try:
+        parsed.port  # noqa: B018 - raises on a bad port
+    except ValueError as error:
+        raise SettingsError("advertised_url", f"expected http(s)://HOST:PORT; got {url!r}") \
+            from error
+    return url
 
 
 def _forwarding(given: Mapping[str, Any]) -> ForwardingSettings:
@@ -131,7 +156,7 @@ _KNOWN = frozenset({
     "bootstrap_servers", "service_id", "node_id", "listen", "data_dir", "kafka", "spark_master",
     "spark_catalog", "query_checkpoint_dir", "query_session_timeout_ms", "request_timeout",
     "read_timeout", "fetch_wait_ms", "writer_mode", "write_batch_max_requests",
-    "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds",
+    "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds", "advertised_url",
     "checkpoint_every_records",
     "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
     "function_modules",
@@ -197,7 +222,10 @@ def _writer(given: Mapping[str, Any]) -> WriterOptions:
     if not 0 <= picked.get("batch_linger_ms", 0) <= 1000:
         raise SettingsError("write_batch_linger_ms", "must be between 0 and 1000")
     if mode == "per-statement":  # ksqlDB's way: each request a transaction of its own
-        picked.setdefault("max_batch_requests", 1)
+        if picked.get("max_batch_requests", 1) != 1:
+            raise SettingsError("write_batch_max_requests", "writer_mode 'per-statement' "
+                                "writes each request in a transaction of its own")
+        picked["max_batch_requests"] = 1
     return WriterOptions(reuse_producer=mode == "reuse", **picked)
 
 

@@ -9,9 +9,11 @@ node, alive and READY in the membership heartbeats) over that node's REST API, w
 that writer's queue and group commit; the writer keeps its producer.
 
 The request goes with its request id (one is drawn when the client sent none): a forward that
-fails without an answer (refused, timed out, connection lost), or is answered with anything but
-a verdict on the statements (200, 400, 404), is written here instead, and the request id keeps
-it from being written twice if the writer did write it. A forwarded request carries the
+fails without an answer (refused, timed out, connection lost, a payload that cannot be sent as
+JSON), or is answered with anything but a verdict on the statements (:data:`VERDICTS`), is
+written here instead, and the request id keeps it from being written twice if the writer did
+write it. A writer whose advertised URL is this node's own, or a wildcard address
+(``0.0.0.0``), is not forwarded to. A forwarded request carries the
 :data:`FORWARDED_BY` header and is never forwarded again. The writer's answer is given once
 this node has applied its records, so a client reads its own writes on the node it asked.
 """
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -32,8 +36,10 @@ log = logging.getLogger(__name__)
 
 FORWARDED_BY = "x-metastore-forwarded-by"
 """The header that marks a forwarded request (its value: the forwarding node's id)."""
-VERDICTS = frozenset({200, 400, 404})
-"""The writer's answers that are the request's outcome; any other is written here instead."""
+VERDICTS = frozenset({200, 400, 404, 417})
+"""The writer's answers that are the request's outcome (417: a failed ASSERT); any other is
+written here instead."""
+_WILDCARDS = frozenset({"0.0.0.0", "::"})
 
 
 @dataclass(frozen=True)
@@ -61,11 +67,21 @@ class Forwarded:
         return max(found) if found else None
 
 
-@dataclass
 class ForwardingStats:
-    forwarded: int = 0
-    written_here: int = 0
-    """Forwards that failed, and were written on this node instead."""
+    """Counters, updated from the request threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.forwarded = 0
+        self.written_here = 0
+        """Forwards that failed, and were written on this node instead."""
+
+    def count(self, forwarded: bool) -> None:
+        with self._lock:
+            if forwarded:
+                self.forwarded += 1
+            else:
+                self.written_here += 1
 
 
 Nodes = Callable[[], list[tuple[Heartbeat, bool]]]
@@ -74,15 +90,17 @@ Nodes = Callable[[], list[tuple[Heartbeat, bool]]]
 class WriteForwarder:
     """Sends a write request to the service's current writer when that is another node."""
 
-    def __init__(self, node_id: str, last_writer: Callable[[], str | None], nodes: Nodes,
-                 settings: ForwardingSettings | None = None) -> None:
+    def __init__(self, node_id: str, own_url: str, last_writer: Callable[[], str | None],
+                 nodes: Nodes, settings: ForwardingSettings | None = None) -> None:
         self._node_id = node_id
+        self._own_url = own_url.rstrip("/")
         self._last_writer = last_writer
         self._nodes = nodes
         self.settings = settings or ForwardingSettings()
         self._client = httpx.Client(
             timeout=httpx.Timeout(self.settings.timeout, connect=min(self.settings.timeout, 1.0)),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16))
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+            trust_env=False)  # no proxy from the environment sees the credentials
         self.stats = ForwardingStats()
 
     def close(self) -> None:
@@ -97,7 +115,8 @@ class WriteForwarder:
         if writer is None or writer == self._node_id:
             return None
         for beat, alive in self._nodes():
-            if beat.node_id == writer and alive and beat.state == "READY" and beat.url:
+            if beat.node_id == writer and alive and beat.state == "READY" and _reachable(
+                    beat.url) and beat.url.rstrip("/") != self._own_url:
                 return beat.url
         return None
 
@@ -107,17 +126,28 @@ class WriteForwarder:
         the writer's verdict, or None when the request is to be written here."""
         sent = {**headers, FORWARDED_BY: self._node_id, "content-type": "application/json"}
         try:
-            response = self._client.post(f"{url.rstrip('/')}/ksql", json=dict(payload),
-                                         headers=sent)
+            body = json.dumps(dict(payload), ensure_ascii=True, allow_nan=False)
+            response = self._client.post(f"{url.rstrip('/')}/ksql", content=body, headers=sent)
             content = response.json() if response.status_code in VERDICTS else None
-        except (httpx.HTTPError, json.JSONDecodeError) as error:
-            log.info("forwarding a write to %s failed (%s); writing it here", url, error)
-            self.stats.written_here += 1
+        except Exception as error:  # any failure at all: the request is written here
+            log.info("forwarding a write to %s failed (%s: %s); writing it here", url,
+                     type(error).__name__, error)
+            self.stats.count(forwarded=False)
             return None
         if content is None:
             log.info("the writer %s answered a forwarded write %d; writing it here", url,
                      response.status_code)
-            self.stats.written_here += 1
+            self.stats.count(forwarded=False)
             return None
-        self.stats.forwarded += 1
+        self.stats.count(forwarded=True)
         return Forwarded(response.status_code, content)
+
+
+def _reachable(url: str) -> bool:
+    """Whether ``url`` names a host another node can reach (not a wildcard address)."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) \
+            and parts.hostname not in _WILDCARDS and parts.port is not None
+    except ValueError:
+        return False

@@ -262,13 +262,13 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         may_forward = FORWARDED_BY not in request.headers
         return await run_in_threadpool(_execute_body, body, credentials, may_forward)
 
-    def _execute_body(body: bytes, credentials: Mapping[str, str] | None = None,
-                      may_forward: bool = False) -> Response:
+    def _execute_body(body: bytes, credentials: Mapping[str, str],
+                      may_forward: bool) -> Response:
         parsed = parse_request(body)
         if isinstance(parsed, KsqlResponse):
             metrics.count_request("bad_request")
             return parsed
-        return _execute(parsed, credentials or {}, may_forward)
+        return _execute(parsed, credentials, may_forward)
 
     def _execute(body: KsqlRequest, credentials: Mapping[str, str],
                  may_forward: bool) -> Response:

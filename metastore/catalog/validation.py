@@ -172,11 +172,11 @@ class Validator:
                  limits: RequestLimits | None = None,
                  config: ConfigOverrides | None = None,
                  encoder: RecordEncoder | None = None,
-                 earlier_topics: Mapping[str, int] | None = None) -> None:
+                 earlier_topics: Mapping[str, int | None] | None = None) -> None:
         """``encoder``: how an INSERT VALUES record is encoded; without it an INSERT VALUES is
-        checked and typed but its outcome carries no record. ``earlier_topics``: topics (and
-        their partitions) that requests written before this one in the same transaction
-        create, which Kafka does not know yet."""
+        checked and typed but its outcome carries no record. ``earlier_topics``: topics that
+        requests written before this one in the same transaction create (with their partitions)
+        or delete (None), which Kafka does not show yet."""
         self._encoder = encoder
         self._delta = Delta(snapshot)
         self._config = config or NO_OVERRIDES
@@ -185,16 +185,17 @@ class Validator:
         self._limits = limits or RequestLimits()
         self._next_offset = first_offset if first_offset is not None else snapshot.offset + 1
         self._planned_topics: dict[str, int] = {}
-        self._earlier_topics = dict(earlier_topics or {})
+        self._topic_changes: dict[str, int | None] = dict(earlier_topics or {})
+        """Topics this request and the earlier ones create (partitions) or delete (None)."""
 
     @property
     def image(self) -> Image:
         return self._delta.apply()
 
     @property
-    def planned_topics(self) -> dict[str, int]:
-        """The topics this request creates, with those of ``earlier_topics``."""
-        return {**self._earlier_topics, **self._planned_topics}
+    def planned_topics(self) -> dict[str, int | None]:
+        """The topics this request creates or deletes, after those of ``earlier_topics``."""
+        return dict(self._topic_changes)
 
     @property
     def config(self) -> ConfigOverrides:
@@ -208,6 +209,9 @@ class Validator:
             self._check_topic_budget(outcome.topics_to_create)
             for topic in outcome.topics_to_create:
                 self._planned_topics[topic.name] = topic.partitions
+                self._topic_changes[topic.name] = topic.partitions
+            for name in outcome.topics_to_delete:
+                self._topic_changes[name] = None
             self._delta.execute(outcome.command, self._next_offset)
             self._next_offset += 1
         return outcome
@@ -304,9 +308,8 @@ class Validator:
 
     # -- facts -------------------------------------------------------------------------------
     def _topic_partitions(self, topic: str) -> int | None:
-        planned = self._planned_topics.get(topic, self._earlier_topics.get(topic))
-        if planned is not None:
-            return planned
+        if topic in self._topic_changes:
+            return self._topic_changes[topic]
         return self._facts.partitions(topic)
 
     # -- CREATE STREAM / TABLE ---------------------------------------------------------------
@@ -689,7 +692,7 @@ class Validator:
                 self.image, select=inner, columns=analysis.columns, sources=analysis.sources))
         if isinstance(inner, st.CreateAsSelect | st.InsertInto):
             sandbox = Validator(self.image, self._facts, self._next_offset, self._runtime_check,
-                                self._limits, self._config)
+                                self._limits, self._config, earlier_topics=self._topic_changes)
             outcome = sandbox.validate(inner)
             image = sandbox.image
             if isinstance(outcome, Write):

@@ -1,12 +1,14 @@
 """Group commit: the requests that queue on a node while it writes are written together.
 
-A request joins the node's :class:`WriteQueue` and waits for the write lock. Whichever waiting
-thread takes the lock becomes the leader: it takes the queued requests, oldest first, up to
-``max_batch``, hands them to the writer as one batch (validated in order on one snapshot and
-written in one transaction) and answers each on its own; the others find their answer when
-they get the lock, or while they wait for it. A request still queued at its deadline leaves
-the queue, not written. Two requests with the same request id never share a batch (the second
-is a retry of the first: it waits for the first's outcome in the log).
+A request joins the node's :class:`WriteQueue`. When no request leads, it leads: it takes the
+queued requests, oldest first, up to ``max_batch``, hands them to the writer as one batch
+(validated in order on one snapshot and written in one transaction), and the writer answers each
+on its own. The other requests wait for their answer or for the lead to be free, whichever comes
+first. A request still queued at its deadline leaves the queue, not written; one inside a batch
+at its deadline waits for the batch's answer (whose Kafka calls the batch's earliest deadline
+bounds) at most :data:`ANSWER_GRACE` seconds longer, then is told its outcome is unknown. Two
+requests with the same request id never share a batch (the second is a retry of the first: it
+finds the first's outcome in the log).
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
-from metastore.log.exceptions import NotWrittenError
+from metastore.log.exceptions import NotWrittenError, OutcomeUnknownError
 from metastore.sql.statements import Statement
 
 Entity = dict[str, Any]
 
 BUSY = ("The statement was NOT written to the command log: the node was busy with other writes "
         "until the request's deadline.")
+ANSWER_GRACE = 15.0
+"""How long past its deadline a request inside a batch waits for the batch's answer."""
 
 
 @dataclass(eq=False)
@@ -37,9 +42,9 @@ class Queued:
     """``time.monotonic()`` by which the request is answered."""
     payload: object = None
     """What the writer keeps across the request's attempts."""
-    _answer: list[Entity] | None = None
-    _error: BaseException | None = None
-    _done: threading.Event = field(default_factory=threading.Event)
+    _answer: list[Entity] | None = field(default=None, init=False)
+    _error: BaseException | None = field(default=None, init=False)
+    _done: threading.Event = field(default_factory=threading.Event, init=False)
 
     @property
     def finished(self) -> bool:
@@ -55,13 +60,23 @@ class Queued:
             self._error = error
             self._done.set()
 
-    def outcome(self) -> list[Entity]:
-        """The answer, or the request's error raised."""
-        self._done.wait()
+    def outcome(self, timeout: float | None = None) -> list[Entity]:
+        """The answer, or the request's error raised; waits at most ``timeout`` seconds."""
+        if not self._done.wait(timeout):
+            raise OutcomeUnknownError(
+                f"The node's writer did not answer in time: the request may be written. Retry "
+                f"with the same request id ({self.request_id or 'none was given'}) to learn the "
+                f"outcome.")
         if self._error is not None:
             raise self._error
         assert self._answer is not None
         return self._answer
+
+
+class _Turn(Enum):
+    ANSWERED = "answered"
+    LEAD = "lead"
+    IN_A_BATCH = "in a batch"
 
 
 WriteBatch = Callable[[list[Queued]], None]
@@ -89,7 +104,9 @@ class WriteQueue:
         self.linger = linger
         self.lock = threading.Lock()
         """Held while a batch is written (and by whoever must not overlap a write)."""
-        self._guard = threading.Lock()
+        self._changed = threading.Condition()
+        """Guards the queue and the lead; notified when a batch ends."""
+        self._leading = False
         self._waiting: deque[Queued] = deque()
         self.stats = QueueStats()
 
@@ -99,22 +116,40 @@ class WriteQueue:
         return len(self._waiting)
 
     def run(self, item: Queued, write_batch: WriteBatch) -> list[Entity]:
-        """Queue ``item``, write batches until it is answered, and return its answer."""
-        with self._guard:
+        """Queue ``item``, lead batches while it is not answered, and return its answer."""
+        with self._changed:
             self._waiting.append(item)
-        while not item.finished:
-            if not self.lock.acquire(timeout=max(item.deadline - time.monotonic(), 0)):
-                with self._guard:
-                    if item in self._waiting:  # no leader took it: it leaves, not written
-                        self._waiting.remove(item)
-                        raise NotWrittenError(BUSY)
-                return item.outcome()  # a leader is writing it: it answers in time
+        while True:
+            turn = self._await_turn(item)
+            if turn is _Turn.ANSWERED:
+                return item.outcome()
+            if turn is _Turn.IN_A_BATCH:
+                return item.outcome(ANSWER_GRACE)
             try:
-                if not item.finished:
+                with self.lock:
                     self._lead(write_batch)
             finally:
-                self.lock.release()
-        return item.outcome()
+                with self._changed:
+                    self._leading = False
+                    self._changed.notify_all()
+
+    def _await_turn(self, item: Queued) -> _Turn:
+        """Wait until ``item`` is answered, or may lead, or is in a batch at its deadline; a
+        request still queued at its deadline leaves the queue (NotWrittenError)."""
+        with self._changed:
+            while True:
+                if item.finished:
+                    return _Turn.ANSWERED
+                if not self._leading:
+                    self._leading = True
+                    return _Turn.LEAD
+                left = item.deadline - time.monotonic()
+                if left <= 0:
+                    if item in self._waiting:
+                        self._waiting.remove(item)
+                        raise NotWrittenError(BUSY)
+                    return _Turn.IN_A_BATCH
+                self._changed.wait(left)
 
     def _lead(self, write_batch: WriteBatch) -> None:
         if self.linger > 0 and len(self._waiting) < self.max_batch:
@@ -141,7 +176,7 @@ class WriteQueue:
         now = time.monotonic()
         batch: list[Queued] = []
         ids: set[str] = set()
-        with self._guard:
+        with self._changed:
             kept: deque[Queued] = deque()
             while self._waiting:
                 item = self._waiting.popleft()

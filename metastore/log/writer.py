@@ -19,9 +19,9 @@ batch of them, oldest first, is written as one:
 6. produce one record per write statement of the valid requests and commit;
 7. apply the records to the replica (the bytes the log holds at the offsets the commit gave
    them, when the replica stands right before them; else wait, bounded, until it has read
-   them), and answer each request with its own offsets. No request is answered before the
-   transaction is over: a verdict that depends on an earlier request of the batch stands only
-   once that request is written.
+   them), and answer each request with its own offsets. No verdict that may rest on an earlier
+   request of the batch is given before the transaction is over (a retried request id is
+   answered from the log at once).
 
 Fenced, aborted or timed-out attempts discard the producer (a new ``init_transactions`` settles
 the old transaction either way) and retry the batch with jittered exponential backoff; a
@@ -96,7 +96,8 @@ def catalog_answer(outcome: Read, image: Image, config: ConfigOverrides) -> Enti
 @dataclass(frozen=True)
 class WriterOptions:
     reuse_producer: bool = True
-    """False gives ksqlDB's behaviour: a new producer and init_transactions for every request."""
+    """False gives ksqlDB's behaviour: a new producer and init_transactions for every request,
+    each request in a transaction of its own."""
     request_timeout: float = 30.0
     apply_timeout: float = 10.0
     backoff_initial: float = 0.05
@@ -166,8 +167,8 @@ class _Validated:
     records: list[tuple[bytes, bytes]]
     image: Image
     """The image with its writes (and the batch's earlier requests')."""
-    planned_topics: dict[str, int]
-    """The topics it and the batch's earlier requests create."""
+    planned_topics: dict[str, int | None]
+    """The topics it and the batch's earlier requests create (partitions) or delete (None)."""
 
     def entities(self, applied: Image, offsets: Sequence[int]) -> list[Entity]:
         """Its answer, once its ``offsets`` are applied in ``applied``."""
@@ -218,8 +219,9 @@ class CommandWriter:
                                               group_id=f"{service_id}-{node_id}-hw")
         self._producer: TransactionalProducer | None = None
         self._last_written: int | None = None
-        self._queue = WriteQueue(self.options.max_batch_requests,
-                                 self.options.batch_linger_ms / 1000)
+        self._queue = WriteQueue(  # ksqlDB's way, a producer per request, writes one at a time
+            self.options.max_batch_requests if self.options.reuse_producer else 1,
+            self.options.batch_linger_ms / 1000)
         self.stats = WriterStats()
         self._faults = faults
         self._answer_read = answer_read
@@ -260,59 +262,78 @@ class CommandWriter:
         attempts = 0
         live = batch
         while live:
+            failures: list[tuple[Queued, BaseException]] = []
+            cause: BaseException | None = None
+            pause = 0.0
             try:
                 self.check_writable()
                 attempts += 1
-                for item, error in self._attempt(live):
-                    self._fail(item, error)
+                failures = self._attempt(live)
             except KafkaClientError as error:
                 self._discard_producer()
+                cause = error
                 if not error.retriable:
-                    self._fail_all(live, NotWrittenError(
-                        f"The statement was NOT written to the command log: {error}"), error)
-                    return
-                self.stats.fenced_retries += 1
-                pause = random.uniform(0, backoff)
-                for item in live:
-                    if time.monotonic() + pause >= item.deadline:
-                        self._fail(item, NotWrittenError(
-                            f"The statement was NOT written to the command log after {attempts} "
-                            f"attempt(s): {error}"), error)
-                if any(not item.finished for item in live):
-                    log.info("write attempt %d failed (%s); retrying", attempts, error)
-                    time.sleep(pause)
+                    failures = [(item, NotWrittenError(f"The statement was NOT written to the "
+                                                       f"command log: {error}")) for item in live]
+                else:
+                    self.stats.fenced_retries += 1
+                    pause = random.uniform(0, backoff)
                     backoff = min(backoff * 2, self.options.backoff_max)
-            except Exception as error:  # not ready, not caught up, or not a Kafka failure
-                self._fail_all(live, error, error)
-                return
+                    failures = [(item, NotWrittenError(
+                        f"The statement was NOT written to the command log after {attempts} "
+                        f"attempt(s): {error}")) for item in live
+                        if time.monotonic() + pause >= item.deadline]
+            except CatchUpTimeoutError as error:  # the earliest deadline bounded the wait
+                now = time.monotonic()
+                failures = [(item, error) for item in live if item.deadline <= now] or [
+                    (item, error) for item in live]
+            except Exception as error:  # not ready, or not a Kafka failure
+                cause = error
+                failures = [(item, error) for item in live]
+            self._settle(failures, cause)
             live = [item for item in live if not item.finished]
+            if live and pause:
+                log.info("write attempt %d failed (%s); retrying", attempts, cause)
+                time.sleep(pause)
 
-    def _fail_all(self, items: list[Queued], error: BaseException, cause: BaseException) -> None:
-        for item in items:
-            self._fail(item, error, cause)
-
-    def _fail(self, item: Queued, error: BaseException, cause: BaseException | None = None) -> None:
-        """Answer ``item`` with ``error`` unless the log shows its request was written; remove
-        the topics its attempts created when it was not."""
-        if item.finished:
+    def _settle(self, failures: list[tuple[Queued, BaseException]],
+                cause: BaseException | None = None) -> None:
+        """Answer each failed request with its error, unless the log shows it was written (then
+        with its outcome there); remove the topics the attempts of those not written created.
+        The log is asked once for them all."""
+        pending = [(item, error) for item, error in failures if not item.finished]
+        if not pending:
             return
-        request = _request_of(item)
-        if request.maybe_committed and self._is_settled(patience=2.0):
-            written = self._replica.image.requests.get(request.request_id)
-            if written is not None:
-                item.answer(self._replayed(item.statements, written, self._replica.image,
-                                           request.config))
-                return
-            request.maybe_committed = False
-        if request.maybe_committed:
-            item.fail(OutcomeUnknownError(
-                f"The request failed after its transaction was sent to commit: it may have "
-                f"been written. Retry with the same request id ({request.request_id}) to learn "
-                f"the outcome. ({cause or error})"))
-            return
-        if request.created:
-            self._remove_unused(request.created, request.request_id)
-        item.fail(error)
+        unsure = any(_request_of(item).maybe_committed for item, _ in pending)
+        settled = unsure and self._is_settled(patience=2.0)
+        image = self._replica.image
+        outcomes: list[tuple[Queued, list[Entity] | BaseException]] = []
+        not_written: list[_Request] = []
+        for item, error in pending:
+            request = _request_of(item)
+            if request.maybe_committed and settled:
+                written = image.requests.get(request.request_id)
+                if written is not None:
+                    outcomes.append((item, self._replayed(item.statements, written, image,
+                                                          request.config)))
+                    continue
+                request.maybe_committed = False
+            if request.maybe_committed:
+                outcomes.append((item, OutcomeUnknownError(
+                    f"The request failed after its transaction was sent to commit: it may have "
+                    f"been written. Retry with the same request id ({request.request_id}) to "
+                    f"learn the outcome. ({cause or error})")))
+                continue
+            if request.created:
+                not_written.append(request)
+            outcomes.append((item, error))
+        if not_written:
+            self._remove_unused(not_written)
+        for item, outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                item.fail(outcome)
+            else:
+                item.answer(outcome)
 
     # -- protocol ------------------------------------------------------------------------------
     def check_writable(self) -> None:
@@ -397,7 +418,7 @@ class CommandWriter:
             facts = self._facts or KafkaTopicFacts(self._admin, deadline)
             rejected: list[tuple[Queued, BaseException]] = []
             reads_only: list[_Validated] = []
-            snapshot, next_offset, planned = image, end, dict[str, int]()
+            snapshot, next_offset, planned = image, end, dict[str, int | None]()
             for item in live:
                 request = _request_of(item)
                 prior = image.requests.get(request.request_id) if request.request_id else None
@@ -413,8 +434,12 @@ class CommandWriter:
                 request.maybe_committed = False  # a new epoch settled earlier attempts
                 try:
                     validated = self._validate(item, snapshot, facts, next_offset, planned)
-                except KafkaClientError:
-                    raise
+                except KafkaClientError as error:
+                    if error.retriable:
+                        raise
+                    rejected.append((item, NotWrittenError(  # about this request's topic alone
+                        f"The statement was NOT written to the command log: {error}")))
+                    continue
                 except Exception as error:  # this request is invalid; the others go on
                     rejected.append((item, error))
                     continue
@@ -486,7 +511,7 @@ class CommandWriter:
         return rejected
 
     def _validate(self, item: Queued, snapshot: Image, facts: TopicFacts, first_offset: int,
-                  earlier_topics: dict[str, int]) -> _Validated:
+                  earlier_topics: dict[str, int | None]) -> _Validated:
         """Validate one request on ``snapshot`` (the image with the batch's earlier requests),
         its records to be written from ``first_offset``."""
         request = _request_of(item)
@@ -538,29 +563,31 @@ class CommandWriter:
             return False
         return self._replica.wait_for_position(end, patience)
 
-    def _remove_unused(self, created: set[str], request_id: str, patience: float = 2.0) -> None:
-        """Delete topics this request created, once the log shows it was not written and no
+    def _remove_unused(self, requests: list[_Request], patience: float = 2.0) -> None:
+        """Delete topics these requests created, once the log shows they were not written and no
         source uses them (another node may have committed a statement over one meanwhile)."""
+        created = sorted({name for request in requests for name in request.created})
         try:
             end = self._probe.end_offset(timeout=patience)
         except KafkaClientError as error:
-            log.warning("topics %s, created for a request that was not written, are left: the "
-                        "log cannot be read (%s)", sorted(created), error)
+            log.warning("topics %s, created for requests that were not written, are left: the "
+                        "log cannot be read (%s)", created, error)
             return
         if not self._replica.wait_for_position(end, patience):
-            log.warning("topics %s, created for a request that was not written, are left: the "
-                        "replica did not catch up", sorted(created))
+            log.warning("topics %s, created for requests that were not written, are left: the "
+                        "replica did not catch up", created)
             return
         image = self._replica.image
-        if request_id and request_id in image.requests:
-            return
         used = {source.topic for source in image.sources.values()}
-        for name in sorted(created - used):
-            try:
-                self._admin.delete(name, timeout=patience * 2)
-            except KafkaClientError as error:
-                log.warning("deleting topic %s, created for a request that was not written, "
-                            "failed: %s", name, error)
+        for request in requests:
+            if request.request_id and request.request_id in image.requests:
+                continue
+            for name in sorted(request.created - used):
+                try:
+                    self._admin.delete(name, timeout=patience * 2)
+                except KafkaClientError as error:
+                    log.warning("deleting topic %s, created for a request that was not "
+                                "written, failed: %s", name, error)
 
     def _answer(self, outcome: Skip | Read, image: Image, config: ConfigOverrides) -> Entity:
         if isinstance(outcome, Skip):

@@ -96,7 +96,7 @@ def test_queued_requests_are_written_in_one_transaction_each_atomic_and_answered
     assert ok(outcomes["derived"]) == ["SUCCESS"]
     assert isinstance(outcomes["half"], SourceNotFoundError)
     assert ok(outcomes["shipped"]) == ["SUCCESS"]
-    assert node.writer.stats.transactions == 2, "the four queued requests shared one transaction"
+    assert node.writer.stats.transactions == 2, "the five queued requests shared one transaction"
     assert node.writer.queue_stats.largest_batch == 5
     sequence = [outcomes[r][0]["commandSequenceNumber"] for r in ("orders", "derived", "shipped")]
     assert sequence == [sequence[0], sequence[0] + 1, sequence[0] + 2]
@@ -150,7 +150,7 @@ def test_per_statement_mode_writes_each_request_in_a_transaction_of_its_own(
         node_factory: NodeFactory) -> None:
     held = HeldFirstCommit()
     node = node_factory(faults=Faults(before_commit=held),
-                        writer=WriterOptions(reuse_producer=False, max_batch_requests=1))
+                        writer=WriterOptions(reuse_producer=False))
     assert node.writer is not None
     outcomes = queue_behind_a_held_write(node, held, [
         (f"r{index}", create_stream(f"S{index}", unique("s"))) for index in range(3)])

@@ -77,6 +77,51 @@ def test_requests_queued_behind_a_write_are_written_together_oldest_first_up_to_
     assert (queue.stats.batches, queue.stats.largest_batch) == (3, 3)
 
 
+def test_requests_answered_in_a_batch_return_without_waiting_for_the_next() -> None:
+    releases = [threading.Event() for _ in range(3)]
+    batches: list[list[str]] = []
+
+    def write(batch: list[Queued]) -> None:
+        batches.append([item.request_id for item in batch])
+        assert releases[len(batches) - 1].wait(10)
+        for item in batch:
+            item.answer([])
+
+    queue, outcomes = WriteQueue(), {}
+    returned: dict[str, float] = {}
+
+    def send(request_id: str) -> threading.Thread:
+        def run() -> None:
+            outcomes[request_id] = queue.run(queued(request_id), write)
+            returned[request_id] = time.monotonic()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    threads = [send("first")]
+    while len(batches) < 1:
+        time.sleep(0.005)
+    threads += [send("a"), send("b")]
+    wait_queued(queue, 2)
+    releases[0].set()
+    while len(batches) < 2:
+        time.sleep(0.005)
+    threads.append(send("later"))
+    wait_queued(queue, 1)
+    released = time.monotonic()
+    releases[1].set()
+    while len(batches) < 3:
+        time.sleep(0.005)
+    time.sleep(0.3)  # the third batch is being written
+    assert batches == [["first"], ["a", "b"], ["later"]]
+    assert returned.keys() >= {"first", "a", "b"} and returned["b"] - released < 0.3
+    releases[2].set()
+    for thread in threads:
+        thread.join(10)
+    assert outcomes.keys() == {"first", "a", "b", "later"}
+
+
 def test_a_request_still_queued_at_its_deadline_leaves_unwritten() -> None:
     queue, write, outcomes = WriteQueue(), Recorder(), {}
     first = submit_in_thread(queue, queued("first"), write, outcomes)
@@ -138,3 +183,16 @@ def test_the_batch_bound_and_linger_are_node_settings() -> None:
                         ("write_batch_linger_ms", -1), ("write_batch_max_requests", "x")):
         with pytest.raises(SettingsError, match=name):
             server_settings({**base, name: value})
+    with pytest.raises(SettingsError, match="transaction of its own"):
+        server_settings({**base, "writer_mode": "per-statement", "write_batch_max_requests": 8})
+
+
+def test_the_advertised_url_is_what_other_nodes_reach() -> None:
+    base = {"bootstrap_servers": "k:9092"}
+    assert server_settings({**base, "listen": "10.0.0.5:8089"}).url == "http://10.0.0.5:8089"
+    assert server_settings({**base, "listen": "[::1]:8089"}).url == "http://[::1]:8089"
+    assert server_settings({**base, "advertised_url": "https://node-1.example:443/"}).url \
+        == "https://node-1.example:443"
+    for bad in ("node-1:8088", "http://", "http://h:99999", "http://h:1/path", "ftp://h:1"):
+        with pytest.raises(SettingsError, match="advertised_url"):
+            server_settings({**base, "advertised_url": bad})
