@@ -110,22 +110,35 @@ class WriterOptions:
 
 
 class KafkaTopicFacts:
-    """Topic facts read from the cluster, one metadata request per question, each within what
-    is left of ``deadline`` (``time.monotonic()``; None: the admin client's own timeout)."""
+    """Topic facts read from the cluster, each within what is left of ``deadline``
+    (``time.monotonic()``; None: the admin client's own timeout). One instance answers one
+    transaction attempt: a question asked again (the requests of a batch naming the same topic)
+    is answered from the first metadata request, at most ``max_remembered`` topics."""
 
-    def __init__(self, admin: Admin, deadline: float | None = None) -> None:
+    def __init__(self, admin: Admin, deadline: float | None = None,
+                 max_remembered: int = 1024) -> None:
         self._admin = admin
         self._deadline = deadline
+        self._partitions: dict[str, int | None] = {}
+        self._brokers: int | None = None
+        self._max = max_remembered
 
     def _timeout(self) -> float | None:
         return None if self._deadline is None else _left(self._deadline)
 
     def partitions(self, topic: str) -> int | None:
+        if topic in self._partitions:
+            return self._partitions[topic]
         info = self._admin.describe(topic, self._timeout())
-        return None if info is None else info.partitions
+        partitions = None if info is None else info.partitions
+        if len(self._partitions) < self._max:
+            self._partitions[topic] = partitions
+        return partitions
 
     def broker_count(self) -> int | None:
-        return self._admin.broker_count(self._timeout())
+        if self._brokers is None:
+            self._brokers = self._admin.broker_count(self._timeout())
+        return self._brokers
 
 
 def _left(deadline: float, floor: float = 0.1) -> float:

@@ -10,6 +10,7 @@ import pytest
 
 from metastore.log.exceptions import NotWrittenError
 from metastore.log.group_commit import Queued, WriteQueue
+from metastore.log.writer import KafkaTopicFacts
 from metastore.settings import SettingsError, server_settings
 
 
@@ -196,3 +197,28 @@ def test_the_advertised_url_is_what_other_nodes_reach() -> None:
     for bad in ("node-1:8088", "http://", "http://h:99999", "http://h:1/path", "ftp://h:1"):
         with pytest.raises(SettingsError, match="advertised_url"):
             server_settings({**base, "advertised_url": bad})
+
+
+def test_one_attempt_asks_kafka_about_a_topic_once() -> None:
+    asked: list[str] = []
+
+    class Described:
+        partitions = 3
+
+    class CountingAdmin:
+        def describe(self, topic: str, timeout: float | None = None) -> Described | None:
+            asked.append(topic)
+            return Described() if topic == "orders" else None
+
+        def broker_count(self, timeout: float | None = None) -> int:
+            asked.append("brokers")
+            return 1
+
+    facts = KafkaTopicFacts(CountingAdmin(), max_remembered=2)  # type: ignore[arg-type]
+    assert [facts.partitions(t) for t in ("orders", "orders", "gone", "gone")] == [3, 3, None,
+                                                                                   None]
+    assert [facts.broker_count(), facts.broker_count()] == [1, 1]
+    assert asked == ["orders", "gone", "brokers"]
+    facts.partitions("third")
+    facts.partitions("third")
+    assert asked[-2:] == ["third", "third"], "past the bound, topics are not remembered"
