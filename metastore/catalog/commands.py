@@ -8,6 +8,7 @@ statement's text or the request's configuration overrides.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from metastore.catalog.model import Column, DataSource, WindowInfo
@@ -170,8 +171,14 @@ _KINDS = {kind.value: kind for kind in SourceKind}
 
 
 def column_from_json(data: dict[str, Any]) -> Column:
-    return Column(name=data["name"], type=parse_type(data["type"]), role=_ROLES[data["role"]],
-                  header_key=data.get("headerKey"))
+    return _column(data["name"], data["type"], data["role"], data.get("headerKey"))
+
+
+@lru_cache(maxsize=8192, typed=True)
+def _column(name: str, type_text: str, role: str, header_key: str | None) -> Column:
+    """Columns are immutable and catalogs repeat them (``ID INT KEY``...): one object each, which
+    replay builds once."""
+    return Column(name=name, type=parse_type(type_text), role=_ROLES[role], header_key=header_key)
 
 
 def source_json(source: DataSource) -> dict[str, Any]:

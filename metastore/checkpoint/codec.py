@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections import OrderedDict
 from types import MappingProxyType
 from typing import Any
 
+from metastore import json_records
 from metastore.catalog import commands as cmd
 from metastore.catalog.image import Image
 from metastore.catalog.lazy import LazyDict
@@ -91,7 +91,7 @@ def decode(payload: bytes, lazy: bool = True) -> ReplicaState:
     try:
         data = zlib.decompress(payload)
         (length,) = _LENGTH.unpack_from(data)
-        document = json.loads(data[_LENGTH.size:_LENGTH.size + length])
+        document = json_records.loads(data[_LENGTH.size:_LENGTH.size + length])
         base = _LENGTH.size + length
         schemas = [_columns(json.loads(text)) for text in document["schemas"]]
         names: list[str] = document["sourceNames"]
@@ -102,7 +102,7 @@ def decode(payload: bytes, lazy: bool = True) -> ReplicaState:
         def source(index: int) -> DataSource:
             start = ends[index - 1] if index else 0
             (kind, schema, topic, key_format, value_format, partitions, statement, is_source,
-             window, timestamp_column, properties, query_id) = json.loads(
+             window, timestamp_column, properties, query_id) = json_records.loads(
                 data[base + start:base + ends[index]])
             return DataSource(
                 names[index], SourceKind(kind), schemas[schema], topic, key_format, value_format,
@@ -116,9 +116,8 @@ def decode(payload: bytes, lazy: bool = True) -> ReplicaState:
                                          cmd.config_from_json(q[6] if len(q) > 6 else None),
                                          bool(q[7]) if len(q) > 7 else False)
                    for q in document["queries"]}
-        requests = OrderedDict((r[0], RequestOutcome(tuple(r[1]), tuple(r[2]),
-                                                     str(r[3]) if len(r) > 3 else ""))
-                               for r in document["requests"])
+        requests = {r[0]: RequestOutcome(tuple(r[1]), tuple(r[2]), str(r[3]) if len(r) > 3 else "")
+                    for r in document["requests"]}
         image = Image(sources=sources, types=MappingProxyType(types),
                       queries=MappingProxyType(queries), requests=MappingProxyType(requests),
                       offset=int(document["offset"]))

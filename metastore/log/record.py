@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from metastore import json_records
 from metastore.catalog import commands as cmd
 from metastore.exceptions import MetastoreError
 
@@ -70,7 +71,7 @@ def decode(value: bytes | None, offset: int | None = None) -> CommandRecord:
     if value is None:
         raise CorruptRecordError("a command record has no value", offset)
     try:
-        data = json.loads(value)
+        data = json_records.loads(value)
     except RecursionError as error:
         raise CorruptRecordError("undecodable command record: nested too deeply", offset) from error
     except (UnicodeDecodeError, ValueError) as error:
