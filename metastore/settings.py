@@ -133,14 +133,16 @@ def _advertised(value: Any) -> str | None:
         return None
     url = str(value).strip()
     parsed = urlsplit(url)
+    wrong = SettingsError("advertised_url", f"expected http(s)://HOST:PORT (a port, and no "
+                                            f"user or path); got {url!r}")
     if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in (
-            "", "/") or parsed.query or parsed.fragment:
-        raise SettingsError("advertised_url", f"expected http(s)://HOST:PORT; got {url!r}")
+            "", "/") or parsed.query or parsed.fragment or "@" in parsed.netloc:
+        raise wrong  # heartbeats publish it: no credentials; other nodes need its port
     try:
-        parsed.port  # noqa: B018 - raises on a bad port
+        if parsed.port is None:
+            raise wrong
     except ValueError as error:
-        raise SettingsError("advertised_url", f"expected http(s)://HOST:PORT; got {url!r}") \
-            from error
+        raise wrong from error
     return url
 
 

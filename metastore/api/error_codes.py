@@ -78,6 +78,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     catalog.FormatError: STATEMENT_ERROR,
     catalog.PropertyError: STATEMENT_ERROR,
     catalog.TopicError: STATEMENT_ERROR,
+    catalog.TopicDeletedError: STATEMENT_ERROR,
     catalog.UnknownTopicError: ErrorCode(400, BAD_REQUEST),
     catalog.TypeExistsError: STATEMENT_ERROR,
     catalog.TypeNotFoundError: STATEMENT_ERROR,

@@ -16,6 +16,12 @@ write it. A writer whose advertised URL is this node's own, or a wildcard addres
 (``0.0.0.0``), is not forwarded to. A forwarded request carries the
 :data:`FORWARDED_BY` header and is never forwarded again. The writer's answer is given once
 this node has applied its records, so a client reads its own writes on the node it asked.
+
+The writer takes a forwarded request for less time than the forwarding node waits for it
+(:data:`FORWARD_BUDGET`), so once the forward has failed the writer no longer writes it: the
+forwarding node's own attempt fences a transaction still committing. A request that a failed
+forward may have delivered and that this node then does not write is answered "outcome
+unknown", never "not written": a retry with its request id learns the outcome.
 """
 
 from __future__ import annotations
@@ -36,6 +42,12 @@ log = logging.getLogger(__name__)
 
 FORWARDED_BY = "x-metastore-forwarded-by"
 """The header that marks a forwarded request (its value: the forwarding node's id)."""
+FORWARD_BUDGET = "x-metastore-forward-budget-ms"
+"""The header with the milliseconds the writer may take for a forwarded request: less than the
+forwarding node waits, so that a request the forwarding node gives up on (and writes itself) is
+never written later by the writer."""
+BUDGET_MARGIN = 1.0
+"""Seconds of the forward timeout kept from the writer (its answer must reach the forwarder)."""
 VERDICTS = frozenset({200, 400, 404, 417})
 """The writer's answers that are the request's outcome (417: a failed ASSERT); any other is
 written here instead."""
@@ -124,7 +136,9 @@ class WriteForwarder:
                 headers: Mapping[str, str]) -> Forwarded | None:
         """POST ``payload`` to ``url``'s /ksql with ``headers`` (the client's credentials);
         the writer's verdict, or None when the request is to be written here."""
-        sent = {**headers, FORWARDED_BY: self._node_id, "content-type": "application/json"}
+        budget = max(self.settings.timeout - BUDGET_MARGIN, self.settings.timeout / 2)
+        sent = {**headers, FORWARDED_BY: self._node_id, "content-type": "application/json",
+                FORWARD_BUDGET: str(int(budget * 1000))}
         try:
             body = json.dumps(dict(payload), ensure_ascii=True, allow_nan=False)
             response = self._client.post(f"{url.rstrip('/')}/ksql", content=body, headers=sent)
@@ -141,6 +155,14 @@ class WriteForwarder:
             return None
         self.stats.count(forwarded=True)
         return Forwarded(response.status_code, content)
+
+
+def forwarded_budget(headers: Mapping[str, str]) -> float | None:
+    """The seconds a forwarded request may take here (:data:`FORWARD_BUDGET`), if it says."""
+    text = headers.get(FORWARD_BUDGET, "")
+    if not text.isascii() or not text.isdigit() or len(text) > 9 or int(text) == 0:
+        return None
+    return int(text) / 1000
 
 
 def _reachable(url: str) -> bool:

@@ -33,7 +33,12 @@ from metastore import __version__
 from metastore.api import error_codes as codes
 from metastore.api import streaming
 from metastore.api.auth import BasicAuth, LoginThrottle
-from metastore.api.forwarding import FORWARDED_BY, Forwarded, WriteForwarder
+from metastore.api.forwarding import (
+    FORWARDED_BY,
+    Forwarded,
+    WriteForwarder,
+    forwarded_budget,
+)
 from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.api.inserts_stream import InsertsStreamResponse
 from metastore.api.metrics import NodeMetrics
@@ -260,22 +265,26 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         credentials = {name: request.headers[name] for name in ("authorization",)
                        if name in request.headers}
         may_forward = FORWARDED_BY not in request.headers
-        return await run_in_threadpool(_execute_body, body, credentials, may_forward)
+        budget = None if may_forward else forwarded_budget(request.headers)
+        return await run_in_threadpool(_execute_body, body, credentials, may_forward, budget)
 
     def _execute_body(body: bytes, credentials: Mapping[str, str],
-                      may_forward: bool) -> Response:
+                      may_forward: bool, budget: float | None) -> Response:
         parsed = parse_request(body)
         if isinstance(parsed, KsqlResponse):
             metrics.count_request("bad_request")
             return parsed
-        return _execute(parsed, credentials, may_forward)
+        return _execute(parsed, credentials, may_forward, budget)
 
     def _execute(body: KsqlRequest, credentials: Mapping[str, str],
-                 may_forward: bool) -> Response:
+                 may_forward: bool, budget: float | None = None) -> Response:
         """Answer a /ksql request; ``may_forward``: a write may go to the service's current
-        writer (:mod:`metastore.api.forwarding`) with the client's ``credentials``."""
+        writer (:mod:`metastore.api.forwarding`) with the client's ``credentials``;
+        ``budget``: the seconds a forwarded request may take here."""
         started = time.perf_counter()
-        timeout: float | None = None
+        timeout: float | None = None if budget is None else min(
+            budget, node.config.writer.request_timeout)
+        forward_failed = False
         text = body.ksql
         try:  # ksqlDB checks the overrides before the statements: a bad request, 40000
             config = overrides.resolve(body.streamsProperties, strict=True)
@@ -306,11 +315,21 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                 answer = forwarder.forward(url, body.model_dump(exclude_none=True), credentials)
                 if answer is not None:
                     return forwarded(answer, started)
+                forward_failed = True
                 timeout = max(node.config.writer.request_timeout
                               - (time.perf_counter() - started), 1.0)
-            entities = node.execute(statements, request_id=body.requestId,
-                                    command_sequence_number=body.commandSequenceNumber,
-                                    config=config, timeout=timeout)
+            try:
+                entities = node.execute(statements, request_id=body.requestId,
+                                        command_sequence_number=body.commandSequenceNumber,
+                                        config=config, timeout=timeout)
+            except NotWrittenError as error:
+                if not forward_failed:
+                    raise
+                raise OutcomeUnknownError(  # the writer may have had it before it gave up
+                    f"The request was sent to the service's writer, which did not answer in "
+                    f"time, and this node did not write it: it may have been written. Retry with "
+                    f"the same request id ({body.requestId}) to learn the outcome. "
+                    f"({error.message})") from error
         except MetastoreError as error:
             metrics.count_request(_outcome(error))
             return write_failed(error, text)

@@ -77,6 +77,21 @@ class TopicError(StatementError):
     code = "topic_error"
 
 
+class TopicDeletedError(TopicError):
+    """A statement uses a topic that an earlier statement of the same transaction deletes (DROP
+    ... DELETE TOPIC): Kafka deletes it only once the transaction is committed, so the statement
+    would stand over a topic about to vanish. ``by_earlier_request``: the DROP is another
+    request's, written in the same batch (the writer then writes this one in the next
+    transaction)."""
+
+    code = "topic_deleted"
+
+    def __init__(self, topic: str, by_earlier_request: bool) -> None:
+        super().__init__(f"Topic '{topic}' is deleted by an earlier DROP ... DELETE TOPIC of this "
+                         f"request; use it in a later request, once the topic is gone.", topic)
+        self.by_earlier_request = by_earlier_request
+
+
 class UnknownTopicError(TopicError):
     """PRINT names a topic the cluster does not have (ksqlDB answers it as a bad request)."""
 

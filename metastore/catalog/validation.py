@@ -51,6 +51,7 @@ from metastore.catalog.exceptions import (
     SourceExistsError,
     SourceNotFoundError,
     StatementError,
+    TopicDeletedError,
     TopicError,
     TypeExistsError,
     TypeNotFoundError,
@@ -187,6 +188,8 @@ class Validator:
         self._planned_topics: dict[str, int] = {}
         self._topic_changes: dict[str, int | None] = dict(earlier_topics or {})
         """Topics this request and the earlier ones create (partitions) or delete (None)."""
+        self._deleted_by_earlier_requests = {name for name, partitions in self._topic_changes.items()
+                                             if partitions is None}
 
     @property
     def image(self) -> Image:
@@ -309,7 +312,10 @@ class Validator:
     # -- facts -------------------------------------------------------------------------------
     def _topic_partitions(self, topic: str) -> int | None:
         if topic in self._topic_changes:
-            return self._topic_changes[topic]
+            partitions = self._topic_changes[topic]
+            if partitions is None:
+                raise TopicDeletedError(topic, topic in self._deleted_by_earlier_requests)
+            return partitions
         return self._facts.partitions(topic)
 
     # -- CREATE STREAM / TABLE ---------------------------------------------------------------

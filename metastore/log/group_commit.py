@@ -28,6 +28,9 @@ Entity = dict[str, Any]
 
 BUSY = ("The statement was NOT written to the command log: the node was busy with other writes "
         "until the request's deadline.")
+MIN_BUDGET = 0.25
+"""Seconds a request must have left to join a batch: the batch's earliest deadline bounds every
+Kafka call of its attempt, so a nearly expired request would fail the attempt for all."""
 ANSWER_GRACE = 15.0
 """How long past its deadline a request inside a batch waits for the batch's answer."""
 
@@ -45,6 +48,8 @@ class Queued:
     _answer: list[Entity] | None = field(default=None, init=False)
     _error: BaseException | None = field(default=None, init=False)
     _done: threading.Event = field(default_factory=threading.Event, init=False)
+    on_finished: Callable[[], None] | None = field(default=None, init=False)
+    """Called once answered or failed (the queue wakes its waiting requests)."""
 
     @property
     def finished(self) -> bool:
@@ -53,12 +58,17 @@ class Queued:
     def answer(self, entities: list[Entity]) -> None:
         if not self.finished:
             self._answer = entities
-            self._done.set()
+            self._finish()
 
     def fail(self, error: BaseException) -> None:
         if not self.finished:
             self._error = error
-            self._done.set()
+            self._finish()
+
+    def _finish(self) -> None:
+        self._done.set()
+        if self.on_finished is not None:
+            self.on_finished()
 
     def outcome(self, timeout: float | None = None) -> list[Entity]:
         """The answer, or the request's error raised; waits at most ``timeout`` seconds."""
@@ -104,8 +114,8 @@ class WriteQueue:
         self.linger = linger
         self.lock = threading.Lock()
         """Held while a batch is written (and by whoever must not overlap a write)."""
-        self._changed = threading.Condition()
-        """Guards the queue and the lead; notified when a batch ends."""
+        self._changed = threading.Condition(threading.RLock())
+        """Guards the queue and the lead; notified when a request is answered or a batch ends."""
         self._leading = False
         self._waiting: deque[Queued] = deque()
         self.stats = QueueStats()
@@ -117,6 +127,7 @@ class WriteQueue:
 
     def run(self, item: Queued, write_batch: WriteBatch) -> list[Entity]:
         """Queue ``item``, lead batches while it is not answered, and return its answer."""
+        item.on_finished = self._wake
         with self._changed:
             self._waiting.append(item)
         while True:
@@ -132,6 +143,11 @@ class WriteQueue:
                 with self._changed:
                     self._leading = False
                     self._changed.notify_all()
+
+    def _wake(self) -> None:
+        """A request was answered: its thread returns at once, not when the batch ends."""
+        with self._changed:  # re-entrant: _take fails requests while it holds it
+            self._changed.notify_all()
 
     def _await_turn(self, item: Queued) -> _Turn:
         """Wait until ``item`` is answered, or may lead, or is in a batch at its deadline; a
@@ -171,8 +187,8 @@ class WriteQueue:
                                           "the batch it was in ended without its answer."))
 
     def _take(self) -> list[Queued]:
-        """The oldest queued requests, up to ``max_batch``: one per request id; a request whose
-        deadline has passed is answered not written."""
+        """The oldest queued requests, up to ``max_batch``: one per request id; a request with
+        less than :data:`MIN_BUDGET` left is answered not written."""
         now = time.monotonic()
         batch: list[Queued] = []
         ids: set[str] = set()
@@ -180,7 +196,7 @@ class WriteQueue:
             kept: deque[Queued] = deque()
             while self._waiting:
                 item = self._waiting.popleft()
-                if item.deadline <= now:
+                if item.deadline - now < MIN_BUDGET:
                     item.fail(NotWrittenError(BUSY))
                 elif len(batch) < self.max_batch and not (item.request_id and item.request_id in ids):
                     batch.append(item)

@@ -162,11 +162,12 @@ class LogReplica:
     def capture(self) -> tuple[ReplicaState, str] | None:
         """The replica's state and the digest of its last record, when it is at a transaction
         boundary (call from the boundary hook, or once the replica has stopped)."""
-        if (not self._at_boundary or self._last_record is None
-                or self._last_record.offset != self._image.offset):
-            return None
-        state = ReplicaState(self._image, dict(self.command_offsets), dict(self.origin_nodes))
-        return state, record_digest(self._last_record.key, self._last_record.value)
+        with self._applying:  # the writer's thread applies its own records too
+            last = self._last_record
+            if not self._at_boundary or last is None or last.offset != self._image.offset:
+                return None
+            state = ReplicaState(self._image, dict(self.command_offsets), dict(self.origin_nodes))
+        return state, record_digest(last.key, last.value)
 
     def add_listener(self, listener: ImageListener) -> None:
         self._listeners.append(listener)

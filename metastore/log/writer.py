@@ -15,11 +15,15 @@ batch of them, oldest first, is written as one:
    answered with it, writes nothing and leaves the others as if it had not been sent. A
    statement that only reads is answered as it is validated, on the catalog as the request's
    earlier statements left it, by the node's :data:`ReadAnswer` (so it gets the entity it gets
-   in a request of its own);
+   in a request of its own). A request over a topic that an earlier request of the batch
+   deletes (DROP ... DELETE TOPIC: Kafka deletes it after the commit) waits for the next
+   transaction;
 6. produce one record per write statement of the valid requests and commit;
 7. apply the records to the replica (the bytes the log holds at the offsets the commit gave
    them, when the replica stands right before them; else wait, bounded, until it has read
-   them), and answer each request with its own offsets. No verdict that may rest on an earlier
+   them), delete the topics the DROPs name (best effort: the statements are written), and
+   answer each request with its own offsets; a failure after the commit is answered from the
+   log. No verdict that may rest on an earlier
    request of the batch is given before the transaction is over (a retried request id is
    answered from the log at once).
 
@@ -48,7 +52,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog import responses
-from metastore.catalog.exceptions import RequestIdReusedError, TooLargeError, TopicError
+from metastore.catalog.exceptions import (
+    RequestIdReusedError,
+    TooLargeError,
+    TopicDeletedError,
+    TopicError,
+)
 from metastore.catalog.image import Image
 from metastore.catalog.model import RequestOutcome
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
@@ -453,6 +462,11 @@ class CommandWriter:
                     rejected.append((item, NotWrittenError(  # about this request's topic alone
                         f"The statement was NOT written to the command log: {error}")))
                     continue
+                except TopicDeletedError as error:
+                    if not error.by_earlier_request:
+                        rejected.append((item, error))
+                    # else left unanswered: the next transaction writes it, after the DROP
+                    continue
                 except Exception as error:  # this request is invalid; the others go on
                     rejected.append((item, error))
                     continue
@@ -496,23 +510,15 @@ class CommandWriter:
         finally:
             if not self.options.reuse_producer:
                 self._discard_producer()
-        expected = sum(len(validated.records) for validated in written)
-        if len(offsets) != expected:
-            raise NotWrittenError(f"expected {expected} delivered records, got {len(offsets)}")
-        committed = [Record(offset, key, value) for (key, value), offset in zip(
-            (record for validated in written for record in validated.records), offsets,
-            strict=True)]
-        if self._replica.apply_written(committed, image):
-            self.stats.applied_here += 1
-        else:
-            self._replica.wait_for_position(offsets[-1] + 1, self.options.apply_timeout)
-        for validated in written:
-            for write in validated.writes:
-                for topic_name in write.topics_to_delete:
-                    try:
-                        self._admin.delete(topic_name)
-                    except KafkaTopicError as error:
-                        log.warning("deleting topic %s failed: %s", topic_name, error)
+        try:  # committed: whatever fails from here on, each request's outcome is in the log
+            self._apply_committed(written, offsets, image)
+        except Exception:
+            for validated in written:
+                validated.request.maybe_committed = True
+            for item, refusal in rejected:
+                item.fail(refusal)
+            raise
+        self._delete_topics(written)
         applied = self._replica.image
         taken = 0
         for validated in written:
@@ -522,6 +528,32 @@ class CommandWriter:
         for validated in reads_only:
             validated.item.answer(validated.entities(applied, []))
         return rejected
+
+    def _apply_committed(self, written: list[_Validated], offsets: list[int],
+                         image: Image) -> None:
+        """Apply the committed records to the replica at once when it stands where the batch was
+        validated (else wait, bounded, until it has read them)."""
+        expected = sum(len(validated.records) for validated in written)
+        if len(offsets) != expected:
+            raise OutcomeUnknownError(f"expected {expected} delivered records, got {len(offsets)}")
+        committed = [Record(offset, key, value) for (key, value), offset in zip(
+            (record for validated in written for record in validated.records), offsets,
+            strict=True)]
+        if self._replica.apply_written(committed, image):
+            self.stats.applied_here += 1
+        else:
+            self._replica.wait_for_position(offsets[-1] + 1, self.options.apply_timeout)
+
+    def _delete_topics(self, written: list[_Validated]) -> None:
+        """Delete the topics of the batch's DROP ... DELETE TOPIC statements, which are written:
+        a topic Kafka does not delete is left, with a warning, and fails no request."""
+        for validated in written:
+            for write in validated.writes:
+                for topic_name in write.topics_to_delete:
+                    try:
+                        self._admin.delete(topic_name)
+                    except Exception as error:  # the statement is in the log all the same
+                        log.warning("deleting topic %s failed: %s", topic_name, error)
 
     def _validate(self, item: Queued, snapshot: Image, facts: TopicFacts, first_offset: int,
                   earlier_topics: dict[str, int | None]) -> _Validated:

@@ -177,3 +177,22 @@ def test_a_topic_kafka_refuses_fails_its_request_alone(
     assert node.writer.stats.transactions == 2
     records = committed_values(consumer_factory, node.config.topic)
     assert [r["requestId"] for r in records] == ["holder", "before", "after"]
+
+
+def test_a_request_over_a_topic_an_earlier_request_of_the_batch_deletes_waits_for_the_next(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    """Kafka deletes a DROP's topic after its commit: a CREATE over that topic in the same
+    transaction would find it still there, create nothing, and stand over no topic after."""
+    held = HeldFirstCommit()
+    node = node_factory(faults=Faults(before_commit=held))
+    assert node.writer is not None
+    topic = unique("reused")
+    outcomes = queue_behind_a_held_write(node, held, [
+        ("drop", "DROP STREAM HOLDER DELETE TOPIC;"),
+        ("again", create_stream("AGAIN", topic)),
+    ], holder=create_stream("HOLDER", topic))
+    assert ok(outcomes["drop"]) == ["SUCCESS"] and ok(outcomes["again"]) == ["SUCCESS"]
+    assert node.writer.stats.transactions == 3, "the CREATE went in a transaction after the DROP"
+    assert node.admin.describe(topic) is not None, "the new stream's topic exists"
+    records = committed_values(consumer_factory, node.config.topic)
+    assert [r["requestId"] for r in records] == ["holder", "drop", "again"]

@@ -208,7 +208,12 @@ def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:
     one = httpx.get(f"{server.url}/status/stream/M/create").json()
     assert one["status"] == "SUCCESS"
     assert one["commandSequenceNumber"] == created["commandSequenceNumber"]
-    status = httpx.get(f"{server.url}/v1/metastore").json()
+    deadline = time.monotonic() + 5  # the writer applied the record; the reader then passes
+    while True:                       # the transaction's marker with its next fetch
+        status = httpx.get(f"{server.url}/v1/metastore").json()
+        if status["appliedOffset"] + 1 >= status["endOffset"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert set(status) == {"serviceId", "nodeId", "state", "degradedReason", "appliedOffset",
                            "endOffset", "imageFingerprint", "sparkCatalogFingerprint",
                            "sparkInSync", "sparkReason", "sparkCatalogCalls", "startup"}

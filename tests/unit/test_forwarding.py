@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from metastore.api.forwarding import FORWARDED_BY, ForwardingSettings, WriteForwarder
+from metastore.api.forwarding import (
+    FORWARD_BUDGET,
+    FORWARDED_BY,
+    ForwardingSettings,
+    WriteForwarder,
+    forwarded_budget,
+)
 from metastore.membership import Heartbeat
 
 
@@ -102,6 +108,7 @@ def test_a_verdict_is_relayed_with_the_clients_credentials_and_the_forwarded_mar
     [(headers, payload)] = writer.received
     assert headers[FORWARDED_BY] == "node-2" and headers["authorization"].startswith("Basic ")
     assert payload == {"ksql": "CREATE ...;", "requestId": "r-1"}
+    assert forwarded_budget(headers) == 4.0, "the writer gives up before this node does"
     writer.status, writer.body = 400, b'{"@type": "statement_error", "message": "exists"}'
     refused = sender.forward(writer.url, {"ksql": "x"}, {})
     assert refused is not None and refused.status == 400 and refused.newest_sequence_number is None
@@ -138,3 +145,11 @@ def test_failures_without_an_answer_leave_the_request_to_be_written_here(
     assert sender.stats.written_here == 4 and sender.stats.forwarded == 0
     lone = sender.forward(writer.url, {"ksql": "-- \ud800"}, {})  # escaped, as JSON allows
     assert lone is not None and writer.received[-1][1] == {"ksql": "-- \ud800"}
+
+
+def test_the_writers_budget_is_read_from_the_forwarded_request_only_when_well_formed() -> None:
+    assert forwarder("node-1", [], timeout=1.0)._client.timeout.read == 1.0
+    assert forwarded_budget({FORWARD_BUDGET: "2500"}) == 2.5
+    for bad in ("", "0", "-5", "1e3", "٣", "9999999999", "2.5"):
+        assert forwarded_budget({FORWARD_BUDGET: bad}) is None, bad
+    assert forwarded_budget({}) is None

@@ -194,7 +194,8 @@ def test_the_advertised_url_is_what_other_nodes_reach() -> None:
     assert server_settings({**base, "listen": "[::1]:8089"}).url == "http://[::1]:8089"
     assert server_settings({**base, "advertised_url": "https://node-1.example:443/"}).url \
         == "https://node-1.example:443"
-    for bad in ("node-1:8088", "http://", "http://h:99999", "http://h:1/path", "ftp://h:1"):
+    for bad in ("node-1:8088", "http://", "http://h:99999", "http://h:1/path", "ftp://h:1",
+                "https://node-1.example", "http://user:secret@h:1"):
         with pytest.raises(SettingsError, match="advertised_url"):
             server_settings({**base, "advertised_url": bad})
 
@@ -222,3 +223,33 @@ def test_one_attempt_asks_kafka_about_a_topic_once() -> None:
     facts.partitions("third")
     facts.partitions("third")
     assert asked[-2:] == ["third", "third"], "past the bound, topics are not remembered"
+
+
+
+def test_an_answered_request_returns_at_once_while_another_batch_holds_the_lead() -> None:
+    """A waiting request whose answer comes (the writer answers a retried id from the log before
+    the rest of its batch, which may be retried for seconds) is woken by it, not by the end of
+    the batch that holds the lead."""
+    queue, write = WriteQueue(), Recorder()
+    outcomes: dict[str, object] = {}
+    first = submit_in_thread(queue, queued("first"), write, outcomes)
+    while not write.batches:
+        time.sleep(0.005)
+    waiting = queued("waiting")
+    returned: list[float] = []
+
+    def run() -> None:
+        outcomes["waiting"] = queue.run(waiting, write)
+        returned.append(time.monotonic())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_queued(queue, 1)
+    answered_at = time.monotonic()
+    waiting.answer([{"answered": "early"}])
+    thread.join(5)
+    assert returned and returned[0] - answered_at < 1.0, "the answer did not wake its request"
+    assert outcomes["waiting"] == [{"answered": "early"}]
+    write.release.set()
+    first.join(10)
+    assert outcomes["first"] == [{"batch": 1}]

@@ -192,3 +192,15 @@ def test_key_columns_come_first() -> None:
     image = catalog("CREATE STREAM P (TS BIGINT, USER_ID STRING KEY, PAGE STRING) "
                     "WITH (KAFKA_TOPIC='p', VALUE_FORMAT='JSON');")
     assert image.sources["P"].schema_text() == "USER_ID STRING KEY, TS BIGINT, PAGE STRING"
+
+
+def test_a_topic_a_drop_of_the_same_transaction_deletes_cannot_be_used_again() -> None:
+    """Kafka deletes the topic only after the commit: a source over it would stand over nothing."""
+    message = fail("DROP STREAM PV DELETE TOPIC; CREATE STREAM PV2 (A INT) WITH "
+                   "(KAFKA_TOPIC='pv', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    assert "Topic 'pv' is deleted by an earlier DROP ... DELETE TOPIC" in message
+    later = Validator(catalog(), Topics({"pv": 1}), earlier_topics={"pv": None})
+    with pytest.raises(errors.TopicDeletedError) as raised:
+        later.validate(parse("CREATE STREAM PV2 (A INT) WITH (KAFKA_TOPIC='pv', "
+                             "VALUE_FORMAT='JSON');")[0])
+    assert raised.value.by_earlier_request, "another request's DROP: written in the next batch"
