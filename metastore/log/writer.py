@@ -48,10 +48,11 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from metastore.catalog import responses
+from metastore.catalog import ddl_rules, responses, topics
 from metastore.catalog.exceptions import (
     RequestIdReusedError,
     TooLargeError,
@@ -88,7 +89,7 @@ from metastore.log.group_commit import Queued, QueueStats, WriteQueue
 from metastore.log.reader import LogReplica, NodeState
 from metastore.log.record import CommandRecord
 from metastore.queries.support import check_runtime
-from metastore.sql.statements import Statement
+from metastore.sql.statements import CreateAsSelect, CreateSource, Statement
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +145,41 @@ class KafkaTopicFacts:
             self._partitions[topic] = partitions
         return partitions
 
+    def prefetch(self, topics: Sequence[str]) -> None:
+        """Ask about ``topics`` now (validation will), each failure left for validation to meet."""
+        for topic in topics:
+            try:
+                self.partitions(topic)
+            except (KafkaClientError, MetastoreError):
+                continue
+
     def broker_count(self) -> int | None:
         if self._brokers is None:
             self._brokers = self._admin.broker_count(self._timeout())
         return self._brokers
+
+
+MAX_PREFETCHED_TOPICS = 16
+
+
+def named_topics(statements: Sequence[Statement]) -> list[str]:
+    """The user topics the statements name in ``WITH (KAFKA_TOPIC=...)``, which validation will
+    ask Kafka about: asked ahead, while the log's end offset is read (at most
+    :data:`MAX_PREFETCHED_TOPICS`)."""
+    found: list[str] = []
+    for statement in statements:
+        topic = ddl_rules.with_clause_value(statement.properties, "KAFKA_TOPIC") if isinstance(
+            statement, CreateSource | CreateAsSelect) else None
+        if not topic or topic in found or topics.is_reserved(topic):
+            continue
+        try:
+            topics.check_name(topic)
+        except MetastoreError:
+            continue
+        found.append(topic)
+        if len(found) == MAX_PREFETCHED_TOPICS:
+            break
+    return found
 
 
 def _left(deadline: float, floor: float = 0.1) -> float:
@@ -247,12 +279,15 @@ class CommandWriter:
         self.stats = WriterStats()
         self._faults = faults
         self._answer_read = answer_read
+        self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="metastore-topic-facts")
+        """Asks about a batch's topics while the writer reads the log's end offset."""
 
     def close(self) -> None:
         with self._queue.lock:
             self._discard_producer()
             self._probe.close()
             self._high_watermark.close()
+            self._prefetcher.shutdown(wait=True)
 
     # -- public --------------------------------------------------------------------------------
     def submit(self, statements: Sequence[Statement], request_id: str, submitter: str = "",
@@ -429,15 +464,20 @@ class CommandWriter:
         producer.begin()
         committing = False
         written: list[_Validated] = []
+        facts = self._facts or KafkaTopicFacts(self._admin, deadline)
+        named = [topic for item in live for topic in named_topics(item.statements)]
+        prefetched = self._prefetcher.submit(facts.prefetch, named[:MAX_PREFETCHED_TOPICS]) \
+            if named and isinstance(facts, KafkaTopicFacts) else None
         try:
             end = self._caught_up_target(self._probe.end_offset(timeout=_left(deadline)))
+            if prefetched is not None:
+                prefetched.result()  # both round trips overlap; validation reads the answers
             if not self._replica.wait_for_position(end, max(deadline - time.monotonic(), 0)):
                 self.check_writable()
                 raise CatchUpTimeoutError(
                     f"Timed out waiting for this node to apply the command log up to offset {end}",
                     end)
             image = self._replica.image
-            facts = self._facts or KafkaTopicFacts(self._admin, deadline)
             rejected: list[tuple[Queued, BaseException]] = []
             reads_only: list[_Validated] = []
             snapshot, next_offset, planned = image, end, dict[str, int | None]()

@@ -253,3 +253,21 @@ def test_an_answered_request_returns_at_once_while_another_batch_holds_the_lead(
     write.release.set()
     first.join(10)
     assert outcomes["first"] == [{"batch": 1}]
+
+
+def test_the_topics_a_batch_names_are_asked_about_ahead() -> None:
+    from metastore.log.writer import MAX_PREFETCHED_TOPICS, named_topics
+    from metastore.sql.parser import parse
+
+    statements = parse(
+        "CREATE STREAM A (X INT) WITH (kafka_topic=' a ', value_format='JSON');"
+        "CREATE TABLE T WITH (KAFKA_TOPIC='t', FORMAT='JSON') AS SELECT X, COUNT(*) FROM A "
+        "GROUP BY X;"
+        "CREATE STREAM R (X INT) WITH (KAFKA_TOPIC='_metastore-x-command-log', FORMAT='JSON');"
+        "CREATE STREAM BAD (X INT) WITH (KAFKA_TOPIC='no spaces', FORMAT='JSON');"
+        "CREATE STREAM AGAIN (X INT) WITH (KAFKA_TOPIC='a', FORMAT='JSON');"
+        "DROP STREAM A;")
+    assert named_topics(statements) == ["a", "t"], "reserved and illegal names are not asked"
+    many = parse("".join(f"CREATE STREAM S{i} (X INT) WITH (KAFKA_TOPIC='t{i}', FORMAT='JSON');"
+                         for i in range(40)))
+    assert len(named_topics(many)) == MAX_PREFETCHED_TOPICS
