@@ -82,6 +82,8 @@ class StartReport:
     """Why an offered checkpoint was not used."""
 
 
+_NOT_WRITTEN_HERE = b"\0not written here"
+
 BoundaryHook = Callable[["LogReplica"], None]
 """Called in the replica's thread whenever it has applied records and reached the end of the
 committed log: a transaction boundary, where :meth:`LogReplica.capture` is consistent."""
@@ -127,6 +129,9 @@ class LogReplica:
         self.origin_nodes: dict[str, int] = {}
         """Every node id seen writing to the log, with the offset of its last record."""
         self._last_writer: str | None = None
+        self._written_here: dict[int, bytes | None] = {}
+        """The records the writer applied (:meth:`apply_written`) that the reader has not read
+        yet, by offset: the reader checks each against the log as it passes it."""
 
     # -- observation ---------------------------------------------------------------------------
     @property
@@ -339,6 +344,7 @@ class LogReplica:
                 return False
             self._apply_in_order(list(records), records[-1].offset + 1)
             self._at_boundary = True  # the snapshot was caught up; these are a whole transaction
+            self._written_here.update((record.offset, record.value) for record in records)
         return True
 
     def _apply(self, records: list[Record], position: int) -> bool:
@@ -346,8 +352,25 @@ class LogReplica:
         applied by the writer)."""
         with self._applying:
             fresh = [r for r in records if r.offset >= self._position]
+            for record in records[:len(records) - len(fresh)]:
+                if self._written_here.pop(record.offset, _NOT_WRITTEN_HERE) != record.value:
+                    self._diverged(record.offset)
+                    return False
             self._apply_in_order(fresh, position)
         return bool(fresh)
+
+    def _diverged(self, offset: int) -> None:
+        """The log holds, below what was applied, a record this node's writer did not apply
+        there: something else wrote to the command log (no producer of the service's
+        transactional id can commit without fencing the writer). The image is no longer the
+        log's: the node degrades and refuses writes."""
+        self._degradation = Degradation(
+            "CORRUPTED", offset, "the log holds a record this node's writer did not commit "
+            "there; another producer writes to the command log")
+        log.error("command log %s: %s", self._topic, self._degradation.describe())
+        with self._changed:
+            self._state = NodeState.DEGRADED
+            self._changed.notify_all()
 
     def _apply_in_order(self, records: list[Record], position: int) -> None:
         if not records and position <= self._position:

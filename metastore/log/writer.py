@@ -371,8 +371,15 @@ class CommandWriter:
             if request.maybe_committed and settled:
                 written = image.requests.get(request.request_id)
                 if written is not None:
-                    outcomes.append((item, self._replayed(item.statements, written, image,
-                                                          request.config)))
+                    try:
+                        answer: list[Entity] | BaseException = self._replayed(
+                            item.statements, written, image, request.config)
+                    except Exception as failure:  # it is written; only its answer failed
+                        answer = OutcomeUnknownError(
+                            f"The request was written, but its answer could not be made "
+                            f"({failure}). Retry with the same request id "
+                            f"({request.request_id}) for it.")
+                    outcomes.append((item, answer))
                     continue
                 request.maybe_committed = False
             if request.maybe_committed:
