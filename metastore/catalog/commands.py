@@ -171,7 +171,12 @@ _KINDS = {kind.value: kind for kind in SourceKind}
 
 
 def column_from_json(data: dict[str, Any]) -> Column:
-    return _column(data["name"], data["type"], data["role"], data.get("headerKey"))
+    name, type_text, role, header_key = (data["name"], data["type"], data["role"],
+                                         data.get("headerKey"))
+    if isinstance(name, str) and isinstance(type_text, str) and isinstance(role, str) and (
+            header_key is None or isinstance(header_key, str)):
+        return _column(name, type_text, role, header_key)
+    return Column(name=name, type=parse_type(type_text), role=_ROLES[role], header_key=header_key)
 
 
 @lru_cache(maxsize=8192, typed=True)

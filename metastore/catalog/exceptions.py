@@ -80,16 +80,14 @@ class TopicError(StatementError):
 class TopicDeletedError(TopicError):
     """A statement uses a topic that an earlier statement of the same transaction deletes (DROP
     ... DELETE TOPIC): Kafka deletes it only once the transaction is committed, so the statement
-    would stand over a topic about to vanish. ``by_earlier_request``: the DROP is another
-    request's, written in the same batch (the writer then writes this one in the next
-    transaction)."""
+    would stand over a topic about to vanish. ``name``: the topic. The writer writes a request
+    whose topic another request of the batch deletes in the next transaction."""
 
     code = "topic_deleted"
 
-    def __init__(self, topic: str, by_earlier_request: bool) -> None:
+    def __init__(self, topic: str) -> None:
         super().__init__(f"Topic '{topic}' is deleted by an earlier DROP ... DELETE TOPIC of this "
                          f"request; use it in a later request, once the topic is gone.", topic)
-        self.by_earlier_request = by_earlier_request
 
 
 class UnknownTopicError(TopicError):

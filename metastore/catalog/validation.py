@@ -188,8 +188,6 @@ class Validator:
         self._planned_topics: dict[str, int] = {}
         self._topic_changes: dict[str, int | None] = dict(earlier_topics or {})
         """Topics this request and the earlier ones create (partitions) or delete (None)."""
-        self._deleted_by_earlier_requests = {name for name, partitions in self._topic_changes.items()
-                                             if partitions is None}
 
     @property
     def image(self) -> Image:
@@ -314,7 +312,7 @@ class Validator:
         if topic in self._topic_changes:
             partitions = self._topic_changes[topic]
             if partitions is None:
-                raise TopicDeletedError(topic, topic in self._deleted_by_earlier_requests)
+                raise TopicDeletedError(topic)
             return partitions
         return self._facts.partitions(topic)
 

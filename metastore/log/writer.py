@@ -510,8 +510,9 @@ class CommandWriter:
                         f"The statement was NOT written to the command log: {error}")))
                     continue
                 except TopicDeletedError as error:
-                    if not error.by_earlier_request:
-                        rejected.append((item, error))
+                    if not any(error.name in write.topics_to_delete
+                               for earlier in written for write in earlier.writes):
+                        rejected.append((item, error))  # its own DROP deletes the topic
                     # else left unanswered: the next transaction writes it, after the DROP
                     continue
                 except Exception as error:  # this request is invalid; the others go on
@@ -559,12 +560,13 @@ class CommandWriter:
                 self._discard_producer()
         try:  # committed: whatever fails from here on, each request's outcome is in the log
             self._apply_committed(written, offsets, image)
-        except Exception:
+        except Exception as failure:
             for validated in written:
                 validated.request.maybe_committed = True
-            for item, refusal in rejected:
-                item.fail(refusal)
-            raise
+            self._settle([(validated.item, failure) for validated in written], failure)
+            for validated in reads_only:
+                validated.item.answer(validated.entities(self._replica.image, []))
+            return rejected  # a request left for the next transaction stays in the batch
         self._delete_topics(written)
         applied = self._replica.image
         taken = 0
@@ -591,14 +593,23 @@ class CommandWriter:
         else:
             self._replica.wait_for_position(offsets[-1] + 1, self.options.apply_timeout)
 
-    def _delete_topics(self, written: list[_Validated]) -> None:
-        """Delete the topics of the batch's DROP ... DELETE TOPIC statements, which are written:
-        a topic Kafka does not delete is left, with a warning, and fails no request."""
+    def _delete_topics(self, written: list[_Validated], patience: float = 5.0) -> None:
+        """Delete the topics of the batch's DROP ... DELETE TOPIC statements, which are written,
+        and wait (at most ``patience`` seconds) until Kafka's metadata no longer shows them, so a
+        request validated next does not find them there. A topic Kafka does not delete is left,
+        with a warning, and fails no request."""
+        deadline = time.monotonic() + patience
         for validated in written:
             for write in validated.writes:
                 for topic_name in write.topics_to_delete:
                     try:
                         self._admin.delete(topic_name)
+                        while self._admin.describe(topic_name, _left(deadline)) is not None:
+                            if time.monotonic() >= deadline:
+                                log.warning("topic %s is still listed after its deletion",
+                                            topic_name)
+                                break
+                            time.sleep(0.02)
                     except Exception as error:  # the statement is in the log all the same
                         log.warning("deleting topic %s failed: %s", topic_name, error)
 

@@ -8,9 +8,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer
 
-from metastore.catalog.exceptions import SourceExistsError, SourceNotFoundError, TopicError
+from metastore.catalog.exceptions import (
+    SourceExistsError,
+    SourceNotFoundError,
+    TopicDeletedError,
+    TopicError,
+)
 from metastore.faults import Faults, Flushable
 from metastore.kafka.admin import Admin
 from metastore.log.writer import WriterOptions
@@ -196,3 +202,21 @@ def test_a_request_over_a_topic_an_earlier_request_of_the_batch_deletes_waits_fo
     assert node.admin.describe(topic) is not None, "the new stream's topic exists"
     records = committed_values(consumer_factory, node.config.topic)
     assert [r["requestId"] for r in records] == ["holder", "drop", "again"]
+
+
+def test_a_request_whose_own_drop_deletes_a_topic_it_then_uses_is_refused_at_once(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer]) -> None:
+    """Only another request's DROP defers a request; its own (here seen through EXPLAIN, which
+    validates with the request's topic changes) refuses it, and nothing is written."""
+    node = node_factory()
+    topic = unique("own")
+    node.execute(create_stream("OWN", topic) + create_stream("OTHER", unique("other")))
+    started = time.monotonic()
+    with pytest.raises(TopicDeletedError):
+        node.execute(f"DROP STREAM OWN DELETE TOPIC; EXPLAIN CREATE STREAM T WITH "
+                     f"(KAFKA_TOPIC='{topic}', PARTITIONS=1) AS SELECT * FROM OTHER EMIT CHANGES;")
+    assert time.monotonic() - started < 5, "answered at once, not at the request's deadline"
+    assert node.replica.image.source("OWN") is not None
+    assert node.admin.describe(topic) is not None
+    records = committed_values(consumer_factory, node.config.topic)
+    assert len(records) == 2, "the two CREATEs; nothing of the refused request"

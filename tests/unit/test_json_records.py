@@ -23,13 +23,16 @@ _values = strat.recursive(_scalars, lambda inner: strat.lists(inner, max_size=4)
 @given(_values)
 def test_any_document_parses_as_the_standard_library_parses_it(value: Any) -> None:
     for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
-        assert json_records.loads(text.encode()) == json.loads(text.encode())
+        ours, theirs = json_records.loads(text.encode()), json.loads(text.encode())
+        assert repr(ours) == repr(theirs), "the same values, types, signs and key order"
 
 
 @pytest.mark.parametrize("document", [
     b'{"a": NaN, "b": Infinity, "c": -Infinity}',  # orjson refuses these
     b'{"big": 123456789012345678901234567890}',  # beyond 64 bits: orjson makes it a float
     b'[18446744073709551616, -9223372036854775809, 0.1000000000000000055511151231257827]',
+    b'[-0, -0.0, 1e400, -1e400, 1e-400, 2.2250738585072011e-308, 1.7976931348623157e308, 1E5]',
+    b'{"b": 1, "a": 2, "b": 3}',  # the last value, at the first name's place
     b'{"lone": "\\ud800"}',  # a lone surrogate
     b'{"a": 1, "a": 2}',  # the last name wins
     '{"utf16": "\u00e9"}'.encode("utf-16"),
