@@ -472,7 +472,8 @@ class CommandWriter:
         committing = False
         written: list[_Validated] = []
         facts = self._facts or KafkaTopicFacts(self._admin, deadline)
-        named = [topic for item in live for topic in named_topics(item.statements)]
+        named = list(dict.fromkeys(topic for item in live
+                                   for topic in named_topics(item.statements)))
         prefetched = self._prefetcher.submit(facts.prefetch, named[:MAX_PREFETCHED_TOPICS]) \
             if named and isinstance(facts, KafkaTopicFacts) else None
         try:
