@@ -166,7 +166,8 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/state/KeyColumn.java",
                  "java/io/metastore/functions/Datetimes.java",
                  "java/io/metastore/aggregate/RowVersions.java",
-                 "java/io/metastore/aggregate/GroupMembers.java")
+                 "java/io/metastore/aggregate/GroupMembers.java",
+                 "java/io/metastore/catalog/CatalogClones.java")
 _PROJECT_JAR = "metastore-java.jar"
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from metastore.catalog.image import Image
 from metastore.image_worker import ImageChange
+from metastore.spark.catalog_clones import CatalogClones
 from metastore.spark.catalog_state import CatalogStateFile, SparkObject
 from metastore.spark.views import SPEC_PROPERTY, CatalogObject, objects_for
 
@@ -79,6 +80,10 @@ class SparkProjection:
         self._state_file = state_file
         self._known: dict[str, SparkObject] | None = None
         """What Spark holds, as last read back (or remembered by the state file)."""
+        self._clones = CatalogClones(spark, database, self.kafka_options, self._count_call)
+
+    def _count_call(self) -> None:
+        self.catalog_calls += 1
 
     def _sql(self, statement: str) -> DataFrame:
         self.catalog_calls += 1
@@ -91,11 +96,14 @@ class SparkProjection:
                 wanted[obj.name] = obj
         return wanted
 
-    def actual(self, names: Collection[str] | None = None) -> dict[str, SparkObject]:
-        """What Spark holds in the database (of ``names`` only, when given), in one call."""
+    def _ensure_database(self) -> None:
         if not self._database_ready:
             self._sql(f"CREATE DATABASE IF NOT EXISTS `{self.database}`")
             self._database_ready = True
+
+    def actual(self, names: Collection[str] | None = None) -> dict[str, SparkObject]:
+        """What Spark holds in the database (of ``names`` only, when given), in one call."""
+        self._ensure_database()
         pattern = "*" if names is None else "|".join(sorted(names))
         rows = self._sql(f"SHOW TABLE EXTENDED IN `{self.database}` LIKE '{pattern}'").collect()
         found: dict[str, SparkObject] = {}
@@ -138,9 +146,10 @@ class SparkProjection:
             self._sql(f"DROP {kind} IF EXISTS `{self.database}`.`{obj.name}`")
             present.pop(obj.name)
             result.dropped += 1
-        for created in sorted(missing, key=lambda o: o.is_view):  # tables before their views
-            self._sql(created.create_sql)
-            result.created += 1
+        if missing:
+            self._ensure_database()
+            self._clones.create(missing)  # tables, then their views
+            result.created += len(missing)
         if result.created or result.dropped:
             changed = {obj.name for obj in stale} | {obj.name for obj in missing}
             if len(changed) <= PARTIAL_READ_BACK and all(_plain(name) for name in changed):

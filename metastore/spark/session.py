@@ -46,6 +46,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                        f"-Dderby.stream.error.file={warehouse / 'derby.log'}"))
     if persistent_catalog:
         builder = (builder.config("spark.sql.catalogImplementation", "hive")
+                   .config("spark.hadoop.hive.warehouse.subdir.inherit.perms", "false")
                    .config("spark.hadoop.javax.jdo.option.ConnectionURL",
                            f"jdbc:derby:;databaseName={metastore_db(warehouse)};create=true"))
     spark = builder.getOrCreate()

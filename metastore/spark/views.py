@@ -21,7 +21,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from metastore.catalog.formats import SPARK_READABLE
 from metastore.catalog.model import Column, DataSource
@@ -48,12 +48,21 @@ SPEC_PROPERTY = "metastore.spec"
 
 @dataclass(frozen=True)
 class CatalogObject:
-    """One object the projection wants in Spark: its name, kind, spec hash and creating SQL."""
+    """One object the projection wants in Spark: its name, kind, spec hash and definition.
 
+    A table (``USING kafka``) is defined by its ``options``; a view by its ``text`` (a SELECT),
+    its ``columns`` and their Spark types (``schema``, DDL). Both carry ``properties``, the
+    ``metastore.*`` table properties, the spec hash among them."""
+
+    database: str
     name: str
     is_view: bool
     spec: str
-    create_sql: str
+    properties: Mapping[str, str]
+    options: Mapping[str, str] = field(default_factory=dict)
+    text: str = ""
+    columns: tuple[str, ...] = ()
+    schema: str = ""
 
 
 def database_name(service_id: str) -> str:
@@ -76,25 +85,38 @@ def _spec(parts: object) -> str:
 def objects_for(source: DataSource, database: str, kafka_options: Mapping[str, str]
                 ) -> tuple[CatalogObject, CatalogObject]:
     raw = raw_name(source.name)
-    options = {"subscribe": source.topic, "startingOffsets": "earliest",
-               "kafka.isolation.level": "read_committed", "includeHeaders": "true",
-               "failOnDataLoss": "false", **kafka_options}
+    options = raw_options(source.topic, kafka_options)
     raw_spec = _spec(["raw", options])
-    option_sql = ", ".join(f"{string_literal(k)} = {string_literal(v)}"
-                           for k, v in sorted(options.items()))
-    raw_sql = (f"CREATE TABLE {quote(database)}.{quote(raw)} USING kafka OPTIONS ({option_sql}) "
-               f"TBLPROPERTIES ({string_literal(SPEC_PROPERTY)} = {string_literal(raw_spec)})")
     select = decode_select(source, f"{quote(database)}.{quote(raw)}")
     view_spec = _spec(["view", select, source.kind.value, raw_spec])
     properties = {SPEC_PROPERTY: view_spec, "metastore.kind": source.kind.value,
                   "metastore.topic": source.topic, "metastore.keyFormat": source.key_format,
                   "metastore.valueFormat": source.value_format}
-    property_sql = ", ".join(f"{string_literal(k)} = {string_literal(v)}"
-                             for k, v in properties.items())
-    view_sql = (f"CREATE VIEW {quote(database)}.{quote(object_name(source.name))} "
-                f"TBLPROPERTIES ({property_sql}) AS {select}")
-    return (CatalogObject(raw, False, raw_spec, raw_sql),
-            CatalogObject(object_name(source.name), True, view_spec, view_sql))
+    columns = view_columns(source)
+    return (CatalogObject(database, raw, False, raw_spec, {SPEC_PROPERTY: raw_spec},
+                          options=options),
+            CatalogObject(database, object_name(source.name), True, view_spec, properties,
+                          text=select, columns=tuple(name for name, _ in columns),
+                          schema=", ".join(f"{quote(name)} {type_}" for name, type_ in columns)))
+
+
+def raw_options(topic: str, kafka_options: Mapping[str, str]) -> dict[str, str]:
+    """The options of the raw table over ``topic``: every record from the earliest offset,
+    read_committed, with its headers."""
+    return {"subscribe": topic, "startingOffsets": "earliest",
+            "kafka.isolation.level": "read_committed", "includeHeaders": "true",
+            "failOnDataLoss": "false", **kafka_options}
+
+
+def view_columns(source: DataSource) -> list[tuple[str, str]]:
+    """The columns of a source's view and their Spark types, as :func:`decode_select` selects
+    them: the declared columns, with a windowed source's ``WINDOWSTART``, ``WINDOWEND`` after
+    its key columns (unless the source cannot be decoded)."""
+    columns = [(c.name, spark_type(c.type)) for c in source.columns]
+    if source.window is not None and _unsupported(source) is None:
+        keys = sum(c.is_key for c in source.columns)
+        columns[keys:keys] = [("WINDOWSTART", "BIGINT"), ("WINDOWEND", "BIGINT")]
+    return columns
 
 
 # -- decoding ----------------------------------------------------------------------------------------
