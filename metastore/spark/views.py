@@ -200,19 +200,54 @@ def _with_protobuf(source: DataSource, raw_table: str) -> str:
 
 def _with_json_objects(objects: Mapping[str, list[str]], raw_table: str) -> str:
     """``raw_table`` with each JSON object whose fields are columns (``objects``: the text's
-    SQL and the names of the columns read from it) parsed once per record, as a map of its
-    fields (:func:`_json_object`) and, unless every column's name is among them, as a map by
-    upper-cased name (:func:`_upper_fields`). Spark keeps a projection below the one that reads
-    the fields many times, where an expression repeated per column would parse the text once
-    for each."""
+    SQL and the names of the columns read from it, in order) parsed once per record, and the
+    text of each column's field (:func:`_field_column`) as ksqlDB's JSON deserializer finds it.
+
+    Most records hold every column under its exact name: a struct parse of just those fields
+    (:func:`_exact_fields`) reads them, without building a map of every field. A record that
+    lacks one (or holds it as JSON null) is parsed into a map of its fields as well
+    (:func:`_json_object`) and, unless every column's name is among them, into a map by
+    upper-cased name (:func:`_upper_fields`), from which :func:`_field_of` takes ksqlDB's
+    field. A struct's field names are case-insensitive in Spark SQL, so an object whose
+    columns differ only in case is always read through the maps. The struct parse is
+    non-deterministic for Spark's optimizer (``spark_partition_id()``, which never holds a
+    negative value): a filter on the columns is then evaluated on them, above the parse, and
+    not pushed below it, where Spark would inline (and repeat) the parse of each column the
+    filter reads; likewise Spark keeps each parse in a projection below the ones that read it
+    many times."""
     if not objects:
         return raw_table
-    parsed = ", ".join(f"from_json({text}, 'MAP<STRING,STRING>') AS {_json_object(index)}"
-                       for index, text in enumerate(objects))
-    upper = ", ".join(f"{_upper_fields(_json_object(index), names)} AS {_upper_object(index)}"
-                      for index, names in enumerate(objects.values()))
-    return (f"(SELECT *, {upper} FROM (SELECT *, {parsed} FROM {raw_table}) AS __ms_json) "
-            "AS __ms_json_upper")
+    structs, maps, uppers, fields = [], [], [], []
+    for index, (text, names) in enumerate(objects.items()):
+        parsed_map = f"from_json({text}, 'MAP<STRING,STRING>')"
+        distinct = len({name.upper() for name in names}) == len(names)
+        exact = _exact_fields(index)
+        if distinct:
+            schema = ", ".join(f"{quote(name)}: STRING" for name in names)
+            parsed = f"from_json({text}, {string_literal(f'STRUCT<{schema}>')})"
+            structs.append(f"IF(spark_partition_id() < 0, NULL, {parsed}) AS {exact}")
+            found = " AND ".join(f"{exact}.{quote(name)} IS NOT NULL" for name in names)
+            parsed_map = f"IF({found}, NULL, {parsed_map})"
+        maps.append(f"{parsed_map} AS {_json_object(index)}")
+        uppers.append(f"{_upper_fields(_json_object(index), names)} AS {_upper_object(index)}")
+        for position, name in enumerate(names):
+            field = _field_of(_json_object(index), _upper_object(index), name)
+            if distinct:
+                field = f"IF({_json_object(index)} IS NULL, {exact}.{quote(name)}, {field})"
+            fields.append(f"{field} AS {_field_column(index, position)}")
+    if structs:
+        raw_table = f"(SELECT *, {', '.join(structs)} FROM {raw_table}) AS __ms_json_exact"
+    return (f"(SELECT *, {', '.join(fields)} FROM (SELECT *, {', '.join(uppers)} FROM "
+            f"(SELECT *, {', '.join(maps)} FROM {raw_table}) AS __ms_json) AS __ms_json_upper) "
+            "AS __ms_json_fields")
+
+
+def _exact_fields(index: int) -> str:
+    return f"__ms_json_{index}_exact"
+
+
+def _field_column(index: int, position: int) -> str:
+    return f"__ms_json_{index}_f{position}"
 
 
 def _json_object(index: int) -> str:
@@ -310,10 +345,9 @@ def _json_field(text: str, column: Column, objects: dict[str, list[str]], bare: 
     read from the object's fields parsed once (its text and column added to ``objects``)."""
     if bare:
         return _from_json_value(text, column.type)
-    objects.setdefault(text, []).append(column.name)
-    index = list(objects).index(text)
-    return _from_text(_field_of(_json_object(index), _upper_object(index), column.name),
-                      column.type)
+    names = objects.setdefault(text, [])
+    names.append(column.name)
+    return _from_text(_field_column(list(objects).index(text), len(names) - 1), column.type)
 
 
 def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:

@@ -1,0 +1,88 @@
+"""ksqlDB's JSON field rule as Spark decodes it (metastore.spark.views), on a real Spark: a
+column reads the field of its exact name, else the last field whose upper-cased name is its
+name; the struct parse that reads records holding every exact name agrees with the maps that
+read the others, record by record, including names that differ only in case."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metastore.check import run_script
+from metastore.spark.session import start_session
+from metastore.spark.types import string_literal
+from metastore.spark.views import decode_select
+
+TEXTS = [
+    '{"A": 1, "B": "b", "c": 10}',
+    '{"a": 2, "b": "lower", "C": 20}',
+    '{"A": 3, "a": 4, "B": "exact wins"}',
+    '{"a": 5, "a": 6, "B": "last lower wins"}',
+    '{"A": null, "a": 7, "B": "null exact wins"}',
+    '{"B": "missing A"}',
+    '{"A": 8, "B": [1, 2], "c": 30, "skipped": {"k": [1]}}',
+    '{"A": 9, "A": 10, "B": "x", "c": 1}',
+    '[{"A": 11, "B": "array"}]',
+    "nonsense",
+    '"text"',
+    "{}",
+    '{"A": 12, "B": "u\\u00e9", "c": 40, "extra": true}',
+]
+SOURCE = ("CREATE STREAM S (A INT, B STRING, `c` BIGINT) "
+          "WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', PARTITIONS=1);")
+SAME_BUT_CASE = ("CREATE STREAM S (`x` STRING, X STRING) "
+                 "WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', PARTITIONS=1);")
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    session = start_session("local[1]", "metastore-json-fields",
+                            Path(tmp_path_factory.mktemp("spark")))
+    yield session
+    session.stop()
+
+
+def _field(text: str, name: str) -> Any:
+    """The rule, in Python: exact name, else the last field whose upper-cased name matches."""
+    try:
+        pairs = json.loads(text, object_pairs_hook=list)
+    except ValueError:
+        return None
+    if not isinstance(pairs, list) or (pairs and not isinstance(pairs[0], tuple)):
+        return None
+    exact = [value for key, value in pairs if key == name]
+    if exact:
+        return exact[-1]
+    upper = [value for key, value in pairs if key.upper() == name]
+    return upper[-1] if upper else None
+
+
+def _decoded(spark: Any, script: str, texts: list[str]) -> list[tuple[Any, ...]]:
+    results, image = run_script(script)
+    assert all(r.ok for r in results)
+    [source] = image.sources.values()
+    rows = ", ".join(f"({index}, {string_literal(text)})" for index, text in enumerate(texts))
+    raw = (f"(SELECT CAST(NULL AS BINARY) AS key, CAST(t AS BINARY) AS value FROM "
+           f"(SELECT * FROM VALUES {rows} AS v(i, t) ORDER BY i))")
+    return [tuple(row) for row in spark.sql(decode_select(source, raw)).collect()]
+
+
+def test_each_column_reads_ksqldbs_field(spark: Any) -> None:
+    decoded = _decoded(spark, SOURCE, TEXTS)
+    expected = []
+    for text in TEXTS:
+        a, b, c = _field(text, "A"), _field(text, "B"), _field(text, "c")
+        expected.append((a, b if b is None or isinstance(b, str) else json.dumps(b, separators=(",", ":")),
+                         c))
+    assert decoded == expected
+
+
+def test_names_that_differ_only_in_case_read_their_own_fields(spark: Any) -> None:
+    texts = ['{"x": "lower", "X": "upper"}', '{"X": "upper only"}', '{"x": "lower only"}']
+    assert _decoded(spark, SAME_BUT_CASE, texts) == [
+        ("lower", "upper"), ("upper only" if _field(texts[1], "x") else None, "upper only"),
+        ("lower only", "lower only")]
