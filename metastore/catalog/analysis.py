@@ -17,14 +17,14 @@ all work from one analysis and none walks the tree for sources again.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from types import MappingProxyType
 
 from sqlglot import exp
 
-from metastore.catalog import aggregation, alternatives, pseudo_columns, references, source_rules
+from metastore.catalog import aggregation, alternatives, ddl_rules, pseudo_columns, references, source_rules
 from metastore.catalog import joins as join_rules
 from metastore.catalog.exceptions import PREPARING, QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
@@ -42,7 +42,7 @@ from metastore.functions.registry import (
 )
 from metastore.sql import positions
 from metastore.sql import types as ty
-from metastore.sql.statements import ColumnRole, Query, SourceKind, WindowSpec
+from metastore.sql.statements import ColumnRole, PropertyValue, Query, SourceKind, WindowSpec
 
 
 @dataclass(frozen=True)
@@ -226,10 +226,13 @@ class _Scope:
 
 def analyse(query: Query, sources: Mapping[str, DataSource],
             custom_types: Mapping[str, ty.SqlType], sink: str = "the result",
-            transient: bool = False, new_planner: bool = False) -> Analysis:
+            transient: bool = False, new_planner: bool = False,
+            sink_properties: Mapping[str, PropertyValue] | None = None) -> Analysis:
     """What ``query`` produces; a ``transient`` query (a pull query) has no key to keep;
     ``new_planner``: ksqlDB's ``ksql.new.query.planner.enabled``, under which a persistent query
-    is a projection of a stream's columns, keyed by the keys it selects in the SELECT's order."""
+    is a projection of a stream's columns, keyed by the keys it selects in the SELECT's order;
+    ``sink_properties``: a C*AS's WITH clause, whose TIMESTAMP column ksqlDB's LogicalPlanner
+    checks in the query's output before the keys the sink must keep."""
     select = query.select
     assert isinstance(select, exp.Select)
     if new_planner and not transient:
@@ -280,6 +283,8 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
                         sources=scope.source_names, reads=scope.reads, joins=scope.joins,
                         window=None, aggregate=aggregate,
                         projection=tuple((p.name, p.expression) for p in projected))
+    if sink_properties is not None:
+        ddl_rules.timestamp_column(sink_properties, [(p.name, p.type) for p in projected])
     if aggregate and not group_by:  # ksqlDB's AggregateNode.validateKeyPresent: no key to keep
         listed = ", ".join(aggregation.call_text(c, _rendering(scope, typer)) for c in calls)
         raise QueryError(f"CREATE TABLE AS SELECT statement does not support aggregate function "
@@ -301,7 +306,10 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
                                             f"`{sink}`", _join_resolver(scope))
     else:
         columns = _assign_keys(projected, key_exprs, kind, query, f"`{sink}`", key_kind, new_keys,
-                               new_planner=new_planner and key_kind == "key column")
+                               new_planner=new_planner and key_kind == "key column",
+                               # ksqlDB writes PARTITION BY as rewritten: columns qualified
+                               shown=typer.qualified_text if query.partition_by and not group_by
+                               else _shown)
     if joined is not None:
         join_rules.check_physical(joined, scope.reads, query.within_ms is not None,
                                   _join_resolver(scope), typer.type_of)
@@ -486,6 +494,16 @@ class _ColumnAliases:
             index += 1
         self._next[base] = index + 1
         return base if index == 0 and base != _GENERATED_PREFIX else f"{base}_{index}"
+
+
+def partitions_by_null(partition_by: tuple[exp.Expr, ...]) -> bool:
+    """Whether a query's PARTITION BY is NULL, which leaves its result without a key (ksqlDB's
+    PartitionByParamsFactory.isPartitionByNull: NULL stands alone)."""
+    if not any(_is_null(expression) for expression in partition_by):
+        return False
+    if len(partition_by) > 1:
+        raise QueryError("Cannot PARTITION BY multiple columns including NULL")
+    return True
 
 
 def _is_null(expression: exp.Expr) -> bool:
@@ -737,7 +755,8 @@ def _key_more_than_once(key_name: str, aliases: list[str], grouped: bool) -> Que
 
 def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: SourceKind,
                  query: Query, sink: str, key_kind: str,
-                 new_keys: list[_Projected] | None, new_planner: bool) -> list[Column]:
+                 new_keys: list[_Projected] | None, new_planner: bool,
+                 shown: Callable[[exp.Expr], str] = _shown) -> list[Column]:
     """The result's columns, keys first: each key expression must be selected exactly once
     (a SELECT expression equal to it names the key), and something must be left for the value.
     The keys are in the order of ``key_exprs`` (GROUP BY, PARTITION BY, the source's keys);
@@ -765,7 +784,7 @@ def _assign_keys(projected: list[_Projected], key_exprs: list[exp.Expr], kind: S
     if len(key_indexes) == len(projected):
         raise QueryError("The projection contains no value columns.")
     if missing:
-        raise _missing_keys(sink, key_kind, [_shown(k) for k in missing])
+        raise _missing_keys(sink, key_kind, [shown(k) for k in missing])
     if new_planner:
         key_indexes.sort()
     key_columns = [Column(projected[i].name, projected[i].type, role) for i in key_indexes]

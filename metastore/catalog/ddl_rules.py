@@ -47,6 +47,9 @@ CONFIG_TYPES: tuple[tuple[str, str], ...] = (
 )
 """ksqlDB's CreateConfigs, in the order its ConfigDef parses them."""
 CREATE_PROPERTIES = frozenset(name for name, _ in CONFIG_TYPES)
+CREATE_ONLY = frozenset({"WINDOW_TYPE", "WINDOW_SIZE", "SOURCE_CONNECTOR", "SOURCED_BY_CONNECTOR"})
+"""CreateConfigs beyond CommonCreateConfigs: a C*AS (CreateAsConfigs) does not know them."""
+AS_SELECT_PROPERTIES = CREATE_PROPERTIES - CREATE_ONLY
 NULLABLE_REPRESENTATIONS = ("OPTIONAL", "WRAPPER")
 _SUPPORTED_PROPERTIES: dict[str, tuple[str, ...]] = {
     "AVRO": ("fullSchemaName", "schemaId"),
@@ -108,13 +111,19 @@ def property_text(value: st.PropertyValue | None) -> str | None:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def check_with_clause(properties: Mapping[str, st.PropertyValue]) -> None:
+def check_with_clause(properties: Mapping[str, st.PropertyValue], as_select: bool = False
+                      ) -> None:
     """CreateSourceProperties: each known property parsed as its type (in ksqlDB's order), the
     required KAFKA_TOPIC, unknown names, FORMAT with KEY_FORMAT or VALUE_FORMAT, both Avro
-    schema names, and the window type's size."""
+    schema names, and the window type's size. ``as_select``: a C*AS's WITH clause
+    (CreateSourceAsProperties): the same rules over the properties every CREATE shares, with no
+    topic required and no window."""
+    known = AS_SELECT_PROPERTIES if as_select else CREATE_PROPERTIES
     for name, kind in CONFIG_TYPES:
+        if name not in known:
+            continue
         if name not in properties:
-            if name == "KAFKA_TOPIC":
+            if name == "KAFKA_TOPIC" and not as_select:
                 raise PropertyError(f'{PREPARE}Missing required property "KAFKA_TOPIC" which '
                                     "has no default value.")
             continue
@@ -140,7 +149,7 @@ def check_with_clause(properties: Mapping[str, st.PropertyValue]) -> None:
                 text.upper() not in NULLABLE_REPRESENTATIONS):
             raise PropertyError(f"{PREPARE}Invalid value {text} for property {name}: String must "
                                 f"be one of: {', '.join(NULLABLE_REPRESENTATIONS)}, null")
-    unknown = [name for name in properties if name.upper() not in CREATE_PROPERTIES]
+    unknown = [name for name in properties if name.upper() not in known]
     if unknown:
         raise PropertyError(f"{PREPARE}Invalid config variable(s) in the WITH clause: "
                             f"{','.join(unknown)}")
@@ -453,3 +462,33 @@ def _avro_name_problem(name: str) -> str | None:
     if not all(c.isalnum() or c == "_" for c in name[1:]):
         return f"Illegal character in: {name}"
     return None
+
+
+def timestamp_column(properties: Mapping[str, st.PropertyValue],
+                     columns: Sequence[tuple[str, ty.SqlType]]) -> str | None:
+    """ksqlDB's TimestampExtractionPolicyFactory: the TIMESTAMP column (an identifier: quoted
+    as written, else upper case) exists; a STRING one needs a TIMESTAMP_FORMAT, which no other
+    type takes; otherwise it is a BIGINT or a TIMESTAMP. ``columns``: the names and types of the
+    source's columns, or of a query's output, which ksqlDB checks before the keys it must keep."""
+    text = with_clause_value(properties, "TIMESTAMP")
+    if text is None:
+        return None
+    quoted = len(text) > 1 and text[0] == text[-1] == "`"
+    name = text[1:-1].replace("``", "`") if quoted else text.upper()
+    found = next((column for column in columns if column[0] == name), None)
+    if found is None:
+        raise PropertyError(f"The TIMESTAMP column set in the WITH clause does not exist in the "
+                            f"schema: '{name}'")
+    has_format = "TIMESTAMP_FORMAT" in properties
+    if found[1] == ty.STRING:
+        if not has_format:
+            raise PropertyError("A String timestamp field has been specified without also "
+                                "specifying the timestamp_format")
+        return found[0]
+    if has_format:
+        raise PropertyError("'TIMESTAMP_FORMAT' set in the WITH clause can only be used when the "
+                            "timestamp column is of type STRING.")
+    if found[1] not in (ty.BIGINT, ty.TIMESTAMP):
+        raise PropertyError(f"Timestamp column, `{found[0]}`, should be LONG(INT64), "
+                            "TIMESTAMP, or a String with a timestamp_format specified.")
+    return found[0]

@@ -21,7 +21,7 @@ its command's ``config``. Replay reads the commands only.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -39,7 +39,7 @@ from metastore.catalog import (
     upgrades,
 )
 from metastore.catalog import commands as cmd
-from metastore.catalog.analysis import Analysis, analyse, check_reads
+from metastore.catalog.analysis import Analysis, analyse, check_reads, partitions_by_null
 from metastore.catalog.exceptions import (
     PREPARING,
     DependentsExistError,
@@ -72,14 +72,6 @@ from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
 from metastore.sql.parser import parse
 
-CREATE_PROPERTIES = frozenset({
-    "KAFKA_TOPIC", "VALUE_FORMAT", "KEY_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS", "TIMESTAMP",
-    "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "WINDOW_TYPE",
-    "WINDOW_SIZE", "RETENTION_MS", "KEY_SCHEMA_ID", "VALUE_SCHEMA_ID", "KEY_SCHEMA_FULL_NAME",
-    "VALUE_SCHEMA_FULL_NAME", "VALUE_AVRO_SCHEMA_FULL_NAME", "KEY_PROTOBUF_NULLABLE_REPRESENTATION",
-    "VALUE_PROTOBUF_NULLABLE_REPRESENTATION", "SOURCE_CONNECTOR",
-})
-AS_SELECT_PROPERTIES = CREATE_PROPERTIES - {"WINDOW_TYPE", "WINDOW_SIZE"}
 PASS_THROUGH = ("TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
                 "RETENTION_MS", "REPLICAS")
 DEFAULT_KEY_FORMAT = overrides.KSQL_DEFAULT_KEY_FORMAT
@@ -485,9 +477,10 @@ class Validator:
     def _create_as_select(self, statement: st.CreateAsSelect) -> Outcome:
         kind, name = statement.kind, statement.name
         existing = self._delta.sources.get(name)
-        _check_known(statement.properties, AS_SELECT_PROPERTIES)
+        ddl_rules.check_with_clause(statement.properties, as_select=True)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, name,
-                           new_planner=self._config.new_query_planner)
+                           new_planner=self._config.new_query_planner,
+                           sink_properties=statement.properties)
         if existing is not None:  # ksqlDB plans the query first (its QueryIdUtil), then the sink
             upgrades.check_single_writer(name, [q.query_id for q in self._writers(name)])
             if not statement.or_replace and not statement.if_not_exists:
@@ -506,9 +499,14 @@ class Validator:
         key_format, value_format = _formats(statement.properties,
                                             defaults=(first.key_format, first.value_format))
         inherited = not {"KEY_FORMAT", "FORMAT"} & set(statement.properties)
+        if partitions_by_null(statement.query.partition_by):  # ksqlDB's Analyzer.keyFormatName
+            if not inherited and key_format != "NONE":
+                raise QueryError("Key format specified for stream without key columns.", name)
+            key_format = "NONE"
         if key_format == "NONE" and analysis.key_columns and inherited:  # ksqlDB: the default
             key_format = self._config.default_key_format
         _check_delimiters(statement.properties, key_format, value_format)
+        _check_sink_formats(statement, key_format, value_format)
         ddl_rules.check_wrapping_supported(statement.properties, value_format)
         columns = list(analysis.columns)
         if kind is st.SourceKind.TABLE and not analysis.key_columns:
@@ -520,6 +518,7 @@ class Validator:
         _check_formats(columns, key_format, value_format, properties)
         topic = str(properties.get("KAFKA_TOPIC", name))
         topics.check_writable(topic)
+        ddl_rules.check_cleanup_policy(properties)  # TopicCreateInjector
         window = analysis.query.window
         ddl_rules.check_retention(kind, properties, windowed=window is not None)
         config = ddl_rules.topic_config(kind, properties, window_retention_ms=(
@@ -797,12 +796,6 @@ def _exists_warning(kind: st.SourceKind, name: str) -> str:
     return f"Cannot add {kind.label} `{name}`: A {kind.label} with the same name already exists."
 
 
-def _check_known(properties: Mapping[str, st.PropertyValue], allowed: frozenset[str]) -> None:
-    unknown = sorted(set(properties) - allowed)
-    if unknown:
-        raise PropertyError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
-
-
 def _formats(properties: Mapping[str, st.PropertyValue],
              defaults: tuple[str, str]) -> tuple[str, str]:
     """The key and value formats of a C*AS: the statement's, else ``defaults`` (its first
@@ -877,6 +870,18 @@ def _check_delimiters(properties: Mapping[str, st.PropertyValue], key_format: st
             raise PropertyError(f"{fmt} does not support the following configs: [delimiter]")
 
 
+def _check_sink_formats(statement: st.CreateAsSelect, key_format: str, value_format: str
+                        ) -> None:
+    """The sink's formats and the properties the WITH clause gives them (ksqlDB's Analyzer
+    builds them with FormatFactory.of, as a CREATE's): the protobuf-only properties, then each
+    side's properties (a schema id aside: a C*AS registers its sink's schema)."""
+    ddl_rules.check_protobuf_properties(statement.properties, key_format, value_format)
+    for side, fmt in (("KEY", key_format), ("VALUE", value_format)):
+        given = ddl_rules.format_properties(side, fmt, statement.properties, statement.name)
+        given.pop("schemaId", None)
+        ddl_rules.check_format(side, fmt, given)
+
+
 def _default_wrapping(properties: Mapping[str, st.PropertyValue], columns: list[Column],
                       value_format: str, config: ConfigOverrides
                       ) -> Mapping[str, st.PropertyValue]:
@@ -943,32 +948,9 @@ def _check_formats(columns: list[Column], key_format: str, value_format: str,
                               f"schema: {schema}\nreason: {problem}")
 
 
-def _timestamp_column(properties: Mapping[str, st.PropertyValue], columns: list[Column]) -> str | None:
-    """ksqlDB's TimestampExtractionPolicyFactory: the TIMESTAMP column (an identifier: quoted
-    as written, else upper case) exists; a STRING one needs a TIMESTAMP_FORMAT, which no other
-    type takes; otherwise it is a BIGINT or a TIMESTAMP."""
-    text = ddl_rules.with_clause_value(properties, "TIMESTAMP")
-    if text is None:
-        return None
-    quoted = len(text) > 1 and text[0] == text[-1] == "`"
-    name = text[1:-1].replace("``", "`") if quoted else text.upper()
-    column = next((c for c in columns if c.name == name), None)
-    if column is None:
-        raise PropertyError(f"The TIMESTAMP column set in the WITH clause does not exist in the "
-                            f"schema: '{name}'")
-    has_format = "TIMESTAMP_FORMAT" in properties
-    if column.type == ty.STRING:
-        if not has_format:
-            raise PropertyError("A String timestamp field has been specified without also "
-                                "specifying the timestamp_format")
-        return column.name
-    if has_format:
-        raise PropertyError("'TIMESTAMP_FORMAT' set in the WITH clause can only be used when the "
-                            "timestamp column is of type STRING.")
-    if column.type not in (ty.BIGINT, ty.TIMESTAMP):
-        raise PropertyError(f"Timestamp column, `{column.name}`, should be LONG(INT64), "
-                            "TIMESTAMP, or a String with a timestamp_format specified.")
-    return column.name
+def _timestamp_column(properties: Mapping[str, st.PropertyValue], columns: Sequence[Column]
+                      ) -> str | None:
+    return ddl_rules.timestamp_column(properties, [(c.name, c.type) for c in columns])
 
 
 def _inherited_delimiters(properties: Mapping[str, st.PropertyValue],

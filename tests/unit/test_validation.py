@@ -204,3 +204,68 @@ def test_a_topic_a_drop_of_the_same_transaction_deletes_cannot_be_used_again() -
         later.validate(parse("CREATE STREAM PV2 (A INT) WITH (KAFKA_TOPIC='pv', "
                              "VALUE_FORMAT='JSON');")[0])
     assert raised.value.name == "pv", "the writer defers it when another request deletes pv"
+
+
+@pytest.mark.parametrize(("with_clause", "message"), [
+    ("WRAP_SINGLE_VALUE=5", "Failed to prepare statement: Invalid value 5 for property "
+     "WRAP_SINGLE_VALUE: Expected value to be either true or false"),
+    ("KAFKA_TOPIC=5", "Failed to prepare statement: Invalid value 5 for property KAFKA_TOPIC: "
+     "Expected value to be a string, but it was a java.lang.Integer"),
+    ("KAFKA_TOPIC=''", "Invalid value  for property KAFKA_TOPIC: String must be non-empty"),
+    ("PARTITIONS='abc'", "Invalid value abc for property PARTITIONS: Not a number of type INT"),
+    ("RETENTION_MS='x'", "Invalid value x for property RETENTION_MS: Not a number of type LONG"),
+    ("TIMESTAMP_FORMAT='yyyy{'", "Invalid datetime format for config:TIMESTAMP_FORMAT, "
+     "reason:Pattern includes reserved character: '{'"),
+    ("SOURCE_CONNECTOR='x'", "Failed to prepare statement: Invalid config variable(s) in the "
+     "WITH clause: SOURCE_CONNECTOR"),
+    ("WINDOW_TYPE='TUMBLING'", "Invalid config variable(s) in the WITH clause: WINDOW_TYPE"),
+    ("CLEANUP_POLICY='compact'", "Invalid config variable in the WITH clause: CLEANUP_POLICY.\n"
+     "The CLEANUP_POLICY config is automatically inferred"),
+    ("VALUE_PROTOBUF_NULLABLE_REPRESENTATION='OPTIONAL'",
+     "Property VALUE_PROTOBUF_NULLABLE_REPRESENTATION can only be enabled with protobuf format"),
+    ("VALUE_SCHEMA_FULL_NAME='x.y'", "JSON does not support the following configs: "
+     "[fullSchemaName]"),
+    ("KEY_FORMAT='JSON', KEY_SCHEMA_FULL_NAME='x.y'", "JSON does not support the following "
+     "configs: [fullSchemaName]"),
+    ("VALUE_AVRO_SCHEMA_FULL_NAME='a.b', VALUE_SCHEMA_FULL_NAME='x.y'",
+     "Cannot supply both 'VALUE_AVRO_SCHEMA_FULL_NAME' and 'VALUE_SCHEMA_FULL_NAME' properties."),
+    ("TIMESTAMP='NOPE'", "The TIMESTAMP column set in the WITH clause does not exist in the "
+     "schema: 'NOPE'"),
+])
+def test_a_create_as_select_with_clause_follows_the_rules_of_a_create(
+        with_clause: str, message: str) -> None:
+    """CreateSourceAsProperties: the typed values and formats of CREATE's WITH clause, over the
+    properties every CREATE shares."""
+    assert message in fail(f"CREATE STREAM S WITH ({with_clause}) AS SELECT ID, URL FROM PV;")
+
+
+def test_the_timestamp_column_is_checked_before_the_keys_a_sink_must_keep() -> None:
+    assert "The TIMESTAMP column set in the WITH clause does not exist in the schema: " \
+        "'INVALID_TS'" in fail("CREATE STREAM S WITH (TIMESTAMP='invalid_ts') AS SELECT URL, "
+                               "N FROM PV;")
+
+
+@pytest.mark.parametrize(("statement", "message"), [
+    ("CREATE STREAM S WITH (KEY_FORMAT='DELIMITED') AS SELECT ID, URL FROM PV PARTITION BY NULL;",
+     "Key format specified for stream without key columns."),
+    ("CREATE STREAM S WITH (FORMAT='JSON') AS SELECT ID, URL FROM PV PARTITION BY NULL;",
+     "Key format specified for stream without key columns."),
+    ("CREATE STREAM S AS SELECT ID, URL FROM PV PARTITION BY NULL, ID;",
+     "Cannot PARTITION BY multiple columns including NULL"),
+    ("CREATE STREAM S AS SELECT URL FROM PV PARTITION BY ABS(ID);",
+     "must include the partitioning expression ABS(PV.ID) in its projection "
+     "(eg, SELECT ABS(PV.ID)...)."),
+    ("CREATE STREAM S AS SELECT URL FROM PV P PARTITION BY ID, N;",
+     "must include the partitioning expressions P.ID and P.N in its projection"),
+])
+def test_partition_by_rules(statement: str, message: str) -> None:
+    assert message in fail(statement)
+
+
+def test_partition_by_null_leaves_the_sink_without_a_key_format() -> None:
+    results, image = run_script(BASE + "CREATE STREAM S WITH (KEY_FORMAT='NONE') AS SELECT ID, "
+                                "URL FROM PV PARTITION BY NULL; CREATE STREAM S2 AS SELECT ID, "
+                                "URL FROM PV PARTITION BY NULL;")
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    assert image.sources["S"].key_format == image.sources["S2"].key_format == "NONE"
+    assert not image.sources["S2"].key_columns
