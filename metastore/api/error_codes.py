@@ -23,7 +23,13 @@ from metastore.log import exceptions as log_errors
 from metastore.log import record as records
 from metastore.queries import exceptions as queries
 from metastore.spark import exceptions as spark
-from metastore.sql.exceptions import ParseError, PrepareError, TooComplexError, VariableError
+from metastore.sql.exceptions import (
+    ParseError,
+    PrepareError,
+    TooComplexError,
+    TypeDefinitionError,
+    VariableError,
+)
 
 BAD_REQUEST = 40000
 BAD_STATEMENT = 40001
@@ -65,6 +71,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     # the language
     ParseError: STATEMENT_ERROR,
     PrepareError: STATEMENT_ERROR,
+    TypeDefinitionError: STATEMENT_ERROR,
     TooComplexError: STATEMENT_ERROR,
     VariableError: STATEMENT_ERROR,
     # the catalog: statements that cannot be executed against it

@@ -1202,7 +1202,11 @@ def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.
     nested = [e for e in data_type.expressions if isinstance(e, exp.DataType)]
     if kind == types.DECIMAL:
         params = [int(p.this.this) for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
-        return ty.DecimalType(*[*params, 10, 0][:2]) if params else ty.DecimalType(10, 0)
+        precision, scale = [*params, 10, 0][:2] if params else (10, 0)
+        problem = ty.decimal_problem(precision, scale)
+        if problem:
+            raise QueryError(f"Failed to prepare statement: {problem}")
+        return ty.DecimalType(precision, scale)
     if kind == types.ARRAY and nested:
         return ty.ArrayType(_from_sqlglot(nested[0], custom))
     if kind == types.MAP and len(nested) == 2:
@@ -1212,6 +1216,9 @@ def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.
         for field in data_type.expressions:
             if isinstance(field, exp.ColumnDef) and isinstance(field.args.get("kind"), exp.DataType):
                 fields.append((field.name.upper(), _from_sqlglot(field.args["kind"], custom)))
+        problem = ty.struct_fields_problem(fields)
+        if problem:
+            raise QueryError(f"Failed to prepare statement: {problem}")
         return ty.StructType(tuple(fields))
     if kind == types.USERDEFINED:
         name = str(data_type.args.get("kind") or "").upper()

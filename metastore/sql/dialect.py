@@ -24,7 +24,7 @@ from metastore.sql import literals
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
-from metastore.sql.exceptions import ParseError, PrepareError, TooComplexError
+from metastore.sql.exceptions import ParseError, PrepareError, TooComplexError, TypeDefinitionError
 
 T = TypeVar("T")
 
@@ -138,6 +138,11 @@ class KsqlParser(parser.Parser):
         else:
             line, column = 1, 1
         raise ParseError(description, line, column)
+
+    def _fail_type(self, description: str, token: Token) -> Any:
+        """Raise the TypeDefinitionError of a type that starts at ``token``."""
+        line, column = self._position(token)
+        raise TypeDefinitionError(description, line, column)
 
     def _expect_text(self, *words: str) -> None:
         for word in words:
@@ -565,6 +570,9 @@ class KsqlParser(parser.Parser):
                     if not self._match(TokenType.COMMA):
                         break
                 self._expect(TokenType.GT, "'>'")
+            problem = ty.struct_fields_problem(fields)
+            if problem:
+                self._fail_type(problem, token)
             return ty.StructType(tuple(fields))
         if token.token_type in self._RESERVED:
             return self._fail(f"Expecting a type, found '{token.text}'")  # type: ignore[no-any-return]
@@ -574,6 +582,9 @@ class KsqlParser(parser.Parser):
             if len(parameters) != 2 or not all(isinstance(p, int) for p in parameters):
                 self._fail("DECIMAL requires a precision and a scale: DECIMAL(p, s)", token)
             precision, scale = int(parameters[0]), int(parameters[1])
+            problem = ty.decimal_problem(precision, scale)
+            if problem:
+                self._fail_type(problem, token)
             return ty.DecimalType(precision, scale)
         # ksqlDB's grammar lets any base type take parameters (``VARCHAR(STRING)``,
         # ``INT(10)``) and ignores them

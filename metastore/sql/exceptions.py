@@ -37,6 +37,22 @@ class PrepareError(ParseError):
         self.args = (message,)
 
 
+class TypeDefinitionError(PrepareError):
+    """A type ksqlDB's SqlTypeParser refuses as it builds it (a DECIMAL's precision and scale,
+    a STRUCT's repeated field name): a failure to prepare the statement, worded without a
+    position, as ksqlDB's type classes raise it."""
+
+    code = "type_definition_error"
+
+    def __init__(self, description: str, line: int, column: int, statement: str = "") -> None:
+        super().__init__(description, line, column, statement)
+        message = f"Failed to prepare statement: {description}"
+        if statement:
+            message += f"\nStatement: {statement}"
+        self.message = message
+        self.args = (message,)
+
+
 class TooComplexError(ParseError):
     """A statement beyond the bounds every node can replay and compile (see metastore.limits)."""
 

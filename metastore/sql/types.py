@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 PRIMITIVE_ALIASES = {
@@ -200,3 +201,23 @@ def backticked(sql_type: SqlType) -> str:
         inner = ", ".join(field_text(name, t) for name, t in sql_type.fields)
         return f"STRUCT<{inner}>"
     return sql_type.sql()
+
+
+def decimal_problem(precision: int, scale: int) -> str | None:
+    """Why ksqlDB refuses ``DECIMAL(precision, scale)`` (its SqlDecimal), or None."""
+    for holds, rule in ((precision > 0, "precision must be >= 1"), (scale >= 0, "scale must be >= 0"),
+                        (precision >= scale, "precision must be >= scale")):
+        if not holds:
+            return f"DECIMAL {rule}: DECIMAL({precision},{scale})"
+    return None
+
+
+def struct_fields_problem(fields: Sequence[tuple[str, SqlType]]) -> str | None:
+    """Why ksqlDB refuses a STRUCT of ``fields`` (its SqlStruct.Builder: a repeated name), or
+    None."""
+    for index, (name, field_type) in enumerate(fields):
+        first = next(((n, t) for n, t in fields[:index] if n == name), None)
+        if first is not None:
+            return (f"Duplicate field names found in STRUCT: '{field_text(*first)}' and "
+                    f"'{field_text(name, field_type)}'")
+    return None

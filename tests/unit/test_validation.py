@@ -269,3 +269,33 @@ def test_partition_by_null_leaves_the_sink_without_a_key_format() -> None:
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     assert image.sources["S"].key_format == image.sources["S2"].key_format == "NONE"
     assert not image.sources["S2"].key_columns
+
+
+@pytest.mark.parametrize(("script", "message"), [
+    ("CREATE TYPE T AS DECIMAL(3,4);", "DECIMAL precision must be >= scale: DECIMAL(3,4)"),
+    ("CREATE STREAM S (A DECIMAL(0,0)) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "DECIMAL precision must be >= 1: DECIMAL(0,0)"),
+    ("ALTER STREAM PV ADD COLUMN D DECIMAL(2, 3);", "DECIMAL precision must be >= scale"),
+    ("CREATE STREAM S AS SELECT ID, CAST(N AS DECIMAL(2,5)) AS D FROM PV;",
+     "DECIMAL precision must be >= scale: DECIMAL(2,5)"),
+    ("CREATE TYPE T AS STRUCT<X INT, X STRING>;",
+     "Duplicate field names found in STRUCT: '`X` INTEGER' and '`X` STRING'"),
+    ("CREATE STREAM S (A STRUCT<x INT, `X` INT>) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');",
+     "Duplicate field names found in STRUCT: '`X` INTEGER' and '`X` INTEGER'"),
+    ("CREATE STREAM S AS SELECT ID, CAST(N AS STRUCT<A INT, A INT>) AS D FROM PV;",
+     "Duplicate field names found in STRUCT"),
+])
+def test_types_ksqldb_cannot_build_fail_the_statement_as_it_is_prepared(
+        script: str, message: str) -> None:
+    results, _ = run_script(BASE + script, runtime_check=False)
+    [failed] = [r for r in results if not r.ok]
+    assert failed.message is not None
+    assert failed.message.startswith("Failed to prepare statement: ")
+    assert message in failed.message
+
+
+def test_case_distinct_struct_fields_and_valid_decimals_are_types() -> None:
+    results, _ = run_script(BASE + "CREATE STREAM S (A STRUCT<x INT, `x` INT>, B DECIMAL(38, 38), "
+                            "C DECIMAL(5, 0)) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON', "
+                            "PARTITIONS=1);", runtime_check=False)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
