@@ -400,11 +400,11 @@ class Validator:
             _check_schema_id(statement, side, fmt)
         return key, value
 
-    def _check_registered_schemas(self, statement: st.CreateSource, columns: list[Column],
-                                  key_format: str, value_format: str,
+    def _check_registered_schemas(self, statement: st.CreateSource | st.CreateAsSelect,
+                                  columns: list[Column], key_format: str, value_format: str,
                                   properties: Mapping[str, st.PropertyValue]) -> None:
         """SchemaRegisterInjector: the Avro schema of the key, then of the value, that a CREATE
-        registers must be one Avro can name."""
+        or a C*AS's sink registers must be one Avro can name."""
         for side, fmt, chosen in (
                 ("KEY", key_format, [c for c in columns if c.is_key]),
                 ("VALUE", value_format, [c for c in columns if c.role is st.ColumnRole.VALUE])):
@@ -526,6 +526,7 @@ class Validator:
         partitions, created = self._ensure_topic(topic, properties,
                                                  create_with=first.partitions or 1,
                                                  config=config)
+        self._check_registered_schemas(statement, columns, key_format, value_format, properties)
         if existing is not None and existing.is_source:  # ksqlDB's EngineExecutor.execute
             raise QueryError(f"Cannot insert into read-only {existing.kind.label}: {name}", name)
         source = DataSource(

@@ -299,3 +299,12 @@ def test_case_distinct_struct_fields_and_valid_decimals_are_types() -> None:
                             "C DECIMAL(5, 0)) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON', "
                             "PARTITIONS=1);", runtime_check=False)
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+
+
+def test_a_create_as_select_registers_only_sink_schemas_avro_can_name() -> None:
+    results, _ = run_script(
+        "CREATE STREAM INPUT (V DOUBLE) WITH (KAFKA_TOPIC='input', VALUE_FORMAT='AVRO', "
+        "PARTITIONS=1); CREATE STREAM OUTPUT AS SELECT V AS `1Avro` FROM INPUT;",
+        runtime_check=False)
+    assert results[-1].message == ("Could not register schema for topic: Schema is not "
+                                   "compatible with Avro: Illegal initial character: 1Avro")
