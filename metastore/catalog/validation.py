@@ -589,8 +589,10 @@ class Validator:
         topics.check_writable(target.topic)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name,
                            new_planner=self._config.new_query_planner)
-        if analysis.kind is not st.SourceKind.STREAM:
-            raise QueryError("INSERT INTO can only be used with a query that produces a stream.")
+        if analysis.kind is not st.SourceKind.STREAM:  # EngineExecutor.validateExistingSink
+            raise QueryError(f"Incompatible data sink and query result. Data sink "
+                             f"({target.name}) type is KSTREAM but select query result is "
+                             f"KTABLE.", target.name)
         result = [(c.name, c.type, c.is_key) for c in analysis.columns]
         sink = [(c.name, c.type, c.is_key) for c in target.columns if c.role in (
             st.ColumnRole.KEY, st.ColumnRole.VALUE)]

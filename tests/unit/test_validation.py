@@ -308,3 +308,10 @@ def test_a_create_as_select_registers_only_sink_schemas_avro_can_name() -> None:
         runtime_check=False)
     assert results[-1].message == ("Could not register schema for topic: Schema is not "
                                    "compatible with Avro: Illegal initial character: 1Avro")
+
+
+def test_insert_into_a_stream_from_a_table_query_names_both_kinds() -> None:
+    message = fail("CREATE STREAM S AS SELECT ID, URL FROM PV; "
+                   "INSERT INTO S SELECT ID, COUNT(*) AS C FROM PV GROUP BY ID;")
+    assert message == ("Incompatible data sink and query result. Data sink (S) type is KSTREAM "
+                       "but select query result is KTABLE.")
