@@ -571,6 +571,7 @@ class Validator:
         return sorted(writers, key=lambda q: (q.kind == "INSERT", q.offset, q.query_id))
 
     def _insert_into(self, statement: st.InsertInto) -> Outcome:
+        query_id = ddl_rules.insert_query_id(statement.properties)
         check_reads(statement.query, self._delta.sources)  # ksqlDB reads its sources first
         target = self._delta.sources.get(statement.target)
         if target is None:  # AstSanitizer: located where the name would start
@@ -603,11 +604,14 @@ class Validator:
                 f"Sink schema is {upgrades.schema_text(target.columns)}", target.name)
         if target.is_source:  # ksqlDB's EngineExecutor, once the query is planned
             raise QueryError(f"Cannot insert into read-only stream: {target.name}", target.name)
+        if query_id is not None and query_id in self._delta.queries:
+            raise QueryError(f"Query ID '{query_id}' already exists.", query_id)
         if self._runtime_check is not None:
             self._runtime_check(analysis, target)
         return Write(statement, cmd.InsertQueryCommand(target.name, analysis.sources,
                                                        _stored_text(statement.query),
-                                                       config=self._config.query_config()))
+                                                       config=self._config.query_config(),
+                                                       query_id=query_id))
 
     def _insert_values(self, statement: st.InsertValues) -> insert_record.EncodedRecord | None:
         """The record of an INSERT VALUES, typed (``insert_record.build``) and in its topic's
@@ -705,8 +709,10 @@ class Validator:
                 if isinstance(outcome.command, cmd.CreateAsSelectCommand):
                     sink = image.source(outcome.command.source.name)
                     query = image.queries.get(sink.query_id or "") if sink else None
+                elif isinstance(outcome.command, cmd.InsertQueryCommand):
+                    query = image.queries.get(outcome.command.id_at(self._next_offset))
                 else:
-                    query = image.queries.get(f"INSERTQUERY_{self._next_offset}")
+                    query = None
                 if query is not None:
                     return Read(statement, explained=Explained(image, query=query))
         raise QueryError("The provided statement does not run a ksql query")

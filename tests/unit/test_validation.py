@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from metastore.catalog import commands as cmd
 from metastore.catalog import exceptions as errors
 from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
 from metastore.catalog.validation import Read, Skip, TopicSpec, Validator, Write
@@ -315,3 +316,38 @@ def test_insert_into_a_stream_from_a_table_query_names_both_kinds() -> None:
                    "INSERT INTO S SELECT ID, COUNT(*) AS C FROM PV GROUP BY ID;")
     assert message == ("Incompatible data sink and query result. Data sink (S) type is KSTREAM "
                        "but select query result is KTABLE.")
+
+
+@pytest.mark.parametrize(("with_clause", "message"), [
+    ("FOO='x'", "Failed to prepare statement: Invalid config variable(s) in the WITH clause: FOO"),
+    ("QUERY_ID=5", "Invalid value 5 for property QUERY_ID: Expected value to be a string"),
+    ("QUERY_ID='csas_x'", "Query IDs must not start with a reserved query ID prefix "
+     "(INSERTQUERY_, CTAS_, CSAS_, CST_). Got 'CSAS_X'."),
+    ("QUERY_ID='my-query'", "Query IDs may contain only alphanumeric characters and '_'. "
+     "Got: 'MY-QUERY'"),
+])
+def test_insert_into_takes_only_a_query_id_ksqldb_would_not_make(
+        with_clause: str, message: str) -> None:
+    image = catalog(BASE + "CREATE STREAM S WITH (KAFKA_TOPIC='t') AS SELECT ID, URL FROM PV;")
+    assert message in fail(f"INSERT INTO S WITH ({with_clause}) SELECT ID, URL FROM PV;", image)
+
+
+def test_insert_into_runs_under_its_query_id_once() -> None:
+    script = (BASE + "CREATE STREAM S WITH (KAFKA_TOPIC='t', PARTITIONS=1) AS SELECT ID, URL "
+              "FROM PV; INSERT INTO S WITH (QUERY_ID='my_q') SELECT ID, URL FROM PV;")
+    results, image = run_script(script, runtime_check=False)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    assert results[-1].message == "Created query with ID MY_Q"
+    assert image.queries["MY_Q"].sink == "S"
+    assert image.queries["MY_Q"].kind == "INSERT"
+    results, _ = run_script(script + " INSERT INTO S WITH (QUERY_ID='MY_Q') SELECT ID, URL "
+                            "FROM PV;", runtime_check=False)
+    assert results[-1].message == "Query ID 'MY_Q' already exists."
+
+
+def test_an_insert_query_id_survives_its_record_and_older_records_keep_theirs() -> None:
+    named = cmd.InsertQueryCommand("S", ("PV",), "SELECT 1", query_id="MY_Q")
+    assert cmd.from_json(cmd.to_json(named)) == named
+    unnamed = cmd.InsertQueryCommand("S", ("PV",), "SELECT 1")
+    assert "queryId" not in cmd.to_json(unnamed)  # records written before QUERY_ID: unchanged
+    assert cmd.from_json(cmd.to_json(unnamed)).id_at(42) == "INSERTQUERY_42"
