@@ -17,7 +17,7 @@ all work from one analysis and none walks the tree for sources again.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from types import MappingProxyType
@@ -40,7 +40,7 @@ from metastore.functions.registry import (
     LambdaArgument,
     UnitArgument,
 )
-from metastore.sql import positions
+from metastore.sql import literals, positions
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, PropertyValue, Query, SourceKind, WindowSpec
 
@@ -227,12 +227,15 @@ class _Scope:
 def analyse(query: Query, sources: Mapping[str, DataSource],
             custom_types: Mapping[str, ty.SqlType], sink: str = "the result",
             transient: bool = False, new_planner: bool = False,
-            sink_properties: Mapping[str, PropertyValue] | None = None) -> Analysis:
+            sink_properties: Mapping[str, PropertyValue] | None = None,
+            target: Sequence[Column] | None = None) -> Analysis:
     """What ``query`` produces; a ``transient`` query (a pull query) has no key to keep;
     ``new_planner``: ksqlDB's ``ksql.new.query.planner.enabled``, under which a persistent query
     is a projection of a stream's columns, keyed by the keys it selects in the SELECT's order;
     ``sink_properties``: a C*AS's WITH clause, whose TIMESTAMP column ksqlDB's LogicalPlanner
-    checks in the query's output before the keys the sink must keep."""
+    checks in the query's output before the keys the sink must keep; ``target``: the columns
+    of the existing sink an INSERT INTO writes, which a numeric literal selected for a DECIMAL
+    column is cast to (:func:`_implicitly_cast`)."""
     select = query.select
     assert isinstance(select, exp.Select)
     if new_planner and not transient:
@@ -269,6 +272,8 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     scope = typer.scope = _with_join_key(scope, joined)
     typer.clause = "SELECT"
     projected = _project(select, scope, typer, new_keys, transient)
+    if target is not None:
+        projected = _implicitly_cast(projected, target)
     calls = _check_grouping(projected, group_by, select, scope, typer, query.window is not None)
     if query.emit_final and not (aggregate and query.window is not None):
         raise QueryError("EMIT FINAL is only supported for windowed aggregations.")
@@ -455,6 +460,29 @@ class _Projected:
     name: str
     type: ty.SqlType
     expression: exp.Expr
+
+
+def _implicitly_cast(projected: list[_Projected], target: Sequence[Column]) -> list[_Projected]:
+    """ksqlDB's ImplicitlyCastResolver, as its planner applies it to an INSERT INTO's SELECT:
+    the i-th item, a numeric literal, selected for the sink's i-th column (keys first), a
+    DECIMAL, is that DECIMAL when the literal's own decimal type fits it (no larger scale, no
+    more integer digits)."""
+    columns = [c for c in target if c.role in (ColumnRole.KEY, ColumnRole.PRIMARY_KEY,
+                                               ColumnRole.VALUE)]
+    columns.sort(key=lambda c: not c.is_key)
+    cast = list(projected)
+    for index, (item, column) in enumerate(zip(projected, columns, strict=False)):
+        literal = item.expression
+        if not (isinstance(column.type, ty.DecimalType) and isinstance(literal, exp.Literal)
+                and not literal.is_string):
+            continue
+        own = literals.decimal_type_of(str(literal.this))
+        if own is None or own.scale > column.type.scale or (
+                own.precision - own.scale > column.type.precision - column.type.scale):
+            continue
+        to = exp.DataType.build(f"DECIMAL({column.type.precision}, {column.type.scale})")
+        cast[index] = _Projected(item.name, column.type, exp.Cast(this=literal.copy(), to=to))
+    return cast
 
 
 _GENERATED_PREFIX = "KSQL_COL"

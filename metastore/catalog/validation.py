@@ -589,7 +589,7 @@ class Validator:
             raise TopicError(f"Cannot insert into read-only topic: {target.topic}", target.topic)
         topics.check_writable(target.topic)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name,
-                           new_planner=self._config.new_query_planner)
+                           new_planner=self._config.new_query_planner, target=target.columns)
         if analysis.kind is not st.SourceKind.STREAM:  # EngineExecutor.validateExistingSink
             raise QueryError(f"Incompatible data sink and query result. Data sink "
                              f"({target.name}) type is KSTREAM but select query result is "

@@ -124,7 +124,8 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
         raise QueryRuntimeError(f"{query.query_id}: its sink {query.sink} is not in the catalog")
     config: dict[str, object] = dict(query.config)
     analysis = analyse(parse_query(query.sql), image.sources, image.types, sink.name,
-                       new_planner=overrides.new_query_planner(config))
+                       new_planner=overrides.new_query_planner(config),
+                       target=sink.columns if query.kind == "INSERT" else None)
     problem = runtime_problem(analysis, sink)
     if problem is not None:
         raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")

@@ -10,6 +10,8 @@ from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
 from metastore.catalog.validation import Read, Skip, TopicSpec, Validator, Write
 from metastore.check import run_script
 from metastore.queries.support import check_runtime
+from metastore.sql import literals
+from metastore.sql import types as ty
 from metastore.sql.parser import parse
 
 BASE = """
@@ -351,3 +353,25 @@ def test_an_insert_query_id_survives_its_record_and_older_records_keep_theirs() 
     unnamed = cmd.InsertQueryCommand("S", ("PV",), "SELECT 1")
     assert "queryId" not in cmd.to_json(unnamed)  # records written before QUERY_ID: unchanged
     assert cmd.from_json(cmd.to_json(unnamed)).id_at(42) == "INSERTQUERY_42"
+
+
+def test_insert_into_casts_numeric_literals_that_fit_a_decimal_sink_column() -> None:
+    base = ("CREATE STREAM SRC (V STRING) WITH (KAFKA_TOPIC='src', VALUE_FORMAT='JSON', "
+            "PARTITIONS=1); CREATE STREAM TARGET (C1 DECIMAL(5,2), C2 DECIMAL(5,2)) WITH "
+            "(KAFKA_TOPIC='target', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    results, _ = run_script(base + "INSERT INTO TARGET SELECT 1 AS C1, 2.0 AS C2 FROM SRC;",
+                                runtime_check=False)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    # a literal with more integer digits, or a larger scale, than the column's is not cast
+    for selected in ("1234 AS C1, 2.0 AS C2", "1 AS C1, 2.005 AS C2"):
+        results, _ = run_script(base + f"INSERT INTO TARGET SELECT {selected} FROM SRC;",
+                                runtime_check=False)
+        assert "Incompatible schema between results and sink." in (results[-1].message or "")
+
+
+@pytest.mark.parametrize(("text", "precision", "scale"), [
+    ("1", 1, 0), ("2.0", 2, 1), ("0.005", 4, 3), ("0", 1, 0), ("123.45", 5, 2), ("1E+3", 4, 0),
+])
+def test_a_numeric_literal_is_the_decimal_ksqldb_makes_of_its_value(
+        text: str, precision: int, scale: int) -> None:
+    assert literals.decimal_type_of(text) == ty.DecimalType(precision, scale)
