@@ -1216,6 +1216,11 @@ def _struct_field_name(argument: exp.Expr, index: int) -> str:
     return f"F{index}"
 
 
+def sql_type_of(data_type: exp.DataType, custom: Mapping[str, ty.SqlType]) -> ty.SqlType:
+    """A CAST's target type (the query's sqlglot type) as a ksqlDB type."""
+    return _from_sqlglot(data_type, dict(custom))
+
+
 def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.SqlType:
     kind = data_type.this
     types = exp.DataType.Type

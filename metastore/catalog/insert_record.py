@@ -33,6 +33,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from metastore.catalog.analysis import sql_type_of
 from metastore.catalog.exceptions import QueryError, StatementError
 from metastore.catalog.model import DataSource
 from metastore.catalog.pseudo_columns import PSEUDO_COLUMNS
@@ -218,6 +219,10 @@ def evaluate(expression: exp.Expr) -> Any:
         return -inner
     if isinstance(expression, exp.Array):
         return [evaluate(e) for e in expression.expressions]
+    if isinstance(expression, exp.Cast):
+        return _cast(evaluate(expression.this), expression.to)
+    if isinstance(expression, exp.Add | exp.Sub | exp.Mul):
+        return _arithmetic(expression, evaluate(expression.left), evaluate(expression.right))
     if isinstance(expression, exp.Anonymous) and str(expression.this).upper() in ("MAP",
                                                                                    "STRUCT"):
         pairs = []
@@ -230,6 +235,46 @@ def evaluate(expression: exp.Expr) -> Any:
         return StructValue({(k.name if isinstance(k, exp.Identifier) else str(evaluate(k))): v
                             for k, v in pairs})
     raise _NotALiteralError
+
+
+def _cast(value: Any, to: exp.DataType) -> Any:
+    """``CAST(value AS to)`` of a constant: NULL stays NULL (of that type), any other value
+    is converted as a column of that type takes it."""
+    if value is None:
+        return None
+    try:
+        target = sql_type_of(to, {})
+    except QueryError:
+        raise _NotALiteralError from None
+    ok, converted = coerce(value, target)
+    if not ok:
+        raise _NotALiteralError
+    return converted
+
+
+def _arithmetic(expression: exp.Expr, left: Any, right: Any) -> Any:
+    """``+``, ``-`` or ``*`` of two constant numbers (NULL if either is NULL), exact: an
+    INTEGER or BIGINT result wraps as Java's 32 or 64 bits do."""
+    if left is None or right is None:
+        return None
+    numbers = (int, Decimal, float)
+    if isinstance(left, bool) or isinstance(right, bool) or not (
+            isinstance(left, numbers) and isinstance(right, numbers)):
+        raise _NotALiteralError
+    if isinstance(left, float) or isinstance(right, float):
+        left, right = float(left), float(right)
+    elif isinstance(left, Decimal) or isinstance(right, Decimal):
+        left, right = Decimal(left), Decimal(right)
+    if isinstance(expression, exp.Add):
+        result = left + right
+    elif isinstance(expression, exp.Sub):
+        result = left - right
+    else:
+        result = left * right
+    if isinstance(result, int):
+        bits = 32 if all(-2 ** 31 <= v < 2 ** 31 for v in (left, right)) else 64
+        result = (result + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)
+    return result
 
 
 def _number(text: str) -> int | Decimal | float:

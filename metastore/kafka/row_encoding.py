@@ -116,7 +116,9 @@ def _json_value(value: Any, sql_type: ty.SqlType) -> Any:
     if isinstance(sql_type, ty.ArrayType):
         return [_json_value(v, sql_type.element) for v in value]
     if isinstance(sql_type, ty.MapType):
-        return {str(k): _json_value(v, sql_type.value) for k, v in value.items()}
+        # a NULL key (MAP(CAST(NULL AS STRING) := 1)) is written as Jackson writes it
+        return {"null" if k is None else str(k): _json_value(v, sql_type.value)
+                for k, v in value.items()}
     if isinstance(sql_type, ty.StructType):
         types = dict(sql_type.fields)
         return {k: _json_value(v, types.get(k, ty.STRING)) for k, v in value.items()}

@@ -216,3 +216,22 @@ def test_a_single_null_delimited_value_is_an_empty_field_not_a_tombstone() -> No
                      "(KAFKA_TOPIC='t', VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
     assert row_encoding.encode_row(source, {"K": "k", "V": None}).value == b""
     assert row_encoding.encode_value(None, source) is None  # a test input's null row
+
+
+def test_constant_expressions_are_evaluated_as_ksqldb_evaluates_them() -> None:
+    record = build(_insert(
+        "INSERT INTO S (K, I, B, D, A, M, ST) VALUES ('k', 2147483647 + 1, 3 * (4 - 6), "
+        "1.25 + 1, ARRAY[1, (1 + 1), CAST(NULL AS INT)], MAP(CAST(NULL AS STRING) := 1), "
+        "STRUCT(X := CAST(NULL AS INT)));"), ALL, now_ms=99)
+    assert record.row == {"K": "k", "I": -2147483648, "B": -6, "D": Decimal("2.25"),
+                          "A": [1, 2, None], "M": {None: 1}, "ST": {"X": None}}
+    with pytest.raises(QueryError, match="Only literal values can be inserted for now, not: "):
+        build(_insert("INSERT INTO S (K, I) VALUES ('k', ABS(-1));"), ALL, now_ms=99)
+
+
+def test_a_null_map_key_and_a_null_struct_field_are_written_as_ksqldb_writes_them() -> None:
+    source = _source("CREATE STREAM S (ID INT KEY, V0 MAP<STRING, INT>, V1 STRUCT<f0 INT>) WITH "
+                     "(KAFKA_TOPIC='t', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    record = build(_insert("INSERT INTO S (ID, V0, V1) VALUES (1, MAP(CAST(NULL AS STRING) := 1), "
+                           "STRUCT(f0 := CAST(null AS INT)));"), source, now_ms=5)
+    assert row_encoding.encode_row(source, record.row).value == b'{"V0":{"null":1},"V1":{"F0":null}}'
