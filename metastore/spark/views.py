@@ -297,8 +297,8 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, li
                        ) -> str:
     """The SQL of ``column`` over the raw record; a JSON object's fields come from a column that
     parses it once, which is added to ``objects`` (see :func:`_with_json_objects`)."""
-    if column.role is ColumnRole.HEADERS:
-        return "headers"
+    if column.role is ColumnRole.HEADERS:  # a record without headers has none: []
+        return "coalesce(headers, array())"
     if column.role is ColumnRole.HEADER:
         return (f"element_at(filter(headers, h -> h.key = {string_literal(column.header_key or '')}), "
                 "-1).value")

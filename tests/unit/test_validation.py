@@ -375,3 +375,21 @@ def test_insert_into_casts_numeric_literals_that_fit_a_decimal_sink_column() -> 
 def test_a_numeric_literal_is_the_decimal_ksqldb_makes_of_its_value(
         text: str, precision: int, scale: int) -> None:
     assert literals.decimal_type_of(text) == ty.DecimalType(precision, scale)
+
+
+def test_select_star_selects_header_columns_as_values() -> None:
+    results, image = run_script(
+        "CREATE STREAM S1 (K STRING KEY, H ARRAY<STRUCT<key STRING, value BYTES>> HEADERS, "
+        "V BIGINT) WITH (KAFKA_TOPIC='s1', VALUE_FORMAT='JSON', PARTITIONS=1);"
+        "CREATE STREAM L (A INT KEY, B INT, C BYTES HEADER('abc')) WITH (KAFKA_TOPIC='l', "
+        "VALUE_FORMAT='JSON', PARTITIONS=1);"
+        "CREATE STREAM R (A INT KEY, B INT, C BYTES HEADER('def')) WITH (KAFKA_TOPIC='r', "
+        "VALUE_FORMAT='JSON', PARTITIONS=1);"
+        "CREATE STREAM O1 AS SELECT * FROM S1;"
+        "CREATE STREAM O2 AS SELECT * FROM L INNER JOIN R WITHIN 10 SECONDS ON L.A = R.A;",
+        runtime_check=False)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    assert [(c.name, c.role.value) for c in image.sources["O1"].columns] == [
+        ("K", "KEY"), ("H", "VALUE"), ("V", "VALUE")]
+    assert [c.name for c in image.sources["O2"].columns] == [
+        "L_A", "L_B", "L_C", "R_A", "R_B", "R_C"]
