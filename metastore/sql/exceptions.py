@@ -27,10 +27,13 @@ class PrepareError(ParseError):
     statement, at the literal's position, not as a syntax error."""
 
     code = "prepare_error"
+    located = True
+    """Whether the message gives the position, as ksqlDB's ParsingException does."""
 
     def __init__(self, description: str, line: int, column: int, statement: str = "") -> None:
         super().__init__(description, line, column, statement)
-        message = f"Failed to prepare statement: line {line}:{column}: {description}"
+        where = f"line {line}:{column}: " if self.located else ""
+        message = f"Failed to prepare statement: {where}{description}"
         if statement:
             message += f"\nStatement: {statement}"
         self.message = message
@@ -43,14 +46,7 @@ class TypeDefinitionError(PrepareError):
     position, as ksqlDB's type classes raise it."""
 
     code = "type_definition_error"
-
-    def __init__(self, description: str, line: int, column: int, statement: str = "") -> None:
-        super().__init__(description, line, column, statement)
-        message = f"Failed to prepare statement: {description}"
-        if statement:
-            message += f"\nStatement: {statement}"
-        self.message = message
-        self.args = (message,)
+    located = False
 
 
 class TooComplexError(ParseError):
