@@ -577,7 +577,7 @@ def _source_columns(scope: _Scope, alias: str, repartitioned: bool,
     if source is None:
         raise QueryError(f"'{alias}' is not a valid stream/table name or alias.")
     multi = len(scope.order) > 1
-    columns = list(source.columns)  # header columns too, as value columns of the result
+    columns = [c for c in source.columns if c.role not in (ColumnRole.HEADERS, ColumnRole.HEADER)]
     keys = [c for c in columns if c.is_key]
     values = [c for c in columns if not c.is_key]
     if repartitioned:
@@ -1216,6 +1216,31 @@ def _struct_field_name(argument: exp.Expr, index: int) -> str:
     return f"F{index}"
 
 
+def check_cast_types(query: Query) -> None:
+    """The types a new statement's CASTs name must be ones ksqlDB can build (DECIMAL bounds,
+    distinct STRUCT field names; a quoted name keeps its case). Checked when a statement is
+    validated, never when a stored query is compiled again."""
+    for cast in query.select.find_all(exp.Cast):
+        for data_type in cast.to.find_all(exp.DataType):
+            kind = data_type.this
+            if kind == exp.DataType.Type.DECIMAL:
+                params = [int(p.this.this) for p in data_type.expressions
+                          if isinstance(p, exp.DataTypeParam)]
+                precision, scale = [*params, 10, 0][:2] if params else (10, 0)
+                problem = ty.decimal_problem(precision, scale)
+            elif kind == exp.DataType.Type.STRUCT:
+                problem = ty.struct_fields_problem([
+                    (field.name if field.this.quoted else field.name.upper(),
+                     _from_sqlglot(field.args["kind"], {}))
+                    for field in data_type.expressions
+                    if isinstance(field, exp.ColumnDef)
+                    and isinstance(field.args.get("kind"), exp.DataType)])
+            else:
+                continue
+            if problem:
+                raise QueryError(f"Failed to prepare statement: {problem}")
+
+
 def sql_type_of(data_type: exp.DataType, custom: Mapping[str, ty.SqlType]) -> ty.SqlType:
     """A CAST's target type (the query's sqlglot type) as a ksqlDB type."""
     return _from_sqlglot(data_type, dict(custom))
@@ -1236,9 +1261,6 @@ def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.
     if kind == types.DECIMAL:
         params = [int(p.this.this) for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
         precision, scale = [*params, 10, 0][:2] if params else (10, 0)
-        problem = ty.decimal_problem(precision, scale)
-        if problem:
-            raise QueryError(f"Failed to prepare statement: {problem}")
         return ty.DecimalType(precision, scale)
     if kind == types.ARRAY and nested:
         return ty.ArrayType(_from_sqlglot(nested[0], custom))
@@ -1249,9 +1271,6 @@ def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.
         for field in data_type.expressions:
             if isinstance(field, exp.ColumnDef) and isinstance(field.args.get("kind"), exp.DataType):
                 fields.append((field.name.upper(), _from_sqlglot(field.args["kind"], custom)))
-        problem = ty.struct_fields_problem(fields)
-        if problem:
-            raise QueryError(f"Failed to prepare statement: {problem}")
         return ty.StructType(tuple(fields))
     if kind == types.USERDEFINED:
         name = str(data_type.args.get("kind") or "").upper()

@@ -58,16 +58,10 @@ class InsertQueryCommand(Command):
     query_sql: str
     config: tuple[tuple[str, str], ...] = ()
     """The query's ksqlDB settings, as :attr:`CreateAsSelectCommand.config`."""
-    query_id: str | None = None
-    """The statement's ``QUERY_ID``, else None: the query is ``INSERTQUERY_<offset>``."""
 
     @property
     def command_id(self) -> str:
         return f"insert/{self.sink}/create"
-
-    def id_at(self, offset: int) -> str:
-        """The query's id when the command is at ``offset``."""
-        return self.query_id or f"INSERTQUERY_{offset}"
 
 
 @dataclass(frozen=True)
@@ -246,8 +240,7 @@ def to_json(command: Command) -> dict[str, Any]:
     if isinstance(command, InsertQueryCommand):
         return {"type": "insertQuery", "sink": command.sink,
                 "querySources": list(command.query_sources), "querySql": command.query_sql,
-                **config_json(command.config),
-                **({"queryId": command.query_id} if command.query_id else {})}
+                **config_json(command.config)}
     if isinstance(command, DropSourceCommand):
         return {"type": "dropSource", "kind": command.kind.value, "name": command.name,
                 "deleteTopic": command.delete_topic, "topic": command.topic}
@@ -278,10 +271,8 @@ def from_json(data: dict[str, Any]) -> Command:
                                          bool(data.get("replace", False)),
                                          config_from_json(data.get("config")))
         if kind == "insertQuery":
-            query_id = data.get("queryId")
             return InsertQueryCommand(data["sink"], tuple(data["querySources"]), data["querySql"],
-                                      config_from_json(data.get("config")),
-                                      str(query_id) if query_id is not None else None)
+                                      config_from_json(data.get("config")))
         if kind == "dropSource":
             return DropSourceCommand(SourceKind(data["kind"]), data["name"],
                                      bool(data.get("deleteTopic", False)), str(data.get("topic", "")))

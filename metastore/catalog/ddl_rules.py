@@ -22,7 +22,6 @@ ksqlDB's parser reports them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from metastore.catalog import formats
@@ -495,25 +494,14 @@ def timestamp_column(properties: Mapping[str, st.PropertyValue],
     return found[0]
 
 
-QUERY_ID_PREFIXES = ("INSERTQUERY_", "CTAS_", "CSAS_", "CST_")
-"""The prefixes of the query ids ksqlDB makes itself (its ReservedQueryIdsPrefixes)."""
-
-
-def insert_query_id(properties: Mapping[str, st.PropertyValue]) -> str | None:
-    """An INSERT INTO's WITH clause (ksqlDB's InsertIntoConfigs: QUERY_ID alone): the query id
-    it names, upper-cased, which must not look like one ksqlDB makes (QueryIdUtil), else None."""
+def check_insert_with_clause(properties: Mapping[str, st.PropertyValue]) -> None:
+    """An INSERT INTO's WITH clause: ksqlDB's InsertIntoConfigs knows QUERY_ID alone. A query
+    here is always ``INSERTQUERY_<offset>``: a QUERY_ID is refused, not silently ignored (its
+    id would need to be unique forever, checkpoints and all, not only among running queries)."""
     unknown = [name for name in properties if name.upper() != "QUERY_ID"]
     if unknown:
         raise PropertyError(f"{PREPARE}Invalid config variable(s) in the WITH clause: "
                             f"{','.join(unknown)}")
-    if "QUERY_ID" not in properties:
-        return None
-    _check_typed("QUERY_ID", "STRING", properties["QUERY_ID"])
-    query_id = str(properties["QUERY_ID"]).upper()
-    if query_id.startswith(QUERY_ID_PREFIXES):
-        raise PropertyError(f"Query IDs must not start with a reserved query ID prefix "
-                            f"({', '.join(QUERY_ID_PREFIXES)}). Got '{query_id}'.")
-    if not re.fullmatch(r"[A-Za-z0-9_]+", query_id):
-        raise PropertyError(f"Query IDs may contain only alphanumeric characters and '_'. "
-                            f"Got: '{query_id}'")
-    return query_id
+    if "QUERY_ID" in properties:
+        raise PropertyError("INSERT INTO ... WITH (QUERY_ID=...) is not supported by this "
+                            "metastore: an INSERT INTO query's id is INSERTQUERY_<offset>.")

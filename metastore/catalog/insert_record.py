@@ -253,8 +253,10 @@ def _cast(value: Any, to: exp.DataType) -> Any:
 
 
 def _arithmetic(expression: exp.Expr, left: Any, right: Any) -> Any:
-    """``+``, ``-`` or ``*`` of two constant numbers (NULL if either is NULL), exact: an
-    INTEGER or BIGINT result wraps as Java's 32 or 64 bits do."""
+    """``+``, ``-`` or ``*`` of two constant numbers (NULL if either is NULL), exact: a result
+    its column cannot hold is refused as a value of the wrong type (ksqlDB would wrap an
+    INTEGER or BIGINT overflow as Java does, which needs the operands' types, not their
+    values)."""
     if left is None or right is None:
         return None
     numbers = (int, Decimal, float)
@@ -271,9 +273,6 @@ def _arithmetic(expression: exp.Expr, left: Any, right: Any) -> Any:
         result = left - right
     else:
         result = left * right
-    if isinstance(result, int):
-        bits = 32 if all(-2 ** 31 <= v < 2 ** 31 for v in (left, right)) else 64
-        result = (result + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)
     return result
 
 

@@ -39,7 +39,13 @@ from metastore.catalog import (
     upgrades,
 )
 from metastore.catalog import commands as cmd
-from metastore.catalog.analysis import Analysis, analyse, check_reads, partitions_by_null
+from metastore.catalog.analysis import (
+    Analysis,
+    analyse,
+    check_cast_types,
+    check_reads,
+    partitions_by_null,
+)
 from metastore.catalog.exceptions import (
     PREPARING,
     DependentsExistError,
@@ -478,6 +484,7 @@ class Validator:
         kind, name = statement.kind, statement.name
         existing = self._delta.sources.get(name)
         ddl_rules.check_with_clause(statement.properties, as_select=True)
+        check_cast_types(statement.query)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, name,
                            new_planner=self._config.new_query_planner,
                            sink_properties=statement.properties)
@@ -571,7 +578,7 @@ class Validator:
         return sorted(writers, key=lambda q: (q.kind == "INSERT", q.offset, q.query_id))
 
     def _insert_into(self, statement: st.InsertInto) -> Outcome:
-        query_id = ddl_rules.insert_query_id(statement.properties)
+        ddl_rules.check_insert_with_clause(statement.properties)
         check_reads(statement.query, self._delta.sources)  # ksqlDB reads its sources first
         target = self._delta.sources.get(statement.target)
         if target is None:  # AstSanitizer: located where the name would start
@@ -588,6 +595,7 @@ class Validator:
         if topics.READ_ONLY.fullmatch(target.topic) is not None:  # ksqlDB's DistributingExecutor
             raise TopicError(f"Cannot insert into read-only topic: {target.topic}", target.topic)
         topics.check_writable(target.topic)
+        check_cast_types(statement.query)
         analysis = analyse(statement.query, self._delta.sources, self._delta.types, target.name,
                            new_planner=self._config.new_query_planner, target=target.columns)
         if analysis.kind is not st.SourceKind.STREAM:  # EngineExecutor.validateExistingSink
@@ -604,14 +612,11 @@ class Validator:
                 f"Sink schema is {upgrades.schema_text(target.columns)}", target.name)
         if target.is_source:  # ksqlDB's EngineExecutor, once the query is planned
             raise QueryError(f"Cannot insert into read-only stream: {target.name}", target.name)
-        if query_id is not None and query_id in self._delta.queries:
-            raise QueryError(f"Query ID '{query_id}' already exists.", query_id)
         if self._runtime_check is not None:
             self._runtime_check(analysis, target)
         return Write(statement, cmd.InsertQueryCommand(target.name, analysis.sources,
                                                        _stored_text(statement.query),
-                                                       config=self._config.query_config(),
-                                                       query_id=query_id))
+                                                       config=self._config.query_config()))
 
     def _insert_values(self, statement: st.InsertValues) -> insert_record.EncodedRecord | None:
         """The record of an INSERT VALUES, typed (``insert_record.build``) and in its topic's
@@ -709,10 +714,8 @@ class Validator:
                 if isinstance(outcome.command, cmd.CreateAsSelectCommand):
                     sink = image.source(outcome.command.source.name)
                     query = image.queries.get(sink.query_id or "") if sink else None
-                elif isinstance(outcome.command, cmd.InsertQueryCommand):
-                    query = image.queries.get(outcome.command.id_at(self._next_offset))
                 else:
-                    query = None
+                    query = image.queries.get(f"INSERTQUERY_{self._next_offset}")
                 if query is not None:
                     return Read(statement, explained=Explained(image, query=query))
         raise QueryError("The provided statement does not run a ksql query")

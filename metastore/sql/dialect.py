@@ -69,6 +69,9 @@ class KsqlParser(parser.Parser):
         super().__init__(error_level=ErrorLevel.IMMEDIATE, **kwargs)
         self._window: st.WindowSpec | None = None
         self._type_depth = 0
+        self._type_rules = True
+        """Whether a type ksqlDB cannot build fails the parse: a statement's types, never a
+        stored one (a record written before the rule was enforced must still decode)."""
 
     def _parse_in(self, this: exp.Expr | None, alias: bool = False) -> exp.In:
         """ksqlDB's IN list has at least one expression: ``IN ()`` is a syntax error."""
@@ -112,6 +115,7 @@ class KsqlParser(parser.Parser):
 
     def parse_type(self, chunk: list[Token], sql: str) -> ty.SqlType:
         self._load(chunk, sql)
+        self._type_rules = False
         parsed = self._type()
         if self._curr:
             self._fail(f"Unexpected '{self._curr.text}' after the type", self._curr)
@@ -140,7 +144,9 @@ class KsqlParser(parser.Parser):
         raise ParseError(description, line, column)
 
     def _fail_type(self, description: str, token: Token) -> Any:
-        """Raise the TypeDefinitionError of a type that starts at ``token``."""
+        """Raise the TypeDefinitionError of a type that starts at ``token`` (in a statement)."""
+        if not self._type_rules:
+            return None
         line, column = self._position(token)
         raise TypeDefinitionError(description, line, column)
 

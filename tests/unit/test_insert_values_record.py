@@ -220,13 +220,19 @@ def test_a_single_null_delimited_value_is_an_empty_field_not_a_tombstone() -> No
 
 def test_constant_expressions_are_evaluated_as_ksqldb_evaluates_them() -> None:
     record = build(_insert(
-        "INSERT INTO S (K, I, B, D, A, M, ST) VALUES ('k', 2147483647 + 1, 3 * (4 - 6), "
+        "INSERT INTO S (K, I, B, D, A, M, ST) VALUES ('k', 2147483646 + 1, 3 * (4 - 6), "
         "1.25 + 1, ARRAY[1, (1 + 1), CAST(NULL AS INT)], MAP(CAST(NULL AS STRING) := 1), "
         "STRUCT(X := CAST(NULL AS INT)));"), ALL, now_ms=99)
-    assert record.row == {"K": "k", "I": -2147483648, "B": -6, "D": Decimal("2.25"),
+    assert record.row == {"K": "k", "I": 2147483647, "B": -6, "D": Decimal("2.25"),
                           "A": [1, 2, None], "M": {None: 1}, "ST": {"X": None}}
     with pytest.raises(QueryError, match="Only literal values can be inserted for now, not: "):
         build(_insert("INSERT INTO S (K, I) VALUES ('k', ABS(-1));"), ALL, now_ms=99)
+    # exact: a sum an INTEGER cannot hold is refused, never written wrapped
+    with pytest.raises(QueryError, match="Expected type INTEGER for field `I`"):
+        build(_insert("INSERT INTO S (K, I) VALUES ('k', 2147483647 + 1);"), ALL, now_ms=99)
+    big = build(_insert("INSERT INTO S (K, B) VALUES ('k', CAST(1 AS BIGINT) + 2147483647);"),
+                ALL, now_ms=99)
+    assert big.row["B"] == 2147483648
 
 
 def test_a_null_map_key_and_a_null_struct_field_are_written_as_ksqldb_writes_them() -> None:

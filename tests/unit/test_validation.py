@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.catalog import commands as cmd
 from metastore.catalog import exceptions as errors
 from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
 from metastore.catalog.validation import Read, Skip, TopicSpec, Validator, Write
@@ -322,37 +321,11 @@ def test_insert_into_a_stream_from_a_table_query_names_both_kinds() -> None:
 
 @pytest.mark.parametrize(("with_clause", "message"), [
     ("FOO='x'", "Failed to prepare statement: Invalid config variable(s) in the WITH clause: FOO"),
-    ("QUERY_ID=5", "Invalid value 5 for property QUERY_ID: Expected value to be a string"),
-    ("QUERY_ID='csas_x'", "Query IDs must not start with a reserved query ID prefix "
-     "(INSERTQUERY_, CTAS_, CSAS_, CST_). Got 'CSAS_X'."),
-    ("QUERY_ID='my-query'", "Query IDs may contain only alphanumeric characters and '_'. "
-     "Got: 'MY-QUERY'"),
+    ("QUERY_ID='my_q'", "INSERT INTO ... WITH (QUERY_ID=...) is not supported"),
 ])
-def test_insert_into_takes_only_a_query_id_ksqldb_would_not_make(
-        with_clause: str, message: str) -> None:
+def test_insert_into_with_clause_is_never_ignored(with_clause: str, message: str) -> None:
     image = catalog(BASE + "CREATE STREAM S WITH (KAFKA_TOPIC='t') AS SELECT ID, URL FROM PV;")
     assert message in fail(f"INSERT INTO S WITH ({with_clause}) SELECT ID, URL FROM PV;", image)
-
-
-def test_insert_into_runs_under_its_query_id_once() -> None:
-    script = (BASE + "CREATE STREAM S WITH (KAFKA_TOPIC='t', PARTITIONS=1) AS SELECT ID, URL "
-              "FROM PV; INSERT INTO S WITH (QUERY_ID='my_q') SELECT ID, URL FROM PV;")
-    results, image = run_script(script, runtime_check=False)
-    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-    assert results[-1].message == "Created query with ID MY_Q"
-    assert image.queries["MY_Q"].sink == "S"
-    assert image.queries["MY_Q"].kind == "INSERT"
-    results, _ = run_script(script + " INSERT INTO S WITH (QUERY_ID='MY_Q') SELECT ID, URL "
-                            "FROM PV;", runtime_check=False)
-    assert results[-1].message == "Query ID 'MY_Q' already exists."
-
-
-def test_an_insert_query_id_survives_its_record_and_older_records_keep_theirs() -> None:
-    named = cmd.InsertQueryCommand("S", ("PV",), "SELECT 1", query_id="MY_Q")
-    assert cmd.from_json(cmd.to_json(named)) == named
-    unnamed = cmd.InsertQueryCommand("S", ("PV",), "SELECT 1")
-    assert "queryId" not in cmd.to_json(unnamed)  # records written before QUERY_ID: unchanged
-    assert cmd.from_json(cmd.to_json(unnamed)).id_at(42) == "INSERTQUERY_42"
 
 
 def test_insert_into_casts_numeric_literals_that_fit_a_decimal_sink_column() -> None:
@@ -375,21 +348,3 @@ def test_insert_into_casts_numeric_literals_that_fit_a_decimal_sink_column() -> 
 def test_a_numeric_literal_is_the_decimal_ksqldb_makes_of_its_value(
         text: str, precision: int, scale: int) -> None:
     assert literals.decimal_type_of(text) == ty.DecimalType(precision, scale)
-
-
-def test_select_star_selects_header_columns_as_values() -> None:
-    results, image = run_script(
-        "CREATE STREAM S1 (K STRING KEY, H ARRAY<STRUCT<key STRING, value BYTES>> HEADERS, "
-        "V BIGINT) WITH (KAFKA_TOPIC='s1', VALUE_FORMAT='JSON', PARTITIONS=1);"
-        "CREATE STREAM L (A INT KEY, B INT, C BYTES HEADER('abc')) WITH (KAFKA_TOPIC='l', "
-        "VALUE_FORMAT='JSON', PARTITIONS=1);"
-        "CREATE STREAM R (A INT KEY, B INT, C BYTES HEADER('def')) WITH (KAFKA_TOPIC='r', "
-        "VALUE_FORMAT='JSON', PARTITIONS=1);"
-        "CREATE STREAM O1 AS SELECT * FROM S1;"
-        "CREATE STREAM O2 AS SELECT * FROM L INNER JOIN R WITHIN 10 SECONDS ON L.A = R.A;",
-        runtime_check=False)
-    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-    assert [(c.name, c.role.value) for c in image.sources["O1"].columns] == [
-        ("K", "KEY"), ("H", "VALUE"), ("V", "VALUE")]
-    assert [c.name for c in image.sources["O2"].columns] == [
-        "L_A", "L_B", "L_C", "R_A", "R_B", "R_C"]
