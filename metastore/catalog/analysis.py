@@ -40,7 +40,7 @@ from metastore.functions.registry import (
     LambdaArgument,
     UnitArgument,
 )
-from metastore.sql import literals, positions
+from metastore.sql import positions
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, PropertyValue, Query, SourceKind, WindowSpec
 
@@ -476,8 +476,8 @@ def _implicitly_cast(projected: list[_Projected], target: Sequence[Column]) -> l
         if not (isinstance(column.type, ty.DecimalType) and isinstance(literal, exp.Literal)
                 and not literal.is_string):
             continue
-        own = literals.decimal_type_of(str(literal.this))
-        if own is None or own.scale > column.type.scale or (
+        own = operators.decimal_of_value(Decimal(str(literal.this)))
+        if own.scale > column.type.scale or (
                 own.precision - own.scale > column.type.precision - column.type.scale):
             continue
         to = exp.DataType.build(f"DECIMAL({column.type.precision}, {column.type.scale})")

@@ -12,13 +12,11 @@ counts the column twice).
 
 from __future__ import annotations
 
-import decimal
 import math
 
 from sqlglot import exp
 
 from metastore.sql import statements as st
-from metastore.sql import types as ty
 from metastore.sql.exceptions import PrepareError
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -65,22 +63,3 @@ def check_numeric_literals(tree: exp.Expr) -> None:
             if not isinstance(line, int) or not isinstance(end, int):
                 line, end = 1, len(shown)
             raise PrepareError(problem, line, end - len(shown) + 2)
-
-
-def decimal_type_of(text: str) -> ty.DecimalType | None:
-    """The DECIMAL a numeric literal's value is (ksqlDB's DecimalUtil.fromValue: its digits and
-    scale, a negative scale made 0, a value within (-1, 1) one more digit than its scale), or
-    None for text that is no number."""
-    try:
-        value = decimal.Decimal(text)
-    except decimal.InvalidOperation:
-        return None
-    exponent = value.as_tuple().exponent
-    if not isinstance(exponent, int):  # NaN, Infinity
-        return None
-    if exponent > 0:
-        value = value.quantize(decimal.Decimal(1))
-    _sign, digits, exponent = value.as_tuple()
-    scale = -int(exponent)
-    precision = scale + 1 if abs(value) < 1 else len(digits)
-    return ty.DecimalType(max(precision, 1), scale)

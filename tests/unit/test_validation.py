@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from metastore.catalog import exceptions as errors
 from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
 from metastore.catalog.validation import Read, Skip, TopicSpec, Validator, Write
 from metastore.check import run_script
+from metastore.functions import operators
 from metastore.queries.support import check_runtime
-from metastore.sql import literals
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
 
@@ -347,4 +349,4 @@ def test_insert_into_casts_numeric_literals_that_fit_a_decimal_sink_column() -> 
 ])
 def test_a_numeric_literal_is_the_decimal_ksqldb_makes_of_its_value(
         text: str, precision: int, scale: int) -> None:
-    assert literals.decimal_type_of(text) == ty.DecimalType(precision, scale)
+    assert operators.decimal_of_value(Decimal(text)) == ty.DecimalType(precision, scale)
