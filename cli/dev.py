@@ -9,7 +9,14 @@ import typer
 
 from cli.output import fail, print_json, print_table
 from metastore.local import jars
-from metastore.local.dev import ensure_kafka, external_bootstrap, local_kafka, local_nodes
+from metastore.local.dev import (
+    ensure_kafka,
+    external_bootstrap,
+    local_kafka,
+    local_nodes,
+    local_spark,
+    spark_node_args,
+)
 from metastore.local.exceptions import LocalInfraError
 
 app = typer.Typer(help="Local Kafka and local clusters for development.", no_args_is_help=True)
@@ -102,14 +109,23 @@ def up(
     brokers: Annotated[int, typer.Option(help="Kafka brokers to start: 1 or 3.")] = 1,
     service_id: Annotated[str, typer.Option(help="The service id the nodes share.")] = "demo",
     no_spark: Annotated[bool, typer.Option("--no-spark", help="Run the nodes without Spark.")] = False,
+    spark_workers: Annotated[int, typer.Option(
+        help="Start a local Spark standalone cluster of this many workers and run the nodes' "
+             "queries on it (0: each node runs Spark in local mode).")] = 0,
     function_module: Annotated[list[str] | None, typer.Option(
         "--function-module", help="A Python module of user-defined functions every node "
         "loads; repeatable.")] = None,
 ) -> None:
     """Start local Kafka (if needed) and N nodes of one service; wait until all are READY."""
+    if spark_workers and no_spark:
+        fail("--spark-workers and --no-spark exclude each other", 2)
+    if not 0 <= spark_workers <= 8:
+        fail("--spark-workers must be between 0 and 8", 2)
     try:
         bootstrap = ensure_kafka(brokers)
         extra: tuple[str, ...] = ("--spark-master", "none") if no_spark else ()
+        if spark_workers:
+            extra += spark_node_args(local_spark(spark_workers, nodes).start())
         for module in function_module or ():  # every node of the service loads the same
             extra += ("--function-module", module)
         typer.echo(f"Starting {nodes} node(s) of service '{service_id}'...", err=True)
@@ -122,19 +138,31 @@ def up(
 
 @app.command("status")
 def nodes_status(json_output: JsonOption = False) -> None:
-    """Show the local nodes and whether each runs."""
+    """Show the local nodes and the local Spark cluster, and whether each process runs."""
     cluster = local_nodes()
     state = cluster.state()
     rows = [] if state is None else [
         {"node": n.name, "url": n.url, "pid": n.pid, "running": cluster.is_running(n)}
         for n in state.nodes]
+    spark = local_spark()
+    spark_state = spark.state()
+    daemons = [] if spark_state is None else [
+        {"daemon": d.name, "ui": d.web_url, "pid": d.pid, "running": spark.is_alive(d)}
+        for d in (spark_state.master, *spark_state.workers)]
     if json_output:
-        print_json({"serviceId": state.service_id if state else None, "nodes": rows})
-    elif not rows:
+        print_json({"serviceId": state.service_id if state else None, "nodes": rows,
+                    "spark": None if spark_state is None else {
+                        "masterUrl": spark_state.master_url, "daemons": daemons}})
+        return
+    if not rows:
         typer.echo("No local cluster; start one with: metastore dev up")
     else:
         print_table(["node", "url", "pid", "running"],
                     [[r["node"], r["url"], r["pid"], r["running"]] for r in rows])
+    if spark_state is not None:
+        typer.echo(f"\nSpark master {spark_state.master_url}")
+        print_table(["daemon", "ui", "pid", "running"],
+                    [[d["daemon"], d["ui"], d["pid"], d["running"]] for d in daemons])
 
 
 def _signal_node(node: str, sig: signal.Signals, verb: str) -> None:
@@ -169,17 +197,23 @@ def start(node: Annotated[str, typer.Argument(help="Node name, e.g. node-2.")]) 
 
 @app.command()
 def down() -> None:
-    """Stop every node and the local Kafka this tool started (nothing else)."""
+    """Stop every node, the local Spark cluster and the local Kafka this tool started (nothing
+    else)."""
     stopped = local_nodes().down()
+    spark = local_spark().stop()
     brokers = local_kafka().stop()
-    typer.echo(f"Stopped {stopped} node(s) and {brokers} broker(s).")
+    typer.echo(f"Stopped {stopped} node(s), {spark} Spark daemon(s) and {brokers} broker(s).")
 
 
 @app.command()
 def demo(
     keep: Annotated[bool, typer.Option(help="Leave the cluster running afterwards.")] = False,
+    spark_workers: Annotated[int, typer.Option(
+        help="Run the nodes' Spark on a local standalone cluster of this many workers.")] = 0,
 ) -> None:
     """The main job: a local 3-node cluster, the examples, agreement, a crash and recovery."""
     from metastore.local.demo import run_demo
 
-    raise typer.Exit(run_demo(keep=keep))
+    if not 0 <= spark_workers <= 8:
+        fail("--spark-workers must be between 0 and 8", 2)
+    raise typer.Exit(run_demo(keep=keep, spark_workers=spark_workers))

@@ -27,6 +27,9 @@ def server(
                                          help="Directory for this node's local state.")] = None,
     spark_master: Annotated[str | None, Opt(envvar="METASTORE_SPARK_MASTER",
                                             help="Spark master URL (default local[1]).")] = None,
+    spark_conf: Annotated[list[str] | None, Opt(
+        help="A Spark setting KEY=VALUE of the node's application (spark.executor.memory, "
+             "spark.cores.max, spark.driver.host...); repeatable.")] = None,
     spark_catalog: Annotated[str | None, Opt(
         help="'persistent' (default): Spark's Hive catalog in the data directory, kept across "
              "restarts; 'in-memory': Spark's in-memory catalog, rebuilt at every start.")] = None,
@@ -114,7 +117,8 @@ def server(
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
         "auth_file": auth_file, "function_modules": function_module or None,
     }
-    tables = {"kafka": _pairs(kafka, "--kafka"), "limits": _pairs(limit, "--limit"),
+    tables = {"kafka": _pairs(kafka, "--kafka"), "spark_conf": _pairs(spark_conf, "--spark-conf"),
+              "limits": _pairs(limit, "--limit"),
               "http_limits": _pairs(http_limit, "--http-limit")}
     merged = {**file_settings, **{k: v for k, v in given.items() if v is not None}}
     for name, pairs in tables.items():

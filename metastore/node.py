@@ -496,6 +496,8 @@ class Node:
             if spark else None,
             "sparkReason": spark.reason if spark else "this node runs without Spark",
             "sparkCatalogCalls": spark.total_catalog_calls if spark else None,
+            "sparkApplication": spark.application.to_json()
+            if spark and spark.application else None,
             "startup": self._startup(),
         }
 

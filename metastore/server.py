@@ -159,7 +159,8 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     def start() -> SparkProjection:
         session = start_session(spark_settings.master,
                                 f"metastore-{config.service_id}-{config.node_id}", warehouse,
-                                persistent_catalog=spark_settings.persistent_catalog)
+                                persistent_catalog=spark_settings.persistent_catalog,
+                                conf=spark_settings.conf)
         state = CatalogStateFile(warehouse / "catalog-state.json", metastore_db(warehouse),
                                  database) if spark_settings.persistent_catalog else None
         return SparkProjection(session, database, kafka_options, state)

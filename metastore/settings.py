@@ -54,6 +54,9 @@ class SparkSettings:
     between nodes, so one can take a query over."""
     query_session_timeout_ms: int = 10_000
     """How long a node that stopped answering keeps its queries before the group moves them."""
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """Spark settings of the node's application (``spark.*``), over the node's own defaults:
+    executors' size on a cluster, the driver's address, the UI..."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ def _forwarding(given: Mapping[str, Any]) -> ForwardingSettings:
 
 _KNOWN = frozenset({
     "bootstrap_servers", "service_id", "node_id", "listen", "data_dir", "kafka", "spark_master",
+    "spark_conf",
     "spark_catalog", "query_checkpoint_dir", "query_session_timeout_ms", "request_timeout",
     "read_timeout", "fetch_wait_ms", "writer_mode", "write_batch_max_requests",
     "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds", "advertised_url",
@@ -264,6 +268,18 @@ def _spark(given: Mapping[str, Any]) -> SparkSettings | None:
     if catalog not in ("persistent", "in-memory"):
         raise SettingsError("spark_catalog", "must be 'persistent' or 'in-memory'")
     checkpoints = given.get("query_checkpoint_dir")
+    conf = {str(key): str(value) for key, value in _table(given, "spark_conf").items()}
+    for key in conf:
+        if not key.startswith("spark.") or key in _SPARK_CONF_OWNED:
+            raise SettingsError("spark_conf", f"{key}: a Spark setting starts with 'spark.', and "
+                                f"the node sets {', '.join(sorted(_SPARK_CONF_OWNED))} itself")
     return SparkSettings(master=master, persistent_catalog=catalog == "persistent",
-                         query_checkpoints=Path(checkpoints) if checkpoints else None,
+                         query_checkpoints=Path(checkpoints) if checkpoints else None, conf=conf,
                          **_pick(given, {"query_session_timeout_ms": int}))
+
+
+_SPARK_CONF_OWNED = frozenset({"spark.master", "spark.app.name", "spark.jars",
+                               "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
+                               "spark.sql.session.timeZone"})
+"""What the node decides: its master (``spark_master``), its name, its jars, its catalog and the
+time zone ksqlDB's semantics need."""

@@ -17,10 +17,18 @@ from pathlib import Path
 
 import httpx
 
-from metastore.local.dev import ensure_kafka, external_bootstrap, local_kafka, local_nodes
+from metastore.local.dev import (
+    ensure_kafka,
+    external_bootstrap,
+    local_kafka,
+    local_nodes,
+    local_spark,
+    spark_node_args,
+)
 from metastore.local.exceptions import LocalInfraError
 from metastore.local.node_cluster import LocalNode
 from metastore.local.paths import source_checkout
+from metastore.local.spark_cluster import application_executors
 
 EXAMPLES = (source_checkout() or Path.cwd()) / "examples"
 
@@ -115,7 +123,29 @@ def query_moves_data(node: LocalNode, bootstrap: str, timeout: float = 240) -> b
     return counts == expected
 
 
-def run_demo(keep: bool = False) -> int:
+def tasks_on_workers(nodes: tuple[LocalNode, ...]) -> bool:
+    """Each node's Spark application, from its driver's REST API: executors and tasks run."""
+    ran = False
+    for node in nodes:
+        application = httpx.get(f"{node.url}/v1/metastore", timeout=10).json()["sparkApplication"]
+        if not application or not application.get("uiUrl"):
+            say(f"  {node.name}: no Spark application with a UI")
+            continue
+        executors = [e for e in application_executors(application["uiUrl"],
+                                                      application["applicationId"])
+                     if e.get("id") != "driver"]
+        tasks = sum(int(e.get("totalTasks", 0)) for e in executors)
+        say(f"  {node.name}: application {application['applicationId']} on "
+            f"{application['master']}, {len(executors)} executor(s) on "
+            f"{', '.join(sorted(str(e.get('hostPort')) for e in executors)) or 'no worker'}, "
+            f"{tasks} task(s) run there")
+        ran = ran or tasks > 0
+    return ran
+
+
+def run_demo(keep: bool = False, spark_workers: int = 0) -> int:
+    """The demo; with ``spark_workers`` the nodes run Spark on a local standalone cluster of that
+    many workers instead of in local mode."""
     checks: list[tuple[str, bool]] = []
     service_id = f"demo-{int(time.time())}"
     started_kafka = not local_kafka().is_running()
@@ -127,7 +157,12 @@ def run_demo(keep: bool = False) -> int:
         bootstrap = ensure_kafka(1)
         say(f"Kafka: {bootstrap}")
         nodes_cluster.down()
-        state = nodes_cluster.up(3, service_id, bootstrap)
+        extra: tuple[str, ...] = ()
+        if spark_workers:
+            spark = local_spark(spark_workers, 3).start()
+            say(f"Spark: {spark.master_url}, {spark_workers} worker(s)")
+            extra = spark_node_args(spark)
+        state = nodes_cluster.up(3, service_id, bootstrap, extra)
         for node in state.nodes:
             say(f"  {node.name}: {node.url}")
         nodes = state.nodes
@@ -149,6 +184,10 @@ def run_demo(keep: bool = False) -> int:
         say("\n== 4b. Persistent queries run as Spark streaming jobs, one node each")
         checks.append(("a persistent query moved data into its sink topic",
                        query_moves_data(nodes[2], bootstrap)))
+
+        if spark_workers:
+            say("\n== 4c. The Spark work ran on the cluster's workers")
+            checks.append(("Spark tasks ran on the workers", tasks_on_workers(nodes)))
 
         say("\n== 5. A node crashes (SIGKILL), the others keep writing")
         nodes_cluster.stop_node("node-3", signal.SIGKILL)
@@ -176,6 +215,8 @@ def run_demo(keep: bool = False) -> int:
         if not keep:
             say("\n== Stopping everything the demo started")
             nodes_cluster.down()
+            if spark_workers:
+                local_spark().stop()
             if started_kafka:
                 local_kafka().stop()
     say("\n== What the demo showed")

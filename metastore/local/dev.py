@@ -1,4 +1,4 @@
-"""The local development environment: where `metastore dev` keeps Kafka and nodes."""
+"""The local development environment: where `metastore dev` keeps Kafka, Spark and nodes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.local.node_cluster import LocalNodeCluster
 from metastore.local.paths import dev_dir
+from metastore.local.spark_cluster import LocalSparkCluster, SparkClusterState
 
 
 def external_bootstrap() -> str | None:
@@ -32,3 +33,17 @@ def ensure_kafka(brokers: int = 1) -> str:
         cluster.stop()
         cluster.wipe()
     return cluster.start().bootstrap_servers
+
+
+def local_spark(workers: int = 2, nodes: int = 1) -> LocalSparkCluster:
+    """The local Spark standalone cluster, sized so that each of ``nodes`` nodes gets one
+    executor (1 core, 512 MB) on every worker at once."""
+    return LocalSparkCluster(dev_dir() / "spark", workers=workers, worker_cores=max(nodes, 1),
+                             worker_memory_mb=max(nodes, 1) * 768)
+
+
+def spark_node_args(state: SparkClusterState) -> tuple[str, ...]:
+    """The server arguments of a node that drives its queries on ``state``'s cluster."""
+    conf = [arg for key, value in state.node_spark_conf().items()
+            for arg in ("--spark-conf", f"{key}={value}")]
+    return ("--spark-master", state.master_url, *conf)

@@ -28,6 +28,7 @@ from metastore.catalog.image import Image
 from metastore.image_worker import ImageChange
 from metastore.spark.catalog_clones import CatalogClones
 from metastore.spark.catalog_state import CatalogStateFile, SparkObject
+from metastore.spark.session import SparkApplication
 from metastore.spark.views import SPEC_PROPERTY, CatalogObject, objects_for
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class ProjectionStatus:
     total_catalog_calls: int = 0
     passes: int = 0
     """Reconciliations that changed or read the Spark catalog."""
+    application: SparkApplication | None = None
+    """Where the node's Spark runs, once it started."""
 
 
 _TABLE = re.compile(r"^Table: (.*)$", re.M)
@@ -213,6 +216,7 @@ class ProjectionRunner:
         except Exception as error:  # Spark failing to start must not take the node down
             self.status.reason = f"Spark did not start: {error}"
             raise
+        self.status.application = SparkApplication.of(self.projection.spark)
         self.status.reason = "waiting for the log"
 
     def tick(self) -> None:

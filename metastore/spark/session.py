@@ -1,5 +1,7 @@
 """The node's SparkSession: the Kafka connector and protobuf-java jars and the project's Java jar
-(the sink timestamp interceptor, the PROTOBUF_NOSR codec), quiet logs, UI off.
+(the sink timestamp interceptor, the PROTOBUF_NOSR codec, the stateful processors), quiet logs,
+UI off in local mode. On a cluster master (``spark://``, ``yarn``, ``k8s://``) the same jars go to
+the executors through ``spark.jars``, and the node is the application's driver.
 
 With ``persistent_catalog`` the session's catalog is Spark's Hive catalog in an embedded Derby
 database under the node's data directory, so the streams and tables projected into it survive a
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,8 +28,34 @@ def metastore_db(warehouse: Path) -> Path:
     return warehouse / "metastore_db"
 
 
+@dataclass(frozen=True)
+class SparkApplication:
+    """Where a session runs: its master, its application id and its UI (None when off)."""
+
+    master: str
+    application_id: str
+    ui_url: str | None
+
+    @staticmethod
+    def of(spark: SparkSession) -> SparkApplication:
+        context = spark.sparkContext
+        return SparkApplication(str(context.master), context.applicationId, context.uiWebUrl)
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"master": self.master, "applicationId": self.application_id,
+                "uiUrl": self.ui_url}
+
+
+def is_local(master: str) -> bool:
+    """Whether ``master`` runs the executors inside the driver (``local``, ``local[n]``...)."""
+    return master == "local" or master.startswith("local[")
+
+
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
-                  persistent_catalog: bool = False) -> SparkSession:
+                  persistent_catalog: bool = False,
+                  conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A session on ``master``, with ``conf`` over the defaults. On a cluster master the Spark UI
+    is on unless ``conf`` turns it off: it is where a cluster's users watch the application."""
     from pyspark.sql import SparkSession
 
     connector = [*jars.resolve(jars.spark_kafka_connector(), progress=None),
@@ -34,7 +64,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.jars", ",".join(str(j) for j in connector))
-               .config("spark.ui.enabled", "true" if ui else "false")
+               .config("spark.ui.enabled", "true" if ui or not is_local(master) else "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.warehouse.dir", str(warehouse / "warehouse"))
                .config("spark.sql.shuffle.partitions", "4")
@@ -49,6 +79,8 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                    .config("spark.hadoop.hive.warehouse.subdir.inherit.perms", "false")
                    .config("spark.hadoop.javax.jdo.option.ConnectionURL",
                            f"jdbc:derby:;databaseName={metastore_db(warehouse)};create=true"))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -67,11 +67,10 @@ public final class CatalogClones {
                 fields.put("viewText", Option.apply(text));
                 fields.put("viewOriginalText", Option.apply(text));
             } else {
-                fields.put("storage", template.storage().copy(
-                        Option.apply(catalog.defaultTablePath(identifier)),
-                        template.storage().inputFormat(), template.storage().outputFormat(),
-                        template.storage().serde(), template.storage().compressed(),
-                        scalaMap(strings(object.get("options")))));
+                Map<String, Object> storage = new HashMap<>();
+                storage.put("locationUri", Option.apply(catalog.defaultTablePath(identifier)));
+                storage.put("properties", scalaMap(strings(object.get("options"))));
+                fields.put("storage", copy(template.storage(), storage));
             }
             fields.put("properties", scalaMap(properties));
             fields.put("createTime", System.currentTimeMillis());
@@ -81,8 +80,12 @@ public final class CatalogClones {
         return created;
     }
 
-    /** {@code template} with the named fields replaced (Scala's {@code copy}, by name). */
-    private static CatalogTable copy(CatalogTable template, Map<String, Object> replaced)
+    /**
+     * {@code template} with the named fields replaced (Scala's {@code copy}, by name): Spark's
+     * catalog case classes gain fields between releases, their names stay.
+     */
+    @SuppressWarnings("unchecked")
+    private static <T extends scala.Product> T copy(T template, Map<String, Object> replaced)
             throws Exception {
         List<Object> arguments = new ArrayList<>();
         Iterator<String> names = CollectionConverters.asJava(template.productElementNames());
@@ -93,13 +96,13 @@ public final class CatalogClones {
                     : template.productElement(index));
             index++;
         }
-        for (Method method : CatalogTable.class.getMethods()) {
+        for (Method method : template.getClass().getMethods()) {
             if (method.getName().equals("copy") && method.getParameterCount() == arguments.size()) {
-                return (CatalogTable) method.invoke(template, arguments.toArray());
+                return (T) method.invoke(template, arguments.toArray());
             }
         }
-        throw new IllegalStateException("CatalogTable has no copy of " + arguments.size()
-                + " fields");
+        throw new IllegalStateException(template.getClass().getSimpleName() + " has no copy of "
+                + arguments.size() + " fields");
     }
 
     private static Map<String, String> withoutOwn(scala.collection.immutable.Map<String, String> map) {

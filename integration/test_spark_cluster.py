@@ -1,0 +1,189 @@
+"""Persistent queries on a real Spark standalone cluster of two workers (started from the
+installed pyspark's distribution), with real Kafka and nodes as separate processes.
+
+A filter CSAS and a windowed CTAS run with their tasks on the workers' executors, as the nodes'
+Spark applications report through Spark's REST status API; a worker is killed mid-stream (its
+executors with it) and Spark reschedules; then the node that drives the queries is killed and
+another node takes them over from the shared checkpoint. The sinks end with every input record
+exactly once after deduplication by source offset, and the window counts exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from integration.conftest import Cluster
+from integration.test_queries import (
+    WINDOW_BASE_MS,
+    latest_by_key,
+    read_to_end,
+    show_queries,
+    wait_owner,
+)
+from metastore.kafka.settings import KafkaSettings
+from metastore.local.dev import spark_node_args
+from metastore.local.spark_cluster import (
+    LocalSparkCluster,
+    SparkClusterState,
+    application_executors,
+    worker_status,
+)
+
+ClusterFactory = Callable[..., Cluster]
+
+
+@pytest.fixture
+def spark_cluster(tmp_path: Path) -> Iterator[SparkClusterState]:
+    cluster = LocalSparkCluster(tmp_path / "spark", workers=2, worker_cores=3,
+                                worker_memory_mb=1536)  # an executor for each of 3 nodes
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+def application(cluster: Cluster, node: str, timeout: float = 120) -> dict[str, Any]:
+    """The node's Spark application, once its Spark started (after the node is READY)."""
+    deadline = time.monotonic() + timeout
+    while not (found := cluster.status(node)["sparkApplication"]):
+        assert time.monotonic() < deadline, f"{node} reports its Spark application"
+        time.sleep(0.5)
+    assert found["uiUrl"], "on a cluster the node's Spark UI is on"
+    return dict(found)
+
+
+def tasks_by_worker(cluster: Cluster, state: SparkClusterState, nodes: set[str]
+                    ) -> dict[str, int]:
+    """Tasks the applications of ``nodes`` ran on each worker's executors: a worker's own
+    status names its executors and their applications, each application's driver counts their
+    tasks."""
+    per_worker: Counter[str] = Counter()
+    for node in nodes:
+        app = application(cluster, node)
+        tasks = {str(e["id"]): int(e["totalTasks"])
+                 for e in application_executors(app["uiUrl"], app["applicationId"])}
+        assert tasks.get("driver", 0) == 0, "the driver runs no task on a cluster"
+        for worker in state.workers:
+            status = worker_status(worker) or {}
+            for executor in status.get("executors", []):
+                if executor.get("appid") == app["applicationId"]:
+                    per_worker[worker.name] += tasks.get(str(executor["id"]), 0)
+    return dict(per_worker)
+
+
+def wait_moved(cluster: Cluster, dead: set[str], query_id: str, timeout: float) -> str:
+    """The node that runs ``query_id`` once it left the ``dead`` nodes."""
+    alive = [f"node-{n}" for n in (1, 2, 3) if f"node-{n}" not in dead]
+    deadline = time.monotonic() + timeout
+    seen: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        seen = show_queries(cluster, alive[0]).get(query_id, {})
+        if seen.get("state") == "RUNNING" and seen.get("ownerNode") in alive:
+            return str(seen["ownerNode"])
+        time.sleep(0.5)
+    raise AssertionError(f"{query_id} not RUNNING on one of {alive}: {seen}")
+
+
+@pytest.mark.timeout(900)
+def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
+        cluster_factory: ClusterFactory,
+        spark_cluster: SparkClusterState) -> None:
+    state = spark_cluster
+    cluster = cluster_factory()
+    cluster.up(3, *spark_node_args(state), "--query-session-timeout-ms", "6000")
+    for node in ("node-1", "node-2", "node-3"):
+        assert application(cluster, node)["master"] == state.master_url
+    source = f"in-{uuid.uuid4().hex[:6]}"
+    kept, counts = f"kept-{uuid.uuid4().hex[:6]}", f"counts-{uuid.uuid4().hex[:6]}"
+    created = cluster.ksql("node-1", f"""
+        CREATE STREAM EVENTS (K INT KEY, ID INT, G INT)
+            WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='JSON', PARTITIONS=2);
+        CREATE STREAM KEPT WITH (KAFKA_TOPIC='{kept}', PARTITIONS=1) AS
+            SELECT K, ID FROM EVENTS WHERE ID % 3 <> 0 EMIT CHANGES;
+        CREATE TABLE COUNTS WITH (KAFKA_TOPIC='{counts}', PARTITIONS=1) AS
+            SELECT G, COUNT(*) AS N FROM EVENTS WINDOW TUMBLING (SIZE 1 HOUR) GROUP BY G;""")
+    assert created.status_code == 200, created.text
+    query_ids = [created.json()[i]["commandStatus"]["queryId"] for i in (1, 2)]
+    for query_id in query_ids:
+        wait_owner(cluster, "node-1", query_id, 240)
+
+    total, groups, sent = 3000, 5, threading.Event()
+
+    def produce() -> None:
+        producer = Producer(KafkaSettings(cluster.bootstrap).config(linger_ms=5))
+        for i in range(total):
+            producer.produce(source, key=struct.pack(">i", i % 11),
+                             value=json.dumps({"ID": i, "G": i % groups}),
+                             timestamp=WINDOW_BASE_MS + i * 100)
+            producer.poll(0)
+            time.sleep(0.03)
+        producer.flush(30)
+        sent.set()
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+            read_to_end(cluster.bootstrap, kept) and latest_by_key(cluster.bootstrap, counts)):
+        time.sleep(1)
+    assert read_to_end(cluster.bootstrap, kept), "the CSAS writes on the cluster"
+    assert latest_by_key(cluster.bootstrap, counts), "the windowed CTAS writes on the cluster"
+    owners = {wait_owner(cluster, "node-1", query_id, 60) for query_id in query_ids}
+    ran = tasks_by_worker(cluster, state, owners)
+    assert set(ran) == {"worker-1", "worker-2"} and all(ran.values()), (
+        f"the queries' tasks ran on both workers' executors: {ran}")
+
+    victim = state.worker("worker-1")
+    assert victim.pid is not None and not sent.is_set(), "a worker dies mid-stream"
+    os.killpg(victim.pid, signal.SIGKILL)  # the worker and its executors: a lost machine
+    time.sleep(8)
+    for query_id in query_ids:  # Spark reschedules on worker-2; the queries never stop
+        assert show_queries(cluster, "node-1")[query_id]["state"] == "RUNNING"
+    time.sleep(5)
+
+    assert not sent.is_set(), "the driver dies mid-stream"
+    for owner in owners:
+        assert cluster.nodes.stop_node(owner, signal.SIGKILL)
+    new_owners = {wait_moved(cluster, owners, query_id, 180) for query_id in query_ids}
+    writer.join(180)
+    assert sent.is_set()
+
+    expected = {i for i in range(total) if i % 3 != 0}
+    expected_counts = dict(Counter(i % groups for i in range(total)))
+    final: dict[int, int] = {}
+    records: list[tuple[int, str]] = []
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        records = [(json.loads(m.value() or b"null")["ID"],
+                    dict(m.headers() or [])["metastore.source"].decode())
+                   for m in read_to_end(cluster.bootstrap, kept)]
+        final = {struct.unpack(">iq", key)[0]: json.loads(value or b"null")["N"]
+                 for key, value in latest_by_key(cluster.bootstrap, counts).items()}
+        if {i for i, _ in records} >= expected and final == expected_counts:
+            break
+        time.sleep(3)
+    by_source: dict[str, set[int]] = {}
+    for i, coordinates in records:
+        by_source.setdefault(coordinates, set()).add(i)
+    assert all(len(ids) == 1 for ids in by_source.values())
+    assert sorted(i for ids in by_source.values() for i in ids) == sorted(expected), (
+        "deduplicated by source offset: every kept record exactly once, no gap")
+    assert final == expected_counts, "each window count is exact after both failures"
+    ran_after = tasks_by_worker(cluster, state, new_owners)
+    assert ran_after.get("worker-2", 0) > 0 and "worker-1" not in ran_after, (
+        f"the survivor's queries run on the worker left: {ran_after}")
+    print(f"\nkilled worker-1, then {sorted(owners)}; queries moved to {sorted(new_owners)}; "
+          f"{len(records)} records for {len(expected)} kept; tasks per worker before {ran}, "
+          f"after {ran_after}")

@@ -1,0 +1,56 @@
+"""A node's Spark settings: the master, and the ``spark.*`` settings of its application; the
+local standalone cluster's recorded state and how it sizes each node's application."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metastore.local.dev import spark_node_args
+from metastore.local.spark_cluster import LocalSparkCluster, SparkClusterState, SparkDaemon
+from metastore.settings import SettingsError, server_settings
+from metastore.spark.session import is_local
+
+BASE = {"bootstrap_servers": "k:9092"}
+
+
+def test_spark_conf_reaches_the_spark_settings() -> None:
+    spark = server_settings({**BASE, "spark_master": "spark://m:7077", "spark_conf": {
+        "spark.executor.memory": "2g", "spark.cores.max": 4}}).spark
+    assert spark is not None and spark.master == "spark://m:7077"
+    assert spark.conf == {"spark.executor.memory": "2g", "spark.cores.max": "4"}
+    default = server_settings(BASE).spark
+    assert default is not None and default.master == "local[1]" and default.conf == {}
+
+
+@pytest.mark.parametrize("key", ["executor.memory", "spark.master", "spark.jars",
+                                 "spark.sql.catalogImplementation", "spark.sql.session.timeZone"])
+def test_a_setting_the_node_owns_or_not_sparks_is_refused(key: str) -> None:
+    with pytest.raises(SettingsError, match="spark_conf"):
+        server_settings({**BASE, "spark_conf": {key: "x"}})
+
+
+def test_local_masters_run_executors_in_the_driver() -> None:
+    assert is_local("local") and is_local("local[2]") and is_local("local[*]")
+    assert not (is_local("spark://127.0.0.1:7077") or is_local("yarn")
+                or is_local("k8s://https://api:6443"))
+
+
+def test_cluster_state_round_trips_and_sizes_a_node_for_every_worker(tmp_path: Path) -> None:
+    state = SparkClusterState(SparkDaemon("master", 7077, 8080, 11),
+                              (SparkDaemon("worker-1", 7101, 8101, 12),
+                               SparkDaemon("worker-2", 7102, 8102, 13)), 3, 1536)
+    assert SparkClusterState.from_json(state.to_json()) == state
+    assert state.master_url == "spark://127.0.0.1:7077"
+    conf = state.node_spark_conf()
+    assert (conf["spark.cores.max"], conf["spark.executor.cores"]) == ("2", "1")
+    args = spark_node_args(state)
+    assert args[:2] == ("--spark-master", "spark://127.0.0.1:7077")
+    assert "spark.driver.host=127.0.0.1" in args
+    settings = server_settings({**BASE, "spark_master": args[1], "spark_conf": dict(
+        pair.split("=", 1) for pair in args[3::2])})
+    assert settings.spark is not None and settings.spark.conf == conf, "nodes accept them"
+    with pytest.raises(ValueError):
+        LocalSparkCluster(tmp_path, workers=0)
+    assert LocalSparkCluster(tmp_path).state() is None and LocalSparkCluster(tmp_path).stop() == 0
