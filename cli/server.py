@@ -33,10 +33,11 @@ def server(
     spark_catalog: Annotated[str | None, Opt(
         help="'persistent' (default): Spark's Hive catalog in the data directory, kept across "
              "restarts; 'in-memory': Spark's in-memory catalog, rebuilt at every start.")] = None,
-    query_checkpoint_dir: Annotated[Path | None, Opt(
+    query_checkpoint_dir: Annotated[str | None, Opt(
         envvar="METASTORE_QUERY_CHECKPOINT_DIR",
-        help="Root of the persistent queries' Spark checkpoints (default <data dir>/"
-        "query-checkpoints); share it between nodes so another node can take a query over.")] = None,
+        help="Root of the persistent queries' Spark checkpoints: a directory or a Hadoop file "
+        "system URI (hdfs://, s3a://...; default <data dir>/query-checkpoints); share it "
+        "between nodes, so another node can take a query over, and with the Spark workers.")] = None,
     query_session_timeout_ms: Annotated[int | None, Opt(
         help="How long (ms) a node that stopped answering keeps its persistent queries before "
         "the query group gives them to another node (default 10000).")] = None,

@@ -140,6 +140,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     one SparkSession that the projection starts."""
     from metastore.kafka.consumer import EndOffsets
     from metastore.queries.assignment import QueryAssignment
+    from metastore.queries.checkpoints import checkpoint_root
     from metastore.queries.explain import SparkExplainer
     from metastore.queries.materialized import TableStores
     from metastore.queries.push import PushQueries
@@ -175,7 +176,8 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
         return QueryAssignment(kafka, admin, config.service_id, config.node_id, assigned, revoked,
                                session_timeout_ms=spark_settings.query_session_timeout_ms)
 
-    queries = QueryRunner(config.node_id, session, kafka_options, settings.query_checkpoints,
+    queries = QueryRunner(config.node_id, session, kafka_options,
+                          checkpoint_root(settings.query_checkpoints, session),
                           kafka, assignment, service_id=config.service_id)
 
     offsets = EndOffsets(kafka, group_id=f"metastore-{config.service_id}-stores")

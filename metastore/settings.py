@@ -49,9 +49,10 @@ class SparkSettings:
     master: str = "local[1]"
     persistent_catalog: bool = True
     """Spark's Hive catalog in the data directory, kept across restarts (else in memory)."""
-    query_checkpoints: Path | None = None
-    """Root of the queries' Spark checkpoints (default ``<data dir>/query-checkpoints``); shared
-    between nodes, so one can take a query over."""
+    query_checkpoints: str | None = None
+    """Root of the queries' Spark checkpoints, a directory or a Hadoop file system URI (default
+    ``<data dir>/query-checkpoints``); shared between nodes, so one can take a query over, and
+    with the Spark workers (:mod:`metastore.queries.checkpoints`)."""
     query_session_timeout_ms: int = 10_000
     """How long a node that stopped answering keeps its queries before the group moves them."""
     conf: Mapping[str, str] = field(default_factory=dict)
@@ -91,9 +92,9 @@ class ServerSettings:
         return f"http://{host}:{self.port}"
 
     @property
-    def query_checkpoints(self) -> Path:
+    def query_checkpoints(self) -> str:
         chosen = self.spark.query_checkpoints if self.spark is not None else None
-        return chosen or self.directory / "query-checkpoints"
+        return chosen or str(self.directory / "query-checkpoints")
 
 
 def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> ServerSettings:
@@ -274,7 +275,7 @@ def _spark(given: Mapping[str, Any]) -> SparkSettings | None:
             raise SettingsError("spark_conf", f"{key}: a Spark setting starts with 'spark.', and "
                                 f"the node sets {', '.join(sorted(_SPARK_CONF_OWNED))} itself")
     return SparkSettings(master=master, persistent_catalog=catalog == "persistent",
-                         query_checkpoints=Path(checkpoints) if checkpoints else None, conf=conf,
+                         query_checkpoints=str(checkpoints) if checkpoints else None, conf=conf,
                          **_pick(given, {"query_session_timeout_ms": int}))
 
 

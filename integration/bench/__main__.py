@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "records": records.run,
     "interactive": interactive.run,
     "pipeline": pipeline.run,
+    "pipeline-cluster": pipeline.run_on_cluster,
 }
 
 

@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -41,6 +42,8 @@ from integration.bench.common import kafka, node_processes, summary_ms
 from integration.bench.interactive import wait_for_spark
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
+from metastore.local.dev import spark_node_args
+from metastore.local.spark_cluster import LocalSparkCluster
 
 GROUPS = 1_000
 PARTITIONS = 2
@@ -178,8 +181,8 @@ def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int,
 
 
 @contextmanager
-def metastore_node(bootstrap: str) -> Iterator[Start]:
-    with node_processes(bootstrap, 1) as state:
+def metastore_node(bootstrap: str, *node_args: str) -> Iterator[Start]:
+    with node_processes(bootstrap, 1, *node_args) as state:
         [node] = state.nodes
         with httpx.Client(base_url=node.url, timeout=120) as client:
             wait_for_spark(client)
@@ -239,18 +242,28 @@ def ksql(client: httpx.Client, text: str) -> list[dict[str, Any]]:
     return list(response.json())
 
 
-def run(quick: bool) -> dict[str, Any]:
+def _sizes(quick: bool) -> tuple[int, int, int, float]:
+    """Records of the topic, of the warm-up topic, latency records and their rate."""
     backlog = 100_000 if quick else 1_000_000
-    warm_records = backlog // 10
     count, rate = (500, 100.0) if quick else (2_000, 200.0)
+    return backlog, backlog // 10, count, rate
+
+
+def _topics(bootstrap: str, backlog: int, warm_records: int) -> tuple[str, str]:
+    source, warm = (f"pipeline-{name}-{uuid.uuid4().hex[:6]}" for name in ("in", "warm"))
+    for topic, records in ((source, backlog), (warm, warm_records)):
+        Admin(KafkaSettings(bootstrap)).create(topic, PARTITIONS)
+        print(f"pipeline: producing {records:,} records", file=sys.stderr, flush=True)
+        produce_backlog(bootstrap, topic, records)
+    return source, warm
+
+
+def run(quick: bool) -> dict[str, Any]:
+    backlog, warm_records, count, rate = _sizes(quick)
     results: dict[str, Any] = {"records": backlog, "warm_up_records": warm_records,
                                "latency_records": count, "latency_rate_per_s": rate}
     with kafka() as bootstrap:
-        source, warm = (f"pipeline-{name}-{uuid.uuid4().hex[:6]}" for name in ("in", "warm"))
-        for topic, records in ((source, backlog), (warm, warm_records)):
-            Admin(KafkaSettings(bootstrap)).create(topic, PARTITIONS)
-            print(f"pipeline: producing {records:,} records", file=sys.stderr, flush=True)
-            produce_backlog(bootstrap, topic, records)
+        source, warm = _topics(bootstrap, backlog, warm_records)
         runs = 0
         for engine, starter in (("spark_by_hand", hand_written), ("metastore", metastore_node)):
             with starter(bootstrap) as start:
@@ -266,4 +279,42 @@ def run(quick: bool) -> dict[str, Any]:
         ours, floor = results["metastore"][query], results["spark_by_hand"][query]
         results[f"{query}_throughput_ratio"] = round(
             ours["records_per_s"] / floor["records_per_s"], 2)
+    return results
+
+
+def run_on_cluster(quick: bool) -> dict[str, Any]:
+    """`pipeline-cluster`: the node's same two queries with its Spark on a local standalone
+    cluster (:mod:`metastore.local.spark_cluster`) of 1, then 2 workers; each node application
+    takes one executor of one core per worker."""
+    backlog, warm_records, count, rate = _sizes(quick)
+    results: dict[str, Any] = {"records": backlog, "warm_up_records": warm_records,
+                               "latency_records": count, "latency_rate_per_s": rate,
+                               "source_partitions": PARTITIONS}
+    with kafka() as bootstrap:
+        source, warm = _topics(bootstrap, backlog, warm_records)
+        runs = 0
+        for workers in (1, 2):
+            with tempfile.TemporaryDirectory(prefix="metastore-bench-spark-") as root:
+                cluster = LocalSparkCluster(Path(root), workers=workers, worker_cores=1,
+                                            worker_memory_mb=1024)
+                try:
+                    node_args = spark_node_args(cluster.start())
+                    with metastore_node(bootstrap, *node_args) as start:
+                        engine = f"workers_{workers}"
+                        print(f"pipeline: {engine} warm-up", file=sys.stderr, flush=True)
+                        warm_up(bootstrap, warm, warm_records, start)
+                        for query in STATEMENTS:
+                            print(f"pipeline: {engine} {query}", file=sys.stderr, flush=True)
+                            keys = range(LATENCY_KEYS + runs * count,
+                                         LATENCY_KEYS + (runs + 1) * count)
+                            results.setdefault(engine, {})[query] = measure(
+                                bootstrap, source, query, start, backlog, runs * count, keys,
+                                rate)
+                            runs += 1
+                finally:
+                    cluster.stop()
+    for query in STATEMENTS:
+        results[f"{query}_2_over_1_workers"] = round(
+            results["workers_2"][query]["records_per_s"]
+            / results["workers_1"][query]["records_per_s"], 2)
     return results

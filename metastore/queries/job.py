@@ -23,6 +23,7 @@ from metastore.local.jars import (
     TABLE_SIDE_JOIN_CLASS,
     TABLE_TABLE_JOIN_CLASS,
 )
+from metastore.queries.checkpoints import CheckpointDir, LocalDir
 from metastore.queries.steps import (
     ForeignKeyTableJoin,
     KeyedOperator,
@@ -54,7 +55,7 @@ class Progress:
     offsets: Mapping[tuple[str, int], int]
 
 
-def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
+def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
           kafka_options: Mapping[str, str], available_now: bool = False) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
@@ -64,10 +65,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     session = _session(spark)
     _register(session, plan.steps, kafka_options,
               reads={"startingOffsets": "earliest" if plan.earliest else "latest"})
-    checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    if plan.table_state:
-        checkpoint.mkdir(exist_ok=True)
-        (checkpoint / TABLE_STATE_MARK).touch()
+    checkpoint.prepare(plan.table_state)
     sink_options = {**kafka_options, "kafka.interceptor.classes": INTERCEPTOR_CLASS,
                     "topic": plan.topic}
     if plan.batch is None:
@@ -76,21 +74,10 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     else:
         writer = _stage_writer(session, plan, checkpoint, kafka_options, lambda result: (
             result.write.format("kafka").options(**sink_options).save()))
-    writer = writer.option("checkpointLocation", str(checkpoint)).queryName(plan.query_id)
+    writer = writer.option("checkpointLocation", checkpoint.location).queryName(plan.query_id)
     if available_now:
         writer = writer.trigger(availableNow=True)
     return writer.start()
-
-
-TABLE_STATE_MARK = "metastore-table-state"
-"""A file in the checkpoint of a query whose table sides are keyed state."""
-
-
-def holds_table_state(checkpoint: Path) -> bool:
-    """Whether the query of ``checkpoint`` may keep tables as keyed state (joins, table
-    aggregations): it is new, or it started so. A checkpoint of a query that re-read its
-    tables keeps that plan (Spark cannot resume it with other sources and state)."""
-    return not (checkpoint / "offsets").is_dir() or (checkpoint / TABLE_STATE_MARK).exists()
 
 
 def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
@@ -107,13 +94,13 @@ def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
         writer = (session.sql(plan.sql).writeStream.outputMode(plan.output_mode)
                   .foreachBatch(lambda rows, _batch_id: deliver(rows.collect())))
     else:
-        writer = _stage_writer(session, plan, checkpoint, kafka_options,
+        writer = _stage_writer(session, plan, LocalDir(checkpoint), kafka_options,
                                lambda result: deliver(result.collect()))
     return (writer.option("checkpointLocation", str(checkpoint)).queryName(plan.query_id)
             .start())
 
 
-def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: Path,
+def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
                   kafka_options: Mapping[str, str],
                   emit: Callable[[DataFrame], None]) -> DataStreamWriter:
     """The stream of a plan with a :class:`~metastore.queries.steps.BatchStage`: per
@@ -175,11 +162,11 @@ def _session(spark: SparkSession) -> SparkSession:
     return session
 
 
-def micro_batch_ends(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]]:
+def micro_batch_ends(checkpoint: CheckpointDir, batch_id: int) -> dict[str, dict[str, int]]:
     """The source offsets micro-batch ``batch_id`` ends at, per topic and partition, from the
     query's offset log (written before the micro-batch runs)."""
     ends: dict[str, dict[str, int]] = {}
-    lines = (checkpoint / "offsets" / str(batch_id)).read_text(encoding="utf-8").splitlines()
+    lines = checkpoint.read_text(f"offsets/{batch_id}").splitlines()
     for line in lines[2:]:  # a version line, the batch's metadata, then each source's offsets
         try:
             offsets = json.loads(line)

@@ -38,6 +38,7 @@ from metastore.catalog.analysis import Analysis
 from metastore.catalog.model import DataSource
 from metastore.catalog.pull_queries import result_keys
 from metastore.queries import job
+from metastore.queries.checkpoints import LocalDir
 from metastore.queries.steps import Step
 from metastore.spark.query import QueryResult, json_value
 from metastore.spark.types import quote
@@ -275,7 +276,7 @@ class TableStore:
 
     def _apply(self, rows: DataFrame, batch_id: int) -> None:
         """One micro-batch: each record in offset order, then the offsets it read up to."""
-        ends = job.micro_batch_ends(self.checkpoint, batch_id).get(self.source.topic, {})
+        ends = job.micro_batch_ends(LocalDir(self.checkpoint), batch_id).get(self.source.topic, {})
         records = rows.collect()
         columns = row_columns(self.source)
         keys = range(len(self.source.key_columns))  # a row's key columns come first

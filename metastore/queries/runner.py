@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.catalog.image import Image
@@ -43,6 +41,7 @@ from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
 from metastore.queries.assignment import Partitions, QueryAssignment, partition_of
+from metastore.queries.checkpoints import CheckpointDir, CheckpointRoot
 from metastore.queries.plan import compile_query
 
 if TYPE_CHECKING:
@@ -80,7 +79,7 @@ class _Entry:
 
 class QueryRunner:
     def __init__(self, node_id: str, spark: Callable[[], SparkSession | None],
-                 kafka_options: Mapping[str, str], checkpoint_root: Path,
+                 kafka_options: Mapping[str, str], checkpoint_root: CheckpointRoot,
                  settings: KafkaSettings,
                  assignment: Callable[[Callable[[Partitions], None],
                                        Callable[[Partitions], None]], QueryAssignment],
@@ -114,7 +113,7 @@ class QueryRunner:
     def scope(self, scope: str) -> None:
         """Keep this log's query checkpoints apart from any other's under a shared root
         (``scope``: the service and the command log's incarnation); call before the first image."""
-        self.checkpoint_root = self.checkpoint_root / scope
+        self.checkpoint_root = self.checkpoint_root.scoped(scope)
 
     def interrupt(self) -> None:
         """Start no more queries: the node is stopping (call before stopping the worker)."""
@@ -164,8 +163,8 @@ class QueryRunner:
         """Replace the published states (call with the lock held)."""
         self._published = {qid: QueryState(**vars(e.state)) for qid, e in self._entries.items()}
 
-    def checkpoint(self, query_id: str) -> Path:
-        return self.checkpoint_root / query_id
+    def checkpoint(self, query_id: str) -> CheckpointDir:
+        return self.checkpoint_root.query(query_id)
 
     # -- assignment callbacks (the assignment's polling thread) ----------------------------------
     def _assigned(self, _owned: Partitions) -> None:
@@ -198,7 +197,7 @@ class QueryRunner:
                 self._halt(entry)
                 if query_id not in image.queries:
                     log.info("%s was terminated: stopped, checkpoint deleted", query_id)
-                    shutil.rmtree(self.checkpoint(query_id), ignore_errors=True)
+                    self._delete(query_id)
             for query_id, query in sorted(wanted.items()):
                 if self._stopping.is_set():
                     break
@@ -229,11 +228,11 @@ class QueryRunner:
         try:
             checkpoint = self.checkpoint(query_id)
             plan = compile_query(entry.query, image,
-                                 table_state=job.holds_table_state(checkpoint))
+                                 table_state=checkpoint.holds_table_state())
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options)
             entry.state = QueryState(query_id, RUNNING)
             entry.failed_at = None
-            log.info("started %s (checkpoint %s)", query_id, checkpoint)
+            log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             entry.state = QueryState(query_id, ERROR, first[:1000])
@@ -269,18 +268,24 @@ class QueryRunner:
     def _collect_orphans(self, image: Image, owned: Partitions, partitions: int) -> None:
         """Delete checkpoints of queries terminated while no node ran them."""
         try:
-            directories = [d for d in self.checkpoint_root.iterdir() if d.is_dir()]
-        except OSError:
+            query_ids = self.checkpoint_root.query_ids()
+        except Exception as error:  # storage out of reach: the next reconcile tries again
+            log.warning("listing the query checkpoints: %s", error)
             return
-        for directory in directories:
-            query_id = directory.name
+        for query_id in query_ids:
             match = _ID_OFFSET.search(query_id)
             if (match is None or query_id in image.queries or query_id in self._entries
                     or int(match.group(1)) > image.offset
                     or partition_of(query_id, partitions) not in owned):
                 continue
             log.info("deleting the checkpoint of terminated query %s", query_id)
-            shutil.rmtree(directory, ignore_errors=True)
+            self._delete(query_id)
+
+    def _delete(self, query_id: str) -> None:
+        try:
+            self.checkpoint(query_id).delete()
+        except Exception as error:  # storage out of reach: left for the orphan collection
+            log.warning("deleting the checkpoint of %s: %s", query_id, error)
 
     # -- lag -------------------------------------------------------------------------------------
     def _measure_lag(self) -> None:

@@ -43,6 +43,7 @@ from metastore.kafka.consumer import DetailedRecord, PartitionReader
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
+from metastore.queries.checkpoints import LocalDir
 from metastore.queries.plan import compile_query
 from metastore.queries.steps import QueryPlan, Step
 from metastore.queries.support import check_runtime
@@ -239,7 +240,7 @@ class QueryTestRunner:
 
     def _run_query(self, plan: QueryPlan, checkpoint: Path) -> str | None:
         try:
-            handle = job.start(self._spark, plan, checkpoint, self._kafka_options,
+            handle = job.start(self._spark, plan, LocalDir(checkpoint), self._kafka_options,
                                available_now=True)
         except Exception as error:  # Spark's analysis of the plan: the test's error, not the run's
             return _first_line(error)

@@ -17,6 +17,13 @@ from metastore.catalog.image import Image
 from metastore.check import run_script
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
+from metastore.queries.checkpoints import (
+    TABLE_STATE_MARK,
+    CheckpointDir,
+    HadoopDir,
+    LocalDir,
+    checkpoint_root,
+)
 from metastore.queries.plan import compile_query
 from metastore.spark.session import start_session
 from tests.conftest import unique
@@ -62,12 +69,15 @@ def read_all(settings: KafkaSettings, topic: str, count: int, timeout: float = 9
 
 def run(spark: Any, image: Image, query_id: str, tmp_path: Path, bootstrap: str) -> Any:
     plan = compile_query(image.queries[query_id], image)
-    return job.start(spark, plan, tmp_path / query_id, {"kafka.bootstrap.servers": bootstrap})
+    return job.start(spark, plan, LocalDir(tmp_path / query_id),
+                     {"kafka.bootstrap.servers": bootstrap})
 
 
-def run_available_now(spark: Any, plan: Any, checkpoint: Path, options: dict[str, str]) -> None:
+def run_available_now(spark: Any, plan: Any, checkpoint: Path | CheckpointDir,
+                      options: dict[str, str]) -> None:
     """Run ``plan`` over what its sources hold now, to the end."""
-    streaming = job.start(spark, plan, checkpoint, options, available_now=True)
+    directory = LocalDir(checkpoint) if isinstance(checkpoint, Path) else checkpoint
+    streaming = job.start(spark, plan, directory, options, available_now=True)
     assert streaming.awaitTermination(300), "the query finished"
     assert streaming.exception() is None
 
@@ -330,7 +340,9 @@ def test_table_aggregation_keeps_rows_and_groups_in_its_checkpoint(
         tmp_path: Path) -> None:
     """A table aggregation's rows and groups are keyed state: after the table topic's records
     are deleted, the restarted query still takes a row's old value out of its old group when
-    it moves, and a tombstone's old value out of its group; the table is not read in batch."""
+    it moves, and a tombstone's old value out of its group; the table is not read in batch.
+    Its checkpoint is a Hadoop URI (``file://``): Spark's state and offsets, the table-state
+    mark and the batch stage's read of the offset log all go through Hadoop's FileSystem."""
     users, sink = topic_factory(), topic_factory()
     image = catalog(f"""
         CREATE TABLE USERS (ID STRING PRIMARY KEY, REGION STRING, SCORE INT)
@@ -349,7 +361,9 @@ def test_table_aggregation_keeps_rows_and_groups_in_its_checkpoint(
             {"REGION": region, "SCORE": score}), timestamp=1000)
     assert producer.flush(10) == 0
     options = {"kafka.bootstrap.servers": kafka_bootstrap}
-    run_available_now(spark, plan, tmp_path / "q", options)
+    checkpoint = HadoopDir(f"{tmp_path.as_uri()}/q", lambda: spark)
+    run_available_now(spark, plan, checkpoint, options)
+    assert (tmp_path / "q" / TABLE_STATE_MARK).is_file() and (tmp_path / "q" / "state").is_dir()
     first = read_all(kafka_settings, sink, 2)
     assert sorted((k, v) for k, v, _ in first) == [(b"eu", b"2,3"), (b"us", b"1,5")]
     delete_all_records(kafka_settings, users)
@@ -359,18 +373,32 @@ def test_table_aggregation_keeps_rows_and_groups_in_its_checkpoint(
     producer.produce(users, key=b"u4", value=json.dumps({"REGION": "us", "SCORE": 7}),
                      timestamp=2000)
     assert producer.flush(10) == 0
-    run_available_now(spark, plan, tmp_path / "q", options)
+    assert checkpoint.holds_table_state()
+    run_available_now(spark, plan, checkpoint, options)
     records = read_all(kafka_settings, sink, len(first) + 2)
     assert sorted((k, v) for k, v, _ in records[len(first):]) == [
         (b"eu", b"1,2"), (b"us", b"2,17")]
 
 
-def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(tmp_path: Path) -> None:
-    assert job.holds_table_state(tmp_path / "new")
+@pytest.mark.parametrize("as_uri", [False, True], ids=["directory", "hadoop-uri"])
+def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(
+        spark: Any, tmp_path: Path, as_uri: bool) -> None:
+    root = checkpoint_root(tmp_path.as_uri() if as_uri else tmp_path, lambda: spark)
+    assert root.location.startswith("file:/") == as_uri
+    assert root.query("new").holds_table_state()
     (tmp_path / "old" / "offsets").mkdir(parents=True)
-    assert not job.holds_table_state(tmp_path / "old")
-    (tmp_path / "old" / job.TABLE_STATE_MARK).touch()
-    assert job.holds_table_state(tmp_path / "old")
+    (tmp_path / "old" / "offsets" / "0").write_text("v1\n{}\n{\"t\":{\"0\":5}}\n")
+    assert not root.query("old").holds_table_state()
+    (tmp_path / "old" / TABLE_STATE_MARK).touch()
+    assert root.query("old").holds_table_state()
+    assert job.micro_batch_ends(root.query("old"), 0) == {"t": {"0": 5}}
+    root.query("fresh").prepare(table_state=True)
+    assert (tmp_path / "fresh" / TABLE_STATE_MARK).is_file()
+    assert root.query_ids() == ["fresh", "old"]
+    root.query("old").delete()
+    assert root.query_ids() == ["fresh"] and not (tmp_path / "old").exists()
+    assert checkpoint_root(tmp_path / "absent", lambda: spark).query_ids() == []
+    assert root.scoped("svc").query("q").location == f"{root.location}/svc/q"
 
 
 def test_tumbling_window_count_writes_ksqldb_windowed_keys(

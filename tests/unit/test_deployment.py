@@ -107,3 +107,37 @@ def test_nodes_keep_their_data_and_share_the_query_checkpoints() -> None:
         [volume] = [v for t, v in mounts.items() if checkpoints.startswith(t + "/")]
         shared.add(volume)
     assert len(shared) == 1 and shared <= set(document["volumes"])
+
+
+def test_a_spark_cluster_of_the_nodes_spark_version_runs_their_queries() -> None:
+    document = compose()
+    services = document["services"]
+    pinned = re.search(r'"pyspark==([0-9.]+)"', (ROOT / "pyproject.toml").read_text())
+    assert pinned is not None
+    master, workers = services["spark-master"], [services["spark-worker-1"],
+                                                  services["spark-worker-2"]]
+    for spark in (master, *workers):
+        assert spark["image"] == f"apache/spark:{pinned.group(1)}", "driver and executors match"
+        assert spark["command"][0] == "/opt/spark/bin/spark-class"
+    assert master["command"][1] == "org.apache.spark.deploy.master.Master"
+    port = master["command"][master["command"].index("--port") + 1]
+    assert "healthcheck" in master
+    nodes = {n: s for n, s in services.items() if n.startswith("node-")}
+    checkpoint_mounts = set()
+    for name, spec in nodes.items():
+        assert spec["environment"]["METASTORE_SPARK_MASTER"] == f"spark://spark-master:{port}"
+        assert spec["depends_on"]["spark-master"]["condition"] == "service_healthy"
+        conf = dict(spec["command"][i + 1].split("=", 1)
+                    for i, part in enumerate(spec["command"]) if part == "--spark-conf")
+        assert conf["spark.driver.host"] == name, "executors reach the driver by its name"
+        checkpoint_mounts |= {v for v in spec["volumes"] if v.startswith("query-checkpoints:")}
+    cores = 0
+    for worker in workers:
+        command = worker["command"]
+        assert command[1] == "org.apache.spark.deploy.worker.Worker"
+        assert command[-1] == f"spark://spark-master:{port}"
+        assert set(worker["volumes"]) == checkpoint_mounts, "state stores beside the checkpoints"
+        cores += int(command[command.index("--cores") + 1])
+    wanted = sum(int(dict(spec["command"][i + 1].split("=", 1) for i, part in enumerate(
+        spec["command"]) if part == "--spark-conf")["spark.cores.max"]) for spec in nodes.values())
+    assert cores >= wanted, "every node's application gets its executors at once"
