@@ -216,7 +216,8 @@ def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:
         time.sleep(0.05)
     assert set(status) == {"serviceId", "nodeId", "state", "degradedReason", "appliedOffset",
                            "endOffset", "imageFingerprint", "sparkCatalogFingerprint",
-                           "sparkInSync", "sparkReason", "sparkCatalogCalls", "startup"}
+                           "sparkInSync", "sparkReason", "sparkCatalogCalls",
+                           "sparkApplication", "startup"}
     assert status["state"] == "READY" and status["appliedOffset"] + 1 >= status["endOffset"]
     assert status["startup"]["readySeconds"] > 0 and status["startup"]["resumedFrom"] is None
     assert status["startup"]["checkpoints"]["lastError"] is None
