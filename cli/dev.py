@@ -125,6 +125,9 @@ def up(
         bootstrap = ensure_kafka(brokers)
         extra: tuple[str, ...] = ("--spark-master", "none") if no_spark else ()
         if spark_workers:
+            running = local_nodes().state()
+            if running is not None and any(local_nodes().is_running(n) for n in running.nodes):
+                fail("a local cluster is already running here; run 'metastore dev down' first", 1)
             extra += spark_node_args(local_spark(spark_workers, nodes).start())
         for module in function_module or ():  # every node of the service loads the same
             extra += ("--function-module", module)

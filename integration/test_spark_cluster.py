@@ -119,21 +119,28 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
     for query_id in query_ids:
         wait_owner(cluster, "node-1", query_id, 240)
 
-    total, groups, sent = 3000, 5, threading.Event()
+    total, groups = 3000, 5
+    phases = [threading.Event() for _ in range(3)]  # set: the phase may be produced
+    produced = [threading.Event() for _ in range(3)]
 
     def produce() -> None:
         producer = Producer(KafkaSettings(cluster.bootstrap).config(linger_ms=5))
-        for i in range(total):
-            producer.produce(source, key=struct.pack(">i", i % 11),
-                             value=json.dumps({"ID": i, "G": i % groups}),
-                             timestamp=WINDOW_BASE_MS + i * 100)
-            producer.poll(0)
-            time.sleep(0.03)
-        producer.flush(30)
-        sent.set()
+        per_phase = total // len(phases)
+        for phase, (go, done) in enumerate(zip(phases, produced, strict=True)):
+            if not go.wait(600):
+                return
+            for i in range(phase * per_phase, (phase + 1) * per_phase):
+                producer.produce(source, key=struct.pack(">i", i % 11),
+                                 value=json.dumps({"ID": i, "G": i % groups}),
+                                 timestamp=WINDOW_BASE_MS + i * 100)
+                producer.poll(0)
+                time.sleep(0.01)
+            producer.flush(30)
+            done.set()
 
-    writer = threading.Thread(target=produce)
+    writer = threading.Thread(target=produce, daemon=True)
     writer.start()
+    phases[0].set()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (
             read_to_end(cluster.bootstrap, kept) and latest_by_key(cluster.bootstrap, counts)):
@@ -146,19 +153,19 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
         f"the queries' tasks ran on both workers' executors: {ran}")
 
     victim = state.worker("worker-1")
-    assert victim.pid is not None and not sent.is_set(), "a worker dies mid-stream"
+    assert victim.pid is not None
     os.killpg(victim.pid, signal.SIGKILL)  # the worker and its executors: a lost machine
-    time.sleep(8)
-    for query_id in query_ids:  # Spark reschedules on worker-2; the queries never stop
-        assert show_queries(cluster, "node-1")[query_id]["state"] == "RUNNING"
+    phases[1].set()  # records go on arriving while Spark reschedules on worker-2
+    assert produced[1].wait(120)
     time.sleep(5)
+    for query_id in query_ids:  # the queries never stopped
+        assert show_queries(cluster, "node-1")[query_id]["state"] == "RUNNING"
 
-    assert not sent.is_set(), "the driver dies mid-stream"
-    for owner in owners:
+    for owner in owners:  # the drivers die between two phases of the stream
         assert cluster.nodes.stop_node(owner, signal.SIGKILL)
+    phases[2].set()
     new_owners = {wait_moved(cluster, owners, query_id, 180) for query_id in query_ids}
-    writer.join(180)
-    assert sent.is_set()
+    assert produced[2].wait(180)
 
     expected = {i for i in range(total) if i % 3 != 0}
     expected_counts = dict(Counter(i % groups for i in range(total)))
@@ -182,8 +189,15 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
         "deduplicated by source offset: every kept record exactly once, no gap")
     assert final == expected_counts, "each window count is exact after both failures"
     ran_after = tasks_by_worker(cluster, state, new_owners)
-    assert ran_after.get("worker-2", 0) > 0 and "worker-1" not in ran_after, (
-        f"the survivor's queries run on the worker left: {ran_after}")
+    assert ran_after.get("worker-2", 0) > 0, f"the queries run on the worker left: {ran_after}"
+    on_worker_2 = {(e.get("appid"), str(e.get("id")))
+                   for e in (worker_status(state.worker("worker-2")) or {}).get("executors", [])}
+    for node in new_owners:
+        app = application(cluster, node)
+        active = {(app["applicationId"], str(e["id"]))
+                  for e in application_executors(app["uiUrl"], app["applicationId"])
+                  if e["id"] != "driver" and e.get("isActive")}
+        assert active and active <= on_worker_2, f"{node}'s executors are worker-2's: {active}"
     print(f"\nkilled worker-1, then {sorted(owners)}; queries moved to {sorted(new_owners)}; "
           f"{len(records)} records for {len(expected)} kept; tasks per worker before {ran}, "
           f"after {ran_after}")

@@ -269,14 +269,28 @@ def _spark(given: Mapping[str, Any]) -> SparkSettings | None:
     if catalog not in ("persistent", "in-memory"):
         raise SettingsError("spark_catalog", "must be 'persistent' or 'in-memory'")
     checkpoints = given.get("query_checkpoint_dir")
-    conf = {str(key): str(value) for key, value in _table(given, "spark_conf").items()}
+    conf = _flat(_table(given, "spark_conf"))
     for key in conf:
-        if not key.startswith("spark.") or key in _SPARK_CONF_OWNED:
-            raise SettingsError("spark_conf", f"{key}: a Spark setting starts with 'spark.', and "
-                                f"the node sets {', '.join(sorted(_SPARK_CONF_OWNED))} itself")
+        if not key.startswith("spark."):
+            raise SettingsError("spark_conf", f"{key}: a Spark setting starts with 'spark.'")
+        if key in _SPARK_CONF_OWNED:
+            raise SettingsError("spark_conf", f"{key}: the node sets it itself (and "
+                                f"{', '.join(sorted(_SPARK_CONF_OWNED - {key}))})")
     return SparkSettings(master=master, persistent_catalog=catalog == "persistent",
                          query_checkpoints=str(checkpoints) if checkpoints else None, conf=conf,
                          **_pick(given, {"query_session_timeout_ms": int}))
+
+
+def _flat(table: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Dotted names of a TOML table: ``spark.executor.memory = "1g"`` is a nested table there."""
+    flat: dict[str, str] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
 
 
 _SPARK_CONF_OWNED = frozenset({"spark.master", "spark.app.name", "spark.jars",

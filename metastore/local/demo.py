@@ -147,6 +147,7 @@ def run_demo(keep: bool = False, spark_workers: int = 0) -> int:
     """The demo; with ``spark_workers`` the nodes run Spark on a local standalone cluster of that
     many workers instead of in local mode."""
     checks: list[tuple[str, bool]] = []
+    started_spark = False
     service_id = f"demo-{int(time.time())}"
     started_kafka = not local_kafka().is_running()
     nodes_cluster = local_nodes()
@@ -159,6 +160,7 @@ def run_demo(keep: bool = False, spark_workers: int = 0) -> int:
         nodes_cluster.down()
         extra: tuple[str, ...] = ()
         if spark_workers:
+            started_spark = True
             spark = local_spark(spark_workers, 3).start()
             say(f"Spark: {spark.master_url}, {spark_workers} worker(s)")
             extra = spark_node_args(spark)
@@ -215,7 +217,7 @@ def run_demo(keep: bool = False, spark_workers: int = 0) -> int:
         if not keep:
             say("\n== Stopping everything the demo started")
             nodes_cluster.down()
-            if spark_workers:
+            if started_spark:
                 local_spark().stop()
             if started_kafka:
                 local_kafka().stop()

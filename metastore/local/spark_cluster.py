@@ -198,9 +198,11 @@ class LocalSparkCluster:
     def _launch(self, daemon: SparkDaemon, arguments: list[str]) -> SparkDaemon:
         jars.require_java()
         home = spark_home()
+        # the root in the daemon's command line is how stop() knows it is ours; no port retry,
+        # so a port taken since free_ports() fails the start instead of moving the daemon
+        own = f"-Dmetastore.local.root={self.root} -Dspark.port.maxRetries=0"
         env = {**os.environ, "SPARK_HOME": str(home),
-               # names the root in the daemon's command line: how stop() knows it is ours
-               "SPARK_DAEMON_JAVA_OPTS": f"-Dmetastore.local.root={self.root}",
+               "SPARK_DAEMON_JAVA_OPTS": f"{os.environ.get('SPARK_DAEMON_JAVA_OPTS', '')} {own}",
                "SPARK_DAEMON_MEMORY": "512m", "SPARK_LOCAL_IP": "127.0.0.1",
                "PYSPARK_PYTHON": sys.executable}
         with self.log_path(daemon.name).open("ab") as log:

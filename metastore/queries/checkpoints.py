@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 TABLE_STATE_MARK = "metastore-table-state"
 """A file in the checkpoint of a query whose table sides are keyed state."""
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+"""A URI's scheme (``hdfs://nn/x``, and ``file:/x`` as Hadoop prints paths)."""
 
 
 class CheckpointDir(Protocol):
@@ -71,7 +72,7 @@ class CheckpointRoot(Protocol):
 
 
 def is_uri(root: str) -> bool:
-    """Whether ``root`` names a Hadoop file system (``scheme://...``) rather than a local path."""
+    """Whether ``root`` names a Hadoop file system (``scheme:...``) rather than a local path."""
     return _SCHEME.match(root) is not None
 
 
@@ -94,7 +95,9 @@ class LocalDir:
 
     @property
     def location(self) -> str:
-        return str(self.path)
+        """A ``file:`` URI: a bare path would be resolved against Hadoop's default file system,
+        HDFS wherever ``HADOOP_CONF_DIR`` names one, where this class does not look."""
+        return self.path.resolve().as_uri()
 
     def prepare(self, table_state: bool) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,7 +121,7 @@ class LocalRoot:
 
     @property
     def location(self) -> str:
-        return str(self.path)
+        return self.path.resolve().as_uri()
 
     def scoped(self, scope: str) -> LocalRoot:
         return LocalRoot(self.path / scope)

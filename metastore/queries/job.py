@@ -96,8 +96,8 @@ def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
     else:
         writer = _stage_writer(session, plan, LocalDir(checkpoint), kafka_options,
                                lambda result: deliver(result.collect()))
-    return (writer.option("checkpointLocation", str(checkpoint)).queryName(plan.query_id)
-            .start())
+    return (writer.option("checkpointLocation", LocalDir(checkpoint).location)
+            .queryName(plan.query_id).start())
 
 
 def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
@@ -131,7 +131,7 @@ def start_stream(spark: SparkSession, steps: tuple[Step, ...], view: str, checkp
     _register(session, steps, kafka_options, reads={
         "startingOffsets": "earliest", "maxOffsetsPerTrigger": str(max_records_per_batch)})
     return (session.table(view).writeStream.foreachBatch(on_batch)
-            .option("checkpointLocation", str(checkpoint)).queryName(name)
+            .option("checkpointLocation", LocalDir(checkpoint).location).queryName(name)
             .trigger(processingTime=f"{trigger_ms} milliseconds").start())
 
 

@@ -118,7 +118,7 @@ def parse_query(sql: str) -> Query:
 def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = True) -> QueryPlan:
     """The Spark plan of ``query`` over the catalog of ``image``; ``table_state=False`` joins
     tables by re-reading them (the plan of a checkpoint started before tables were keyed
-    state, see :func:`metastore.queries.job.holds_table_state`)."""
+    state, see :meth:`metastore.queries.checkpoints.CheckpointDir.holds_table_state`)."""
     sink = image.source(query.sink)
     if sink is None:
         raise QueryRuntimeError(f"{query.query_id}: its sink {query.sink} is not in the catalog")

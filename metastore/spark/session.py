@@ -54,33 +54,36 @@ def is_local(master: str) -> bool:
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                   persistent_catalog: bool = False,
                   conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A session on ``master``, with ``conf`` over the defaults. On a cluster master the Spark UI
-    is on unless ``conf`` turns it off: it is where a cluster's users watch the application."""
+    """A session on ``master``, with ``conf`` over the defaults (``spark.driver.extraJavaOptions``
+    after the node's own). On a cluster master the Spark UI is on unless ``conf`` turns it off:
+    it is where a cluster's users watch the application; its kill buttons are off."""
     from pyspark.sql import SparkSession
 
     connector = [*jars.resolve(jars.spark_kafka_connector(), progress=None),
                  jars.project_jar(progress=None)]
     warehouse.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    driver_options = (f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR "
+                      f"-Dderby.stream.error.file={warehouse / 'derby.log'}")
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.jars", ",".join(str(j) for j in connector))
                .config("spark.ui.enabled", "true" if ui or not is_local(master) else "false")
+               .config("spark.ui.killEnabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.warehouse.dir", str(warehouse / "warehouse"))
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "1g")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # JSON fields, as ksqlDB
-               .config("spark.driver.extraJavaOptions",
-                       f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR "
-                       f"-Dderby.stream.error.file={warehouse / 'derby.log'}"))
+               .config("spark.driver.extraJavaOptions", driver_options))
     if persistent_catalog:
         builder = (builder.config("spark.sql.catalogImplementation", "hive")
                    .config("spark.hadoop.hive.warehouse.subdir.inherit.perms", "false")
                    .config("spark.hadoop.javax.jdo.option.ConnectionURL",
                            f"jdbc:derby:;databaseName={metastore_db(warehouse)};create=true"))
     for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
+        own = driver_options if key == "spark.driver.extraJavaOptions" else None
+        builder = builder.config(key, f"{own} {value}" if own else value)  # the user's after
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -21,6 +21,7 @@ from metastore.queries.checkpoints import (
     TABLE_STATE_MARK,
     CheckpointDir,
     HadoopDir,
+    HadoopRoot,
     LocalDir,
     checkpoint_root,
 )
@@ -384,7 +385,7 @@ def test_table_aggregation_keeps_rows_and_groups_in_its_checkpoint(
 def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(
         spark: Any, tmp_path: Path, as_uri: bool) -> None:
     root = checkpoint_root(tmp_path.as_uri() if as_uri else tmp_path, lambda: spark)
-    assert root.location.startswith("file:/") == as_uri
+    assert isinstance(root, HadoopRoot) == as_uri and root.location.startswith("file:/")
     assert root.query("new").holds_table_state()
     (tmp_path / "old" / "offsets").mkdir(parents=True)
     (tmp_path / "old" / "offsets" / "0").write_text("v1\n{}\n{\"t\":{\"0\":5}}\n")

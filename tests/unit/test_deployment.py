@@ -121,7 +121,9 @@ def test_a_spark_cluster_of_the_nodes_spark_version_runs_their_queries() -> None
         assert spark["command"][0] == "/opt/spark/bin/spark-class"
     assert master["command"][1] == "org.apache.spark.deploy.master.Master"
     port = master["command"][master["command"].index("--port") + 1]
-    assert "healthcheck" in master
+    host = master["command"][master["command"].index("--host") + 1]
+    probe = " ".join(master["healthcheck"]["test"])
+    assert f"/dev/tcp/{host}/{port}" in probe, "the probe reaches the address the master binds"
     nodes = {n: s for n, s in services.items() if n.startswith("node-")}
     checkpoint_mounts = set()
     for name, spec in nodes.items():

@@ -54,3 +54,30 @@ def test_cluster_state_round_trips_and_sizes_a_node_for_every_worker(tmp_path: P
     with pytest.raises(ValueError):
         LocalSparkCluster(tmp_path, workers=0)
     assert LocalSparkCluster(tmp_path).state() is None and LocalSparkCluster(tmp_path).stop() == 0
+
+
+def test_spark_conf_from_toml_nested_tables_is_flattened() -> None:
+    import tomllib
+
+    table = tomllib.loads('[spark_conf]\nspark.executor.memory = "1g"\n'
+                          '"spark.cores.max" = 2\n')["spark_conf"]
+    spark = server_settings({**BASE, "spark_conf": table}).spark
+    assert spark is not None
+    assert spark.conf == {"spark.executor.memory": "1g", "spark.cores.max": "2"}
+
+
+@pytest.mark.parametrize(("root", "uri"), [
+    ("hdfs://namenode:8020/checkpoints", True), ("s3a://bucket/x", True), ("file:/tmp/x", True),
+    ("hdfs:/checkpoints", True), ("/var/lib/metastore/q", False), ("relative/dir", False)])
+def test_a_checkpoint_root_is_a_uri_when_it_has_a_scheme(root: str, uri: bool) -> None:
+    from metastore.queries.checkpoints import LocalRoot, checkpoint_root, is_uri
+
+    assert is_uri(root) == uri
+    if not uri:
+        local = checkpoint_root(root)
+        assert isinstance(local, LocalRoot)
+        assert local.query("q").location == (Path(root).resolve() / "q").as_uri(), (
+            "Spark gets a file: URI, never a path its default file system would resolve")
+    else:
+        with pytest.raises(ValueError, match="needs Spark"):
+            checkpoint_root(root)

@@ -90,11 +90,17 @@ public final class CatalogClones {
         List<Object> arguments = new ArrayList<>();
         Iterator<String> names = CollectionConverters.asJava(template.productElementNames());
         int index = 0;
+        int found = 0;
         while (names.hasNext()) {
             String name = names.next();
+            found += replaced.containsKey(name) ? 1 : 0;
             arguments.add(replaced.containsKey(name) ? replaced.get(name)
                     : template.productElement(index));
             index++;
+        }
+        if (found != replaced.size()) {
+            throw new IllegalStateException(template.getClass().getSimpleName()
+                    + " lacks a field of " + replaced.keySet());
         }
         for (Method method : template.getClass().getMethods()) {
             if (method.getName().equals("copy") && method.getParameterCount() == arguments.size()) {
