@@ -258,6 +258,23 @@ def _topics(bootstrap: str, backlog: int, warm_records: int) -> tuple[str, str]:
     return source, warm
 
 
+def _measure_engine(engine: str, bootstrap: str, source: str, warm: str, start: Start,
+                    quick: bool, runs: int) -> dict[str, Any]:
+    """One engine's warm-up, then each query measured; ``runs``: queries measured before on the
+    same topic (each added its latency records to it, and takes keys of its own)."""
+    backlog, warm_records, count, rate = _sizes(quick)
+    print(f"pipeline: {engine} warm-up", file=sys.stderr, flush=True)
+    warm_up(bootstrap, warm, warm_records, start)
+    figures: dict[str, Any] = {}
+    for query in STATEMENTS:
+        print(f"pipeline: {engine} {query}", file=sys.stderr, flush=True)
+        keys = range(LATENCY_KEYS + runs * count, LATENCY_KEYS + (runs + 1) * count)
+        figures[query] = measure(bootstrap, source, query, start, backlog, runs * count, keys,
+                                 rate)
+        runs += 1
+    return figures
+
+
 def run(quick: bool) -> dict[str, Any]:
     backlog, warm_records, count, rate = _sizes(quick)
     results: dict[str, Any] = {"records": backlog, "warm_up_records": warm_records,
@@ -267,14 +284,9 @@ def run(quick: bool) -> dict[str, Any]:
         runs = 0
         for engine, starter in (("spark_by_hand", hand_written), ("metastore", metastore_node)):
             with starter(bootstrap) as start:
-                print(f"pipeline: {engine} warm-up", file=sys.stderr, flush=True)
-                warm_up(bootstrap, warm, warm_records, start)
-                for query in STATEMENTS:
-                    print(f"pipeline: {engine} {query}", file=sys.stderr, flush=True)
-                    keys = range(LATENCY_KEYS + runs * count, LATENCY_KEYS + (runs + 1) * count)
-                    results.setdefault(engine, {})[query] = measure(
-                        bootstrap, source, query, start, backlog, runs * count, keys, rate)
-                    runs += 1
+                results[engine] = _measure_engine(engine, bootstrap, source, warm, start,
+                                                  quick, runs)
+                runs += len(STATEMENTS)
     for query in STATEMENTS:
         ours, floor = results["metastore"][query], results["spark_by_hand"][query]
         results[f"{query}_throughput_ratio"] = round(
@@ -301,16 +313,9 @@ def run_on_cluster(quick: bool) -> dict[str, Any]:
                     node_args = spark_node_args(cluster.start())
                     with metastore_node(bootstrap, *node_args) as start:
                         engine = f"workers_{workers}"
-                        print(f"pipeline: {engine} warm-up", file=sys.stderr, flush=True)
-                        warm_up(bootstrap, warm, warm_records, start)
-                        for query in STATEMENTS:
-                            print(f"pipeline: {engine} {query}", file=sys.stderr, flush=True)
-                            keys = range(LATENCY_KEYS + runs * count,
-                                         LATENCY_KEYS + (runs + 1) * count)
-                            results.setdefault(engine, {})[query] = measure(
-                                bootstrap, source, query, start, backlog, runs * count, keys,
-                                rate)
-                            runs += 1
+                        results[engine] = _measure_engine(engine, bootstrap, source, warm,
+                                                          start, quick, runs)
+                        runs += len(STATEMENTS)
                 finally:
                     cluster.stop()
     for query in STATEMENTS:

@@ -1224,10 +1224,7 @@ def check_cast_types(query: Query) -> None:
         for data_type in cast.to.find_all(exp.DataType):
             kind = data_type.this
             if kind == exp.DataType.Type.DECIMAL:
-                params = [int(p.this.this) for p in data_type.expressions
-                          if isinstance(p, exp.DataTypeParam)]
-                precision, scale = [*params, 10, 0][:2] if params else (10, 0)
-                problem = ty.decimal_problem(precision, scale)
+                problem = ty.decimal_problem(*_decimal_params(data_type))
             elif kind == exp.DataType.Type.STRUCT:
                 problem = ty.struct_fields_problem([
                     (field.name if field.this.quoted else field.name.upper(),
@@ -1246,6 +1243,13 @@ def sql_type_of(data_type: exp.DataType, custom: Mapping[str, ty.SqlType]) -> ty
     return _from_sqlglot(data_type, dict(custom))
 
 
+def _decimal_params(data_type: exp.DataType) -> tuple[int, int]:
+    """A DECIMAL's precision and scale as written (10 and 0 when omitted)."""
+    params = [int(p.this.this) for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
+    precision, scale = [*params, 10, 0][:2] if params else (10, 0)
+    return precision, scale
+
+
 def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.SqlType:
     kind = data_type.this
     types = exp.DataType.Type
@@ -1259,9 +1263,7 @@ def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.
         return simple[kind]
     nested = [e for e in data_type.expressions if isinstance(e, exp.DataType)]
     if kind == types.DECIMAL:
-        params = [int(p.this.this) for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
-        precision, scale = [*params, 10, 0][:2] if params else (10, 0)
-        return ty.DecimalType(precision, scale)
+        return ty.DecimalType(*_decimal_params(data_type))
     if kind == types.ARRAY and nested:
         return ty.ArrayType(_from_sqlglot(nested[0], custom))
     if kind == types.MAP and len(nested) == 2:

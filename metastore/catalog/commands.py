@@ -63,6 +63,11 @@ class InsertQueryCommand(Command):
     def command_id(self) -> str:
         return f"insert/{self.sink}/create"
 
+    @staticmethod
+    def id_at(offset: int) -> str:
+        """The query's id when the command is at ``offset``."""
+        return f"INSERTQUERY_{offset}"
+
 
 @dataclass(frozen=True)
 class DropSourceCommand(Command):

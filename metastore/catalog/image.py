@@ -171,7 +171,7 @@ class Delta:
         elif isinstance(command, cmd.CreateAsSelectCommand):
             self._create_as_select(command, offset)
         elif isinstance(command, cmd.InsertQueryCommand):
-            query_id = f"INSERTQUERY_{offset}"
+            query_id = command.id_at(offset)
             self.queries[query_id] = PersistentQuery(query_id, "INSERT", command.sink,
                                                      command.query_sources, command.query_sql,
                                                      offset, command.config)

@@ -63,7 +63,7 @@ def status_message(command: cmd.Command, image: Image, offset: int) -> tuple[str
         query_id = source.query_id if source else None
         return f"Created query with ID {query_id}", query_id
     if isinstance(command, cmd.InsertQueryCommand):
-        query_id = f"INSERTQUERY_{offset}"
+        query_id = command.id_at(offset)
         return f"Created query with ID {query_id}", query_id
     if isinstance(command, cmd.DropSourceCommand):
         return f"Source `{command.name}` (topic: {command.topic}) was dropped.", None

@@ -714,8 +714,10 @@ class Validator:
                 if isinstance(outcome.command, cmd.CreateAsSelectCommand):
                     sink = image.source(outcome.command.source.name)
                     query = image.queries.get(sink.query_id or "") if sink else None
+                elif isinstance(outcome.command, cmd.InsertQueryCommand):
+                    query = image.queries.get(outcome.command.id_at(self._next_offset))
                 else:
-                    query = image.queries.get(f"INSERTQUERY_{self._next_offset}")
+                    query = None
                 if query is not None:
                     return Read(statement, explained=Explained(image, query=query))
         raise QueryError("The provided statement does not run a ksql query")

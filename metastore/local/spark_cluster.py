@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from metastore.local import jars
 from metastore.local.exceptions import LocalInfraError
 from metastore.local.kafka_cluster import free_ports
-from metastore.local.processes import pid_alive, pid_exists, reap, terminate
+from metastore.local.processes import pid_alive, pid_exists, terminate
 
 STATE_FILE = "spark-cluster.json"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -249,38 +249,34 @@ class LocalSparkCluster:
         master = [state.master.pid] if state.master.pid is not None and self.is_alive(
             state.master) else []
         terminate(master, self.marker, timeout)
-        for pid in (*workers, *master):
-            reap(pid)
         return len(workers) + len(master)
 
 
 def master_status(state: SparkClusterState, timeout: float = 2.0) -> dict[str, Any] | None:
     """The master's JSON status (workers, applications), or None when it does not answer."""
-    return _json(f"{state.master.web_url}/json/", timeout)
+    body = _json(f"{state.master.web_url}/json/", timeout)
+    return body if isinstance(body, dict) else None
 
 
 def worker_status(worker: SparkDaemon, timeout: float = 2.0) -> dict[str, Any] | None:
     """A worker's JSON status (its executors and their applications), or None."""
-    return _json(f"{worker.web_url}/json/", timeout)
+    body = _json(f"{worker.web_url}/json/", timeout)
+    return body if isinstance(body, dict) else None
 
 
-def _json(url: str, timeout: float) -> dict[str, Any] | None:
+def _json(url: str, timeout: float) -> Any:
+    """The JSON body at ``url``, or None when nothing answers with JSON."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
-            body = json.load(response)
+            return json.load(response)
     except (OSError, urllib.error.URLError, ValueError):
         return None
-    return body if isinstance(body, dict) else None
 
 
 def application_executors(ui_url: str, application_id: str,
                           timeout: float = 5.0) -> list[dict[str, Any]]:
     """The executors of a running application from its driver's REST API
     (``/api/v1/applications/<id>/executors``): id, hostPort, totalTasks... The driver is one."""
-    url = f"{ui_url.rstrip('/')}/api/v1/applications/{application_id}/executors"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            body = json.load(response)
-    except (OSError, urllib.error.URLError, ValueError):
-        return []
+    body = _json(f"{ui_url.rstrip('/')}/api/v1/applications/{application_id}/executors",
+                 timeout)
     return [e for e in body if isinstance(e, dict)] if isinstance(body, list) else []

@@ -146,35 +146,31 @@ class HadoopDir:
     def location(self) -> str:
         return self.uri
 
-    def _path_and_fs(self, uri: str) -> tuple[Any, Any]:
-        return _hadoop(self.spark, uri)
+    def _at(self, relative: str = "") -> tuple[Any, Any]:
+        return _hadoop(self.spark, f"{self.uri}/{relative}" if relative else self.uri)
 
     def prepare(self, table_state: bool) -> None:
-        path, fs = self._path_and_fs(self.uri)
+        path, fs = self._at()
         fs.mkdirs(path.getParent())
         if table_state:
             fs.mkdirs(path)
-            fs.create(_child(self.spark, path, TABLE_STATE_MARK), True).close()
+            fs.create(self._at(TABLE_STATE_MARK)[0], True).close()
 
     def holds_table_state(self) -> bool:
-        path, fs = self._path_and_fs(self.uri)
-        offsets = _child(self.spark, path, "offsets")
+        offsets, fs = self._at("offsets")
         return not (fs.exists(offsets) and fs.getFileStatus(offsets).isDirectory()) or bool(
-            fs.exists(_child(self.spark, path, TABLE_STATE_MARK)))
+            fs.exists(self._at(TABLE_STATE_MARK)[0]))
 
     def read_text(self, relative: str) -> str:
-        path, fs = self._path_and_fs(f"{self.uri}/{relative}")
+        path, fs = self._at(relative)
         stream = fs.open(path)
         try:
-            session = self.spark()
-            assert session is not None and session.sparkContext._jvm is not None
-            utils = session.sparkContext._jvm.org.apache.commons.io.IOUtils
-            return str(utils.toString(stream, "UTF-8"))
+            return bytes(stream.readAllBytes()).decode("utf-8")
         finally:
             stream.close()
 
     def delete(self) -> None:
-        path, fs = self._path_and_fs(self.uri)
+        path, fs = self._at()
         fs.delete(path, True)
 
 
@@ -212,8 +208,3 @@ def _hadoop(spark: Callable[[], SparkSession | None], uri: str) -> tuple[Any, An
     path = jvm.org.apache.hadoop.fs.Path(uri)
     return path, path.getFileSystem(session.sparkContext._jsc.hadoopConfiguration())
 
-
-def _child(spark: Callable[[], SparkSession | None], parent: Any, name: str) -> Any:
-    session = spark()
-    assert session is not None and session.sparkContext._jvm is not None
-    return session.sparkContext._jvm.org.apache.hadoop.fs.Path(parent, name)
