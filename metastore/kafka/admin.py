@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -133,6 +134,20 @@ class Admin:
             if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return
             raise KafkaTopicError(topic, f"deleting topic {topic} failed: {exc}") from exc
+
+    def delete_until_gone(self, topic: str, timeout: float) -> bool:
+        """Delete ``topic`` and wait, at most ``timeout`` seconds, until the metadata this client
+        reads no longer lists it: the controller answers before the brokers' metadata follows, so
+        a topic just deleted can still be described for a moment. Whether it is gone."""
+        deadline = time.monotonic() + timeout
+        self.delete(topic, timeout=timeout)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.describe(topic, timeout=left) is None:
+                return True
+            time.sleep(0.02)
 
     def start_deleting(self, topics: Sequence[str]) -> None:
         """Ask the controller to delete ``topics`` and return without waiting for it."""

@@ -604,13 +604,9 @@ class CommandWriter:
             for write in validated.writes:
                 for topic_name in write.topics_to_delete:
                     try:
-                        self._admin.delete(topic_name)
-                        while self._admin.describe(topic_name, _left(deadline)) is not None:
-                            if time.monotonic() >= deadline:
-                                log.warning("topic %s is still listed after its deletion",
-                                            topic_name)
-                                break
-                            time.sleep(0.02)
+                        if not self._admin.delete_until_gone(topic_name, _left(deadline, 0.5)):
+                            log.warning("topic %s is still listed after its deletion",
+                                        topic_name)
                     except Exception as error:  # the statement is in the log all the same
                         log.warning("deleting topic %s failed: %s", topic_name, error)
 
@@ -688,7 +684,9 @@ class CommandWriter:
                 continue
             for name in sorted(request.created - used):
                 try:
-                    self._admin.delete(name, timeout=patience * 2)
+                    if not self._admin.delete_until_gone(name, timeout=patience * 2):
+                        log.warning("topic %s, created for a request that was not written, is "
+                                    "still listed after its deletion", name)
                 except KafkaClientError as error:
                     log.warning("deleting topic %s, created for a request that was not "
                                 "written, failed: %s", name, error)
