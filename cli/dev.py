@@ -14,10 +14,12 @@ from metastore.local.dev import (
     external_bootstrap,
     local_kafka,
     local_nodes,
+    local_schema_registry,
     local_spark,
     spark_node_args,
 )
 from metastore.local.exceptions import LocalInfraError
+from metastore.local.schema_registry import build as build_schema_registry
 
 app = typer.Typer(help="Local Kafka and local clusters for development.", no_args_is_help=True)
 kafka_app = typer.Typer(help="A real Apache Kafka (KRaft) on 127.0.0.1.", no_args_is_help=True)
@@ -28,13 +30,14 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 @app.command()
 def fetch() -> None:
-    """Resolve the Kafka broker and Spark connector jars from Maven Central (once), and compile
-    the record timestamp interceptor."""
+    """Resolve the Kafka broker and Spark connector jars from Maven Central (once), compile the
+    project's Java classes and build the local Schema Registry."""
     try:
         for jar_set in (jars.kafka_broker(), jars.spark_kafka_connector()):
             found = jars.resolve(jar_set)
             typer.echo(f"{jar_set.name}: {len(found)} jars")
-        typer.echo(f"interceptor: {jars.record_timestamp_interceptor()}")
+        typer.echo(f"project classes: {jars.project_jar()}")
+        typer.echo(f"schema registry: {build_schema_registry()}")
     except LocalInfraError as error:
         fail(str(error), 2)
 
@@ -115,6 +118,9 @@ def up(
     function_module: Annotated[list[str] | None, typer.Option(
         "--function-module", help="A Python module of user-defined functions every node "
         "loads; repeatable.")] = None,
+    schema_registry: Annotated[bool, typer.Option(
+        "--schema-registry", help="Start a local Schema Registry (Apicurio, in memory; built "
+        "from Maven Central on first use) and point the nodes at it.")] = False,
 ) -> None:
     """Start local Kafka (if needed) and N nodes of one service; wait until all are READY."""
     if spark_workers and no_spark:
@@ -131,6 +137,9 @@ def up(
             extra += spark_node_args(local_spark(spark_workers, nodes).start())
         for module in function_module or ():  # every node of the service loads the same
             extra += ("--function-module", module)
+        if schema_registry:
+            registry = local_schema_registry().start()
+            extra += ("--schema-registry-url", registry.url)
         typer.echo(f"Starting {nodes} node(s) of service '{service_id}'...", err=True)
         state = local_nodes().up(nodes, service_id, bootstrap, extra)
     except LocalInfraError as error:
@@ -152,10 +161,15 @@ def nodes_status(json_output: JsonOption = False) -> None:
     daemons = [] if spark_state is None else [
         {"daemon": d.name, "ui": d.web_url, "pid": d.pid, "running": spark.is_alive(d)}
         for d in (spark_state.master, *spark_state.workers)]
+    registry = local_schema_registry()
+    registry_state = registry.state()
+    registry_row = None if registry_state is None else {
+        "url": registry_state.url, "pid": registry_state.pid, "running": registry.is_running()}
     if json_output:
         print_json({"serviceId": state.service_id if state else None, "nodes": rows,
                     "spark": None if spark_state is None else {
-                        "masterUrl": spark_state.master_url, "daemons": daemons}})
+                        "masterUrl": spark_state.master_url, "daemons": daemons},
+                    "schemaRegistry": registry_row})
         return
     if not rows:
         typer.echo("No local cluster; start one with: metastore dev up")
@@ -166,6 +180,10 @@ def nodes_status(json_output: JsonOption = False) -> None:
         typer.echo(f"\nSpark master {spark_state.master_url}")
         print_table(["daemon", "ui", "pid", "running"],
                     [[d["daemon"], d["ui"], d["pid"], d["running"]] for d in daemons])
+    if registry_row is not None:
+        typer.echo("")
+        print_table(["schema registry", "pid", "running"],
+                    [[registry_row["url"], registry_row["pid"], registry_row["running"]]])
 
 
 def _signal_node(node: str, sig: signal.Signals, verb: str) -> None:
@@ -200,12 +218,14 @@ def start(node: Annotated[str, typer.Argument(help="Node name, e.g. node-2.")]) 
 
 @app.command()
 def down() -> None:
-    """Stop every node, the local Spark cluster and the local Kafka this tool started (nothing
-    else)."""
+    """Stop every node, the local Spark cluster, the local Schema Registry and the local Kafka
+    this tool started (nothing else)."""
     stopped = local_nodes().down()
     spark = local_spark().stop()
+    registry = local_schema_registry().stop()
     brokers = local_kafka().stop()
-    typer.echo(f"Stopped {stopped} node(s), {spark} Spark daemon(s) and {brokers} broker(s).")
+    typer.echo(f"Stopped {stopped} node(s), {spark} Spark daemon(s), {registry} Schema "
+               f"Registry and {brokers} broker(s).")
 
 
 @app.command()

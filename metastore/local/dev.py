@@ -1,4 +1,5 @@
-"""The local development environment: where `metastore dev` keeps Kafka, Spark and nodes."""
+"""The local development environment: where `metastore dev` keeps Kafka, Spark, the Schema
+Registry and nodes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.local.node_cluster import LocalNodeCluster
 from metastore.local.paths import dev_dir
+from metastore.local.schema_registry import LocalSchemaRegistry
 from metastore.local.spark_cluster import LocalSparkCluster, SparkClusterState
 
 
@@ -47,3 +49,7 @@ def spark_node_args(state: SparkClusterState) -> tuple[str, ...]:
     conf = [arg for key, value in state.node_spark_conf().items()
             for arg in ("--spark-conf", f"{key}={value}")]
     return ("--spark-master", state.master_url, *conf)
+
+
+def local_schema_registry() -> LocalSchemaRegistry:
+    return LocalSchemaRegistry(dev_dir() / "schema-registry")

@@ -1,4 +1,4 @@
-"""Errors of the local development infrastructure (jar resolution, local Kafka)."""
+"""Errors of the local development infrastructure (jar resolution, builds, local daemons)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,12 @@ class JarResolutionError(LocalInfraError):
 
 
 class JavaBuildError(LocalInfraError):
-    """The project's own Java (the record timestamp interceptor) could not be compiled."""
+    """Java the project builds (its own classes, the local Schema Registry) did not build."""
 
     code = "java_build"
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(f"Could not compile the record timestamp interceptor: {detail}")
+    def __init__(self, detail: str, what: str = "the project's Java classes") -> None:
+        super().__init__(f"Could not build {what}: {detail}")
 
 
 class BrokerStartError(LocalInfraError):

@@ -143,3 +143,19 @@ def test_a_spark_cluster_of_the_nodes_spark_version_runs_their_queries() -> None
     wanted = sum(int(dict(spec["command"][i + 1].split("=", 1) for i, part in enumerate(
         spec["command"]) if part == "--spark-conf")["spark.cores.max"]) for spec in nodes.values())
     assert cores >= wanted, "every node's application gets its executors at once"
+
+
+def test_the_nodes_ask_a_schema_registry_of_the_local_version() -> None:
+    services = compose()["services"]
+    registry = services["schema-registry"]
+    pom = (ROOT / "metastore" / "local" / "schema_registry_app" / "pom.xml").read_text()
+    version = re.search(r"<apicurio.version>([^<]+)</apicurio.version>", pom)
+    assert version is not None
+    assert registry["image"] == f"apicurio/apicurio-registry-mem:{version.group(1)}"
+    assert "/dev/tcp/127.0.0.1/8080" in " ".join(registry["healthcheck"]["test"])
+    assert "--schema-registry-url" in server_options()
+    for name, spec in services.items():
+        if name.startswith("node-"):
+            assert spec["environment"]["METASTORE_SCHEMA_REGISTRY_URL"] == \
+                "http://schema-registry:8080/apis/ccompat/v7"
+            assert spec["depends_on"]["schema-registry"]["condition"] == "service_healthy"

@@ -1,0 +1,231 @@
+"""A local Confluent-compatible Schema Registry on 127.0.0.1: Apicurio Registry, in memory.
+
+Apicurio Registry's ``ccompat`` API (``/apis/ccompat/v7``) is the Confluent Schema Registry REST
+API; that base URL is what a node's ``--schema-registry-url`` takes. Maven Central publishes
+Apicurio's application module but no runnable build, so :func:`build` packages it with Quarkus from
+the project's ``schema_registry_app/`` (its ``pom.xml`` says why that version), once, into
+``<cache>/jars/schema-registry/``; a stamp of the sources' hash makes the next call a file read.
+
+:class:`LocalSchemaRegistry` starts one registry process under a root, its port and pid in
+``schema-registry.json``, its log in ``schema-registry.log``. Only a process whose command line
+names the root is ever signalled. Readiness is the API's own answer: ``GET /subjects`` gives a
+JSON list. Schemas live in the process's memory: a restart starts empty, as a test wants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import TextIO
+
+from metastore.local import jars
+from metastore.local.exceptions import JavaBuildError, LocalInfraError
+from metastore.local.kafka_cluster import free_ports
+from metastore.local.paths import jar_dir
+from metastore.local.processes import pid_alive, pid_exists, terminate
+
+APP_DIR = "schema_registry_app"
+RUNNER_JAR = "schema-registry-1-runner.jar"
+STATE_FILE = "schema-registry.json"
+CCOMPAT_PATH = "/apis/ccompat/v7"
+HEAP = "-Xmx256m"
+
+
+class SchemaRegistryStartError(LocalInfraError):
+    """The local Schema Registry did not start, or not in time."""
+
+    code = "schema_registry_start"
+
+
+@dataclass(frozen=True)
+class SchemaRegistryState:
+    port: int
+    pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        """The Confluent Schema Registry API's base URL."""
+        return f"http://127.0.0.1:{self.port}{CCOMPAT_PATH}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @staticmethod
+    def from_json(text: str) -> SchemaRegistryState:
+        data = json.loads(text)
+        return SchemaRegistryState(port=int(data["port"]), pid=data.get("pid"))
+
+
+# -- build ---------------------------------------------------------------------------------------
+def _sources() -> dict[str, str]:
+    """The build's files (path relative to the app directory: text)."""
+    found: dict[str, str] = {}
+
+    def walk(entry: Traversable, prefix: str) -> None:
+        for child in entry.iterdir():
+            path = f"{prefix}{child.name}"
+            if child.is_dir():
+                walk(child, f"{path}/")
+            elif child.name != "__pycache__":
+                found[path] = child.read_text(encoding="utf-8")
+
+    walk(resources.files("metastore.local").joinpath(APP_DIR), "")
+    return found
+
+
+def build(progress: TextIO | None = sys.stderr) -> Path:
+    """The registry's runner jar (its ``lib/`` beside it), built with Maven the first time and
+    again when a source of the build changes."""
+    sources = _sources()
+    stamp = {"sources_sha256": {path: hashlib.sha256(text.encode()).hexdigest()
+                                for path, text in sorted(sources.items())}}
+    target = jar_dir("schema-registry")
+    runner = target / RUNNER_JAR
+    try:
+        if json.loads((target / jars.STAMP).read_text()) == stamp and runner.exists():
+            return runner
+    except (OSError, ValueError):
+        pass
+    mvn = jars.require_tool("mvn", "Install Apache Maven 3.8+ (Debian: apt-get install maven).")
+    jars.require_tool("javac", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
+    for path, text in sources.items():
+        (staging / path).parent.mkdir(parents=True, exist_ok=True)
+        (staging / path).write_text(text, encoding="utf-8")
+    settings = staging / "maven-settings.xml"
+    settings.write_text(resources.files("metastore.local").joinpath(
+        "poms", "maven-settings.xml").read_text(encoding="utf-8"), encoding="utf-8")
+    if progress is not None:
+        print("Building the local Schema Registry (Apicurio Registry) from Maven Central "
+              "(first run only, a few minutes)...", file=progress, flush=True)
+    done = subprocess.run([mvn, "-B", "-q", "-f", str(staging / "pom.xml"), "-gs", str(settings),
+                           "package", "-DskipTests"], capture_output=True, text=True, check=False)
+    built = staging / "target" / RUNNER_JAR
+    if done.returncode != 0 or not built.exists():
+        errors = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line]
+        shutil.rmtree(staging, ignore_errors=True)
+        raise JavaBuildError("\n".join(errors[:5]) or f"mvn exited {done.returncode}",
+                             "the local Schema Registry")
+    output = Path(tempfile.mkdtemp(prefix=target.name + ".out-", dir=target.parent))
+    built.rename(output / RUNNER_JAR)
+    (staging / "target" / "lib").rename(output / "lib")
+    (output / jars.STAMP).write_text(json.dumps(stamp))
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        output.rename(target)
+    except OSError:  # another process put the same build in place first
+        shutil.rmtree(output, ignore_errors=True)
+    if progress is not None:
+        print(f"Built the Schema Registry into {target}", file=progress, flush=True)
+    return runner
+
+
+# -- run -----------------------------------------------------------------------------------------
+class LocalSchemaRegistry:
+    """One in-memory registry process under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    @property
+    def marker(self) -> str:
+        return str(self.root)
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / STATE_FILE
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "schema-registry.log"
+
+    def state(self) -> SchemaRegistryState | None:
+        try:
+            return SchemaRegistryState.from_json(self.state_path.read_text())
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def is_running(self) -> bool:
+        state = self.state()
+        return state is not None and state.pid is not None and pid_alive(state.pid, self.marker)
+
+    def start(self, progress: TextIO | None = sys.stderr, timeout: float = 60.0,
+              port: int | None = None) -> SchemaRegistryState:
+        """Start the registry (or return it when it runs) once its API answers."""
+        existing = self.state()
+        if existing is not None and self.is_running() and (port is None or existing.port == port):
+            return existing
+        self.stop()
+        runner = build(progress)
+        java = jars.require_java()
+        self.root.mkdir(parents=True, exist_ok=True)
+        chosen = port or free_ports(1)[0]
+        if progress is not None:
+            print(f"Starting a Schema Registry on 127.0.0.1:{chosen}...", file=progress, flush=True)
+        command = [java, HEAP, f"-Dmetastore.local.root={self.root}",
+                   f"-Dquarkus.http.port={chosen}", "-Dquarkus.http.host=127.0.0.1",
+                   "-Dquarkus.log.level=WARN", "-jar", str(runner)]
+        with self.log_path.open("ab") as log:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True,
+                                       cwd=self.root)
+        state = SchemaRegistryState(chosen, process.pid)
+        partial = self.root / f".{STATE_FILE}.{os.getpid()}"
+        partial.write_text(state.to_json())
+        partial.replace(self.state_path)
+        try:
+            self._wait_ready(state, timeout)
+        except SchemaRegistryStartError:
+            self.stop()
+            raise
+        if progress is not None:
+            print(f"Schema Registry is ready at {state.url}", file=progress, flush=True)
+        return state
+
+    def _wait_ready(self, state: SchemaRegistryState, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not answers(state.url):
+            if state.pid is None or not pid_exists(state.pid):
+                raise SchemaRegistryStartError(
+                    f"the Schema Registry exited during start-up:\n{self._log_tail()}")
+            if time.monotonic() > deadline:
+                raise SchemaRegistryStartError(f"the Schema Registry did not answer within "
+                                               f"{timeout:.0f}s; see {self.log_path}")
+            time.sleep(0.2)
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """Stop the registry this launcher started; how many processes were running (0 or 1)."""
+        state = self.state()
+        if state is None or state.pid is None or not self.is_running():
+            return 0
+        terminate([state.pid], self.marker, timeout)
+        return 1
+
+
+def answers(url: str, timeout: float = 2.0) -> bool:
+    """Whether a Confluent-compatible registry answers at ``url`` (its subjects, a JSON list)."""
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/subjects", timeout=timeout) as response:
+            return isinstance(json.load(response), list)
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
