@@ -38,6 +38,10 @@ def server(
         help="Root of the persistent queries' Spark checkpoints: a directory or a Hadoop file "
         "system URI (hdfs://, s3a://...; default <data dir>/query-checkpoints); share it "
         "between nodes, so another node can take a query over, and with the Spark workers.")] = None,
+    schema_registry_url: Annotated[str | None, Opt(
+        envvar="METASTORE_SCHEMA_REGISTRY_URL",
+        help="A Confluent-compatible Schema Registry's base URL (http://host:8081; Apicurio: "
+        "http://host:8080/apis/ccompat/v7), for ASSERT SCHEMA.")] = None,
     query_session_timeout_ms: Annotated[int | None, Opt(
         help="How long (ms) a node that stopped answering keeps its persistent queries before "
         "the query group gives them to another node (default 10000).")] = None,
@@ -117,6 +121,7 @@ def server(
         "checkpoint_every_records": checkpoint_every_records,
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
         "auth_file": auth_file, "function_modules": function_module or None,
+        "schema_registry_url": schema_registry_url,
     }
     tables = {"kafka": _pairs(kafka, "--kafka"), "spark_conf": _pairs(spark_conf, "--spark-conf"),
               "limits": _pairs(limit, "--limit"),

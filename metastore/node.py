@@ -50,6 +50,7 @@ from metastore.log.writer import (
     WriterOptions,
     catalog_answer,
 )
+from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.statements import (
     Describe,
@@ -86,6 +87,8 @@ class NodeConfig:
     snapshots: bool = True
     """Publish checkpoints to the snapshot topic, and bootstrap from it without a checkpoint."""
     limits: RequestLimits = field(default_factory=RequestLimits)
+    schema_registry_url: str | None = None
+    """A Confluent-compatible Schema Registry's base URL; None: statements that need one fail."""
     faults: Faults = NO_FAULTS
     """Injected faults (tests only); none by default."""
 
@@ -121,6 +124,9 @@ class Node:
                                   progress=progress, fetch_wait_ms=config.fetch_wait_ms,
                                   faults=config.faults)
         self.writer: CommandWriter | None = None
+        self.schema_registry = SchemaRegistryClient(config.schema_registry_url) \
+            if config.schema_registry_url else None
+        """The Schema Registry ASSERT SCHEMA asks, when the node has one."""
         self.kafka_cluster_id: str | None = None
         self.projection = projection
         """The Spark catalog projection, when this node runs Spark."""
@@ -158,7 +164,8 @@ class Node:
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer, limits=self.config.limits,
-                                    faults=self.config.faults, answer_read=self._read_answerer())
+                                    faults=self.config.faults, answer_read=self._read_answerer(),
+                                    schemas=self.schema_registry)
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:
@@ -224,6 +231,8 @@ class Node:
         if self.writer is not None:
             self.writer.close()
         self._data_writer.close()
+        if self.schema_registry is not None:
+            self.schema_registry.close()
         self.replica.stop()
         if self.checkpointer is not None:
             self.checkpointer.stop(self.replica if checkpoint else None)
@@ -279,7 +288,8 @@ class Node:
         validated again when it runs."""
         validator = Validator(self.replica.image, KafkaTopicFacts(self.admin),
                               limits=self.config.limits, config=config,
-                              encoder=row_encoding.encode_record)
+                              encoder=row_encoding.encode_record,
+                              schemas=self.schema_registry)
         for statement in statements:
             validator.validate(statement)
 
@@ -324,7 +334,8 @@ class Node:
         """Answer statements that never write, from the current image."""
         image = self.replica.image
         validator = Validator(image, KafkaTopicFacts(self.admin), limits=self.config.limits,
-                              config=config, encoder=row_encoding.encode_record)
+                              config=config, encoder=row_encoding.encode_record,
+                              schemas=self.schema_registry)
         entities: list[Entity] = []
         budget = self.config.limits.max_response_bytes
         status = self._query_statuses(statements)

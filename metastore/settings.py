@@ -118,6 +118,7 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
         kafka_client={str(k): str(v) for k, v in _table(given, "kafka").items()},
         data_dir=directory if checkpoints_on else None, checkpoint=checkpoint,
         writer=_writer(given), limits=_limits(_table(given, "limits")), faults=faults,
+        schema_registry_url=_registry_url(given.get("schema_registry_url")),
         **_pick(given, {"read_timeout": float, "fetch_wait_ms": int, "snapshots": _boolean}))
     try:
         http = HttpLimits.from_settings(_table(given, "http_limits"))
@@ -130,6 +131,16 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           function_modules=_modules(given.get("function_modules", ())),
                           forwarding=_forwarding(given),
                           advertised_url=_advertised(given.get("advertised_url")))
+
+
+def _registry_url(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    url = str(value).rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError("schema_registry_url", f"{value!r} is not an http:// or https:// URL")
+    return url
 
 
 def _advertised(value: Any) -> str | None:
@@ -166,7 +177,7 @@ _KNOWN = frozenset({
     "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds", "advertised_url",
     "checkpoint_every_records",
     "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
-    "function_modules",
+    "function_modules", "schema_registry_url",
 })
 
 

@@ -22,6 +22,7 @@ from metastore.local import exceptions as local
 from metastore.log import exceptions as log_errors
 from metastore.log import record as records
 from metastore.queries import exceptions as queries
+from metastore.schema_registry import exceptions as schema_registry
 from metastore.spark import exceptions as spark
 from metastore.sql.exceptions import (
     ParseError,
@@ -127,6 +128,9 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     spark.SparkUnavailableError: NOT_READY,
     spark.UnsupportedQueryError: STATEMENT_ERROR,
     spark.SparkQueryError: STATEMENT_ERROR,
+    # the Schema Registry
+    schema_registry.SchemaRegistryError: SERVER_FAILURE,
+    schema_registry.SchemaRegistryUnavailableError: ErrorCode(503, SERVICE_UNAVAILABLE),
     # local development infrastructure
     local.LocalInfraError: SERVER_FAILURE,
     local.ToolMissingError: SERVER_FAILURE,

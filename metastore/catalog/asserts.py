@@ -13,12 +13,17 @@
   AssertTopicExecutor): the topic exists (or does not) with those partitions. The facts give a
   topic's partitions, not its replicas: REPLICAS is not compared. A failed assertion is
   :class:`AssertionFailedError` (ksqlDB answers it with 417).
-- ``ASSERT [NOT EXISTS] SCHEMA`` asks a Schema Registry, which metastore has none of: refused.
+- ``ASSERT [NOT EXISTS] SCHEMA [SUBJECT name] [ID n] [TIMEOUT n unit]`` (ksqlDB's
+  AssertSchemaExecutor): the node's Schema Registry holds a schema under the subject, with the
+  id, or with that id under that subject (or holds none), within the timeout. A registry that
+  cannot answer, or none at all, fails the assertion with the reason, as ksqlDB does.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from metastore.catalog.ddl_rules import property_text
 from metastore.catalog.exceptions import (
@@ -29,6 +34,7 @@ from metastore.catalog.exceptions import (
 from metastore.catalog.model import Column, DataSource
 from metastore.catalog.overrides import ConfigOverrides
 from metastore.catalog.upgrades import schema_text
+from metastore.schema_registry.exceptions import SchemaRegistryError
 from metastore.sql import statements as st
 
 Property = tuple[str, Callable[[], str], Callable[[], str]]
@@ -102,10 +108,64 @@ def check_topic(statement: st.AssertTopic, partitions: int | None) -> None:
         raise AssertionFailedError("\n".join(problems), topic)
 
 
-def check_schema(statement: st.AssertSchema) -> None:
-    """Refuse ASSERT SCHEMA: there is no Schema Registry to ask."""
-    raise UnsupportedStatementError(
-        "ASSERT SCHEMA asks a Schema Registry for a schema, and metastore uses none.")
+class SchemaFacts(Protocol):
+    """What ASSERT SCHEMA asks a Schema Registry (:class:`metastore.schema_registry.client.
+    SchemaRegistryClient` answers it): each None or empty when the registry holds nothing."""
+
+    def latest(self, subject: str) -> object | None: ...
+
+    def by_id(self, schema_id: int) -> object | None: ...
+
+    def versions_of(self, schema_id: int) -> list[tuple[str, int]]: ...
+
+
+ASSERT_SCHEMA_TIMEOUT_MS = 1000
+"""How long ASSERT SCHEMA waits without a TIMEOUT clause (ksqlDB's
+``ksql.assert.schema.default.timeout.ms``)."""
+ASSERT_RETRY_MS = 100
+MAX_ASSERT_WAIT_MS = 300_000
+"""The longest an assertion waits, whatever its TIMEOUT says: a request holds a thread meanwhile."""
+
+
+def check_schema(statement: st.AssertSchema, schemas: SchemaFacts | None, wait: bool) -> None:
+    """The schema is in the registry (or, for NOT EXISTS, is not), asked again every 100 ms
+    until the statement's TIMEOUT when ``wait`` (ksqlDB's AssertSchemaExecutor), else once. A
+    registry that cannot answer fails it too, saying why (ksqlDB's 'Cannot check schema
+    existence')."""
+    timeout = min(statement.timeout_ms if statement.timeout_ms is not None
+                  else ASSERT_SCHEMA_TIMEOUT_MS, MAX_ASSERT_WAIT_MS)
+    tries = 1 + max(timeout, 0) // ASSERT_RETRY_MS if wait else 1
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(ASSERT_RETRY_MS / 1000)
+        if schemas is None:
+            failure = ("Cannot check schema existence: this node is not configured to use a "
+                       "Schema Registry; start it with --schema-registry-url")
+            break
+        try:
+            if _schema_exists(statement, schemas) == statement.exists:
+                return
+            failure = (f"{_schema_named(statement.subject, statement.schema_id)} "
+                       f"{'does not exist' if statement.exists else 'exists'}")
+        except SchemaRegistryError as error:
+            failure = f"Cannot check schema existence: {error.message}"
+    raise AssertionFailedError(failure, statement.subject)
+
+
+def _schema_exists(statement: st.AssertSchema, schemas: SchemaFacts) -> bool:
+    subject, schema_id = statement.subject, statement.schema_id  # the parser wants one
+    if subject is not None and schema_id is not None:
+        return any(name == subject for name, _ in schemas.versions_of(schema_id))
+    if subject is not None:
+        return schemas.latest(subject) is not None
+    assert schema_id is not None
+    return schemas.by_id(schema_id) is not None
+
+
+def _schema_named(subject: str | None, schema_id: int | None) -> str:
+    named = [f"subject name {subject}"] if subject is not None else []
+    named += [f"id {schema_id}"] if schema_id is not None else []
+    return f"Schema with {' '.join(named)}"
 
 
 def _format(properties: Mapping[str, st.PropertyValue], specific: str,

@@ -269,6 +269,9 @@ def read_entity(statement: st.Statement, image: Image,
     if isinstance(statement, st.AssertTopic):  # ksqlDB's AssertTopicEntity
         return {**_base(statement, "assert_topic"), "topicName": statement.topic,
                 "exists": statement.exists}
+    if isinstance(statement, st.AssertSchema):  # ksqlDB's AssertSchemaEntity
+        return {**_base(statement, "assert_schema"), "subject": statement.subject,
+                "id": statement.schema_id, "exists": statement.exists}
     if isinstance(statement, st.AssertSource):
         return {**_base(statement, "currentStatus"), "commandStatus": {
             "status": "SUCCESS", "message": f"{statement.kind.label.capitalize()} "

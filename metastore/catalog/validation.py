@@ -171,12 +171,18 @@ class Validator:
                  limits: RequestLimits | None = None,
                  config: ConfigOverrides | None = None,
                  encoder: RecordEncoder | None = None,
-                 earlier_topics: Mapping[str, int | None] | None = None) -> None:
+                 earlier_topics: Mapping[str, int | None] | None = None,
+                 schemas: asserts.SchemaFacts | None = None,
+                 assertions_wait: bool = True) -> None:
         """``encoder``: how an INSERT VALUES record is encoded; without it an INSERT VALUES is
         checked and typed but its outcome carries no record. ``earlier_topics``: topics that
         requests written before this one in the same transaction create (with their partitions)
-        or delete (None), which Kafka does not show yet."""
+        or delete (None), which Kafka does not show yet. ``schemas``: the node's Schema
+        Registry, None when it has none. ``assertions_wait``: an ASSERT SCHEMA asks until its
+        TIMEOUT (else once: a writer validates under its lock)."""
         self._encoder = encoder
+        self._schemas = schemas
+        self._assertions_wait = assertions_wait
         self._delta = Delta(snapshot)
         self._config = config or NO_OVERRIDES
         self._runtime_check = runtime_check
@@ -281,7 +287,7 @@ class Validator:
         elif isinstance(statement, st.AssertTopic):
             asserts.check_topic(statement, self._topic_partitions(statement.topic))
         else:
-            asserts.check_schema(statement)
+            asserts.check_schema(statement, self._schemas, self._assertions_wait)
 
     def _print(self, statement: st.PrintTopic) -> None:
         """ksqlDB's PRINT: its topic exists (names are case-sensitive) and a statement may read

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog import ddl_rules, responses, topics
+from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import (
     RequestIdReusedError,
     TooLargeError,
@@ -258,8 +259,10 @@ class CommandWriter:
     def __init__(self, settings: KafkaSettings, topic: str, service_id: str, node_id: str,
                  replica: LogReplica, admin: Admin, options: WriterOptions | None = None,
                  facts: TopicFacts | None = None, limits: RequestLimits | None = None,
-                 faults: Faults = NO_FAULTS, answer_read: ReadAnswer = catalog_answer) -> None:
+                 faults: Faults = NO_FAULTS, answer_read: ReadAnswer = catalog_answer,
+                 schemas: SchemaFacts | None = None) -> None:
         self._settings = settings
+        self._schemas = schemas
         self._topic = topic
         self._service_id = service_id
         self._node_id = node_id
@@ -617,7 +620,8 @@ class CommandWriter:
         request = _request_of(item)
         validator = Validator(snapshot, facts, first_offset=first_offset, limits=self._limits,
                               runtime_check=check_runtime, config=request.config,
-                              earlier_topics=earlier_topics)
+                              earlier_topics=earlier_topics, schemas=self._schemas,
+                              assertions_wait=False)
         outcomes: list[Outcome] = []
         answers: dict[int, Entity] = {}  # of the statements that do not write
         for statement in item.statements:
@@ -704,7 +708,7 @@ class CommandWriter:
         entities: list[Entity] = []
         offsets = iter(zip(prior.offsets, prior.command_ids, strict=True))
         reads = Validator(image, self._facts or KafkaTopicFacts(self._admin), limits=self._limits,
-                          config=config)
+                          config=config, schemas=self._schemas, assertions_wait=False)
         for statement in statements:
             if not statement.writes_log:
                 try:

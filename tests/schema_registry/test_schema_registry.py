@@ -1,0 +1,133 @@
+"""The local Schema Registry (Apicurio's Confluent-compatible API, built from Maven Central) and
+the node's use of it, on the real registry and the real broker: its client, ASSERT SCHEMA with its
+timeout, and an outage that fails a request saying why, with nothing written."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+
+from metastore.api.error_codes import classify
+from metastore.catalog.exceptions import AssertionFailedError
+from metastore.local.schema_registry import LocalSchemaRegistry, SchemaRegistryState, answers
+from metastore.node import Node
+from metastore.schema_registry.client import SchemaRegistryClient
+from metastore.schema_registry.exceptions import SchemaRegistryUnavailableError
+from tests.broker.test_command_log import committed_values, create_stream
+from tests.conftest import unique
+
+NodeFactory = Callable[..., Node]
+AVRO = json.dumps({"type": "record", "name": "KsqlDataSourceSchema",
+                   "namespace": "io.confluent.ksql.avro_schemas",
+                   "fields": [{"name": "V", "type": ["null", "string"], "default": None}]})
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistryState]:
+    launcher = LocalSchemaRegistry(tmp_path_factory.mktemp("schema-registry"))
+    state = launcher.start(progress=None)
+    try:
+        yield state
+    finally:
+        launcher.stop()
+
+
+@pytest.fixture()
+def client(registry: SchemaRegistryState) -> Iterator[SchemaRegistryClient]:
+    client = SchemaRegistryClient(registry.url)
+    yield client
+    client.close()
+
+
+def test_the_client_registers_and_reads_each_schema_type(client: SchemaRegistryClient) -> None:
+    subject = unique("orders") + "-value"
+    avro_id = client.register(subject, AVRO)
+    assert client.register(subject, AVRO) == avro_id  # the same schema: the same id
+    latest = client.latest(subject)
+    assert latest is not None and latest.schema_id == avro_id and latest.version == 1
+    assert json.loads(latest.schema) == json.loads(AVRO) and latest.schema_type == "AVRO"
+    protobuf_id = client.register(unique("p") + "-value",
+                                  'syntax = "proto3"; message Row { int32 ID = 1; }', "PROTOBUF")
+    json_id = client.register(unique("j") + "-value", json.dumps(
+        {"type": "object", "properties": {"ID": {"type": "integer"}}}), "JSON")
+    by_id = client.by_id(protobuf_id)
+    assert by_id is not None and by_id.schema_type == "PROTOBUF" and "message Row" in by_id.schema
+    assert len({avro_id, protobuf_id, json_id}) == 3
+    assert (subject, 1) in client.versions_of(avro_id)
+    assert subject in client.subjects()
+    assert client.latest(unique("unknown")) is None
+    assert client.by_id(987_654) is None and client.versions_of(987_654) == []
+
+
+def test_assert_schema_asks_the_registry(node_factory: NodeFactory,
+                                         client: SchemaRegistryClient) -> None:
+    subject = unique("asserted") + "-value"
+    schema_id = client.register(subject, AVRO)
+    node = node_factory(schema_registry_url=client.url)
+    for statement in (f"ASSERT SCHEMA SUBJECT '{subject}';", f"ASSERT SCHEMA ID {schema_id};",
+                      f"ASSERT SCHEMA SUBJECT '{subject}' ID {schema_id};",
+                      "ASSERT NOT EXISTS SCHEMA SUBJECT 'no-such-subject';",
+                      "ASSERT NOT EXISTS SCHEMA ID 987654;",
+                      f"ASSERT NOT EXISTS SCHEMA SUBJECT 'other' ID {schema_id};"):
+        [entity] = node.execute(statement)
+        assert entity["@type"] == "assert_schema", (statement, entity)
+    with pytest.raises(AssertionFailedError,
+                       match="Schema with subject name no-such-subject does not exist"):
+        node.execute("ASSERT SCHEMA SUBJECT 'no-such-subject';")
+    with pytest.raises(AssertionFailedError, match=f"Schema with subject name {subject} id "
+                                                   f"{schema_id} exists"):
+        node.execute(f"ASSERT NOT EXISTS SCHEMA SUBJECT '{subject}' ID {schema_id};")
+    with pytest.raises(AssertionFailedError, match="Schema with id 987654 does not exist"):
+        node.execute("ASSERT SCHEMA ID 987654;")
+
+
+def test_assert_schema_waits_until_its_timeout(node_factory: NodeFactory,
+                                                client: SchemaRegistryClient) -> None:
+    subject = unique("later") + "-value"
+    node = node_factory(schema_registry_url=client.url)
+    registering = threading.Timer(1.0, client.register, args=(subject, AVRO))
+    registering.start()
+    started = time.monotonic()
+    [entity] = node.execute(f"ASSERT SCHEMA SUBJECT '{subject}' TIMEOUT 10 SECONDS;")
+    registering.join()
+    assert entity["exists"] is True and 0.9 < time.monotonic() - started < 5
+    started = time.monotonic()
+    with pytest.raises(AssertionFailedError, match=f"Schema with subject name {subject} exists"):
+        node.execute(f"ASSERT NOT EXISTS SCHEMA SUBJECT '{subject}';")  # ksqlDB's default: 1 s
+    assert 0.9 < time.monotonic() - started < 3
+
+
+def test_without_a_registry_assert_schema_fails_saying_why(node_factory: NodeFactory) -> None:
+    node = node_factory()
+    with pytest.raises(AssertionFailedError, match=r"Cannot check schema existence: .*"
+                                                   r"--schema-registry-url") as failure:
+        node.execute("ASSERT SCHEMA SUBJECT 'x';")
+    assert classify(failure.value).http_status == 417
+
+
+def test_a_registry_outage_fails_the_assertion_and_writes_nothing(
+        node_factory: NodeFactory, consumer_factory: Callable[..., Consumer],
+        tmp_path: Path) -> None:
+    launcher = LocalSchemaRegistry(tmp_path / "outage")
+    state = launcher.start(progress=None)
+    node = node_factory(schema_registry_url=state.url)
+    [entity] = node.execute("ASSERT NOT EXISTS SCHEMA SUBJECT 'nothing-here';")
+    assert entity["@type"] == "assert_schema"
+    launcher.stop()
+    assert not answers(state.url)
+    request = create_stream("BEFORE_ASSERT", unique("t")) + \
+        " ASSERT NOT EXISTS SCHEMA SUBJECT 'nothing-here';"
+    with pytest.raises(AssertionFailedError, match=r"Cannot check schema existence: The Schema "
+                                                   r"Registry at .* is not available"):
+        node.execute(request)
+    assert node.replica.image.source("BEFORE_ASSERT") is None
+    with pytest.raises(SchemaRegistryUnavailableError) as failure:
+        SchemaRegistryClient(state.url, timeout=1.0).subjects()
+    assert classify(failure.value).http_status == 503
+    assert committed_values(consumer_factory, node.config.topic) == []
