@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore.catalog import insert_record, insert_values, responses, topics
+from metastore.catalog import asserts, insert_record, insert_values, responses, topics
 from metastore.catalog.exceptions import TooLargeError, UnknownTopicError
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
@@ -164,8 +164,7 @@ class Node:
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer, limits=self.config.limits,
-                                    faults=self.config.faults, answer_read=self._read_answerer(),
-                                    schemas=self.schema_registry)
+                                    faults=self.config.faults, answer_read=self._read_answerer())
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:
@@ -273,6 +272,7 @@ class Node:
         if not any(statement.writes_log for statement in statements):
             return answered(statements, self.read(statements, config))
         assert self.writer is not None, "start() the node first"
+        asserts.check_schemas(statements, self.schema_registry)  # waits: not under the lock
         request_id = request_id or str(uuid.uuid4())
         if not any(isinstance(statement, InsertValues) for statement in statements):
             return answered(statements, self.writer.submit(
@@ -288,8 +288,7 @@ class Node:
         validated again when it runs."""
         validator = Validator(self.replica.image, KafkaTopicFacts(self.admin),
                               limits=self.config.limits, config=config,
-                              encoder=row_encoding.encode_record,
-                              schemas=self.schema_registry)
+                              encoder=row_encoding.encode_record, schemas_checked=True)
         for statement in statements:
             validator.validate(statement)
 

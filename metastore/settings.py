@@ -139,7 +139,7 @@ def _registry_url(value: Any) -> str | None:
     url = str(value).rstrip("/")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError("schema_registry_url", f"{value!r} is not an http:// or https:// URL")
+        raise SettingsError("schema_registry_url", "it is not an http:// or https:// URL")
     return url
 
 

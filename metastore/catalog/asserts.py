@@ -16,7 +16,8 @@
 - ``ASSERT [NOT EXISTS] SCHEMA [SUBJECT name] [ID n] [TIMEOUT n unit]`` (ksqlDB's
   AssertSchemaExecutor): the node's Schema Registry holds a schema under the subject, with the
   id, or with that id under that subject (or holds none), within the timeout. A registry that
-  cannot answer, or none at all, fails the assertion with the reason, as ksqlDB does.
+  cannot answer, or none at all, fails the assertion with the reason, as ksqlDB does. A request
+  that writes has them checked before it takes the write lock (:func:`check_schemas`).
 """
 
 from __future__ import annotations
@@ -122,26 +123,28 @@ class SchemaFacts(Protocol):
 ASSERT_SCHEMA_TIMEOUT_MS = 1000
 """How long ASSERT SCHEMA waits without a TIMEOUT clause (ksqlDB's
 ``ksql.assert.schema.default.timeout.ms``)."""
-ASSERT_RETRY_MS = 100
-MAX_ASSERT_WAIT_MS = 300_000
-"""The longest an assertion waits, whatever its TIMEOUT says: a request holds a thread meanwhile."""
+ASSERT_RETRY_SECONDS = 0.1
+MAX_ASSERT_WAIT_SECONDS = 300.0
+"""The longest the schema assertions of one request wait in all, whatever their TIMEOUTs say: a
+request holds a thread meanwhile."""
+NO_SCHEMA_REGISTRY = ("Cannot check schema existence: no Schema Registry is configured (a node's "
+                      "--schema-registry-url)")
 
 
-def check_schema(statement: st.AssertSchema, schemas: SchemaFacts | None, wait: bool) -> None:
+def check_schema(statement: st.AssertSchema, schemas: SchemaFacts | None,
+                 not_after: float | None = None) -> None:
     """The schema is in the registry (or, for NOT EXISTS, is not), asked again every 100 ms
-    until the statement's TIMEOUT when ``wait`` (ksqlDB's AssertSchemaExecutor), else once. A
-    registry that cannot answer fails it too, saying why (ksqlDB's 'Cannot check schema
-    existence')."""
-    timeout = min(statement.timeout_ms if statement.timeout_ms is not None
-                  else ASSERT_SCHEMA_TIMEOUT_MS, MAX_ASSERT_WAIT_MS)
-    tries = 1 + max(timeout, 0) // ASSERT_RETRY_MS if wait else 1
-    for attempt in range(tries):
-        if attempt:
-            time.sleep(ASSERT_RETRY_MS / 1000)
-        if schemas is None:
-            failure = ("Cannot check schema existence: this node is not configured to use a "
-                       "Schema Registry; start it with --schema-registry-url")
-            break
+    until the statement's TIMEOUT (ksqlDB's AssertSchemaExecutor), and never after
+    ``not_after`` (``time.monotonic()``). A registry that cannot answer fails it too, saying why
+    (ksqlDB's 'Cannot check schema existence')."""
+    if schemas is None:
+        raise AssertionFailedError(NO_SCHEMA_REGISTRY, statement.subject)
+    timeout_ms = statement.timeout_ms if statement.timeout_ms is not None \
+        else ASSERT_SCHEMA_TIMEOUT_MS
+    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    if not_after is not None:
+        deadline = min(deadline, not_after)
+    while True:
         try:
             if _schema_exists(statement, schemas) == statement.exists:
                 return
@@ -149,7 +152,17 @@ def check_schema(statement: st.AssertSchema, schemas: SchemaFacts | None, wait: 
                        f"{'does not exist' if statement.exists else 'exists'}")
         except SchemaRegistryError as error:
             failure = f"Cannot check schema existence: {error.message}"
-    raise AssertionFailedError(failure, statement.subject)
+        if time.monotonic() + ASSERT_RETRY_SECONDS > deadline:
+            raise AssertionFailedError(failure, statement.subject)
+        time.sleep(ASSERT_RETRY_SECONDS)
+
+
+def check_schemas(statements: Sequence[st.Statement], schemas: SchemaFacts | None) -> None:
+    """Check every ASSERT SCHEMA of a request, in order, within one bound of waiting."""
+    not_after = time.monotonic() + MAX_ASSERT_WAIT_SECONDS
+    for statement in statements:
+        if isinstance(statement, st.AssertSchema):
+            check_schema(statement, schemas, not_after)
 
 
 def _schema_exists(statement: st.AssertSchema, schemas: SchemaFacts) -> bool:

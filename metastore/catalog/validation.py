@@ -173,16 +173,18 @@ class Validator:
                  encoder: RecordEncoder | None = None,
                  earlier_topics: Mapping[str, int | None] | None = None,
                  schemas: asserts.SchemaFacts | None = None,
-                 assertions_wait: bool = True) -> None:
+                 schemas_checked: bool = False) -> None:
         """``encoder``: how an INSERT VALUES record is encoded; without it an INSERT VALUES is
         checked and typed but its outcome carries no record. ``earlier_topics``: topics that
         requests written before this one in the same transaction create (with their partitions)
         or delete (None), which Kafka does not show yet. ``schemas``: the node's Schema
-        Registry, None when it has none. ``assertions_wait``: an ASSERT SCHEMA asks until its
-        TIMEOUT (else once: a writer validates under its lock)."""
+        Registry, None when it has none. ``schemas_checked``: the request's ASSERT SCHEMA
+        statements were checked already (:func:`asserts.check_schemas`, before the write lock),
+        so they do not ask the registry again."""
         self._encoder = encoder
         self._schemas = schemas
-        self._assertions_wait = assertions_wait
+        self._schemas_checked = schemas_checked
+        self._assertions_until = time.monotonic() + asserts.MAX_ASSERT_WAIT_SECONDS
         self._delta = Delta(snapshot)
         self._config = config or NO_OVERRIDES
         self._runtime_check = runtime_check
@@ -286,8 +288,8 @@ class Validator:
             asserts.check_values(statement, self._delta.sources)
         elif isinstance(statement, st.AssertTopic):
             asserts.check_topic(statement, self._topic_partitions(statement.topic))
-        else:
-            asserts.check_schema(statement, self._schemas, self._assertions_wait)
+        elif not self._schemas_checked:
+            asserts.check_schema(statement, self._schemas, self._assertions_until)
 
     def _print(self, statement: st.PrintTopic) -> None:
         """ksqlDB's PRINT: its topic exists (names are case-sensitive) and a statement may read

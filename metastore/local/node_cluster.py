@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from metastore.local.exceptions import LocalInfraError
-from metastore.local.processes import pid_alive, pid_exists, reap, send, terminate
+from metastore.local.processes import pid_alive, pid_exists, reap, send, terminate, write_state
 
 STATE_FILE = "nodes.json"
 BASE_PORT = 8088
@@ -71,9 +70,7 @@ class LocalNodeCluster:
     def _save(self, state: NodeClusterState) -> None:
         """Write the state atomically: readers in other threads or processes never see half."""
         self.root.mkdir(parents=True, exist_ok=True)
-        partial = self.root / f".{STATE_FILE}.{os.getpid()}.{threading.get_ident()}"
-        partial.write_text(json.dumps(asdict(state), indent=2))
-        partial.replace(self.root / STATE_FILE)
+        write_state(self.root / STATE_FILE, json.dumps(asdict(state), indent=2))
 
     def is_running(self, node: LocalNode) -> bool:
         return node.pid is not None and pid_alive(node.pid, self.marker)

@@ -1,10 +1,12 @@
-"""Processes the local launchers start: are they alive, and are they ours."""
+"""Processes the local launchers start: are they alive, are they ours, and the state files that
+record them."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -66,3 +68,10 @@ def terminate(pids: list[int], marker: str, timeout: float) -> None:
             time.sleep(0.05)
     for pid in pids:
         reap(pid)
+
+
+def write_state(path: Path, text: str) -> None:
+    """Replace the state file ``path`` with ``text`` at once: a reader sees the old or the new."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    partial.write_text(text)
+    partial.replace(path)

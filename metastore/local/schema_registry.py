@@ -14,9 +14,9 @@ JSON list. Schemas live in the process's memory: a restart starts empty, as a te
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -34,7 +34,7 @@ from metastore.local import jars
 from metastore.local.exceptions import JavaBuildError, LocalInfraError
 from metastore.local.kafka_cluster import free_ports
 from metastore.local.paths import jar_dir
-from metastore.local.processes import pid_alive, pid_exists, terminate
+from metastore.local.processes import pid_alive, pid_exists, terminate, write_state
 
 APP_DIR = "schema_registry_app"
 RUNNER_JAR = "schema-registry-1-runner.jar"
@@ -69,6 +69,11 @@ class SchemaRegistryState:
 
 
 # -- build ---------------------------------------------------------------------------------------
+BUILD_FILES = ("pom.xml", "src")
+"""What the build reads from the app directory (a ``target/`` of a manual build is not)."""
+BUILD_TIMEOUT_SECONDS = 1800
+
+
 def _sources() -> dict[str, str]:
     """The build's files (path relative to the app directory: text)."""
     found: dict[str, str] = {}
@@ -78,30 +83,55 @@ def _sources() -> dict[str, str]:
             path = f"{prefix}{child.name}"
             if child.is_dir():
                 walk(child, f"{path}/")
-            elif child.name != "__pycache__":
+            elif not child.name.endswith((".pyc", "~")):
                 found[path] = child.read_text(encoding="utf-8")
 
-    walk(resources.files("metastore.local").joinpath(APP_DIR), "")
+    app = resources.files("metastore.local").joinpath(APP_DIR)
+    for name in BUILD_FILES:
+        entry = app.joinpath(name)
+        if entry.is_dir():
+            walk(entry, f"{name}/")
+        else:
+            found[name] = entry.read_text(encoding="utf-8")
     return found
 
 
 def build(progress: TextIO | None = sys.stderr) -> Path:
     """The registry's runner jar (its ``lib/`` beside it), built with Maven the first time and
-    again when a source of the build changes."""
+    again when a source of the build changes. Builds of several processes take turns (a lock
+    file); a build that fails or is interrupted leaves nothing behind."""
     sources = _sources()
     stamp = {"sources_sha256": {path: hashlib.sha256(text.encode()).hexdigest()
                                 for path, text in sorted(sources.items())}}
     target = jar_dir("schema-registry")
     runner = target / RUNNER_JAR
-    try:
-        if json.loads((target / jars.STAMP).read_text()) == stamp and runner.exists():
-            return runner
-    except (OSError, ValueError):
-        pass
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / "schema-registry.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if json.loads((target / jars.STAMP).read_text()) == stamp and runner.exists():
+                return runner
+        except (OSError, ValueError):
+            pass
+        staging = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
+        try:
+            _maven_package(sources, staging, progress)
+            (staging / "output").mkdir()
+            (staging / "target" / RUNNER_JAR).rename(staging / "output" / RUNNER_JAR)
+            (staging / "target" / "lib").rename(staging / "output" / "lib")
+            (staging / "output" / jars.STAMP).write_text(json.dumps(stamp))
+            shutil.rmtree(target, ignore_errors=True)
+            (staging / "output").rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    if progress is not None:
+        print(f"Built the Schema Registry into {target}", file=progress, flush=True)
+    return runner
+
+
+def _maven_package(sources: dict[str, str], staging: Path, progress: TextIO | None) -> None:
     mvn = jars.require_tool("mvn", "Install Apache Maven 3.8+ (Debian: apt-get install maven).")
     jars.require_tool("javac", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
     for path, text in sources.items():
         (staging / path).parent.mkdir(parents=True, exist_ok=True)
         (staging / path).write_text(text, encoding="utf-8")
@@ -111,27 +141,17 @@ def build(progress: TextIO | None = sys.stderr) -> Path:
     if progress is not None:
         print("Building the local Schema Registry (Apicurio Registry) from Maven Central "
               "(first run only, a few minutes)...", file=progress, flush=True)
-    done = subprocess.run([mvn, "-B", "-q", "-f", str(staging / "pom.xml"), "-gs", str(settings),
-                           "package", "-DskipTests"], capture_output=True, text=True, check=False)
-    built = staging / "target" / RUNNER_JAR
-    if done.returncode != 0 or not built.exists():
+    try:
+        done = subprocess.run([mvn, "-B", "-q", "-f", str(staging / "pom.xml"), "-gs",
+                               str(settings), "package", "-DskipTests"], capture_output=True,
+                              text=True, check=False, timeout=BUILD_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired as error:
+        raise JavaBuildError(f"mvn did not finish within {BUILD_TIMEOUT_SECONDS} s",
+                             "the local Schema Registry") from error
+    if done.returncode != 0 or not (staging / "target" / RUNNER_JAR).exists():
         errors = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line]
-        shutil.rmtree(staging, ignore_errors=True)
         raise JavaBuildError("\n".join(errors[:5]) or f"mvn exited {done.returncode}",
                              "the local Schema Registry")
-    output = Path(tempfile.mkdtemp(prefix=target.name + ".out-", dir=target.parent))
-    built.rename(output / RUNNER_JAR)
-    (staging / "target" / "lib").rename(output / "lib")
-    (output / jars.STAMP).write_text(json.dumps(stamp))
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.rmtree(target, ignore_errors=True)
-    try:
-        output.rename(target)
-    except OSError:  # another process put the same build in place first
-        shutil.rmtree(output, ignore_errors=True)
-    if progress is not None:
-        print(f"Built the Schema Registry into {target}", file=progress, flush=True)
-    return runner
 
 
 # -- run -----------------------------------------------------------------------------------------
@@ -184,9 +204,7 @@ class LocalSchemaRegistry:
                                        stderr=subprocess.STDOUT, start_new_session=True,
                                        cwd=self.root)
         state = SchemaRegistryState(chosen, process.pid)
-        partial = self.root / f".{STATE_FILE}.{os.getpid()}"
-        partial.write_text(state.to_json())
-        partial.replace(self.state_path)
+        write_state(self.state_path, state.to_json())
         try:
             self._wait_ready(state, timeout)
         except SchemaRegistryStartError:
@@ -198,10 +216,12 @@ class LocalSchemaRegistry:
 
     def _wait_ready(self, state: SchemaRegistryState, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while not answers(state.url):
+        while True:
             if state.pid is None or not pid_exists(state.pid):
                 raise SchemaRegistryStartError(
                     f"the Schema Registry exited during start-up:\n{self._log_tail()}")
+            if answers(state.url):
+                return
             if time.monotonic() > deadline:
                 raise SchemaRegistryStartError(f"the Schema Registry did not answer within "
                                                f"{timeout:.0f}s; see {self.log_path}")
@@ -222,10 +242,14 @@ class LocalSchemaRegistry:
         return 1
 
 
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""No proxy of the environment stands between the launcher and its own registry."""
+
+
 def answers(url: str, timeout: float = 2.0) -> bool:
     """Whether a Confluent-compatible registry answers at ``url`` (its subjects, a JSON list)."""
     try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/subjects", timeout=timeout) as response:
+        with _DIRECT.open(f"{url.rstrip('/')}/subjects", timeout=timeout) as response:
             return isinstance(json.load(response), list)
     except (OSError, urllib.error.URLError, ValueError):
         return False

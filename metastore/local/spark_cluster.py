@@ -28,7 +28,7 @@ from typing import Any, TextIO
 from metastore.local import jars
 from metastore.local.exceptions import LocalInfraError
 from metastore.local.kafka_cluster import free_ports
-from metastore.local.processes import pid_alive, pid_exists, terminate
+from metastore.local.processes import pid_alive, pid_exists, terminate, write_state
 
 STATE_FILE = "spark-cluster.json"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -212,9 +212,7 @@ class LocalSparkCluster:
         return replace(daemon, pid=process.pid)
 
     def _save(self, state: SparkClusterState) -> None:
-        partial = self.root / f".{STATE_FILE}.{os.getpid()}"
-        partial.write_text(state.to_json())
-        partial.replace(self.state_path)
+        write_state(self.state_path, state.to_json())
 
     def _wait_ready(self, state: SparkClusterState, timeout: float) -> None:
         deadline = time.monotonic() + timeout

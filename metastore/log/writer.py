@@ -53,7 +53,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog import ddl_rules, responses, topics
-from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import (
     RequestIdReusedError,
     TooLargeError,
@@ -259,10 +258,8 @@ class CommandWriter:
     def __init__(self, settings: KafkaSettings, topic: str, service_id: str, node_id: str,
                  replica: LogReplica, admin: Admin, options: WriterOptions | None = None,
                  facts: TopicFacts | None = None, limits: RequestLimits | None = None,
-                 faults: Faults = NO_FAULTS, answer_read: ReadAnswer = catalog_answer,
-                 schemas: SchemaFacts | None = None) -> None:
+                 faults: Faults = NO_FAULTS, answer_read: ReadAnswer = catalog_answer) -> None:
         self._settings = settings
-        self._schemas = schemas
         self._topic = topic
         self._service_id = service_id
         self._node_id = node_id
@@ -620,8 +617,7 @@ class CommandWriter:
         request = _request_of(item)
         validator = Validator(snapshot, facts, first_offset=first_offset, limits=self._limits,
                               runtime_check=check_runtime, config=request.config,
-                              earlier_topics=earlier_topics, schemas=self._schemas,
-                              assertions_wait=False)
+                              earlier_topics=earlier_topics, schemas_checked=True)
         outcomes: list[Outcome] = []
         answers: dict[int, Entity] = {}  # of the statements that do not write
         for statement in item.statements:
@@ -708,7 +704,7 @@ class CommandWriter:
         entities: list[Entity] = []
         offsets = iter(zip(prior.offsets, prior.command_ids, strict=True))
         reads = Validator(image, self._facts or KafkaTopicFacts(self._admin), limits=self._limits,
-                          config=config, schemas=self._schemas, assertions_wait=False)
+                          config=config, schemas_checked=True)
         for statement in statements:
             if not statement.writes_log:
                 try:

@@ -2,17 +2,20 @@
 ``ccompat``, Karapace...): the calls the node makes, each bounded by the client's timeout.
 
 ``url`` is the API's base URL (``http://host:8081``, or ``.../apis/ccompat/v7`` for Apicurio);
-credentials in it (``http://user:secret@host``) are sent as basic auth. A subject or id the
-registry does not hold is None, never an error. A registry that does not answer, or answers 5xx,
-is :class:`SchemaRegistryUnavailableError`; another refusal is :class:`SchemaRegistryError` with the
-registry's error code.
+credentials in it (``http://user:secret@host``) are sent as basic auth and never shown: messages
+name :func:`redacted` URLs. A subject, version or id the registry does not hold (a 404 with
+Confluent's error code 40401, 40402 or 40403) is None, never an error; any other 404 (a wrong
+base URL) is an error, so that nothing is taken for absent unasked. A registry that does not
+answer, or answers 5xx, is :class:`SchemaRegistryUnavailableError`; another refusal is
+:class:`SchemaRegistryError` with the registry's error code.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -24,6 +27,20 @@ from metastore.schema_registry.exceptions import (
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """An answer larger than this is refused: a schema is text a statement carries."""
+NOT_FOUND_CODES = frozenset({40401, 40402, 40403})
+"""Confluent's codes of a 404 for an unknown subject, version or schema."""
+
+
+def redacted(url: str) -> str:
+    """``url`` without the credentials it may carry."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 @dataclass(frozen=True)
@@ -40,11 +57,15 @@ class RegisteredSchema:
 
 class SchemaRegistryClient:
     def __init__(self, url: str, timeout: float = 5.0) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"a Schema Registry URL starts with http:// or https://: {url!r}")
-        self.url = url.rstrip("/")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"a Schema Registry URL is http:// or https://: {redacted(url)!r}")
+        self.url = redacted(url).rstrip("/")
+        """The base URL, without credentials."""
+        auth = None if parts.username is None else httpx.BasicAuth(
+            unquote(parts.username), unquote(parts.password or ""))
         self._client = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False,
-                                    headers={"Accept": MEDIA_TYPE})
+                                    headers={"Accept": MEDIA_TYPE}, auth=auth)
 
     def close(self) -> None:
         self._client.close()
@@ -60,7 +81,10 @@ class SchemaRegistryClient:
 
     def by_id(self, schema_id: int) -> RegisteredSchema | None:
         answer = self._get(f"/schemas/ids/{schema_id}")
-        return None if answer is None else _registered({**answer, "id": schema_id}, None)
+        if answer is None:
+            return None
+        return _registered({**answer, "id": schema_id} if isinstance(answer, dict) else answer,
+                           None)
 
     def versions_of(self, schema_id: int) -> list[tuple[str, int]]:
         """The (subject, version) pairs registered with the schema of ``schema_id``."""
@@ -87,33 +111,37 @@ class SchemaRegistryClient:
         return self._call("GET", path, None)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        """The answer's JSON; None for a 404 (unknown subject, version or id)."""
+        """The answer's JSON; None for a 404 of an unknown subject, version or id."""
         try:
-            response = self._client.request(method, path, json=body, headers={
-                "Content-Type": MEDIA_TYPE} if body is not None else None)
-            content = response.read()
+            with self._client.stream(method, path, json=body, headers={
+                    "Content-Type": MEDIA_TYPE} if body is not None else None) as response:
+                content = bytearray()
+                for chunk in response.iter_bytes():
+                    content += chunk
+                    if len(content) > MAX_ANSWER_BYTES:
+                        raise SchemaRegistryError(
+                            f"The Schema Registry at {self.url} answered more than "
+                            f"{MAX_ANSWER_BYTES} bytes", 50002)
         except httpx.HTTPError as error:
             raise SchemaRegistryUnavailableError(
                 f"The Schema Registry at {self.url} is not available: {error}", 50301) from error
-        if len(content) > MAX_ANSWER_BYTES:
-            raise SchemaRegistryError(f"The Schema Registry at {self.url} answered more than "
-                                      f"{MAX_ANSWER_BYTES} bytes", 50002)
         try:
-            answer = response.json() if content else None
+            answer = json.loads(content) if content else None
         except ValueError:
             answer = None
-        if response.status_code == 404:
+        status = response.status_code
+        code = answer.get("error_code") if isinstance(answer, dict) else None
+        if status == 404 and code in NOT_FOUND_CODES:
             return None
-        if response.status_code >= 500:
+        if status >= 500:
             raise SchemaRegistryUnavailableError(
-                f"The Schema Registry at {self.url} failed ({response.status_code}): "
-                f"{_message(answer, content)}", response.status_code * 100 + 1)
-        if response.status_code >= 400:
-            code = answer.get("error_code") if isinstance(answer, dict) else None
+                f"The Schema Registry at {self.url} failed ({status}): "
+                f"{_message(answer, bytes(content))}", status * 100 + 1)
+        if status >= 400:
             raise SchemaRegistryError(
                 f"The Schema Registry at {self.url} refused {method} {path}: "
-                f"{_message(answer, content)}",
-                code if isinstance(code, int) else response.status_code)
+                f"{_message(answer, bytes(content))}",
+                code if isinstance(code, int) and code > 0 else status * 100)
         return answer
 
 
@@ -121,9 +149,12 @@ def _registered(answer: Any, subject: str | None) -> RegisteredSchema:
     if not isinstance(answer, dict) or not isinstance(answer.get("schema"), str):
         raise SchemaRegistryError(f"The Schema Registry answered a schema without its text: "
                                   f"{str(answer)[:200]}", 50002)
-    version = answer.get("version")
+    version, schema_id = answer.get("version"), answer.get("id")
+    if not isinstance(schema_id, int):
+        raise SchemaRegistryError(f"The Schema Registry answered a schema without its id: "
+                                  f"{str(answer)[:200]}", 50002)
     return RegisteredSchema(
-        schema_id=int(answer.get("id", 0)), schema=answer["schema"],
+        schema_id=schema_id, schema=answer["schema"],
         schema_type=str(answer.get("schemaType") or "AVRO"),
         subject=answer.get("subject") if isinstance(answer.get("subject"), str) else subject,
         version=version if isinstance(version, int) else None)

@@ -468,7 +468,8 @@ class KsqlParser(parser.Parser):
             self._fail("Expecting a schema id, found end of statement")
         assert token is not None
         self._advance()
-        if token.token_type != TokenType.NUMBER or not token.text.isdigit():
+        if token.token_type != TokenType.NUMBER or not token.text.isdigit() \
+                or len(token.text) > 10 or int(token.text) > 2**31 - 1:  # a Java Integer
             line, column = self._position(token)
             raise PrepareError("ID must be an integer", line, column)
         return int(token.text)

@@ -18,7 +18,10 @@ from metastore.catalog.exceptions import AssertionFailedError
 from metastore.local.schema_registry import LocalSchemaRegistry, SchemaRegistryState, answers
 from metastore.node import Node
 from metastore.schema_registry.client import SchemaRegistryClient
-from metastore.schema_registry.exceptions import SchemaRegistryUnavailableError
+from metastore.schema_registry.exceptions import (
+    SchemaRegistryError,
+    SchemaRegistryUnavailableError,
+)
 from tests.broker.test_command_log import committed_values, create_stream
 from tests.conftest import unique
 
@@ -103,6 +106,52 @@ def test_assert_schema_waits_until_its_timeout(node_factory: NodeFactory,
     assert 0.9 < time.monotonic() - started < 3
 
 
+def test_a_request_that_writes_waits_for_its_schema_before_the_write_lock(
+        node_factory: NodeFactory, client: SchemaRegistryClient) -> None:
+    subject = unique("awaited") + "-value"
+    node = node_factory(schema_registry_url=client.url)
+    answers_: list[list[dict[str, object]]] = []
+    waiting = threading.Thread(target=lambda: answers_.append(node.execute(
+        f"ASSERT SCHEMA SUBJECT '{subject}' TIMEOUT 10 SECONDS; "
+        + create_stream("AWAITED", unique("t")))))
+    waiting.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    node.execute(create_stream("MEANWHILE", unique("t")))  # the write lock is free
+    assert time.monotonic() - started < 2 and waiting.is_alive()
+    client.register(subject, AVRO)
+    waiting.join(10)
+    [entities] = answers_
+    assert [e["@type"] for e in entities] == ["assert_schema", "currentStatus"]
+    assert node.replica.image.source("AWAITED") is not None
+
+
+def test_only_an_unknown_subject_or_id_counts_as_absent(registry: SchemaRegistryState,
+                                                         node_factory: NodeFactory) -> None:
+    root = registry.url.removesuffix("/apis/ccompat/v7")
+    wrong = SchemaRegistryClient(root)  # the registry, without its Confluent API's path
+    try:
+        with pytest.raises(SchemaRegistryError) as refused:
+            wrong.latest("anything")
+        assert not isinstance(refused.value, SchemaRegistryUnavailableError)
+    finally:
+        wrong.close()
+    node = node_factory(schema_registry_url=root)
+    with pytest.raises(AssertionFailedError, match="Cannot check schema existence"):
+        node.execute("ASSERT NOT EXISTS SCHEMA SUBJECT 'anything' TIMEOUT 0 SECONDS;")
+
+
+def test_credentials_in_the_url_are_sent_and_never_shown() -> None:
+    client = SchemaRegistryClient("http://bob:s3cret@127.0.0.1:1/registry", timeout=1.0)
+    try:
+        assert client.url == "http://127.0.0.1:1/registry"
+        with pytest.raises(SchemaRegistryUnavailableError) as failure:
+            client.subjects()
+        assert "s3cret" not in str(failure.value) and "bob" not in str(failure.value)
+    finally:
+        client.close()
+
+
 def test_without_a_registry_assert_schema_fails_saying_why(node_factory: NodeFactory) -> None:
     node = node_factory()
     with pytest.raises(AssertionFailedError, match=r"Cannot check schema existence: .*"
@@ -116,10 +165,12 @@ def test_a_registry_outage_fails_the_assertion_and_writes_nothing(
         tmp_path: Path) -> None:
     launcher = LocalSchemaRegistry(tmp_path / "outage")
     state = launcher.start(progress=None)
-    node = node_factory(schema_registry_url=state.url)
-    [entity] = node.execute("ASSERT NOT EXISTS SCHEMA SUBJECT 'nothing-here';")
-    assert entity["@type"] == "assert_schema"
-    launcher.stop()
+    try:
+        node = node_factory(schema_registry_url=state.url)
+        [entity] = node.execute("ASSERT NOT EXISTS SCHEMA SUBJECT 'nothing-here';")
+        assert entity["@type"] == "assert_schema"
+    finally:
+        launcher.stop()
     assert not answers(state.url)
     request = create_stream("BEFORE_ASSERT", unique("t")) + \
         " ASSERT NOT EXISTS SCHEMA SUBJECT 'nothing-here';"
