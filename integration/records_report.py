@@ -3,8 +3,8 @@
 ``python -m integration.records_report REPORT.json [RECORDS.jsonl] [--reasons N] [--file F]``
 prints the overall and plain-format rates (plain: KAFKA, JSON, DELIMITED or NONE only), those of
 files without joins or windows (by name) and of stateless cases (no JOIN, WINDOW or HAVING, no
-query reading a table's changelog), the rate per test file, and the most common reasons a test
-did not pass.
+query reading a table's changelog), the Schema Registry cases by format, the rate per test file,
+and the most common reasons a test did not pass.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ DEFAULT_RECORDS = Path(__file__).resolve().parents[1].parent / "shared" / "confo
     "ksql-records-dev.jsonl")
 PLAIN = {"KAFKA", "JSON", "DELIMITED", "NONE"}
 NO_REGISTRY = PLAIN | {"PROTOBUF_NOSR"}
+REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR")
 STATEFUL = re.compile(r"\bJOIN\b|\bWINDOW\b|\bHAVING\b", re.IGNORECASE)
 
 
@@ -76,6 +77,10 @@ def main() -> None:
     rate("no-registry cases (plain + PROTOBUF_NOSR)", no_registry)
     rate("no-registry, files without joins/windows", [i for i in no_registry
                                                        if in_stateless_file(cases[i])])
+    registry = [i for i in cases if not needs_no_registry(cases[i])]
+    rate("Schema Registry cases", registry)
+    for fmt in REGISTRY_FORMATS:  # a case counts under each registry format it uses
+        rate(f"  using {fmt}", [i for i in registry if fmt in cases[i]["formats"]])
     statuses = collections.Counter(results[i]["status"] for i in plain if i in results)
     print("plain-format statuses:", dict(statuses))
     by_file: dict[str, list[str]] = collections.defaultdict(list)
