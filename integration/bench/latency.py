@@ -2,13 +2,16 @@
 
 The floor is measured in the same run, against the same broker, with a bare confluent-kafka
 transactional producer: begin+produce+commit with a reused producer, and
-init+begin+produce+commit with a fresh one (what ksqlDB pays per statement).
+init+begin+produce+commit with a fresh one (what ksqlDB pays per statement). The in-process run
+also times the writer's steps (:func:`step_timers`): where a statement's time goes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -16,8 +19,48 @@ from confluent_kafka import Producer
 
 from integration.bench.common import kafka, node_processes, summary_ms
 from metastore.kafka.admin import Admin
+from metastore.kafka.consumer import EndOffsetProbe
+from metastore.kafka.producer import TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
+from metastore.log.writer import CommandWriter, KafkaTopicFacts
 from metastore.node import Node, NodeConfig
+
+STEPS: dict[str, tuple[type, str]] = {
+    "whole statement (Node.execute)": (Node, "execute"),
+    "last stable offset (ListOffsets)": (EndOffsetProbe, "end_offset"),
+    "topic facts (Metadata, beside ListOffsets)": (KafkaTopicFacts, "prefetch"),
+    "validation": (CommandWriter, "_validate"),
+    "begin transaction": (TransactionalProducer, "begin"),
+    "produce, flush and commit": (TransactionalProducer, "commit"),
+    "apply the written record": (CommandWriter, "_apply_committed"),
+}
+"""The writer's steps the in-process run times, by the method that does each."""
+
+
+@contextlib.contextmanager
+def step_timers() -> Iterator[dict[str, list[float]]]:
+    """Time every call of :data:`STEPS`' methods in this process while the block runs (the
+    benchmark's own instrumentation: the classes are restored afterwards)."""
+    samples: dict[str, list[float]] = {name: [] for name in STEPS}
+    originals = []
+    for name, (cls, method) in STEPS.items():
+        original = getattr(cls, method)
+        originals.append((cls, method, original))
+
+        def timed(*args: Any, __original: Callable[..., Any] = original,
+                  __into: list[float] = samples[name], **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return __original(*args, **kwargs)
+            finally:
+                __into.append(time.perf_counter() - started)
+
+        setattr(cls, method, timed)
+    try:
+        yield samples
+    finally:
+        for cls, method, original in originals:
+            setattr(cls, method, original)
 
 
 def floor(bootstrap: str, count: int) -> dict[str, Any]:
@@ -79,14 +122,17 @@ def in_process(bootstrap: str, count: int) -> dict[str, Any]:
         topic = f"{node.config.service_id}-data"
         node.admin.create(topic, 1)
         samples = []
-        for index in range(count + 5):
-            started = time.perf_counter()
+        for index in range(5):
             node.execute(create(index, topic))
-            if index >= 5:
+        with step_timers() as steps:
+            for index in range(5, count + 5):
+                started = time.perf_counter()
+                node.execute(create(index, topic))
                 samples.append(time.perf_counter() - started)
     finally:
         node.stop()
-    return summary_ms(samples)
+    return summary_ms(samples) | {"steps_p50_ms": {
+        name: summary_ms(timed)["p50_ms"] for name, timed in steps.items() if timed}}
 
 
 def create(index: int, topic: str) -> str:
