@@ -75,12 +75,17 @@ def _stamp_for(jar_set: JarSet) -> dict[str, object]:
     return {"pom_sha256": digest, "properties": jar_set.properties}
 
 
-def is_resolved(jar_set: JarSet) -> bool:
-    stamp = jar_dir(jar_set.name) / STAMP
+def is_built(target: Path, stamp: object, artifact: Path) -> bool:
+    """Whether ``target`` holds ``artifact`` built from what ``stamp`` describes (its stamp file)."""
     try:
-        return bool(json.loads(stamp.read_text()) == _stamp_for(jar_set))
+        return bool(json.loads((target / STAMP).read_text()) == stamp) and artifact.exists()
     except (OSError, ValueError):
         return False
+
+
+def is_resolved(jar_set: JarSet) -> bool:
+    target = jar_dir(jar_set.name)
+    return is_built(target, _stamp_for(jar_set), target)
 
 
 def resolve(jar_set: JarSet, progress: TextIO | None = sys.stderr) -> list[Path]:
@@ -188,11 +193,8 @@ def project_jar(progress: TextIO | None = sys.stderr) -> Path:
                    "classpath": sorted(j.name for j in connector)}
     target = jar_dir("metastore-java")
     jar = target / _PROJECT_JAR
-    try:
-        if json.loads((target / STAMP).read_text()) == stamp_value and jar.exists():
-            return jar
-    except (OSError, ValueError):
-        pass
+    if is_built(target, stamp_value, jar):
+        return jar
     javac = require_tool("javac", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
     jar_tool = require_tool("jar", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from metastore.local import jars
 from metastore.local.exceptions import BrokerStartError
-from metastore.local.processes import pid_alive, pid_exists, reap, send, terminate
+from metastore.local.processes import log_tail, pid_alive, pid_exists, read_state, reap, send, terminate
 
 STATE_FILE = "cluster.json"
 _QUIET = logging.getLogger("metastore.local.kafka_cluster.librdkafka")
@@ -225,10 +225,7 @@ class LocalKafkaCluster:
         return self.root / STATE_FILE
 
     def state(self) -> ClusterState | None:
-        try:
-            return ClusterState.from_json(self.state_path.read_text())
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        return read_state(self.state_path, ClusterState.from_json)
 
     def running_nodes(self) -> list[NodeInfo]:
         state = self.state()
@@ -389,7 +386,7 @@ class LocalKafkaCluster:
         while True:
             dead = [n for n in state.nodes if n.pid is None or not pid_exists(n.pid)]
             if dead:
-                tail = self._log_tail(dead[0].node_id)
+                tail = log_tail(self.node_dir(dead[0].node_id) / "broker.log")
                 raise BrokerStartError(f"Kafka node {dead[0].node_id} exited during start-up:\n{tail}")
             try:
                 if not all(_accepts(node.port) for node in state.nodes):
@@ -403,13 +400,6 @@ class LocalKafkaCluster:
                 raise BrokerStartError(f"Kafka did not become ready within {timeout:.0f}s; "
                                        f"see {self.root}/node-*/broker.log")
             time.sleep(0.25)
-
-    def _log_tail(self, node_id: int, lines: int = 30) -> str:
-        try:
-            text = (self.node_dir(node_id) / "broker.log").read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
 
     # -- stop / faults -----------------------------------------------------------------------
     def stop(self, timeout: float = 20.0) -> int:

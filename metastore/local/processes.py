@@ -8,7 +8,11 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def pid_alive(pid: int, marker: str) -> bool:
@@ -75,3 +79,20 @@ def write_state(path: Path, text: str) -> None:
     partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     partial.write_text(text)
     partial.replace(path)
+
+
+def read_state(path: Path, parse: Callable[[str], T]) -> T | None:
+    """The launcher state in ``path``, or None when there is none or it cannot be read."""
+    try:
+        return parse(path.read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a daemon's log, for an error saying why it did not start."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])

@@ -34,7 +34,14 @@ from metastore.local import jars
 from metastore.local.exceptions import JavaBuildError, LocalInfraError
 from metastore.local.kafka_cluster import free_ports
 from metastore.local.paths import jar_dir
-from metastore.local.processes import pid_alive, pid_exists, terminate, write_state
+from metastore.local.processes import (
+    log_tail,
+    pid_alive,
+    pid_exists,
+    read_state,
+    terminate,
+    write_state,
+)
 
 APP_DIR = "schema_registry_app"
 RUNNER_JAR = "schema-registry-1-runner.jar"
@@ -108,11 +115,8 @@ def build(progress: TextIO | None = sys.stderr) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with (target.parent / "schema-registry.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if json.loads((target / jars.STAMP).read_text()) == stamp and runner.exists():
-                return runner
-        except (OSError, ValueError):
-            pass
+        if jars.is_built(target, stamp, runner):
+            return runner
         staging = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
         try:
             _maven_package(sources, staging, progress)
@@ -174,26 +178,27 @@ class LocalSchemaRegistry:
         return self.root / "schema-registry.log"
 
     def state(self) -> SchemaRegistryState | None:
-        try:
-            return SchemaRegistryState.from_json(self.state_path.read_text())
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        return read_state(self.state_path, SchemaRegistryState.from_json)
 
     def is_running(self) -> bool:
-        state = self.state()
-        return state is not None and state.pid is not None and pid_alive(state.pid, self.marker)
+        return self._running_pid(self.state()) is not None
 
-    def start(self, progress: TextIO | None = sys.stderr, timeout: float = 60.0,
-              port: int | None = None) -> SchemaRegistryState:
+    def _running_pid(self, state: SchemaRegistryState | None) -> int | None:
+        if state is None or state.pid is None or not pid_alive(state.pid, self.marker):
+            return None
+        return state.pid
+
+    def start(self, progress: TextIO | None = sys.stderr,
+              timeout: float = 60.0) -> SchemaRegistryState:
         """Start the registry (or return it when it runs) once its API answers."""
         existing = self.state()
-        if existing is not None and self.is_running() and (port is None or existing.port == port):
+        if existing is not None and self.is_running():
             return existing
         self.stop()
         runner = build(progress)
         java = jars.require_java()
         self.root.mkdir(parents=True, exist_ok=True)
-        chosen = port or free_ports(1)[0]
+        [chosen] = free_ports(1)
         if progress is not None:
             print(f"Starting a Schema Registry on 127.0.0.1:{chosen}...", file=progress, flush=True)
         command = [java, HEAP, f"-Dmetastore.local.root={self.root}",
@@ -219,7 +224,7 @@ class LocalSchemaRegistry:
         while True:
             if state.pid is None or not pid_exists(state.pid):
                 raise SchemaRegistryStartError(
-                    f"the Schema Registry exited during start-up:\n{self._log_tail()}")
+                    f"the Schema Registry exited during start-up:\n{log_tail(self.log_path)}")
             if answers(state.url):
                 return
             if time.monotonic() > deadline:
@@ -227,18 +232,12 @@ class LocalSchemaRegistry:
                                                f"{timeout:.0f}s; see {self.log_path}")
             time.sleep(0.2)
 
-    def _log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
     def stop(self, timeout: float = 20.0) -> int:
         """Stop the registry this launcher started; how many processes were running (0 or 1)."""
-        state = self.state()
-        if state is None or state.pid is None or not self.is_running():
+        pid = self._running_pid(self.state())
+        if pid is None:
             return 0
-        terminate([state.pid], self.marker, timeout)
+        terminate([pid], self.marker, timeout)
         return 1
 
 

@@ -28,7 +28,14 @@ from typing import Any, TextIO
 from metastore.local import jars
 from metastore.local.exceptions import LocalInfraError
 from metastore.local.kafka_cluster import free_ports
-from metastore.local.processes import pid_alive, pid_exists, terminate, write_state
+from metastore.local.processes import (
+    log_tail,
+    pid_alive,
+    pid_exists,
+    read_state,
+    terminate,
+    write_state,
+)
 
 STATE_FILE = "spark-cluster.json"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -127,10 +134,7 @@ class LocalSparkCluster:
         return self.root / STATE_FILE
 
     def state(self) -> SparkClusterState | None:
-        try:
-            return SparkClusterState.from_json(self.state_path.read_text())
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        return read_state(self.state_path, SparkClusterState.from_json)
 
     def is_alive(self, daemon: SparkDaemon) -> bool:
         return daemon.pid is not None and pid_alive(daemon.pid, self.marker)
@@ -220,7 +224,7 @@ class LocalSparkCluster:
             for daemon in (state.master, *state.workers):
                 if daemon.pid is None or not pid_exists(daemon.pid):
                     raise SparkClusterError(f"the Spark {daemon.name} exited during start-up:\n"
-                                            f"{self._log_tail(daemon.name)}")
+                                            f"{log_tail(self.log_path(daemon.name))}")
             status = master_status(state)
             if status is not None and status.get("aliveworkers") == len(state.workers):
                 return
@@ -228,13 +232,6 @@ class LocalSparkCluster:
                 raise SparkClusterError(f"the Spark cluster was not ready within {timeout:.0f}s; "
                                         f"see {self.root}/*.log")
             time.sleep(0.25)
-
-    def _log_tail(self, name: str, lines: int = 30) -> str:
-        try:
-            text = self.log_path(name).read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, timeout: float = 20.0) -> int:
