@@ -11,7 +11,7 @@ from cli.output import FUNCTION_MODULE_HELP, load_function_modules, print_json, 
 from metastore.exceptions import MetastoreError
 from metastore.query_tests import cases
 from metastore.query_tests.runner import CaseResult
-from metastore.query_tests.session import kafka_bootstrap, run_tests
+from metastore.query_tests.session import kafka_bootstrap, run_tests, schema_registry_url
 
 
 def test(
@@ -28,6 +28,10 @@ def test(
     bootstrap_servers: Annotated[str | None, typer.Option(
         "--bootstrap-servers", help="Kafka (default: $KAFKA_BOOTSTRAP_SERVERS, else the local "
         "broker of `metastore dev kafka start`, started if needed).")] = None,
+    registry_url: Annotated[str | None, typer.Option(
+        "--schema-registry-url", help="A Confluent-compatible Schema Registry for the AVRO, "
+        "PROTOBUF and JSON_SR tests (default: $METASTORE_SCHEMA_REGISTRY_URL, else the local "
+        "one, started if a test needs it).")] = None,
     query_timeout: Annotated[float, typer.Option(
         "--query-timeout", help="Seconds a query may take to process a test's inputs.")] = 120.0,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -63,7 +67,8 @@ def test(
 
     try:
         report = run_tests(tests, kafka_bootstrap(bootstrap_servers), progress,
-                           query_timeout=query_timeout)
+                           query_timeout=query_timeout,
+                           registry_url=schema_registry_url(registry_url, tests))
     except MetastoreError as error:
         typer.echo(f"Error: {error}", err=True)
         raise typer.Exit(2) from error

@@ -53,3 +53,11 @@ def spark_node_args(state: SparkClusterState) -> tuple[str, ...]:
 
 def local_schema_registry() -> LocalSchemaRegistry:
     return LocalSchemaRegistry(dev_dir() / "schema-registry")
+
+
+def ensure_schema_registry() -> str:
+    """METASTORE_SCHEMA_REGISTRY_URL, or the local Schema Registry's URL (started if needed)."""
+    external = os.environ.get("METASTORE_SCHEMA_REGISTRY_URL")
+    if external:
+        return external
+    return local_schema_registry().start().url

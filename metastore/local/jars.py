@@ -148,6 +148,8 @@ INTERCEPTOR_CLASS = "io.metastore.kafka.RecordTimestampInterceptor"
 """The producer interceptor that sets a sink record's timestamp from its header (see the source)."""
 PROTOBUF_CODEC_CLASS = "io.metastore.protobuf.ProtobufNoSrCodec"
 """PROTOBUF_NOSR records to and from ksqlDB's JSON, called from Spark SQL (see the source)."""
+AVRO_CODEC_CLASS = "io.metastore.avro.AvroCodec"
+"""AVRO records (Confluent's wire format) to and from ksqlDB's JSON, called from Spark SQL."""
 TABLE_SIDE_JOIN_CLASS = "io.metastore.join.TableSideJoin"
 """A stream-table join's table side as keyed state, under ``transformWithState`` (see the source)."""
 TABLE_TABLE_JOIN_CLASS = "io.metastore.join.TableTableJoin"
@@ -162,6 +164,8 @@ GROUP_MEMBERS_CLASS = "io.metastore.aggregate.GroupMembers"
 """A table aggregation's groups and their rows as keyed state (see the source)."""
 _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/protobuf/ProtobufNoSrCodec.java",
+                 "java/io/metastore/avro/RegistryCalls.java",
+                 "java/io/metastore/avro/AvroCodec.java",
                  "java/io/metastore/join/TableSideJoin.java",
                  "java/io/metastore/join/TableTableJoin.java",
                  "java/io/metastore/join/Arrival.java",

@@ -9,6 +9,9 @@ The inverse of the decoding in :mod:`metastore.spark.views`, byte for byte what 
 - DELIMITED: the columns' text joined by the delimiter, a null as an empty field;
 - PROTOBUF_NOSR: a plain serialized message of the schema ksqlDB derives from the columns
   (:mod:`metastore.protobuf.schema`), written by the project's JVM codec from the columns' JSON;
+- AVRO: Confluent's wire format (magic byte, schema id, Avro binary) of the schema ksqlDB derives
+  from the columns (:mod:`metastore.avro.schema`), registered under the topic's subject, written
+  by the project's JVM codec from the columns' JSON;
 - a windowed key (TUMBLING / HOPPING) is the key's bytes followed by the window start as an
   8-byte big-endian epoch-millisecond, ksqlDB's time-windowed key layout.
 
@@ -19,8 +22,10 @@ from __future__ import annotations
 
 import re
 
+from metastore.avro import schema as avro
 from metastore.catalog.model import Column, DataSource
 from metastore.protobuf import schema as protobuf
+from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import encode_binary
 from metastore.spark.types import quote, string_literal
 from metastore.sql import types as ty
@@ -49,6 +54,8 @@ def key_expression(sink: DataSource, window_start: str | None = None,
                    f"ELSE {_delimited(columns, sink.property('KEY_DELIMITER'))} END")
     elif fmt == protobuf.FORMAT:
         encoded = _protobuf(protobuf.key_schema(sink), columns)
+    elif fmt == avro.FORMAT:
+        encoded = _avro(avro.key_schema(sink), avro.subject(sink.topic, True), columns)
     else:
         raise ValueError(f"key format {fmt} cannot be written")
     if window_start is not None and session_end is not None:
@@ -73,6 +80,8 @@ def value_expression(sink: DataSource) -> str:
         return _delimited(columns, sink.property("VALUE_DELIMITER"))
     if fmt == protobuf.FORMAT:
         return _protobuf(protobuf.value_schema(sink), columns)
+    if fmt == avro.FORMAT:
+        return _avro(avro.value_schema(sink), avro.subject(sink.topic, False), columns)
     raise ValueError(f"value format {fmt} cannot be written")
 
 
@@ -82,6 +91,13 @@ def _protobuf(schema: protobuf.ProtobufSchema, columns: tuple[Column, ...]) -> s
     NULLs an empty message."""
     json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
     return encode_binary(schema, json_text)
+
+
+def _avro(schema: avro.AvroSchema, subject: str, columns: tuple[Column, ...]) -> str:
+    """ksqlDB's JSON of the columns (the bare value of an unwrapped one) as an AVRO record of the
+    derived schema: a NULL unwrapped column is a NULL record."""
+    json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
+    return spark_avro.encode_binary(schema, subject, json_text)
 
 
 def headers(rowtime: str, source_column: str | None, source_headers: str | None = None) -> str:

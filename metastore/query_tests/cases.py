@@ -46,6 +46,10 @@ class DeclaredTopic:
     name: str
     partitions: int | None = None
     """As the test declares it; None when it does not say (ksqlDB's driver then makes 1)."""
+    key_schema: Any = None
+    value_schema: Any = None
+    """The registry schemas the test's records on the topic are written with (an Avro schema
+    as JSON; None: the one derived from the columns of the source on the topic)."""
 
 
 @dataclass(frozen=True)
@@ -208,4 +212,5 @@ def _topic(raw: Any, where: str) -> DeclaredTopic:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise CaseFileError(f"{where}: a declared topic needs a \"name\"")
     partitions = raw.get("partitions")
-    return DeclaredTopic(raw["name"], int(partitions) if isinstance(partitions, int) else None)
+    return DeclaredTopic(raw["name"], int(partitions) if isinstance(partitions, int) else None,
+                         raw.get("keySchema"), raw.get("valueSchema"))

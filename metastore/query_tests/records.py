@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -32,16 +33,28 @@ from metastore.sql import types as ty
 
 RecordCodecError = RowEncodingError
 """A test record that cannot be written in its topic's format."""
+REGISTRY_FORMATS = frozenset({"AVRO"})
+"""Formats whose records the runner writes and reads through a Schema Registry codec."""
+RegistryEncoder = Callable[[Any, bool], bytes | None]
+"""A key (True) or value (False) as a record of a Schema Registry format."""
+RegistryDecoder = Callable[[bytes], Any]
+"""A Schema Registry format's record as the test's JSON value."""
 
 
-def encode(record: CaseRecord, source: DataSource | None) -> KafkaBytes:
+def encode(record: CaseRecord, source: DataSource | None,
+           registry: RegistryEncoder | None = None) -> KafkaBytes:
     if source is None:
         return KafkaBytes(generic(record.key), generic(record.value))
-    key = encode_key(record.key, source)
+    if registry is not None and source.key_format in REGISTRY_FORMATS:
+        key = registry(record.key, True)
+    else:
+        key = encode_key(record.key, source)
     if record.window is not None and key is not None:
         if record.window.kind == "SESSION":  # Kafka Streams' session key: end, then start
             key += struct.pack(">q", record.window.end)
         key += struct.pack(">q", record.window.start)
+    if registry is not None and source.value_format in REGISTRY_FORMATS:
+        return KafkaBytes(key, registry(record.value, False))
     return KafkaBytes(key, encode_value(record.value, source))
 
 
@@ -52,7 +65,8 @@ class DecodedKey:
     window: Window | None
 
 
-def decode_key(raw: bytes | None, sink: DataSource | None) -> DecodedKey:
+def decode_key(raw: bytes | None, sink: DataSource | None,
+               registry: RegistryDecoder | None = None) -> DecodedKey:
     if raw is None:
         return DecodedKey(None, None)
     if sink is None:
@@ -75,10 +89,13 @@ def decode_key(raw: bytes | None, sink: DataSource | None) -> DecodedKey:
         return DecodedKey(_json(raw), window)
     if sink.key_format == protobuf.FORMAT:
         return DecodedKey(_from_protobuf(protobuf.key_schema(sink), raw), window)
+    if registry is not None and sink.key_format in REGISTRY_FORMATS:
+        return DecodedKey(registry(raw), window)
     return DecodedKey(raw.decode(errors="replace"), window)
 
 
-def decode_value(raw: bytes | None, sink: DataSource | None) -> Any:
+def decode_value(raw: bytes | None, sink: DataSource | None,
+                 registry: RegistryDecoder | None = None) -> Any:
     if raw is None:
         return None
     if sink is None:
@@ -89,6 +106,8 @@ def decode_value(raw: bytes | None, sink: DataSource | None) -> Any:
         return _json(raw)
     if sink.value_format == protobuf.FORMAT:
         return _from_protobuf(protobuf.value_schema(sink), raw)
+    if registry is not None and sink.value_format in REGISTRY_FORMATS:
+        return registry(raw)
     return raw.decode(errors="replace")
 
 

@@ -48,8 +48,9 @@ from metastore.queries.plan import compile_query
 from metastore.queries.steps import QueryPlan, Step
 from metastore.queries.support import check_runtime
 from metastore.query_tests import records, verdict
-from metastore.query_tests.cases import QueryTest
+from metastore.query_tests.cases import DeclaredTopic, QueryTest
 from metastore.query_tests.post import post_difference
+from metastore.query_tests.registry_records import RegistryCodec, RegistryRecordError
 from metastore.sql import statements as st
 from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
@@ -131,7 +132,8 @@ class QueryTestRunner:
     """Runs tests one after another on one SparkSession and one Kafka cluster."""
 
     def __init__(self, spark: SparkSession, settings: KafkaSettings, work_dir: Path,
-                 run_id: str, query_timeout: float = 120.0) -> None:
+                 run_id: str, query_timeout: float = 120.0,
+                 registry_url: str | None = None) -> None:
         self._spark = spark
         self._settings = settings
         self._work_dir = work_dir
@@ -141,6 +143,7 @@ class QueryTestRunner:
         self._kafka_options = {"kafka.bootstrap.servers": settings.bootstrap_servers,
                                **{f"kafka.{k}": v for k, v in settings.client.items()}}
         self._producer = _JvmProducer(spark, settings)
+        self._registry = None if registry_url is None else RegistryCodec(spark, registry_url)
         self._count = 0
 
     def close(self) -> None:
@@ -228,15 +231,24 @@ class QueryTestRunner:
         before it pipes the inputs), then the test's input records."""
         for row in inserted:
             self._producer.send(physical(row.topic), row.encoded, row.timestamp_ms, ())
+        declared = {topic.name: topic for topic in test.topics}
         for record in test.inputs:
             source = _input_source(image, record.topic)
             try:
-                encoded = records.encode(record, source)
-            except records.RecordCodecError as error:
+                encoded = records.encode(record, source, self._registry_encoder(
+                    source, declared.get(record.topic), physical(record.topic)))
+            except (records.RecordCodecError, RegistryRecordError) as error:
                 raise RunKafkaError(f"input record on {record.topic}: {error}") from error
             self._producer.send(physical(record.topic), encoded, record.timestamp or 0,
                                 record.headers or ())
         self._producer.flush()
+
+    def _registry_encoder(self, source: DataSource | None, declared: DeclaredTopic | None,
+                          topic: str) -> records.RegistryEncoder | None:
+        registry = self._registry
+        if registry is None or source is None:
+            return None
+        return lambda value, is_key: registry.encode(value, source, declared, topic, is_key)
 
     def _run_query(self, plan: QueryPlan, checkpoint: Path) -> str | None:
         try:
@@ -271,6 +283,7 @@ class QueryTestRunner:
     def _read(self, topic: str, shown: str, sink: DataSource | None) -> list[verdict.ActualRecord]:
         """The sink's records up to its end offsets, in (partition, offset) order."""
         described = self._admin.describe(topic)
+        decoder = None if self._registry is None else self._registry.decode
         found: list[verdict.ActualRecord] = []
         for partition in range(described.partitions if described is not None else 0):
             reader = PartitionReader(self._settings, topic, partition, group_id=f"{topic}-check",
@@ -279,9 +292,9 @@ class QueryTestRunner:
                 for batch in reader.read_to_end(timeout=READ_TIMEOUT_SECONDS):
                     for record in batch:
                         assert isinstance(record, DetailedRecord), "a details reader"
-                        key = records.decode_key(record.key, sink)
+                        key = records.decode_key(record.key, sink, decoder)
                         found.append(verdict.ActualRecord(
-                            shown, key.key, records.decode_value(record.value, sink),
+                            shown, key.key, records.decode_value(record.value, sink, decoder),
                             record.timestamp_ms or 0, record.headers, key.window, partition,
                             record.offset))
             except KafkaUnavailableError as error:

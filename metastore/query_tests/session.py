@@ -1,14 +1,18 @@
 """A whole ``metastore test`` run: Kafka, one SparkSession, every test in order, one report.
 
 Kafka is the given bootstrap servers, else ``KAFKA_BOOTSTRAP_SERVERS``, else the local broker
-``metastore dev kafka start`` runs (started when it is not running). Spark is a local session
-(``local[2]`` unless told otherwise) with the project's connector jars, started once per run.
+``metastore dev kafka start`` runs (started when it is not running). When a test names a Schema
+Registry format, the registry is the given URL, else ``METASTORE_SCHEMA_REGISTRY_URL``, else the
+local one ``metastore dev up --schema-registry`` runs (started when it is not running). Spark is
+a local session (``local[2]`` unless told otherwise) with the project's connector jars, started
+once per run.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -20,6 +24,8 @@ from pathlib import Path
 from metastore.kafka.settings import KafkaSettings
 from metastore.query_tests.cases import QueryTest
 from metastore.query_tests.runner import PASSED, CaseResult, QueryTestRunner
+
+_REGISTRY_FORMAT = re.compile(r"\b(AVRO|PROTOBUF|JSON_SR)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -47,23 +53,43 @@ def kafka_bootstrap(given: str | None) -> str:
     return ensure_kafka()
 
 
+def schema_registry_url(given: str | None, tests: Sequence[QueryTest]) -> str | None:
+    """The Schema Registry to test against: the one given, else (when a test needs one)
+    METASTORE_SCHEMA_REGISTRY_URL or the local registry, started if needed."""
+    if given:
+        return given
+    if not any(needs_schema_registry(test) for test in tests):
+        return None
+    from metastore.local.dev import ensure_schema_registry
+
+    return ensure_schema_registry()
+
+
+def needs_schema_registry(test: QueryTest) -> bool:
+    """Whether a test's statements name a format whose records the registry describes."""
+    return _REGISTRY_FORMAT.search(test.script) is not None or any(
+        t.key_schema is not None or t.value_schema is not None for t in test.topics)
+
+
 def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
               on_result: Callable[[int, int, CaseResult], None] | None = None,
               spark_master: str = "local[2]", query_timeout: float = 120.0,
-              work_dir: Path | None = None) -> RunReport:
+              work_dir: Path | None = None, registry_url: str | None = None) -> RunReport:
+    from metastore.spark.avro import REGISTRY_URL_CONF
     from metastore.spark.session import start_session
 
     root = work_dir or Path(tempfile.mkdtemp(prefix="metastore-test-"))
     report = RunReport()
     try:
-        spark = start_session(spark_master, "metastore-test", root / "spark")
+        conf = {REGISTRY_URL_CONF: registry_url} if registry_url else None
+        spark = start_session(spark_master, "metastore-test", root / "spark", conf=conf)
         try:
             spark.sparkContext.setLogLevel("OFF")  # a query's failure is the test's result
             for logger in ("SQLQueryContextLogger", "pyspark"):
                 logging.getLogger(logger).setLevel(logging.CRITICAL)
             runner = QueryTestRunner(spark, KafkaSettings(bootstrap_servers), root / "queries",
                                      run_id=f"{int(time.time()):x}{uuid.uuid4().hex[:4]}",
-                                     query_timeout=query_timeout)
+                                     query_timeout=query_timeout, registry_url=registry_url)
             try:
                 for index, test in enumerate(tests, start=1):
                     result = runner.run(test)

@@ -7,9 +7,9 @@ Each source becomes two objects in the service's database:
 - ``<name>``: a view that decodes key and value with the declared formats into the declared
   columns, key columns first. A table's view keeps the latest row per key and drops tombstones.
 
-KAFKA, JSON and DELIMITED are decoded by Spark SQL alone; PROTOBUF_NOSR records by the project's
-JVM codec (:mod:`metastore.spark.protobuf`) into ksqlDB's JSON of the key or value, which is then
-read as the JSON format is.
+KAFKA, JSON and DELIMITED are decoded by Spark SQL alone; PROTOBUF_NOSR and AVRO records by the
+project's JVM codecs (:mod:`metastore.spark.protobuf`, :mod:`metastore.spark.avro`) into ksqlDB's
+JSON of the key or value, which is then read as the JSON format is.
 
 Each object carries a ``metastore.spec`` property: a hash of everything that defines it, so
 reconciliation compares hashes, never definitions.
@@ -23,9 +23,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from metastore.avro import schema as avro
 from metastore.catalog.formats import SPARK_READABLE
 from metastore.catalog.model import Column, DataSource
 from metastore.protobuf import schema as protobuf
+from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import decode_json
 from metastore.spark.types import quote, spark_type, string_literal
 from metastore.sql import types as ty
@@ -33,11 +35,12 @@ from metastore.sql.statements import ColumnRole, SourceKind
 
 KAFKA_TYPES = (ty.INTEGER, ty.BIGINT, ty.DOUBLE, ty.STRING, ty.BYTES)
 """The types ksqlDB's KAFKA format can carry (Kafka's own serializers)."""
-READABLE = SPARK_READABLE | {protobuf.FORMAT}
+READABLE = SPARK_READABLE | {protobuf.FORMAT, avro.FORMAT}
 """Formats the Spark projection and the runtime decode."""
-PROTOBUF_KEY = "__ms_pb_key"
-PROTOBUF_VALUE = "__ms_pb_value"
-"""A PROTOBUF_NOSR record's key and value decoded once into JSON text, which the columns read."""
+DECODED_KEY = "__ms_decoded_key"
+DECODED_VALUE = "__ms_decoded_value"
+"""A PROTOBUF_NOSR or AVRO record's key and value decoded once into JSON text, which the columns
+read."""
 WINDOWED_KEY = "__ms_windowed_key"
 """A windowed source's key without its window suffix, which the key columns read."""
 WINDOW = "__MS_WINDOW"
@@ -146,7 +149,7 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
                   for bound, name in (("start", "WINDOWSTART"), ("end", "WINDOWEND"))]
         expressions[keys:keys] = bounds
         names[keys:keys] = ["WINDOWSTART", "WINDOWEND"]
-    raw_table = _with_json_objects(objects, _with_protobuf(source, _with_window(source, raw_table)))
+    raw_table = _with_json_objects(objects, _with_codecs(source, _with_window(source, raw_table)))
     decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table}"
     if source.kind is SourceKind.STREAM:
         return decoded
@@ -183,19 +186,23 @@ def _int64_at(raw: str, position: str) -> str:
     return f"CAST(conv(hex(substring({raw}, {position}, 8)), 16, -10) AS BIGINT)"
 
 
-def _with_protobuf(source: DataSource, raw_table: str) -> str:
-    """``raw_table`` with a PROTOBUF_NOSR key and value decoded once per record (the codec is a
-    non-deterministic ``java_method`` call, which Spark evaluates once when it sits below the
+def _with_codecs(source: DataSource, raw_table: str) -> str:
+    """``raw_table`` with a PROTOBUF_NOSR or AVRO key and value decoded once per record (a codec
+    is a non-deterministic ``java_method`` call, which Spark evaluates once when it sits below the
     projection that reads it many times)."""
     decoded = []
+    key = WINDOWED_KEY if source.window is not None else "key"
     if source.key_format == protobuf.FORMAT and source.key_columns:
-        key = WINDOWED_KEY if source.window is not None else "key"
-        decoded.append(f"{decode_json(protobuf.key_schema(source), key)} AS {PROTOBUF_KEY}")
+        decoded.append(f"{decode_json(protobuf.key_schema(source), key)} AS {DECODED_KEY}")
+    elif source.key_format == avro.FORMAT and source.key_columns:
+        decoded.append(f"{spark_avro.decode_json(key)} AS {DECODED_KEY}")
     if source.value_format == protobuf.FORMAT:
-        decoded.append(f"{decode_json(protobuf.value_schema(source), 'value')} AS {PROTOBUF_VALUE}")
+        decoded.append(f"{decode_json(protobuf.value_schema(source), 'value')} AS {DECODED_VALUE}")
+    elif source.value_format == avro.FORMAT:
+        decoded.append(f"{spark_avro.decode_json('value')} AS {DECODED_VALUE}")
     if not decoded:
         return raw_table
-    return f"(SELECT *, {', '.join(decoded)} FROM {raw_table}) AS __ms_protobuf"
+    return f"(SELECT *, {', '.join(decoded)} FROM {raw_table}) AS __ms_decoded"
 
 
 def _with_json_objects(objects: Mapping[str, list[str]], raw_table: str) -> str:
@@ -305,16 +312,20 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, li
     if column.is_key:
         columns = source.key_columns
         if source.key_format == protobuf.FORMAT:
-            return _json_field(PROTOBUF_KEY, column, objects,
+            return _json_field(DECODED_KEY, column, objects,
                                bare=protobuf.key_schema(source).unwrapped)
+        if source.key_format == avro.FORMAT:
+            return _json_field(DECODED_KEY, column, objects, bare=len(columns) == 1)
         key = WINDOWED_KEY if source.window is not None else "key"
         return _field(source.key_format, key, columns, column,
                       source.property("KEY_DELIMITER"), objects, wrapped=True)
     columns = source.value_columns
-    if source.value_format == protobuf.FORMAT:
-        return _json_field(PROTOBUF_VALUE, column, objects,
-                           bare=protobuf.value_schema(source).unwrapped)
     wrapped = source.property("WRAP_SINGLE_VALUE") != "false"
+    if source.value_format == protobuf.FORMAT:
+        return _json_field(DECODED_VALUE, column, objects,
+                           bare=protobuf.value_schema(source).unwrapped)
+    if source.value_format == avro.FORMAT:
+        return _json_field(DECODED_VALUE, column, objects, bare=len(columns) == 1 and not wrapped)
     return _field(source.value_format, "value", columns, column,
                   source.property("VALUE_DELIMITER"), objects, wrapped)
 

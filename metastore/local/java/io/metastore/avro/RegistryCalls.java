@@ -1,0 +1,133 @@
+package io.metastore.avro;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.URLEncoder;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Base64;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+/**
+ * The two Schema Registry calls a record codec makes, on any Confluent-compatible registry: the
+ * schema of an id (a reader meeting a record's schema id) and the id of a schema under a subject
+ * (a writer registering its schema, as Confluent's serializers do with auto-registration). Both
+ * are cached for the life of the JVM: a schema id never changes its schema, and registering the
+ * same schema again under a subject yields the same id.
+ *
+ * <p>The registry's base URL may carry {@code user:password@}, sent as basic authentication and
+ * never shown in a message.
+ */
+public final class RegistryCalls {
+    /** The Spark configuration that names the registry of a session and its executors. */
+    public static final String URL_CONF = "spark.metastore.schemaRegistry.url";
+
+    private static final ObjectMapper MAPPER = new ObjectMapper();
+    private static final HttpClient CLIENT = HttpClient.newBuilder()
+            .connectTimeout(Duration.ofSeconds(10)).build();
+    private static final Duration TIMEOUT = Duration.ofSeconds(30);
+    private static final String CONTENT_TYPE = "application/vnd.schemaregistry.v1+json";
+    private static final Map<String, String> SCHEMAS = new ConcurrentHashMap<>();
+    private static final Map<String, Integer> IDS = new ConcurrentHashMap<>();
+
+    private RegistryCalls() {
+    }
+
+    /** The registry of this JVM's Spark session, from {@link #URL_CONF}. */
+    public static String sessionUrl() {
+        String url = null;
+        org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
+        if (env != null) {
+            url = env.conf().get(URL_CONF, null);
+        }
+        if (url == null || url.isBlank()) {
+            throw new IllegalStateException("no Schema Registry is configured for this Spark "
+                    + "session (" + URL_CONF + "); start the node with --schema-registry-url");
+        }
+        return url;
+    }
+
+    /** The schema text of {@code id}. */
+    public static String schemaOf(String url, int id) {
+        return SCHEMAS.computeIfAbsent(url + "\n" + id, ignored -> {
+            JsonNode answer = call(url, "GET", "/schemas/ids/" + id, null);
+            return answer.path("schema").asText();
+        });
+    }
+
+    /** The id of {@code schema} (of {@code schemaType}: AVRO, PROTOBUF or JSON) under
+     * {@code subject}, registered there if it is not yet. */
+    public static int register(String url, String subject, String schemaType, String schema) {
+        return IDS.computeIfAbsent(url + "\n" + subject + "\n" + schemaType + "\n" + schema,
+                ignored -> {
+                    ObjectNode body = MAPPER.createObjectNode();
+                    body.put("schema", schema);
+                    if (!"AVRO".equals(schemaType)) {
+                        body.put("schemaType", schemaType);
+                    }
+                    String path = "/subjects/" + URLEncoder.encode(subject, StandardCharsets.UTF_8)
+                            .replace("+", "%20") + "/versions";
+                    JsonNode answer = call(url, "POST", path, body.toString());
+                    if (!answer.path("id").canConvertToInt()) {
+                        throw new IllegalStateException("the Schema Registry answered no id for "
+                                + subject);
+                    }
+                    SCHEMAS.putIfAbsent(url + "\n" + answer.path("id").asInt(), schema);
+                    return answer.path("id").asInt();
+                });
+    }
+
+    private static JsonNode call(String url, String method, String path, String body) {
+        URI base = URI.create(url.endsWith("/") ? url.substring(0, url.length() - 1) : url);
+        String userInfo = base.getRawUserInfo();
+        URI target;
+        try {
+            target = new URI(base.getScheme(), null, base.getHost(), base.getPort(),
+                    null, null, null).resolve(base.getRawPath() + path);
+        } catch (java.net.URISyntaxException e) {
+            throw new IllegalArgumentException("not a Schema Registry URL", e);
+        }
+        HttpRequest.Builder request = HttpRequest.newBuilder(target).timeout(TIMEOUT)
+                .header("Accept", CONTENT_TYPE);
+        if (userInfo != null) {
+            String decoded = java.net.URLDecoder.decode(userInfo, StandardCharsets.UTF_8);
+            request.header("Authorization", "Basic " + Base64.getEncoder()
+                    .encodeToString(decoded.getBytes(StandardCharsets.UTF_8)));
+        }
+        if (body == null) {
+            request.GET();
+        } else {
+            request.header("Content-Type", CONTENT_TYPE)
+                    .method(method, HttpRequest.BodyPublishers.ofString(body));
+        }
+        HttpResponse<String> response;
+        try {
+            response = CLIENT.send(request.build(), HttpResponse.BodyHandlers.ofString());
+        } catch (IOException e) {
+            throw new IllegalStateException("the Schema Registry at " + target
+                    + " did not answer: " + e, e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while calling the Schema Registry", e);
+        }
+        if (response.statusCode() / 100 != 2) {
+            String text = response.body();
+            throw new IllegalStateException("the Schema Registry answered " + response.statusCode()
+                    + " to " + method + " " + target.getPath() + ": "
+                    + (text.length() > 500 ? text.substring(0, 500) : text));
+        }
+        try {
+            return MAPPER.readTree(response.body());
+        } catch (IOException e) {
+            throw new IllegalStateException("the Schema Registry answered no JSON", e);
+        }
+    }
+}

@@ -1,0 +1,76 @@
+"""Test records in the Schema Registry formats, through the same JVM codec the queries use.
+
+An AVRO input is written with its topic's declared schema (a test's ``keySchema`` /
+``valueSchema``) or, when the test declares none, with the schema ksqlDB derives from the
+columns of the source on the topic, registered under the topic's subject, as ksqlDB's test driver
+writes it; a sink's AVRO records are read with the schema their id names in the registry.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from metastore.avro import schema as avro
+from metastore.catalog.model import DataSource
+from metastore.local.jars import AVRO_CODEC_CLASS
+from metastore.query_tests.cases import DeclaredTopic
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class RegistryRecordError(ValueError):
+    """A test record that cannot be written in its topic's Schema Registry format."""
+
+
+class RegistryCodec:
+    """AVRO keys and values to and from the test's JSON values, on the registry at ``url``."""
+
+    def __init__(self, spark: SparkSession, url: str) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None, "a running SparkSession has a JVM"
+        codec: Any = jvm
+        for part in AVRO_CODEC_CLASS.split("."):
+            codec = getattr(codec, part)
+        self._codec = codec
+        self._url = url
+
+    def encode(self, value: Any, source: DataSource, declared: DeclaredTopic | None,
+               physical_topic: str, is_key: bool) -> bytes | None:
+        if value is None:
+            return None
+        given = declared and (declared.key_schema if is_key else declared.value_schema)
+        if given is not None:
+            schema_text = json.dumps(given)
+        else:
+            derived = avro.key_schema(source) if is_key else avro.value_schema(source)
+            schema_text = derived.text
+            if not derived.unwrapped and is_key and not isinstance(value, dict):
+                value = {source.key_columns[0].name: value}
+        text = json.dumps(value, default=_json_default)
+        try:
+            encoded = self._codec.encodeWith(self._url, schema_text,
+                                             avro.subject(physical_topic, is_key), text)
+        except Exception as error:  # the JVM's refusal of the value, as the record's error
+            raise RegistryRecordError(_first_line(error)) from error
+        return None if encoded is None else base64.b64decode(encoded)
+
+    def decode(self, raw: bytes) -> Any:
+        text = self._codec.decodeWith(self._url, base64.b64encode(raw).decode())
+        if text is None:
+            return f"<not an AVRO record: {raw.hex()}>"
+        return json.loads(text, parse_float=Decimal)
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:500] if text else type(error).__name__
