@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore.catalog import asserts, insert_record, insert_values, responses, topics
+from metastore.catalog import asserts, inference, insert_record, insert_values, responses, topics
+from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import TooLargeError, UnknownTopicError
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
@@ -273,27 +274,31 @@ class Node:
             return answered(statements, self.read(statements, config))
         assert self.writer is not None, "start() the node first"
         asserts.check_schemas(statements, self.schema_registry)  # waits: not under the lock
+        schemas = inference.prefetch(statements, self.schema_registry, config)  # likewise
         request_id = request_id or str(uuid.uuid4())
         if not any(isinstance(statement, InsertValues) for statement in statements):
             return answered(statements, self.writer.submit(
-                statements, request_id, submitter, timeout, config))
-        self._validate_request(statements, config)
+                statements, request_id, submitter, timeout, config, schemas))
+        self._validate_request(statements, config, schemas)
         return answered(statements, self._execute_in_parts(statements, request_id, submitter,
-                                                            timeout, config))
+                                                            timeout, config, schemas))
 
-    def _validate_request(self, statements: list[Statement], config: ConfigOverrides) -> None:
+    def _validate_request(self, statements: list[Statement], config: ConfigOverrides,
+                          schemas: SchemaFacts | None) -> None:
         """Validate every statement of a request mixing log writes and INSERT VALUES on the
         current image, in order (ksqlDB's sandbox), before any part is written or any record
         produced: a request with a statement that fails writes nothing. Each part is
         validated again when it runs."""
         validator = Validator(self.replica.image, KafkaTopicFacts(self.admin),
                               limits=self.config.limits, config=config,
-                              encoder=row_encoding.encode_record, schemas_checked=True)
+                              encoder=row_encoding.encode_record, schemas=schemas,
+                              schemas_checked=True)
         for statement in statements:
             validator.validate(statement)
 
     def _execute_in_parts(self, statements: list[Statement], request_id: str, submitter: str,
-                          timeout: float | None, config: ConfigOverrides) -> list[Entity]:
+                          timeout: float | None, config: ConfigOverrides,
+                          schemas: SchemaFacts | None) -> list[Entity]:
         """A request mixing log writes and INSERT VALUES, in statement order as ksqlDB runs it:
         each run of statements up to an INSERT VALUES is written (request id ``<id>/<n>``, so
         a retry does not write it twice), then the INSERT VALUES produce their records on the
@@ -311,7 +316,7 @@ class Node:
                 continue
             if any(s.writes_log for s in part):
                 entities += self.writer.submit(part, f"{request_id}/{parts}", submitter, timeout,
-                                               config)
+                                               config, schemas)
                 parts += 1
             else:
                 entities += self.read(part, config)

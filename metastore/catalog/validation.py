@@ -30,6 +30,7 @@ from metastore.catalog import (
     asserts,
     ddl_rules,
     formats,
+    inference,
     insert_record,
     insert_values,
     overrides,
@@ -342,7 +343,10 @@ class Validator:
         partitions, topics_to_create = self._ensure_topic(  # a CREATE TABLE's: compacted
             topic, properties, config=ddl_rules.topic_config(kind, properties))
         ddl_rules.check_retention(kind, properties)
-        # 3. the schema (SchemaRegisterInjector)
+        # 3. the schema (DefaultSchemaInjector, SchemaRegisterInjector)
+        if self._schemas is not None:
+            columns = inference.infer_columns(statement, columns, key_format, value_format,
+                                              self._schemas)
         columns.sort(key=lambda column: not column.is_key)  # key columns first, as ksqlDB does
         if not columns:
             fmt = formats.lookup(value_format)

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog import ddl_rules, responses, topics
+from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import (
     RequestIdReusedError,
     TooLargeError,
@@ -196,6 +197,9 @@ class _Request:
     deadline: float
     config: ConfigOverrides = NO_OVERRIDES
     """The request's ksqlDB configuration overrides (``streamsProperties``)."""
+    schemas: SchemaFacts | None = None
+    """The Schema Registry's answers the request's statements need, asked before it queued
+    (:func:`metastore.catalog.inference.prefetch`); None without a registry."""
     created: set[str] = field(default_factory=set)
     """Topics an attempt created (kept across attempts: only a request that fails removes them)."""
     maybe_committed: bool = False
@@ -292,13 +296,15 @@ class CommandWriter:
     # -- public --------------------------------------------------------------------------------
     def submit(self, statements: Sequence[Statement], request_id: str, submitter: str = "",
                timeout: float | None = None,
-               config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
+               config: ConfigOverrides = NO_OVERRIDES,
+               schemas: SchemaFacts | None = None) -> list[Entity]:
         """Validate and write ``statements`` atomically; one entity per statement. ``config``:
-        the request's configuration overrides. Requests that queue meanwhile are written with
-        it, in one transaction (:mod:`metastore.log.group_commit`)."""
+        the request's configuration overrides; ``schemas``: the registry's answers its CREATE
+        statements infer columns from. Requests that queue meanwhile are written with it, in
+        one transaction (:mod:`metastore.log.group_commit`)."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.options.request_timeout)
         request = _Request(request_id, submitter, request_digest(statements, config), deadline,
-                           config)
+                           config, schemas)
         return self._queue.run(Queued(statements, request_id, deadline, payload=request),
                                self._write_batch)
 
@@ -617,7 +623,8 @@ class CommandWriter:
         request = _request_of(item)
         validator = Validator(snapshot, facts, first_offset=first_offset, limits=self._limits,
                               runtime_check=check_runtime, config=request.config,
-                              earlier_topics=earlier_topics, schemas_checked=True)
+                              earlier_topics=earlier_topics, schemas=request.schemas,
+                              schemas_checked=True)
         outcomes: list[Outcome] = []
         answers: dict[int, Entity] = {}  # of the statements that do not write
         for statement in item.statements:

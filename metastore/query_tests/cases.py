@@ -50,6 +50,11 @@ class DeclaredTopic:
     value_schema: Any = None
     """The registry schemas the test's records on the topic are written with (an Avro schema
     as JSON; None: the one derived from the columns of the source on the topic)."""
+    key_format: str | None = None
+    value_format: str | None = None
+    key_schema_id: int | None = None
+    value_schema_id: int | None = None
+    """The ids the test's statements know its schemas by (its registry's, which starts empty)."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,15 @@ def _header(raw: Any, where: str) -> tuple[str, bytes | None]:
 def _topic(raw: Any, where: str) -> DeclaredTopic:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise CaseFileError(f"{where}: a declared topic needs a \"name\"")
-    partitions = raw.get("partitions")
-    return DeclaredTopic(raw["name"], int(partitions) if isinstance(partitions, int) else None,
-                         raw.get("keySchema"), raw.get("valueSchema"))
+
+    def text(name: str) -> str | None:
+        value = raw.get(name)
+        return value.upper() if isinstance(value, str) else None
+
+    def number(name: str) -> int | None:
+        value = raw.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return DeclaredTopic(raw["name"], number("partitions"), raw.get("keySchema"),
+                         raw.get("valueSchema"), text("keyFormat"), text("valueFormat"),
+                         number("keySchemaId"), number("valueSchemaId"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +18,54 @@ from metastore.avro import schema as avro
 from metastore.catalog.model import DataSource
 from metastore.local.jars import AVRO_CODEC_CLASS
 from metastore.query_tests.cases import DeclaredTopic
+from metastore.schema_registry.client import RegisteredSchema, SchemaRegistryClient
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+SCHEMA_TYPES = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON", "JSON": "JSON"}
+"""A topic's declared format, as the registry names the type of its schemas."""
+
+
+class TestRegistry:
+    """The registry as one test's statements see it: the schemas the test declares on its
+    topics, registered under the subjects of the topics' namespaced names, which the
+    statements ask for by the topics' own names; the ids the test declares are the ids
+    those schemas got."""
+
+    def __init__(self, client: SchemaRegistryClient, topics: Iterable[DeclaredTopic],
+                 physical: Callable[[str], str]) -> None:
+        self._client = client
+        self._physical = physical
+        self._ids: dict[int, int] = {}
+        for topic in topics:
+            for is_key in (True, False):
+                schema = topic.key_schema if is_key else topic.value_schema
+                if schema is None:
+                    continue
+                fmt = (topic.key_format if is_key else topic.value_format) or "AVRO"
+                schema_type = SCHEMA_TYPES.get(fmt, "AVRO")
+                text = schema if isinstance(schema, str) and schema_type == "PROTOBUF" else (
+                    json.dumps(schema))
+                got = client.register(avro.subject(physical(topic.name), is_key), text,
+                                      schema_type)
+                declared = topic.key_schema_id if is_key else topic.value_schema_id
+                if declared is not None:
+                    self._ids[declared] = got
+
+    def latest(self, subject: str) -> RegisteredSchema | None:
+        for suffix in ("-key", "-value"):
+            if subject.endswith(suffix):
+                subject = self._physical(subject[:-len(suffix)]) + suffix
+                break
+        return self._client.latest(subject)
+
+    def by_id(self, schema_id: int) -> RegisteredSchema | None:
+        return self._client.by_id(self._ids.get(schema_id, schema_id))
+
+    def versions_of(self, schema_id: int) -> list[tuple[str, int]]:
+        return self._client.versions_of(self._ids.get(schema_id, schema_id))
 
 
 class RegistryRecordError(ValueError):

@@ -50,7 +50,12 @@ from metastore.queries.support import check_runtime
 from metastore.query_tests import records, verdict
 from metastore.query_tests.cases import DeclaredTopic, QueryTest
 from metastore.query_tests.post import post_difference
-from metastore.query_tests.registry_records import RegistryCodec, RegistryRecordError
+from metastore.query_tests.registry_records import (
+    RegistryCodec,
+    RegistryRecordError,
+    TestRegistry,
+)
+from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.sql import statements as st
 from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
@@ -144,10 +149,14 @@ class QueryTestRunner:
                                **{f"kafka.{k}": v for k, v in settings.client.items()}}
         self._producer = _JvmProducer(spark, settings)
         self._registry = None if registry_url is None else RegistryCodec(spark, registry_url)
+        self._registry_client = (None if registry_url is None
+                                 else SchemaRegistryClient(registry_url, timeout=30))
         self._count = 0
 
     def close(self) -> None:
         self._producer.close()
+        if self._registry_client is not None:
+            self._registry_client.close()
 
     def run(self, test: QueryTest) -> CaseResult:
         self._count += 1
@@ -162,8 +171,10 @@ class QueryTestRunner:
         return CaseResult(test.test_id, test.name, status, reason, time.monotonic() - started)
 
     def _run(self, test: QueryTest, namespace: str) -> tuple[str, str]:
+        def physical(topic: str) -> str:
+            return namespace + topic
         try:
-            image, inserted = self._validate(test)
+            image, inserted = self._validate(test, physical)
         except _RefusedError as refusal:
             if test.expected_error is not None:
                 wanted = str(test.expected_error.get("message") or "")
@@ -173,8 +184,6 @@ class QueryTestRunner:
             return REFUSED, refusal.reason
         if test.expected_error is not None:
             return FAILED, "expected a statement to fail; every statement was accepted"
-        def physical(topic: str) -> str:
-            return namespace + topic
         try:
             self._create_topics(test, image, physical)
             self._produce(test, image, physical, inserted)
@@ -188,9 +197,9 @@ class QueryTestRunner:
             self._delete_topics(test, image, physical)
         return (PASSED, "") if difference is None else (FAILED, difference)
 
-    def _validate(self, test: QueryTest) -> tuple[Image, list[_Inserted]]:
+    def _validate(self, test: QueryTest, physical: Rename) -> tuple[Image, list[_Inserted]]:
         """The image of the test's statements and the records of its INSERT VALUES, in
-        statement order."""
+        statement order; CREATE statements infer their columns from the test's schemas."""
         try:
             statements = parse(test.script)
         except ParseError as error:
@@ -199,9 +208,11 @@ class QueryTestRunner:
             config = overrides.resolve(test.properties, strict=False)
         except overrides.ConfigError as error:
             raise _RefusedError(f"properties: {error}") from error
+        schemas = None if self._registry_client is None else TestRegistry(
+            self._registry_client, test.topics, physical)
         validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
                               runtime_check=check_runtime, config=config,
-                              encoder=row_encoding.encode_record)
+                              encoder=row_encoding.encode_record, schemas=schemas)
         inserted: list[_Inserted] = []
         for statement in statements:
             try:

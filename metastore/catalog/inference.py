@@ -1,0 +1,173 @@
+"""The columns a CREATE STREAM / TABLE infers from the Schema Registry (ksqlDB's
+DefaultSchemaInjector and SchemaRegistryTopicSchemaSupplier).
+
+A side (key or value) is inferred when its format supports inference and the statement declares
+no columns of that side: from the schema ``<SIDE>_SCHEMA_ID`` names, else from the latest version
+of the topic's subject (``<topic>-key`` / ``<topic>-value``). The inferred columns go into the
+command, so replay never asks the registry.
+
+The registry is asked before the writer's lock is taken (:func:`prefetch`): validation under the
+lock reads the answers only (:class:`PrefetchedSchemas`), so a slow registry never holds other
+writers, and one that does not answer fails the request before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from metastore.avro import columns as avro_columns
+from metastore.catalog import ddl_rules
+from metastore.catalog.asserts import SchemaFacts
+from metastore.catalog.exceptions import SchemaError
+from metastore.catalog.model import Column
+from metastore.catalog.overrides import ConfigOverrides
+from metastore.schema_registry.client import RegisteredSchema
+from metastore.sql import statements as st
+from metastore.sql import types as ty
+
+INFERRING_FORMATS = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON"}
+"""The formats whose schemas are in the registry, and the registry's name of their schema type."""
+TRANSLATED_FORMATS = frozenset({"AVRO"})
+"""The formats whose registered schemas are translated into columns."""
+
+
+@dataclass(frozen=True)
+class PrefetchedSchemas:
+    """The registry's answers a request's statements need, asked before validation."""
+
+    latest_versions: Mapping[str, RegisteredSchema | None] = field(default_factory=dict)
+    ids: Mapping[int, RegisteredSchema | None] = field(default_factory=dict)
+
+    def latest(self, subject: str) -> RegisteredSchema | None:
+        return self.latest_versions.get(subject)
+
+    def by_id(self, schema_id: int) -> RegisteredSchema | None:
+        return self.ids.get(schema_id)
+
+    def versions_of(self, schema_id: int) -> list[tuple[str, int]]:
+        return []
+
+
+def subject(topic: str, is_key: bool) -> str:
+    return f"{topic}-{'key' if is_key else 'value'}"
+
+
+def prefetch(statements: Iterable[st.Statement], registry: SchemaFacts | None,
+             config: ConfigOverrides) -> PrefetchedSchemas | None:
+    """Ask ``registry`` what the request's CREATE statements may infer their columns from;
+    None without a registry. A registry that does not answer raises its error here."""
+    if registry is None:
+        return None
+    latest: dict[str, RegisteredSchema | None] = {}
+    ids: dict[int, RegisteredSchema | None] = {}
+    for statement in statements:
+        if not isinstance(statement, st.CreateSource):
+            continue
+        topic = ddl_rules.with_clause_value(statement.properties, "KAFKA_TOPIC")
+        key, value = ddl_rules.given_formats(statement.properties)
+        formats = ((key or config.default_key_format).upper(),
+                   (value or config.default_value_format or "").upper())
+        for is_key, fmt in ((True, formats[0]), (False, formats[1])):
+            if fmt not in INFERRING_FORMATS:
+                continue
+            schema_id = _schema_id(statement, is_key)
+            if schema_id is not None:
+                if schema_id not in ids:
+                    ids[schema_id] = _registered(registry.by_id(schema_id))
+            elif topic is not None:
+                name = subject(str(topic), is_key)
+                if name not in latest:
+                    latest[name] = _registered(registry.latest(name))
+    return PrefetchedSchemas(latest, ids)
+
+
+def _registered(answer: object) -> RegisteredSchema | None:
+    return answer if isinstance(answer, RegisteredSchema) else None
+
+
+def _schema_id(statement: st.CreateSource, is_key: bool) -> int | None:
+    value = statement.properties.get("KEY_SCHEMA_ID" if is_key else "VALUE_SCHEMA_ID")
+    try:
+        return None if value is None or isinstance(value, bool) else int(str(value))
+    except ValueError:
+        return None
+
+
+def infer_columns(statement: st.CreateSource, columns: list[Column], key_format: str,
+                  value_format: str, registry: SchemaFacts) -> list[Column]:
+    """``columns`` with the key columns and the value columns the registry's schemas give the
+    sides the statement declares none of (ksqlDB's order: key columns first)."""
+    topic = str(ddl_rules.with_clause_value(statement.properties, "KAFKA_TOPIC"))
+    key_role = (st.ColumnRole.PRIMARY_KEY if statement.kind is st.SourceKind.TABLE
+                else st.ColumnRole.KEY)
+    inferred: list[Column] = []
+    if key_format in INFERRING_FORMATS and not any(c.is_key for c in columns):
+        inferred += [Column(name, sql_type, key_role) for name, sql_type in
+                     _side(statement, topic, key_format, True, registry)]
+    kept = [c for c in columns if c.is_key]
+    inferred_values: list[Column] = []
+    if value_format in INFERRING_FORMATS and not any(
+            c.role is st.ColumnRole.VALUE for c in columns):
+        inferred_values = [Column(name, sql_type, st.ColumnRole.VALUE) for name, sql_type in
+                           _side(statement, topic, value_format, False, registry)]
+    others = [c for c in columns if not c.is_key]
+    return [*inferred, *kept, *inferred_values, *others]
+
+
+def _side(statement: st.CreateSource, topic: str, fmt: str, is_key: bool,
+          registry: SchemaFacts) -> list[tuple[str, ty.SqlType]]:
+    schema_id = _schema_id(statement, is_key)
+    if schema_id is not None:
+        found = _registered(registry.by_id(schema_id))
+    else:
+        found = _registered(registry.latest(subject(topic, is_key)))
+    if found is None:
+        raise SchemaError(_not_found(topic, schema_id, is_key), statement.name)
+    expected = INFERRING_FORMATS[fmt]
+    if found.schema_type.upper() != expected:
+        config = "KEY_FORMAT" if is_key else "VALUE_FORMAT"
+        raise SchemaError(
+            f"{'Key' if is_key else 'Value'} schema is not in the expected format. You may want "
+            f"to set {config} to '{found.schema_type}'.\n{_source(topic, schema_id)}\n"
+            f"expected format: {expected}\nactual format from Schema Registry: "
+            f"{found.schema_type}", statement.name)
+    if fmt not in TRANSLATED_FORMATS:
+        raise SchemaError(f"Inferring columns from a {fmt} schema is not supported yet; declare "
+                          "the columns in the statement.", statement.name)
+    wrap = ddl_rules.with_clause_value(statement.properties, "WRAP_SINGLE_VALUE")
+    try:
+        found_columns = avro_columns.columns_of(
+            found.schema, is_key, unwrapped=not is_key and str(wrap).lower() == "false",
+            original_names=schema_id is not None)
+    except avro_columns.AvroColumnsError as error:
+        raise SchemaError(
+            f"Unable to verify if the {'key' if is_key else 'value'} schema for "
+            f"{_source(topic, schema_id)} is compatible with ksqlDB.\nReason: {error}\n\n"
+            "Please see https://github.com/confluentinc/ksql/issues/ to see if this particular "
+            "reason is already known.\nIf not, please log a new issue, including this full "
+            f"error message.\nSchema:{found.schema}", statement.name) from error
+    return list(found_columns)
+
+
+def _source(topic: str, schema_id: int | None) -> str:
+    return f"topic: {topic}" + ("" if schema_id is None else f", schema id: {schema_id}")
+
+
+def _not_found(topic: str, schema_id: int | None, is_key: bool) -> str:
+    schema_id_line = "" if schema_id is None else f"Schema Id: {schema_id}\n"
+    return (f"Schema for message {'keys' if is_key else 'values'} on topic '{topic}' does not "
+            f"exist in the Schema Registry.\nSubject: {subject(topic, is_key)}\n{schema_id_line}"
+            "Possible causes include:\n- The topic itself does not exist\n"
+            "\t-> Use SHOW TOPICS; to check\n"
+            "- Messages on the topic are not serialized using a format Schema Registry supports\n"
+            f"\t-> Use PRINT '{topic}' FROM BEGINNING; to verify\n"
+            "- Messages on the topic have not been serialized using a Confluent Schema Registry "
+            "supported serializer\n"
+            "\t-> See https://docs.confluent.io/current/schema-registry/docs/serializer-formatter"
+            ".html\n"
+            "- The schema is registered on a different instance of the Schema Registry\n"
+            "\t-> Use the REST API to list available subjects\t"
+            "https://docs.confluent.io/current/schema-registry/docs/api.html#get--subjects\n"
+            "- You do not have permissions to access the Schema Registry.\n"
+            "\t-> See https://docs.confluent.io/current/schema-registry/docs/security.html")
