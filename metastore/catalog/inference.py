@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from metastore.avro import columns as avro_columns
-from metastore.catalog import ddl_rules
+from metastore.catalog import avro_columns, ddl_rules
 from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.model import Column

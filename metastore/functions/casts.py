@@ -6,7 +6,8 @@ others in ksqlDB's words. :func:`cast` is the Spark SQL of an allowed cast with 
 
 - to STRING, Java's ``String.valueOf``: DECIMAL plain (``toPlainString``), DOUBLE as Java prints
   it, ARRAY ``[1, 2]``, MAP ``{k=v}``, STRUCT ``Struct{F0=1,f1=3}`` (NULL fields left out),
-  TIMESTAMP ``yyyy-MM-dd'T'HH:mm:ss.SSS``, TIME ``HH:mm:ss.SSS``, DATE ``yyyy-MM-dd``;
+  TIMESTAMP ``yyyy-MM-dd'T'HH:mm:ss.SSS``, TIME ``HH:mm:ss`` (``HH:mm`` on a whole minute, as
+  Java's ``LocalTime`` prints whole seconds), DATE ``yyyy-MM-dd``;
 - from STRING: trimmed; BOOLEAN true for a prefix of ``true`` or ``yes`` (any case), else
   false; INTEGER and BIGINT only from whole numbers (Java's ``parseInt``), BYTES from base64;
 - STRUCT to STRUCT by field name (a target field the source lacks is NULL), MAP and ARRAY
@@ -135,19 +136,22 @@ def _from_text(trimmed: exp.Expr, target: ty.SqlType) -> exp.Expr:
     return sql.cast(trimmed, target)
 
 
-_DATETIME_PATTERNS = {
-    "TIMESTAMP": "yyyy-MM-dd'T'HH:mm:ss.SSS", "DATE": "yyyy-MM-dd", "TIME": "HH:mm:ss.SSS",
-}
+_DATETIME_PATTERNS = {"TIMESTAMP": "yyyy-MM-dd'T'HH:mm:ss.SSS", "DATE": "yyyy-MM-dd"}
 
 
 def to_text(value: exp.Expr, source: ty.SqlType) -> exp.Expr:
     """``value`` as Java's ``String.valueOf`` writes it (NULL stays NULL)."""
     if isinstance(source, ty.DecimalType):
         return _plain_decimal(value, source.scale)
+    if source == ty.TIME:  # LocalTime.ofSecondOfDay(...).toString(): no zero seconds
+        seconds = sql.fn("floor", exp.Div(this=sql.cast(value, "BIGINT"), expression=sql.lit(1000)))
+        moment = sql.fn("timestamp_seconds", seconds)
+        return exp.If(this=exp.EQ(this=exp.Mod(this=seconds, expression=sql.lit(60)),
+                                  expression=sql.lit(0)),
+                      true=sql.fn("date_format", moment, sql.lit("HH:mm")),
+                      false=sql.fn("date_format", moment, sql.lit("HH:mm:ss")))
     if source.base in _DATETIME_PATTERNS:
-        moment = (sql.fn("timestamp_millis", sql.cast(value, "BIGINT")) if source == ty.TIME
-                  else value)
-        return sql.fn("date_format", moment, sql.lit(_DATETIME_PATTERNS[source.base]))
+        return sql.fn("date_format", value, sql.lit(_DATETIME_PATTERNS[source.base]))
     if isinstance(source, ty.ArrayType):
         elements = sql.fn("transform", value, sql.lam(_nested_text(sql.var("e"), source.element),
                                                       "e"))

@@ -32,13 +32,15 @@ class TestRegistry:
     """The registry as one test's statements see it: the schemas the test declares on its
     topics, registered under the subjects of the topics' namespaced names, which the
     statements ask for by the topics' own names; the ids the test declares are the ids
-    those schemas got."""
+    those schemas got, and so are 1, 2, ... in the order of registration (ksqlDB's test
+    driver starts each test with an empty registry), unless the test declares them."""
 
     def __init__(self, client: SchemaRegistryClient, topics: Iterable[DeclaredTopic],
                  physical: Callable[[str], str]) -> None:
         self._client = client
         self._physical = physical
         self._ids: dict[int, int] = {}
+        registered: list[int] = []  # a test's own registry numbers new schemas from 1
         for topic in topics:
             for is_key in (True, False):
                 schema = topic.key_schema if is_key else topic.value_schema
@@ -50,6 +52,9 @@ class TestRegistry:
                     json.dumps(schema))
                 got = client.register(avro.subject(physical(topic.name), is_key), text,
                                       schema_type)
+                if got not in registered:
+                    registered.append(got)
+                    self._ids.setdefault(len(registered), got)
                 declared = topic.key_schema_id if is_key else topic.value_schema_id
                 if declared is not None:
                     self._ids[declared] = got
