@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from metastore.catalog import avro_columns, ddl_rules
+from metastore.catalog import avro_columns, ddl_rules, json_schema_columns
 from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.model import Column
@@ -27,8 +27,9 @@ from metastore.sql import types as ty
 
 INFERRING_FORMATS = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON"}
 """The formats whose schemas are in the registry, and the registry's name of their schema type."""
-TRANSLATED_FORMATS = frozenset({"AVRO"})
-"""The formats whose registered schemas are translated into columns."""
+TRANSLATED_FORMATS = {"AVRO": avro_columns.columns_of,
+                      "JSON_SR": json_schema_columns.columns_of}
+"""The formats whose registered schemas are translated into columns, and how."""
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,13 @@ def _side(statement: st.CreateSource, topic: str, fmt: str, is_key: bool,
             f"to set {config} to '{found.schema_type}'.\n{_source(topic, schema_id)}\n"
             f"expected format: {expected}\nactual format from Schema Registry: "
             f"{found.schema_type}", statement.name)
-    if fmt not in TRANSLATED_FORMATS:
+    translate = TRANSLATED_FORMATS.get(fmt)
+    if translate is None:
         raise SchemaError(f"Inferring columns from a {fmt} schema is not supported yet; declare "
                           "the columns in the statement.", statement.name)
     wrap = ddl_rules.with_clause_value(statement.properties, "WRAP_SINGLE_VALUE")
     try:
-        found_columns = avro_columns.columns_of(
+        found_columns = translate(
             found.schema, is_key, unwrapped=not is_key and str(wrap).lower() == "false",
             original_names=schema_id is not None)
     except avro_columns.AvroColumnsError as error:

@@ -12,6 +12,8 @@ The inverse of the decoding in :mod:`metastore.spark.views`, byte for byte what 
 - AVRO: Confluent's wire format (magic byte, schema id, Avro binary) of the schema ksqlDB derives
   from the columns (:mod:`metastore.avro.schema`), registered under the topic's subject, written
   by the project's JVM codec from the columns' JSON;
+- JSON_SR: the JSON format's text behind Confluent's header, the id of the JSON Schema ksqlDB
+  derives from the columns (:mod:`metastore.json_sr.schema`), registered under the subject;
 - a windowed key (TUMBLING / HOPPING) is the key's bytes followed by the window start as an
   8-byte big-endian epoch-millisecond, ksqlDB's time-windowed key layout.
 
@@ -24,6 +26,7 @@ import re
 
 from metastore.avro import schema as avro
 from metastore.catalog.model import Column, DataSource
+from metastore.json_sr import schema as json_sr
 from metastore.protobuf import schema as protobuf
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import encode_binary
@@ -56,6 +59,10 @@ def key_expression(sink: DataSource, window_start: str | None = None,
         encoded = _protobuf(protobuf.key_schema(sink), columns)
     elif fmt == avro.FORMAT:
         encoded = _avro(avro.key_schema(sink), avro.subject(sink.topic, True), columns)
+    elif fmt == json_sr.FORMAT:
+        json_text = _bare_json(columns[0]) if len(columns) == 1 else _json_object(columns)
+        encoded = spark_avro.json_sr_binary(json_sr.key_schema(sink),
+                                            avro.subject(sink.topic, True), json_text)
     else:
         raise ValueError(f"key format {fmt} cannot be written")
     if window_start is not None and session_end is not None:
@@ -82,6 +89,10 @@ def value_expression(sink: DataSource) -> str:
         return _protobuf(protobuf.value_schema(sink), columns)
     if fmt == avro.FORMAT:
         return _avro(avro.value_schema(sink), avro.subject(sink.topic, False), columns)
+    if fmt == json_sr.FORMAT:
+        schema = json_sr.value_schema(sink)
+        json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
+        return spark_avro.json_sr_binary(schema, avro.subject(sink.topic, False), json_text)
     raise ValueError(f"value format {fmt} cannot be written")
 
 

@@ -33,12 +33,12 @@ from metastore.sql import types as ty
 
 RecordCodecError = RowEncodingError
 """A test record that cannot be written in its topic's format."""
-REGISTRY_FORMATS = frozenset({"AVRO"})
+REGISTRY_FORMATS = frozenset({"AVRO", "JSON_SR"})
 """Formats whose records the runner writes and reads through a Schema Registry codec."""
 RegistryEncoder = Callable[[Any, bool], bytes | None]
 """A key (True) or value (False) as a record of a Schema Registry format."""
-RegistryDecoder = Callable[[bytes], Any]
-"""A Schema Registry format's record as the test's JSON value."""
+RegistryDecoder = Callable[[bytes, str], Any]
+"""A record of a Schema Registry format (the second argument) as the test's JSON value."""
 
 
 def encode(record: CaseRecord, source: DataSource | None,
@@ -90,7 +90,7 @@ def decode_key(raw: bytes | None, sink: DataSource | None,
     if sink.key_format == protobuf.FORMAT:
         return DecodedKey(_from_protobuf(protobuf.key_schema(sink), raw), window)
     if registry is not None and sink.key_format in REGISTRY_FORMATS:
-        return DecodedKey(registry(raw), window)
+        return DecodedKey(registry(raw, sink.key_format), window)
     return DecodedKey(raw.decode(errors="replace"), window)
 
 
@@ -107,7 +107,7 @@ def decode_value(raw: bytes | None, sink: DataSource | None,
     if sink.value_format == protobuf.FORMAT:
         return _from_protobuf(protobuf.value_schema(sink), raw)
     if registry is not None and sink.value_format in REGISTRY_FORMATS:
-        return registry(raw)
+        return registry(raw, sink.value_format)
     return raw.decode(errors="replace")
 
 

@@ -1,9 +1,10 @@
 """Test records in the Schema Registry formats, through the same JVM codec the queries use.
 
-An AVRO input is written with its topic's declared schema (a test's ``keySchema`` /
+An AVRO or JSON_SR input is written with its topic's declared schema (a test's ``keySchema`` /
 ``valueSchema``) or, when the test declares none, with the schema ksqlDB derives from the
 columns of the source on the topic, registered under the topic's subject, as ksqlDB's test driver
-writes it; a sink's AVRO records are read with the schema their id names in the registry.
+writes it; a sink's AVRO records are read with the schema their id names in the registry, its
+JSON_SR records as JSON after their header.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from metastore.avro import schema as avro
 from metastore.catalog.model import DataSource
-from metastore.local.jars import AVRO_CODEC_CLASS
+from metastore.json_sr import schema as json_sr
+from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
 from metastore.query_tests.cases import DeclaredTopic
 from metastore.schema_registry.client import RegisteredSchema, SchemaRegistryClient
 
@@ -48,6 +50,8 @@ class TestRegistry:
                     continue
                 fmt = (topic.key_format if is_key else topic.value_format) or "AVRO"
                 schema_type = SCHEMA_TYPES.get(fmt, "AVRO")
+                if schema_type == "JSON":
+                    schema = json_sr.with_draft(schema)
                 text = schema if isinstance(schema, str) and schema_type == "PROTOBUF" else (
                     json.dumps(schema))
                 got = client.register(avro.subject(physical(topic.name), is_key), text,
@@ -83,37 +87,55 @@ class RegistryCodec:
     def __init__(self, spark: SparkSession, url: str) -> None:
         jvm = spark.sparkContext._jvm
         assert jvm is not None, "a running SparkSession has a JVM"
-        codec: Any = jvm
-        for part in AVRO_CODEC_CLASS.split("."):
-            codec = getattr(codec, part)
-        self._codec = codec
+        self._codec = _jvm_class(jvm, AVRO_CODEC_CLASS)
+        self._calls = _jvm_class(jvm, REGISTRY_CALLS_CLASS)
         self._url = url
 
     def encode(self, value: Any, source: DataSource, declared: DeclaredTopic | None,
                physical_topic: str, is_key: bool) -> bytes | None:
         if value is None:
             return None
+        fmt = source.key_format if is_key else source.value_format
         given = declared and (declared.key_schema if is_key else declared.value_schema)
-        if given is not None:
-            schema_text = json.dumps(given)
+        derived: avro.AvroSchema | json_sr.JsonSchema
+        if fmt == json_sr.FORMAT:
+            derived = json_sr.key_schema(source) if is_key else json_sr.value_schema(source)
         else:
             derived = avro.key_schema(source) if is_key else avro.value_schema(source)
-            schema_text = derived.text
-            if not derived.unwrapped and is_key and not isinstance(value, dict):
-                value = {source.key_columns[0].name: value}
+        if given is not None and fmt == json_sr.FORMAT:
+            given = json_sr.with_draft(given)
+        schema_text = json.dumps(given) if given is not None else derived.text
         text = json.dumps(value, default=_json_default)
+        subject = avro.subject(physical_topic, is_key)
         try:
-            encoded = self._codec.encodeWith(self._url, schema_text,
-                                             avro.subject(physical_topic, is_key), text)
+            if fmt == json_sr.FORMAT:
+                header = self._calls.headerWith(self._url, json_sr.SCHEMA_TYPE, subject,
+                                                schema_text)
+                return base64.b64decode(header) + text.encode()
+            encoded = self._codec.encodeWith(self._url, schema_text, subject, text)
         except Exception as error:  # the JVM's refusal of the value, as the record's error
             raise RegistryRecordError(_first_line(error)) from error
         return None if encoded is None else base64.b64decode(encoded)
 
-    def decode(self, raw: bytes) -> Any:
+    def decode(self, raw: bytes, fmt: str) -> Any:
+        if fmt == json_sr.FORMAT:
+            if len(raw) < json_sr.HEADER_BYTES or raw[0] != 0:
+                return f"<not a JSON_SR record: {raw.hex()}>"
+            try:
+                return json.loads(raw[json_sr.HEADER_BYTES:], parse_float=Decimal)
+            except ValueError:
+                return raw[json_sr.HEADER_BYTES:].decode(errors="replace")
         text = self._codec.decodeWith(self._url, base64.b64encode(raw).decode())
         if text is None:
             return f"<not an AVRO record: {raw.hex()}>"
         return json.loads(text, parse_float=Decimal)
+
+
+def _jvm_class(jvm: Any, name: str) -> Any:
+    found = jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def _json_default(value: object) -> object:

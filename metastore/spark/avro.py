@@ -1,24 +1,28 @@
-"""Spark SQL over AVRO records: calls of the project's JVM codec.
+"""Spark SQL over AVRO and JSON_SR records: calls of the project's JVM codec and registry calls.
 
 Records are decoded and encoded by static methods of the project's Java jar
 (:data:`~metastore.local.jars.AVRO_CODEC_CLASS`), called with ``java_method``, as PROTOBUF_NOSR
 records are (:mod:`metastore.spark.protobuf`): a record travels as base64, a decoded value as
 ksqlDB's JSON representation of it. The codec reads the Schema Registry from the session's
 configuration (:data:`REGISTRY_URL_CONF`), so no URL, and no credential, is part of a query's text.
+
+A JSON_SR record is the JSON format's text behind Confluent's 5-byte header: read after it, and
+written after the header of the sink's schema, registered by the JVM's registry calls.
 """
 
 from __future__ import annotations
 
 from metastore.avro.schema import AvroSchema
-from metastore.local.jars import AVRO_CODEC_CLASS
+from metastore.json_sr.schema import HEADER_BYTES, SCHEMA_TYPE, JsonSchema
+from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
 from metastore.spark.types import string_literal
 
 REGISTRY_URL_CONF = "spark.metastore.schemaRegistry.url"
 """The Spark configuration naming the Schema Registry the codec calls (driver and executors)."""
 
 
-def _call(method: str, *arguments: str) -> str:
-    return (f"nullif(java_method({string_literal(AVRO_CODEC_CLASS)}, {string_literal(method)}, "
+def _call(method: str, *arguments: str, of: str = AVRO_CODEC_CLASS) -> str:
+    return (f"nullif(java_method({string_literal(of)}, {string_literal(method)}, "
             f"{', '.join(arguments)}), 'null')")
 
 
@@ -30,4 +34,20 @@ def decode_json(binary: str) -> str:
 def encode_binary(schema: AvroSchema, subject: str, json_text: str) -> str:
     """The JSON text ``json_text`` (ksqlDB's JSON of the value) as a record of ``schema``,
     registered under ``subject``; NULL for NULL."""
-    return (f"unbase64({_call('encode', string_literal(schema.text), string_literal(subject), json_text)})")
+    call = _call("encode", string_literal(schema.text), string_literal(subject), json_text)
+    return f"unbase64({call})"
+
+
+def json_sr_text(binary: str) -> str:
+    """The JSON text of the JSON_SR record ``binary``; NULL for NULL or a record without the
+    header's magic byte."""
+    return (f"IF(length({binary}) >= {HEADER_BYTES} AND substring({binary}, 1, 1) = X'00', "
+            f"CAST(substring({binary}, {HEADER_BYTES + 1}) AS STRING), NULL)")
+
+
+def json_sr_binary(schema: JsonSchema, subject: str, json_text: str) -> str:
+    """The JSON text ``json_text`` as a JSON_SR record of ``schema``, registered under
+    ``subject``; NULL for NULL."""
+    header = _call("header", string_literal(SCHEMA_TYPE), string_literal(subject),
+                   string_literal(schema.text), of=REGISTRY_CALLS_CLASS)
+    return f"concat(unbase64({header}), CAST({json_text} AS BINARY))"

@@ -9,7 +9,8 @@ Each source becomes two objects in the service's database:
 
 KAFKA, JSON and DELIMITED are decoded by Spark SQL alone; PROTOBUF_NOSR and AVRO records by the
 project's JVM codecs (:mod:`metastore.spark.protobuf`, :mod:`metastore.spark.avro`) into ksqlDB's
-JSON of the key or value, which is then read as the JSON format is.
+JSON of the key or value, which is then read as the JSON format is, as is a JSON_SR record's
+JSON after its wire-format header.
 
 Each object carries a ``metastore.spec`` property: a hash of everything that defines it, so
 reconciliation compares hashes, never definitions.
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from metastore.avro import schema as avro
 from metastore.catalog.formats import SPARK_READABLE
 from metastore.catalog.model import Column, DataSource
+from metastore.json_sr import schema as json_sr
 from metastore.protobuf import schema as protobuf
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import decode_json
@@ -35,7 +37,7 @@ from metastore.sql.statements import ColumnRole, SourceKind
 
 KAFKA_TYPES = (ty.INTEGER, ty.BIGINT, ty.DOUBLE, ty.STRING, ty.BYTES)
 """The types ksqlDB's KAFKA format can carry (Kafka's own serializers)."""
-READABLE = SPARK_READABLE | {protobuf.FORMAT, avro.FORMAT}
+READABLE = SPARK_READABLE | {protobuf.FORMAT, avro.FORMAT, json_sr.FORMAT}
 """Formats the Spark projection and the runtime decode."""
 DECODED_KEY = "__ms_decoded_key"
 DECODED_VALUE = "__ms_decoded_value"
@@ -196,10 +198,14 @@ def _with_codecs(source: DataSource, raw_table: str) -> str:
         decoded.append(f"{decode_json(protobuf.key_schema(source), key)} AS {DECODED_KEY}")
     elif source.key_format == avro.FORMAT and source.key_columns:
         decoded.append(f"{spark_avro.decode_json(key)} AS {DECODED_KEY}")
+    elif source.key_format == json_sr.FORMAT and source.key_columns:
+        decoded.append(f"{spark_avro.json_sr_text(key)} AS {DECODED_KEY}")
     if source.value_format == protobuf.FORMAT:
         decoded.append(f"{decode_json(protobuf.value_schema(source), 'value')} AS {DECODED_VALUE}")
     elif source.value_format == avro.FORMAT:
         decoded.append(f"{spark_avro.decode_json('value')} AS {DECODED_VALUE}")
+    elif source.value_format == json_sr.FORMAT:
+        decoded.append(f"{spark_avro.json_sr_text('value')} AS {DECODED_VALUE}")
     if not decoded:
         return raw_table
     return f"(SELECT *, {', '.join(decoded)} FROM {raw_table}) AS __ms_decoded"
@@ -314,7 +320,7 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, li
         if source.key_format == protobuf.FORMAT:
             return _json_field(DECODED_KEY, column, objects,
                                bare=protobuf.key_schema(source).unwrapped)
-        if source.key_format == avro.FORMAT:
+        if source.key_format in (avro.FORMAT, json_sr.FORMAT):
             return _json_field(DECODED_KEY, column, objects, bare=len(columns) == 1)
         key = WINDOWED_KEY if source.window is not None else "key"
         return _field(source.key_format, key, columns, column,
@@ -324,7 +330,7 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, li
     if source.value_format == protobuf.FORMAT:
         return _json_field(DECODED_VALUE, column, objects,
                            bare=protobuf.value_schema(source).unwrapped)
-    if source.value_format == avro.FORMAT:
+    if source.value_format in (avro.FORMAT, json_sr.FORMAT):
         return _json_field(DECODED_VALUE, column, objects, bare=len(columns) == 1 and not wrapped)
     return _field(source.value_format, "value", columns, column,
                   source.property("VALUE_DELIMITER"), objects, wrapped)

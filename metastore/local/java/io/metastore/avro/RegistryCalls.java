@@ -85,6 +85,20 @@ public final class RegistryCalls {
                 });
     }
 
+    /** Confluent's wire-format header (a zero magic byte, the 4-byte id) of {@code schema}
+     * under {@code subject}, registered there if it is not yet, in base64: what a JSON_SR
+     * record's JSON follows. */
+    public static String header(String schemaType, String subject, String schema) {
+        return headerWith(sessionUrl(), schemaType, subject, schema);
+    }
+
+    /** {@link #header} on the registry at {@code url}. */
+    public static String headerWith(String url, String schemaType, String subject, String schema) {
+        int id = register(url, subject, schemaType, schema);
+        byte[] header = java.nio.ByteBuffer.allocate(5).put((byte) 0).putInt(id).array();
+        return Base64.getEncoder().encodeToString(header);
+    }
+
     private static JsonNode call(String url, String method, String path, String body) {
         URI base = URI.create(url.endsWith("/") ? url.substring(0, url.length() - 1) : url);
         String userInfo = base.getRawUserInfo();
