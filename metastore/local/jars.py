@@ -150,6 +150,8 @@ PROTOBUF_CODEC_CLASS = "io.metastore.protobuf.ProtobufNoSrCodec"
 """PROTOBUF_NOSR records to and from ksqlDB's JSON, called from Spark SQL (see the source)."""
 AVRO_CODEC_CLASS = "io.metastore.avro.AvroCodec"
 """AVRO records (Confluent's wire format) to and from ksqlDB's JSON, called from Spark SQL."""
+PROTOBUF_SR_CODEC_CLASS = "io.metastore.protobuf.ProtobufSrCodec"
+"""PROTOBUF records (Confluent's wire format) to and from ksqlDB's JSON, called from Spark SQL."""
 REGISTRY_CALLS_CLASS = "io.metastore.avro.RegistryCalls"
 """A schema's registration and wire-format header, called from Spark SQL (JSON_SR sinks)."""
 TABLE_SIDE_JOIN_CLASS = "io.metastore.join.TableSideJoin"
@@ -168,6 +170,7 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/protobuf/ProtobufNoSrCodec.java",
                  "java/io/metastore/avro/RegistryCalls.java",
                  "java/io/metastore/avro/AvroCodec.java",
+                 "java/io/metastore/protobuf/ProtobufSrCodec.java",
                  "java/io/metastore/join/TableSideJoin.java",
                  "java/io/metastore/join/TableTableJoin.java",
                  "java/io/metastore/join/Arrival.java",

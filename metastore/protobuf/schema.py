@@ -39,6 +39,10 @@ from metastore.catalog.model import DataSource
 from metastore.sql import types as ty
 
 FORMAT = "PROTOBUF_NOSR"
+SR_FORMAT = "PROTOBUF"
+"""PROTOBUF: the same messages behind Confluent's wire-format header, schemas in the registry;
+a single key column is wrapped in a message too (ksqlDB's PROTOBUF cannot unwrap)."""
+FORMATS = (FORMAT, SR_FORMAT)
 NULLABLE_PROPERTIES = {"key": "KEY_PROTOBUF_NULLABLE_REPRESENTATION",
                        "value": "VALUE_PROTOBUF_NULLABLE_REPRESENTATION"}
 ROOT = "ConnectDefault"
@@ -132,9 +136,15 @@ def value_columns(source: DataSource) -> Columns:
 
 
 def key_schema(source: DataSource) -> ProtobufSchema:
-    """The schema of the source's keys: a single key column is unwrapped, as ksqlDB does."""
+    """The schema of the source's keys: a single PROTOBUF_NOSR key column is unwrapped, as
+    ksqlDB does."""
     columns = key_columns(source)
-    return derive(columns, unwrapped=len(columns) == 1, nullable=nullable(source, "key"))
+    return derive(columns, unwrapped=_unwrapped_key(source, columns),
+                  nullable=nullable(source, "key"))
+
+
+def _unwrapped_key(source: DataSource, columns: Columns) -> bool:
+    return len(columns) == 1 and source.key_format == FORMAT
 
 
 def value_schema(source: DataSource) -> ProtobufSchema:
@@ -149,17 +159,18 @@ def _unwrapped_value(source: DataSource, columns: Columns) -> bool:
 
 
 def source_problem(source: DataSource) -> str | None:
-    """Why the source's PROTOBUF_NOSR key or value has no schema the runtime can use, or None."""
-    if source.key_format == FORMAT and source.key_columns:
+    """Why the source's PROTOBUF or PROTOBUF_NOSR key or value has no schema the runtime can use,
+    or None."""
+    if source.key_format in FORMATS and source.key_columns:
         columns = key_columns(source)
-        problem = problem_of(columns, len(columns) == 1, nullable(source, "key"))
+        problem = problem_of(columns, _unwrapped_key(source, columns), nullable(source, "key"))
         if problem is not None:
-            return f"its {FORMAT} key: {problem}"
-    if source.value_format == FORMAT:
+            return f"its {source.key_format} key: {problem}"
+    if source.value_format in FORMATS:
         columns = value_columns(source)
         problem = problem_of(columns, _unwrapped_value(source, columns), nullable(source, "value"))
         if problem is not None:
-            return f"its {FORMAT} value: {problem}"
+            return f"its {source.value_format} value: {problem}"
     return None
 
 

@@ -78,6 +78,45 @@ def decode(schema: ProtobufSchema, data: bytes | None) -> Any:
 
 
 # -- writing ------------------------------------------------------------------------------------------
+HEADER_BYTES = 5
+"""Confluent's wire-format header: a zero magic byte and the schema's 4-byte id."""
+
+
+def framed(schema_id: int, message: bytes) -> bytes:
+    """A PROTOBUF record: the header of ``schema_id``, the index of the schema's first message
+    (the single byte ``0``), then the message."""
+    return b"\0" + schema_id.to_bytes(4, "big") + b"\0" + message
+
+
+def unframed(record: bytes) -> bytes | None:
+    """The message of a PROTOBUF record, after its header and message indexes (a zig-zag
+    varint count, ``0`` standing for the first message, then the indexes); None when the
+    record is not one."""
+    if len(record) < HEADER_BYTES + 1 or record[0] != 0:
+        return None
+    position = HEADER_BYTES
+    count, position = _varint(record, position)
+    if count < 0:
+        return None
+    for _ in range((count >> 1) ^ -(count & 1)):
+        index, position = _varint(record, position)
+        if index < 0:
+            return None
+    return record[position:]
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while position < len(data) and shift < 64:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+    return -1, position
+
+
 def _set_message(message: Message, value: Any) -> None:
     name = message.DESCRIPTOR.full_name
     if name == "google.protobuf.Timestamp":

@@ -12,6 +12,8 @@ The inverse of the decoding in :mod:`metastore.spark.views`, byte for byte what 
 - AVRO: Confluent's wire format (magic byte, schema id, Avro binary) of the schema ksqlDB derives
   from the columns (:mod:`metastore.avro.schema`), registered under the topic's subject, written
   by the project's JVM codec from the columns' JSON;
+- PROTOBUF: the PROTOBUF_NOSR message behind Confluent's header and the message index ``0``,
+  the id of the schema's ``.proto`` text (:mod:`metastore.protobuf.proto_text`), registered;
 - JSON_SR: the JSON format's text behind Confluent's header, the id of the JSON Schema ksqlDB
   derives from the columns (:mod:`metastore.json_sr.schema`), registered under the subject;
 - a windowed key (TUMBLING / HOPPING) is the key's bytes followed by the window start as an
@@ -27,9 +29,10 @@ import re
 from metastore.avro import schema as avro
 from metastore.catalog.model import Column, DataSource
 from metastore.json_sr import schema as json_sr
+from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
 from metastore.spark import avro as spark_avro
-from metastore.spark.protobuf import encode_binary
+from metastore.spark.protobuf import encode_binary, encode_framed
 from metastore.spark.types import quote, string_literal
 from metastore.sql import types as ty
 
@@ -57,6 +60,8 @@ def key_expression(sink: DataSource, window_start: str | None = None,
                    f"ELSE {_delimited(columns, sink.property('KEY_DELIMITER'))} END")
     elif fmt == protobuf.FORMAT:
         encoded = _protobuf(protobuf.key_schema(sink), columns)
+    elif fmt == protobuf.SR_FORMAT:
+        encoded = _protobuf(protobuf.key_schema(sink), columns, avro.subject(sink.topic, True))
     elif fmt == avro.FORMAT:
         encoded = _avro(avro.key_schema(sink), avro.subject(sink.topic, True), columns)
     elif fmt == json_sr.FORMAT:
@@ -87,6 +92,8 @@ def value_expression(sink: DataSource) -> str:
         return _delimited(columns, sink.property("VALUE_DELIMITER"))
     if fmt == protobuf.FORMAT:
         return _protobuf(protobuf.value_schema(sink), columns)
+    if fmt == protobuf.SR_FORMAT:
+        return _protobuf(protobuf.value_schema(sink), columns, avro.subject(sink.topic, False))
     if fmt == avro.FORMAT:
         return _avro(avro.value_schema(sink), avro.subject(sink.topic, False), columns)
     if fmt == json_sr.FORMAT:
@@ -96,11 +103,14 @@ def value_expression(sink: DataSource) -> str:
     raise ValueError(f"value format {fmt} cannot be written")
 
 
-def _protobuf(schema: protobuf.ProtobufSchema, columns: tuple[Column, ...]) -> str:
+def _protobuf(schema: protobuf.ProtobufSchema, columns: tuple[Column, ...],
+              subject: str | None = None) -> str:
     """ksqlDB's JSON of the columns (the bare value of an unwrapped one) as a message of the
     derived schema, by the project's JVM codec: a NULL unwrapped column is a NULL record, a row of
-    NULLs an empty message."""
+    NULLs an empty message. With a ``subject``, a PROTOBUF record, its schema registered."""
     json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
+    if subject is not None:
+        return encode_framed(schema, subject, proto_text.render(schema), json_text)
     return encode_binary(schema, json_text)
 
 

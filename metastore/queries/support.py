@@ -28,9 +28,9 @@ from metastore.queries.exceptions import UnsupportedByRuntimeError
 from metastore.spark.views import KAFKA_TYPES, decode_problem
 from metastore.sql.statements import Query, SourceKind
 
-SINK_KEY_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED", "PROTOBUF_NOSR", "AVRO", "JSON_SR",
-                              "NONE"})
-SINK_VALUE_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED", "PROTOBUF_NOSR", "AVRO", "JSON_SR"})
+SINK_VALUE_FORMATS = frozenset({"KAFKA", "JSON", "DELIMITED", "PROTOBUF_NOSR", "PROTOBUF", "AVRO",
+                                "JSON_SR"})
+SINK_KEY_FORMATS = SINK_VALUE_FORMATS | {"NONE"}
 KAFKA_FORMAT_TYPES = KAFKA_TYPES
 _REFUSED_NODES: dict[type[exp.Expr], str] = {
     exp.Subquery: "sub-queries", exp.Window: "OVER (...) window functions",

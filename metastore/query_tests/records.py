@@ -33,7 +33,7 @@ from metastore.sql import types as ty
 
 RecordCodecError = RowEncodingError
 """A test record that cannot be written in its topic's format."""
-REGISTRY_FORMATS = frozenset({"AVRO", "JSON_SR"})
+REGISTRY_FORMATS = frozenset({"AVRO", "JSON_SR", "PROTOBUF"})
 """Formats whose records the runner writes and reads through a Schema Registry codec."""
 RegistryEncoder = Callable[[Any, bool], bytes | None]
 """A key (True) or value (False) as a record of a Schema Registry format."""
@@ -89,6 +89,8 @@ def decode_key(raw: bytes | None, sink: DataSource | None,
         return DecodedKey(_json(raw), window)
     if sink.key_format == protobuf.FORMAT:
         return DecodedKey(_from_protobuf(protobuf.key_schema(sink), raw), window)
+    if sink.key_format == protobuf.SR_FORMAT:
+        return DecodedKey(_from_framed_protobuf(protobuf.key_schema(sink), raw), window)
     if registry is not None and sink.key_format in REGISTRY_FORMATS:
         return DecodedKey(registry(raw, sink.key_format), window)
     return DecodedKey(raw.decode(errors="replace"), window)
@@ -106,6 +108,8 @@ def decode_value(raw: bytes | None, sink: DataSource | None,
         return _json(raw)
     if sink.value_format == protobuf.FORMAT:
         return _from_protobuf(protobuf.value_schema(sink), raw)
+    if sink.value_format == protobuf.SR_FORMAT:
+        return _from_framed_protobuf(protobuf.value_schema(sink), raw)
     if registry is not None and sink.value_format in REGISTRY_FORMATS:
         return registry(raw, sink.value_format)
     return raw.decode(errors="replace")
@@ -118,6 +122,14 @@ def _from_protobuf(schema: protobuf.ProtobufSchema, raw: bytes) -> Any:
         return protobuf_values.decode(schema, raw)
     except protobuf_values.ProtobufValueError:
         return f"<not {schema.message}: {raw.hex()}>"
+
+
+def _from_framed_protobuf(schema: protobuf.ProtobufSchema, raw: bytes) -> Any:
+    """A PROTOBUF record: the message after Confluent's header and message indexes."""
+    message = protobuf_values.unframed(raw)
+    if message is None:
+        return f"<not a PROTOBUF record: {raw.hex()}>"
+    return _from_protobuf(schema, message)
 
 
 def _from_kafka(raw: bytes, column: Column) -> Any:

@@ -19,6 +19,9 @@ from metastore.avro import schema as avro
 from metastore.catalog.model import DataSource
 from metastore.json_sr import schema as json_sr
 from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
+from metastore.protobuf import proto_text
+from metastore.protobuf import schema as protobuf
+from metastore.protobuf import values as protobuf_values
 from metastore.query_tests.cases import DeclaredTopic
 from metastore.schema_registry.client import RegisteredSchema, SchemaRegistryClient
 
@@ -97,6 +100,9 @@ class RegistryCodec:
             return None
         fmt = source.key_format if is_key else source.value_format
         given = declared and (declared.key_schema if is_key else declared.value_schema)
+        if fmt == protobuf.SR_FORMAT:
+            return self._protobuf(value, source, given, avro.subject(physical_topic, is_key),
+                                  is_key)
         derived: avro.AvroSchema | json_sr.JsonSchema
         if fmt == json_sr.FORMAT:
             derived = json_sr.key_schema(source) if is_key else json_sr.value_schema(source)
@@ -116,6 +122,24 @@ class RegistryCodec:
         except Exception as error:  # the JVM's refusal of the value, as the record's error
             raise RegistryRecordError(_first_line(error)) from error
         return None if encoded is None else base64.b64decode(encoded)
+
+    def _protobuf(self, value: Any, source: DataSource, given: Any, subject: str,
+                  is_key: bool) -> bytes | None:
+        """A PROTOBUF record of the schema derived from the columns (the test's own schema, when
+        it declares one, numbers its fields alike), registered as the test declares it."""
+        schema = protobuf.key_schema(source) if is_key else protobuf.value_schema(source)
+        text = given if isinstance(given, str) else proto_text.render(schema)
+        try:
+            message = protobuf_values.encode(schema, value)
+            header = self._calls.headerWith(self._url, "PROTOBUF", subject, text)
+        except protobuf_values.ProtobufValueError as error:
+            raise RegistryRecordError(str(error)) from error
+        except Exception as error:  # the registry's refusal, as the record's error
+            raise RegistryRecordError(_first_line(error)) from error
+        if message is None:
+            return None
+        schema_id = int.from_bytes(base64.b64decode(header)[1:], "big")
+        return protobuf_values.framed(schema_id, message)
 
     def decode(self, raw: bytes, fmt: str) -> Any:
         if fmt == json_sr.FORMAT:

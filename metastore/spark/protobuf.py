@@ -1,4 +1,4 @@
-"""Spark SQL over PROTOBUF_NOSR records: calls of the project's JVM codec.
+"""Spark SQL over PROTOBUF_NOSR and PROTOBUF records: calls of the project's JVM codecs.
 
 Spark's ``from_protobuf`` / ``to_protobuf`` live in the spark-protobuf connector, which the
 project does not ship; PROTOBUF_NOSR records are decoded and encoded instead by a static method of
@@ -7,25 +7,41 @@ the project's Java jar (:data:`~metastore.local.jars.PROTOBUF_CODEC_CLASS`), cal
 value as ksqlDB's JSON representation of it, which :mod:`metastore.spark.views` reads and
 :mod:`metastore.queries.encoding` writes as it does for the JSON format. ``java_method`` returns
 a Java null as the text ``null``, which no base64 record and no decoded message can be.
+
+A PROTOBUF record is the same message behind Confluent's header and message indexes
+(:data:`~metastore.local.jars.PROTOBUF_SR_CODEC_CLASS`), its schema's ``.proto`` text
+registered under the topic's subject when it is written.
 """
 
 from __future__ import annotations
 
-from metastore.local.jars import PROTOBUF_CODEC_CLASS
+from metastore.local.jars import PROTOBUF_CODEC_CLASS, PROTOBUF_SR_CODEC_CLASS
 from metastore.protobuf.schema import ProtobufSchema
 from metastore.spark.types import string_literal
 
 
-def _call(method: str, schema: ProtobufSchema, argument: str) -> str:
-    return (f"nullif(java_method({string_literal(PROTOBUF_CODEC_CLASS)}, {string_literal(method)}, "
-            f"{string_literal(schema.spec)}, {argument}), 'null')")
+def _call(method: str, schema: ProtobufSchema, *arguments: str,
+          codec: str = PROTOBUF_CODEC_CLASS) -> str:
+    return (f"nullif(java_method({string_literal(codec)}, {string_literal(method)}, "
+            f"{string_literal(schema.spec)}, {', '.join(arguments)}), 'null')")
 
 
-def decode_json(schema: ProtobufSchema, binary: str) -> str:
-    """The record ``binary`` (a BINARY expression) as JSON text; NULL for NULL."""
-    return f"CASE WHEN {binary} IS NULL THEN NULL ELSE {_call('decode', schema, f'base64({binary})')} END"
+def decode_json(schema: ProtobufSchema, binary: str, framed: bool = False) -> str:
+    """The record ``binary`` (a BINARY expression; ``framed``: a PROTOBUF record) as JSON
+    text; NULL for NULL."""
+    codec = PROTOBUF_SR_CODEC_CLASS if framed else PROTOBUF_CODEC_CLASS
+    call = _call("decode", schema, f"base64({binary})", codec=codec)
+    return f"CASE WHEN {binary} IS NULL THEN NULL ELSE {call} END"
 
 
 def encode_binary(schema: ProtobufSchema, json_text: str) -> str:
     """The JSON text ``json_text`` (ksqlDB's JSON of the value) as a record; NULL for NULL."""
     return f"unbase64({_call('encode', schema, json_text)})"
+
+
+def encode_framed(schema: ProtobufSchema, subject: str, proto_text: str, json_text: str) -> str:
+    """The JSON text as a PROTOBUF record of ``schema``, whose ``proto_text`` is registered
+    under ``subject``; NULL for NULL."""
+    call = _call("encode", schema, string_literal(subject), string_literal(proto_text), json_text,
+                 codec=PROTOBUF_SR_CODEC_CLASS)
+    return f"unbase64({call})"

@@ -37,7 +37,7 @@ from metastore.sql.statements import ColumnRole, SourceKind
 
 KAFKA_TYPES = (ty.INTEGER, ty.BIGINT, ty.DOUBLE, ty.STRING, ty.BYTES)
 """The types ksqlDB's KAFKA format can carry (Kafka's own serializers)."""
-READABLE = SPARK_READABLE | {protobuf.FORMAT, avro.FORMAT, json_sr.FORMAT}
+READABLE = SPARK_READABLE | {*protobuf.FORMATS, avro.FORMAT, json_sr.FORMAT}
 """Formats the Spark projection and the runtime decode."""
 DECODED_KEY = "__ms_decoded_key"
 DECODED_VALUE = "__ms_decoded_value"
@@ -194,14 +194,17 @@ def _with_codecs(source: DataSource, raw_table: str) -> str:
     projection that reads it many times)."""
     decoded = []
     key = WINDOWED_KEY if source.window is not None else "key"
-    if source.key_format == protobuf.FORMAT and source.key_columns:
-        decoded.append(f"{decode_json(protobuf.key_schema(source), key)} AS {DECODED_KEY}")
+    if source.key_format in protobuf.FORMATS and source.key_columns:
+        framed = source.key_format == protobuf.SR_FORMAT
+        decoded.append(f"{decode_json(protobuf.key_schema(source), key, framed)} AS {DECODED_KEY}")
     elif source.key_format == avro.FORMAT and source.key_columns:
         decoded.append(f"{spark_avro.decode_json(key)} AS {DECODED_KEY}")
     elif source.key_format == json_sr.FORMAT and source.key_columns:
         decoded.append(f"{spark_avro.json_sr_text(key)} AS {DECODED_KEY}")
-    if source.value_format == protobuf.FORMAT:
-        decoded.append(f"{decode_json(protobuf.value_schema(source), 'value')} AS {DECODED_VALUE}")
+    if source.value_format in protobuf.FORMATS:
+        framed = source.value_format == protobuf.SR_FORMAT
+        decoded.append(f"{decode_json(protobuf.value_schema(source), 'value', framed)} "
+                       f"AS {DECODED_VALUE}")
     elif source.value_format == avro.FORMAT:
         decoded.append(f"{spark_avro.decode_json('value')} AS {DECODED_VALUE}")
     elif source.value_format == json_sr.FORMAT:
@@ -317,7 +320,7 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, li
                 "-1).value")
     if column.is_key:
         columns = source.key_columns
-        if source.key_format == protobuf.FORMAT:
+        if source.key_format in protobuf.FORMATS:
             return _json_field(DECODED_KEY, column, objects,
                                bare=protobuf.key_schema(source).unwrapped)
         if source.key_format in (avro.FORMAT, json_sr.FORMAT):
@@ -327,7 +330,7 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, li
                       source.property("KEY_DELIMITER"), objects, wrapped=True)
     columns = source.value_columns
     wrapped = source.property("WRAP_SINGLE_VALUE") != "false"
-    if source.value_format == protobuf.FORMAT:
+    if source.value_format in protobuf.FORMATS:
         return _json_field(DECODED_VALUE, column, objects,
                            bare=protobuf.value_schema(source).unwrapped)
     if source.value_format in (avro.FORMAT, json_sr.FORMAT):
