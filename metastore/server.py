@@ -145,6 +145,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     from metastore.queries.materialized import TableStores
     from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
+    from metastore.spark.avro import REGISTRY_URL_CONF
     from metastore.spark.catalog_state import CatalogStateFile
     from metastore.spark.exceptions import SparkUnavailableError
     from metastore.spark.projection import ProjectionRunner, SparkProjection
@@ -157,11 +158,14 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
                      **{f"kafka.{k}": v for k, v in config.kafka_client.items()}}
     warehouse = settings.directory / "spark"
 
+    registry = ({REGISTRY_URL_CONF: config.schema_registry_url}
+                if config.schema_registry_url else {})  # for the record codecs, in every JVM
+
     def start() -> SparkProjection:
         session = start_session(spark_settings.master,
                                 f"metastore-{config.service_id}-{config.node_id}", warehouse,
                                 persistent_catalog=spark_settings.persistent_catalog,
-                                conf=spark_settings.conf)
+                                conf={**registry, **spark_settings.conf})
         state = CatalogStateFile(warehouse / "catalog-state.json", metastore_db(warehouse),
                                  database) if spark_settings.persistent_catalog else None
         return SparkProjection(session, database, kafka_options, state)

@@ -43,7 +43,8 @@ class AvroSchema:
 def value_schema(source: DataSource) -> AvroSchema:
     columns = source.value_columns
     unwrapped = len(columns) == 1 and source.property("WRAP_SINGLE_VALUE") == "false"
-    return _schema(columns, unwrapped, source.property("VALUE_SCHEMA_FULL_NAME"))
+    return _schema(columns, unwrapped, source.property("VALUE_SCHEMA_FULL_NAME")
+                   or source.property("VALUE_AVRO_SCHEMA_FULL_NAME"))
 
 
 def key_schema(source: DataSource) -> AvroSchema:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from metastore.catalog import avro_columns, ddl_rules, json_schema_columns
+from metastore.catalog import avro_columns, ddl_rules, json_schema_columns, protobuf_columns
 from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.model import Column
@@ -27,9 +27,6 @@ from metastore.sql import types as ty
 
 INFERRING_FORMATS = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON"}
 """The formats whose schemas are in the registry, and the registry's name of their schema type."""
-TRANSLATED_FORMATS = {"AVRO": avro_columns.columns_of,
-                      "JSON_SR": json_schema_columns.columns_of}
-"""The formats whose registered schemas are translated into columns, and how."""
 
 
 @dataclass(frozen=True)
@@ -94,29 +91,49 @@ def _schema_id(statement: st.CreateSource, is_key: bool) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class Inferred:
+    """A CREATE's columns with those inferred, and the registered schemas the source keeps
+    (``registry.keySchema`` / ``registry.valueSchema``: a PROTOBUF side's ``.proto`` text, whose
+    field numbers its records are read by)."""
+
+    columns: list[Column]
+    properties: tuple[tuple[str, str], ...] = ()
+
+
+KEPT_SCHEMA_PROPERTIES = {True: "registry.keySchema", False: "registry.valueSchema"}
+
+
 def infer_columns(statement: st.CreateSource, columns: list[Column], key_format: str,
-                  value_format: str, registry: SchemaFacts) -> list[Column]:
+                  value_format: str, registry: SchemaFacts) -> Inferred:
     """``columns`` with the key columns and the value columns the registry's schemas give the
     sides the statement declares none of (ksqlDB's order: key columns first)."""
     topic = str(ddl_rules.with_clause_value(statement.properties, "KAFKA_TOPIC"))
     key_role = (st.ColumnRole.PRIMARY_KEY if statement.kind is st.SourceKind.TABLE
                 else st.ColumnRole.KEY)
+    kept_schemas: list[tuple[str, str]] = []
     inferred: list[Column] = []
     if key_format in INFERRING_FORMATS and not any(c.is_key for c in columns):
-        inferred += [Column(name, sql_type, key_role) for name, sql_type in
-                     _side(statement, topic, key_format, True, registry)]
+        key_columns, schema = _side(statement, topic, key_format, True, registry)
+        inferred += [Column(name, sql_type, key_role) for name, sql_type in key_columns]
+        if key_format == "PROTOBUF":
+            kept_schemas.append((KEPT_SCHEMA_PROPERTIES[True], schema))
     kept = [c for c in columns if c.is_key]
     inferred_values: list[Column] = []
     if value_format in INFERRING_FORMATS and not any(
             c.role is st.ColumnRole.VALUE for c in columns):
-        inferred_values = [Column(name, sql_type, st.ColumnRole.VALUE) for name, sql_type in
-                           _side(statement, topic, value_format, False, registry)]
+        value_columns, schema = _side(statement, topic, value_format, False, registry)
+        inferred_values = [Column(name, sql_type, st.ColumnRole.VALUE)
+                           for name, sql_type in value_columns]
+        if value_format == "PROTOBUF":
+            kept_schemas.append((KEPT_SCHEMA_PROPERTIES[False], schema))
     others = [c for c in columns if not c.is_key]
-    return [*inferred, *kept, *inferred_values, *others]
+    return Inferred([*inferred, *kept, *inferred_values, *others], tuple(kept_schemas))
 
 
 def _side(statement: st.CreateSource, topic: str, fmt: str, is_key: bool,
-          registry: SchemaFacts) -> list[tuple[str, ty.SqlType]]:
+          registry: SchemaFacts) -> tuple[list[tuple[str, ty.SqlType]], str]:
+    """The columns of one side and the registered schema they are read from."""
     schema_id = _schema_id(statement, is_key)
     if schema_id is not None:
         found = _registered(registry.by_id(schema_id))
@@ -132,23 +149,31 @@ def _side(statement: st.CreateSource, topic: str, fmt: str, is_key: bool,
             f"to set {config} to '{found.schema_type}'.\n{_source(topic, schema_id)}\n"
             f"expected format: {expected}\nactual format from Schema Registry: "
             f"{found.schema_type}", statement.name)
-    translate = TRANSLATED_FORMATS.get(fmt)
-    if translate is None:
-        raise SchemaError(f"Inferring columns from a {fmt} schema is not supported yet; declare "
-                          "the columns in the statement.", statement.name)
     wrap = ddl_rules.with_clause_value(statement.properties, "WRAP_SINGLE_VALUE")
+    full_name = ddl_rules.with_clause_value(
+        statement.properties, "KEY_SCHEMA_FULL_NAME" if is_key else "VALUE_SCHEMA_FULL_NAME")
+    original = schema_id is not None
     try:
-        found_columns = translate(
-            found.schema, is_key, unwrapped=not is_key and str(wrap).lower() == "false",
-            original_names=schema_id is not None)
-    except avro_columns.AvroColumnsError as error:
+        if fmt == "PROTOBUF":
+            found_columns = protobuf_columns.columns_of(
+                found.schema, None if full_name is None else str(full_name), original)
+        else:
+            translate = avro_columns.columns_of if fmt == "AVRO" else json_schema_columns.columns_of
+            found_columns = translate(
+                found.schema, is_key, unwrapped=not is_key and str(wrap).lower() == "false",
+                original_names=original)
+    except (avro_columns.AvroColumnsError, protobuf_columns.ProtobufColumnsError) as error:
         raise SchemaError(
             f"Unable to verify if the {'key' if is_key else 'value'} schema for "
             f"{_source(topic, schema_id)} is compatible with ksqlDB.\nReason: {error}\n\n"
             "Please see https://github.com/confluentinc/ksql/issues/ to see if this particular "
             "reason is already known.\nIf not, please log a new issue, including this full "
             f"error message.\nSchema:{found.schema}", statement.name) from error
-    return list(found_columns)
+    if is_key and len(found_columns) > 1:
+        raise SchemaError(
+            f"The key schema for {_source(topic, schema_id)} contains multiple columns, which "
+            f"is not supported by ksqlDB at this time.\nSchema:{found.schema}", statement.name)
+    return list(found_columns), found.schema
 
 
 def _source(topic: str, schema_id: int | None) -> str:

@@ -80,7 +80,9 @@ from metastore.sql.durations import DurationError, parse_duration_ms
 from metastore.sql.parser import parse
 
 PASS_THROUGH = ("TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
-                "RETENTION_MS", "REPLICAS")
+                "RETENTION_MS", "REPLICAS", "KEY_PROTOBUF_NULLABLE_REPRESENTATION",
+                "VALUE_PROTOBUF_NULLABLE_REPRESENTATION", "KEY_SCHEMA_FULL_NAME",
+                "VALUE_SCHEMA_FULL_NAME", "VALUE_AVRO_SCHEMA_FULL_NAME")
 DEFAULT_KEY_FORMAT = overrides.KSQL_DEFAULT_KEY_FORMAT
 
 
@@ -344,9 +346,11 @@ class Validator:
             topic, properties, config=ddl_rules.topic_config(kind, properties))
         ddl_rules.check_retention(kind, properties)
         # 3. the schema (DefaultSchemaInjector, SchemaRegisterInjector)
+        kept_schemas: tuple[tuple[str, str], ...] = ()
         if self._schemas is not None:
-            columns = inference.infer_columns(statement, columns, key_format, value_format,
-                                              self._schemas)
+            inferred = inference.infer_columns(statement, columns, key_format, value_format,
+                                               self._schemas)
+            columns, kept_schemas = inferred.columns, inferred.properties
         columns.sort(key=lambda column: not column.is_key)  # key columns first, as ksqlDB does
         if not columns:
             fmt = formats.lookup(value_format)
@@ -390,7 +394,7 @@ class Validator:
             name=name, kind=kind, columns=tuple(columns), topic=topic, key_format=key_format,
             value_format=value_format, partitions=partitions, statement=statement.text,
             is_source=statement.is_source, window=window, timestamp_column=timestamp,
-            properties=_pass_through(properties))
+            properties=tuple(sorted((*_pass_through(properties), *kept_schemas))))
         if existing is not None:  # ksqlDB's MetaStoreImpl.putSource, as the DDL runs
             upgrades.check_source_upgrade(existing, source)
         return Write(statement, cmd.CreateSourceCommand(source, replace=existing is not None),

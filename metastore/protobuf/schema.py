@@ -35,7 +35,10 @@ from typing import TypeAlias
 
 from google.protobuf import descriptor_pb2 as pb
 
+from metastore import proto_files
+from metastore.catalog.inference import KEPT_SCHEMA_PROPERTIES
 from metastore.catalog.model import DataSource
+from metastore.catalog.protobuf_columns import ProtobufColumnsError, root_message
 from metastore.sql import types as ty
 
 FORMAT = "PROTOBUF_NOSR"
@@ -137,7 +140,11 @@ def value_columns(source: DataSource) -> Columns:
 
 def key_schema(source: DataSource) -> ProtobufSchema:
     """The schema of the source's keys: a single PROTOBUF_NOSR key column is unwrapped, as
-    ksqlDB does."""
+    ksqlDB does; a PROTOBUF key inferred from the registry is read with the schema it was
+    inferred from."""
+    kept = source.property(KEPT_SCHEMA_PROPERTIES[True])
+    if kept is not None and source.key_format == SR_FORMAT:
+        return registered(kept, source.property("KEY_SCHEMA_FULL_NAME"))
     columns = key_columns(source)
     return derive(columns, unwrapped=_unwrapped_key(source, columns),
                   nullable=nullable(source, "key"))
@@ -148,7 +155,11 @@ def _unwrapped_key(source: DataSource, columns: Columns) -> bool:
 
 
 def value_schema(source: DataSource) -> ProtobufSchema:
-    """The schema of the source's values: wrapped unless ``WRAP_SINGLE_VALUE=false``."""
+    """The schema of the source's values: wrapped unless ``WRAP_SINGLE_VALUE=false``; a
+    PROTOBUF value inferred from the registry is read with the schema it was inferred from."""
+    kept = source.property(KEPT_SCHEMA_PROPERTIES[False])
+    if kept is not None and source.value_format == SR_FORMAT:
+        return registered(kept, source.property("VALUE_SCHEMA_FULL_NAME"))
     columns = value_columns(source)
     return derive(columns, unwrapped=_unwrapped_value(source, columns),
                   nullable=nullable(source, "value"))
@@ -172,6 +183,26 @@ def source_problem(source: DataSource) -> str | None:
         if problem is not None:
             return f"its {source.value_format} value: {problem}"
     return None
+
+
+@lru_cache(maxsize=256)
+def registered(proto_text: str, full_name: str | None) -> ProtobufSchema:
+    """The schema of a registered ``.proto`` text: its root message (``full_name``, else the
+    first), the well-known files it imports first. Raises ValueError for text that is not a
+    schema this reader understands."""
+    try:
+        main = proto_files.parse(proto_text, "registered.proto")
+        root = root_message(main, full_name).lstrip(".")
+    except (proto_files.ProtoFileError, ProtobufColumnsError) as error:
+        raise ValueError(str(error)) from error
+    files = pb.FileDescriptorSet()
+    known = [name for name in main.dependency if name in _FILES]
+    for dependency in known:
+        files.file.append(_well_known_file(dependency))
+    del main.dependency[:]
+    main.dependency.extend(known)
+    files.file.append(main)
+    return ProtobufSchema(root, files.SerializeToString(deterministic=True), False)
 
 
 # -- the derivation -----------------------------------------------------------------------------------
