@@ -90,6 +90,13 @@ def main() -> None:
     for name, ids in sorted(by_file.items(), key=lambda item: -len(item[1])):
         if args.file is None or args.file in name:
             rate(f"  {name}", ids)
+    by_registry_file: dict[str, list[str]] = collections.defaultdict(list)
+    for i in registry:
+        by_registry_file[cases[i]["file"].split("/")[-1]].append(i)
+    print("\nper file (Schema Registry cases):")
+    for name, ids in sorted(by_registry_file.items(), key=lambda item: -len(item[1])):
+        if args.file is None or args.file in name:
+            rate(f"  {name}", ids)
     reasons = collections.Counter()
     for i in plain:
         result = results.get(i)

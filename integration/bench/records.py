@@ -1,13 +1,14 @@
-"""ksqlDB's query tests through ``metastore test``: how long the cases that need no Schema
-Registry take, and how many pass.
+"""ksqlDB's query tests through ``metastore test``: how long the dev records file's cases take,
+and how many pass.
 
-Runs the cases of the dev records file in KAFKA, JSON, DELIMITED, NONE and PROTOBUF_NOSR (the
-644 the file's README counts) as one ``metastore test --json`` process (one SparkSession, the
-local Kafka or ``KAFKA_BOOTSTRAP_SERVERS``) and reports the wall time, the time per case by
-status, and the pass rates: of the plain-format cases (without PROTOBUF_NOSR: all, in files
-without joins or windows, stateless) and of all of them in files without joins or windows.
-``--quick`` runs every tenth case. The run's own report (every case's status and reason) is kept
-in ``.cache/bench/records-report.json`` for ``python -m integration.records_report``.
+Runs every case of the dev records file as one ``metastore test --json`` process (one
+SparkSession, the local Kafka or ``KAFKA_BOOTSTRAP_SERVERS``, the local Schema Registry or
+``METASTORE_SCHEMA_REGISTRY_URL``) and reports the wall time, the time per case by status, and
+the pass rates: of the plain-format cases (all, in files without joins or windows, stateless), of
+the cases that need no registry (plain and PROTOBUF_NOSR, the 644 the file's README counts), and
+of the Schema Registry cases by format (AVRO, PROTOBUF, JSON_SR; a case counts under each it
+uses). ``--quick`` runs every tenth case. The run's own report (every case's status and reason)
+is kept in ``.cache/bench/records-report.json`` for ``python -m integration.records_report``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from integration.records_report import (
     DEFAULT_RECORDS,
+    REGISTRY_FORMATS,
     in_stateless_file,
     is_plain,
     is_stateless,
@@ -35,12 +37,11 @@ TEST_FUNCTIONS = "integration.ksql_test_functions"
 
 
 def run(quick: bool) -> dict[str, Any]:
-    cases = [c for c in map(json.loads, DEFAULT_RECORDS.read_text().splitlines())
-             if needs_no_registry(c)]
+    cases = [json.loads(line) for line in DEFAULT_RECORDS.read_text().splitlines()]
     if quick:
         cases = cases[::10]
     with tempfile.TemporaryDirectory(prefix="records-bench-") as directory:
-        chosen = Path(directory) / "plain.jsonl"
+        chosen = Path(directory) / "cases.jsonl"
         chosen.write_text("".join(json.dumps(c) + "\n" for c in cases))
         print(f"metastore test --function-module {TEST_FUNCTIONS}: ksqlDB's test functions "
               "loaded, as its harness has them", file=sys.stderr)
@@ -75,6 +76,10 @@ def run(quick: bool) -> dict[str, Any]:
         "passed_plain_in_files_without_joins_or_windows": passed(plain_files),
         "passed_plain_stateless": passed(stateless),
         "passed_no_registry_in_files_without_joins_or_windows": passed(no_registry_files),
+        "passed_no_registry": passed([c["id"] for c in cases if needs_no_registry(c)]),
+        "passed_schema_registry_by_format": {
+            fmt: passed([c["id"] for c in cases if not needs_no_registry(c)
+                         and fmt in c["formats"]]) for fmt in REGISTRY_FORMATS},
         "seconds_per_case": {status: {"count": len(times), "mean": round(statistics.mean(times), 2)}
                              for status, times in sorted(by_status.items())},
     }
