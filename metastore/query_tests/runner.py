@@ -45,7 +45,7 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
 from metastore.queries.checkpoints import LocalDir
 from metastore.queries.plan import compile_query
-from metastore.queries.steps import QueryPlan, Step
+from metastore.queries.steps import QueryPlan
 from metastore.queries.support import check_runtime
 from metastore.query_tests import records, verdict
 from metastore.query_tests.cases import DeclaredTopic, QueryTest
@@ -188,7 +188,7 @@ class QueryTestRunner:
             self._create_topics(test, image, physical)
             self._produce(test, image, physical, inserted)
             for query in sorted(image.queries.values(), key=lambda q: q.offset):
-                plan = _namespaced(compile_query(query, image), physical)
+                plan = _namespaced(compile_query(query, _in_topics(image, physical)))
                 failure = self._run_query(plan, self._work_dir / namespace / query.query_id)
                 if failure is not None:
                     return ERROR, f"{query.query_id}: {failure}"
@@ -329,15 +329,15 @@ KEEP_RECORDS = {"retention.ms": "-1"}
 would delete them at its next check."""
 
 
-def _namespaced(plan: QueryPlan, physical: Rename) -> QueryPlan:
-    def renamed(steps: tuple[Step, ...]) -> tuple[Step, ...]:
-        return tuple(replace(step, topic=physical(step.topic)) if step.topic is not None
-                     else step for step in steps)
+def _in_topics(image: Image, physical: Rename) -> Image:
+    """The image with every source on its topic of this run, so a plan reads, writes and
+    registers schemas (under the topic's subject) where the test's records are."""
+    return replace(image, sources={name: replace(source, topic=physical(source.topic))
+                                   for name, source in image.sources.items()})
 
-    batch = plan.batch and replace(plan.batch, steps=renamed(plan.batch.steps))
-    return replace(plan, steps=renamed(plan.steps), topic=physical(plan.topic),
-                   source_topics=tuple(physical(t) for t in plan.source_topics),
-                   query_id=re.sub(r"\W", "_", plan.query_id), batch=batch)
+
+def _namespaced(plan: QueryPlan) -> QueryPlan:
+    return replace(plan, query_id=re.sub(r"\W", "_", plan.query_id))
 
 
 def _input_source(image: Image, topic: str) -> DataSource | None:
