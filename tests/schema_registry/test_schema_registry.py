@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,23 +29,6 @@ NodeFactory = Callable[..., Node]
 AVRO = json.dumps({"type": "record", "name": "KsqlDataSourceSchema",
                    "namespace": "io.confluent.ksql.avro_schemas",
                    "fields": [{"name": "V", "type": ["null", "string"], "default": None}]})
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistryState]:
-    launcher = LocalSchemaRegistry(tmp_path_factory.mktemp("schema-registry"))
-    state = launcher.start(progress=None)
-    try:
-        yield state
-    finally:
-        launcher.stop()
-
-
-@pytest.fixture()
-def client(registry: SchemaRegistryState) -> Iterator[SchemaRegistryClient]:
-    client = SchemaRegistryClient(registry.url)
-    yield client
-    client.close()
 
 
 def test_the_client_registers_and_reads_each_schema_type(client: SchemaRegistryClient) -> None:
