@@ -1,0 +1,82 @@
+"""A node process with Spark and a Schema Registry, end to end: a stream inferred from the
+registry, its AVRO records (written by a Confluent-framed producer) answered by a pull query,
+and a CTAS that aggregates them into an AVRO table, which registers its schema under its topic's
+subject and answers pull queries too."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+
+import httpx
+from confluent_kafka import Producer
+
+from metastore.local.schema_registry import SchemaRegistryState
+from metastore.schema_registry.client import SchemaRegistryClient
+from tests.conftest import unique
+from tests.queries.test_query_nodes import ksql, wait_for
+from tests.servers import ServerProcess
+from tests.spark.test_spark_catalog import query, wait_in_sync
+
+ServerFactory = Callable[..., ServerProcess]
+VALUE = {"type": "record", "name": "Order", "fields": [
+    {"name": "item", "type": "string"}, {"name": "qty", "type": "long"}]}
+
+
+def zigzag(number: int) -> bytes:
+    """An Avro ``long``: zig-zag, then a base-128 varint."""
+    encoded, out = (number << 1) ^ (number >> 63), bytearray()
+    while encoded > 0x7F:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+    return bytes(out)
+
+
+def avro_record(schema_id: int, item: str, qty: int) -> bytes:
+    """Confluent's wire format of an ``Order``: magic byte, schema id, the Avro binary."""
+    text = item.encode()
+    return b"\0" + struct.pack(">i", schema_id) + zigzag(len(text)) + text + zigzag(qty)
+
+
+def test_a_node_reads_infers_aggregates_and_answers_avro(
+        server_factory: ServerFactory, registry: SchemaRegistryState,
+        client: SchemaRegistryClient, producer_factory: Callable[..., Producer]) -> None:
+    orders, counts = unique("orders"), unique("counts")
+    key_id = client.register(f"{orders}-key", json.dumps("int"))
+    value_id = client.register(f"{orders}-value", json.dumps(VALUE))
+    node = server_factory("--schema-registry-url", registry.url, spark=True)
+    ksql(node, f"CREATE STREAM ORDERS WITH (KAFKA_TOPIC='{orders}', FORMAT='AVRO', "
+               "PARTITIONS=1);")
+    [described] = ksql(node, "DESCRIBE ORDERS;")
+    assert [(f["name"], f["schema"]["type"]) for f in described["sourceDescription"]["fields"]] \
+        == [("ROWKEY", "INTEGER"), ("ITEM", "STRING"), ("QTY", "BIGINT")]
+    producer = producer_factory()
+    for number, (item, qty) in enumerate((("pen", 2), ("ink", 1), ("pen", 3))):
+        key = b"\0" + struct.pack(">i", key_id) + zigzag(number)
+        producer.produce(orders, key=key, value=avro_record(value_id, item, qty))
+    producer.flush(10)
+    wait_in_sync(node)
+    schema, rows = query(node, "SELECT * FROM ORDERS;")
+    assert schema == "`ROWKEY` INTEGER, `ITEM` STRING, `QTY` BIGINT"
+    assert rows == [[0, "pen", 2], [1, "ink", 1], [2, "pen", 3]]
+
+    ksql(node, f"CREATE TABLE COUNTS WITH (KAFKA_TOPIC='{counts}', PARTITIONS=1) AS "
+               "SELECT ITEM, COUNT(*) AS N, SUM(QTY) AS TOTAL FROM ORDERS GROUP BY ITEM;")
+    wait_for(lambda: client.latest(f"{counts}-value") is not None, 180,
+             "the CTAS to register its value schema")
+    registered = client.latest(f"{counts}-value")
+    assert registered is not None and registered.schema_type == "AVRO"
+    assert [f["name"] for f in json.loads(registered.schema)["fields"]] == ["N", "TOTAL"]
+    assert client.latest(f"{counts}-key") is not None  # the ITEM key, a bare string
+
+    def answered() -> bool:
+        wait_in_sync(node)
+        response = httpx.post(f"{node.url}/query", json={"ksql": "SELECT * FROM COUNTS;"},
+                              timeout=120)
+        return response.status_code == 200 and sorted(
+            row["row"]["columns"] for row in response.json()[1:]) == [["ink", 1, 1],
+                                                                       ["pen", 2, 5]]
+
+    wait_for(answered, 180, "the CTAS's rows")
