@@ -291,7 +291,7 @@ class Node:
         validated again when it runs."""
         validator = Validator(self.replica.image, KafkaTopicFacts(self.admin),
                               limits=self.config.limits, config=config,
-                              encoder=row_encoding.encode_record, schemas=schemas,
+                              encoder=self.encode_record, schemas=schemas,
                               schemas_checked=True)
         for statement in statements:
             validator.validate(statement)
@@ -338,7 +338,7 @@ class Node:
         """Answer statements that never write, from the current image."""
         image = self.replica.image
         validator = Validator(image, KafkaTopicFacts(self.admin), limits=self.config.limits,
-                              config=config, encoder=row_encoding.encode_record,
+                              config=config, encoder=self.encode_record,
                               schemas=self.schema_registry)
         entities: list[Entity] = []
         budget = self.config.limits.max_response_bytes
@@ -458,11 +458,17 @@ class Node:
         insert_values.check_writable(target)
         return target
 
+    def encode_record(self, source: DataSource, row: Mapping[str, Any]
+                      ) -> tuple[bytes | None, bytes | None]:
+        """An INSERT VALUES row as Kafka bytes in its source's formats, the Schema Registry
+        formats through the node's registry (their schemas registered, outside any lock)."""
+        return row_encoding.encode_record(source, row, self.schema_registry)
+
     def insert_row(self, source: DataSource, row: Mapping[str, Any], timestamp_ms: int) -> int:
         """Write one row of ``source`` (every column typed, as :func:`insert_record.json_row`
         makes it) into its topic and wait for Kafka's acknowledgement: its offset."""
         try:
-            key, value = row_encoding.encode_record(source, row)
+            key, value = self.encode_record(source, row)
         except ValueError as error:
             raise insert_record.InsertValuesError(
                 f"Failed to insert values into '{source.name}'. {error}", source.name) from error

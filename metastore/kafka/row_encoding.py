@@ -15,7 +15,10 @@ value as ksqlDB's test files write them (JSON objects, DELIMITED text) through
   ``TAB`` and ``SPACE`` by name), NULL as an empty field, quoted where needed;
 - NONE: no bytes; PROTOBUF_NOSR: the message of the schema derived from the columns.
 
-AVRO, PROTOBUF and JSON_SR need a Schema Registry: :class:`RowEncodingError`.
+AVRO, PROTOBUF and JSON_SR rows need a Schema Registry (without one: :class:`RowEncodingError`):
+Confluent's header of the schema the runtime writes (derived from the columns, or a PROTOBUF
+source's registered one), registered under the topic's subject, then the Avro binary, the
+Protobuf message (after the message index 0) or the JSON text.
 """
 
 from __future__ import annotations
@@ -28,9 +31,14 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
+from metastore.avro import binary as avro_binary
+from metastore.avro import schema as avro
+from metastore.catalog.inference import KEPT_SCHEMA_PROPERTIES
 from metastore.catalog.model import Column, DataSource
+from metastore.json_sr import schema as json_sr
+from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
 from metastore.protobuf import values as protobuf_values
 from metastore.sql import types as ty
@@ -42,6 +50,12 @@ class RowEncodingError(ValueError):
     """A key or value that cannot be written in its topic's format."""
 
 
+class SchemaIds(Protocol):
+    """A Schema Registry as a row's encoder uses it: the id of a schema under a subject."""
+
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int: ...
+
+
 @dataclass(frozen=True)
 class KafkaBytes:
     key: bytes | None
@@ -49,31 +63,72 @@ class KafkaBytes:
 
 
 # -- rows (INSERT VALUES) --------------------------------------------------------------------------
-def encode_row(source: DataSource, row: Mapping[str, Any]) -> KafkaBytes:
+def encode_row(source: DataSource, row: Mapping[str, Any],
+               registry: SchemaIds | None = None) -> KafkaBytes:
     """The record of ``row`` (every key and value column of ``source``; a missing one is NULL)
-    in the source's key and value formats."""
+    in the source's key and value formats (``registry``: for AVRO, PROTOBUF and JSON_SR)."""
     for fmt in (source.key_format, source.value_format):
-        if fmt in SCHEMA_REGISTRY_FORMATS:
+        if fmt in SCHEMA_REGISTRY_FORMATS and registry is None:
             raise RowEncodingError(
                 f"The {fmt} format needs a Schema Registry, and this metastore has none: "
                 f"records of {source.name} cannot be written.")
     keys = source.key_columns
     values = source.value_columns
-    key = None if not keys or source.key_format == "NONE" else _row_bytes(
-        source.key_format, keys, row, source.property("KEY_DELIMITER"), wrapped=False,
-        schema=lambda: protobuf.key_schema(source))
+    key: bytes | None
+    if not keys or source.key_format == "NONE":
+        key = None
+    elif registry is not None and source.key_format in SCHEMA_REGISTRY_FORMATS:
+        key = _registry_bytes(source, True, row, registry)
+    else:
+        key = _row_bytes(source.key_format, keys, row, source.property("KEY_DELIMITER"),
+                         wrapped=False, schema=lambda: protobuf.key_schema(source))
     if source.value_format == "NONE":
         return KafkaBytes(key, None)
+    if registry is not None and source.value_format in SCHEMA_REGISTRY_FORMATS:
+        return KafkaBytes(key, _registry_bytes(source, False, row, registry))
     value = _row_bytes(source.value_format, values, row, source.property("VALUE_DELIMITER"),
                        wrapped=source.property("WRAP_SINGLE_VALUE") != "false",
                        schema=lambda: protobuf.value_schema(source))
     return KafkaBytes(key, value)
 
 
-def encode_record(source: DataSource, row: Mapping[str, Any]) -> tuple[bytes | None, bytes | None]:
+def encode_record(source: DataSource, row: Mapping[str, Any], registry: SchemaIds | None = None
+                  ) -> tuple[bytes | None, bytes | None]:
     """:func:`encode_row` as a (key, value) pair: the validator's record encoder."""
-    encoded = encode_row(source, row)
+    encoded = encode_row(source, row, registry)
     return encoded.key, encoded.value
+
+
+def _registry_bytes(source: DataSource, is_key: bool, row: Mapping[str, Any],
+                    registry: SchemaIds) -> bytes | None:
+    fmt = source.key_format if is_key else source.value_format
+    columns = source.key_columns if is_key else source.value_columns
+    fields = {c.name: _json_value(row.get(c.name), c.type) for c in columns}
+    subject = avro.subject(source.topic, is_key)
+    if fmt == protobuf.SR_FORMAT:
+        shape = protobuf.key_schema(source) if is_key else protobuf.value_schema(source)
+        if is_key and all(v is None for v in fields.values()):
+            return None
+        message = protobuf_bytes(shape, fields)
+        text = source.property(KEPT_SCHEMA_PROPERTIES[is_key]) or proto_text.render(shape)
+        return None if message is None else protobuf_values.framed(
+            registry.register(subject, text, "PROTOBUF"), message)
+    derived: avro.AvroSchema | json_sr.JsonSchema = (
+        (avro.key_schema(source) if is_key else avro.value_schema(source)) if fmt == avro.FORMAT
+        else (json_sr.key_schema(source) if is_key else json_sr.value_schema(source)))
+    value: Any = fields[columns[0].name] if derived.unwrapped else fields
+    if value is None or (is_key and all(v is None for v in fields.values())):
+        return None
+    if fmt == avro.FORMAT:
+        try:
+            body = avro_binary.encode(json.loads(derived.text), value)
+        except avro_binary.AvroEncodingError as error:
+            raise RowEncodingError(f"{value!r} cannot be written as AVRO: {error}") from error
+        schema_type = "AVRO"
+    else:
+        body, schema_type = _json_dumps(value), json_sr.SCHEMA_TYPE
+    schema_id = registry.register(subject, derived.text, schema_type)
+    return b"\0" + struct.pack(">i", schema_id) + body
 
 
 def _row_bytes(fmt: str, columns: tuple[Column, ...], row: Mapping[str, Any],

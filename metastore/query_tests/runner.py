@@ -27,10 +27,10 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from metastore.catalog import overrides
 from metastore.catalog.image import EMPTY_IMAGE, Image
@@ -212,7 +212,7 @@ class QueryTestRunner:
             self._registry_client, test.topics, physical)
         validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
                               runtime_check=check_runtime, config=config,
-                              encoder=row_encoding.encode_record, schemas=schemas)
+                              encoder=self._encode_record, schemas=schemas)
         inserted: list[_Inserted] = []
         for statement in statements:
             try:
@@ -253,6 +253,10 @@ class QueryTestRunner:
             self._producer.send(physical(record.topic), encoded, record.timestamp or 0,
                                 record.headers or ())
         self._producer.flush()
+
+    def _encode_record(self, source: DataSource, row: Mapping[str, Any]
+                       ) -> tuple[bytes | None, bytes | None]:
+        return row_encoding.encode_record(source, row, self._registry_client)
 
     def _registry_encoder(self, source: DataSource | None, declared: DeclaredTopic | None,
                           topic: str) -> records.RegistryEncoder | None:

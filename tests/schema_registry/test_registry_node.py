@@ -1,7 +1,7 @@
 """A node process with Spark and a Schema Registry, end to end: a stream inferred from the
 registry, its AVRO records (written by a Confluent-framed producer) answered by a pull query,
-and a CTAS that aggregates them into an AVRO table, which registers its schema under its topic's
-subject and answers pull queries too."""
+a CTAS that aggregates them into an AVRO table, which registers its schema under its topic's
+subject and answers pull queries too, and INSERT VALUES in each registry format read back."""
 
 from __future__ import annotations
 
@@ -80,3 +80,26 @@ def test_a_node_reads_infers_aggregates_and_answers_avro(
                                                                        ["pen", 2, 5]]
 
     wait_for(answered, 180, "the CTAS's rows")
+
+
+def test_insert_values_in_each_registry_format_reads_back(
+        server_factory: ServerFactory, registry: SchemaRegistryState,
+        client: SchemaRegistryClient) -> None:
+    node = server_factory("--schema-registry-url", registry.url, spark=True)
+    formats = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON"}
+    topics = {fmt: unique(fmt.lower()) for fmt in formats}
+    for fmt, topic in topics.items():
+        ksql(node, f"CREATE STREAM S_{fmt} (ID INT KEY, NAME STRING, PRICE DECIMAL(4, 2), "
+                   f"TAGS ARRAY<STRING>) WITH (KAFKA_TOPIC='{topic}', FORMAT='{fmt}', "
+                   "PARTITIONS=1);")
+        ksql(node, f"INSERT INTO S_{fmt} (ID, NAME, PRICE, TAGS) VALUES (7, 'ann', 1.5, "
+                   "ARRAY['x', 'y']);")
+        ksql(node, f"INSERT INTO S_{fmt} (ID, NAME) VALUES (8, 'bob');")
+    wait_in_sync(node)
+    for fmt, topic in topics.items():
+        _, rows = query(node, f"SELECT ID, NAME, PRICE, TAGS FROM S_{fmt};")
+        unset = [] if fmt == "PROTOBUF" else None  # Protobuf has no NULL list
+        assert rows == [[7, "ann", 1.5, ["x", "y"]], [8, "bob", None, unset]], fmt
+        for side in ("key", "value"):
+            registered = client.latest(f"{topic}-{side}")
+            assert registered is not None and registered.schema_type == formats[fmt], (fmt, side)

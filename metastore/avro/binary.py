@@ -1,0 +1,160 @@
+"""Avro's binary encoding of a value, by its schema: what INSERT VALUES writes into an AVRO
+topic (after Confluent's header).
+
+The value is ksqlDB's JSON representation of it (:func:`metastore.kafka.row_encoding`'s):
+DECIMAL a :class:`~decimal.Decimal`, BYTES base64 text, TIMESTAMP and TIME milliseconds, DATE
+days. A union is written as its first branch the value fits (``null`` for None); a record's
+fields are looked up by name, a missing one written as its default. The schema is a parsed Avro
+schema (JSON); named types may be referred to by name after their definition.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+
+class AvroEncodingError(ValueError):
+    """A value that the schema cannot carry."""
+
+
+def encode(schema: Any, value: Any) -> bytes:
+    out = bytearray()
+    _write(out, schema, value, {}, 0)
+    return bytes(out)
+
+
+def _long(out: bytearray, number: int) -> None:
+    encoded = (number << 1) ^ (number >> 63)
+    while encoded > 0x7F:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+
+
+def _write(out: bytearray, schema: Any, value: Any, named: dict[str, Any], depth: int) -> None:
+    if depth > 128:
+        raise AvroEncodingError("the schema nests too deeply")
+    if isinstance(schema, list):
+        for index, branch in enumerate(schema):
+            if _fits(branch, value, named):
+                _long(out, index)
+                _write(out, branch, value, named, depth + 1)
+                return
+        raise AvroEncodingError(f"{value!r} fits no branch of {schema}")
+    if isinstance(schema, str):
+        if schema in named:
+            _write(out, named[schema], value, named, depth + 1)
+            return
+        schema = {"type": schema}
+    kind = schema.get("type")
+    if isinstance(kind, dict | list):
+        _write(out, kind, value, named, depth + 1)
+        return
+    if kind == "null":
+        if value is not None:
+            raise AvroEncodingError(f"{value!r} is not null")
+        return
+    if value is None:
+        raise AvroEncodingError(f"NULL where {kind} is not optional")
+    if kind == "boolean":
+        out.append(1 if value else 0)
+    elif kind in ("int", "long"):
+        _long(out, int(value))
+    elif kind == "float":
+        out += struct.pack("<f", float(value))
+    elif kind == "double":
+        out += struct.pack("<d", float(value))
+    elif kind == "string":
+        data = str(value).encode()
+        _long(out, len(data))
+        out += data
+    elif kind in ("bytes", "fixed"):
+        data = _bytes(schema, value)
+        if kind == "bytes":
+            _long(out, len(data))
+        named.setdefault(str(schema.get("name")), schema)
+        out += data
+    elif kind == "enum":
+        named.setdefault(str(schema.get("name")), schema)
+        _long(out, list(schema.get("symbols") or []).index(str(value)))
+    elif kind == "array":
+        items = list(value)
+        if items:
+            _long(out, len(items))
+            for item in items:
+                _write(out, schema.get("items"), item, named, depth + 1)
+        _long(out, 0)
+    elif kind == "map":
+        entries: Mapping[str, Any] = value
+        if entries:
+            _long(out, len(entries))
+            for key, item in entries.items():
+                _write(out, "string", key, named, depth + 1)
+                _write(out, schema.get("values"), item, named, depth + 1)
+        _long(out, 0)
+    elif kind == "record":
+        _remember(schema, named)
+        fields: Mapping[str, Any] = value
+        for field in schema.get("fields") or []:
+            name = field.get("name")
+            item = fields.get(name, field.get("default"))
+            _write(out, field.get("type"), item, named, depth + 1)
+    elif isinstance(kind, str) and kind in named:
+        _write(out, named[kind], value, named, depth + 1)
+    else:
+        raise AvroEncodingError(f"cannot write Avro type {kind!r}")
+
+
+def _bytes(schema: Mapping[str, Any], value: Any) -> bytes:
+    if schema.get("logicalType") == "decimal":
+        scale = int(schema.get("scale", 0))
+        unscaled = int(Decimal(str(value)).scaleb(scale).to_integral_value())
+        size = max(1, (unscaled.bit_length() + 8) // 8)
+        data = unscaled.to_bytes(size, "big", signed=True)
+        if schema.get("type") == "fixed":
+            width = int(schema.get("size", size))
+            data = data.rjust(width, b"\xff" if unscaled < 0 else b"\0")
+        return data
+    if isinstance(value, bytes):
+        return value
+    return base64.b64decode(str(value))
+
+
+def _fits(schema: Any, value: Any, named: dict[str, Any]) -> bool:
+    if isinstance(schema, str):
+        schema = named.get(schema, {"type": schema})
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if value is None:
+        return kind == "null"
+    if kind == "null":
+        return False
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind in ("int", "long"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind in ("float", "double"):
+        return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+    if kind in ("bytes", "fixed"):
+        return isinstance(value, bytes | str | Decimal | int | float)
+    if kind in ("string", "enum"):
+        return isinstance(value, str)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind in ("map", "record"):
+        return isinstance(value, dict)
+    return True
+
+
+def _remember(schema: Mapping[str, Any], named: dict[str, Any]) -> None:
+    name = schema.get("name")
+    if isinstance(name, str):
+        named.setdefault(name, schema)
+        namespace = schema.get("namespace")
+        if isinstance(namespace, str) and namespace:
+            named.setdefault(f"{namespace}.{name}", schema)
