@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metastore import written_schemas
 from metastore.catalog import asserts, inference, insert_record, insert_values, responses, topics
 from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import TooLargeError, UnknownTopicError
@@ -54,6 +55,8 @@ from metastore.log.writer import (
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.statements import (
+    CreateAsSelect,
+    CreateSource,
     Describe,
     Explain,
     InsertValues,
@@ -277,11 +280,25 @@ class Node:
         schemas = inference.prefetch(statements, self.schema_registry, config)  # likewise
         request_id = request_id or str(uuid.uuid4())
         if not any(isinstance(statement, InsertValues) for statement in statements):
-            return answered(statements, self.writer.submit(
-                statements, request_id, submitter, timeout, config, schemas))
-        self._validate_request(statements, config, schemas)
-        return answered(statements, self._execute_in_parts(statements, request_id, submitter,
-                                                            timeout, config, schemas))
+            entities = self.writer.submit(statements, request_id, submitter, timeout, config,
+                                          schemas)
+        else:
+            self._validate_request(statements, config, schemas)
+            entities = self._execute_in_parts(statements, request_id, submitter, timeout,
+                                              config, schemas)
+        self._register_schemas(statements)
+        return answered(statements, entities)
+
+    def _register_schemas(self, statements: list[Statement]) -> None:
+        """Register the schemas of the sources the request created in a Schema Registry
+        format, once they are written (ksqlDB's SchemaRegisterInjector), outside the lock."""
+        if self.schema_registry is None:
+            return
+        for statement in statements:
+            if isinstance(statement, CreateSource | CreateAsSelect):
+                source = self.replica.image.source(statement.name)
+                if source is not None:
+                    written_schemas.register(source, self.schema_registry)
 
     def _validate_request(self, statements: list[Statement], config: ConfigOverrides,
                           schemas: SchemaFacts | None) -> None:

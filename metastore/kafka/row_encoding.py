@@ -31,17 +31,14 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from metastore.avro import binary as avro_binary
-from metastore.avro import schema as avro
-from metastore.catalog.inference import KEPT_SCHEMA_PROPERTIES
 from metastore.catalog.model import Column, DataSource
-from metastore.json_sr import schema as json_sr
-from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
 from metastore.protobuf import values as protobuf_values
 from metastore.sql import types as ty
+from metastore.written_schemas import SchemaIds, written_schema
 
 SCHEMA_REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR")
 
@@ -50,10 +47,6 @@ class RowEncodingError(ValueError):
     """A key or value that cannot be written in its topic's format."""
 
 
-class SchemaIds(Protocol):
-    """A Schema Registry as a row's encoder uses it: the id of a schema under a subject."""
-
-    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int: ...
 
 
 @dataclass(frozen=True)
@@ -101,33 +94,29 @@ def encode_record(source: DataSource, row: Mapping[str, Any], registry: SchemaId
 
 def _registry_bytes(source: DataSource, is_key: bool, row: Mapping[str, Any],
                     registry: SchemaIds) -> bytes | None:
-    fmt = source.key_format if is_key else source.value_format
     columns = source.key_columns if is_key else source.value_columns
+    schema = written_schema(source, is_key)
+    assert schema is not None, "a side in a registry format, with columns"
     fields = {c.name: _json_value(row.get(c.name), c.type) for c in columns}
-    subject = avro.subject(source.topic, is_key)
-    if fmt == protobuf.SR_FORMAT:
-        shape = protobuf.key_schema(source) if is_key else protobuf.value_schema(source)
-        if is_key and all(v is None for v in fields.values()):
-            return None
-        message = protobuf_bytes(shape, fields)
-        text = source.property(KEPT_SCHEMA_PROPERTIES[is_key]) or proto_text.render(shape)
-        return None if message is None else protobuf_values.framed(
-            registry.register(subject, text, "PROTOBUF"), message)
-    derived: avro.AvroSchema | json_sr.JsonSchema = (
-        (avro.key_schema(source) if is_key else avro.value_schema(source)) if fmt == avro.FORMAT
-        else (json_sr.key_schema(source) if is_key else json_sr.value_schema(source)))
-    value: Any = fields[columns[0].name] if derived.unwrapped else fields
-    if value is None or (is_key and all(v is None for v in fields.values())):
+    if is_key and all(v is None for v in fields.values()):
         return None
-    if fmt == avro.FORMAT:
+    if schema.schema_type == "PROTOBUF":
+        shape = protobuf.key_schema(source) if is_key else protobuf.value_schema(source)
+        message = protobuf_bytes(shape, fields)
+        return None if message is None else protobuf_values.framed(
+            registry.register(schema.subject, schema.text, schema.schema_type), message)
+    unwrapped = len(columns) == 1 and (is_key or source.property("WRAP_SINGLE_VALUE") == "false")
+    value: Any = fields[columns[0].name] if unwrapped else fields
+    if value is None:
+        return None
+    if schema.schema_type == "AVRO":
         try:
-            body = avro_binary.encode(json.loads(derived.text), value)
+            body = avro_binary.encode(json.loads(schema.text), value)
         except avro_binary.AvroEncodingError as error:
             raise RowEncodingError(f"{value!r} cannot be written as AVRO: {error}") from error
-        schema_type = "AVRO"
     else:
-        body, schema_type = _json_dumps(value), json_sr.SCHEMA_TYPE
-    schema_id = registry.register(subject, derived.text, schema_type)
+        body = _json_dumps(value)
+    schema_id = registry.register(schema.subject, schema.text, schema.schema_type)
     return b"\0" + struct.pack(">i", schema_id) + body
 
 

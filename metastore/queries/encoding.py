@@ -29,12 +29,12 @@ import re
 from metastore.avro import schema as avro
 from metastore.catalog.model import Column, DataSource
 from metastore.json_sr import schema as json_sr
-from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import encode_binary, encode_framed
 from metastore.spark.types import quote, string_literal
 from metastore.sql import types as ty
+from metastore.written_schemas import WrittenSchema, written_schema
 
 SOURCE_HEADER = "metastore.source"
 """Header naming the source record (``topic/partition/offset``) an output record came from."""
@@ -61,13 +61,12 @@ def key_expression(sink: DataSource, window_start: str | None = None,
     elif fmt == protobuf.FORMAT:
         encoded = _protobuf(protobuf.key_schema(sink), columns)
     elif fmt == protobuf.SR_FORMAT:
-        encoded = _protobuf(protobuf.key_schema(sink), columns, avro.subject(sink.topic, True))
+        encoded = _protobuf(protobuf.key_schema(sink), columns, _written(sink, True))
     elif fmt == avro.FORMAT:
-        encoded = _avro(avro.key_schema(sink), avro.subject(sink.topic, True), columns)
+        encoded = _avro(avro.key_schema(sink), _written(sink, True), columns)
     elif fmt == json_sr.FORMAT:
         json_text = _bare_json(columns[0]) if len(columns) == 1 else _json_object(columns)
-        encoded = spark_avro.json_sr_binary(json_sr.key_schema(sink),
-                                            avro.subject(sink.topic, True), json_text)
+        encoded = spark_avro.json_sr_binary(_written(sink, True), json_text)
     else:
         raise ValueError(f"key format {fmt} cannot be written")
     if window_start is not None and session_end is not None:
@@ -93,32 +92,38 @@ def value_expression(sink: DataSource) -> str:
     if fmt == protobuf.FORMAT:
         return _protobuf(protobuf.value_schema(sink), columns)
     if fmt == protobuf.SR_FORMAT:
-        return _protobuf(protobuf.value_schema(sink), columns, avro.subject(sink.topic, False))
+        return _protobuf(protobuf.value_schema(sink), columns, _written(sink, False))
     if fmt == avro.FORMAT:
-        return _avro(avro.value_schema(sink), avro.subject(sink.topic, False), columns)
+        return _avro(avro.value_schema(sink), _written(sink, False), columns)
     if fmt == json_sr.FORMAT:
-        schema = json_sr.value_schema(sink)
-        json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
-        return spark_avro.json_sr_binary(schema, avro.subject(sink.topic, False), json_text)
+        json_text = (_bare_json(columns[0]) if json_sr.value_schema(sink).unwrapped
+                     else _json_object(columns))
+        return spark_avro.json_sr_binary(_written(sink, False), json_text)
     raise ValueError(f"value format {fmt} cannot be written")
 
 
+def _written(sink: DataSource, is_key: bool) -> WrittenSchema:
+    schema = written_schema(sink, is_key)
+    assert schema is not None, "a side in a registry format, with columns"
+    return schema
+
+
 def _protobuf(schema: protobuf.ProtobufSchema, columns: tuple[Column, ...],
-              subject: str | None = None) -> str:
+              written: WrittenSchema | None = None) -> str:
     """ksqlDB's JSON of the columns (the bare value of an unwrapped one) as a message of the
     derived schema, by the project's JVM codec: a NULL unwrapped column is a NULL record, a row of
     NULLs an empty message. With a ``subject``, a PROTOBUF record, its schema registered."""
     json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
-    if subject is not None:
-        return encode_framed(schema, subject, proto_text.render(schema), json_text)
+    if written is not None:
+        return encode_framed(schema, written.subject, written.text, json_text)
     return encode_binary(schema, json_text)
 
 
-def _avro(schema: avro.AvroSchema, subject: str, columns: tuple[Column, ...]) -> str:
+def _avro(schema: avro.AvroSchema, written: WrittenSchema, columns: tuple[Column, ...]) -> str:
     """ksqlDB's JSON of the columns (the bare value of an unwrapped one) as an AVRO record of the
     derived schema: a NULL unwrapped column is a NULL record."""
     json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
-    return spark_avro.encode_binary(schema, subject, json_text)
+    return spark_avro.encode_binary(written, json_text)
 
 
 def headers(rowtime: str, source_column: str | None, source_headers: str | None = None) -> str:

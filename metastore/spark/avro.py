@@ -12,10 +12,10 @@ written after the header of the sink's schema, registered by the JVM's registry 
 
 from __future__ import annotations
 
-from metastore.avro.schema import AvroSchema
-from metastore.json_sr.schema import HEADER_BYTES, SCHEMA_TYPE, JsonSchema
+from metastore.json_sr.schema import HEADER_BYTES
 from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
 from metastore.spark.types import string_literal
+from metastore.written_schemas import WrittenSchema
 
 REGISTRY_URL_CONF = "spark.metastore.schemaRegistry.url"
 """The Spark configuration naming the Schema Registry the codec calls (driver and executors)."""
@@ -31,10 +31,10 @@ def decode_json(binary: str) -> str:
     return f"CASE WHEN {binary} IS NULL THEN NULL ELSE {_call('decode', f'base64({binary})')} END"
 
 
-def encode_binary(schema: AvroSchema, subject: str, json_text: str) -> str:
+def encode_binary(schema: WrittenSchema, json_text: str) -> str:
     """The JSON text ``json_text`` (ksqlDB's JSON of the value) as a record of ``schema``,
-    registered under ``subject``; NULL for NULL."""
-    call = _call("encode", string_literal(schema.text), string_literal(subject), json_text)
+    registered under its subject; NULL for NULL."""
+    call = _call("encode", string_literal(schema.text), string_literal(schema.subject), json_text)
     return f"unbase64({call})"
 
 
@@ -45,9 +45,9 @@ def json_sr_text(binary: str) -> str:
             f"CAST(substring({binary}, {HEADER_BYTES + 1}) AS STRING), NULL)")
 
 
-def json_sr_binary(schema: JsonSchema, subject: str, json_text: str) -> str:
-    """The JSON text ``json_text`` as a JSON_SR record of ``schema``, registered under
-    ``subject``; NULL for NULL."""
-    header = _call("header", string_literal(SCHEMA_TYPE), string_literal(subject),
+def json_sr_binary(schema: WrittenSchema, json_text: str) -> str:
+    """The JSON text ``json_text`` as a JSON_SR record of ``schema``, registered under its
+    subject; NULL for NULL."""
+    header = _call("header", string_literal(schema.schema_type), string_literal(schema.subject),
                    string_literal(schema.text), of=REGISTRY_CALLS_CLASS)
     return f"concat(unbase64({header}), CAST({json_text} AS BINARY))"

@@ -195,3 +195,21 @@ def test_each_format_through_a_csas_record_by_record(
         assert schema is not None and schema.schema_type == SCHEMA_TYPES[fmt]
         assert all(name in schema.schema for name in ("NAME", "DOUBLED", "TAGS", "CITY", "AT"))
         assert any(s.endswith(f"-{position}-OUTPUT-key") for s in registered)
+
+
+def test_a_new_source_registers_its_schemas_once_written(
+        node_factory: NodeFactory, client: SchemaRegistryClient) -> None:
+    node = node_factory(schema_registry_url=client.url)
+    source, sink = unique("declared"), unique("derived")
+    node.execute(f"CREATE STREAM DECLARED (ID INT KEY, NAME STRING) WITH (KAFKA_TOPIC="
+                 f"'{source}', FORMAT='AVRO', PARTITIONS=1);")
+    key, value = client.latest(f"{source}-key"), client.latest(f"{source}-value")
+    assert key is not None and json.loads(key.schema) == ["null", "int"]
+    assert value is not None and [f["name"] for f in json.loads(value.schema)["fields"]] == [
+        "NAME"]
+    node.execute(f"CREATE STREAM DERIVED WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='JSON_SR') AS "
+                 "SELECT ID, UCASE(NAME) AS UPPER_NAME FROM DECLARED;")
+    derived = client.latest(f"{sink}-value")
+    assert derived is not None and derived.schema_type == "JSON"
+    assert list(json.loads(derived.schema)["properties"]) == ["UPPER_NAME"]
+    assert client.latest(f"{sink}-key") is not None  # the key stays AVRO, as the source's
