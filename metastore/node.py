@@ -298,7 +298,8 @@ class Node:
             if isinstance(statement, CreateSource | CreateAsSelect):
                 source = self.replica.image.source(statement.name)
                 if source is not None:
-                    written_schemas.register(source, self.schema_registry)
+                    written_schemas.register(source, self.schema_registry,
+                                             if_absent=isinstance(statement, CreateSource))
 
     def _validate_request(self, statements: list[Statement], config: ConfigOverrides,
                           schemas: SchemaFacts | None) -> None:

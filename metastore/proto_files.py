@@ -158,7 +158,25 @@ class _Parser:
             else:
                 self.field(message, syntax)
         self.expect("}")
+        for field in message.field:  # protoc's order: the synthetic oneofs after the real ones
+            if field.proto3_optional:
+                field.oneof_index = len(message.oneof_decl)
+                message.oneof_decl.add(name=f"_{field.name}")
         return message
+
+    def skip_brackets(self) -> None:
+        """Skip a field's or value's ``[ ... ]`` options, nested brackets and braces included."""
+        depth = 0
+        while True:
+            token = self.next()
+            if token.is_string:
+                continue
+            if token.text in ("[", "{"):
+                depth += 1
+            elif token.text in ("]", "}"):
+                depth -= 1
+                if depth == 0:
+                    return
 
     def field(self, message: pb.DescriptorProto, syntax: str) -> pb.FieldDescriptorProto:
         label = _F.LABEL_OPTIONAL
@@ -194,13 +212,10 @@ class _Parser:
         except ValueError as error:
             raise ProtoFileError(f"line {number.line}: {number.text!r} is no field number") from error
         if self.peek() == "[":
-            while self.next().text != "]":
-                pass
+            self.skip_brackets()
         self.expect(";")
-        if optional:  # proto3 optional: a synthetic oneof of its own, as protoc makes
+        if optional:  # proto3 optional: a synthetic oneof, added after the message's own
             field.proto3_optional = True
-            field.oneof_index = len(message.oneof_decl)
-            message.oneof_decl.add(name=f"_{field.name}")
         return field
 
     def enum(self) -> pb.EnumDescriptorProto:

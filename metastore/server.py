@@ -145,7 +145,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     from metastore.queries.materialized import TableStores
     from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
-    from metastore.spark.avro import REGISTRY_URL_CONF
+    from metastore.spark.avro import registry_conf
     from metastore.spark.catalog_state import CatalogStateFile
     from metastore.spark.exceptions import SparkUnavailableError
     from metastore.spark.projection import ProjectionRunner, SparkProjection
@@ -158,7 +158,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
                      **{f"kafka.{k}": v for k, v in config.kafka_client.items()}}
     warehouse = settings.directory / "spark"
 
-    registry = ({REGISTRY_URL_CONF: config.schema_registry_url}
+    registry = (registry_conf(config.schema_registry_url)
                 if config.schema_registry_url else {})  # for the record codecs, in every JVM
 
     def start() -> SparkProjection:

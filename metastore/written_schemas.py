@@ -2,8 +2,9 @@
 (:mod:`metastore.kafka.row_encoding`), for the registration of a new source's schemas, and, in
 Spark SQL, for a query's sink (:mod:`metastore.queries.encoding`).
 
-AVRO and JSON_SR write the schema derived from the columns; PROTOBUF the ``.proto`` of the
-derived schema, or the registered text a source whose columns were inferred keeps. Subjects
+A source whose columns were inferred writes the registered schema they were inferred from (which
+it keeps, as ksqlDB writes with its id); any other the schema derived from its columns (for
+PROTOBUF, that schema's ``.proto`` text). Subjects
 follow Kafka's topic-name strategy: ``<topic>-key``, ``<topic>-value``.
 """
 
@@ -14,20 +15,28 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from metastore.avro import schema as avro
-from metastore.catalog.inference import KEPT_SCHEMA_PROPERTIES
+from metastore.catalog.inference import INFERRING_FORMATS, KEPT_SCHEMA_PROPERTIES, subject_of
 from metastore.catalog.model import DataSource
 from metastore.json_sr import schema as json_sr
 from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
 
 log = logging.getLogger(__name__)
-REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR")
+SCHEMA_TYPES = INFERRING_FORMATS
+"""The registry formats and the registry's name of their schemas' type."""
+REGISTRY_FORMATS = tuple(SCHEMA_TYPES)
 
 
 class SchemaIds(Protocol):
     """A Schema Registry as a writer uses it: the id of a schema under a subject."""
 
     def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int: ...
+
+
+class Subjects(SchemaIds, Protocol):
+    """A Schema Registry that also tells whether a subject has a schema."""
+
+    def latest(self, subject: str) -> object | None: ...
 
 
 @dataclass(frozen=True)
@@ -45,29 +54,30 @@ def written_schema(source: DataSource, is_key: bool) -> WrittenSchema | None:
     columns = source.key_columns if is_key else source.value_columns
     if fmt not in REGISTRY_FORMATS or not columns:
         return None
-    subject = avro.subject(source.topic, is_key)
+    subject = subject_of(source.topic, is_key)
+    kept = source.property(KEPT_SCHEMA_PROPERTIES[is_key])
+    if kept is not None:
+        return WrittenSchema(subject, kept, SCHEMA_TYPES[fmt])
     if fmt == avro.FORMAT:
         shape = avro.key_schema(source) if is_key else avro.value_schema(source)
         return WrittenSchema(subject, shape.text, "AVRO")
     if fmt == json_sr.FORMAT:
         derived = json_sr.key_schema(source) if is_key else json_sr.value_schema(source)
         return WrittenSchema(subject, derived.text, json_sr.SCHEMA_TYPE)
-    kept = source.property(KEPT_SCHEMA_PROPERTIES[is_key])
-    if kept is not None:
-        return WrittenSchema(subject, kept, "PROTOBUF")
     message = protobuf.key_schema(source) if is_key else protobuf.value_schema(source)
     return WrittenSchema(subject, proto_text.render(message), "PROTOBUF")
 
 
-def register(source: DataSource, registry: SchemaIds) -> list[str]:
+def register(source: DataSource, registry: Subjects, if_absent: bool) -> list[str]:
     """Register both sides' schemas (ksqlDB's SchemaRegisterInjector, after the statement is
-    written): the subjects registered. A registry that refuses is logged, not raised: the source
-    exists, and its writers register the schema again when they write."""
+    written; ``if_absent``, for a CREATE: only on a subject without a schema): the subjects
+    registered. A registry that refuses is logged, not raised: the source exists, and its
+    writers register the schema again when they write."""
     done = []
     for is_key in (True, False):
         try:
             schema = written_schema(source, is_key)
-            if schema is not None:
+            if schema is not None and not (if_absent and registry.latest(schema.subject)):
                 registry.register(schema.subject, schema.text, schema.schema_type)
                 done.append(schema.subject)
         except Exception as error:  # the statement is written; the writers register later

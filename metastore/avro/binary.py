@@ -13,8 +13,11 @@ from __future__ import annotations
 import base64
 import struct
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
+
+MAX_DECIMAL_DIGITS = 1100
+"""More digits than any DECIMAL holds (ksqlDB's precision is at most 1000)."""
 
 
 class AvroEncodingError(ValueError):
@@ -99,9 +102,11 @@ def _write(out: bytearray, schema: Any, value: Any, named: dict[str, Any], depth
     elif kind == "record":
         _remember(schema, named)
         fields: Mapping[str, Any] = value
+        upper = {str(key).upper(): item for key, item in fields.items()}
         for field in schema.get("fields") or []:
-            name = field.get("name")
-            item = fields.get(name, field.get("default"))
+            name = str(field.get("name"))
+            item = fields[name] if name in fields else upper.get(name.upper(),
+                                                                 field.get("default"))
             _write(out, field.get("type"), item, named, depth + 1)
     elif isinstance(kind, str) and kind in named:
         _write(out, named[kind], value, named, depth + 1)
@@ -112,7 +117,8 @@ def _write(out: bytearray, schema: Any, value: Any, named: dict[str, Any], depth
 def _bytes(schema: Mapping[str, Any], value: Any) -> bytes:
     if schema.get("logicalType") == "decimal":
         scale = int(schema.get("scale", 0))
-        unscaled = int(Decimal(str(value)).scaleb(scale).to_integral_value())
+        with localcontext(Context(prec=MAX_DECIMAL_DIGITS)):  # not the default 28 digits
+            unscaled = int(Decimal(str(value)).scaleb(scale).to_integral_value(ROUND_HALF_UP))
         size = max(1, (unscaled.bit_length() + 8) // 8)
         data = unscaled.to_bytes(size, "big", signed=True)
         if schema.get("type") == "fixed":

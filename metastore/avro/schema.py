@@ -1,4 +1,4 @@
-"""The Avro schema ksqlDB derives for an AVRO key or value from the columns, and its subjects.
+"""The Avro schema ksqlDB derives for an AVRO key or value from the columns.
 
 ksqlDB (its Avro schema translator over the columns' Connect schema, every field optional)
 builds:
@@ -15,7 +15,8 @@ builds:
   an ``array`` of optional elements, a MAP (STRING keys only) a ``map`` of optional values, a
   STRUCT a record named after its path (``<parent>_<FIELD>``), its fields optional.
 
-Records are registered under Kafka's topic-name strategy: ``<topic>-key``, ``<topic>-value``.
+Records are registered under Kafka's topic-name strategy (``<topic>-key``, ``<topic>-value``:
+:func:`metastore.catalog.inference.subject_of`).
 The schema is a pure function of the columns and properties: every node derives the same text.
 """
 
@@ -50,11 +51,6 @@ def value_schema(source: DataSource) -> AvroSchema:
 def key_schema(source: DataSource) -> AvroSchema:
     columns = source.key_columns
     return _schema(columns, len(columns) == 1, source.property("KEY_SCHEMA_FULL_NAME"))
-
-
-def subject(topic: str, is_key: bool) -> str:
-    """The subject of a topic's key or value schema (Kafka's topic-name strategy)."""
-    return f"{topic}-{'key' if is_key else 'value'}"
 
 
 def _schema(columns: tuple[Column, ...], unwrapped: bool, full_name: str | None) -> AvroSchema:

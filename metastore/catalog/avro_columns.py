@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from metastore.limits import MAX_TYPE_DEPTH
 from metastore.sql import types as ty
 
 
@@ -32,6 +33,29 @@ class _UnsupportedTypeError(Exception):
     pass
 
 
+MAX_TRANSLATED_TYPES = 10_000
+"""The most types one schema's translation visits: a schema whose types reuse each other would
+otherwise expand exponentially."""
+MAX_SCHEMA_DEPTH = 3 * MAX_TYPE_DEPTH
+"""How deep a schema's own nesting (unions, references) may go; the columns' SQL types are held
+to ``MAX_TYPE_DEPTH`` as declared ones are."""
+
+
+class Budget:
+    """What one translation may still visit."""
+
+    def __init__(self, limit: int = MAX_TRANSLATED_TYPES) -> None:
+        self.left = limit
+
+    def spend(self, depth: int) -> None:
+        if depth > MAX_SCHEMA_DEPTH:
+            raise AvroColumnsError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
+        self.left -= 1
+        if self.left < 0:
+            raise AvroColumnsError(f"the schema expands to more than {MAX_TRANSLATED_TYPES} "
+                                   "types")
+
+
 def columns_of(schema_text: str, is_key: bool, unwrapped: bool, original_names: bool
                ) -> list[tuple[str, ty.SqlType]]:
     """The (name, type) columns of the key or value schema ``schema_text``."""
@@ -40,10 +64,11 @@ def columns_of(schema_text: str, is_key: bool, unwrapped: bool, original_names: 
     except ValueError as error:
         raise AvroColumnsError(f"not an Avro schema: {error}") from error
     named: dict[str, Any] = {}
+    budget = Budget()
     if is_key or unwrapped:
         try:
             return [("ROWKEY" if is_key else "ROWVAL",
-                     _sql(schema, named, original_names, 0))]
+                     _sql(schema, named, original_names, 0, budget))]
         except _UnsupportedTypeError as error:
             raise AvroColumnsError(f"Unsupported type at root of schema: {error}") from error
     schema = _non_null(schema, named)
@@ -51,20 +76,20 @@ def columns_of(schema_text: str, is_key: bool, unwrapped: bool, original_names: 
         raise AvroColumnsError(
             "Schema returned from schema registry is anonymous type. To use this schema with "
             "ksqlDB, set 'WRAP_SINGLE_VALUE=false' in the WITH clause properties.")
-    columns = _fields(schema, named, original_names, 0)
+    columns = _fields(schema, named, original_names, 0, budget)
     if not columns:
         raise AvroColumnsError("Schema does not include any columns with types that ksqlDB "
                                "supports.")
     return columns
 
 
-def _fields(record: dict[str, Any], named: dict[str, Any], original: bool, depth: int
-            ) -> list[tuple[str, ty.SqlType]]:
+def _fields(record: dict[str, Any], named: dict[str, Any], original: bool, depth: int,
+            budget: Budget) -> list[tuple[str, ty.SqlType]]:
     _remember(record, named)
     fields = []
     for field in record.get("fields") or []:
         try:
-            sql_type = _sql(field.get("type"), named, original, depth + 1)
+            sql_type = _sql(field.get("type"), named, original, depth + 1, budget)
         except _UnsupportedTypeError:
             continue  # ksqlDB logs and leaves the field out
         name = str(field.get("name"))
@@ -72,22 +97,22 @@ def _fields(record: dict[str, Any], named: dict[str, Any], original: bool, depth
     return fields
 
 
-def _sql(schema: Any, named: dict[str, Any], original: bool, depth: int) -> ty.SqlType:
-    if depth > 64:
-        raise _UnsupportedTypeError("nested too deeply")
+def _sql(schema: Any, named: dict[str, Any], original: bool, depth: int, budget: Budget
+         ) -> ty.SqlType:
+    budget.spend(depth)
     schema = _non_null(schema, named)
     if isinstance(schema, list):
         raise _UnsupportedTypeError("union")
     if isinstance(schema, str):
         if schema in named:
-            return _sql(named[schema], named, original, depth + 1)
+            return _sql(named[schema], named, original, depth + 1, budget)
         schema = {"type": schema}
     if not isinstance(schema, dict):
         raise _UnsupportedTypeError(str(schema))
     kind = schema.get("type")
     logical = schema.get("logicalType")
     if isinstance(kind, dict | list):
-        return _sql(kind, named, original, depth + 1)
+        return _sql(kind, named, original, depth + 1, budget)
     if kind in ("bytes", "fixed"):
         _remember(schema, named)
         if logical == "decimal":
@@ -107,14 +132,14 @@ def _sql(schema: Any, named: dict[str, Any], original: bool, depth: int) -> ty.S
         _remember(schema, named)
         return ty.STRING
     if kind == "array":
-        return ty.ArrayType(_sql(schema.get("items"), named, original, depth + 1))
+        return ty.ArrayType(_sql(schema.get("items"), named, original, depth + 1, budget))
     if kind == "map":
-        return ty.MapType(ty.STRING, _sql(schema.get("values"), named, original, depth + 1))
+        return ty.MapType(ty.STRING, _sql(schema.get("values"), named, original, depth + 1, budget))
     if kind == "record":
-        fields = _fields(schema, named, original, depth)
+        fields = _fields(schema, named, original, depth, budget)
         return ty.StructType(tuple(fields))
     if isinstance(kind, str) and kind in named:
-        return _sql(named[kind], named, original, depth + 1)
+        return _sql(named[kind], named, original, depth + 1, budget)
     raise _UnsupportedTypeError(f"Unsupported type: {kind}")
 
 

@@ -21,9 +21,13 @@ from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.model import Column
 from metastore.catalog.overrides import ConfigOverrides
+from metastore.limits import MAX_TYPE_DEPTH
 from metastore.schema_registry.client import RegisteredSchema
 from metastore.sql import statements as st
 from metastore.sql import types as ty
+
+MAX_DECIMAL_PRECISION = 38
+"""The widest DECIMAL Spark holds (ksqlDB's limit is 1000): an inferred one beyond it is refused."""
 
 INFERRING_FORMATS = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON"}
 """The formats whose schemas are in the registry, and the registry's name of their schema type."""
@@ -46,7 +50,8 @@ class PrefetchedSchemas:
         return []
 
 
-def subject(topic: str, is_key: bool) -> str:
+def subject_of(topic: str, is_key: bool) -> str:
+    """The subject of a topic's key or value schema (Kafka's topic-name strategy)."""
     return f"{topic}-{'key' if is_key else 'value'}"
 
 
@@ -73,7 +78,7 @@ def prefetch(statements: Iterable[st.Statement], registry: SchemaFacts | None,
                 if schema_id not in ids:
                     ids[schema_id] = _registered(registry.by_id(schema_id))
             elif topic is not None:
-                name = subject(str(topic), is_key)
+                name = subject_of(str(topic), is_key)
                 if name not in latest:
                     latest[name] = _registered(registry.latest(name))
     return PrefetchedSchemas(latest, ids)
@@ -94,8 +99,9 @@ def _schema_id(statement: st.CreateSource, is_key: bool) -> int | None:
 @dataclass(frozen=True)
 class Inferred:
     """A CREATE's columns with those inferred, and the registered schemas the source keeps
-    (``registry.keySchema`` / ``registry.valueSchema``: a PROTOBUF side's ``.proto`` text, whose
-    field numbers its records are read by)."""
+    (``registry.keySchema`` / ``registry.valueSchema``): its records are written with the schema
+    they were inferred from, as ksqlDB writes with the inferred schema's id, and a PROTOBUF
+    side's are read by that ``.proto``'s field numbers."""
 
     columns: list[Column]
     properties: tuple[tuple[str, str], ...] = ()
@@ -116,8 +122,7 @@ def infer_columns(statement: st.CreateSource, columns: list[Column], key_format:
     if key_format in INFERRING_FORMATS and not any(c.is_key for c in columns):
         key_columns, schema = _side(statement, topic, key_format, True, registry)
         inferred += [Column(name, sql_type, key_role) for name, sql_type in key_columns]
-        if key_format == "PROTOBUF":
-            kept_schemas.append((KEPT_SCHEMA_PROPERTIES[True], schema))
+        kept_schemas.append((KEPT_SCHEMA_PROPERTIES[True], schema))
     kept = [c for c in columns if c.is_key]
     inferred_values: list[Column] = []
     if value_format in INFERRING_FORMATS and not any(
@@ -125,8 +130,7 @@ def infer_columns(statement: st.CreateSource, columns: list[Column], key_format:
         value_columns, schema = _side(statement, topic, value_format, False, registry)
         inferred_values = [Column(name, sql_type, st.ColumnRole.VALUE)
                            for name, sql_type in value_columns]
-        if value_format == "PROTOBUF":
-            kept_schemas.append((KEPT_SCHEMA_PROPERTIES[False], schema))
+        kept_schemas.append((KEPT_SCHEMA_PROPERTIES[False], schema))
     others = [c for c in columns if not c.is_key]
     return Inferred([*inferred, *kept, *inferred_values, *others], tuple(kept_schemas))
 
@@ -138,7 +142,7 @@ def _side(statement: st.CreateSource, topic: str, fmt: str, is_key: bool,
     if schema_id is not None:
         found = _registered(registry.by_id(schema_id))
     else:
-        found = _registered(registry.latest(subject(topic, is_key)))
+        found = _registered(registry.latest(subject_of(topic, is_key)))
     if found is None:
         raise SchemaError(_not_found(topic, schema_id, is_key), statement.name)
     expected = INFERRING_FORMATS[fmt]
@@ -162,18 +166,47 @@ def _side(statement: st.CreateSource, topic: str, fmt: str, is_key: bool,
             found_columns = translate(
                 found.schema, is_key, unwrapped=not is_key and str(wrap).lower() == "false",
                 original_names=original)
-    except (avro_columns.AvroColumnsError, protobuf_columns.ProtobufColumnsError) as error:
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as error:
+        # a registered schema is input like any other: whatever it holds is the statement's
+        # error (the *ColumnsError reasons are ValueErrors)
         raise SchemaError(
             f"Unable to verify if the {'key' if is_key else 'value'} schema for "
             f"{_source(topic, schema_id)} is compatible with ksqlDB.\nReason: {error}\n\n"
             "Please see https://github.com/confluentinc/ksql/issues/ to see if this particular "
             "reason is already known.\nIf not, please log a new issue, including this full "
             f"error message.\nSchema:{found.schema}", statement.name) from error
+    problem = _columns_problem(found_columns)
+    if problem is not None:
+        raise SchemaError(f"The {'key' if is_key else 'value'} schema for "
+                          f"{_source(topic, schema_id)} cannot be the columns of a source: "
+                          f"{problem}", statement.name)
     if is_key and len(found_columns) > 1:
         raise SchemaError(
             f"The key schema for {_source(topic, schema_id)} contains multiple columns, which "
             f"is not supported by ksqlDB at this time.\nSchema:{found.schema}", statement.name)
     return list(found_columns), found.schema
+
+
+def _columns_problem(columns: list[tuple[str, ty.SqlType]]) -> str | None:
+    """What declared columns are refused for that inferred ones would get past: names twice
+    (ksqlDB's names are case-sensitive, so only the same spelling), types nested too deeply,
+    DECIMALs ksqlDB or Spark cannot hold."""
+    names = [name for name, _ in columns]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        return f"the column {repeated[0]} is defined more than once"
+    for name, sql_type in columns:
+        if ty.depth(sql_type) > MAX_TYPE_DEPTH:
+            return f"the type of {name} nests deeper than {MAX_TYPE_DEPTH} levels"
+        for nested in sql_type.walk():
+            if isinstance(nested, ty.DecimalType):
+                problem = ty.decimal_problem(nested.precision, nested.scale) or (
+                    f"DECIMAL precision must be <= {MAX_DECIMAL_PRECISION}: "
+                    f"DECIMAL({nested.precision},{nested.scale})"
+                    if nested.precision > MAX_DECIMAL_PRECISION else None)
+                if problem is not None:
+                    return f"{name}: {problem}"
+    return None
 
 
 def _source(topic: str, schema_id: int | None) -> str:
@@ -183,7 +216,7 @@ def _source(topic: str, schema_id: int | None) -> str:
 def _not_found(topic: str, schema_id: int | None, is_key: bool) -> str:
     schema_id_line = "" if schema_id is None else f"Schema Id: {schema_id}\n"
     return (f"Schema for message {'keys' if is_key else 'values'} on topic '{topic}' does not "
-            f"exist in the Schema Registry.\nSubject: {subject(topic, is_key)}\n{schema_id_line}"
+            f"exist in the Schema Registry.\nSubject: {subject_of(topic, is_key)}\n{schema_id_line}"
             "Possible causes include:\n- The topic itself does not exist\n"
             "\t-> Use SHOW TOPICS; to check\n"
             "- Messages on the topic are not serialized using a format Schema Registry supports\n"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from metastore.catalog.avro_columns import AvroColumnsError
+from metastore.catalog.avro_columns import AvroColumnsError, Budget
 from metastore.sql import types as ty
 
 JsonSchemaColumnsError = AvroColumnsError
@@ -36,9 +36,10 @@ def columns_of(schema_text: str, is_key: bool, unwrapped: bool, original_names: 
         schema = json.loads(schema_text)
     except ValueError as error:
         raise JsonSchemaColumnsError(f"not a JSON Schema: {error}") from error
+    budget = Budget()
     if is_key or unwrapped:
         try:
-            return [("ROWKEY" if is_key else "ROWVAL", _sql(schema, original_names, 0))]
+            return [("ROWKEY" if is_key else "ROWVAL", _sql(schema, original_names, 0, budget))]
         except _UnsupportedTypeError as error:
             raise JsonSchemaColumnsError(f"Unsupported type at root of schema: {error}") from error
     schema = _non_null(schema)
@@ -46,20 +47,21 @@ def columns_of(schema_text: str, is_key: bool, unwrapped: bool, original_names: 
         raise JsonSchemaColumnsError(
             "Schema returned from schema registry is anonymous type. To use this schema with "
             "ksqlDB, set 'WRAP_SINGLE_VALUE=false' in the WITH clause properties.")
-    columns = _fields(schema, original_names, 0)
+    columns = _fields(schema, original_names, 0, budget)
     if not columns:
         raise JsonSchemaColumnsError("Schema does not include any columns with types that "
                                      "ksqlDB supports.")
     return columns
 
 
-def _fields(schema: dict[str, Any], original: bool, depth: int) -> list[tuple[str, ty.SqlType]]:
+def _fields(schema: dict[str, Any], original: bool, depth: int, budget: Budget
+            ) -> list[tuple[str, ty.SqlType]]:
     properties = schema.get("properties") or {}
     ordered = sorted(properties.items(), key=lambda item: _index(item[1]))
     fields = []
     for name, field in ordered:
         try:
-            sql_type = _sql(field, original, depth + 1)
+            sql_type = _sql(field, original, depth + 1, budget)
         except _UnsupportedTypeError:
             continue
         fields.append((name if original else name.upper(), sql_type))
@@ -88,9 +90,8 @@ def _non_null(schema: Any) -> Any:
     return schema
 
 
-def _sql(schema: Any, original: bool, depth: int) -> ty.SqlType:
-    if depth > 64:
-        raise _UnsupportedTypeError("nested too deeply")
+def _sql(schema: Any, original: bool, depth: int, budget: Budget) -> ty.SqlType:
+    budget.spend(depth)
     schema = _non_null(schema)
     if not isinstance(schema, dict):
         raise _UnsupportedTypeError(str(schema))
@@ -101,10 +102,10 @@ def _sql(schema: Any, original: bool, depth: int) -> ty.SqlType:
         if connect == "map" or ("properties" not in schema and "additionalProperties" in schema):
             values = schema.get("additionalProperties")
             return ty.MapType(ty.STRING, _sql(values if isinstance(values, dict) else {},
-                                              original, depth + 1))
-        return ty.StructType(tuple(_fields(schema, original, depth)))
+                                              original, depth + 1, budget))
+        return ty.StructType(tuple(_fields(schema, original, depth, budget)))
     if kind == "array":
-        return ty.ArrayType(_sql(schema.get("items"), original, depth + 1))
+        return ty.ArrayType(_sql(schema.get("items"), original, depth + 1, budget))
     if kind == "integer":
         logical = {_CONNECT + "Timestamp": ty.TIMESTAMP, _CONNECT + "Date": ty.DATE,
                    _CONNECT + "Time": ty.TIME}.get(str(title))

@@ -22,6 +22,7 @@ from __future__ import annotations
 from google.protobuf import descriptor_pb2 as pb
 
 from metastore import proto_files
+from metastore.catalog.avro_columns import AvroColumnsError, Budget
 from metastore.sql import types as ty
 
 _F = pb.FieldDescriptorProto
@@ -73,7 +74,7 @@ def columns_of(schema_text: str, full_name: str | None, original_names: bool
         raise ProtobufColumnsError(f"not a Protobuf schema: {error}") from error
     messages = {f"{scope}.{message.name}": message for scope, message in _messages(file)}
     root = root_message(file, full_name)
-    columns = _fields(messages[root], messages, original_names, (root,))
+    columns = _fields(messages[root], messages, original_names, (root,), Budget())
     if not columns:
         raise ProtobufColumnsError("Schema does not include any columns with types that ksqlDB "
                                    "supports.")
@@ -93,11 +94,16 @@ def _messages(file: pb.FileDescriptorProto) -> list[tuple[str, pb.DescriptorProt
 
 
 def _fields(message: pb.DescriptorProto, messages: dict[str, pb.DescriptorProto],
-            original: bool, path: tuple[str, ...]) -> list[tuple[str, ty.SqlType]]:
+            original: bool, path: tuple[str, ...], budget: Budget
+            ) -> list[tuple[str, ty.SqlType]]:
     fields: list[tuple[str, ty.SqlType]] = []
     oneofs: dict[int, list[tuple[str, ty.SqlType]]] = {}
     for field in message.field:
-        sql_type = _field_type(field, messages, original, path)
+        try:
+            budget.spend(len(path))
+        except AvroColumnsError as error:
+            raise ProtobufColumnsError(str(error)) from error
+        sql_type = _field_type(field, messages, original, path, budget)
         name = field.name if original else field.name.upper()
         if field.HasField("oneof_index") and not field.proto3_optional:
             members = oneofs.setdefault(field.oneof_index, [])
@@ -117,7 +123,7 @@ def _fields(message: pb.DescriptorProto, messages: dict[str, pb.DescriptorProto]
 
 
 def _field_type(field: pb.FieldDescriptorProto, messages: dict[str, pb.DescriptorProto],
-                original: bool, path: tuple[str, ...]) -> ty.SqlType:
+                original: bool, path: tuple[str, ...], budget: Budget) -> ty.SqlType:
     if field.type != _F.TYPE_MESSAGE:
         scalar = _SCALARS.get(field.type)
         if scalar is None:
@@ -126,8 +132,9 @@ def _field_type(field: pb.FieldDescriptorProto, messages: dict[str, pb.Descripto
     target = messages.get(field.type_name)
     if target is not None and target.options.map_entry:
         value = target.field[1]
-        return ty.MapType(ty.STRING, _field_type(_single(value), messages, original, path))
-    element = _message_type(field.type_name, messages, original, path)
+        return ty.MapType(ty.STRING, _field_type(_single(value), messages, original, path,
+                                                 budget))
+    element = _message_type(field.type_name, messages, original, path, budget)
     return ty.ArrayType(element) if field.label == _F.LABEL_REPEATED else element
 
 
@@ -139,7 +146,7 @@ def _single(field: pb.FieldDescriptorProto) -> pb.FieldDescriptorProto:
 
 
 def _message_type(name: str, messages: dict[str, pb.DescriptorProto], original: bool,
-                  path: tuple[str, ...]) -> ty.SqlType:
+                  path: tuple[str, ...], budget: Budget) -> ty.SqlType:
     if name in _WELL_KNOWN:
         return _WELL_KNOWN[name]
     if name in path:
@@ -149,4 +156,4 @@ def _message_type(name: str, messages: dict[str, pb.DescriptorProto], original: 
     message = messages.get(name)
     if message is None:
         raise ProtobufColumnsError(f"{name.lstrip('.')} is not defined in the schema")
-    return ty.StructType(tuple(_fields(message, messages, original, (*path, name))))
+    return ty.StructType(tuple(_fields(message, messages, original, (*path, name), budget)))

@@ -38,9 +38,8 @@ from metastore.catalog.model import Column, DataSource
 from metastore.protobuf import schema as protobuf
 from metastore.protobuf import values as protobuf_values
 from metastore.sql import types as ty
+from metastore.written_schemas import REGISTRY_FORMATS as SCHEMA_REGISTRY_FORMATS
 from metastore.written_schemas import SchemaIds, written_schema
-
-SCHEMA_REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR")
 
 
 class RowEncodingError(ValueError):
@@ -104,7 +103,8 @@ def _registry_bytes(source: DataSource, is_key: bool, row: Mapping[str, Any],
         shape = protobuf.key_schema(source) if is_key else protobuf.value_schema(source)
         message = protobuf_bytes(shape, fields)
         return None if message is None else protobuf_values.framed(
-            registry.register(schema.subject, schema.text, schema.schema_type), message)
+            registry.register(schema.subject, schema.text, schema.schema_type), message,
+            shape.indexes)
     unwrapped = len(columns) == 1 and (is_key or source.property("WRAP_SINGLE_VALUE") == "false")
     value: Any = fields[columns[0].name] if unwrapped else fields
     if value is None:

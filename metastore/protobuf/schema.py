@@ -71,6 +71,9 @@ class ProtobufSchema:
     """A serialized ``google.protobuf.FileDescriptorSet``, each file after its dependencies."""
     unwrapped: bool
     """Whether the root carries one column's value (not an object of the columns)."""
+    indexes: tuple[int, ...] = (0,)
+    """The root message's place in its file (Confluent's message indexes): its index among the
+    file's messages, then among its parent's nested ones."""
 
     @property
     def spec(self) -> str:
@@ -195,6 +198,7 @@ def registered(proto_text: str, full_name: str | None) -> ProtobufSchema:
         root = root_message(main, full_name).lstrip(".")
     except (proto_files.ProtoFileError, ProtobufColumnsError) as error:
         raise ValueError(str(error)) from error
+    indexes = _indexes(main, root)
     files = pb.FileDescriptorSet()
     known = [name for name in main.dependency if name in _FILES]
     for dependency in known:
@@ -202,7 +206,20 @@ def registered(proto_text: str, full_name: str | None) -> ProtobufSchema:
     del main.dependency[:]
     main.dependency.extend(known)
     files.file.append(main)
-    return ProtobufSchema(root, files.SerializeToString(deterministic=True), False)
+    return ProtobufSchema(root, files.SerializeToString(deterministic=True), False, indexes)
+
+
+def _indexes(file: pb.FileDescriptorProto, root: str) -> tuple[int, ...]:
+    """The message indexes of ``root`` (its full name without the leading dot) in ``file``."""
+    prefix = f"{file.package}." if file.package else ""
+    names = root.removeprefix(prefix).split(".")
+    indexes: list[int] = []
+    messages = list(file.message_type)
+    for name in names:
+        index = next(i for i, message in enumerate(messages) if message.name == name)
+        indexes.append(index)
+        messages = list(messages[index].nested_type)
+    return tuple(indexes)
 
 
 # -- the derivation -----------------------------------------------------------------------------------

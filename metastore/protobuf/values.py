@@ -82,10 +82,23 @@ HEADER_BYTES = 5
 """Confluent's wire-format header: a zero magic byte and the schema's 4-byte id."""
 
 
-def framed(schema_id: int, message: bytes) -> bytes:
-    """A PROTOBUF record: the header of ``schema_id``, the index of the schema's first message
-    (the single byte ``0``), then the message."""
-    return b"\0" + schema_id.to_bytes(4, "big") + b"\0" + message
+def framed(schema_id: int, message: bytes, indexes: tuple[int, ...] = (0,)) -> bytes:
+    """A PROTOBUF record: the header of ``schema_id``, the message indexes of the record's
+    message in its schema (zig-zag varints: their count, then each; ``[0]`` as the single byte
+    ``0``), then the message."""
+    head = bytearray(b"\0" + schema_id.to_bytes(4, "big"))
+    for number in (() if indexes == (0,) else (len(indexes), *indexes)):
+        _write_varint(head, number << 1)  # zig-zag of a number >= 0
+    if indexes == (0,):
+        head.append(0)
+    return bytes(head) + message
+
+
+def _write_varint(out: bytearray, number: int) -> None:
+    while number > 0x7F:
+        out.append((number & 0x7F) | 0x80)
+        number >>= 7
+    out.append(number)
 
 
 def unframed(record: bytes) -> bytes | None:

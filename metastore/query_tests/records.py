@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from metastore import written_schemas
 from metastore.catalog.model import Column, DataSource
 from metastore.kafka.row_encoding import (
     KafkaBytes,
@@ -33,7 +34,7 @@ from metastore.sql import types as ty
 
 RecordCodecError = RowEncodingError
 """A test record that cannot be written in its topic's format."""
-REGISTRY_FORMATS = frozenset({"AVRO", "JSON_SR", "PROTOBUF"})
+REGISTRY_FORMATS = frozenset(written_schemas.REGISTRY_FORMATS)
 """Formats whose records the runner writes and reads through a Schema Registry codec."""
 RegistryEncoder = Callable[[Any, bool], bytes | None]
 """A key (True) or value (False) as a record of a Schema Registry format."""

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from metastore.avro import schema as avro
+from metastore.catalog.inference import subject_of
 from metastore.catalog.model import DataSource
 from metastore.json_sr import schema as json_sr
 from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
@@ -57,7 +58,7 @@ class TestRegistry:
                     schema = json_sr.with_draft(schema)
                 text = schema if isinstance(schema, str) and schema_type == "PROTOBUF" else (
                     json.dumps(schema))
-                got = client.register(avro.subject(physical(topic.name), is_key), text,
+                got = client.register(subject_of(physical(topic.name), is_key), text,
                                       schema_type)
                 if got not in registered:
                     registered.append(got)
@@ -101,7 +102,7 @@ class RegistryCodec:
         fmt = source.key_format if is_key else source.value_format
         given = declared and (declared.key_schema if is_key else declared.value_schema)
         if fmt == protobuf.SR_FORMAT:
-            return self._protobuf(value, source, given, avro.subject(physical_topic, is_key),
+            return self._protobuf(value, source, given, subject_of(physical_topic, is_key),
                                   is_key)
         derived: avro.AvroSchema | json_sr.JsonSchema
         if fmt == json_sr.FORMAT:
@@ -112,7 +113,7 @@ class RegistryCodec:
             given = json_sr.with_draft(given)
         schema_text = json.dumps(given) if given is not None else derived.text
         text = json.dumps(value, default=_json_default)
-        subject = avro.subject(physical_topic, is_key)
+        subject = subject_of(physical_topic, is_key)
         try:
             if fmt == json_sr.FORMAT:
                 header = self._calls.headerWith(self._url, json_sr.SCHEMA_TYPE, subject,
@@ -139,7 +140,7 @@ class RegistryCodec:
         if message is None:
             return None
         schema_id = int.from_bytes(base64.b64decode(header)[1:], "big")
-        return protobuf_values.framed(schema_id, message)
+        return protobuf_values.framed(schema_id, message, schema.indexes)
 
     def decode(self, raw: bytes, fmt: str) -> Any:
         if fmt == json_sr.FORMAT:

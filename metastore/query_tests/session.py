@@ -75,13 +75,13 @@ def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
               on_result: Callable[[int, int, CaseResult], None] | None = None,
               spark_master: str = "local[2]", query_timeout: float = 120.0,
               work_dir: Path | None = None, registry_url: str | None = None) -> RunReport:
-    from metastore.spark.avro import REGISTRY_URL_CONF
+    from metastore.spark.avro import registry_conf
     from metastore.spark.session import start_session
 
     root = work_dir or Path(tempfile.mkdtemp(prefix="metastore-test-"))
     report = RunReport()
     try:
-        conf = {REGISTRY_URL_CONF: registry_url} if registry_url else None
+        conf = registry_conf(registry_url) if registry_url else None
         spark = start_session(spark_master, "metastore-test", root / "spark", conf=conf)
         try:
             spark.sparkContext.setLogLevel("OFF")  # a query's failure is the test's result

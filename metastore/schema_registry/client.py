@@ -30,6 +30,9 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 NOT_FOUND_CODES = frozenset({40401, 40402, 40403})
 """Confluent's codes of a 404 for an unknown subject, version or schema."""
 
+MAX_KNOWN_REGISTRATIONS = 10_000
+"""How many registrations a client remembers (then it forgets them all and asks again)."""
+
 
 def redacted(url: str) -> str:
     """``url`` without the credentials it may carry."""
@@ -66,6 +69,8 @@ class SchemaRegistryClient:
             unquote(parts.username), unquote(parts.password or ""))
         self._client = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False,
                                     headers={"Accept": MEDIA_TYPE}, auth=auth)
+        self._ids: dict[tuple[str, str, str], int] = {}
+        """Registrations already made: the same schema under a subject keeps its id."""
 
     def close(self) -> None:
         self._client.close()
@@ -96,7 +101,11 @@ class SchemaRegistryClient:
                 and isinstance(entry.get("version"), int)]
 
     def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
-        """Register ``schema`` under ``subject`` (or find it there); its id."""
+        """Register ``schema`` under ``subject`` (or find it there); its id, asked once per
+        client."""
+        known = self._ids.get((subject, schema_type, schema))
+        if known is not None:
+            return known
         body: dict[str, Any] = {"schema": schema}
         if schema_type != "AVRO":
             body["schemaType"] = schema_type
@@ -104,6 +113,9 @@ class SchemaRegistryClient:
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), int):
             raise SchemaRegistryError(f"The Schema Registry at {self.url} answered a "
                                       f"registration without an id: {answer!r}", 50002)
+        if len(self._ids) >= MAX_KNOWN_REGISTRATIONS:
+            self._ids.clear()
+        self._ids[(subject, schema_type, schema)] = int(answer["id"])
         return int(answer["id"])
 
     # -- transport -----------------------------------------------------------------------------

@@ -12,13 +12,28 @@ written after the header of the sink's schema, registered by the JVM's registry 
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from metastore.json_sr.schema import HEADER_BYTES
 from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
+from metastore.schema_registry.client import redacted
 from metastore.spark.types import string_literal
 from metastore.written_schemas import WrittenSchema
 
 REGISTRY_URL_CONF = "spark.metastore.schemaRegistry.url"
 """The Spark configuration naming the Schema Registry the codec calls (driver and executors)."""
+REGISTRY_USER_INFO_CONF = "spark.metastore.schemaRegistry.password"
+"""Its credentials (``user:password``), apart from the URL, under a key Spark's redaction hides
+(``spark.redaction.regex``) in its UI and event logs."""
+
+
+def registry_conf(url: str) -> dict[str, str]:
+    """The Spark configuration of a session whose queries read and write through ``url``."""
+    parts = urlsplit(url)
+    conf = {REGISTRY_URL_CONF: redacted(url)}
+    if parts.username is not None:
+        conf[REGISTRY_USER_INFO_CONF] = parts.netloc.rsplit("@", 1)[0]  # as written: encoded
+    return conf
 
 
 def _call(method: str, *arguments: str, of: str = AVRO_CODEC_CLASS) -> str:

@@ -83,7 +83,14 @@ public final class AvroCodec {
             return null;
         }
         int id = ByteBuffer.wrap(bytes, 1, 4).getInt();
-        Schema writer = parse(RegistryCalls.schemaOf(url, id));
+        Schema writer;
+        try {
+            writer = parse(RegistryCalls.schemaOf(url, id));
+        } catch (RegistryCalls.UnavailableException e) {
+            throw e;  // the task fails and is retried: a record is never dropped for an outage
+        } catch (RuntimeException e) {
+            return null;  // an id the registry does not know, or a schema that is not Avro
+        }
         Object datum;
         try {
             datum = new GenericDatumReader<Object>(writer).read(null,
@@ -94,7 +101,7 @@ public final class AvroCodec {
         StringWriter out = new StringWriter();
         try (JsonGenerator json = JSON.createGenerator(out)) {
             write(json, writer, datum);
-        } catch (IOException | ArithmeticException e) {
+        } catch (IOException | RuntimeException e) {  // e.g. a decimal of no bytes
             return null;
         }
         return out.toString();

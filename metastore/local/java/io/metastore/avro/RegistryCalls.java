@@ -29,6 +29,15 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 public final class RegistryCalls {
     /** The Spark configuration that names the registry of a session and its executors. */
     public static final String URL_CONF = "spark.metastore.schemaRegistry.url";
+    /** Its credentials ({@code user:password}), apart: a key Spark's redaction hides. */
+    public static final String USER_INFO_CONF = "spark.metastore.schemaRegistry.password";
+
+    /** The registry did not answer, or failed (a 5xx): nothing is known about what was asked. */
+    public static final class UnavailableException extends IllegalStateException {
+        UnavailableException(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
 
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final HttpClient CLIENT = HttpClient.newBuilder()
@@ -37,6 +46,7 @@ public final class RegistryCalls {
     private static final String CONTENT_TYPE = "application/vnd.schemaregistry.v1+json";
     private static final Map<String, String> SCHEMAS = new ConcurrentHashMap<>();
     private static final Map<String, Integer> IDS = new ConcurrentHashMap<>();
+    private static final java.util.Set<String> MISSING = ConcurrentHashMap.newKeySet();
 
     private RegistryCalls() {
     }
@@ -44,23 +54,41 @@ public final class RegistryCalls {
     /** The registry of this JVM's Spark session, from {@link #URL_CONF}. */
     public static String sessionUrl() {
         String url = null;
+        String userInfo = null;
         org.apache.spark.SparkEnv env = org.apache.spark.SparkEnv.get();
         if (env != null) {
             url = env.conf().get(URL_CONF, null);
+            userInfo = env.conf().get(USER_INFO_CONF, null);
         }
         if (url == null || url.isBlank()) {
             throw new IllegalStateException("no Schema Registry is configured for this Spark "
                     + "session (" + URL_CONF + "); start the node with --schema-registry-url");
         }
+        if (userInfo != null && !userInfo.isEmpty()) {
+            int scheme = url.indexOf("://");
+            if (scheme > 0) {
+                url = url.substring(0, scheme + 3) + userInfo + "@" + url.substring(scheme + 3);
+            }
+        }
         return url;
     }
 
-    /** The schema text of {@code id}. */
+    /** The schema text of {@code id}; an {@link IllegalArgumentException} when the registry
+     * does not know it (remembered: a record of an unknown id does not ask again). */
     public static String schemaOf(String url, int id) {
-        return SCHEMAS.computeIfAbsent(url + "\n" + id, ignored -> {
-            JsonNode answer = call(url, "GET", "/schemas/ids/" + id, null);
-            return answer.path("schema").asText();
-        });
+        String key = url + "\n" + id;
+        if (MISSING.contains(key)) {
+            throw new IllegalArgumentException("the Schema Registry has no schema " + id);
+        }
+        try {
+            return SCHEMAS.computeIfAbsent(key, ignored -> {
+                JsonNode answer = call(url, "GET", "/schemas/ids/" + id, null);
+                return answer.path("schema").asText();
+            });
+        } catch (IllegalArgumentException e) {
+            MISSING.add(key);
+            throw e;
+        }
     }
 
     /** The id of {@code schema} (of {@code schemaType}: AVRO, PROTOBUF or JSON) under
@@ -100,7 +128,12 @@ public final class RegistryCalls {
     }
 
     private static JsonNode call(String url, String method, String path, String body) {
-        URI base = URI.create(url.endsWith("/") ? url.substring(0, url.length() - 1) : url);
+        URI base;
+        try {
+            base = new URI(url.endsWith("/") ? url.substring(0, url.length() - 1) : url);
+        } catch (java.net.URISyntaxException e) {
+            throw new IllegalStateException("not a Schema Registry URL");  // the URL not shown
+        }
         String userInfo = base.getRawUserInfo();
         URI target;
         try {
@@ -126,7 +159,7 @@ public final class RegistryCalls {
         try {
             response = CLIENT.send(request.build(), HttpResponse.BodyHandlers.ofString());
         } catch (IOException e) {
-            throw new IllegalStateException("the Schema Registry at " + target
+            throw new UnavailableException("the Schema Registry at " + target
                     + " did not answer: " + e, e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -134,9 +167,16 @@ public final class RegistryCalls {
         }
         if (response.statusCode() / 100 != 2) {
             String text = response.body();
-            throw new IllegalStateException("the Schema Registry answered " + response.statusCode()
-                    + " to " + method + " " + target.getPath() + ": "
-                    + (text.length() > 500 ? text.substring(0, 500) : text));
+            String message = "the Schema Registry answered " + response.statusCode() + " to "
+                    + method + " " + target.getPath() + ": "
+                    + (text.length() > 500 ? text.substring(0, 500) : text);
+            if (response.statusCode() == 404 && "GET".equals(method)) {
+                throw new IllegalArgumentException(message);
+            }
+            if (response.statusCode() >= 500) {
+                throw new UnavailableException(message, null);
+            }
+            throw new IllegalStateException(message);
         }
         try {
             return MAPPER.readTree(response.body());

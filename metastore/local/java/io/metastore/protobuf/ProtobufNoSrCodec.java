@@ -102,7 +102,7 @@ public final class ProtobufNoSrCodec {
     }
 
     // -- schemas ----------------------------------------------------------------------------------
-    private static Descriptor descriptor(String schema) {
+    static Descriptor descriptor(String schema) {
         return SCHEMAS.computeIfAbsent(schema, ProtobufNoSrCodec::build);
     }
 

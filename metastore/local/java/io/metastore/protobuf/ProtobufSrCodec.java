@@ -15,7 +15,7 @@ import io.metastore.avro.RegistryCalls;
  * schema that numbers its fields as the derived one does reads the same. {@link #decode} skips
  * the header and the indexes (a record without the magic byte decodes to NULL);
  * {@link #encode} registers the schema's {@code .proto} text under the subject and writes its
- * id, then the index of the first message ({@code 0}).
+ * id, then the root message's index among its file's messages.
  */
 public final class ProtobufSrCodec {
     private static final int HEADER = 5;
@@ -68,10 +68,22 @@ public final class ProtobufSrCodec {
                 RegistryCalls.headerWith(url, "PROTOBUF", subject, protoText));
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         out.write(header, 0, header.length);
-        out.write(0);
+        int index = ProtobufNoSrCodec.descriptor(schema).getIndex();  // a file's own message
+        if (index != 0) {
+            writeVarint(out, 2);  // zig-zag of the count, 1
+        }
+        writeVarint(out, (long) index << 1);
         byte[] message = Base64.getDecoder().decode(body);
         out.write(message, 0, message.length);
         return Base64.getEncoder().encodeToString(out.toByteArray());
+    }
+
+    private static void writeVarint(ByteArrayOutputStream out, long number) {
+        while (number > 0x7f) {
+            out.write((int) ((number & 0x7f) | 0x80));
+            number >>>= 7;
+        }
+        out.write((int) number);
     }
 
     /** The varint at {@code position}, and the position after it; null when it runs out. */
