@@ -7,8 +7,9 @@ of the topic's subject (``<topic>-key`` / ``<topic>-value``). The inferred colum
 command, so replay never asks the registry.
 
 The registry is asked before the writer's lock is taken (:func:`prefetch`): validation under the
-lock reads the answers only (:class:`PrefetchedSchemas`), so a slow registry never holds other
-writers, and one that does not answer fails the request before anything is written.
+lock asks nothing, it translates the answers (:class:`PrefetchedSchemas`; a bounded amount of
+work, :data:`metastore.catalog.avro_columns.MAX_TRANSLATED_TYPES`), so a slow registry never
+holds other writers, and one that does not answer fails the request before anything is written.
 """
 
 from __future__ import annotations

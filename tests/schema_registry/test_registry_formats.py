@@ -69,12 +69,19 @@ def columns(node: Node, name: str) -> list[tuple[str, str, ColumnRole]]:
 def test_a_create_without_columns_infers_them_from_the_registry(
         node_factory: NodeFactory, client: SchemaRegistryClient) -> None:
     topic = unique("orders")
-    client.register(f"{topic}-key", json.dumps("int"))
-    client.register(f"{topic}-value", json.dumps(AVRO_VALUE))
+    key_id = client.register(f"{topic}-key", json.dumps("int"))
+    value_id = client.register(f"{topic}-value", json.dumps(AVRO_VALUE))
     node = node_factory(schema_registry_url=client.url)
     node.execute(f"CREATE STREAM ORDERS WITH (KAFKA_TOPIC='{topic}', FORMAT='AVRO', "
                  "PARTITIONS=1);")
     assert columns(node, "ORDERS") == [("ROWKEY", "INTEGER", KEY), *INFERRED]
+    for subject, schema_id in ((f"{topic}-key", key_id), (f"{topic}-value", value_id)):
+        latest = client.latest(subject)  # the user's schemas stay the subjects' latest
+        assert latest is not None and latest.schema_id == schema_id and latest.version == 1
+    node.execute("INSERT INTO ORDERS (ROWKEY, ID, PRICE, AT, TAGS, ADDRESS) VALUES (1, 2, 3.5, "
+                 "'1970-01-01T00:00:00.004', ARRAY['t'], STRUCT(CITY := 'Oslo'));")
+    latest = client.latest(f"{topic}-value")
+    assert latest is not None and latest.schema_id == value_id
     replayed = node_factory(service_id=node.config.service_id, node_id="node-2")  # no registry
     assert replayed.replica.image.source("ORDERS") == node.replica.image.source("ORDERS")
 
