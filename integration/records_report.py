@@ -83,20 +83,17 @@ def main() -> None:
         rate(f"  using {fmt}", [i for i in registry if fmt in cases[i]["formats"]])
     statuses = collections.Counter(results[i]["status"] for i in plain if i in results)
     print("plain-format statuses:", dict(statuses))
-    by_file: dict[str, list[str]] = collections.defaultdict(list)
-    for i in plain:
-        by_file[cases[i]["file"].split("/")[-1]].append(i)
-    print("\nper file (plain-format cases):")
-    for name, ids in sorted(by_file.items(), key=lambda item: -len(item[1])):
-        if args.file is None or args.file in name:
-            rate(f"  {name}", ids)
-    by_registry_file: dict[str, list[str]] = collections.defaultdict(list)
-    for i in registry:
-        by_registry_file[cases[i]["file"].split("/")[-1]].append(i)
-    print("\nper file (Schema Registry cases):")
-    for name, ids in sorted(by_registry_file.items(), key=lambda item: -len(item[1])):
-        if args.file is None or args.file in name:
-            rate(f"  {name}", ids)
+    def per_file(label: str, chosen: list[str]) -> None:
+        by_file: dict[str, list[str]] = collections.defaultdict(list)
+        for i in chosen:
+            by_file[cases[i]["file"].split("/")[-1]].append(i)
+        print(f"\nper file ({label}):")
+        for name, ids in sorted(by_file.items(), key=lambda item: -len(item[1])):
+            if args.file is None or args.file in name:
+                rate(f"  {name}", ids)
+
+    per_file("plain-format cases", plain)
+    per_file("Schema Registry cases", registry)
     reasons = collections.Counter()
     for i in plain:
         result = results.get(i)

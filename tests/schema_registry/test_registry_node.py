@@ -18,20 +18,11 @@ from tests.conftest import unique
 from tests.queries.test_query_nodes import ksql, wait_for
 from tests.servers import ServerProcess
 from tests.spark.test_spark_catalog import query, wait_in_sync
+from tests.unit.test_registry_schemas import zigzag
 
 ServerFactory = Callable[..., ServerProcess]
 VALUE = {"type": "record", "name": "Order", "fields": [
     {"name": "item", "type": "string"}, {"name": "qty", "type": "long"}]}
-
-
-def zigzag(number: int) -> bytes:
-    """An Avro ``long``: zig-zag, then a base-128 varint."""
-    encoded, out = (number << 1) ^ (number >> 63), bytearray()
-    while encoded > 0x7F:
-        out.append((encoded & 0x7F) | 0x80)
-        encoded >>= 7
-    out.append(encoded)
-    return bytes(out)
 
 
 def avro_record(schema_id: int, item: str, qty: int) -> bytes:
