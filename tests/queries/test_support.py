@@ -65,9 +65,6 @@ def test_supported_queries_are_accepted(statement: str) -> None:
      "WINDOW SESSION (1 MINUTE) GROUP BY S.ID;", "SESSION windows over a join are not supported"),
     ("CREATE STREAM X AS SELECT ID, JSON_RECORDS(NAME) AS M FROM S;",
      "the function JSON_RECORDS is not supported"),
-    ("CREATE STREAM X AS SELECT ID, V FROM A;", "the AVRO format is not supported"),
-    ("CREATE STREAM X WITH (VALUE_FORMAT='AVRO') AS SELECT ID, V FROM S;",
-     "the sink's value format AVRO cannot be written"),
     (WINDOWED + "CREATE TABLE X AS SELECT V, COUNT(*) AS N FROM H GROUP BY V;",
      "aggregating a windowed source (H) is not supported"),
     (WINDOWED + "CREATE STREAM X AS SELECT * FROM W PARTITION BY V;",
@@ -78,6 +75,16 @@ def test_unsupported_queries_are_refused_before_they_are_written(statement: str,
     message = outcome(statement)
     assert message is not None and message.startswith(
         "The Spark runtime cannot run this query: ") and reason in message, message
+
+
+@pytest.mark.parametrize("statement", [
+    "CREATE STREAM X AS SELECT ID, V FROM A;",
+    "CREATE STREAM X WITH (VALUE_FORMAT='AVRO') AS SELECT ID, V FROM S;",
+    "CREATE STREAM X WITH (FORMAT='PROTOBUF') AS SELECT ID, V FROM A;",
+    "CREATE STREAM X WITH (VALUE_FORMAT='JSON_SR') AS SELECT ID, V FROM A;",
+])
+def test_the_schema_registry_formats_are_read_and_written(statement: str) -> None:
+    assert outcome(statement) is None
 
 
 def test_windowed_streams_join_in_their_windows() -> None:
