@@ -72,7 +72,9 @@ def prefetch(statements: Iterable[st.Statement], registry: SchemaFacts | None,
         formats = ((key or config.default_key_format).upper(),
                    (value or config.default_value_format or "").upper())
         for is_key, fmt in ((True, formats[0]), (False, formats[1])):
-            if fmt not in INFERRING_FORMATS:
+            declared = any(c.role.is_key if is_key else c.role is st.ColumnRole.VALUE
+                           for c in statement.columns)
+            if fmt not in INFERRING_FORMATS or declared:  # a declared side needs no registry
                 continue
             schema_id = _schema_id(statement, is_key)
             if schema_id is not None:

@@ -220,3 +220,14 @@ def test_a_new_source_registers_its_schemas_once_written(
     assert derived is not None and derived.schema_type == "JSON"
     assert list(json.loads(derived.schema)["properties"]) == ["UPPER_NAME"]
     assert client.latest(f"{sink}-key") is not None  # the key stays AVRO, as the source's
+
+
+def test_a_create_that_declares_its_columns_needs_no_registry_to_be_written(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    launcher = LocalSchemaRegistry(tmp_path / "down")
+    state = launcher.start(progress=None)
+    launcher.stop()
+    node = node_factory(schema_registry_url=state.url)
+    node.execute(f"CREATE STREAM DECLARED (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
+                 f"'{unique('t')}', FORMAT='AVRO', PARTITIONS=1);")  # registration only logged
+    assert node.replica.image.source("DECLARED") is not None
