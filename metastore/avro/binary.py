@@ -11,9 +11,11 @@ schema (JSON); named types may be referred to by name after their definition.
 from __future__ import annotations
 
 import base64
+import json
 import struct
 from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+from functools import lru_cache
 from typing import Any
 
 MAX_DECIMAL_DIGITS = 1100
@@ -22,6 +24,13 @@ MAX_DECIMAL_DIGITS = 1100
 
 class AvroEncodingError(ValueError):
     """A value that the schema cannot carry."""
+
+
+@lru_cache(maxsize=256)
+def parsed(schema_text: str) -> Any:
+    """A schema's JSON, parsed once per text (every INSERT VALUES row of a source writes it;
+    :func:`encode` never changes it)."""
+    return json.loads(schema_text)
 
 
 def encode(schema: Any, value: Any) -> bytes:

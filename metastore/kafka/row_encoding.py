@@ -111,7 +111,7 @@ def _registry_bytes(source: DataSource, is_key: bool, row: Mapping[str, Any],
         return None
     if schema.schema_type == "AVRO":
         try:
-            body = avro_binary.encode(json.loads(schema.text), value)
+            body = avro_binary.encode(avro_binary.parsed(schema.text), value)
         except avro_binary.AvroEncodingError as error:
             raise RowEncodingError(f"{value!r} cannot be written as AVRO: {error}") from error
     else:

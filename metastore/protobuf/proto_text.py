@@ -8,6 +8,8 @@ function of the derived schema: every node renders the same text.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from google.protobuf import descriptor_pb2 as pb
 
 from metastore.protobuf.schema import ProtobufSchema
@@ -26,6 +28,7 @@ class ProtoTextError(ValueError):
     """A schema that has no ``.proto`` file of its own (an unwrapped scalar's wrapper)."""
 
 
+@lru_cache(maxsize=256)  # a sink's and an INSERT VALUES target's schema, rendered once
 def render(schema: ProtobufSchema) -> str:
     files = pb.FileDescriptorSet.FromString(schema.descriptor_set)
     main = next((f for f in files.file if any(m.name == schema.message.split(".")[-1]

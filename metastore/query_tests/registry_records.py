@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from metastore.avro import schema as avro
-from metastore.catalog.inference import subject_of
+from metastore.catalog.inference import INFERRING_FORMATS, subject_of
 from metastore.catalog.model import DataSource
 from metastore.json_sr import schema as json_sr
 from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-SCHEMA_TYPES = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON", "JSON": "JSON"}
-"""A topic's declared format, as the registry names the type of its schemas."""
+SCHEMA_TYPES = {**INFERRING_FORMATS, "JSON": json_sr.SCHEMA_TYPE}
+"""A topic's declared format, as the registry names the type of its schemas (a test may declare
+a JSON_SR topic's format as JSON)."""
 
 
 class TestRegistry:
