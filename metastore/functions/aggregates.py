@@ -73,7 +73,7 @@ def _sum_and_count(args: Sequence[ty.SqlType | None], _: ty.SqlType) -> ty.SqlTy
 
 
 def _deviation(args: Sequence[ty.SqlType | None], _: ty.SqlType) -> ty.SqlType:
-    """STDDEV_SAMP: ``STRUCT<SUM input, COUNT BIGINT, M2 DOUBLE>``."""
+    """STDDEV_SAMP, STDDEV_SAMPLE: ``STRUCT<SUM input, COUNT BIGINT, M2 DOUBLE>``."""
     return _struct(("SUM", _input(args)), ("COUNT", BIGINT), ("M2", DOUBLE))
 
 
@@ -280,7 +280,8 @@ def _builtin(name: str) -> Translation:
 
 
 def _zero_if_none(name: str) -> Translation:
-    """ksqlDB's AVG of no values is 0.0, as is its STDDEV_SAMP of fewer than two."""
+    """ksqlDB's AVG of no values is 0.0, as are its STDDEV_SAMP and STDDEV_SAMPLE of fewer than
+    two."""
     def translate(call: Call) -> exp.Expr:
         return sql.fn("coalesce", _typed(sql.fn(name, *call.args), call),
                       sql.cast(sql.lit(0), DOUBLE))
@@ -320,7 +321,10 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
               spark=_top("collect_set")),
     aggregate("HISTOGRAM", sig(ty.STRING, returns=ty.MapType(ty.STRING, BIGINT)),
               spark=_histogram, undoable=True),
-    aggregate(("STDDEV_SAMP", "STDDEV_SAMPLE"), *(sig(t, returns=DOUBLE) for t in NUMBERS),
+    # ksqlDB's STDDEV_SAMP returns the sample *variance* (M2 / (n - 1)); STDDEV_SAMPLE its root
+    aggregate("STDDEV_SAMP", *(sig(t, returns=DOUBLE) for t in NUMBERS),
+              spark=_zero_if_none("var_samp"), undoable=True, intermediate=_deviation),
+    aggregate("STDDEV_SAMPLE", *(sig(t, returns=DOUBLE) for t in NUMBERS),
               spark=_zero_if_none("stddev_samp"), undoable=True, intermediate=_deviation),
     aggregate("CORRELATION", *(sig(t, t, returns=DOUBLE) for t in (INTEGER, BIGINT, DOUBLE)),
               spark=_builtin("corr"), undoable=True, intermediate=_correlation),
