@@ -93,15 +93,26 @@ created with one partition unless sized (:func:`physical_partitions`)."""
 
 
 class PreexistingTopics:
-    """The topics that exist before a test's statements run, as ksqlDB's test driver makes them."""
+    """The topics that exist before a test's statements run, as ksqlDB's test driver makes them.
+
+    The driver creates them itself and runs no topic-creation step for a CREATE (its executor
+    has no ``TopicCreateInjector``), so a CREATE's PARTITIONS is never compared with a topic the
+    test declares: validation sees the count the CREATE gives. The topic is still created with
+    the declared count, else one (:func:`physical_partitions`), as the driver creates it."""
 
     def __init__(self, test: QueryTest, statements: Iterable[st.Statement]) -> None:
+        declared = {topic.name for topic in test.topics}
         self._existing = {topic.name: topic.partitions or 1 for topic in test.topics}
+        claimed: set[str] = set()
         for statement in statements:
             if isinstance(statement, st.CreateSource):
                 topic = str(statement.properties.get("KAFKA_TOPIC", statement.name))
-                if "PARTITIONS" not in statement.properties:
+                requested = statement.properties.get("PARTITIONS")
+                if requested is None:
                     self._existing.setdefault(topic, DRIVER_PARTITIONS)
+                elif topic in declared and topic not in claimed and _whole(requested):
+                    self._existing[topic] = int(str(requested).strip())
+                    claimed.add(topic)
 
     def partitions(self, topic: str) -> int | None:
         return self._existing.get(topic)
@@ -111,11 +122,12 @@ class PreexistingTopics:
 
 
 def physical_partitions(test: QueryTest, image: Image) -> dict[str, int]:
-    """The partitions each topic of a test is created with: the count the test declares or a
-    statement's PARTITIONS gives, else one. ksqlDB's driver processes every partition of a topic
-    as one ordered input; one partition keeps that order on a real broker, where the records of
-    several partitions would reach a query in no defined order."""
-    wanted = {topic.name: topic.partitions for topic in test.topics if topic.partitions}
+    """The partitions each topic of a test is created with: the count the test declares (one when
+    it declares none), else the count a statement's PARTITIONS gives, else one. ksqlDB's driver
+    processes every partition of a topic as one ordered input; one partition keeps that order on
+    a real broker, where the records of several partitions would reach a query in no defined
+    order."""
+    wanted = {topic.name: topic.partitions or 1 for topic in test.topics}
     sized = {statement.name for statement in parse(test.script)
              if isinstance(statement, st.CreateSource | st.CreateAsSelect)
              and "PARTITIONS" in statement.properties}
@@ -125,6 +137,12 @@ def physical_partitions(test: QueryTest, image: Image) -> dict[str, int]:
     for record in (*test.inputs, *test.outputs):
         wanted.setdefault(record.topic, 1)
     return wanted
+
+
+def _whole(value: st.PropertyValue) -> bool:
+    """A PARTITIONS value validation would take as a positive count (it refuses any other)."""
+    text = str(value).strip()
+    return not isinstance(value, bool) and text.isdigit() and int(text) > 0
 
 
 class _RefusedError(Exception):
