@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -149,10 +150,15 @@ class Admin:
                 return True
             time.sleep(0.02)
 
-    def start_deleting(self, topics: Sequence[str]) -> None:
-        """Ask the controller to delete ``topics`` and return without waiting for it."""
-        if topics:
-            self._admin.delete_topics(list(topics), operation_timeout=0)
+    def start_deleting(self, topics: Sequence[str]) -> list[Future[None]]:
+        """Ask the controller to delete ``topics`` and return without waiting for it: the
+        deletions' futures, to wait for before the client goes. The request carries a positive
+        timeout: with a timeout of 0, Kafka 4.1's KRaft controller answers it as done and
+        deletes nothing."""
+        if not topics:
+            return []
+        return list(self._admin.delete_topics(list(topics),
+                                              operation_timeout=self._timeout).values())
 
     def delete_records(self, topic: str, before: int, partition: int = 0,
                        timeout: float | None = None) -> None:

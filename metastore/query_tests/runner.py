@@ -24,10 +24,13 @@ error makes it an *error*; a difference in records makes it *failed*.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent import futures
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +87,8 @@ class CaseResult:
         return {"id": self.test_id, "name": self.name, "status": self.status,
                 "reason": self.reason, "seconds": round(self.seconds, 2)}
 
+
+_log = logging.getLogger(__name__)
 
 DRIVER_PARTITIONS = 4
 """The partitions ksqlDB's test driver gives a topic it infers from a CREATE statement (its
@@ -170,11 +175,22 @@ class QueryTestRunner:
         self._registry_client = (None if registry_url is None
                                  else SchemaRegistryClient(registry_url, timeout=30))
         self._count = 0
+        self._deletions: list[Future[None]] = []
 
     def close(self) -> None:
         self._producer.close()
         if self._registry_client is not None:
             self._registry_client.close()
+        self._await_deletions()
+
+    def _await_deletions(self, timeout: float = 30.0) -> None:
+        """Wait for the deletions of the tests' topics still in flight, so a run leaves none."""
+        pending, self._deletions = self._deletions, []
+        done, not_done = futures.wait(pending, timeout=timeout)
+        failed = [f for f in done if f.exception() is not None]
+        if failed or not_done:
+            _log.warning("%d topic deletions did not complete; their topics are left",
+                         len(failed) + len(not_done))
 
     def run(self, test: QueryTest) -> CaseResult:
         self._count += 1
@@ -252,7 +268,9 @@ class QueryTestRunner:
             self._admin.create(physical(name), partitions, config=KEEP_RECORDS)
 
     def _delete_topics(self, test: QueryTest, image: Image, physical: Rename) -> None:
-        self._admin.start_deleting([physical(t) for t in self._topics(test, image)])
+        self._deletions = [f for f in self._deletions if not f.done()]
+        self._deletions += self._admin.start_deleting([physical(t)
+                                                       for t in self._topics(test, image)])
 
     def _produce(self, test: QueryTest, image: Image, physical: Rename,
                  inserted: Sequence[_Inserted] = ()) -> None:

@@ -8,6 +8,7 @@ ksql-test-runner's three files.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
 
 DEV_RECORDS = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / (
     "ksql-records-dev.jsonl")
@@ -174,6 +177,21 @@ REPEATED_FIELDS = {  # a field of the column's own name wins, else the last in a
 }
 
 
+def test_topics(bootstrap: str) -> set[str]:
+    """The topics `metastore test` runs have made (``qtt-<run>-<n>-<topic>``)."""
+    listed = Admin(KafkaSettings(bootstrap)).list_topics()
+    return {topic.name for topic in listed if topic.name.startswith("qtt-")}
+
+
+def left_topics(bootstrap: str, before: set[str]) -> set[str]:
+    """The test topics made since ``before`` still listed, once the brokers' metadata has had
+    10 s to follow the controller's deletions."""
+    deadline = time.monotonic() + 10
+    while (left := test_topics(bootstrap) - before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 def invoke(bootstrap: str, *args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(app, ["test", *args, "--bootstrap-servers", bootstrap, "--json"])
     assert result.exit_code in (0, 1), result.output
@@ -214,7 +232,9 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
+    before = test_topics(kafka_bootstrap)
     code, report = invoke(kafka_bootstrap, str(test_file), str(dev_slice))
+    assert left_topics(kafka_bootstrap, before) == set(), "a run deletes the topics it made"
     by_name = {case["name"]: case for case in report["cases"]}
     assert code == 1
     assert by_name["passes"]["status"] == "passed", by_name["passes"]
