@@ -220,13 +220,16 @@ def _array_remove(call: Call) -> exp.Expr:
 
 
 def _array_sort(call: Call) -> exp.Expr:
+    """ksqlDB sorts NULLs last either way: Spark's ``array_sort`` does ascending,
+    ``sort_array(a, false)`` descending (``sort_array(a, true)`` would put them first)."""
     array, *direction = call.args
     if not direction:
-        return sql.fn("sort_array", array, sql.lit(True))
-    ascending = sql.eq(sql.fn("upper", direction[0]), sql.lit("ASC"))
-    descending = sql.eq(sql.fn("upper", direction[0]), sql.lit("DESC"))
-    return sql.case((ascending, sql.fn("sort_array", array, sql.lit(True))),
-                    (descending, sql.fn("sort_array", array, sql.lit(False))),
+        return sql.fn("array_sort", array)
+    named = sql.fn("upper", direction[0])
+    ascending = exp.In(this=named, expressions=[sql.lit("ASC"), sql.lit("ASCENDING")])
+    descending = exp.In(this=named.copy(), expressions=[sql.lit("DESC"), sql.lit("DESCENDING")])
+    return sql.case((ascending, sql.fn("array_sort", array)),
+                    (descending, sql.fn("sort_array", array.copy(), sql.lit(False))),
                     otherwise=sql.null())
 
 

@@ -167,6 +167,11 @@ SCALARS: list[tuple[str, Any]] = [
     ("JSON_ITEMS('{}')", None),
     ("TRUNC(CAST(1.7 AS DECIMAL(12, 7)))", 1), ("TRUNC(CAST(-1.7 AS DECIMAL(12, 7)))", -1),
     ("TRUNC(CAST(-12345.678 AS DECIMAL(12, 7)), -2)", -12300.0),
+    # ksqlDB sorts NULLs last in either direction
+    ("ARRAY_SORT(A)", [3, 6, None]), ("ARRAY_SORT(ARRAY[2, NULL, 1])", [1, 2, None]),
+    ("ARRAY_SORT(ARRAY[2, NULL, 1], 'desc')", [2, 1, None]),
+    ("ARRAY_SORT(ARRAY[2, NULL, 1], 'Ascending')", [1, 2, None]),
+    ("ARRAY_SORT(ARRAY[2, NULL, 1], 'sideways')", None),
 ]
 
 
