@@ -233,6 +233,15 @@ def _array_sort(call: Call) -> exp.Expr:
                     otherwise=sql.null())
 
 
+def _as_map(call: Call) -> exp.Expr:
+    """A key per element of the keys, with the value at its position, NULL past the values'
+    end (ksqlDB's AS_MAP): Spark's ``map_from_arrays`` refuses arrays of other lengths."""
+    keys, values = call.args
+    value_at = sql.fn("get", values, sql.var("__i"))
+    return sql.fn("map_from_arrays", keys, sql.fn("transform", keys.copy(),
+                                                  sql.lam(value_at, "__k", "__i")))
+
+
 def _slice(call: Call) -> exp.Expr:
     array, start, end = call.args
     return sql.fn("slice", array, start, sql.add(sql.sub(end, start), sql.lit(1)))
@@ -359,8 +368,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("array_sort", sig(_ARRAY, returns=_ARRAY), sig(_ARRAY, STRING, returns=_ARRAY),
            spark=_array_sort),
     scalar("slice", sig(_ARRAY, INTEGER, INTEGER, returns=_ARRAY), spark=_slice),
-    scalar("AS_MAP", sig(ArrayOf(STRING), _ARRAY, returns=MapOf(STRING, T)),
-           spark=_builtin("map_from_arrays")),
+    scalar("AS_MAP", sig(ArrayOf(STRING), _ARRAY, returns=MapOf(STRING, T)), spark=_as_map),
     scalar("map_keys", sig(MapOf(STRING, T), returns=ArrayOf(STRING)),
            spark=_builtin("map_keys")),
     scalar("map_values", sig(MapOf(STRING, T), returns=_ARRAY), spark=_builtin("map_values")),

@@ -177,8 +177,10 @@ def _chr(call: Call) -> exp.Expr:
         unescaped = sql.fn("java_method", sql.lit("org.apache.commons.text.StringEscapeUtils"),
                            sql.lit("unescapeJava"), code)
         return sql.if_(escaped, unescaped, sql.null())
-    return sql.fn("java_method", sql.lit("java.lang.Character"), sql.lit("toString"),
-                  sql.cast(code, INTEGER))
+    # a code point outside Unicode's range is NULL, as ksqlDB's isValidCodePoint check has it
+    valid = exp.Between(this=code, low=sql.lit(0), high=sql.lit(0x10FFFF))
+    return sql.if_(valid, sql.fn("java_method", sql.lit("java.lang.Character"),
+                                 sql.lit("toString"), sql.cast(code.copy(), INTEGER)), sql.null())
 
 
 def _field(call: Call) -> exp.Expr:

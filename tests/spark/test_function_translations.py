@@ -172,6 +172,10 @@ SCALARS: list[tuple[str, Any]] = [
     ("ARRAY_SORT(ARRAY[2, NULL, 1], 'desc')", [2, 1, None]),
     ("ARRAY_SORT(ARRAY[2, NULL, 1], 'Ascending')", [1, 2, None]),
     ("ARRAY_SORT(ARRAY[2, NULL, 1], 'sideways')", None),
+    ("CHR(75)", "K"), ("CHR(99000)", "\U000182b8"), ("CHR(-1)", None), ("CHR(1114112)", None),
+    # AS_MAP: a key per key, its value by position, NULL past the values' end
+    ("AS_MAP(ARRAY['a', 'b'], ARRAY[1, 2, 3])", {"a": 1, "b": 2}),
+    ("AS_MAP(ARRAY['a', 'b', 'c'], ARRAY[1, 2])", {"a": 1, "b": 2, "c": None}),
 ]
 
 
