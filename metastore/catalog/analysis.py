@@ -1272,7 +1272,9 @@ def _from_sqlglot(data_type: exp.DataType, custom: dict[str, ty.SqlType]) -> ty.
         fields = []
         for field in data_type.expressions:
             if isinstance(field, exp.ColumnDef) and isinstance(field.args.get("kind"), exp.DataType):
-                fields.append((field.name.upper(), _from_sqlglot(field.args["kind"], custom)))
+                quoted = isinstance(field.this, exp.Identifier) and field.this.quoted
+                name = field.name if quoted else field.name.upper()  # `f1` keeps its case
+                fields.append((name, _from_sqlglot(field.args["kind"], custom)))
         return ty.StructType(tuple(fields))
     if kind == types.USERDEFINED:
         name = str(data_type.args.get("kind") or "").upper()
