@@ -21,7 +21,8 @@ def normalise_schema(text: str) -> str:
     text = text.replace("`", "").replace("PRIMARY KEY", "KEY")
     text = re.sub(r"DECIMAL\((\d+),\s*(\d+)\)", r"DECIMAL(\1,\2)", text)
     words = re.split(r"(\W)", text.upper())
-    return re.sub(r"\s+", " ", "".join(_TYPE_WORDS.get(w, w) for w in words)).strip()
+    spaced = re.sub(r"\s+", " ", "".join(_TYPE_WORDS.get(w, w) for w in words)).strip()
+    return re.sub(r"\s*([<>])\s*", r"\1", spaced)  # ksqlDB writes an empty STRUCT< >
 
 
 def _format_name(value: Any) -> str | None:

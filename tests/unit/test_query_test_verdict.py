@@ -13,6 +13,7 @@ from metastore.catalog.model import DataSource, WindowInfo
 from metastore.check import run_script
 from metastore.query_tests import cases, records, verdict
 from metastore.query_tests.cases import CaseRecord, Window
+from metastore.query_tests.post import normalise_schema
 
 
 def source(script: str, name: str) -> DataSource:
@@ -161,3 +162,13 @@ def test_keys_spelled_as_text_find_their_decimal_key_in_a_table() -> None:
     assert verdict.table_difference(expected, [actual(Decimal("1.50"), {"C": 1})]) is None
     assert verdict.table_difference(expected, [actual(Decimal("1.5"), {"C": 1})]) is not None
     assert verdict.table_difference(expected, [actual(Decimal("1.50"), {"C": 2})]) is not None
+
+
+@pytest.mark.parametrize(("expected", "actual"), [
+    ("ID STRING KEY, S STRUCT< >", "ID STRING KEY, S STRUCT<>"),
+    ("`K` INT PRIMARY KEY, V VARCHAR", "K INTEGER KEY, V STRING"),
+    ("V DECIMAL(4, 2), M MAP<STRING, STRUCT< A INT >>", "V DECIMAL(4,2), M MAP<STRING, STRUCT<A INTEGER>>"),
+])
+def test_post_condition_schemas_compare_as_ksqldb_parses_them(expected: str, actual: str) -> None:
+    assert normalise_schema(expected) == normalise_schema(actual)
+    assert normalise_schema(expected) != normalise_schema(actual.replace(" S", " T").replace(" V", " W"))
