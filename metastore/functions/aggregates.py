@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from metastore.functions import sparksql as sql
+from metastore.functions.collections import distinct
 from metastore.functions.registry import (
     ANY,
     ANY_DECIMAL,
@@ -169,7 +170,7 @@ def _collect_list(call: Call) -> exp.Expr:
 
 def _collect_set(call: Call) -> exp.Expr:
     """The distinct values (NULL included) in the order they first arrived."""
-    values = sql.fn("array_distinct", _values(_arrived(call, call.args[0], skip_nulls=False)))
+    values = distinct(_values(_arrived(call, call.args[0], skip_nulls=False)), call.type(0))
     return _limited(call, values, "ksql.functions.collect_set.limit")
 
 

@@ -199,8 +199,12 @@ def _element(call: Call) -> ty.SqlType | None:
 
 
 def _array_distinct(call: Call) -> exp.Expr:
-    """The first of equal elements, in order (one NULL kept)."""
-    array, element = call.args[0], _element(call)
+    return distinct(call.args[0], _element(call))
+
+
+def distinct(array: exp.Expr, element: ty.SqlType | None) -> exp.Expr:
+    """The first of equal elements of ``array``, in order (one NULL kept), compared as Java's
+    ``equals`` compares them, MAPs included (Spark's ``array_distinct`` cannot order them)."""
     if not _has_map(element):
         return sql.fn("array_distinct", array)
     earlier = sql.fn("slice", array.copy(), sql.lit(1), sql.var("__i"))

@@ -210,7 +210,8 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
                              # a zone's wall time, deterministic: it can be an aggregate's argument
                              "LATEST_BY_OFFSET(TIMESTAMPTOSTRING(ID, 'yyyy-MM-dd HH', 'Asia/Tokyo')), "
                              # ksqlDB's STDDEV_SAMP is the sample variance, STDDEV_SAMPLE its root
-                             "STDDEV_SAMP(N), STDDEV_SAMPLE(N), STDDEV_SAMP(CAST(NULL AS INT))",
+                             "STDDEV_SAMP(N), STDDEV_SAMPLE(N), STDDEV_SAMP(CAST(NULL AS INT)), "
+                             "COLLECT_SET(M)",  # MAPs, which Spark cannot order
                              grouped=True)
     _results, image = run_script(SOURCE)
     schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in image.sources["S"].columns)
@@ -224,7 +225,8 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
                                              {"sort_col": 1, "col0": "a"}]
     assert row[17] == 36
     assert row[18] == "1970-01-01 09"
-    assert list(row)[19:] == [4.0, 2.0, 0.0]  # of 1, 5 and 3; of no values 0.0
+    assert list(row)[19:22] == [4.0, 2.0, 0.0]  # of 1, 5 and 3; of no values 0.0
+    assert row[22] == [{"a": 1, "b": 2}]  # every row's M is the same map
 
 
 def test_untranslatable_calls_say_why() -> None:
