@@ -577,7 +577,7 @@ def _source_columns(scope: _Scope, alias: str, repartitioned: bool,
     if source is None:
         raise QueryError(f"'{alias}' is not a valid stream/table name or alias.")
     multi = len(scope.order) > 1
-    columns = [c for c in source.columns if c.role not in (ColumnRole.HEADERS, ColumnRole.HEADER)]
+    columns = list(source.columns)  # header columns are value columns, in declared order
     keys = [c for c in columns if c.is_key]
     values = [c for c in columns if not c.is_key]
     if repartitioned:

@@ -524,8 +524,8 @@ def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[in
     stream's records within ``[t - before, t + after]`` of the first stream's record (a
     time-range condition Spark bounds its join state by) and equalities Spark can see as
     such; records with a null value (tombstones) dropped on every side, as Kafka Streams' join
-    skips them; the result's time the newest of the records joined, its headers the first
-    record's, and the source offsets of all of them."""
+    skips them; the result's time the newest of the records joined, its headers the newest
+    record's (the last stream's of equal times), and the source offsets of all of them."""
     joins = select.args.get("joins") or []
     for join in joins:  # in ON, NULL rejects a pair as FALSE does: COALESCE(a = b, FALSE) is a = b
         join.set("on", _plain_conjuncts(join.args["on"]))
@@ -553,11 +553,18 @@ def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[in
         select.where(exp.Not(this=exp.func("coalesce", exp.column(NULL_VALUE, table=alias,
                                                                   quoted=True), exp.false())),
                      copy=False)
+    newest = exp.func("greatest", *(exp.column("ROWTIME", table=a, quoted=True)
+                                    for a in streams))
+    # Kafka Streams writes a pair when its later record arrives, with that record's headers
+    headers = exp.Case(ifs=[exp.If(this=exp.EQ(this=exp.column("ROWTIME", table=a, quoted=True),
+                                               expression=newest.copy()),
+                                   true=exp.column(HEADERS, table=a, quoted=True))
+                            for a in reversed(streams)],
+                       default=exp.func("coalesce", *(exp.column(HEADERS, table=a, quoted=True)
+                                                      for a in streams)))
     hidden = {
-        ROWTIME: exp.func("greatest", *(exp.column("ROWTIME", table=a, quoted=True)
-                                        for a in streams)),
-        HEADERS: exp.func("coalesce", *(exp.column(HEADERS, table=a, quoted=True)
-                                        for a in streams)),
+        ROWTIME: newest,
+        HEADERS: headers,
         SOURCE: exp.Anonymous(this="concat_ws", expressions=[exp.Literal.string(","), *(
             exp.column(SOURCE, table=a, quoted=True) for a in streams)]),
     }
