@@ -16,7 +16,11 @@ def _to_json_string(call: Call) -> exp.Expr:
     """ksqlDB's JSON of any value (``null`` for NULL): Spark's JSON of a one-element array,
     without its brackets; timestamps as ksqlDB writes them, without a zone."""
     options = sql.fn("map", sql.lit("timestampFormat"), sql.lit("yyyy-MM-dd'T'HH:mm:ss.SSS"))
-    text = sql.fn("to_json", sql.fn("array", call.args[0]), options)
+    value = call.args[0]
+    if call.type(0) == ty.TIME:  # java.sql.Time's text, HH:mm:ss, not its milliseconds
+        seconds = sql.fn("floor", exp.Div(this=sql.cast(value, "BIGINT"), expression=sql.lit(1000)))
+        value = sql.fn("date_format", sql.fn("timestamp_seconds", seconds), sql.lit("HH:mm:ss"))
+    text = sql.fn("to_json", sql.fn("array", value), options)
     inner = sql.fn("substring", text, sql.lit(2), sql.sub(sql.fn("length", text), sql.lit(2)))
     return inner
 

@@ -22,6 +22,7 @@ def normalise_schema(text: str) -> str:
     text = re.sub(r"DECIMAL\((\d+),\s*(\d+)\)", r"DECIMAL(\1,\2)", text)
     words = re.split(r"(\W)", text.upper())
     spaced = re.sub(r"\s+", " ", "".join(_TYPE_WORDS.get(w, w) for w in words)).strip()
+    spaced = re.sub(r"\s*,\s*", ", ", spaced)  # a test may write "A INT,B INT"
     return re.sub(r"\s*([<>])\s*", r"\1", spaced)  # ksqlDB writes an empty STRUCT< >
 
 

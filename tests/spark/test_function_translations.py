@@ -176,6 +176,8 @@ SCALARS: list[tuple[str, Any]] = [
     # AS_MAP: a key per key, its value by position, NULL past the values' end
     ("AS_MAP(ARRAY['a', 'b'], ARRAY[1, 2, 3])", {"a": 1, "b": 2}),
     ("AS_MAP(ARRAY['a', 'b', 'c'], ARRAY[1, 2])", {"a": 1, "b": 2, "c": None}),
+    ("TO_JSON_STRING(PARSE_TIME('16:43:40', 'HH:mm:ss'))", '"16:43:40"'),
+    ("TO_JSON_STRING(PARSE_TIME('16:43', 'HH:mm'))", '"16:43:00"'),
 ]
 
 

@@ -166,7 +166,7 @@ def test_keys_spelled_as_text_find_their_decimal_key_in_a_table() -> None:
 
 @pytest.mark.parametrize(("expected", "actual"), [
     ("ID STRING KEY, S STRUCT< >", "ID STRING KEY, S STRUCT<>"),
-    ("`K` INT PRIMARY KEY, V VARCHAR", "K INTEGER KEY, V STRING"),
+    ("`K` INT PRIMARY KEY,V VARCHAR", "K INTEGER KEY, V STRING"),
     ("V DECIMAL(4, 2), M MAP<STRING, STRUCT< A INT >>", "V DECIMAL(4,2), M MAP<STRING, STRUCT<A INTEGER>>"),
 ])
 def test_post_condition_schemas_compare_as_ksqldb_parses_them(expected: str, actual: str) -> None:
