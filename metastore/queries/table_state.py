@@ -34,6 +34,7 @@ are a ``TableTableJoin`` whose first side is that join's rows.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -56,6 +57,7 @@ from metastore.spark.types import quote
 from metastore.sql.statements import WindowSpec
 
 JOIN_KEY = "__MS_JK"
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SIDE = "__MS_SIDE"
 DELETED = "__MS_DELETED"
 AT, AT_PARTITION, AT_OFFSET = "__MS_AT", "__MS_AT_P", "__MS_AT_O"
@@ -123,7 +125,10 @@ def _hidden(table: JoinedTable, number: int) -> dict[str, str]:
     """The names of the ``number``-th joined table's columns (its own and its pseudo columns)
     in a join's views."""
     names = [c.name for c in table.source.columns] + list(PSEUDO_COLUMNS)
-    return {name: f"__MS_J{number}_{name}" for name in names}
+    # the join's state is encoded with Avro, whose names are letters, digits and _: a column
+    # named otherwise (`with.dot`) is hidden by its position
+    return {name: f"__MS_J{number}_{name if _AVRO_NAME.fullmatch(name) else index}"
+            for index, name in enumerate(names)}
 
 
 def _read_from(select: exp.Select, view: str, alias: str, laterals: list[exp.Lateral]) -> None:

@@ -176,6 +176,21 @@ REPEATED_FIELDS = {  # a field of the column's own name wins, else the last in a
         {"topic": "OUTPUT", "key": 2, "value": {"NAME": "D", "DOUBLED": 6.0}, "timestamp": 1}],
 }
 
+QUOTED_JOIN = {  # a joined table's columns named with characters its keyed state cannot name
+    "name": "quoted join", "statements": [
+        "CREATE STREAM L (`the key` STRING KEY, `on` STRING) WITH (KAFKA_TOPIC='l', "
+        "VALUE_FORMAT='JSON');",
+        "CREATE TABLE R (`a.b` STRING PRIMARY KEY, `c d!` INT) WITH (KAFKA_TOPIC='r', "
+        "VALUE_FORMAT='JSON');",
+        "CREATE STREAM OUTPUT AS SELECT * FROM L JOIN R ON L.`on` = R.`a.b`;"],
+    "inputs": [
+        {"topic": "r", "key": "x", "value": {"c d!": 7}, "timestamp": 0},
+        {"topic": "l", "key": "k", "value": {"on": "x"}, "timestamp": 1}],
+    "outputs": [
+        {"topic": "OUTPUT", "key": "x", "value": {"L_the key": "k", "R_a.b": "x", "R_c d!": 7},
+         "timestamp": 1}],
+}
+
 
 def test_topics(bootstrap: str) -> set[str]:
     """The topics `metastore test` runs have made (``qtt-<run>-<n>-<topic>``)."""
@@ -229,6 +244,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         STRING_SINK_TIME,
         STRING_SOURCE_TIME,
         REPEATED_FIELDS,
+        QUOTED_JOIN,
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
@@ -250,11 +266,12 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["string sink time"]["status"] == "passed", by_name["string sink time"]
     assert by_name["string source time"]["status"] == "passed", by_name["string source time"]
     assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
+    assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 9 + len(DEV_SLICE)
-    assert report["passed"] == 7 + len(DEV_SLICE)
+    assert report["total"] == 10 + len(DEV_SLICE)
+    assert report["passed"] == 8 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
