@@ -128,9 +128,16 @@ def _transform(call: Call) -> exp.Expr:
     collection, key_function, value_function = call.args
     key, value = _entry("key"), _entry("value")
     entry = sql.fn("struct", apply(key_function, key, value), apply(value_function, key, value))
-    result = sql.fn("map_from_entries", sql.fn("transform", sql.fn("map_entries", collection),
-                                               sql.lam(entry, "__e")))
-    return _unless_failing(collection, True, [key_function, value_function], result)
+    entries = sql.fn("transform", sql.fn("map_entries", collection), sql.lam(entry, "__e"))
+    # ksqlDB collects the entries with Collectors.toMap, which fails on two entries of one key
+    # (Spark's map would keep the last) and on a NULL value: the result is NULL
+    result = sql.fn("map_from_entries", entries)
+    unique = sql.eq(sql.fn("cardinality", result), sql.fn("cardinality", collection.copy()))
+    no_null = exp.Not(this=sql.fn("exists", sql.fn("map_values", result.copy()),
+                                  sql.lam(sql.is_null(sql.var("__v")), "__v")))
+    return _unless_failing(collection, True, [key_function, value_function],
+                           sql.if_(exp.And(this=unique, expression=no_null), result.copy(),
+                                   sql.null()))
 
 
 def _filter(call: Call) -> exp.Expr:

@@ -178,6 +178,10 @@ SCALARS: list[tuple[str, Any]] = [
     ("AS_MAP(ARRAY['a', 'b', 'c'], ARRAY[1, 2])", {"a": 1, "b": 2, "c": None}),
     ("TO_JSON_STRING(PARSE_TIME('16:43:40', 'HH:mm:ss'))", '"16:43:40"'),
     ("TO_JSON_STRING(PARSE_TIME('16:43', 'HH:mm'))", '"16:43:00"'),
+    # TRANSFORM of a map fails (NULL) on two entries of one key, or on a NULL value
+    ("TRANSFORM(M, (k, v) => UCASE(k), (k, v) => v * 2)", {"A": 2, "B": 4}),
+    ("TRANSFORM(M, (k, v) => 'same', (k, v) => v)", None),
+    ("TRANSFORM(M, (k, v) => k, (k, v) => CAST(NULL AS INT))", None),
 ]
 
 
