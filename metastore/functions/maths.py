@@ -74,7 +74,11 @@ def _log(call: Call) -> exp.Expr:
     if len(call.args) == 1:
         return _java_log(call.args[0])
     base, value = call.args
-    return sql.div(_java_log(value), _java_log(base))
+    # ksqlDB: NaN for a base <= 0 or 1 (Spark would divide by log(1) = 0 into NULL)
+    invalid = exp.Or(this=exp.LTE(this=base, expression=sql.lit(0)),
+                     expression=sql.eq(base.copy(), sql.lit(1)))
+    nan = sql.cast(sql.lit("NaN"), DOUBLE)
+    return sql.if_(invalid, nan, sql.div(_java_log(value), _java_log(base.copy())))
 
 
 def _keep_type(spark_function: str) -> Translation:

@@ -182,6 +182,9 @@ SCALARS: list[tuple[str, Any]] = [
     ("TRANSFORM(M, (k, v) => UCASE(k), (k, v) => v * 2)", {"A": 2, "B": 4}),
     ("TRANSFORM(M, (k, v) => 'same', (k, v) => v)", None),
     ("TRANSFORM(M, (k, v) => k, (k, v) => CAST(NULL AS INT))", None),
+    ("LOG(15, 13)", 0.9471572411831843), ("LOG(15, 0)", float("-inf")),
+    ("LOG(0, 13)", float("nan")), ("LOG(1, 13)", float("nan")), ("LOG(-15.0, 13.0)", float("nan")),
+    ("LOG(15, -13)", float("nan")), ("LOG(CAST(NULL AS INT), 13)", None),
 ]
 
 
@@ -197,7 +200,8 @@ def _same(got: Any, want: Any) -> bool:
     if isinstance(got, decimal.Decimal):
         got = float(got)
     if isinstance(want, float) and isinstance(got, int | float):
-        return (math.isinf(want) and got == want) or math.isclose(got, want, rel_tol=1e-9)
+        return ((math.isinf(want) and got == want) or (math.isnan(want) and math.isnan(got))
+                or math.isclose(got, want, rel_tol=1e-9))
     if hasattr(got, "asDict"):
         got = got.asDict()
     if isinstance(got, float) and isinstance(want, int) and not isinstance(want, bool):
