@@ -151,6 +151,7 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
     elif column is not None:
         event_time = (f"timestamp_millis({quote(column.name)})" if column.type == ty.BIGINT
                       else quote(column.name))
+    extracted = event_time  # before a join moves it
     grace = window.grace_ms if window is not None and window.grace_ms is not None \
         else watermark_ms
     rowtime = f"unix_millis({TS})"
@@ -162,9 +163,12 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
         rowtime = f"{rowtime} - 1"
     bounds, hopping = window_columns(window)
     timed = f"SELECT *, {event_time} AS {TS} FROM ({decoded})"
-    if column is not None and column.type == ty.STRING:  # Kafka Streams skips a record whose
-        # timestamp extractor fails: text the TIMESTAMP_FORMAT does not parse (not a tombstone)
-        timed = f"SELECT * FROM ({timed}) WHERE {NULL_VALUE} OR {TS} IS NOT NULL"
+    if column is not None:  # Kafka Streams skips a record whose timestamp extractor fails or
+        # gives a negative time: a NULL column, text the TIMESTAMP_FORMAT does not parse, a
+        # time before the epoch (a tombstone has no column and passes)
+        timed = (f"SELECT * FROM (SELECT *, {extracted} AS __MS_EXTRACTED FROM ({decoded})) "
+                 f"WHERE {NULL_VALUE} OR unix_millis(__MS_EXTRACTED) >= 0")
+        timed = f"SELECT * EXCEPT (__MS_EXTRACTED), {event_time} AS {TS} FROM ({timed})"
     return [Step(f"{view}_raw", topic=source.topic, from_start=from_start),
             Step(f"{view}_decoded", timed, watermark_ms=grace),
             Step(view, f"SELECT * FROM (SELECT *, {rowtime} AS ROWTIME{bounds} FROM "

@@ -164,6 +164,21 @@ STRING_SOURCE_TIME = {  # a source's time parsed from a STRING column; text that
         {"topic": "OUTPUT", "key": "a", "value": {"V": 1}, "timestamp": 1614834360000}],
 }
 
+BIGINT_SOURCE_TIME = {  # a negative or NULL time from the TIMESTAMP column skips the record
+    "name": "bigint source time", "statements": [
+        "CREATE STREAM S (K STRING KEY, AT BIGINT, V INT) WITH (KAFKA_TOPIC='s', "
+        "VALUE_FORMAT='JSON', TIMESTAMP='AT');",
+        "CREATE STREAM OUTPUT AS SELECT K, V FROM S;"],
+    "inputs": [
+        {"topic": "s", "key": "a", "value": {"AT": 5, "V": 1}, "timestamp": 1},
+        {"topic": "s", "key": "b", "value": {"AT": -1, "V": 2}, "timestamp": 2},
+        {"topic": "s", "key": "c", "value": {"AT": None, "V": 3}, "timestamp": 3},
+        {"topic": "s", "key": "d", "value": {"AT": 0, "V": 4}, "timestamp": 4}],
+    "outputs": [
+        {"topic": "OUTPUT", "key": "a", "value": {"V": 1}, "timestamp": 5},
+        {"topic": "OUTPUT", "key": "d", "value": {"V": 4}, "timestamp": 0}],
+}
+
 REPEATED_FIELDS = {  # a field of the column's own name wins, else the last in another case
     "name": "repeated fields", "statements": [INPUT, PROJECT],
     "inputs": [
@@ -243,6 +258,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         WINDOW_OVER_JOIN,
         STRING_SINK_TIME,
         STRING_SOURCE_TIME,
+        BIGINT_SOURCE_TIME,
         REPEATED_FIELDS,
         QUOTED_JOIN,
     ]}
@@ -265,13 +281,14 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["window over a join"]["status"] == "passed", by_name["window over a join"]
     assert by_name["string sink time"]["status"] == "passed", by_name["string sink time"]
     assert by_name["string source time"]["status"] == "passed", by_name["string source time"]
+    assert by_name["bigint source time"]["status"] == "passed", by_name["bigint source time"]
     assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
     assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 10 + len(DEV_SLICE)
-    assert report["passed"] == 8 + len(DEV_SLICE)
+    assert report["total"] == 11 + len(DEV_SLICE)
+    assert report["passed"] == 9 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
