@@ -47,3 +47,26 @@ def test_metastore_test_passes_a_slice_of_the_registry_cases(
     assert [(c["id"], c["status"], c["reason"][:300]) for c in report["cases"]] == [
         (i, "passed", "") for i in REGISTRY_SLICE]
     assert result.exit_code == 0
+
+
+FLOAT_WIDENED = {  # a Protobuf float reads as the DOUBLE Java widens it to, as ksqlDB's FLOAT32
+    "name": "float widened", "statements": [
+        "CREATE STREAM INPUT WITH (kafka_topic='input', value_format='PROTOBUF');",
+        "CREATE STREAM OUTPUT AS SELECT * FROM INPUT;"],
+    "topics": [{"name": "input", "valueFormat": "PROTOBUF",
+                "valueSchema": 'syntax = "proto3"; message R { float c1 = 1; }'}],
+    "inputs": [{"topic": "input", "value": {"c1": 1.1234}}],
+    "outputs": [{"topic": "OUTPUT", "value": {"C1": 1.1233999729156494}}],
+}
+
+
+@pytest.mark.timeout(300)
+def test_a_protobuf_float_reads_as_ksqldb_widens_it(
+        kafka_bootstrap: str, registry: SchemaRegistryState, tmp_path: Path) -> None:
+    cases = tmp_path / "float.json"
+    cases.write_text(json.dumps({"tests": [FLOAT_WIDENED]}))
+    result = CliRunner().invoke(app, [
+        "test", str(cases), "--json", "--bootstrap-servers", kafka_bootstrap,
+        "--schema-registry-url", registry.url])
+    [case] = json.loads(result.stdout)["cases"]
+    assert (case["status"], case["reason"]) == ("passed", "")

@@ -230,7 +230,9 @@ public final class ProtobufNoSrCodec {
         } else if (plain instanceof BigInteger number) {
             json.writeNumber(number);
         } else if (plain instanceof Float number) {
-            json.writeNumber(number);
+            // a float is a DOUBLE column, widened as Java widens it (1.1234f reads
+            // 1.1233999729156494), as ksqlDB's FLOAT32 schema reads it
+            json.writeNumber(number.doubleValue());
         } else if (plain instanceof Double number) {
             json.writeNumber(number);
         } else if (plain instanceof Boolean bool) {
