@@ -42,6 +42,8 @@ DEFAULT_VALUE_FORMAT = "ksql.persistence.default.format.value"
 WRAP_SINGLE_VALUES = "ksql.persistence.wrap.single.values"
 COLLECT_LIST_LIMIT = "ksql.functions.collect_list.limit"
 COLLECT_SET_LIMIT = "ksql.functions.collect_set.limit"
+OUTPUT_TOPIC_PREFIX = "ksql.output.topic.name.prefix"
+"""Prefixed to the name of a C*AS's sink to name its topic when the statement names none."""
 
 QUERY_SETTINGS = frozenset({COLLECT_LIST_LIMIT, COLLECT_SET_LIMIT})
 """Settings of functions a persistent query runs with (stored on its command, as is
@@ -88,7 +90,7 @@ KSQL_SETTINGS = frozenset({
     "ksql.kafka.client.additional.config.prefixes", "ksql.lambdas.enabled",
     "ksql.metastore.backup.location", "ksql.metrics.extension", "ksql.metrics.tags.custom",
     "ksql.nested.error.set.null", NEW_QUERY_PLANNER,
-    "ksql.output.topic.name.prefix", DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT,
+    OUTPUT_TOPIC_PREFIX, DEFAULT_KEY_FORMAT, DEFAULT_VALUE_FORMAT,
     WRAP_SINGLE_VALUES, "ksql.persistent.prefix", "ksql.properties.overrides.allowlist",
     "ksql.properties.overrides.denylist", "ksql.properties.overrides.log",
     "ksql.properties.overrides.range.validation.log.enabled",
@@ -167,6 +169,11 @@ class ConfigOverrides:
     def default_value_format(self) -> str | None:
         value = self.values.get(DEFAULT_VALUE_FORMAT)
         return str(value) if value is not None else None
+
+    @property
+    def output_topic_prefix(self) -> str:
+        value = self.values.get(OUTPUT_TOPIC_PREFIX)
+        return value if isinstance(value, str) else ""
 
     @property
     def wrap_single_values(self) -> bool | None:
@@ -285,6 +292,8 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
         if number is None or not _INT_MIN <= number <= _INT_MAX:
             raise _coerce_error(name, raw, "Expected a whole number (a negative one is no limit)")
         return number
+    if name == OUTPUT_TOPIC_PREFIX:
+        return _text(name, raw)
     if name in OFFSET_RESET:
         text = str(raw).strip()
         if text.lower() == "none":

@@ -539,7 +539,7 @@ class Validator:
         properties = _default_wrapping(statement.properties, columns, value_format, self._config)
         check_intermediate_types(analysis)
         _check_formats(columns, key_format, value_format, properties)
-        topic = str(properties.get("KAFKA_TOPIC", name))
+        topic = str(properties.get("KAFKA_TOPIC", self._config.output_topic_prefix + name))
         topics.check_writable(topic)
         ddl_rules.check_cleanup_policy(properties)  # TopicCreateInjector
         window = analysis.query.window

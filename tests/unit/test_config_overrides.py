@@ -250,3 +250,12 @@ def test_the_new_query_planner_keys_a_projection_as_it_selects_them() -> None:
                                ("only support column", "SELECT ID, UCASE(NAME) AS N FROM I")):
         with pytest.raises(StatementError, match=clause):
             run(f"{script}CREATE STREAM Q AS {query_text};", planner)
+
+
+def test_the_output_topic_prefix_names_a_sink_topic_no_statement_names() -> None:
+    prefix = {"ksql.output.topic.name.prefix": "team-a-"}
+    _records, image = run(STREAM + "CREATE STREAM S2 AS SELECT * FROM S;"
+                          "CREATE STREAM S3 WITH (KAFKA_TOPIC='named') AS SELECT * FROM S;", prefix)
+    assert (image.sources["S2"].topic, image.sources["S3"].topic) == ("team-a-S2", "named")
+    _records, image = run(STREAM + "CREATE STREAM S2 AS SELECT * FROM S;")
+    assert image.sources["S2"].topic == "S2"
