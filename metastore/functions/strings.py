@@ -48,9 +48,19 @@ def _concat(call: Call) -> exp.Expr:
     return sql.fn("concat_ws", sql.lit(""), *call.args)
 
 
+def _as_text(data: exp.Expr) -> exp.Expr:
+    """BYTES as text of one character per byte (ISO-8859-1), for the string functions to work
+    on byte by byte; :func:`_as_bytes` turns it back."""
+    return sql.fn("decode", data, sql.lit("ISO-8859-1"))
+
+
+def _as_bytes(text: exp.Expr) -> exp.Expr:
+    return sql.fn("encode", text, sql.lit("ISO-8859-1"))
+
+
 def _concat_ws(call: Call) -> exp.Expr:
     if call.returns == BYTES:
-        raise UntranslatableError("CONCAT_WS of BYTES has no Spark translation yet")
+        return _as_bytes(sql.fn("concat_ws", *(_as_text(a) for a in call.args)))
     return sql.fn("concat_ws", *call.args)
 
 
@@ -158,11 +168,16 @@ def _regexp_extract_all(call: Call) -> exp.Expr:
 
 
 def _split(call: Call) -> exp.Expr:
-    if call.returns == ty.ArrayType(BYTES):
-        raise UntranslatableError("SPLIT of BYTES has no Spark translation yet")
     text, delimiter = call.args
+    if call.returns == ty.ArrayType(BYTES):  # split byte by byte, each part bytes again
+        parts = _split_text(_as_text(text), _as_text(delimiter))
+        return sql.fn("transform", parts, sql.lam(_as_bytes(sql.var("__p")), "__p"))
+    return _split_text(text, delimiter)
+
+
+def _split_text(text: exp.Expr, delimiter: exp.Expr) -> exp.Expr:
     return sql.if_(sql.eq(delimiter, sql.lit("")), sql.fn("split", text, sql.lit("(?!$)")),
-                   sql.fn("split", text, _quoted(delimiter), sql.lit(-1)))
+                   sql.fn("split", text.copy(), _quoted(delimiter.copy()), sql.lit(-1)))
 
 
 def _trim(call: Call) -> exp.Expr:

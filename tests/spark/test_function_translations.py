@@ -185,6 +185,11 @@ SCALARS: list[tuple[str, Any]] = [
     ("LOG(15, 13)", 0.9471572411831843), ("LOG(15, 0)", float("-inf")),
     ("LOG(0, 13)", float("nan")), ("LOG(1, 13)", float("nan")), ("LOG(-15.0, 13.0)", float("nan")),
     ("LOG(15, -13)", float("nan")), ("LOG(CAST(NULL AS INT), 13)", None),
+    # BYTES split and joined byte by byte, bytes beyond ASCII included
+    ("SPLIT(TO_BYTES('ff2e00', 'hex'), TO_BYTES('.', 'utf8'))", [b"\xff", b"\x00"]),
+    ("SPLIT(TO_BYTES('ab', 'utf8'), TO_BYTES('', 'utf8'))", [b"a", b"b"]),
+    ("CONCAT_WS(TO_BYTES('-', 'utf8'), TO_BYTES('ff', 'hex'), NULL, TO_BYTES('b', 'utf8'))",
+     b"\xff-b"),
 ]
 
 
