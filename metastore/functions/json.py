@@ -68,6 +68,47 @@ def _json_concat(call: Call) -> exp.Expr:
                     otherwise=joined)
 
 
+def _json_records(call: Call) -> exp.Expr:
+    """JSON_RECORDS(json): a JSON object's fields, a string as its text, anything else as its
+    JSON; NULL for anything but an object."""
+    fields = _parsed(call.args[0], "map<string, variant>")
+    value = sql.var("__v")
+    text = sql.if_(sql.eq(sql.fn("schema_of_variant", value), sql.lit("STRING")),
+                   sql.fn("variant_get", value.copy(), sql.lit("$"), sql.lit("string")),
+                   sql.fn("to_json", value.copy()))
+    return sql.fn("transform_values", fields, sql.lam(text, "__k", "__v"))
+
+
+def _json_array_contains(call: Call) -> exp.Expr:
+    """JSON_ARRAY_CONTAINS(json, value): whether a top-level element of a JSON array is
+    ``value``, compared as ksqlDB compares them: an INT or BIGINT only with JSON integers, a
+    DOUBLE only with JSON numbers that have a fraction or an exponent, a STRING or BOOLEAN with
+    its own kind, NULL with JSON null (a DECIMAL with nothing); FALSE for anything but an
+    array."""
+    elements = _parsed(call.args[0], "array<variant>")
+    wanted = call.args[1]
+    element = sql.var("__e")
+    kind = sql.fn("schema_of_variant", element)
+    decimal = exp.Like(this=kind.copy(), expression=sql.lit("DECIMAL%"))
+    compatible: dict[ty.SqlType, tuple[exp.Expr, str]] = {
+        ty.INTEGER: (sql.eq(kind.copy(), sql.lit("BIGINT")), "bigint"),
+        ty.BIGINT: (sql.eq(kind.copy(), sql.lit("BIGINT")), "bigint"),
+        ty.DOUBLE: (exp.Or(this=sql.eq(kind.copy(), sql.lit("DOUBLE")), expression=decimal),
+                    "double"),
+        ty.BOOLEAN: (sql.eq(kind.copy(), sql.lit("BOOLEAN")), "boolean"),
+        ty.STRING: (sql.eq(kind.copy(), sql.lit("STRING")), "string"),
+    }
+    rule = compatible.get(call.type(1)) if call.type(1) is not None else None
+    same: exp.Expr = sql.lit(False)
+    if rule is not None:
+        value = sql.fn("try_variant_get", element.copy(), sql.lit("$"), sql.lit(rule[1]))
+        same = exp.And(this=rule[0], expression=sql.eq(value, wanted.copy()))
+    is_null = sql.eq(kind.copy(), sql.lit("VOID"))
+    matches = sql.if_(sql.is_null(wanted.copy()), is_null, same)
+    found = sql.fn("exists", elements, sql.lam(sql.fn("coalesce", matches, sql.lit(False)), "__e"))
+    return sql.fn("coalesce", found, sql.lit(False))
+
+
 def _json_items(call: Call) -> exp.Expr:
     """JSON_ITEMS(json): each element of a JSON array as JSON text; NULL for anything else."""
     items = _parsed(call.args[0], "array<variant>")
@@ -82,11 +123,9 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
            spark=lambda call: sql.fn("json_array_length", *call.args)),
     scalar("JSON_KEYS", sig(STRING, returns=ty.ArrayType(STRING)),
            spark=lambda call: sql.fn("json_object_keys", *call.args)),
-    scalar("JSON_ARRAY_CONTAINS", sig(STRING, T, returns=ty.BOOLEAN),
-           unsupported="JSON_ARRAY_CONTAINS has no Spark translation yet"),
+    scalar("JSON_ARRAY_CONTAINS", sig(STRING, T, returns=ty.BOOLEAN), spark=_json_array_contains),
     scalar("JSON_CONCAT", sig(STRING, returns=STRING, variadic=True), spark=_json_concat),
     scalar("JSON_ITEMS", sig(STRING, returns=ty.ArrayType(STRING)), spark=_json_items),
-    scalar("JSON_RECORDS", sig(STRING, returns=ty.MapType(STRING, STRING)),
-           unsupported="JSON_RECORDS has no Spark translation yet"),
+    scalar("JSON_RECORDS", sig(STRING, returns=ty.MapType(STRING, STRING)), spark=_json_records),
     scalar("TO_JSON_STRING", sig(T, returns=STRING), spark=_to_json_string),
 )

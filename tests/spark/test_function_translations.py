@@ -190,6 +190,18 @@ SCALARS: list[tuple[str, Any]] = [
     ("SPLIT(TO_BYTES('ab', 'utf8'), TO_BYTES('', 'utf8'))", [b"a", b"b"]),
     ("CONCAT_WS(TO_BYTES('-', 'utf8'), TO_BYTES('ff', 'hex'), NULL, TO_BYTES('b', 'utf8'))",
      b"\xff-b"),
+    ("JSON_RECORDS('{\"a\": \"x\", \"b\": [1, 2], \"c\": null}')",
+     {"a": "x", "b": "[1,2]", "c": "null"}),
+    ("JSON_RECORDS('[1]')", None), ("JSON_RECORDS('nope')", None),
+    ("JSON_ARRAY_CONTAINS('[1, \"a\", 2.5, true, null, [3]]', 1)", True),
+    ("JSON_ARRAY_CONTAINS('[1.0, 2]', 1)", False),  # a JSON integer only for an INT
+    ("JSON_ARRAY_CONTAINS('[1.0, 2]', CAST(1.0 AS DOUBLE))", True),
+    ("JSON_ARRAY_CONTAINS('[1]', CAST(1.0 AS DOUBLE))", False),
+    ("JSON_ARRAY_CONTAINS('[1.0]', 1.0)", False),  # 1.0 is a DECIMAL, no JSON value's kind
+    ("JSON_ARRAY_CONTAINS('[\"Pink\"]', 'Pink')", True),
+    ("JSON_ARRAY_CONTAINS('[[3]]', 3)", False), ("JSON_ARRAY_CONTAINS('[true]', true)", True),
+    ("JSON_ARRAY_CONTAINS('[1, null]', NULL)", True), ("JSON_ARRAY_CONTAINS('{}', 1)", False),
+    ("JSON_ARRAY_CONTAINS('[', 1)", False),
 ]
 
 
