@@ -492,9 +492,25 @@ def _outer_join_key(item: exp.Expr, select: exp.Select) -> exp.Expr:
         if join_type(join) == "INNER" or not isinstance(on, exp.EQ):
             continue
         sides = (on.this, on.expression)
-        if any(item == side for side in sides):
+        if any(_same_column(item, side) for side in sides):
             return exp.func("coalesce", *(side.copy() for side in sides))
     return item
+
+
+def _same_column(item: exp.Expr, side: exp.Expr) -> bool:
+    """Whether two expressions are equal, a column named ``t.id`` in ON being SELECT *'s
+    `T`.`ID` (an unquoted name is its upper case, a quoted one as written)."""
+    if isinstance(item, exp.Column) and isinstance(side, exp.Column):
+        return _resolved_name(item) == _resolved_name(side)
+    return item == side
+
+
+def _resolved_name(column: exp.Column) -> tuple[str, str]:
+    def name(identifier: exp.Expr | None) -> str:
+        if not isinstance(identifier, exp.Identifier):
+            return ""
+        return identifier.this if identifier.quoted else identifier.this.upper()
+    return name(column.args.get("table")), name(column.this)
 
 
 def stream_join_windows(analysis: Analysis) -> dict[int, JoinWindow]:
