@@ -390,8 +390,14 @@ def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
     if _needs_lenient_json(sql_type):
         return _from_text(text, sql_type)
     wrapped = f"concat('{{\"v\":', {text}, '}}')"
-    return _convert(f"from_json({wrapped}, {string_literal('v ' + _json_read_type(sql_type))}).v",
+    read = _convert(f"from_json({wrapped}, {string_literal('v ' + _json_read_type(sql_type))}).v",
                     sql_type)
+    if isinstance(sql_type, ty.Primitive) and sql_type not in (ty.STRING, ty.BYTES):
+        # a JSON string is read by its content ("10" is the INT 10), as ksqlDB's JSON
+        # deserializer reads the text of a number, a boolean or a time
+        content = _from_text(f"get_json_object({wrapped}, '$.v')", sql_type)
+        return f"IF(startswith(ltrim({text}), '\"'), {content}, {read})"
+    return read
 
 
 def _from_text(expression: str, sql_type: ty.SqlType) -> str:

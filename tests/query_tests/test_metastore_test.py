@@ -179,6 +179,17 @@ BIGINT_SOURCE_TIME = {  # a negative or NULL time from the TIMESTAMP column skip
         {"topic": "OUTPUT", "key": "d", "value": {"V": 4}, "timestamp": 0}],
 }
 
+JSON_KEY_TEXT = {  # a JSON key's string "10" is the INT 10, as ksqlDB's JSON deserializer reads it
+    "name": "json key text", "statements": [
+        "CREATE STREAM S (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='s', KEY_FORMAT='JSON', "
+        "VALUE_FORMAT='JSON');",
+        "CREATE STREAM OUTPUT AS SELECT * FROM S;"],
+    "inputs": [{"topic": "s", "key": "10", "value": {"V": "a"}, "timestamp": 0},
+               {"topic": "s", "key": 11, "value": {"V": "b"}, "timestamp": 1}],
+    "outputs": [{"topic": "OUTPUT", "key": 10, "value": {"V": "a"}, "timestamp": 0},
+                {"topic": "OUTPUT", "key": 11, "value": {"V": "b"}, "timestamp": 1}],
+}
+
 REPEATED_FIELDS = {  # a field of the column's own name wins, else the last in another case
     "name": "repeated fields", "statements": [INPUT, PROJECT],
     "inputs": [
@@ -259,6 +270,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         STRING_SINK_TIME,
         STRING_SOURCE_TIME,
         BIGINT_SOURCE_TIME,
+        JSON_KEY_TEXT,
         REPEATED_FIELDS,
         QUOTED_JOIN,
     ]}
@@ -282,13 +294,14 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["string sink time"]["status"] == "passed", by_name["string sink time"]
     assert by_name["string source time"]["status"] == "passed", by_name["string source time"]
     assert by_name["bigint source time"]["status"] == "passed", by_name["bigint source time"]
+    assert by_name["json key text"]["status"] == "passed", by_name["json key text"]
     assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
     assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 11 + len(DEV_SLICE)
-    assert report["passed"] == 9 + len(DEV_SLICE)
+    assert report["total"] == 12 + len(DEV_SLICE)
+    assert report["passed"] == 10 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
