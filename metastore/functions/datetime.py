@@ -132,21 +132,6 @@ def _format_in_zone(millis: exp.Expr, pattern: exp.Expr, zone: exp.Expr) -> exp.
                   sql.lit(1))
 
 
-def _parse_date(call: Call) -> exp.Expr:
-    """PARSE_DATE as ksqlDB parses it: commons-lang's ``FastDateFormat`` in GMT (a prefix of
-    the text that matches is enough, where Spark's ``to_date`` wants all of it), through the
-    project's JVM class; NULL where ksqlDB's function fails."""
-    text, pattern = call.args
-    called = sql.fn("java_method", sql.lit(DATETIMES_CLASS), sql.lit("parseDate"), text, pattern)
-    marked = exp.to_identifier("__ms_days")
-    days = exp.Lambda(this=exp.If(
-        this=sql.fn("startswith", exp.column(marked.copy()), sql.lit("v")),
-        true=sql.fn("date_from_unix_date", sql.cast(sql.fn("substr", exp.column(marked.copy()),
-                                                           sql.lit(2)), INTEGER)),
-        false=sql.cast(sql.null(), DATE)), expressions=[marked])
-    return sql.fn("element_at", sql.fn("transform", sql.fn("array", called), days), sql.lit(1))
-
-
 _ZONE_LETTERS = frozenset("zvVOXxZ")
 
 
@@ -249,7 +234,7 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("format_time", sig(TIME, STRING, returns=STRING), spark=_format_time),
     scalar("parse_timestamp", sig(STRING, STRING, returns=TIMESTAMP),
            sig(STRING, STRING, STRING, returns=TIMESTAMP), spark=_parse_timestamp),
-    scalar("parse_date", sig(STRING, STRING, returns=DATE), spark=_parse_date),
+    scalar("parse_date", sig(STRING, STRING, returns=DATE), spark=_builtin("to_date")),
     scalar("parse_time", sig(STRING, STRING, returns=TIME), spark=_parse_time),
     scalar("convert_tz", sig(TIMESTAMP, STRING, STRING, returns=TIMESTAMP),
            spark=lambda call: sql.fn("from_utc_timestamp",

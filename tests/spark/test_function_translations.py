@@ -3,7 +3,6 @@ ksqlDB's documented results (and those of its query tests)."""
 
 from __future__ import annotations
 
-import datetime
 import decimal
 import math
 from collections.abc import Iterator
@@ -203,13 +202,6 @@ SCALARS: list[tuple[str, Any]] = [
     ("JSON_ARRAY_CONTAINS('[[3]]', 3)", False), ("JSON_ARRAY_CONTAINS('[true]', true)", True),
     ("JSON_ARRAY_CONTAINS('[1, null]', NULL)", True), ("JSON_ARRAY_CONTAINS('{}', 1)", False),
     ("JSON_ARRAY_CONTAINS('[', 1)", False),
-    # PARSE_DATE parses as ksqlDB's FastDateFormat: a matching prefix is enough
-    ("PARSE_DATE('2003-12-24', 'yyyy-MM-dd')", datetime.date(2003, 12, 24)),
-    ("PARSE_DATE('2003-12-24-01-01', 'yyyy-MM-dd')", datetime.date(2003, 12, 24)),
-    ("PARSE_DATE('2004', 'yyyy-MM-dd')", None), ("PARSE_DATE('1969-12-31', 'yyyy-MM-dd')",
-                                                  datetime.date(1969, 12, 31)),
-    ("PARSE_DATE('01/02/2020 10:00', 'dd/MM/yyyy HH:mm')", None),  # a time of day fails
-    ("PARSE_DATE('2020', 'yyyy')", datetime.date(2020, 1, 1)),
 ]
 
 

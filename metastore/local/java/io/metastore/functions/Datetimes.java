@@ -1,25 +1,19 @@
 package io.metastore.functions;
 
-import java.text.ParseException;
 import java.time.Instant;
 import java.time.ZoneId;
 import java.time.format.DateTimeFormatter;
 import java.util.Map;
-import java.util.TimeZone;
 import java.util.concurrent.ConcurrentHashMap;
-import org.apache.commons.lang3.time.FastDateFormat;
 
 /**
  * ksqlDB's formatting of a time in a named zone (TIMESTAMPTOSTRING, FORMAT_TIMESTAMP with a
  * zone), called from Spark SQL with {@code java_method}: Java's {@code DateTimeFormatter} at the
  * zone, so zone names and offsets in the pattern ({@code z}, {@code X}, ...) are the zone's, as
- * ksqlDB writes them, where Spark's {@code date_format} writes its session's; and ksqlDB's
- * PARSE_DATE, which parses with commons-lang's {@code FastDateFormat} in GMT.
+ * ksqlDB writes them, where Spark's {@code date_format} writes its session's.
  */
 public final class Datetimes {
     private static final int CACHED_PATTERNS = 1000;
-    private static final long MILLIS_IN_DAY = 86_400_000L;
-    private static final TimeZone GMT = TimeZone.getTimeZone("GMT");
     private static final Map<String, DateTimeFormatter> FORMATTERS = new ConcurrentHashMap<>();
 
     private Datetimes() {
@@ -39,27 +33,6 @@ public final class Datetimes {
             return "v" + Instant.ofEpochMilli(epochMillis).atZone(ZoneId.of(zone))
                     .format(formatter(pattern));
         } catch (RuntimeException e) {
-            return "n";
-        }
-    }
-
-    /**
-     * PARSE_DATE: the days since the epoch of {@code text} parsed with {@code pattern} (a
-     * {@code SimpleDateFormat} pattern) as ksqlDB's {@code FastDateFormat} in GMT parses it (a
-     * prefix of the text that matches is enough), after the character {@code v}; {@code n}
-     * where ksqlDB's function fails: no match, an invalid pattern, or a time of day in it.
-     */
-    public static String parseDate(String text, String pattern) {
-        if (text == null || pattern == null) {
-            return "n";
-        }
-        try {
-            long millis = FastDateFormat.getInstance(pattern, GMT).parse(text).getTime();
-            if (millis % MILLIS_IN_DAY != 0) {
-                return "n";
-            }
-            return "v" + Math.floorDiv(millis, MILLIS_IN_DAY);
-        } catch (ParseException | RuntimeException e) {
             return "n";
         }
     }
