@@ -249,8 +249,9 @@ def _as_map(call: Call) -> exp.Expr:
     end (ksqlDB's AS_MAP): Spark's ``map_from_arrays`` refuses arrays of other lengths."""
     keys, values = call.args
     value_at = sql.fn("get", values, sql.var("__i"))
-    return sql.fn("map_from_arrays", keys, sql.fn("transform", keys.copy(),
-                                                  sql.lam(value_at, "__k", "__i")))
+    paired = sql.fn("map_from_arrays", keys, sql.fn("transform", keys.copy(),
+                                                    sql.lam(value_at, "__k", "__i")))
+    return sql.if_(sql.is_null(values.copy()), sql.null(), paired)
 
 
 def _slice(call: Call) -> exp.Expr:

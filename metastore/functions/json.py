@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from metastore.functions import casts
 from metastore.functions import sparksql as sql
 from metastore.functions.registry import Call, FunctionSpec, T, scalar, sig
 from metastore.sql import types as ty
@@ -17,9 +18,8 @@ def _to_json_string(call: Call) -> exp.Expr:
     without its brackets; timestamps as ksqlDB writes them, without a zone."""
     options = sql.fn("map", sql.lit("timestampFormat"), sql.lit("yyyy-MM-dd'T'HH:mm:ss.SSS"))
     value = call.args[0]
-    if call.type(0) == ty.TIME:  # java.sql.Time's text, HH:mm:ss, not its milliseconds
-        seconds = sql.fn("floor", exp.Div(this=sql.cast(value, "BIGINT"), expression=sql.lit(1000)))
-        value = sql.fn("date_format", sql.fn("timestamp_seconds", seconds), sql.lit("HH:mm:ss"))
+    if call.type(0) == ty.TIME:  # ksqlDB's formatTime (LocalTime's text), not milliseconds
+        value = casts.to_text(value, ty.TIME)
     text = sql.fn("to_json", sql.fn("array", value), options)
     inner = sql.fn("substring", text, sql.lit(2), sql.sub(sql.fn("length", text), sql.lit(2)))
     return inner
@@ -70,12 +70,10 @@ def _json_concat(call: Call) -> exp.Expr:
 
 def _json_records(call: Call) -> exp.Expr:
     """JSON_RECORDS(json): a JSON object's fields, a string as its text, anything else as its
-    JSON; NULL for anything but an object."""
-    fields = _parsed(call.args[0], "map<string, variant>")
-    value = sql.var("__v")
-    text = sql.if_(sql.eq(sql.fn("schema_of_variant", value), sql.lit("STRING")),
-                   sql.fn("variant_get", value.copy(), sql.lit("$"), sql.lit("string")),
-                   sql.fn("to_json", value.copy()))
+    JSON (``null`` for JSON null), keys in their order; NULL for anything but an object. Spark's
+    JSON reader gives a field read as a STRING the text of any value that is not a string."""
+    fields = sql.fn("from_json", call.args[0], sql.lit("MAP<STRING, STRING>"))
+    text = sql.fn("coalesce", sql.var("__v"), sql.lit("null"))
     return sql.fn("transform_values", fields, sql.lam(text, "__k", "__v"))
 
 
@@ -98,7 +96,8 @@ def _json_array_contains(call: Call) -> exp.Expr:
         ty.BOOLEAN: (sql.eq(kind.copy(), sql.lit("BOOLEAN")), "boolean"),
         ty.STRING: (sql.eq(kind.copy(), sql.lit("STRING")), "string"),
     }
-    rule = compatible.get(call.type(1)) if call.type(1) is not None else None
+    wanted_type = call.type(1)
+    rule = compatible.get(wanted_type) if wanted_type is not None else None
     same: exp.Expr = sql.lit(False)
     if rule is not None:
         value = sql.fn("try_variant_get", element.copy(), sql.lit("$"), sql.lit(rule[1]))

@@ -78,7 +78,8 @@ def _log(call: Call) -> exp.Expr:
     invalid = exp.Or(this=exp.LTE(this=base, expression=sql.lit(0)),
                      expression=sql.eq(base.copy(), sql.lit(1)))
     nan = sql.cast(sql.lit("NaN"), DOUBLE)
-    return sql.if_(invalid, nan, sql.div(_java_log(value), _java_log(base.copy())))
+    result = sql.if_(invalid, nan, sql.div(_java_log(value), _java_log(base.copy())))
+    return sql.if_(sql.any_null(base.copy(), value.copy()), sql.cast(sql.null(), DOUBLE), result)
 
 
 def _keep_type(spark_function: str) -> Translation:

@@ -26,8 +26,10 @@ STRING, BYTES, INTEGER = ty.STRING, ty.BYTES, ty.INTEGER
 
 
 def _quoted(pattern: exp.Expr) -> exp.Expr:
-    """A regular expression matching ``pattern`` literally."""
-    return sql.fn("concat", sql.lit("\\Q"), pattern, sql.lit("\\E"))
+    """A regular expression matching ``pattern`` literally, as Java's ``Pattern.quote`` writes
+    it (a ``\\E`` in the pattern closed and reopened)."""
+    escaped = sql.fn("replace", pattern, sql.lit("\\E"), sql.lit("\\E\\\\E\\Q"))
+    return sql.fn("concat", sql.lit("\\Q"), escaped, sql.lit("\\E"))
 
 
 def _substring(call: Call) -> exp.Expr:
@@ -176,7 +178,7 @@ def _split(call: Call) -> exp.Expr:
 
 
 def _split_text(text: exp.Expr, delimiter: exp.Expr) -> exp.Expr:
-    return sql.if_(sql.eq(delimiter, sql.lit("")), sql.fn("split", text, sql.lit("(?!$)")),
+    return sql.if_(sql.eq(delimiter, sql.lit("")), sql.fn("split", text, sql.lit("(?!\\z)")),
                    sql.fn("split", text.copy(), _quoted(delimiter.copy()), sql.lit(-1)))
 
 

@@ -509,7 +509,8 @@ def _resolved_name(column: exp.Column) -> tuple[str, str]:
     def name(identifier: exp.Expr | None) -> str:
         if not isinstance(identifier, exp.Identifier):
             return ""
-        return identifier.this if identifier.quoted else identifier.this.upper()
+        text = str(identifier.this)
+        return text if identifier.quoted else text.upper()
     return name(column.args.get("table")), name(column.this)
 
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka import KafkaError, KafkaException
+
 from metastore.catalog import overrides
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.catalog.model import DataSource
@@ -144,6 +146,18 @@ def physical_partitions(test: QueryTest, image: Image) -> dict[str, int]:
     return wanted
 
 
+def _log_failed_deletions(deletions: Sequence[Future[None]]) -> None:
+    """Log the topic deletions that failed (a topic that never existed is no failure)."""
+    for deletion in deletions:
+        if not deletion.done():
+            continue
+        error = deletion.exception()
+        code = error.args[0].code() if isinstance(error, KafkaException) and error.args and \
+            isinstance(error.args[0], KafkaError) else None
+        if error is not None and code != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            _log.warning("a test topic was not deleted: %s", error)
+
+
 def _whole(value: st.PropertyValue) -> bool:
     """A PARTITIONS value validation would take as a positive count (it refuses any other)."""
     text = str(value).strip()
@@ -178,19 +192,21 @@ class QueryTestRunner:
         self._deletions: list[Future[None]] = []
 
     def close(self) -> None:
-        self._producer.close()
-        if self._registry_client is not None:
-            self._registry_client.close()
-        self._await_deletions()
+        try:
+            self._producer.close()
+            if self._registry_client is not None:
+                self._registry_client.close()
+        finally:
+            self._await_deletions()
 
     def _await_deletions(self, timeout: float = 30.0) -> None:
         """Wait for the deletions of the tests' topics still in flight, so a run leaves none."""
         pending, self._deletions = self._deletions, []
-        done, not_done = futures.wait(pending, timeout=timeout)
-        failed = [f for f in done if f.exception() is not None]
-        if failed or not_done:
-            _log.warning("%d topic deletions did not complete; their topics are left",
-                         len(failed) + len(not_done))
+        _done, not_done = futures.wait(pending, timeout=timeout)
+        _log_failed_deletions(pending)
+        if not_done:
+            _log.warning("%d topic deletions did not complete in %.0f s; their topics are left",
+                         len(not_done), timeout)
 
     def run(self, test: QueryTest) -> CaseResult:
         self._count += 1
@@ -268,6 +284,7 @@ class QueryTestRunner:
             self._admin.create(physical(name), partitions, config=KEEP_RECORDS)
 
     def _delete_topics(self, test: QueryTest, image: Image, physical: Rename) -> None:
+        _log_failed_deletions([f for f in self._deletions if f.done()])
         self._deletions = [f for f in self._deletions if not f.done()]
         self._deletions += self._admin.start_deleting([physical(t)
                                                        for t in self._topics(test, image)])

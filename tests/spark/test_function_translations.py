@@ -176,8 +176,9 @@ SCALARS: list[tuple[str, Any]] = [
     # AS_MAP: a key per key, its value by position, NULL past the values' end
     ("AS_MAP(ARRAY['a', 'b'], ARRAY[1, 2, 3])", {"a": 1, "b": 2}),
     ("AS_MAP(ARRAY['a', 'b', 'c'], ARRAY[1, 2])", {"a": 1, "b": 2, "c": None}),
+    ("AS_MAP(ARRAY['a'], CAST(NULL AS ARRAY<INT>))", None),
     ("TO_JSON_STRING(PARSE_TIME('16:43:40', 'HH:mm:ss'))", '"16:43:40"'),
-    ("TO_JSON_STRING(PARSE_TIME('16:43', 'HH:mm'))", '"16:43:00"'),
+    ("TO_JSON_STRING(PARSE_TIME('16:43', 'HH:mm'))", '"16:43"'),  # LocalTime's text
     # TRANSFORM of a map fails (NULL) on two entries of one key, or on a NULL value
     ("TRANSFORM(M, (k, v) => UCASE(k), (k, v) => v * 2)", {"A": 2, "B": 4}),
     ("TRANSFORM(M, (k, v) => 'same', (k, v) => v)", None),
@@ -185,14 +186,18 @@ SCALARS: list[tuple[str, Any]] = [
     ("LOG(15, 13)", 0.9471572411831843), ("LOG(15, 0)", float("-inf")),
     ("LOG(0, 13)", float("nan")), ("LOG(1, 13)", float("nan")), ("LOG(-15.0, 13.0)", float("nan")),
     ("LOG(15, -13)", float("nan")), ("LOG(CAST(NULL AS INT), 13)", None),
+    ("LOG(1, CAST(NULL AS INT))", None), ("LOG(CAST(NULL AS DOUBLE), 0.0)", None),
     # BYTES split and joined byte by byte, bytes beyond ASCII included
     ("SPLIT(TO_BYTES('ff2e00', 'hex'), TO_BYTES('.', 'utf8'))", [b"\xff", b"\x00"]),
     ("SPLIT(TO_BYTES('ab', 'utf8'), TO_BYTES('', 'utf8'))", [b"a", b"b"]),
+    ("SPLIT(TO_BYTES('610a', 'hex'), TO_BYTES('', 'utf8'))", [b"a", b"\n"]),  # a last newline
+    ("SPLIT(TO_BYTES('615c4562', 'hex'), TO_BYTES('5c45', 'hex'))", [b"a", b"b"]),  # \E
     ("CONCAT_WS(TO_BYTES('-', 'utf8'), TO_BYTES('ff', 'hex'), NULL, TO_BYTES('b', 'utf8'))",
      b"\xff-b"),
     ("JSON_RECORDS('{\"a\": \"x\", \"b\": [1, 2], \"c\": null}')",
      {"a": "x", "b": "[1,2]", "c": "null"}),
     ("JSON_RECORDS('[1]')", None), ("JSON_RECORDS('nope')", None),
+    ("JSON_RECORDS('{\"a\": {\"z\": 1, \"b\": 2}}')", {"a": '{"z":1,"b":2}'}),  # in order
     ("JSON_ARRAY_CONTAINS('[1, \"a\", 2.5, true, null, [3]]', 1)", True),
     ("JSON_ARRAY_CONTAINS('[1.0, 2]', 1)", False),  # a JSON integer only for an INT
     ("JSON_ARRAY_CONTAINS('[1.0, 2]', CAST(1.0 AS DOUBLE))", True),
@@ -257,5 +262,5 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
 
 
 def test_untranslatable_calls_say_why() -> None:
-    with pytest.raises(functions.UntranslatableError, match="JSON_RECORDS"):
-        _translated("JSON_RECORDS(S)")
+    with pytest.raises(functions.UntranslatableError, match="TO_BYTES needs a literal encoding"):
+        _translated("TO_BYTES(S, S)")
