@@ -218,7 +218,7 @@ QUOTED_JOIN = {  # a joined table's columns named with characters its keyed stat
 }
 
 
-def test_topics(bootstrap: str) -> set[str]:
+def qtt_topics(bootstrap: str) -> set[str]:
     """The topics `metastore test` runs have made (``qtt-<run>-<n>-<topic>``)."""
     listed = Admin(KafkaSettings(bootstrap)).list_topics()
     return {topic.name for topic in listed if topic.name.startswith("qtt-")}
@@ -228,7 +228,7 @@ def left_topics(bootstrap: str, before: set[str]) -> set[str]:
     """The test topics made since ``before`` still listed, once the brokers' metadata has had
     10 s to follow the controller's deletions."""
     deadline = time.monotonic() + 10
-    while (left := test_topics(bootstrap) - before) and time.monotonic() < deadline:
+    while (left := qtt_topics(bootstrap) - before) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
 
@@ -276,7 +276,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
-    before = test_topics(kafka_bootstrap)
+    before = qtt_topics(kafka_bootstrap)
     code, report = invoke(kafka_bootstrap, str(test_file), str(dev_slice))
     assert left_topics(kafka_bootstrap, before) == set(), "a run deletes the topics it made"
     by_name = {case["name"]: case for case in report["cases"]}
