@@ -1226,12 +1226,9 @@ def check_cast_types(query: Query) -> None:
             if kind == exp.DataType.Type.DECIMAL:
                 problem = ty.decimal_problem(*_decimal_params(data_type))
             elif kind == exp.DataType.Type.STRUCT:
-                problem = ty.struct_fields_problem([
-                    (field.name if field.this.quoted else field.name.upper(),
-                     _from_sqlglot(field.args["kind"], {}))
-                    for field in data_type.expressions
-                    if isinstance(field, exp.ColumnDef)
-                    and isinstance(field.args.get("kind"), exp.DataType)])
+                struct = _from_sqlglot(data_type, {})  # its field names as the CAST types them
+                assert isinstance(struct, ty.StructType)
+                problem = ty.struct_fields_problem(list(struct.fields))
             else:
                 continue
             if problem:
