@@ -93,6 +93,7 @@ from metastore.queries.table_state import (
     AT,
     TABLES,
     JoinedTable,
+    join_changelog,
     join_tables,
     join_tables_on_foreign_key,
     join_tables_on_keys,
@@ -186,12 +187,17 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     stream_view = ""  # the first stream's view
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
     keyed_rows = table_join and table_state
+    # an aggregation of a table-table join aggregates the join's rows as a table's changelog
+    aggregated_join = keyed_rows and analysis.aggregate
+    if table_join and analysis.aggregate and not table_state:
+        raise QueryRuntimeError("an aggregation of a table-table join needs keyed table state")
     # a persistent table aggregation's rows and groups are keyed state unless it starts at the
     # table's end (the state would lack the rows before it, which the batch stage reads); a
     # push query (from the end by default) keeps the batch stage
     groups_keyed = (table_state and not transient
                     and overrides.offset_reset(config or {}) != "latest")
     changelog_view = ""  # a table aggregation's changelog, when its groups are keyed state
+    join_laterals: list[exp.Lateral] = []  # how it reads a joined row's tables, if it is a join
     for index, read in enumerate(analysis.reads):
         source, alias = read.source, read.alias
         view = f"{prefix}_{index}"
@@ -266,20 +272,23 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                                                 for a in stream_aliases)))
     if session is not None:  # each record's session, as Kafka Streams merges them
         bounds = _Bounds(exp.column(SESSION, table=stream_alias, quoted=True))
-    rowtime: exp.Expr = exp.column("ROWTIME", table=stream_alias, quoted=True)
+    rows_alias = TABLES if aggregated_join else stream_alias  # what the aggregation reads
+    rowtime: exp.Expr = exp.column("ROWTIME", table=rows_alias, quoted=True)
     if analysis.aggregate:  # an aggregate's record carries the newest input's time, as ksqlDB's
         rowtime = exp.Max(this=rowtime)
     items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
     null_value: exp.Expr = exp.column(NULL_VALUE, table=stream_alias, quoted=True)
-    if analysis.joins:  # joins drop a stream's tombstones; a table join reads no deleted rows
+    if aggregated_join:  # a key the join has no result row for
+        null_value = exp.column(NULL_VALUE, table=TABLES, quoted=True)
+    elif analysis.joins:  # joins drop a stream's tombstones; a table join reads no deleted rows
         null_value = exp.false()
         if not (windows or table_join):  # a stream-table join (Kafka Streams skips them)
             select.where(exp.Not(this=exp.column(NULL_VALUE, table=stream_alias, quoted=True)),
                          copy=False)
     having = select.args.get("having")
     if analysis.aggregate:  # and the headers of the newest input, as Kafka Streams carries them
-        carried = exp.column(HEADERS, table=stream_alias, quoted=True)
-        newest = exp.column("ROWOFFSET", table=stream_alias, quoted=True)
+        carried = exp.column(HEADERS, table=rows_alias, quoted=True)
+        newest = exp.column("ROWOFFSET", table=rows_alias, quoted=True)
         items.append(exp.alias_(exp.func("max_by", carried, newest), HEADERS, quoted=True))
         _skip_ungroupable(select, null_value)
         if having is not None:  # a group HAVING rejects is deleted from the table, as in ksqlDB
@@ -346,7 +355,13 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             join_steps, present = join_tables_on_keys(
                 select, tables, [t[2] for t in joined_tables], prefix)
         steps += join_steps
-        _keyed_table_join_columns(select, stream_aliases, present, key_names)
+        if aggregated_join:
+            changelog_view = f"{prefix}_joined"
+            join_rows, join_laterals = join_changelog(select, changelog_view, present,
+                                                      stream_aliases)
+            steps.append(join_rows)
+        else:
+            _keyed_table_join_columns(select, stream_aliases, present, key_names)
     if windows:  # in Spark's own terms, after the rewrite into ksqlDB's
         _bound_stream_joins(select, analysis, windows, stream_alias, stream_aliases)
     if versioned:
@@ -357,11 +372,12 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if generated:
         _explode(select, generated, stream_alias)
     if changelog_view:
-        group_steps, batch = aggregate_changelog(select, changelog_view, stream_alias,
-                                                 f"{changelog_view}_input")
+        group_steps, batch = aggregate_changelog(select, changelog_view, rows_alias,
+                                                 f"{changelog_view}_input", join_laterals)
         steps += group_steps
-    if batch is not None and session is None and final is None and not table_join:
-        aggregate_touched_groups(select, stream_alias)
+    if batch is not None and session is None and final is None and (
+            aggregated_join or not table_join):
+        aggregate_touched_groups(select, rows_alias)
     inner = select.sql(dialect="spark", identify=True)
     if at_once is not None:
         inner = union_sql(select, at_once, batch_views)

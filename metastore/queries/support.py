@@ -9,7 +9,8 @@ functions, lambdas, and ``GROUP BY`` aggregates of streams and of tables, ``HAVI
 HOPPING and SESSION windows, projections and filters of windowed sources (their records keep
 their windows), ``PARTITION BY``, stream-table joins (inner or left), stream-stream joins
 (INNER, LEFT, RIGHT, FULL OUTER, with their WITHIN and GRACE PERIOD; not aggregated; of
-windowed streams too) and table-table joins (on primary keys or a foreign key).
+windowed streams too) and table-table joins (on primary keys or a foreign key; aggregated
+too).
 Anything else is refused with the reason, before it is written:
 :func:`check_runtime` is the :class:`~metastore.catalog.validation.RuntimeCheck` a validator is
 given.
@@ -111,9 +112,7 @@ def _shape(analysis: Analysis) -> str | None:
 
 def _table_joins(analysis: Analysis) -> str | None:
     """Table-table joins run on the tables' primary keys or a foreign key (each micro-batch
-    joins again the keys it changed)."""
-    if analysis.aggregate:
-        return "aggregating a table-table join is not supported"
+    joins again the keys it changed), aggregated or not."""
     for join in analysis.joins:
         if join.kind == "CROSS":
             return "CROSS joins are not supported"

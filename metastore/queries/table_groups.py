@@ -32,12 +32,15 @@ GROUP = "__MS_GROUP"
 """The group a change of a table's row is in (a struct of the GROUP BY's values)."""
 
 
-def aggregate_changelog(select: exp.Select, changelog_view: str, alias: str, input_view: str
+def aggregate_changelog(select: exp.Select, changelog_view: str, alias: str, input_view: str,
+                        laterals: list[exp.Lateral] | None = None
                         ) -> tuple[list[Step], BatchStage]:
     """The steps and batch stage that feed ``select`` (an aggregation of a table, in Spark's
     terms, whose FROM reads ``input_view`` as ``alias``) from keyed state over the table's
     changelog in ``changelog_view``: ``input_view`` is then, per micro-batch, the rows of the
-    groups its changes touched and those changes as sentinels."""
+    groups its changes touched and those changes as sentinels. ``laterals``: the views through
+    which ``select`` reads a joined row's tables, each under its alias (a table-table join's
+    rows as their changelog, :func:`metastore.queries.table_state.join_changelog`)."""
     versions, grouped, members = (f"{changelog_view}_versions", f"{changelog_view}_grouped",
                                   f"{changelog_view}_members")
     group = select.args.get("group")
@@ -54,6 +57,8 @@ def aggregate_changelog(select: exp.Select, changelog_view: str, alias: str, inp
         exp.alias_(key, GROUP, quoted=True),
     ).from_(exp.Table(this=exp.to_identifier(versions, quoted=True),
                       alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+    if laterals:
+        keyed.set("laterals", [lateral.copy() for lateral in laterals])
     in_groups = (f"SELECT * FROM ({keyed.sql(dialect='spark', identify=True)}) "
                  f"WHERE {quote(GROUP)} IS NOT NULL")
     steps = [Step(versions, keyed=RowVersions(changelog_view)),

@@ -44,9 +44,11 @@ from metastore.catalog.model import DataSource
 from metastore.catalog.pseudo_columns import PSEUDO_COLUMNS
 from metastore.queries.exceptions import QueryRuntimeError
 from metastore.queries.steps import (
+    HEADERS,
     KAFKA_TIMESTAMP,
     NULL_KEY,
     NULL_VALUE,
+    RAW_KEY,
     ForeignKeyTableJoin,
     Step,
     TableJoin,
@@ -234,6 +236,43 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: lis
     steps.append(Step(view, keyed=TableJoin(tuple(views), tuple(columns))))
     _read_from(select, view, TABLES, laterals)
     return steps, exp.Paren(this=present)
+
+
+def join_changelog(select: exp.Select, view: str, present: exp.Expr, aliases: list[str]
+                   ) -> tuple[Step, list[exp.Lateral]]:
+    """Rewrite ``select``, which reads a keyed table-table join's rows (after
+    :func:`join_tables_on_keys` or :func:`join_tables_on_foreign_key`, whose result condition is
+    ``present``, of the tables ``aliases`` name), to read ``view`` instead: those rows as a table's
+    changelog, as an aggregation of the join consumes it (Kafka Streams aggregates a join's
+    result table like any table). A row is keyed by the join key (``__MS_RAW_KEY``, its JSON
+    text), a key without a result row is a tombstone, and its time is the newest of the rows
+    joined and the change, as the join's record carries it. Returns the step of ``view`` and the
+    views through which ``select`` reads each table's columns under its alias."""
+    joined = select.args["from_"].this.name
+    laterals: list[exp.Lateral] = list(select.args.get("laterals") or [])[:len(aliases)]
+    changed = exp.column(AT, table=TABLES, quoted=True)
+    result = exp.func("coalesce", present.copy(), exp.false())
+    times = [exp.column("ROWTIME", table=alias, quoted=True) for alias in aliases]
+    raw_key = exp.cast(exp.func("to_json", exp.func(
+        "named_struct", exp.Literal.string("k"), exp.column(JOIN_KEY, table=TABLES, quoted=True))),
+        "BINARY")
+    rows = exp.select(
+        exp.Column(this=exp.Star(), table=exp.to_identifier(TABLES)),
+        exp.alias_(raw_key, RAW_KEY, quoted=True),
+        exp.alias_(exp.Literal.number(0), "ROWPARTITION"),
+        exp.alias_(exp.cast(exp.Literal.number(0), "BIGINT"), "ROWOFFSET"),
+        exp.alias_(exp.If(this=result.copy(), true=exp.func("greatest", *times, changed.copy()),
+                          false=changed.copy()), "ROWTIME"),
+        exp.alias_(exp.Not(this=result.copy()), NULL_VALUE, quoted=True),
+        exp.alias_(exp.cast(exp.Null(), "ARRAY<STRUCT<key: STRING, value: BINARY>>"), HEADERS,
+                   quoted=True),
+    ).from_(exp.Table(this=exp.to_identifier(joined, quoted=True),
+                      alias=exp.TableAlias(this=exp.to_identifier(TABLES))))
+    rows.set("laterals", [lateral.copy() for lateral in laterals])
+    select.set("from_", exp.From(this=exp.Table(
+        this=exp.to_identifier(f"{view}_input", quoted=True),
+        alias=exp.TableAlias(this=exp.to_identifier(TABLES)))))
+    return Step(view, rows.sql(dialect="spark", identify=True)), laterals
 
 
 FOREIGN_KEY = "__MS_FK"

@@ -381,6 +381,50 @@ def test_table_aggregation_keeps_rows_and_groups_in_its_checkpoint(
         (b"eu", b"1,2"), (b"us", b"2,17")]
 
 
+def test_an_aggregated_foreign_key_join_keeps_joins_and_groups_in_its_checkpoint(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """An aggregation of a table-table join aggregates the join's rows as a table: after both
+    topics' records are deleted, the restarted query moves every order of a customer who
+    changed region out of the old region's group (which keeps a count of 0, as ksqlDB's undo
+    leaves it) into the new one's, and takes a deleted order out of its group; neither table
+    is read in batch."""
+    orders, customers, sink = topic_factory(), topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE TABLE ORDERS (ID STRING PRIMARY KEY, CUSTOMER STRING, AMOUNT INT)
+            WITH (KAFKA_TOPIC='{orders}', VALUE_FORMAT='JSON');
+        CREATE TABLE CUSTOMERS (ID STRING PRIMARY KEY, REGION STRING)
+            WITH (KAFKA_TOPIC='{customers}', VALUE_FORMAT='JSON');
+        CREATE TABLE BY_REGION WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT C.REGION, COUNT(*) AS N, SUM(O.AMOUNT) AS TOTAL
+            FROM ORDERS O JOIN CUSTOMERS C ON O.CUSTOMER = C.ID GROUP BY C.REGION;""")
+    plan = compile_query(image.queries[query_id(image, "BY_REGION")], image)
+    assert plan.table_state
+    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
+        "no table is read in batch"
+    producer = producer_factory()
+    for key, region in (("c1", "east"), ("c2", "west")):
+        producer.produce(customers, key=key.encode(), value=json.dumps({"REGION": region}),
+                         timestamp=1000)
+    for key, customer, amount in (("o1", "c1", 5), ("o2", "c2", 7), ("o3", "c1", 1)):
+        producer.produce(orders, key=key.encode(), value=json.dumps(
+            {"CUSTOMER": customer, "AMOUNT": amount}), timestamp=2000)
+    assert producer.flush(10) == 0
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    run_available_now(spark, plan, tmp_path / "q", options)
+    first = read_all(kafka_settings, sink, 2)
+    assert sorted((k, v) for k, v, _ in first) == [(b"east", b"2,6"), (b"west", b"1,7")]
+    delete_all_records(kafka_settings, orders, customers)
+    producer.produce(customers, key=b"c1", value=json.dumps({"REGION": "west"}), timestamp=3000)
+    producer.produce(orders, key=b"o2", value=None, timestamp=3000)
+    assert producer.flush(10) == 0
+    run_available_now(spark, plan, tmp_path / "q", options)
+    records = read_all(kafka_settings, sink, len(first) + 2)
+    assert sorted((k, v) for k, v, _ in records[len(first):]) == [
+        (b"east", b"0,0"), (b"west", b"2,6")]
+
+
 @pytest.mark.parametrize("as_uri", [False, True], ids=["directory", "hadoop-uri"])
 def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(
         spark: Any, tmp_path: Path, as_uri: bool) -> None:

@@ -217,6 +217,31 @@ QUOTED_JOIN = {  # a joined table's columns named with characters its keyed stat
          "timestamp": 1}],
 }
 
+AGGREGATED_JOIN = {  # a table-table join's rows aggregated as a table: rows change group, a
+    # group HAVING rejects is deleted, a deleted right row leaves the left row's sum
+    "name": "aggregated join", "statements": [
+        "CREATE TABLE A (ID INT PRIMARY KEY, K STRING, V INT) WITH (KAFKA_TOPIC='a', "
+        "VALUE_FORMAT='JSON');",
+        "CREATE TABLE B (ID INT PRIMARY KEY, W INT) WITH (KAFKA_TOPIC='b', VALUE_FORMAT='JSON');",
+        "CREATE TABLE OUT AS SELECT A.K, SUM(A.V + COALESCE(B.W, 0)) AS S FROM A LEFT JOIN B "
+        "ON A.ID = B.ID WHERE A.V > 0 GROUP BY A.K HAVING SUM(A.V) < 100;"],
+    "inputs": [
+        {"topic": "a", "key": 1, "value": {"K": "x", "V": 1}, "timestamp": 10},
+        {"topic": "b", "key": 1, "value": {"W": 10}, "timestamp": 11},
+        {"topic": "a", "key": 2, "value": {"K": "x", "V": 2}, "timestamp": 12},
+        {"topic": "a", "key": 1, "value": {"K": "y", "V": 1}, "timestamp": 13},
+        {"topic": "a", "key": 2, "value": {"K": "x", "V": 200}, "timestamp": 14},
+        {"topic": "b", "key": 1, "value": None, "timestamp": 15}],
+    "outputs": [
+        {"topic": "OUT", "key": "x", "value": {"S": 1}, "timestamp": 10},
+        {"topic": "OUT", "key": "x", "value": {"S": 11}, "timestamp": 11},
+        {"topic": "OUT", "key": "x", "value": {"S": 13}, "timestamp": 12},
+        {"topic": "OUT", "key": "x", "value": {"S": 2}, "timestamp": 13},
+        {"topic": "OUT", "key": "y", "value": {"S": 11}, "timestamp": 13},
+        {"topic": "OUT", "key": "x", "value": None, "timestamp": 14},
+        {"topic": "OUT", "key": "y", "value": {"S": 1}, "timestamp": 15}],
+}
+
 
 def qtt_topics(bootstrap: str) -> set[str]:
     """The topics `metastore test` runs have made (``qtt-<run>-<n>-<topic>``)."""
@@ -273,6 +298,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         JSON_KEY_TEXT,
         REPEATED_FIELDS,
         QUOTED_JOIN,
+        AGGREGATED_JOIN,
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
@@ -297,11 +323,12 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["json key text"]["status"] == "passed", by_name["json key text"]
     assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
     assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
+    assert by_name["aggregated join"]["status"] == "passed", by_name["aggregated join"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 12 + len(DEV_SLICE)
-    assert report["passed"] == 10 + len(DEV_SLICE)
+    assert report["total"] == 13 + len(DEV_SLICE)
+    assert report["passed"] == 11 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
