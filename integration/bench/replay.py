@@ -16,15 +16,16 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import free_ports
 from metastore.local.node_cluster import LocalNodeCluster
 from metastore.log.reader import LogReplica
-from metastore.log.replay import replay_encoded
+from metastore.log.replay import pause_collector, replay_encoded, resume_collector
 from metastore.log.topic import command_topic_name
 
 
 def in_memory(count: int) -> dict[str, Any]:
     encoded = [r.encode()[1] for r in records(count)]
     started = time.perf_counter()
+    pause_collector()  # as a replica's catch-up holds it, then freezes what it built
     image = replay_encoded(EMPTY_IMAGE, enumerate(encoded)).image
-    gc.freeze()  # as the replica does once caught up, instead of a full collection
+    resume_collector(freeze=True)
     seconds = time.perf_counter() - started
     gc.unfreeze()
     return {"records": count, "seconds": round(seconds, 3),

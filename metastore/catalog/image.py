@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -38,6 +39,7 @@ class CommandRecord(Protocol):
 
 
 REQUEST_WINDOW = 10_000
+_ORDER_AFTER = 32
 """How many distinct request ids the image remembers for idempotent retries (oldest evicted)."""
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -98,6 +100,13 @@ class Delta:
         self._requests: dict[str, RequestOutcome] | None = None
         """Oldest first (a dict keeps insertion order; copying one costs a thirtieth of an
         OrderedDict's, and each applied batch of records copies it)."""
+        self._evictions = 0
+        self._request_order: deque[tuple[str, int]] | None = None
+        """The requests' ids in ``_requests``'s order, with the offset each was (re)inserted
+        at; an id (re)inserted since is a stale entry. Built at the delta's
+        ``_ORDER_AFTER``-th eviction: the oldest key of a dict that evicts from its front is
+        found past every key deleted since its last resize, a scan a replay would repeat per
+        record."""
         self.offset = base.offset
 
     # copy-on-write views
@@ -157,12 +166,29 @@ class Delta:
         previous = requests.pop(request_id, None)
         if previous is None:
             requests[request_id] = RequestOutcome((offset,), (command_id,), digest)
-            while len(requests) > REQUEST_WINDOW:
-                del requests[next(iter(requests))]
         else:
             requests[request_id] = RequestOutcome((*previous.offsets, offset),
                                                   (*previous.command_ids, command_id),
                                                   previous.digest)
+        if self._request_order is not None:
+            self._request_order.append((request_id, offset))
+        while len(requests) > REQUEST_WINDOW:
+            self._evict_oldest_request(requests)
+
+    def _evict_oldest_request(self, requests: dict[str, RequestOutcome]) -> None:
+        self._evictions += 1
+        if self._request_order is None and self._evictions >= _ORDER_AFTER:
+            self._request_order = deque((request_id, outcome.offsets[-1])
+                                        for request_id, outcome in requests.items())
+        if self._request_order is None:
+            del requests[next(iter(requests))]
+            return
+        while True:
+            request_id, inserted_at = self._request_order.popleft()
+            outcome = requests.get(request_id)
+            if outcome is not None and outcome.offsets[-1] == inserted_at:
+                del requests[request_id]
+                return
 
     def execute(self, command: cmd.Command, offset: int) -> None:
         """The effect of one command; total for every command validation accepted."""

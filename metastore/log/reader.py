@@ -16,7 +16,6 @@ the image it has, and never skips the record.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -30,7 +29,7 @@ from metastore.kafka.consumer import PartitionReader, Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.record import IncompatibleRecordError
-from metastore.log.replay import replay_encoded
+from metastore.log.replay import pause_collector, replay_encoded, resume_collector
 from metastore.log.state import ReplicaState, record_digest
 
 log = logging.getLogger(__name__)
@@ -218,6 +217,8 @@ class LogReplica:
     def _run(self) -> None:
         resume = self._resume
         reader = self._reader(resume.offset if resume is not None else self._position)
+        pause_collector()  # until caught up
+        collector_paused = True
         try:
             self._catch_up_target = self._end_offset(reader)
             if resume is not None:
@@ -227,7 +228,8 @@ class LogReplica:
             self._set_state(NodeState.CATCHING_UP if self._position < self._catch_up_target
                             else NodeState.READY)
             if self._state is NodeState.READY:
-                gc.freeze()
+                resume_collector(freeze=True)
+                collector_paused = False
                 self._notify_listeners()
             if self._state is NodeState.CATCHING_UP and self._progress:
                 self._progress(f"catching up: {self._catch_up_target - self._position} offsets "
@@ -257,8 +259,9 @@ class LogReplica:
                     target = self._catch_up_target or 0
                     if self._position >= target:
                         # The image built by catch-up lives long: keep the cyclic collector
-                        # from rescanning it on every later collection.
-                        gc.freeze()
+                        # from scanning it on every later collection.
+                        resume_collector(freeze=True)
+                        collector_paused = False
                         self._set_state(NodeState.READY)
                         self._notify_listeners()
                         if self._progress:
@@ -267,6 +270,8 @@ class LogReplica:
                         last_report = time.monotonic()
                         self._progress(f"catching up: at {self._position} of {target}")
         finally:
+            if collector_paused:
+                resume_collector()
             reader.close()
 
     def _confirm(self, resume: Resume, reader: PartitionReader) -> PartitionReader:

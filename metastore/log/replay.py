@@ -3,13 +3,17 @@
 The node's replica, ``metastore log verify`` and the benchmarks all replay through
 :func:`replay_encoded`, so they cannot disagree. Python's cyclic garbage collector is paused while
 a run is applied (records make no cycles, and the collector would otherwise rescan the growing
-image again and again); it resumes when the run is done.
+image again and again); it resumes when the run is done. A replica's catch-up holds it paused
+across its runs and freezes the image it built before it resumes (:func:`pause_collector`,
+:func:`resume_collector`): resumed unfrozen, the collector's first collection would scan every
+object the catch-up made, about a fifth of a 100,000-record replay.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -24,15 +28,53 @@ class ReplayResult:
     error: RecordError | None
 
 
+class _CollectorPauses:
+    """Pauses of the cyclic collector, which nest and may be held by several threads: the last
+    resume restores the state before the first pause."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = 0
+        self._enabled_before = False
+
+    def pause(self) -> None:
+        with self._lock:
+            if self._held == 0:
+                self._enabled_before = gc.isenabled()
+                gc.disable()
+            self._held += 1
+
+    def resume(self, freeze: bool) -> None:
+        with self._lock:
+            if freeze:
+                gc.freeze()
+            self._held -= 1
+            if self._held == 0 and self._enabled_before:
+                gc.enable()
+
+
+_PAUSES = _CollectorPauses()
+
+
+def pause_collector() -> None:
+    """Pause the cyclic collector until the matching :func:`resume_collector`."""
+    _PAUSES.pause()
+
+
+def resume_collector(freeze: bool = False) -> None:
+    """End a :func:`pause_collector`; ``freeze``: first move every object alive now out of the
+    collector's reach (``gc.freeze``), for objects that live as long as the process, such as
+    the image a catch-up built."""
+    _PAUSES.resume(freeze)
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    was_enabled = gc.isenabled()
-    gc.disable()
+    pause_collector()
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        resume_collector()
 
 
 def replay_encoded(base: Image, records: Iterable[tuple[int, bytes | None]]) -> ReplayResult:

@@ -170,6 +170,30 @@ def test_request_window_is_bounded_and_deterministic() -> None:
     assert "r0" not in requests and f"r{REQUEST_WINDOW + 4}" in requests
 
 
+@pytest.mark.parametrize("records_per_delta", [1, 7, 40_000])
+def test_request_window_keeps_the_newest_requests_in_order_however_records_are_batched(
+        records_per_delta: int) -> None:
+    """The window is the last REQUEST_WINDOW request ids in order of their newest record (a
+    retried request moves to the end), whatever the runs of records replay applies at once:
+    the model is a dict that evicts its first key."""
+    records, _ = validated_records(["CREATE TYPE T1 AS STRUCT<F STRING>;"])
+    ids = [f"r{offset % 13_000}" if offset % 5 else f"r{offset // 3}"
+           for offset in range(2 * REQUEST_WINDOW + 3_000)]
+    model: dict[str, tuple[int, ...]] = {}
+    image = EMPTY_IMAGE
+    delta = Delta(image)
+    for offset, request_id in enumerate(ids):
+        model[request_id] = (*model.pop(request_id, ()), offset)
+        while len(model) > REQUEST_WINDOW:
+            del model[next(iter(model))]
+        delta.replay(CommandRecord(records[0].command, "x", request_id), offset)
+        if (offset + 1) % records_per_delta == 0:
+            image = delta.apply()
+            delta = Delta(image)
+    image = delta.apply()
+    assert [(k, v.offsets) for k, v in image.requests.items()] == list(model.items())
+
+
 def test_a_record_that_cannot_be_applied_stops_replay_with_the_image_before_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Validation never writes such a record, but an old or foreign log may hold one: replay
@@ -239,3 +263,23 @@ def test_a_replaced_paused_query_stays_paused() -> None:
         "CREATE STREAM B AS SELECT * FROM A;", "PAUSE CSAS_B_1;", "RESUME CSAS_B_1;",
         "CREATE OR REPLACE STREAM B AS SELECT * FROM A WHERE V > 0;"])
     assert not resumed.queries["CSAS_B_1"].paused
+
+
+def test_collector_pauses_nest_and_the_last_resume_restores_the_collector() -> None:
+    import gc
+
+    from metastore.log.replay import collector_paused, pause_collector, resume_collector
+
+    assert gc.isenabled()
+    pause_collector()  # a replica's catch-up
+    with collector_paused():  # a run of records within it
+        assert not gc.isenabled()
+    assert not gc.isenabled(), "the catch-up still holds the collector paused"
+    frozen = gc.get_freeze_count()
+    kept = [[index] for index in range(1_000)]
+    resume_collector(freeze=True)
+    try:
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + len(kept), "what the catch-up built is frozen"
+    finally:
+        gc.unfreeze()
