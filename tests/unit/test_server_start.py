@@ -1,0 +1,66 @@
+"""`metastore server` starts the node while it loads the HTTP stack
+(metastore.server._while_the_node_starts): the two overlap, and a failure of either stops what
+the other started."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, cast
+
+import pytest
+
+from metastore.server import NodeServices, _while_the_node_starts
+
+
+class FakeServices:
+    def __init__(self, start_error: Exception | None = None) -> None:
+        self.start_error = start_error
+        self.loading = threading.Event()
+        self.started = self.stopped = False
+
+    def start(self) -> None:
+        assert self.loading.wait(10), "the node starts while the stack loads"
+        if self.start_error is not None:
+            raise self.start_error
+        self.started = True
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def services(fake: FakeServices) -> NodeServices:
+    return cast(NodeServices, fake)
+
+
+def test_the_node_starts_while_the_http_stack_loads() -> None:
+    fake = FakeServices()
+
+    def load() -> str:
+        fake.loading.set()  # a start that waited for the load to finish would never see this
+        return "app"
+
+    assert _while_the_node_starts(services(fake), load) == "app"
+    assert fake.started and not fake.stopped
+
+
+def test_a_failed_start_is_raised_after_the_load() -> None:
+    fake = FakeServices(start_error=RuntimeError("Kafka is unreachable"))
+
+    def load() -> Any:
+        fake.loading.set()
+        return "app"
+
+    with pytest.raises(RuntimeError, match="Kafka is unreachable"):
+        _while_the_node_starts(services(fake), load)
+
+
+def test_a_started_node_is_stopped_when_the_stack_fails_to_load() -> None:
+    fake = FakeServices()
+
+    def load() -> Any:
+        fake.loading.set()
+        raise ImportError("no hypercorn")
+
+    with pytest.raises(ImportError):
+        _while_the_node_starts(services(fake), load)
+    assert fake.started and fake.stopped
