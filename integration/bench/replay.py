@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from integration.bench.common import fill, kafka, records
-from metastore.catalog.image import EMPTY_IMAGE
+from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import free_ports
 from metastore.local.node_cluster import LocalNodeCluster
@@ -29,7 +29,20 @@ def in_memory(count: int) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     gc.unfreeze()
     return {"records": count, "seconds": round(seconds, 3),
-            "records_per_s": round(count / seconds), "sources": len(image.sources)}
+            "records_per_s": round(count / seconds), "sources": len(image.sources),
+            "apply_one_more_ms": _apply_one_more_ms(image, encoded[1])}
+
+
+def _apply_one_more_ms(image: Image, value: bytes) -> float:
+    """The median time to apply one more record to ``image``: what a node's replica (and the
+    validator, which stages a request on a delta of the same image) pays per statement."""
+    offset = image.offset + 1
+    samples = []
+    for _ in range(21):
+        started = time.perf_counter()
+        replay_encoded(image, [(offset, value)])
+        samples.append(time.perf_counter() - started)
+    return round(sorted(samples)[len(samples) // 2] * 1000, 3)
 
 
 def from_kafka(bootstrap: str, service_id: str, count: int) -> dict[str, Any]:

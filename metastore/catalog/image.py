@@ -15,7 +15,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from metastore.catalog import commands as cmd
 from metastore.catalog.lazy import LazyDict
@@ -89,6 +89,19 @@ class Image:
 EMPTY_IMAGE = Image()
 
 
+_Value = TypeVar("_Value")
+
+
+def _copied(mapping: Mapping[str, _Value]) -> dict[str, _Value]:
+    """A dict of ``mapping``'s items. An image's maps are read-only views of dicts, which
+    ``dict()`` copies item by item through the view (6-16 ms for 80,000 sources, once for
+    validation and once for the apply of every statement); the view's ``copy`` copies the dict
+    underneath at once (0.2 ms)."""
+    if isinstance(mapping, MappingProxyType | dict):
+        return mapping.copy()
+    return dict(mapping)
+
+
 class Delta:
     """Changes on top of ``base``; ``apply()`` freezes them into the next image."""
 
@@ -114,25 +127,25 @@ class Delta:
     def sources(self) -> MutableMapping[str, DataSource]:
         if self._sources is None:
             base = self.base.sources
-            self._sources = base.copy() if isinstance(base, LazyDict) else dict(base)
+            self._sources = base.copy() if isinstance(base, LazyDict) else _copied(base)
         return self._sources
 
     @property
     def types(self) -> dict[str, Any]:
         if self._types is None:
-            self._types = dict(self.base.types)
+            self._types = _copied(self.base.types)
         return self._types
 
     @property
     def queries(self) -> dict[str, PersistentQuery]:
         if self._queries is None:
-            self._queries = dict(self.base.queries)
+            self._queries = _copied(self.base.queries)
         return self._queries
 
     @property
     def requests(self) -> dict[str, RequestOutcome]:
         if self._requests is None:
-            self._requests = dict(self.base.requests)
+            self._requests = _copied(self.base.requests)
         return self._requests
 
     def apply(self) -> Image:
