@@ -65,6 +65,12 @@ def prefetch(statements: Iterable[st.Statement], registry: SchemaFacts | None,
     latest: dict[str, RegisteredSchema | None] = {}
     ids: dict[int, RegisteredSchema | None] = {}
     for statement in statements:
+        if isinstance(statement, st.CreateAsSelect):  # its sink's formats come from analysis
+            for is_key in (True, False):
+                schema_id = _schema_id(statement, is_key)
+                if schema_id is not None and schema_id not in ids:
+                    ids[schema_id] = _registered(registry.by_id(schema_id))
+            continue
         if not isinstance(statement, st.CreateSource):
             continue
         topic = ddl_rules.with_clause_value(statement.properties, "KAFKA_TOPIC")
@@ -91,7 +97,7 @@ def _registered(answer: object) -> RegisteredSchema | None:
     return answer if isinstance(answer, RegisteredSchema) else None
 
 
-def _schema_id(statement: st.CreateSource, is_key: bool) -> int | None:
+def _schema_id(statement: st.CreateSource | st.CreateAsSelect, is_key: bool) -> int | None:
     value = statement.properties.get("KEY_SCHEMA_ID" if is_key else "VALUE_SCHEMA_ID")
     try:
         return None if value is None or isinstance(value, bool) else int(str(value))
@@ -138,7 +144,41 @@ def infer_columns(statement: st.CreateSource, columns: list[Column], key_format:
     return Inferred([*inferred, *kept, *inferred_values, *others], tuple(kept_schemas))
 
 
-def _side(statement: st.CreateSource, topic: str, fmt: str, is_key: bool,
+def registered_sink_schemas(statement: st.CreateAsSelect, topic: str, columns: list[Column],
+                            key_format: str, value_format: str, registry: SchemaFacts
+                            ) -> tuple[tuple[str, str], ...]:
+    """DefaultSchemaInjector for a C*AS: a side given a ``<SIDE>_SCHEMA_ID`` is written with
+    that registered schema, whose columns must begin with the query's, in order, with the same
+    names and types (more columns after them are written with their defaults, or NULL); the
+    sink's properties that keep the schemas (:data:`KEPT_SCHEMA_PROPERTIES`)."""
+    kept: list[tuple[str, str]] = []
+    for is_key, fmt in ((True, key_format), (False, value_format)):
+        if _schema_id(statement, is_key) is None or fmt not in INFERRING_FORMATS:
+            continue  # a format without inference was refused with the WITH clause
+        found, schema = _side(statement, topic, fmt, is_key, registry)
+        mine = [c for c in columns if (c.is_key if is_key else c.role is st.ColumnRole.VALUE)]
+        role = st.ColumnRole.KEY if is_key else st.ColumnRole.VALUE
+        registered = [Column(name, sql_type, role) for name, sql_type in found]
+        changed = [c for index, c in enumerate(mine) if index >= len(found)
+                   or (c.name, c.type) != found[index]]
+        if changed:
+            side = "key" if is_key else "value"
+            shown = [Column(c.name, c.type, role) for c in changed]
+            raise SchemaError(
+                f"The following {side} columns are changed, missing or reordered: "
+                f"[{_listed(shown)}]. Schema from schema registry is [{_listed(registered)}]",
+                statement.name)
+        kept.append((KEPT_SCHEMA_PROPERTIES[is_key], schema))
+    return tuple(kept)
+
+
+def _listed(columns: list[Column]) -> str:
+    """As ksqlDB prints a list of columns: ```ID` INTEGER KEY, `V` STRING``."""
+    return ", ".join(f"{ty.field_text(c.name, c.type)}{' KEY' if c.is_key else ''}"
+                     for c in columns)
+
+
+def _side(statement: st.CreateSource | st.CreateAsSelect, topic: str, fmt: str, is_key: bool,
           registry: SchemaFacts) -> tuple[list[tuple[str, ty.SqlType]], str]:
     """The columns of one side and the registered schema they are read from."""
     schema_id = _schema_id(statement, is_key)

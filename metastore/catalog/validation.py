@@ -550,14 +550,18 @@ class Validator:
                                                  create_with=first.partitions or 1,
                                                  config=config)
         self._check_registered_schemas(statement, columns, key_format, value_format, properties)
+        kept_schemas: tuple[tuple[str, str], ...] = ()
+        if self._schemas is not None:
+            kept_schemas = inference.registered_sink_schemas(statement, topic, columns, key_format,
+                                                             value_format, self._schemas)
         if existing is not None and existing.is_source:  # ksqlDB's EngineExecutor.execute
             raise QueryError(f"Cannot insert into read-only {existing.kind.label}: {name}", name)
         source = DataSource(
             name=name, kind=kind, columns=tuple(columns), topic=topic, key_format=key_format,
             value_format=value_format, partitions=partitions, statement=statement.text,
             window=analysis.window, timestamp_column=_timestamp_column(properties, columns),
-            properties=_pass_through({**_inherited_delimiters(properties, first),
-                                      **properties}))
+            properties=tuple(sorted((*_pass_through({**_inherited_delimiters(properties, first),
+                                                     **properties}), *kept_schemas))))
         if existing is not None:  # its DDL replaces the source, then the query the one it had
             upgrades.check_source_upgrade(existing, source)
             self._check_upgrade(existing, analysis)

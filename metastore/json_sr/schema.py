@@ -46,6 +46,21 @@ def key_schema(source: DataSource) -> JsonSchema:
     return _schema(columns, len(columns) == 1)
 
 
+def properties_beyond(schema_text: str, columns: tuple[Column, ...]) -> list[str]:
+    """The properties of a registered object schema that are none of ``columns``: a record
+    written with that schema has each of them, NULL (Confluent's JsonSchemaData writes every
+    field of the schema)."""
+    try:
+        schema = json.loads(schema_text)
+    except ValueError:
+        return []
+    found = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(found, dict):
+        return []
+    names = {c.name for c in columns}
+    return [str(name) for name in found if name not in names]
+
+
 def _schema(columns: tuple[Column, ...], unwrapped: bool) -> JsonSchema:
     if unwrapped:
         return JsonSchema(_text(_optional(columns[0].type)), True)

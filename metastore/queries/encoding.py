@@ -65,8 +65,10 @@ def key_expression(sink: DataSource, window_start: str | None = None,
     elif fmt == avro.FORMAT:
         encoded = _avro(avro.key_schema(sink), _written(sink, True), columns)
     elif fmt == json_sr.FORMAT:
-        json_text = _bare_json(columns[0]) if len(columns) == 1 else _json_object(columns)
-        encoded = spark_avro.json_sr_binary(_written(sink, True), json_text)
+        written = _written(sink, True)
+        json_text = _bare_json(columns[0]) if len(columns) == 1 else _json_object(
+            columns, json_sr.properties_beyond(written.text, columns))
+        encoded = spark_avro.json_sr_binary(written, json_text)
     else:
         raise ValueError(f"key format {fmt} cannot be written")
     if window_start is not None and session_end is not None:
@@ -96,9 +98,10 @@ def value_expression(sink: DataSource) -> str:
     if fmt == avro.FORMAT:
         return _avro(avro.value_schema(sink), _written(sink, False), columns)
     if fmt == json_sr.FORMAT:
+        written = _written(sink, False)
         json_text = (_bare_json(columns[0]) if json_sr.value_schema(sink).unwrapped
-                     else _json_object(columns))
-        return spark_avro.json_sr_binary(_written(sink, False), json_text)
+                     else _json_object(columns, json_sr.properties_beyond(written.text, columns)))
+        return spark_avro.json_sr_binary(written, json_text)
     raise ValueError(f"value format {fmt} cannot be written")
 
 
@@ -196,8 +199,10 @@ def _json_value(expression: str, sql_type: ty.SqlType, depth: int) -> str:
     return expression
 
 
-def _json_object(columns: tuple[Column, ...]) -> str:
-    fields = ", ".join(f"{string_literal(c.name)}, {_json_ready(c)}" for c in columns)
+def _json_object(columns: tuple[Column, ...], nulls: list[str] | None = None) -> str:
+    """The columns as a JSON object, and NULL fields named ``nulls`` after them."""
+    fields = ", ".join([*(f"{string_literal(c.name)}, {_json_ready(c)}" for c in columns),
+                        *(f"{string_literal(name)}, CAST(NULL AS STRING)" for name in nulls or ())])
     return f"to_json(named_struct({fields}), map('ignoreNullFields', 'false'))"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
 from metastore.protobuf import values as protobuf_values
 from metastore.query_tests.cases import DeclaredTopic
+from metastore.query_tests.schema_numbering import SchemaSide, registration_order
 from metastore.schema_registry.client import RegisteredSchema, SchemaRegistryClient
 
 if TYPE_CHECKING:
@@ -38,48 +39,79 @@ a JSON_SR topic's format as JSON)."""
 class TestRegistry:
     """The registry as one test's statements see it: the schemas the test declares on its
     topics, registered under the subjects of the topics' namespaced names, which the
-    statements ask for by the topics' own names; the ids the test declares are the ids
-    those schemas got, and so are 1, 2, ... in the order of registration (ksqlDB's test
-    driver starts each test with an empty registry), unless the test declares them."""
+    statements ask for by the topics' own names. The ids the test's statements name are those
+    ksqlDB's test driver gives (:mod:`metastore.query_tests.schema_numbering`): 1, 2, ... in
+    the order it registers the declared schemas and those its CREATE statements derive from
+    their columns (``statement_sides``; the CREATE registers such a schema when it runs,
+    :meth:`register`), unless the test declares them."""
 
     def __init__(self, client: SchemaRegistryClient, topics: Iterable[DeclaredTopic],
-                 physical: Callable[[str], str]) -> None:
+                 physical: Callable[[str], str],
+                 statement_sides: Sequence[SchemaSide] = (),
+                 record_topics: Sequence[str] = ()) -> None:
         self._client = client
         self._physical = physical
         self._ids: dict[int, int] = {}
-        registered: list[int] = []  # a test's own registry numbers new schemas from 1
-        for topic in topics:
-            for is_key in (True, False):
-                schema = topic.key_schema if is_key else topic.value_schema
-                if schema is None:
-                    continue
-                fmt = (topic.key_format if is_key else topic.value_format) or "AVRO"
-                schema_type = SCHEMA_TYPES.get(fmt, "AVRO")
-                if schema_type == "JSON":
-                    schema = json_sr.with_draft(schema)
-                text = schema if isinstance(schema, str) and schema_type == "PROTOBUF" else (
-                    json.dumps(schema))
-                got = client.register(subject_of(physical(topic.name), is_key), text,
-                                      schema_type)
-                if got not in registered:
-                    registered.append(got)
-                    self._ids.setdefault(len(registered), got)
-                declared = topic.key_schema_id if is_key else topic.value_schema_id
-                if declared is not None:
-                    self._ids[declared] = got
+        self._pending: dict[int, str] = {}
+        """Numbers of schemas a CREATE derives, by the subject it registers them under."""
+        declared = {topic.name: topic for topic in topics}
+        sides = [SchemaSide(topic.name, is_key) for topic in declared.values()
+                 for is_key in (True, False)
+                 if (topic.key_schema if is_key else topic.value_schema) is not None]
+        sides += [side for side in statement_sides if side not in sides]
+        names = [*declared, *(side.topic for side in statement_sides), *record_topics]
+        seen: set[int] = set()  # the registry's ids numbered so far
+        number = 0  # a test's own registry numbers new schemas from 1
+        for side in registration_order(names, sides):
+            subject = subject_of(physical(side.topic), side.is_key)
+            topic = declared.get(side.topic)
+            schema = None if topic is None else (
+                topic.key_schema if side.is_key else topic.value_schema)
+            if topic is None or schema is None:  # its id is known once the CREATE ran
+                number += 1
+                self._pending[number] = subject
+                continue
+            fmt = (topic.key_format if side.is_key else topic.value_format) or "AVRO"
+            schema_type = SCHEMA_TYPES.get(fmt, "AVRO")
+            if schema_type == "JSON":
+                schema = json_sr.with_draft(schema)
+            text = schema if isinstance(schema, str) and schema_type == "PROTOBUF" else (
+                json.dumps(schema))
+            got = client.register(subject, text, schema_type)
+            if got not in seen:
+                seen.add(got)
+                number += 1
+                self._ids.setdefault(number, got)
+            declared_id = topic.key_schema_id if side.is_key else topic.value_schema_id
+            if declared_id is not None:
+                self._ids[declared_id] = got
 
-    def latest(self, subject: str) -> RegisteredSchema | None:
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        """Register a schema a statement derives, under the namespaced topic's subject."""
+        return self._client.register(self._subject(subject), schema, schema_type)
+
+    def _subject(self, subject: str) -> str:
         for suffix in ("-key", "-value"):
             if subject.endswith(suffix):
-                subject = self._physical(subject[:-len(suffix)]) + suffix
-                break
-        return self._client.latest(subject)
+                return self._physical(subject[:-len(suffix)]) + suffix
+        return subject
+
+    def _id(self, number: int) -> int:
+        pending = self._pending.get(number)
+        if pending is not None and number not in self._ids:
+            found = self._client.latest(pending)
+            if found is not None:
+                return found.schema_id
+        return self._ids.get(number, number)
+
+    def latest(self, subject: str) -> RegisteredSchema | None:
+        return self._client.latest(self._subject(subject))
 
     def by_id(self, schema_id: int) -> RegisteredSchema | None:
-        return self._client.by_id(self._ids.get(schema_id, schema_id))
+        return self._client.by_id(self._id(schema_id))
 
     def versions_of(self, schema_id: int) -> list[tuple[str, int]]:
-        return self._client.versions_of(self._ids.get(schema_id, schema_id))
+        return self._client.versions_of(self._id(schema_id))
 
 
 class RegistryRecordError(ValueError):

@@ -37,10 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from metastore import written_schemas
+from metastore.catalog import commands as cmd
 from metastore.catalog import overrides
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.catalog.model import DataSource
-from metastore.catalog.validation import Read, Validator
+from metastore.catalog.validation import Read, Validator, Write
 from metastore.exceptions import MetastoreError
 from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
@@ -60,6 +62,7 @@ from metastore.query_tests.registry_records import (
     RegistryRecordError,
     TestRegistry,
 )
+from metastore.query_tests.schema_numbering import statement_sides
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.sql import statements as st
 from metastore.sql.exceptions import ParseError
@@ -259,7 +262,8 @@ class QueryTestRunner:
         except overrides.ConfigError as error:
             raise _RefusedError(f"properties: {error}") from error
         schemas = None if self._registry_client is None else TestRegistry(
-            self._registry_client, test.topics, physical)
+            self._registry_client, test.topics, physical, statement_sides(statements, config),
+            [record.topic for record in (*test.inputs, *test.outputs)])
         validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
                               runtime_check=check_runtime, config=config,
                               encoder=self._encode_record, schemas=schemas)
@@ -267,6 +271,9 @@ class QueryTestRunner:
         for statement in statements:
             try:
                 outcome = validator.validate(statement)
+                if schemas is not None and isinstance(outcome, Write) and isinstance(
+                        outcome.command, cmd.CreateSourceCommand):  # SchemaRegisterInjector
+                    written_schemas.register(outcome.command.source, schemas, if_absent=True)
                 if isinstance(outcome, Read) and outcome.record is not None:  # as the node does
                     record = outcome.record
                     inserted.append(_Inserted(record.topic, row_encoding.KafkaBytes(

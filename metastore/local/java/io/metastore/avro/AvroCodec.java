@@ -266,7 +266,8 @@ public final class AvroCodec {
                 GenericData.Record record = new GenericData.Record(schema);
                 for (Schema.Field field : schema.getFields()) {
                     JsonNode child = fieldOf(node, field.name());
-                    if (child == null && field.hasDefaultValue()) {
+                    // Connect's Struct gives a NULL field its schema's default: ksqlDB writes it
+                    if ((child == null || child.isNull()) && field.hasDefaultValue()) {
                         record.put(field.pos(), GenericData.get().getDefaultValue(field));
                     } else {
                         record.put(field.pos(), toAvro(field.schema(), child,
