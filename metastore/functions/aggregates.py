@@ -113,7 +113,13 @@ def _count(call: Call) -> exp.Expr:
 
 
 def _sum(call: Call) -> exp.Expr:
-    return _typed(sql.fn("coalesce", sql.fn("sum", call.args[0]), sql.lit(0)), call)
+    """SUM, of its input's type; a DECIMAL sum its precision cannot hold fails the query, as
+    ksqlDB's DecimalSumKudaf throws "Numeric field overflow" (Spark's cast, ANSI off, would
+    give NULL)."""
+    total = _typed(sql.fn("coalesce", sql.fn("sum", call.args[0]), sql.lit(0)), call)
+    if not isinstance(call.returns, ty.DecimalType):
+        return total
+    return sql.fn("coalesce", total, sql.fn("raise_error", sql.lit("Numeric field overflow")))
 
 
 def _field(row: str, name: str) -> exp.Expr:

@@ -261,6 +261,20 @@ def test_aggregates_have_ksqldb_meaning_in_spark(spark: Any) -> None:
     assert row[22] == [{"a": 1, "b": 2}]  # every row's M is the same map
 
 
+def test_a_decimal_sum_beyond_its_precision_fails_as_ksqldb_throws(spark: Any) -> None:
+    _names, sql = _translated("SUM(CAST(N AS DECIMAL(2, 1)))", grouped=True)
+    _results, image = run_script(SOURCE)
+    schema = ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in image.sources["S"].columns)
+    fits = [{**ROW, "N": n, "ROWOFFSET_": i} for i, n in enumerate([4, 5])]
+    spark.createDataFrame(fits, schema).createOrReplaceTempView("S")
+    [row] = spark.sql(f"SELECT {sql[0]} FROM S GROUP BY ID").collect()
+    assert float(row[0]) == 9.0
+    beyond = [{**ROW, "N": n, "ROWOFFSET_": i} for i, n in enumerate([4, 6])]
+    spark.createDataFrame(beyond, schema).createOrReplaceTempView("S")
+    with pytest.raises(Exception, match="Numeric field overflow"):
+        spark.sql(f"SELECT {sql[0]} FROM S GROUP BY ID").collect()
+
+
 def test_untranslatable_calls_say_why() -> None:
     with pytest.raises(functions.UntranslatableError, match="TO_BYTES needs a literal encoding"):
         _translated("TO_BYTES(S, S)")
