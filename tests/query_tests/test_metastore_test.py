@@ -242,6 +242,18 @@ AGGREGATED_JOIN = {  # a table-table join's rows aggregated as a table: rows cha
         {"topic": "OUT", "key": "y", "value": {"S": 1}, "timestamp": 15}],
 }
 
+DECIMAL_OVERFLOW = {  # a query that fails on its records, where ksqlDB's throws in process
+    "name": "decimal overflow", "statements": [
+        "CREATE STREAM D (ID INT KEY, V DECIMAL(3, 1)) WITH (KAFKA_TOPIC='d', "
+        "VALUE_FORMAT='JSON');",
+        "CREATE TABLE T AS SELECT ID, SUM(V) AS S FROM D GROUP BY ID;"],
+    "inputs": [{"topic": "d", "key": 1, "value": {"V": 60.5}},
+               {"topic": "d", "key": 1, "value": {"V": 50.0}}],
+    "outputs": [],
+    "expectedException": {"type": "org.apache.kafka.streams.errors.StreamsException",
+                          "message": "Exception caught in process"},
+}
+
 
 def qtt_topics(bootstrap: str) -> set[str]:
     """The topics `metastore test` runs have made (``qtt-<run>-<n>-<topic>``)."""
@@ -299,6 +311,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         REPEATED_FIELDS,
         QUOTED_JOIN,
         AGGREGATED_JOIN,
+        DECIMAL_OVERFLOW,
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
@@ -324,11 +337,12 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
     assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
     assert by_name["aggregated join"]["status"] == "passed", by_name["aggregated join"]
+    assert by_name["decimal overflow"]["status"] == "passed", by_name["decimal overflow"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 13 + len(DEV_SLICE)
-    assert report["passed"] == 11 + len(DEV_SLICE)
+    assert report["total"] == 14 + len(DEV_SLICE)
+    assert report["passed"] == 12 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
