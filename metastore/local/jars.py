@@ -166,6 +166,10 @@ ROW_VERSIONS_CLASS = "io.metastore.aggregate.RowVersions"
 """A table's latest row per key as keyed state, for an aggregation of the table (see the source)."""
 GROUP_MEMBERS_CLASS = "io.metastore.aggregate.GroupMembers"
 """A table aggregation's groups and their rows as keyed state (see the source)."""
+LOCAL_FILE_SYSTEM_CLASS = "io.metastore.fs.NoForkLocalFileSystem"
+"""Hadoop's local file system with permissions by NIO, no forked chmod (see the source)."""
+LOCAL_FS_CLASS = "io.metastore.fs.NoForkLocalFs"
+"""The same for ``FileContext``, which Spark's streaming checkpoints use."""
 _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/protobuf/ProtobufNoSrCodec.java",
                  "java/io/metastore/avro/RegistryCalls.java",
@@ -181,8 +185,21 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/functions/Datetimes.java",
                  "java/io/metastore/aggregate/RowVersions.java",
                  "java/io/metastore/aggregate/GroupMembers.java",
-                 "java/io/metastore/catalog/CatalogClones.java")
+                 "java/io/metastore/catalog/CatalogClones.java",
+                 "java/io/metastore/fs/NoForkRawLocalFileSystem.java",
+                 "java/io/metastore/fs/NoForkLocalFileSystem.java",
+                 "java/io/metastore/fs/NoForkLocalFs.java")
 _PROJECT_JAR = "metastore-java.jar"
+_FILE_SYSTEM_JAR = "metastore-fs.jar"
+_FILE_SYSTEM_PACKAGE = "io/metastore/fs"
+"""Classes of a jar of their own: they load with the JVM (on ``spark.driver.extraClassPath``),
+where the others, which use the Kafka client, could not."""
+
+
+def file_system_jar(progress: TextIO | None = sys.stderr) -> Path:
+    """The jar of :data:`LOCAL_FILE_SYSTEM_CLASS` and :data:`LOCAL_FS_CLASS`, built with the
+    project's Java jar (:func:`project_jar`)."""
+    return project_jar(progress).parent / _FILE_SYSTEM_JAR
 
 
 def record_timestamp_interceptor(progress: TextIO | None = sys.stderr) -> Path:
@@ -202,7 +219,7 @@ def project_jar(progress: TextIO | None = sys.stderr) -> Path:
                    "classpath": sorted(j.name for j in connector)}
     target = jar_dir("metastore-java")
     jar = target / _PROJECT_JAR
-    if is_built(target, stamp_value, jar):
+    if is_built(target, stamp_value, jar) and (target / _FILE_SYSTEM_JAR).is_file():
         return jar
     javac = require_tool("javac", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
     jar_tool = require_tool("jar", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
@@ -219,16 +236,22 @@ def project_jar(progress: TextIO | None = sys.stderr) -> Path:
     if progress is not None:
         print("Compiling the project's Java classes (first run only)...", file=progress, flush=True)
     classpath = os.pathsep.join([*(str(j) for j in connector), str(pyspark_jars() / "*")])
-    for command in ([javac, "--release", "17", "-nowarn", "-cp", classpath, "-d",
-                     str(staging / "classes"), *java_files],
-                    [jar_tool, "cf", str(staging / _PROJECT_JAR), "-C",
-                     str(staging / "classes"), "."]):
+    compile_classes = [javac, "--release", "17", "-nowarn", "-cp", classpath, "-d",
+                       str(staging / "classes"), *java_files]
+    package = [jar_tool, "cf", str(staging / _PROJECT_JAR), "-C", str(staging / "classes"), "."]
+    package_fs = [jar_tool, "cf", str(staging / _FILE_SYSTEM_JAR), "-C",
+                  str(staging / "fs-classes"), "."]
+    for command in (compile_classes, package, package_fs):
+        if command is package:  # the file system's classes go in their own jar
+            moved = staging / "fs-classes" / _FILE_SYSTEM_PACKAGE
+            moved.parent.mkdir(parents=True)
+            (staging / "classes" / _FILE_SYSTEM_PACKAGE).rename(moved)
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise JavaBuildError((done.stderr or done.stdout).strip()[:2000])
-    shutil.rmtree(staging / "classes")
-    shutil.rmtree(staging / "src")
+    for built in ("classes", "fs-classes", "src"):
+        shutil.rmtree(staging / built)
     (staging / STAMP).write_text(json.dumps(stamp_value))
     shutil.rmtree(target, ignore_errors=True)
     try:

@@ -76,6 +76,13 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # JSON fields, as ksqlDB
                .config("spark.driver.extraJavaOptions", driver_options))
+    if is_local(master):  # the local file system's permissions by NIO: Hadoop without its
+        # native library forks chmod and ls for them, a few ms each, dozens a micro-batch; the
+        # classes load with the JVM (spark-submit reads the file system before spark.jars)
+        builder = (builder.config("spark.driver.extraClassPath",
+                                  str(jars.file_system_jar(progress=None)))
+                   .config("spark.hadoop.fs.file.impl", jars.LOCAL_FILE_SYSTEM_CLASS)
+                   .config("spark.hadoop.fs.AbstractFileSystem.file.impl", jars.LOCAL_FS_CLASS))
     if persistent_catalog:
         builder = (builder.config("spark.sql.catalogImplementation", "hive")
                    .config("spark.hadoop.hive.warehouse.subdir.inherit.perms", "false")
