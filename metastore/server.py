@@ -342,28 +342,39 @@ def _while_the_node_starts(services: NodeServices, load: Callable[[], _Loaded]) 
     """Start ``services`` in a thread while this one runs ``load`` (importing the HTTP stack and
     building the REST app): the node's Kafka round trips and its checkpoint's restore overlap
     the imports (FastAPI's alone take about a sixth of a second), so a restarted node is READY
-    sooner. Raises what the start raised; a node that started is stopped if ``load`` fails."""
+    sooner. If either fails, or a signal interrupts them, the node is stopped, whatever of it
+    started, and the failure raised (the load's first; the start's is logged then)."""
     failures: list[BaseException] = []
 
     def start() -> None:
         try:
             services.start()
-        except BaseException as failure:  # re-raised in the serving thread
+        except BaseException as failure:  # raised in the serving thread
             failures.append(failure)
 
     starting = threading.Thread(target=start, name="node-start")
     starting.start()
     try:
         loaded = load()
-    except BaseException:
         starting.join()
-        if not failures:
-            services.stop()
+    except BaseException:
+        _stop_unstarted(services, starting)
+        if failures:
+            log.error("the node did not start either: %s", failures[0])
         raise
-    starting.join()
     if failures:
+        _stop_unstarted(services, starting)
         raise failures[0]
     return loaded
+
+
+def _stop_unstarted(services: NodeServices, starting: threading.Thread) -> None:
+    """Stop a node whose start failed or was interrupted, once the start has returned."""
+    starting.join()
+    try:
+        services.stop()
+    except Exception:  # the original failure is what the caller raises
+        log.exception("stopping the node that did not start failed")
 
 
 def _bind_host(host: str) -> str:

@@ -39,8 +39,9 @@ class CommandRecord(Protocol):
 
 
 REQUEST_WINDOW = 10_000
-_ORDER_AFTER = 32
 """How many distinct request ids the image remembers for idempotent retries (oldest evicted)."""
+_ORDER_AFTER = 32
+"""Evictions after which a delta keeps its request ids' order in a deque (``Delta``)."""
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -29,7 +29,7 @@ from metastore.kafka.consumer import PartitionReader, Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.record import IncompatibleRecordError
-from metastore.log.replay import pause_collector, replay_encoded, resume_collector
+from metastore.log.replay import CatchUpCollector, replay_encoded
 from metastore.log.state import ReplicaState, record_digest
 
 log = logging.getLogger(__name__)
@@ -217,8 +217,7 @@ class LogReplica:
     def _run(self) -> None:
         resume = self._resume
         reader = self._reader(resume.offset if resume is not None else self._position)
-        pause_collector()  # until caught up
-        collector_paused = True
+        collector = CatchUpCollector()
         try:
             self._catch_up_target = self._end_offset(reader)
             if resume is not None:
@@ -228,15 +227,17 @@ class LogReplica:
             self._set_state(NodeState.CATCHING_UP if self._position < self._catch_up_target
                             else NodeState.READY)
             if self._state is NodeState.READY:
-                resume_collector(freeze=True)
-                collector_paused = False
+                collector.release(freeze=True)
                 self._notify_listeners()
+            else:
+                collector.hold()
             if self._state is NodeState.CATCHING_UP and self._progress:
                 self._progress(f"catching up: {self._catch_up_target - self._position} offsets "
                                "to replay")
             last_report = time.monotonic()
             while not self._stop.is_set():
                 if self._degradation is not None:
+                    collector.release()
                     self._stop.wait(0.5)
                     continue
                 try:
@@ -244,6 +245,7 @@ class LogReplica:
                     if self._pause:
                         self._stop.wait(self._pause)
                 except KafkaClientError as error:
+                    collector.release()
                     self._last_error = str(error)
                     log.warning("reading the command log failed: %s", error)
                     self._stop.wait(0.5)
@@ -260,8 +262,7 @@ class LogReplica:
                     if self._position >= target:
                         # The image built by catch-up lives long: keep the cyclic collector
                         # from scanning it on every later collection.
-                        resume_collector(freeze=True)
-                        collector_paused = False
+                        collector.release(freeze=True)
                         self._set_state(NodeState.READY)
                         self._notify_listeners()
                         if self._progress:
@@ -270,8 +271,7 @@ class LogReplica:
                         last_report = time.monotonic()
                         self._progress(f"catching up: at {self._position} of {target}")
         finally:
-            if collector_paused:
-                resume_collector()
+            collector.release()
             reader.close()
 
     def _confirm(self, resume: Resume, reader: PartitionReader) -> PartitionReader:

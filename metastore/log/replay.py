@@ -68,6 +68,28 @@ def resume_collector(freeze: bool = False) -> None:
     _PAUSES.resume(freeze)
 
 
+class CatchUpCollector:
+    """The cyclic collector as a replica's catch-up holds it: paused while the catch-up applies
+    records (:meth:`hold`), resumed when it stops making progress (a degraded log, Kafka
+    failing: other threads' garbage must not pile up meanwhile) or ends (:meth:`release`; at
+    READY with the image frozen, which the collector then never scans)."""
+
+    def __init__(self) -> None:
+        self._held = False
+
+    def hold(self) -> None:
+        if not self._held:
+            pause_collector()
+            self._held = True
+
+    def release(self, freeze: bool = False) -> None:
+        if self._held:
+            self._held = False
+            resume_collector(freeze)
+        elif freeze:
+            gc.freeze()
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     pause_collector()

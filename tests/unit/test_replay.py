@@ -283,3 +283,54 @@ def test_collector_pauses_nest_and_the_last_resume_restores_the_collector() -> N
         assert gc.get_freeze_count() >= frozen + len(kept), "what the catch-up built is frozen"
     finally:
         gc.unfreeze()
+
+
+class _CorruptLog:
+    """A command log reader whose first record cannot be decoded, then nothing."""
+
+    def __init__(self) -> None:
+        self.position, self.at_end, self.sent = 0, False, False
+
+    def end_offset(self, timeout: float = 10.0) -> int:
+        return 5
+
+    def poll(self, timeout: float, max_records: int = 500) -> list[object]:
+        import time
+
+        from metastore.kafka.consumer import Record
+
+        if self.sent:
+            time.sleep(timeout)
+            return []
+        self.sent, self.position, self.at_end = True, 1, True
+        return [Record(offset=0, key=b"k", value=b"\xff not a record")]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_catch_up_that_degrades_resumes_the_collector() -> None:
+    """A replica holds the cyclic collector paused while it catches up; a log that degrades it
+    (it then serves reads for as long as it runs) must not leave the collector off."""
+    import gc
+    import time
+
+    from metastore.kafka.settings import KafkaSettings
+    from metastore.log.reader import LogReplica, NodeState
+
+    replica = LogReplica(KafkaSettings("127.0.0.1:9"), "unused", "unused")
+    replica._reader = lambda start: _CorruptLog()
+    assert gc.isenabled()
+    replica.start()
+    try:
+        deadline = time.monotonic() + 10
+        while replica.state is not NodeState.DEGRADED and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert replica.state is NodeState.DEGRADED
+        deadline = time.monotonic() + 5
+        while not gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gc.isenabled(), "the collector runs while the node stays degraded"
+    finally:
+        replica.stop()
+    assert gc.isenabled()

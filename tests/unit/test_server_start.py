@@ -43,7 +43,7 @@ def test_the_node_starts_while_the_http_stack_loads() -> None:
     assert fake.started and not fake.stopped
 
 
-def test_a_failed_start_is_raised_after_the_load() -> None:
+def test_a_failed_start_is_raised_after_the_load_and_what_started_is_stopped() -> None:
     fake = FakeServices(start_error=RuntimeError("Kafka is unreachable"))
 
     def load() -> Any:
@@ -52,6 +52,19 @@ def test_a_failed_start_is_raised_after_the_load() -> None:
 
     with pytest.raises(RuntimeError, match="Kafka is unreachable"):
         _while_the_node_starts(services(fake), load)
+    assert fake.stopped
+
+
+def test_an_interrupted_start_waits_for_the_start_then_stops_the_node() -> None:
+    fake = FakeServices()
+
+    def load() -> Any:
+        fake.loading.set()
+        raise KeyboardInterrupt  # SIGINT while the stack loads
+
+    with pytest.raises(KeyboardInterrupt):
+        _while_the_node_starts(services(fake), load)
+    assert fake.started and fake.stopped
 
 
 def test_a_started_node_is_stopped_when_the_stack_fails_to_load() -> None:
