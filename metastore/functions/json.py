@@ -109,9 +109,16 @@ def _json_array_contains(call: Call) -> exp.Expr:
 
 
 def _json_items(call: Call) -> exp.Expr:
-    """JSON_ITEMS(json): each element of a JSON array as JSON text; NULL for anything else."""
+    """JSON_ITEMS(json): each element of a JSON array as JSON text (Jackson's, as ksqlDB's
+    ``JsonNode.toString``: an object's keys in their order, which a VARIANT sorts, so an
+    object or array element is its text as written); NULL for anything else."""
     items = _parsed(call.args[0], "array<variant>")
-    return sql.fn("transform", items, sql.lam(sql.fn("to_json", sql.var("__i")), "__i"))
+    texts = sql.fn("from_json", call.args[0].copy(), sql.lit("array<string>"))
+    item = sql.fn("to_json", sql.var("__i"))
+    nested = exp.In(this=sql.fn("substring", item, sql.lit(1), sql.lit(1)),
+                    expressions=[sql.lit("{"), sql.lit("[")])
+    return sql.fn("zip_with", items, texts, sql.lam(
+        sql.if_(nested, sql.var("__t"), item.copy()), "__i", "__t"))
 
 
 FUNCTIONS: tuple[FunctionSpec, ...] = (

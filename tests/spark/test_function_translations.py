@@ -165,6 +165,8 @@ SCALARS: list[tuple[str, Any]] = [
     ("JSON_CONCAT('null', 'null')", "[null,null]"), ("JSON_CONCAT('1', '')", None),
     ("JSON_ITEMS('[1, \"x\", null, {\"a\": [2]}]')", ["1", '"x"', "null", '{"a":[2]}']),
     ("JSON_ITEMS('{}')", None),
+    ("JSON_ITEMS('[{\"b\": 1, \"a\": {\"z\": 2, \"y\": 3}}]')",  # keys as written
+     ['{"b":1,"a":{"z":2,"y":3}}']),
     ("TRUNC(CAST(1.7 AS DECIMAL(12, 7)))", 1), ("TRUNC(CAST(-1.7 AS DECIMAL(12, 7)))", -1),
     ("TRUNC(CAST(-12345.678 AS DECIMAL(12, 7)), -2)", -12300.0),
     # ksqlDB sorts NULLs last in either direction
