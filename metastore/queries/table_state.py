@@ -30,6 +30,9 @@ left key, holds each left row with its foreign key and routes its changes to the
 own key), holds the right row and the left rows that reference it, and writes one row per left
 key a micro-batch touched, in the same shape as the primary-key join's; tables joined after it
 are a ``TableTableJoin`` whose first side is that join's rows.
+
+An aggregation of a table-table join reads the join's rows as a table's changelog
+(:func:`join_changelog`), which :mod:`metastore.queries.table_groups` aggregates as any table's.
 """
 
 from __future__ import annotations
