@@ -30,6 +30,7 @@ def run_clients(urls: list[str], clients: int, seconds: float, topic: str,
                 conflicting: bool) -> dict[str, Any]:
     latencies: list[float] = []
     outcomes = {"ok": 0, "rejected": 0, "failed": 0}
+    unexpected: list[str] = []  # the first answers a non-conflicting run should not get
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
 
@@ -42,14 +43,17 @@ def run_clients(urls: list[str], clients: int, seconds: float, topic: str,
                             f"(KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON');"}
             started = time.perf_counter()
             try:
-                status = http.post("/ksql", json=body).status_code
-            except httpx.TransportError:
-                status = 599
+                response = http.post("/ksql", json=body)
+                status, text = response.status_code, response.text
+            except httpx.TransportError as error:
+                status, text = 599, str(error)
             elapsed = time.perf_counter() - started
             with lock:
                 latencies.append(elapsed)
                 key = "ok" if status == 200 else "rejected" if status == 400 else "failed"
                 outcomes[key] += 1
+                if status != 200 and not conflicting and len(unexpected) < 5:
+                    unexpected.append(f"{status} {text[:300]}")
             count += 1
         http.close()
 
@@ -59,7 +63,8 @@ def run_clients(urls: list[str], clients: int, seconds: float, topic: str,
     for thread in threads:
         thread.join()
     return {"clients": clients, "statements_per_s": round(outcomes["ok"] / seconds, 1),
-            **outcomes, "latency": summary_ms(latencies) if latencies else None,
+            **outcomes, "unexpected_answers": unexpected,
+            "latency": summary_ms(latencies) if latencies else None,
             "max_ms": round(max(latencies) * 1000, 1) if latencies else None,
             "samples_ms": [round(x * 1000, 2) for x in latencies]}
 
