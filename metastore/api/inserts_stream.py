@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from metastore.node import Node
 
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
+DRAIN_SECONDS = 1.0
+"""The longest an early answer waits for the rest of the body (:meth:`BodyLines.drain`)."""
 
 
 class InsertsStreamArgs(BaseModel):
@@ -92,6 +94,31 @@ class BodyLines:
                 self._ended = not message.get("more_body", False)
 
 
+    @property
+    def ended(self) -> bool:
+        """Whether the whole body was received."""
+        return self._ended
+
+    async def drain(self, timeout: float, max_bytes: int) -> None:
+        """Receive what is left of the body, up to its end, ``timeout`` seconds or
+        ``max_bytes``, and drop it. A response that ends while an HTTP/2 client is still sending
+        its body lets Hypercorn meet data for a stream it has closed, and it then drops the
+        connection with every stream on it (pgjones/hypercorn#329): an early answer waits for
+        the body's end first."""
+        received = 0
+        try:
+            async with asyncio.timeout(timeout):
+                while not self._ended and received <= max_bytes:
+                    message: Message = await self._receive()
+                    if message["type"] == "http.disconnect":
+                        raise ClientGoneError
+                    received += len(message.get("body", b""))
+                    self._ended = not message.get("more_body", False)
+        except TimeoutError:
+            pass  # a client that keeps sending gets its answer anyway
+        self._buffer.clear()
+
+
 def decode_object(line: bytes, max_depth: int) -> dict[str, Any] | None:
     """A line as a JSON object (numbers with a fraction as Decimal), or None if it is not one."""
     try:
@@ -138,8 +165,13 @@ class InsertsStreamResponse(Response):
             refusal, source = await self._target(line)
             if source is not None:
                 return source
+        await self._drain(lines)
         await refusal(scope, receive, send)
         return None
+
+    async def _drain(self, lines: BodyLines) -> None:
+        await lines.drain(min(DRAIN_SECONDS, self._limits.body_idle_timeout_seconds),
+                          self._limits.max_body_bytes)
 
     async def _target(self, line: bytes | None) -> tuple[Response, DataSource | None]:
         data = decode_object(line, self._limits.max_json_depth) if line else None
@@ -173,6 +205,8 @@ class InsertsStreamResponse(Response):
                     written += 1
             if ended:
                 break
+        if not lines.ended:  # a row error ends the stream before the body does
+            await self._drain(lines)
         tail = b"" if self._delimited else (b"]" if written or reply is not None else b"[]")
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
