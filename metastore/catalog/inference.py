@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from metastore.catalog import avro_columns, ddl_rules, json_schema_columns, protobuf_columns
+from metastore.catalog import (
+    avro_columns,
+    ddl_rules,
+    json_schema_columns,
+    protobuf_columns,
+    upgrades,
+)
 from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.model import Column
@@ -166,16 +172,11 @@ def registered_sink_schemas(statement: st.CreateAsSelect, topic: str, columns: l
             shown = [Column(c.name, c.type, role) for c in changed]
             raise SchemaError(
                 f"The following {side} columns are changed, missing or reordered: "
-                f"[{_listed(shown)}]. Schema from schema registry is [{_listed(registered)}]",
+                f"[{upgrades.schema_text(shown)}]. Schema from schema registry is "
+                f"[{upgrades.schema_text(registered)}]",
                 statement.name)
         kept.append((KEPT_SCHEMA_PROPERTIES[is_key], schema))
     return tuple(kept)
-
-
-def _listed(columns: list[Column]) -> str:
-    """As ksqlDB prints a list of columns: ```ID` INTEGER KEY, `V` STRING``."""
-    return ", ".join(f"{ty.field_text(c.name, c.type)}{' KEY' if c.is_key else ''}"
-                     for c in columns)
 
 
 def _side(statement: st.CreateSource | st.CreateAsSelect, topic: str, fmt: str, is_key: bool,

@@ -65,6 +65,7 @@ from metastore.queries.stages import (
 )
 from metastore.queries.steps import (
     HEADERS,
+    HEADERS_TYPE,
     NULL_KEY,
     NULL_VALUE,
     ORDER,
@@ -646,7 +647,7 @@ def _table_join_columns(select: exp.Select, tables: list[str], keys: list[str],
     hidden = {
         ROWTIME: exp.func("greatest", *(exp.column("ROWTIME", table=t, quoted=True)
                                         for t in tables)),
-        HEADERS: exp.cast(exp.Null(), "ARRAY<STRUCT<key: STRING, value: BINARY>>"),
+        HEADERS: exp.cast(exp.Null(), HEADERS_TYPE),
         SOURCE: exp.cast(exp.Null(), "STRING"),
     }
     _set_columns(select, hidden)
@@ -673,7 +674,7 @@ def _keyed_table_join_columns(select: exp.Select, tables: list[str], present: ex
         NULL_VALUE: exp.Not(this=exp.func("coalesce", result.copy(), exp.false())),
         ROWTIME: exp.If(this=exp.func("coalesce", result.copy(), exp.false()),
                         true=joined_time, false=changed),
-        HEADERS: exp.cast(exp.Null(), "ARRAY<STRUCT<key: STRING, value: BINARY>>"),
+        HEADERS: exp.cast(exp.Null(), HEADERS_TYPE),
         SOURCE: exp.cast(exp.Null(), "STRING"),
     })
     key = exp.column(TABLE_JOIN_KEY, table=TABLES, quoted=True)

@@ -48,6 +48,7 @@ from metastore.catalog.pseudo_columns import PSEUDO_COLUMNS
 from metastore.queries.exceptions import QueryRuntimeError
 from metastore.queries.steps import (
     HEADERS,
+    HEADERS_TYPE,
     KAFKA_TIMESTAMP,
     NULL_KEY,
     NULL_VALUE,
@@ -267,7 +268,7 @@ def join_changelog(select: exp.Select, view: str, present: exp.Expr, aliases: li
         exp.alias_(exp.If(this=result.copy(), true=exp.func("greatest", *times, changed.copy()),
                           false=changed.copy()), "ROWTIME"),
         exp.alias_(exp.Not(this=result.copy()), NULL_VALUE, quoted=True),
-        exp.alias_(exp.cast(exp.Null(), "ARRAY<STRUCT<key: STRING, value: BINARY>>"), HEADERS,
+        exp.alias_(exp.cast(exp.Null(), HEADERS_TYPE), HEADERS,
                    quoted=True),
     ).from_(exp.Table(this=exp.to_identifier(joined, quoted=True),
                       alias=exp.TableAlias(this=exp.to_identifier(TABLES))))

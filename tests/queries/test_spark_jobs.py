@@ -91,6 +91,14 @@ def delete_all_records(settings: KafkaSettings, *topics: str) -> None:
         future.result(30)
 
 
+def produce_json(producer: Producer, topic: str, rows: dict[str, dict[str, Any] | None],
+                 timestamp: int) -> None:
+    """Each row (a tombstone for None) under its string key, as JSON, at ``timestamp``."""
+    for key, value in rows.items():
+        producer.produce(topic, key=key.encode(),
+                         value=None if value is None else json.dumps(value), timestamp=timestamp)
+
+
 def int_key(value: int) -> bytes:
     return struct.pack(">i", value)
 
@@ -309,12 +317,10 @@ def test_foreign_key_join_keeps_both_tables_in_its_checkpoint(
     plan = compile_query(image.queries[query_id(image, "NAMED")], image)
     assert plan.table_state and plan.batch is None
     producer = producer_factory()
-    for key, name in (("p1", "apple"), ("p2", "pear")):
-        producer.produce(products, key=key.encode(), value=json.dumps({"NAME": name}),
-                         timestamp=1000)
-    for key, product, qty in (("o1", "p1", 1), ("o2", "p2", 2), ("o3", "p1", 3)):
-        producer.produce(orders, key=key.encode(), value=json.dumps(
-            {"PRODUCT": product, "QTY": qty}), timestamp=2000)
+    produce_json(producer, products, {"p1": {"NAME": "apple"}, "p2": {"NAME": "pear"}}, 1000)
+    produce_json(producer, orders, {"o1": {"PRODUCT": "p1", "QTY": 1},
+                                    "o2": {"PRODUCT": "p2", "QTY": 2},
+                                    "o3": {"PRODUCT": "p1", "QTY": 3}}, 2000)
     assert producer.flush(10) == 0
     options = {"kafka.bootstrap.servers": kafka_bootstrap}
     run_available_now(spark, plan, tmp_path / "q", options)
@@ -404,20 +410,18 @@ def test_an_aggregated_foreign_key_join_keeps_joins_and_groups_in_its_checkpoint
     assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
         "no table is read in batch"
     producer = producer_factory()
-    for key, region in (("c1", "east"), ("c2", "west")):
-        producer.produce(customers, key=key.encode(), value=json.dumps({"REGION": region}),
-                         timestamp=1000)
-    for key, customer, amount in (("o1", "c1", 5), ("o2", "c2", 7), ("o3", "c1", 1)):
-        producer.produce(orders, key=key.encode(), value=json.dumps(
-            {"CUSTOMER": customer, "AMOUNT": amount}), timestamp=2000)
+    produce_json(producer, customers, {"c1": {"REGION": "east"}, "c2": {"REGION": "west"}}, 1000)
+    produce_json(producer, orders, {"o1": {"CUSTOMER": "c1", "AMOUNT": 5},
+                                    "o2": {"CUSTOMER": "c2", "AMOUNT": 7},
+                                    "o3": {"CUSTOMER": "c1", "AMOUNT": 1}}, 2000)
     assert producer.flush(10) == 0
     options = {"kafka.bootstrap.servers": kafka_bootstrap}
     run_available_now(spark, plan, tmp_path / "q", options)
     first = read_all(kafka_settings, sink, 2)
     assert sorted((k, v) for k, v, _ in first) == [(b"east", b"2,6"), (b"west", b"1,7")]
     delete_all_records(kafka_settings, orders, customers)
-    producer.produce(customers, key=b"c1", value=json.dumps({"REGION": "west"}), timestamp=3000)
-    producer.produce(orders, key=b"o2", value=None, timestamp=3000)
+    produce_json(producer, customers, {"c1": {"REGION": "west"}}, 3000)
+    produce_json(producer, orders, {"o2": None}, 3000)
     assert producer.flush(10) == 0
     run_available_now(spark, plan, tmp_path / "q", options)
     records = read_all(kafka_settings, sink, len(first) + 2)
