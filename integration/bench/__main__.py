@@ -15,6 +15,7 @@ from integration.bench import (
     contention,
     interactive,
     latency,
+    micro_batch,
     pipeline,
     plots,
     reconcile,
@@ -30,6 +31,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "records": records.run,
     "interactive": interactive.run,
     "pipeline": pipeline.run,
+    "micro-batch": micro_batch.run,
     "pipeline-cluster": pipeline.run_on_cluster,
 }
 
