@@ -117,7 +117,7 @@ def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: Checkpoint
         emit(batch_session.sql(plan.sql))
 
     return (session.sql(stage.source_sql).writeStream.foreachBatch(run_micro_batch)
-            .outputMode("append"))
+            .outputMode(plan.output_mode))
 
 
 def start_stream(spark: SparkSession, steps: tuple[Step, ...], view: str, checkpoint: Path,

@@ -39,7 +39,7 @@ class AtOnceJoin:
 def at_once_join(analysis: Analysis, windows: dict[int, JoinWindow]) -> AtOnceJoin | None:
     """The query's first join when it is an outer stream-stream join without GRACE PERIOD and
     every other join is with a table (joined to each branch's rows alike)."""
-    if not analysis.joins or analysis.aggregate or set(windows) != {1}:
+    if not analysis.joins or set(windows) != {1}:
         return None
     join = analysis.joins[0]
     side = (join.side or "").upper()
@@ -49,6 +49,16 @@ def at_once_join(analysis: Analysis, windows: dict[int, JoinWindow]) -> AtOnceJo
             later.right.source.kind is not SourceKind.TABLE for later in analysis.joins[1:]):
         return None
     return AtOnceJoin(analysis.reads[0].alias, analysis.reads[1].alias, side)
+
+
+def stream_join_windows(analysis: Analysis) -> dict[int, JoinWindow]:
+    """The WITHIN of each stream-stream join of ``analysis``, by the index of the source it
+    joins in ``analysis.reads`` (its JOIN's index + 1)."""
+    if analysis.reads[0].source.kind is not SourceKind.STREAM:
+        return {}
+    by_join = {window.join: window for window in analysis.query.join_windows}
+    return {index + 1: by_join[index] for index, join in enumerate(analysis.joins)
+            if join.right.source.kind is SourceKind.STREAM and index in by_join}
 
 
 def union_sql(select: exp.Select, join: AtOnceJoin, batch_views: dict[str, str]) -> str:

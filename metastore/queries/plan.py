@@ -27,7 +27,9 @@ SELECT cannot express is a :class:`BatchStage`: batch SQL that runs per micro-ba
 rows and the source topics read in batch up to it, written with ``foreachBatch``: aggregating a
 table's changelog (an update takes a row out of its old group; the rows and groups are keyed
 state, :mod:`metastore.queries.table_groups`, so the stage reads no topic), SESSION windows
-(sessions merge) and EMIT FINAL (:mod:`metastore.queries.final_windows`); a table-table join
+(sessions merge) and EMIT FINAL (:mod:`metastore.queries.final_windows`). An aggregation of a
+stream-stream join aggregates the join's rows, a view of their own
+(:mod:`metastore.queries.joined_rows`). A table-table join
 whose checkpoint predates keyed table state re-joins in a stage too
 (:mod:`metastore.queries.stages`).
 """
@@ -50,7 +52,8 @@ from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
 from metastore.queries.final_windows import close_sessions, final_stage, final_window, replay_final
-from metastore.queries.outer_at_once import at_once_join, union_sql
+from metastore.queries.joined_rows import JOINED, split_aggregation
+from metastore.queries.outer_at_once import at_once_join, stream_join_windows, union_sql
 from metastore.queries.stages import (
     JOIN_KEY,
     aggregate_touched_groups,
@@ -190,6 +193,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     keyed_rows = table_join and table_state
     # an aggregation of a table-table join aggregates the join's rows as a table's changelog
     aggregated_join = keyed_rows and analysis.aggregate
+    # an aggregation of a stream-stream join aggregates the join's rows, a view of their own
+    aggregated_streams = bool(windows) and analysis.aggregate
     if table_join and analysis.aggregate and not table_state:
         raise QueryRuntimeError("an aggregation of a table-table join needs keyed table state")
     # a persistent table aggregation's rows and groups are keyed state unless it starts at the
@@ -215,7 +220,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             source_topics.append(source.topic)
             # a stream joined with tables as keyed state falls into windows after the join
             steps += stream_steps(source, view, None if session or final or keys_tables
-                                  else analysis.windowing,
+                                  or aggregated_streams else analysis.windowing,
                                   _watermark(windows, index) if windows else None)
             if at_once is not None:  # and its records read in batch, for the other side's
                 batch_views[alias] = f"{view}_all"
@@ -263,17 +268,18 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         if key_name in key_names and all(name != key_name for name, _ in analysis.projection):
             items.append(exp.alias_(key_value.copy(), key_name, quoted=True))
     windowed = analysis.windowed
+    # what the aggregation reads
+    rows_alias = TABLES if aggregated_join else JOINED if aggregated_streams else stream_alias
     # a projection or filter of a windowed source keeps its records' windows in the sink's key
     # and a join of windowed streams the left stream's windows
     source_window = analysis.window if not analysis.aggregate else None
-    bounds = _Bounds(exp.column(WINDOW, table=stream_alias, quoted=True))
+    bounds = _Bounds(exp.column(WINDOW, table=rows_alias, quoted=True))
     if source_window is not None and len(stream_aliases) > 1:  # a RIGHT or FULL join's record
         # without a left side is keyed by the right side's window
         bounds = _Bounds(exp.func("coalesce", *(exp.column(WINDOW, table=a, quoted=True)
                                                 for a in stream_aliases)))
     if session is not None:  # each record's session, as Kafka Streams merges them
         bounds = _Bounds(exp.column(SESSION, table=stream_alias, quoted=True))
-    rows_alias = TABLES if aggregated_join else stream_alias  # what the aggregation reads
     rowtime: exp.Expr = exp.column("ROWTIME", table=rows_alias, quoted=True)
     if analysis.aggregate:  # an aggregate's record carries the newest input's time, as ksqlDB's
         rowtime = exp.Max(this=rowtime)
@@ -315,7 +321,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                                 quoted=True))
     if windowed:
         group = select.args.get("group") or exp.Group(expressions=[])
-        window_column: exp.Expr = exp.column(WINDOW, table=stream_alias, quoted=True)
+        window_column: exp.Expr = exp.column(WINDOW, table=rows_alias, quoted=True)
         if session is not None:
             window_column = exp.column(SESSION, table=stream_alias, quoted=True)
         group.append("expressions", window_column)
@@ -341,7 +347,12 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     select.set("expressions", items)
     own_windows = frozenset(read.alias for read in analysis.reads if read.source.window
                             is not None) if analysis.joins and not analysis.aggregate else None
-    _rewrite(select, stream_alias, config, bounds, own_windows or frozenset())
+    _rewrite(select, JOINED if aggregated_streams else stream_alias, config, bounds,
+             own_windows or frozenset())
+    aggregation: exp.Select | None = None  # of a stream-stream join's rows, which select joins
+    if aggregated_streams:
+        aggregation = select
+        select = split_aggregation(select, analysis, f"{prefix}_joined", window)
     if keyed:
         steps += join_tables(select, stream_view, stream_alias, keyed, prefix,
                              analysis.windowing)
@@ -382,6 +393,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     inner = select.sql(dialect="spark", identify=True)
     if at_once is not None:
         inner = union_sql(select, at_once, batch_views)
+    if aggregation is not None:
+        steps.append(Step(f"{prefix}_joined", inner))
+        inner = aggregation.sql(dialect="spark", identify=True)
     if table_join and not keyed_rows:
         assert batch is not None
         names = [item.alias_or_name for item in select.expressions
@@ -529,16 +543,6 @@ def _resolved_name(column: exp.Column) -> tuple[str, str]:
         text = str(identifier.this)
         return text if identifier.quoted else text.upper()
     return name(column.args.get("table")), name(column.this)
-
-
-def stream_join_windows(analysis: Analysis) -> dict[int, JoinWindow]:
-    """The WITHIN of each stream-stream join of ``analysis``, by the index of the source it
-    joins in ``analysis.reads`` (its JOIN's index + 1)."""
-    if analysis.reads[0].source.kind is not SourceKind.STREAM:
-        return {}
-    by_join = {window.join: window for window in analysis.query.join_windows}
-    return {index + 1: by_join[index] for index, join in enumerate(analysis.joins)
-            if join.right.source.kind is SourceKind.STREAM and index in by_join}
 
 
 def _watermark(windows: dict[int, JoinWindow], read: int) -> int:

@@ -198,10 +198,16 @@ def window_columns(window: WindowSpec | None) -> tuple[str, str]:
     Streams' hopping windows start at the epoch or later); none for no window or a SESSION."""
     if window is None or window.size_ms is None:
         return "", ""
+    hopping = f" WHERE unix_millis({WINDOW}.start) >= 0" if window.advance_ms else ""
+    return f", {window_call(window, TS)} AS {WINDOW}", hopping
+
+
+def window_call(window: WindowSpec, time_sql: str) -> str:
+    """Spark's ``window()`` of the time window ``window`` (TUMBLING or HOPPING) that the time
+    ``time_sql`` falls into (a HOPPING window's record falls into several)."""
     size = f"'{window.size_ms} milliseconds'"
     slide = f", '{window.advance_ms} milliseconds'" if window.advance_ms else ""
-    hopping = f" WHERE unix_millis({WINDOW}.start) >= 0" if window.advance_ms else ""
-    return f", window({TS}, {size}{slide}) AS {WINDOW}", hopping
+    return f"window({time_sql}, {size}{slide})"
 
 
 VALID_FROM = "__MS_VALID_FROM"

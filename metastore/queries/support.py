@@ -8,8 +8,9 @@ filters, every function :mod:`metastore.functions` declares a Spark translation 
 functions, lambdas, and ``GROUP BY`` aggregates of streams and of tables, ``HAVING``), TUMBLING,
 HOPPING and SESSION windows, projections and filters of windowed sources (their records keep
 their windows), ``PARTITION BY``, stream-table joins (inner or left), stream-stream joins
-(INNER, LEFT, RIGHT, FULL OUTER, with their WITHIN and GRACE PERIOD; not aggregated; of
-windowed streams too) and table-table joins (on primary keys or a foreign key; aggregated
+(INNER, LEFT, RIGHT, FULL OUTER, with their WITHIN and GRACE PERIOD; of windowed streams
+too; aggregated, unless an outer one has a GRACE PERIOD or another stream-stream join, or the
+aggregation is EMIT FINAL) and table-table joins (on primary keys or a foreign key; aggregated
 too).
 Anything else is refused with the reason, before it is written:
 :func:`check_runtime` is the :class:`~metastore.catalog.validation.RuntimeCheck` a validator is
@@ -26,6 +27,7 @@ from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
 from metastore.protobuf.schema import source_problem as protobuf_source_problem
 from metastore.queries.exceptions import UnsupportedByRuntimeError
+from metastore.queries.outer_at_once import at_once_join, stream_join_windows
 from metastore.spark.views import KAFKA_TYPES, decode_problem
 from metastore.sql.statements import Query, SourceKind
 
@@ -100,10 +102,15 @@ def _shape(analysis: Analysis) -> str | None:
         if join.right.source.kind is SourceKind.STREAM:
             if index not in windows:
                 return "a stream-stream join needs a WITHIN clause"
-            if analysis.aggregate:
-                return "aggregating a stream-stream join is not supported"
             if kind == "CROSS":
                 return f"{shown} joins are not supported"
+            if analysis.aggregate and analysis.query.emit_final:
+                return "EMIT FINAL over a stream-stream join is not supported"
+            if analysis.aggregate and side and at_once_join(
+                    analysis, stream_join_windows(analysis)) is None:
+                return ("aggregating an outer stream-stream join with a GRACE PERIOD, or with "
+                        "another stream-stream join, is not supported (Spark writes such a "
+                        "join's unmatched records in append output mode only)")
             continue
         if side not in ("", "LEFT") or kind == "CROSS" or (kind == "OUTER" and side != "LEFT"):
             return f"{shown} joins of a table are not supported (INNER and LEFT are)"

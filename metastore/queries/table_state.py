@@ -114,7 +114,7 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
             Step(view, keyed=TableSideJoin(f"{view}_stream", f"{view}_table",
                                           tuple(hidden.values()), join_type(join) == "LEFT")),
         ]
-        laterals.append(_lateral(table.alias, hidden, stream_alias))
+        laterals.append(lateral_view(table.alias, hidden, stream_alias))
         current = view
     bounds, hopping = window_columns(window)
     if bounds:
@@ -191,7 +191,7 @@ def _sides(on: exp.Expr, table: JoinedTable) -> tuple[exp.Expr, exp.Expr]:
     raise QueryRuntimeError(f"no side of the join's ON reads only {table.alias}: {on.sql()}")
 
 
-def _lateral(alias: str, hidden: dict[str, str], stream_alias: str) -> exp.Lateral:
+def lateral_view(alias: str, hidden: dict[str, str], stream_alias: str) -> exp.Lateral:
     """``LATERAL VIEW INLINE(ARRAY(STRUCT(...))) alias AS names``: the table's columns, under
     their own names and the table's alias, from their hidden names in the joined view."""
     row = exp.Struct(expressions=[
@@ -230,7 +230,7 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: lis
                                 f"{quote(table.alias)}.{quote(key)}"))
         views.append(view)
         columns.append(tuple(hidden.values()))
-        laterals.append(_lateral(table.alias, hidden, TABLES))
+        laterals.append(lateral_view(table.alias, hidden, TABLES))
         has_row = exp.Not(this=exp.Is(this=exp.column(hidden["ROWOFFSET"], table=TABLES,
                                                       quoted=True), expression=exp.Null()))
         present = has_row if present is None else _joined(join_type(joins[number - 1]),
@@ -302,7 +302,7 @@ def join_tables_on_foreign_key(select: exp.Select, tables: list[JoinedTable], ke
     foreign_key, _ = _sides(joins[0].args["on"], tables[1])
     foreign = foreign_key.sql(dialect="spark", identify=True)
     hidden = [_hidden(table, number) for number, table in enumerate(tables)]
-    laterals = [_lateral(table.alias, names, TABLES) for table, names in zip(tables, hidden,
+    laterals = [lateral_view(table.alias, names, TABLES) for table, names in zip(tables, hidden,
                                                                              strict=True)]
     rows = [exp.Not(this=exp.Is(this=exp.column(names["ROWOFFSET"], table=TABLES, quoted=True),
                                 expression=exp.Null())) for names in hidden]

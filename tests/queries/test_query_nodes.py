@@ -61,10 +61,10 @@ def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
             SELECT V, COUNT(*) AS N FROM SRC GROUP BY V EMIT CHANGES;""")
     ksql(node, f"CREATE STREAM OTHER (ID INT KEY, W INT) WITH (KAFKA_TOPIC='{unique('other')}', "
                "VALUE_FORMAT='JSON', PARTITIONS=1);")
-    rejected = ksql(plain, "CREATE TABLE PAIRS AS SELECT A.ID, COUNT(*) AS N FROM SRC A JOIN "
-                           "OTHER B WITHIN 1 MINUTE ON A.ID = B.ID GROUP BY A.ID EMIT CHANGES;",
-                    status=400)
-    assert "aggregating a stream-stream join is not supported" in rejected[0]["message"]
+    rejected = ksql(plain, "CREATE TABLE PAIRS AS SELECT A.ID, COUNT(*) AS N FROM SRC A FULL "
+                           "JOIN OTHER B WITHIN 1 MINUTE GRACE PERIOD 1 MINUTE ON A.ID = B.ID "
+                           "GROUP BY A.ID EMIT CHANGES;", status=400)
+    assert "aggregating an outer stream-stream join with a GRACE PERIOD" in rejected[0]["message"]
 
     producer = producer_factory()
     for i in range(10):

@@ -39,6 +39,11 @@ def outcome(statement: str) -> str | None:
     "CREATE STREAM X AS SELECT * FROM S FULL OUTER JOIN S2 WITHIN (1 SECOND, 2 SECONDS) "
     "GRACE PERIOD 3 SECONDS ON S.ID = S2.ID;",
     "CREATE TABLE X AS SELECT T.ID, N FROM T LEFT JOIN T2 ON T.ID = T2.ID;",
+    "CREATE TABLE X AS SELECT S.ID, COUNT(*) AS N FROM S JOIN S2 WITHIN 1 MINUTE "
+    "GRACE PERIOD 1 MINUTE ON S.ID = S2.ID GROUP BY S.ID HAVING COUNT(*) > 1;",
+    "CREATE TABLE X AS SELECT S.NAME, COUNT(S2.V) AS N FROM S FULL JOIN S2 WITHIN 1 MINUTE "
+    "ON S.ID = S2.ID JOIN T ON S.ID = T.ID WINDOW HOPPING (SIZE 1 MINUTE, ADVANCE BY 10 SECONDS) "
+    "GROUP BY S.NAME;",
     "CREATE TABLE X AS SELECT T.ID, COUNT(*) AS N FROM T JOIN T2 ON T.ID = T2.ID GROUP BY T.ID;",
     "CREATE TABLE X AS SELECT NAME, COUNT(*) AS N FROM S WINDOW TUMBLING (SIZE 1 MINUTE) "
     "GROUP BY NAME EMIT FINAL;",
@@ -58,8 +63,15 @@ def test_supported_queries_are_accepted(statement: str) -> None:
 
 
 @pytest.mark.parametrize(("statement", "reason"), [
+    ("CREATE TABLE X AS SELECT S.ID, COUNT(*) AS N FROM S LEFT JOIN S2 WITHIN 1 MINUTE "
+     "GRACE PERIOD 1 MINUTE ON S.ID = S2.ID GROUP BY S.ID;",
+     "aggregating an outer stream-stream join with a GRACE PERIOD"),
     ("CREATE TABLE X AS SELECT S.ID, COUNT(*) AS N FROM S JOIN S2 WITHIN 1 MINUTE "
-     "ON S.ID = S2.ID GROUP BY S.ID;", "aggregating a stream-stream join is not supported"),
+     "ON S.ID = S2.ID LEFT JOIN A WITHIN 1 MINUTE ON S.ID = A.ID GROUP BY S.ID;",
+     "or with another stream-stream join"),
+    ("CREATE TABLE X AS SELECT S.ID, COUNT(*) AS N FROM S JOIN S2 WITHIN 1 MINUTE "
+     "ON S.ID = S2.ID WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY S.ID EMIT FINAL;",
+     "EMIT FINAL over a stream-stream join is not supported"),
     ("CREATE TABLE X AS SELECT S.ID, COUNT(*) AS N FROM S JOIN T ON S.ID = T.ID "
      "WINDOW SESSION (1 MINUTE) GROUP BY S.ID;", "SESSION windows over a join are not supported"),
     ("CREATE STREAM X AS SELECT ID, TO_BYTES(NAME, NAME) AS M FROM S;",

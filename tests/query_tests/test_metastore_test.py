@@ -242,6 +242,52 @@ AGGREGATED_JOIN = {  # a table-table join's rows aggregated as a table: rows cha
         {"topic": "OUT", "key": "y", "value": {"S": 1}, "timestamp": 15}],
 }
 
+STREAMS = [
+    "CREATE STREAM L (ID INT KEY, A STRING) WITH (KAFKA_TOPIC='l', VALUE_FORMAT='JSON');",
+    "CREATE STREAM R (ID INT KEY, B INT) WITH (KAFKA_TOPIC='r', VALUE_FORMAT='JSON');",
+]
+WINDOW = {"start": 0, "end": 100000, "type": "time"}
+AGGREGATED_STREAM_JOIN = {  # an outer join without GRACE PERIOD writes an unmatched record at
+    # once, then its pair; each joined record counts in the window of the join's time
+    "name": "aggregated stream join", "statements": [
+        *STREAMS,
+        "CREATE TABLE OUT AS SELECT COALESCE(L.A, 'none') AS A, COUNT(*) AS C, SUM(R.B) AS S "
+        "FROM L FULL JOIN R WITHIN 1 SECONDS ON L.ID = R.ID WINDOW TUMBLING (SIZE 100 SECONDS) "
+        "GROUP BY COALESCE(L.A, 'none');"],
+    "inputs": [
+        {"topic": "l", "key": 1, "value": {"A": "x"}, "timestamp": 99500},
+        {"topic": "r", "key": 1, "value": {"B": 10}, "timestamp": 100200},  # window 100000..
+        {"topic": "r", "key": 2, "value": {"B": 7}, "timestamp": 600},
+        {"topic": "l", "key": 3, "value": {"A": "x"}, "timestamp": 99800}],
+    "outputs": [
+        {"topic": "OUT", "key": "x", "value": {"C": 1, "S": 0}, "timestamp": 99500,
+         "window": WINDOW},
+        {"topic": "OUT", "key": "x", "value": {"C": 1, "S": 10}, "timestamp": 100200,
+         "window": {"start": 100000, "end": 200000, "type": "time"}},
+        {"topic": "OUT", "key": "none", "value": {"C": 1, "S": 7}, "timestamp": 600,
+         "window": WINDOW},
+        {"topic": "OUT", "key": "x", "value": {"C": 2, "S": 0}, "timestamp": 99800,
+         "window": WINDOW}],
+}
+
+AGGREGATED_STREAMS_AND_TABLE = {  # a table joined after a stream-stream join, aggregated
+    "name": "aggregated streams and table", "statements": [
+        *STREAMS,
+        "CREATE TABLE T (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='t', "
+        "VALUE_FORMAT='JSON');",
+        "CREATE TABLE OUT AS SELECT T.NAME, SUM(R.B) AS S FROM L JOIN R WITHIN 2 SECONDS "
+        "ON L.ID = R.ID JOIN T ON L.ID = T.ID GROUP BY T.NAME HAVING SUM(R.B) > 1;"],
+    "inputs": [
+        {"topic": "t", "key": 1, "value": {"NAME": "n"}, "timestamp": 0},
+        {"topic": "t", "key": 2, "value": {"NAME": "m"}, "timestamp": 0},
+        {"topic": "l", "key": 1, "value": {"A": "x"}, "timestamp": 10},
+        {"topic": "l", "key": 2, "value": {"A": "x"}, "timestamp": 10},
+        {"topic": "r", "key": 1, "value": {"B": 1}, "timestamp": 20},
+        {"topic": "r", "key": 2, "value": {"B": 1}, "timestamp": 20},
+        {"topic": "r", "key": 1, "value": {"B": 5}, "timestamp": 30}],
+    "outputs": [{"topic": "OUT", "key": "n", "value": {"S": 6}, "timestamp": 30}],
+}
+
 DECIMAL_OVERFLOW = {  # a query that fails on its records, where ksqlDB's throws in process
     "name": "decimal overflow", "statements": [
         "CREATE STREAM D (ID INT KEY, V DECIMAL(3, 1)) WITH (KAFKA_TOPIC='d', "
@@ -311,6 +357,8 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         REPEATED_FIELDS,
         QUOTED_JOIN,
         AGGREGATED_JOIN,
+        AGGREGATED_STREAM_JOIN,
+        AGGREGATED_STREAMS_AND_TABLE,
         DECIMAL_OVERFLOW,
     ]}
     test_file = tmp_path / "tests.json"
@@ -337,12 +385,14 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
     assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
     assert by_name["aggregated join"]["status"] == "passed", by_name["aggregated join"]
+    for name in ("aggregated stream join", "aggregated streams and table"):
+        assert by_name[name]["status"] == "passed", by_name[name]
     assert by_name["decimal overflow"]["status"] == "passed", by_name["decimal overflow"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 14 + len(DEV_SLICE)
-    assert report["passed"] == 12 + len(DEV_SLICE)
+    assert report["total"] == 16 + len(DEV_SLICE)
+    assert report["passed"] == 14 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
