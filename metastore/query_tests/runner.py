@@ -11,9 +11,11 @@ For each test:
 2. every Kafka topic is namespaced (``qtt-<run>-<n>-<topic>``), so tests never see each other;
 3. the inputs are produced, in order, with their keys and values encoded in the formats of the
    source declared on their topic, their timestamps (0 when not given, as ksqlDB's driver does)
-   and headers, through the Kafka producer of Spark's JVM (librdkafka cannot write timestamp 0);
-4. each persistent query of the final catalog, in the order created, is compiled into the plan a
-   node runs and run as a Spark streaming query that processes what its sources hold, then stops;
+   and headers, through the Kafka producer of Spark's JVM (librdkafka cannot write timestamp 0),
+   in the arrivals of :mod:`metastore.query_tests.arrivals` (one, for records in time order);
+4. after each arrival, each persistent query of the final catalog, in the order created,
+   compiled into the plan a node runs, is run as a Spark streaming query that processes what
+   its sources hold, then stops (its checkpoint kept for the next arrival);
 5. every topic the test expects records on is read ``read_committed`` and compared
    (:mod:`metastore.query_tests.verdict`), and the catalog checked against the test's
    post-conditions (:mod:`metastore.query_tests.post`).
@@ -55,7 +57,8 @@ from metastore.queries.plan import compile_query
 from metastore.queries.steps import QueryPlan
 from metastore.queries.support import check_runtime
 from metastore.query_tests import records, verdict
-from metastore.query_tests.cases import DeclaredTopic, QueryTest
+from metastore.query_tests.arrivals import arrivals, event_time
+from metastore.query_tests.cases import CaseRecord, DeclaredTopic, QueryTest
 from metastore.query_tests.post import post_difference
 from metastore.query_tests.registry_records import (
     RegistryCodec,
@@ -240,13 +243,21 @@ class QueryTestRunner:
             return FAILED, "expected a statement to fail; every statement was accepted"
         try:
             self._create_topics(test, image, physical)
-            self._produce(test, image, physical, inserted)
-            for query in sorted(image.queries.values(), key=lambda q: q.offset):
-                plan = _namespaced(compile_query(query, _in_topics(image, physical)))
-                failure = self._run_query(plan, self._work_dir / namespace / query.query_id)
-                if failure is not None:
-                    return (PASSED, "") if processing_error else (
-                        ERROR, f"{query.query_id}: {failure}")
+            queries = sorted(image.queries.values(), key=lambda q: q.offset)
+            in_topics = _in_topics(image, physical)
+            plans = [(query.query_id, _namespaced(compile_query(query, in_topics)))
+                     for query in queries]
+            sources = {r.topic: _input_source(image, r.topic) for r in test.inputs}
+            times = {topic: event_time(source) for topic, source in sources.items()}
+            batches = arrivals(test.inputs, lambda record: times[record.topic](record))
+            for number, arrival in enumerate(batches or [[]]):
+                self._produce(image, physical, arrival, test.topics,
+                              inserted if number == 0 else ())
+                for query_id, plan in plans:
+                    failure = self._run_query(plan, self._work_dir / namespace / query_id)
+                    if failure is not None:
+                        return (PASSED, "") if processing_error else (
+                            ERROR, f"{query_id}: {failure}")
             if processing_error:
                 return FAILED, "expected a query to fail on the records; each one processed them"
             difference = self._compare(test, image, physical) or post_difference(test.post, image)
@@ -300,14 +311,14 @@ class QueryTestRunner:
         self._deletions += self._admin.start_deleting([physical(t)
                                                        for t in self._topics(test, image)])
 
-    def _produce(self, test: QueryTest, image: Image, physical: Rename,
-                 inserted: Sequence[_Inserted] = ()) -> None:
+    def _produce(self, image: Image, physical: Rename, inputs: Sequence[CaseRecord],
+                 topics: Sequence[DeclaredTopic], inserted: Sequence[_Inserted] = ()) -> None:
         """The INSERT VALUES records first (ksqlDB's test driver runs them with the statements,
-        before it pipes the inputs), then the test's input records."""
+        before it pipes the inputs), then ``inputs``, records of the test's ``topics``."""
         for row in inserted:
             self._producer.send(physical(row.topic), row.encoded, row.timestamp_ms, ())
-        declared = {topic.name: topic for topic in test.topics}
-        for record in test.inputs:
+        declared = {topic.name: topic for topic in topics}
+        for record in inputs:
             source = _input_source(image, record.topic)
             try:
                 encoded = records.encode(record, source, self._registry_encoder(

@@ -186,7 +186,11 @@ def _key_id(key: Any, window: Window | None) -> str:
     normal = json.dumps(key, sort_keys=True, default=str)
     if isinstance(key, float) and key.is_integer():
         normal = json.dumps(int(key))
-    return normal + (f"@{window.start}" if window is not None else "")
+    if window is None:
+        return normal
+    # a session's key holds its end too: a merged session is a key of its own
+    return normal + f"@{window.start}" + (f"..{window.end}" if window.kind.upper() == "SESSION"
+                                          else "")
 
 
 def _listing(missing: Sequence[CaseRecord], unexpected: Sequence[ActualRecord]) -> str:

@@ -90,6 +90,19 @@ def test_a_table_is_compared_on_its_final_value_per_key() -> None:
     assert verdict.table_difference(expected, [actual("a", {"C": 2}), actual("b", {"C": 1})])
 
 
+def test_a_session_is_keyed_by_its_start_and_end() -> None:
+    merged, replaced = Window(0, 1500, "SESSION"), Window(0, 0, "SESSION")
+    expected = [CaseRecord("OUT", 0, {"C": 1}, window=replaced),
+                CaseRecord("OUT", 0, None, window=replaced),
+                CaseRecord("OUT", 0, {"C": 2}, window=merged)]
+    # the merged session may be written before the tombstone of the one it replaced
+    produced = [actual(0, {"C": 1}, window=replaced), actual(0, {"C": 2}, 0, 1, window=merged),
+                actual(0, None, 0, 2, window=replaced)]
+    assert verdict.table_difference(expected, produced) is None
+    deleted = verdict.table_difference(expected, produced[:1] + produced[2:])
+    assert deleted is not None and "window=0..1500" in deleted
+
+
 def test_test_files_load_in_every_shape(tmp_path: Path) -> None:
     test = {"name": "t", "statements": ["CREATE STREAM S (V INT) WITH (KAFKA_TOPIC='s', "
                                         "VALUE_FORMAT='JSON');"],
