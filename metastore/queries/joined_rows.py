@@ -1,18 +1,19 @@
-"""An aggregation of a stream-stream join: the join's rows as a view of their own, which the
-aggregation reads.
+"""A query over a stream-stream join's rows: an aggregation of the join, or tables joined after
+it as keyed state.
 
-Kafka Streams aggregates a stream-stream join's output like any stream: each joined record
-(a pair, or an outer join's unmatched record padded with NULLs) is one input of its group,
-with the join's time (the newest of the records joined) and the headers of the record that
-made it. Here the query splits in two:
+Kafka Streams aggregates a stream-stream join's output like any stream, and joins it with a
+table like any stream: each joined record (a pair, or an outer join's unmatched record padded
+with NULLs) is one record, with the join's time (the newest of the records joined) and the
+headers of the record that made it. Here the query splits in two:
 
-1. the join (its FROM, JOINs and WHERE, in Spark's terms, bounded as any stream-stream join
-   is) selects every column of every source the aggregation reads, each under a hidden name
-   (``__MS_J<n>_<i>``), and the joined record's own columns: its time, headers and, in a
-   windowed aggregation, the window(s) that time falls into;
-2. the aggregation reads that view as :data:`JOINED`, each source's columns under its own
-   alias through a ``LATERAL VIEW``, so its references, qualified or not, read as they did in
-   the join.
+1. the stream-stream join (its FROM and stream JOINs, in Spark's terms, bounded as any
+   stream-stream join is) selects every column of its sources the query reads, each under a
+   hidden name (``__MS_J<n>_<i>``), and the joined record's own columns: its time, headers,
+   source offsets and, in a windowed aggregation, the window(s) that time falls into;
+2. the rest of the query reads that view as :data:`JOINED`, each source's columns under its
+   own alias through a ``LATERAL VIEW``, so its references, qualified or not, read as they did
+   in the join; its table JOINs are keyed state over those rows
+   (:func:`metastore.queries.table_state.join_tables`), in the joined records' time order.
 
 Spark runs a stream-stream join followed by an aggregation in ``update`` mode: an INNER join,
 or an outer one without GRACE PERIOD, whose unmatched records are written at once
@@ -27,49 +28,63 @@ from __future__ import annotations
 from sqlglot import exp
 
 from metastore.catalog.analysis import Analysis
-from metastore.queries.steps import HEADERS, WINDOW, window_call
+from metastore.queries.steps import HEADERS, ROWTIME, SOURCE, TS, WINDOW, window_call
 from metastore.queries.table_state import lateral_view
 from metastore.spark.types import quote
-from metastore.sql.statements import SourceKind, WindowSpec
+from metastore.sql.statements import WindowSpec
 
 JOINED = "__ms_joined"
-"""The alias of a stream-stream join's rows in the aggregation that reads them; its ``ROWTIME``
-is the joined record's time and its ``ROWOFFSET`` orders a group's records (by that time: the
-aggregation carries the newest one's headers)."""
+"""The alias of a stream-stream join's rows in the query that reads them. Besides the sources'
+hidden columns, a row has the joined record's ``ROWTIME`` and event time (``__MS_TS``), its
+headers and source offsets, and ``ROWPARTITION``/``ROWOFFSET`` that order the rows by time (an
+aggregation carries the newest one's headers; a table joined next processes them in that
+order)."""
 
 
-def split_aggregation(select: exp.Select, analysis: Analysis, view: str,
-                      window: WindowSpec | None) -> exp.Select:
-    """Split ``select`` (an aggregation of a stream-stream join, rewritten into Spark's terms)
-    in two: it becomes the aggregation of ``view``'s rows, read as :data:`JOINED`; the
-    returned SELECT is the join, whose rows ``view`` is to hold, bounded and written as any
-    stream-stream join's. ``window``: the aggregation's time window, if it has one."""
-    aliases = [read.alias for read in analysis.reads]
+def split_stream_joins(select: exp.Select, analysis: Analysis, streams: int, view: str,
+                       window: WindowSpec | None) -> exp.Select:
+    """Split ``select`` (rewritten into Spark's terms) after its stream-stream joins, of its
+    first ``streams`` sources: it becomes the query over ``view``'s rows, read as
+    :data:`JOINED`, with its later JOINs (of tables) and its WHERE, GROUP BY and HAVING; the
+    returned SELECT is the stream-stream join, whose rows ``view`` is to hold, bounded and
+    written as any stream-stream join's. ``window``: the time window the joined records fall
+    into here (an aggregation's, when no table is joined next)."""
+    reads = analysis.reads[:streams]
+    aliases = [read.alias for read in reads]
+    own = {name: exp.column(column, table=JOINED, quoted=True)
+           for name, column in ((ROWTIME, "ROWTIME"), (HEADERS, HEADERS), (SOURCE, SOURCE))}
+    for item in select.expressions:  # a record's time, headers and offsets are the join's
+        if isinstance(item, exp.Alias) and item.alias in own and not analysis.aggregate:
+            item.set("this", own[item.alias].copy())
     _qualify(select, analysis)
     used: dict[str, dict[str, str]] = {alias: {} for alias in aliases}
     for column in select.find_all(exp.Column):
         names = used.get(column.table)
         if names is not None and column.name not in names:
             names[column.name] = f"__MS_J{aliases.index(column.table)}_{len(names)}"
+    joins = list(select.args.get("joins") or [])
     join = select.copy()
-    join.set("group", None)
-    join.set("having", None)
-    newest = exp.func("greatest", *(exp.column("ROWTIME", table=read.alias, quoted=True)
-                                    for read in analysis.reads
-                                    if read.source.kind is SourceKind.STREAM))
+    for name in ("group", "having", "where"):
+        join.set(name, None)
+    join.set("joins", [j.copy() for j in joins[:streams - 1]])
+    newest = exp.func("greatest", *(exp.column("ROWTIME", table=alias, quoted=True)
+                                    for alias in aliases))
+    time = f"timestamp_millis({newest.sql(dialect='spark', identify=True)})"
     items: list[exp.Expr] = [
         exp.alias_(exp.column(name, table=alias, quoted=True), hidden, quoted=True)
         for alias, names in used.items() for name, hidden in names.items()]
     items += [exp.alias_(newest.copy(), "ROWTIME", quoted=True),
+              exp.alias_(exp.Literal.number(0), "ROWPARTITION", quoted=True),
               exp.alias_(newest.copy(), "ROWOFFSET", quoted=True),
-              exp.alias_(exp.Null(), HEADERS, quoted=True)]  # the join sets it
+              exp.alias_(exp.maybe_parse(time, dialect="spark"), TS, quoted=True),
+              # the join sets them, as any stream-stream join's
+              exp.alias_(exp.Null(), HEADERS, quoted=True),
+              exp.alias_(exp.Null(), SOURCE, quoted=True)]
     if window is not None:
-        time = f"timestamp_millis({newest.sql(dialect='spark', identify=True)})"
         items.append(exp.alias_(exp.maybe_parse(window_call(window, time), dialect="spark"),
                                 WINDOW, quoted=True))
     join.set("expressions", items)
-    select.set("joins", None)
-    select.set("where", None)
+    select.set("joins", joins[streams - 1:] or None)
     select.set("from_", exp.From(this=exp.Table(
         this=exp.to_identifier(view, quoted=True),
         alias=exp.TableAlias(this=exp.to_identifier(JOINED)))))

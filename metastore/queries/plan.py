@@ -11,10 +11,12 @@ query's own Spark session, and the final SELECT whose rows are the sink's Kafka 
    timestamp) and, for a windowed query, the ``window()`` each record falls into (for a
    windowed source, the window of its key); a table's changelog drops records without a key;
 2. every table a stream joins is its changelog, read as a stream, and the join's table side is
-   keyed state (:mod:`metastore.queries.table_state`); a table joined after a stream-stream join
-   or under an EMIT FINAL stage is a *batch* Kafka read of every version of its rows (each valid
-   from its time until its key's next version), which Spark re-plans, so re-reads, at every
-   micro-batch (a stream-static join); a stream record joins the version valid at its time;
+   keyed state (:mod:`metastore.queries.table_state`), tables joined after stream-stream joins
+   too (over the joined records, :mod:`metastore.queries.joined_rows`); a table joined before
+   a stream-stream join, under a windowed aggregation of one, or under an EMIT FINAL or SESSION
+   stage is a *batch* Kafka read of every version of its rows (each valid from its time until
+   its key's next version), which Spark re-plans, so re-reads, at every micro-batch (a
+   stream-static join); a stream record joins the version valid at its time;
 3. the ksqlDB SELECT, transpiled with sqlglot to Spark SQL over those views, each output column
    cast to the sink column's type; a stream-stream join bounded by its WITHIN and watermarked by
    its GRACE PERIOD, or, an outer one without GRACE PERIOD, the UNION ALL of
@@ -52,7 +54,7 @@ from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
 from metastore.queries.final_windows import close_sessions, final_stage, final_window, replay_final
-from metastore.queries.joined_rows import JOINED, split_aggregation
+from metastore.queries.joined_rows import JOINED, split_stream_joins
 from metastore.queries.outer_at_once import at_once_join, stream_join_windows, union_sql
 from metastore.queries.stages import (
     JOIN_KEY,
@@ -193,8 +195,14 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     keyed_rows = table_join and table_state
     # an aggregation of a table-table join aggregates the join's rows as a table's changelog
     aggregated_join = keyed_rows and analysis.aggregate
-    # an aggregation of a stream-stream join aggregates the join's rows, a view of their own
+    # an aggregation of a stream-stream join aggregates the join's rows, a view of their own,
+    # and tables joined after stream-stream joins join those rows as keyed state
+    streams = _leading_streams(analysis) if windows else 0
+    tables_after = bool(windows) and table_state and session is None and final is None and all(
+        read.source.kind is SourceKind.TABLE for read in analysis.reads[streams:]) and (
+        streams < len(analysis.reads)) and not (analysis.aggregate and analysis.windowed)
     aggregated_streams = bool(windows) and analysis.aggregate
+    split_streams = aggregated_streams or tables_after
     if table_join and analysis.aggregate and not table_state:
         raise QueryRuntimeError("an aggregation of a table-table join needs keyed table state")
     # a persistent table aggregation's rows and groups are keyed state unless it starts at the
@@ -220,7 +228,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             source_topics.append(source.topic)
             # a stream joined with tables as keyed state falls into windows after the join
             steps += stream_steps(source, view, None if session or final or keys_tables
-                                  or aggregated_streams else analysis.windowing,
+                                  or split_streams else analysis.windowing,
                                   _watermark(windows, index) if windows else None)
             if at_once is not None:  # and its records read in batch, for the other side's
                 batch_views[alias] = f"{view}_all"
@@ -238,7 +246,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             elif final is not None:
                 batch = final_stage(source, view, final)
                 view = f"{view}_input"
-        elif keys_tables:  # the table's changelog: its rows are the join's keyed state
+        elif keys_tables or tables_after:  # its changelog: its rows are the join's keyed state
             steps += stream_steps(source, f"{view}_changes", None, from_start=True)
             keyed.append(JoinedTable(source, alias, f"{view}_changes"))
         else:  # a stream-table join reads every version of the table's rows
@@ -269,7 +277,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             items.append(exp.alias_(key_value.copy(), key_name, quoted=True))
     windowed = analysis.windowed
     # what the aggregation reads
-    rows_alias = TABLES if aggregated_join else JOINED if aggregated_streams else stream_alias
+    rows_alias = TABLES if aggregated_join else JOINED if split_streams else stream_alias
     # a projection or filter of a windowed source keeps its records' windows in the sink's key
     # and a join of windowed streams the left stream's windows
     source_window = analysis.window if not analysis.aggregate else None
@@ -347,13 +355,19 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     select.set("expressions", items)
     own_windows = frozenset(read.alias for read in analysis.reads if read.source.window
                             is not None) if analysis.joins and not analysis.aggregate else None
-    _rewrite(select, JOINED if aggregated_streams else stream_alias, config, bounds,
+    _rewrite(select, JOINED if split_streams else stream_alias, config, bounds,
              own_windows or frozenset())
-    aggregation: exp.Select | None = None  # of a stream-stream join's rows, which select joins
-    if aggregated_streams:
-        aggregation = select
-        select = split_aggregation(select, analysis, f"{prefix}_joined", window)
-    if keyed:
+    outer: exp.Select | None = None  # the query over a stream-stream join's rows, select's
+    joined_rows = f"{prefix}_stream_joined"
+    joined_at = len(steps)  # where the step of those rows goes
+    if split_streams:
+        outer = select
+        select = split_stream_joins(outer, analysis, streams, joined_rows,
+                                    None if tables_after else window)
+    if keyed and outer is not None:
+        steps += join_tables(outer, joined_rows, JOINED, keyed, prefix, None,
+                             list(outer.args.get("laterals") or []))
+    elif keyed:
         steps += join_tables(select, stream_view, stream_alias, keyed, prefix,
                              analysis.windowing)
     if keyed_rows:
@@ -393,9 +407,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     inner = select.sql(dialect="spark", identify=True)
     if at_once is not None:
         inner = union_sql(select, at_once, batch_views)
-    if aggregation is not None:
-        steps.append(Step(f"{prefix}_joined", inner))
-        inner = aggregation.sql(dialect="spark", identify=True)
+    if outer is not None:
+        steps.insert(joined_at, Step(joined_rows, inner))
+        inner = outer.sql(dialect="spark", identify=True)
     if table_join and not keyed_rows:
         assert batch is not None
         names = [item.alias_or_name for item in select.expressions
@@ -486,6 +500,12 @@ def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:
     ordered = (f"SELECT key, value, headers FROM {quote(view)} DISTRIBUTE BY 'one task' "
                f"SORT BY {ORDER}")
     return BatchStage(source_sql=records_sql, view=view, steps=()), ordered
+
+
+def _leading_streams(analysis: Analysis) -> int:
+    """How many of the query's sources, from the first, are streams."""
+    kinds = [read.source.kind for read in analysis.reads]
+    return next((i for i, kind in enumerate(kinds) if kind is not SourceKind.STREAM), len(kinds))
 
 
 def _joins_keyed_state(analysis: Analysis, staged: bool) -> bool:

@@ -82,12 +82,15 @@ class JoinedTable:
 
 
 def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
-                tables: list[JoinedTable], prefix: str, window: WindowSpec | None) -> list[Step]:
+                tables: list[JoinedTable], prefix: str, window: WindowSpec | None,
+                stream_laterals: list[exp.Lateral] | None = None) -> list[Step]:
     """Rewrite ``select`` (already in Spark's terms) to read its stream-table joins from keyed
     state; returns the steps that register the views it then reads. ``stream_view`` is the
     stream's view, ``tables`` the joined tables in the order of the SELECT's JOINs; ``window``:
     the query's time window, which the joined records fall into (and are watermarked by its
-    grace period) after the join, since the join's state keeps no event time."""
+    grace period) after the join, since the join's state keeps no event time;
+    ``stream_laterals``: the views through which the stream's records (a stream-stream join's
+    rows, :mod:`metastore.queries.joined_rows`) read their sources' columns."""
     joins = list(select.args.get("joins") or [])
     assert len(joins) == len(tables), "one JOIN per joined table"
     steps: list[Step] = []
@@ -106,7 +109,8 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
               for pseudo, name in ORDER_COLUMNS.items()),
         ).from_(exp.Table(this=exp.to_identifier(current, quoted=True),
                           alias=exp.TableAlias(this=exp.to_identifier(stream_alias))))
-        records.set("laterals", [lateral.copy() for lateral in laterals])
+        records.set("laterals", [lateral.copy() for lateral in
+                                 [*(stream_laterals or []), *laterals]])
         steps += [
             Step(f"{view}_stream", records.sql(dialect="spark", identify=True)),
             _changelog(f"{view}_table", table, hidden, 0,
