@@ -375,11 +375,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             (source, _, _), alias) in enumerate(zip(joined_tables, stream_aliases, strict=True))]
         if analysis.foreign_key_join:
             join_steps, present = join_tables_on_foreign_key(
-                select, tables, [t[2] for t in joined_tables],
-                spark_type(joined_tables[1][0].key_columns[0].type), prefix)
+                select, tables, spark_type(joined_tables[1][0].key_columns[0].type), prefix)
         else:
-            join_steps, present = join_tables_on_keys(
-                select, tables, [t[2] for t in joined_tables], prefix)
+            join_steps, present = join_tables_on_keys(select, tables, prefix)
         steps += join_steps
         if aggregated_join:
             changelog_view = f"{prefix}_joined"
@@ -704,7 +702,11 @@ def _keyed_table_join_columns(select: exp.Select, tables: list[str], present: ex
     key = exp.column(TABLE_JOIN_KEY, table=TABLES, quoted=True)
     for item in select.expressions:  # a tombstone's key is the join key
         if item.alias_or_name in keys:
-            item.set("this", exp.func("coalesce", item.this, key.copy()))
+            part: exp.Expr = key.copy()
+            column = item.this.find(exp.Column)
+            if len(keys) > 1 and column is not None:  # the key's column (left table's) it reads
+                part = exp.Dot(this=part, expression=exp.to_identifier(column.name, quoted=True))
+            item.set("this", exp.func("coalesce", item.this, part))
 
 
 def _set_columns(select: exp.Select, values: Mapping[str, exp.Expr]) -> None:

@@ -10,8 +10,8 @@ HOPPING and SESSION windows, projections and filters of windowed sources (their 
 their windows), ``PARTITION BY``, stream-table joins (inner or left), stream-stream joins
 (INNER, LEFT, RIGHT, FULL OUTER, with their WITHIN and GRACE PERIOD; of windowed streams
 too; aggregated, unless an outer one has a GRACE PERIOD or another stream-stream join, or the
-aggregation is EMIT FINAL) and table-table joins (on primary keys or a foreign key; aggregated
-too).
+aggregation is EMIT FINAL) and table-table joins (on primary keys or a foreign key, whose
+left table may have several key columns; aggregated too).
 Anything else is refused with the reason, before it is written:
 :func:`check_runtime` is the :class:`~metastore.catalog.validation.RuntimeCheck` a validator is
 given.
@@ -125,7 +125,8 @@ def _table_joins(analysis: Analysis) -> str | None:
             return "CROSS joins are not supported"
         if len(join.right.source.key_columns) != 1:
             return "a table-table join of a table without one key column is not supported"
-    if len(analysis.reads[0].source.key_columns) != 1:
+    if len(analysis.reads[0].source.key_columns) != 1 and not analysis.foreign_key_join:
+        # a foreign-key join's left rows are keyed by all their key columns
         return "a table-table join of a table without one key column is not supported"
     return None
 

@@ -213,10 +213,10 @@ TABLES = "__ms_tables"
 """The alias of a table-table join's keyed rows in the rewritten SELECT."""
 
 
-def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: list[str],
-                        prefix: str) -> tuple[list[Step], exp.Expr]:
+def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], prefix: str
+                        ) -> tuple[list[Step], exp.Expr]:
     """Rewrite ``select`` (already in Spark's terms), a join of ``tables`` on their primary keys
-    (``keys``: each table's key column), to read one row per key a micro-batch changed, with
+    (:func:`key_sql`), to read one row per key a micro-batch changed, with
     every table's current row from keyed state; returns the steps that register the views it
     reads and the condition under which the key has a result row (by the joins' types: an INNER
     join needs both sides, a LEFT the left, a RIGHT the right, a FULL either). The row's
@@ -227,11 +227,10 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], keys: lis
     steps: list[Step] = []
     laterals: list[exp.Lateral] = []
     present: exp.Expr | None = None
-    for number, (table, key) in enumerate(zip(tables, keys, strict=True)):
+    for number, table in enumerate(tables):
         hidden = _hidden(table, number)
         view = f"{prefix}_rows_{number}"
-        steps.append(_changelog(view, table, hidden, number,
-                                f"{quote(table.alias)}.{quote(key)}"))
+        steps.append(_changelog(view, table, hidden, number, key_sql(table)))
         views.append(view)
         columns.append(tuple(hidden.values()))
         laterals.append(lateral_view(table.alias, hidden, TABLES))
@@ -287,16 +286,16 @@ FOREIGN_KEY = "__MS_FK"
 """A left row's foreign key in a foreign-key join's input (of the right table's key type)."""
 
 
-def join_tables_on_foreign_key(select: exp.Select, tables: list[JoinedTable], keys: list[str],
+def join_tables_on_foreign_key(select: exp.Select, tables: list[JoinedTable],
                                right_key_type: str, prefix: str) -> tuple[list[Step], exp.Expr]:
     """Rewrite ``select`` (already in Spark's terms), a join of ``tables`` whose first join is
     on a foreign key (the ON's side that reads the first table) equal to the second table's
     key, and whose later joins are on the result's key (the first table's, as ksqlDB allows
     them), to read one row per key a micro-batch touched, with every table's row from keyed
     state; returns the steps that register the views it reads and the condition under which
-    the key has a result row (by the joins' types, as :func:`join_tables_on_keys`). ``keys``:
-    each table's key column; ``right_key_type``: the second table's key's Spark type, which
-    the foreign key is cast to.
+    the key has a result row (by the joins' types, as :func:`join_tables_on_keys`).
+    ``right_key_type``: the second table's key's Spark type, which the foreign key is cast to;
+    the first table's key may have several columns (:func:`key_sql`).
 
     The first two tables are ``io.metastore.join.ForeignKeyJoin``; with more, its rows are the
     changelog of the first side of a primary-key join (``io.metastore.join.TableTableJoin``)
@@ -310,11 +309,9 @@ def join_tables_on_foreign_key(select: exp.Select, tables: list[JoinedTable], ke
                                                                              strict=True)]
     rows = [exp.Not(this=exp.Is(this=exp.column(names["ROWOFFSET"], table=TABLES, quoted=True),
                                 expression=exp.Null())) for names in hidden]
-    steps = [_changelog(f"{prefix}_rows_0", tables[0], hidden[0], 0,
-                        f"{quote(tables[0].alias)}.{quote(keys[0])}",
+    steps = [_changelog(f"{prefix}_rows_0", tables[0], hidden[0], 0, key_sql(tables[0]),
                         {FOREIGN_KEY: f"CAST({foreign} AS {right_key_type})"}),
-             _changelog(f"{prefix}_rows_1", tables[1], hidden[1], 1,
-                        f"{quote(tables[1].alias)}.{quote(keys[1])}")]
+             _changelog(f"{prefix}_rows_1", tables[1], hidden[1], 1, key_sql(tables[1]))]
     joined = f"{prefix}_foreign"
     steps.append(Step(joined, keyed=ForeignKeyTableJoin(
         f"{prefix}_rows_0", f"{prefix}_rows_1", tuple(hidden[0].values()),
@@ -332,13 +329,24 @@ def join_tables_on_foreign_key(select: exp.Select, tables: list[JoinedTable], ke
     for number in range(2, len(tables)):
         view = f"{prefix}_rows_{number}"
         steps.append(_changelog(view, tables[number], hidden[number], number - 1,
-                                f"{quote(tables[number].alias)}.{quote(keys[number])}"))
+                                key_sql(tables[number])))
         views.append(view)
         columns.append(tuple(hidden[number].values()))
         present = _joined(join_type(joins[number - 1]), present, rows[number])
     steps.append(Step(f"{prefix}_tables", keyed=TableJoin(tuple(views), tuple(columns))))
     _read_from(select, f"{prefix}_tables", TABLES, laterals)
     return steps, exp.Paren(this=present)
+
+
+def key_sql(table: JoinedTable) -> str:
+    """A joined table's key, as the join keys its rows: its key column, or a struct of its key
+    columns (a foreign-key join's left table may have several)."""
+    columns = [f"{quote(table.alias)}.{quote(c.name)}" for c in table.source.key_columns]
+    if len(columns) == 1:
+        return columns[0]
+    fields = ", ".join(f"'{c.name}', {column}" for c, column in
+                       zip(table.source.key_columns, columns, strict=True))
+    return f"named_struct({fields})"
 
 
 def _joined(kind: str, left: exp.Expr, right: exp.Expr) -> exp.Expr:

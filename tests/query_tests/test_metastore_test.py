@@ -292,6 +292,29 @@ AGGREGATED_STREAMS_AND_TABLE = {  # a table joined after a stream-stream join, a
     "outputs": [{"topic": "OUT", "key": "n", "value": {"S": 6}, "timestamp": 30}],
 }
 
+TWO_COLUMN_FOREIGN_KEY = {  # a foreign-key join's left rows keyed by two columns; a deleted
+    # left row's tombstone has both
+    "name": "two-column foreign key", "statements": [
+        "CREATE TABLE L2 (A BIGINT PRIMARY KEY, B BIGINT PRIMARY KEY, NAME STRING) WITH "
+        "(KAFKA_TOPIC='l2', FORMAT='JSON');",
+        "CREATE TABLE R (ID BIGINT PRIMARY KEY, F STRING) WITH (KAFKA_TOPIC='r', FORMAT='JSON');",
+        "CREATE TABLE OUT AS SELECT A, B, NAME, F FROM L2 LEFT JOIN R ON B = R.ID;"],
+    "inputs": [
+        {"topic": "r", "key": 0, "value": {"F": "x"}, "timestamp": 0},
+        {"topic": "l2", "key": {"A": 1, "B": 0}, "value": {"NAME": "n"}, "timestamp": 10},
+        {"topic": "l2", "key": {"A": 2, "B": 5}, "value": {"NAME": "m"}, "timestamp": 20},
+        {"topic": "r", "key": 0, "value": {"F": "y"}, "timestamp": 30},
+        {"topic": "l2", "key": {"A": 1, "B": 0}, "value": None, "timestamp": 40}],
+    "outputs": [
+        {"topic": "OUT", "key": {"A": 1, "B": 0}, "value": {"NAME": "n", "F": "x"},
+         "timestamp": 10},
+        {"topic": "OUT", "key": {"A": 2, "B": 5}, "value": {"NAME": "m", "F": None},
+         "timestamp": 20},
+        {"topic": "OUT", "key": {"A": 1, "B": 0}, "value": {"NAME": "n", "F": "y"},
+         "timestamp": 30},
+        {"topic": "OUT", "key": {"A": 1, "B": 0}, "value": None, "timestamp": 40}],
+}
+
 DECIMAL_OVERFLOW = {  # a query that fails on its records, where ksqlDB's throws in process
     "name": "decimal overflow", "statements": [
         "CREATE STREAM D (ID INT KEY, V DECIMAL(3, 1)) WITH (KAFKA_TOPIC='d', "
@@ -363,6 +386,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         AGGREGATED_JOIN,
         AGGREGATED_STREAM_JOIN,
         AGGREGATED_STREAMS_AND_TABLE,
+        TWO_COLUMN_FOREIGN_KEY,
         DECIMAL_OVERFLOW,
     ]}
     test_file = tmp_path / "tests.json"
@@ -389,14 +413,15 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
     assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
     assert by_name["aggregated join"]["status"] == "passed", by_name["aggregated join"]
-    for name in ("aggregated stream join", "aggregated streams and table"):
+    for name in ("aggregated stream join", "aggregated streams and table",
+                 "two-column foreign key"):
         assert by_name[name]["status"] == "passed", by_name[name]
     assert by_name["decimal overflow"]["status"] == "passed", by_name["decimal overflow"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 16 + len(DEV_SLICE)
-    assert report["passed"] == 14 + len(DEV_SLICE)
+    assert report["total"] == 17 + len(DEV_SLICE)
+    assert report["passed"] == 15 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
