@@ -101,13 +101,22 @@ def _load_file(path: Path) -> Iterator[QueryTest]:
         if not isinstance(document, dict) or not isinstance(document.get("tests"), list):
             raise CaseFileError(f"{path}: expected an object with a \"tests\" list")
         for raw in document["tests"]:
+            if _disabled(raw):
+                continue
             for variant in _format_variants(raw):
                 for configured in _config_variants(variant):
                     yield _test(configured, str(path))
         return
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
-            yield _test(_parse(line, f"{path}:{number}"), str(path))
+            raw = _parse(line, f"{path}:{number}")
+            if not _disabled(raw):
+                yield _test(raw, str(path))
+
+
+def _disabled(raw: Any) -> bool:
+    """A test ksqlDB's driver skips: ``"enabled": false``."""
+    return isinstance(raw, dict) and raw.get("enabled") is False
 
 
 def _format_variants(raw: Any) -> list[Any]:

@@ -109,8 +109,10 @@ def test_test_files_load_in_every_shape(tmp_path: Path) -> None:
             "inputs": [{"topic": "s", "key": None, "value": {"V": 1}, "timestamp": 5,
                         "headers": [{"KEY": "h", "VALUE": "AQ=="}]}],
             "outputs": []}
-    (tmp_path / "file.json").write_text(json.dumps({"tests": [test]}))
-    (tmp_path / "lines.jsonl").write_text(json.dumps({**test, "id": "x"}) + "\n")
+    disabled = {**test, "name": "off", "enabled": False}  # ksqlDB's driver skips it
+    (tmp_path / "file.json").write_text(json.dumps({"tests": [test, disabled]}))
+    (tmp_path / "lines.jsonl").write_text(json.dumps({**test, "id": "x"}) + "\n"
+                                          + json.dumps({**disabled, "id": "y"}) + "\n")
     loaded = cases.load([tmp_path / "file.json", tmp_path / "lines.jsonl"])
     assert [t.test_id for t in loaded] == [f"{tmp_path / 'file.json'}::t", "x"]
     assert loaded[0].inputs[0].headers == (("h", b"\x01"),)
