@@ -50,6 +50,37 @@ def parse(text: str, name: str = "schema.proto") -> pb.FileDescriptorProto:
     return file
 
 
+FIELD_META = "confluent.field_meta"
+"""Confluent's field option whose ``params`` (key, value) give a ``confluent.type.Decimal``
+field its ``precision`` and ``scale``."""
+
+
+def field_meta(field: pb.FieldDescriptorProto) -> dict[str, str]:
+    """The ``params`` of a field's ``(confluent.field_meta)`` option."""
+    for option in field.options.uninterpreted_option:
+        if [part.name_part for part in option.name] == [FIELD_META]:
+            return dict(re.findall(r'key: "([^"]*)" value: "([^"]*)"', option.aggregate_value))
+    return {}
+
+
+def _field_meta_params(options: list[_Token]) -> list[tuple[str, str]]:
+    """The (key, value) params of the ``(confluent.field_meta) = { params: [...] }`` among a
+    field's option tokens, in order."""
+    if not any(t.text == FIELD_META and not t.is_string for t in options):
+        return []
+    params: list[tuple[str, str]] = []
+    entry: dict[str, str] = {}
+    for index, token in enumerate(options):
+        following = options[index + 1:index + 3]
+        if (not token.is_string and token.text in ("key", "value") and len(following) == 2
+                and following[0].text == ":" and following[1].is_string):
+            entry[token.text] = following[1].text
+        elif token.text == "}" and not token.is_string and "key" in entry:
+            params.append((entry["key"], entry.get("value", "")))
+            entry = {}
+    return params
+
+
 def _tokens(text: str) -> list[_Token]:
     tokens, line = [], 1
     for match in _TOKEN.finditer(text):
@@ -164,11 +195,14 @@ class _Parser:
                 message.oneof_decl.add(name=f"_{field.name}")
         return message
 
-    def skip_brackets(self) -> None:
-        """Skip a field's or value's ``[ ... ]`` options, nested brackets and braces included."""
+    def skip_brackets(self) -> list[_Token]:
+        """Skip a field's or value's ``[ ... ]`` options, nested brackets and braces included;
+        returns the tokens skipped."""
         depth = 0
+        skipped: list[_Token] = []
         while True:
             token = self.next()
+            skipped.append(token)
             if token.is_string:
                 continue
             if token.text in ("[", "{"):
@@ -176,7 +210,7 @@ class _Parser:
             elif token.text in ("]", "}"):
                 depth -= 1
                 if depth == 0:
-                    return
+                    return skipped
 
     def field(self, message: pb.DescriptorProto, syntax: str) -> pb.FieldDescriptorProto:
         label = _F.LABEL_OPTIONAL
@@ -212,7 +246,11 @@ class _Parser:
         except ValueError as error:
             raise ProtoFileError(f"line {number.line}: {number.text!r} is no field number") from error
         if self.peek() == "[":
-            self.skip_brackets()
+            params = _field_meta_params(self.skip_brackets())
+            if params:  # kept as protoc keeps an option it has not resolved
+                option = field.options.uninterpreted_option.add(aggregate_value=" ".join(
+                    f'params {{ key: "{key}" value: "{value}" }}' for key, value in params))
+                option.name.add(name_part=FIELD_META, is_extension=True)
         self.expect(";")
         if optional:  # proto3 optional: a synthetic oneof, added after the message's own
             field.proto3_optional = True

@@ -10,7 +10,8 @@ The rules of Confluent's ProtobufData (Protobuf to Connect) under ksqlDB's trans
 - ``int32``, ``sint32``, ``sfixed32`` are INTEGER; ``int64``, ``uint32``, ``uint64`` and the other
   64-bit and unsigned kinds BIGINT; ``float``, ``double`` DOUBLE; ``bool`` BOOLEAN; ``string`` and
   enums STRING; ``bytes`` BYTES; ``google.protobuf.Timestamp`` TIMESTAMP, ``google.type.Date``
-  DATE, ``google.type.TimeOfDay`` TIME, ``confluent.type.Decimal`` DECIMAL, a
+  DATE, ``google.type.TimeOfDay`` TIME, ``confluent.type.Decimal`` DECIMAL (of the
+  precision and scale its ``confluent.field_meta`` option gives, else 64 and 0), a
   ``google.protobuf.*Value`` wrapper its value's type; another message a STRUCT of its fields;
   ``repeated`` an ARRAY, a map a MAP<STRING, _>; a ``oneof`` a STRUCT of its fields, named
   ``<oneof>_<index>``;
@@ -134,8 +135,24 @@ def _field_type(field: pb.FieldDescriptorProto, messages: dict[str, pb.Descripto
         value = target.field[1]
         return ty.MapType(ty.STRING, _field_type(_single(value), messages, original, path,
                                                  budget))
-    element = _message_type(field.type_name, messages, original, path, budget)
+    if field.type_name == ".confluent.type.Decimal":  # its precision and scale: field options
+        element: ty.SqlType = _decimal(field)
+    else:
+        element = _message_type(field.type_name, messages, original, path, budget)
     return ty.ArrayType(element) if field.label == _F.LABEL_REPEATED else element
+
+
+def _decimal(field: pb.FieldDescriptorProto) -> ty.SqlType:
+    """A ``confluent.type.Decimal`` field's DECIMAL: the ``precision`` and ``scale`` of its
+    ``(confluent.field_meta)`` params (ProtobufData's rule), 64 and 0 without them."""
+    params = proto_files.field_meta(field)
+    try:
+        precision = int(params.get("precision", "64"))
+        scale = int(params.get("scale", "0"))
+    except ValueError as error:
+        raise ProtobufColumnsError(f"field {field.name}: a decimal's precision and scale are "
+                                   f"numbers") from error
+    return ty.DecimalType(precision, scale)
 
 
 def _single(field: pb.FieldDescriptorProto) -> pb.FieldDescriptorProto:

@@ -154,6 +154,18 @@ def test_the_proto_reader_keeps_numbers_and_protocs_oneof_order() -> None:
         protobuf_columns.columns_of("message M { M m = 1; }", None, False)
 
 
+def test_a_decimal_field_has_the_precision_and_scale_of_its_field_meta() -> None:
+    proto = ('syntax = "proto3"; import "confluent/type/decimal.proto"; message M {\n'
+             'confluent.type.Decimal d = 1 [(confluent.field_meta) = { params: [{ value: "4", '
+             'key: "precision" }, { key: "scale", value: "2" }]}];\n'
+             'confluent.type.Decimal plain = 2;\n'
+             'repeated confluent.type.Decimal many = 3 [deprecated = true, (confluent.field_meta)'
+             ' = { params: [{ key: "precision", value: "10" }] }];\n}')
+    assert protobuf_columns.columns_of(proto, None, False) == [
+        ("D", ty.DecimalType(4, 2)), ("PLAIN", ty.DecimalType(64, 0)),
+        ("MANY", ty.ArrayType(ty.DecimalType(10, 0)))]
+
+
 def test_a_registered_root_is_framed_with_its_message_index() -> None:
     schema = registered(PROTO, "shop.Order")
     assert schema.message == "shop.Order" and schema.indexes == (1,)
