@@ -34,12 +34,13 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 10_000
 
 
-def struct_access(extract: exp.JSONExtract) -> exp.Dot:
-    """ksqlDB's ``a->b`` as Spark's struct field access ``a.`B```."""
+def struct_access(extract: exp.JSONExtract) -> exp.Bracket:
+    """ksqlDB's ``a->b`` as Spark's struct field access ``a['B']``: a field, whatever ``a`` is
+    named (Spark reads ``s.s`` as the column ``s`` of the source ``s`` where there is one)."""
     path = extract.expression
     field = path.name if isinstance(path, exp.Expr) else str(path)
-    return exp.Dot(this=extract.this, expression=exp.to_identifier(
-        field.strip("$.").split(".")[-1].upper(), quoted=True))
+    return exp.Bracket(this=extract.this, expressions=[
+        exp.Literal.string(field.strip("$.").split(".")[-1].upper())])
 
 
 def to_spark_sql(analysis: Analysis, database: str) -> str:
@@ -49,10 +50,11 @@ def to_spark_sql(analysis: Analysis, database: str) -> str:
     for read in analysis.reads:
         read.table.set("this", exp.to_identifier(object_name(read.source.name), quoted=True))
         read.table.set("db", exp.to_identifier(database, quoted=True))
-    for extract in list(select.find_all(exp.JSONExtract)):
-        extract.replace(struct_access(extract))
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        return struct_access(node) if isinstance(node, exp.JSONExtract) else node
+
     try:
-        functions.to_spark(select, functions.SparkContext(keep_undeclared=True))
+        functions.to_spark(select, functions.SparkContext(keep_undeclared=True, rewrite=rewrite))
     except UntranslatableError as error:
         raise UnsupportedQueryError(f"Spark cannot run this query: {error}") from error
     if not select.args.get("limit"):

@@ -315,6 +315,16 @@ TWO_COLUMN_FOREIGN_KEY = {  # a foreign-key join's left rows keyed by two column
         {"topic": "OUT", "key": {"A": 1, "B": 0}, "value": None, "timestamp": 40}],
 }
 
+FIELD_NAMED_AS_SOURCE = {  # s->s is the field, s.s the source's column, a struct
+    "name": "field named as its source", "statements": [
+        "CREATE STREAM S (K STRING KEY, S STRUCT<S STRING>) WITH (KAFKA_TOPIC='s', "
+        "VALUE_FORMAT='JSON');",
+        "CREATE STREAM OUT AS SELECT K, S->S AS A, S.S AS B, S.S->S AS C FROM S;"],
+    "inputs": [{"topic": "s", "key": "k", "value": {"S": {"S": "x"}}, "timestamp": 0}],
+    "outputs": [{"topic": "OUT", "key": "k", "value": {"A": "x", "B": {"S": "x"}, "C": "x"},
+                 "timestamp": 0}],
+}
+
 DECIMAL_OVERFLOW = {  # a query that fails on its records, where ksqlDB's throws in process
     "name": "decimal overflow", "statements": [
         "CREATE STREAM D (ID INT KEY, V DECIMAL(3, 1)) WITH (KAFKA_TOPIC='d', "
@@ -387,6 +397,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         AGGREGATED_STREAM_JOIN,
         AGGREGATED_STREAMS_AND_TABLE,
         TWO_COLUMN_FOREIGN_KEY,
+        FIELD_NAMED_AS_SOURCE,
         DECIMAL_OVERFLOW,
     ]}
     test_file = tmp_path / "tests.json"
@@ -414,14 +425,14 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
     assert by_name["aggregated join"]["status"] == "passed", by_name["aggregated join"]
     for name in ("aggregated stream join", "aggregated streams and table",
-                 "two-column foreign key"):
+                 "two-column foreign key", "field named as its source"):
         assert by_name[name]["status"] == "passed", by_name[name]
     assert by_name["decimal overflow"]["status"] == "passed", by_name["decimal overflow"]
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 17 + len(DEV_SLICE)
-    assert report["passed"] == 15 + len(DEV_SLICE)
+    assert report["total"] == 18 + len(DEV_SLICE)
+    assert report["passed"] == 16 + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:
