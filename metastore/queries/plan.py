@@ -203,6 +203,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         streams < len(analysis.reads)) and not (analysis.aggregate and analysis.windowed)
     aggregated_streams = bool(windows) and analysis.aggregate
     split_streams = aggregated_streams or tables_after
+    # the sources the stream-stream join half of a split query joins: the leading streams, or
+    # every source where its tables are read in batch (a table joined before a stream)
+    joined_reads = streams if tables_after else len(analysis.reads)
     if table_join and analysis.aggregate and not table_state:
         raise QueryRuntimeError("an aggregation of a table-table join needs keyed table state")
     # a persistent table aggregation's rows and groups are keyed state unless it starts at the
@@ -362,8 +365,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     joined_at = len(steps)  # where the step of those rows goes
     if split_streams:
         outer = select
-        select = split_stream_joins(outer, analysis, streams, joined_rows,
-                                    None if tables_after else window)
+        select = split_stream_joins(outer, analysis, joined_reads, joined_rows,
+                                    None if tables_after else window, generated)
     if keyed and outer is not None:
         steps += join_tables(outer, joined_rows, JOINED, keyed, prefix, None,
                              list(outer.args.get("laterals") or []))
@@ -393,7 +396,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if table_join and not keyed_rows:
         _table_join_columns(select, stream_aliases, [t[2] for t in joined_tables],
                             analysis.foreign_key_join)
-    if generated:
+    if generated and outer is not None:
+        _explode(outer, generated, JOINED)
+    elif generated:
         _explode(select, generated, stream_alias)
     if changelog_view:
         group_steps, batch = aggregate_changelog(select, changelog_view, rows_alias,

@@ -9,8 +9,8 @@ functions, lambdas, and ``GROUP BY`` aggregates of streams and of tables, ``HAVI
 HOPPING and SESSION windows, projections and filters of windowed sources (their records keep
 their windows), ``PARTITION BY``, stream-table joins (inner or left), stream-stream joins
 (INNER, LEFT, RIGHT, FULL OUTER, with their WITHIN and GRACE PERIOD; of windowed streams
-too; aggregated, unless an outer one has a GRACE PERIOD or another stream-stream join, or the
-aggregation is EMIT FINAL) and table-table joins (on primary keys or a foreign key, whose
+too; aggregated, but for an outer one with a GRACE PERIOD or beside another stream-stream
+join, and EMIT FINAL) and table-table joins (on primary keys or a foreign key, whose
 left table may have several key columns; aggregated too).
 Anything else is refused with the reason, before it is written:
 :func:`check_runtime` is the :class:`~metastore.catalog.validation.RuntimeCheck` a validator is

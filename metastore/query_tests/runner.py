@@ -249,10 +249,14 @@ class QueryTestRunner:
                      for query in queries]
             sources = {r.topic: _input_source(image, r.topic) for r in test.inputs}
             times = {topic: event_time(source) for topic, source in sources.items()}
-            batches = arrivals(test.inputs, lambda record: times[record.topic](record))
-            for number, arrival in enumerate(batches or [[]]):
-                self._produce(image, physical, arrival, test.topics,
-                              inserted if number == 0 else ())
+            # the INSERT VALUES records first, an arrival of their own: ksqlDB's driver runs
+            # them with the statements, before it pipes the inputs
+            feeds: list[tuple[Sequence[_Inserted], Sequence[CaseRecord]]] = [
+                (inserted, [])] if inserted else []
+            feeds += [((), arrival) for arrival in arrivals(
+                test.inputs, lambda record: times[record.topic](record))]
+            for rows, arrival in feeds or [((), [])]:
+                self._produce(image, physical, arrival, test.topics, rows)
                 for query_id, plan in plans:
                     failure = self._run_query(plan, self._work_dir / namespace / query_id)
                     if failure is not None:
