@@ -49,9 +49,12 @@ def aggregate_changelog(select: exp.Select, changelog_view: str, alias: str, inp
         values += [exp.Literal.string(f"g{index}"), expression.copy()]
     key: exp.Expr = exp.func("named_struct", *(values or [exp.Literal.string("g"), exp.true()]))
     where = select.args.get("where")
+    # a row the WHERE rejects is in no group, so the stage needs no WHERE: one that Spark folds
+    # to FALSE would prune the keyed operators, whose state stores every micro-batch commits
     if where is not None:
         key = exp.If(this=exp.func("coalesce", exp.Paren(this=where.this.copy()), exp.false()),
                      true=key, false=exp.Null())
+        select.set("where", None)
     keyed = exp.select(
         exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)),
         exp.alias_(key, GROUP, quoted=True),
