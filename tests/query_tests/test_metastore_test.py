@@ -48,8 +48,6 @@ DEV_SLICE = (
     "specified as zero",  # EMIT FINAL: only windows the stream time closed
     "qtt/suppress.json::should suppress multiple keys",  # late records, record by record
     "qtt/joins.json::table join pipeline - JSON",  # partitions as ksqlDB's test driver makes them
-    "qtt/multi-joins.json::stream-stream-table - full-inner",  # a table joined as keyed state
-    # after a stream-stream join, whose unmatched records are written at once
     "qtt/joins.json::stream stream inner join with out of order messages - PROTOBUF_NOSR",  # a
     # late record, fed in an arrival of its own, is joined after the records piped before it
     "qtt/joins.json::stream stream right join with key in projection - rekey - JSON",  # an
@@ -70,7 +68,8 @@ DEV_SLICE = (
     "qtt/session-windows.json::out of order - explicit grace period",  # late records dropped
     "qtt/joins.json::stream stream left join - PROTOBUF - PROTOBUF_NOSR",  # a key's records
     # in time order, the unmatched one first
-    "qtt/multi-joins.json::stream-stream-table - full-inner",  # a table after an outer join
+    "qtt/multi-joins.json::stream-stream-table - full-inner",  # a table after an outer join,
+    # keyed state over the joined records
     "qtt/fk-n-way-join.json::Should allow fk join at start of n-way join",
     "qtt/window-bounds.json::in expressions",  # a qualified WINDOWSTART
     "qtt/multi-joins.json::stream-table-table - inner-inner",  # tables as keyed state, chained
