@@ -20,16 +20,20 @@ from metastore.local.jars import (
     GROUP_MEMBERS_CLASS,
     INTERCEPTOR_CLASS,
     ROW_VERSIONS_CLASS,
+    SESSION_MEMBERS_CLASS,
+    STREAM_TIME_CLASS,
     TABLE_SIDE_JOIN_CLASS,
     TABLE_TABLE_JOIN_CLASS,
 )
 from metastore.queries.checkpoints import CheckpointDir, LocalDir
 from metastore.queries.steps import (
     ForeignKeyTableJoin,
+    GroupMembers,
     KeyedOperator,
     QueryPlan,
     RowVersions,
     Step,
+    StreamTime,
     TableJoin,
     TableSideJoin,
 )
@@ -229,8 +233,14 @@ def _keyed_operator(session: SparkSession, view: str, operator: KeyedOperator) -
             list(operator.right_columns))
     elif isinstance(operator, RowVersions):
         _java_class(jvm, ROW_VERSIONS_CLASS).register(jsession, operator.changelog_view, view)
-    else:
+    elif isinstance(operator, GroupMembers):
         _java_class(jvm, GROUP_MEMBERS_CLASS).register(jsession, operator.changes_view, view)
+    elif isinstance(operator, StreamTime):
+        _java_class(jvm, STREAM_TIME_CLASS).register(jsession, operator.records_view, view)
+    else:
+        _java_class(jvm, SESSION_MEMBERS_CLASS).register(
+            jsession, operator.timed_view, view, operator.gap_ms, operator.grace_ms,
+            operator.retention_ms)
     return session.table(view)
 
 

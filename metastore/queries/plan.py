@@ -56,6 +56,7 @@ from metastore.queries.exceptions import QueryRuntimeError, UnsupportedByRuntime
 from metastore.queries.final_windows import close_sessions, final_stage, final_window, replay_final
 from metastore.queries.joined_rows import JOINED, split_stream_joins
 from metastore.queries.outer_at_once import at_once_join, stream_join_windows, union_sql
+from metastore.queries.session_state import keyed_sessions
 from metastore.queries.stages import (
     JOIN_KEY,
     aggregate_touched_groups,
@@ -189,6 +190,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     at_once = at_once_join(analysis, windows)
     batch_views: dict[str, str] = {}
     sessions_view = ""  # what a SESSION aggregation reads
+    # its sessions are keyed state over the stream in session_stream (EMIT FINAL's replay the
+    # stream: a session closes by stream time, which records of other keys move)
+    sessions_keyed = session is not None and not analysis.query.emit_final and table_state
+    session_stream = ""
     keyed: list[JoinedTable] = []  # tables joined as keyed state
     stream_view = ""  # the first stream's view
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
@@ -243,6 +248,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             elif changelog and analysis.aggregate:
                 batch = changelog_stage(source, view)
                 view = f"{view}_input"
+            elif sessions_keyed:  # the stage is built after the rewrite, from its groups
+                session_stream = view
+                view = sessions_view = f"{view}_input"
             elif session is not None:
                 batch = session_stage(source, view, earlier=not analysis.query.emit_final)
                 view = sessions_view = f"{view}_input"
@@ -404,6 +412,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         group_steps, batch = aggregate_changelog(select, changelog_view, rows_alias,
                                                  f"{changelog_view}_input", join_laterals)
         steps += group_steps
+    if session_stream:
+        assert session is not None
+        session_steps, batch = keyed_sessions(select, session_stream, sessions_view, session)
+        steps += session_steps
     if batch is not None and session is None and final is None and (
             aggregated_join or not table_join):
         aggregate_touched_groups(select, rows_alias)
@@ -428,7 +440,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     if batch is not None and final is not None:
         batch = replay_final(batch, select, final)
     if batch is not None and session is not None:
-        batch = replay_sessions(batch, select, session)
+        if not session_stream:
+            batch = replay_sessions(batch, select, session)
         if analysis.query.emit_final:
             batch = close_sessions(batch, select, session, sessions_view)
         else:
@@ -444,7 +457,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         if analysis.kind is SourceKind.STREAM:  # a stream's result has no deletions
             sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
         return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch,
-                         table_state=bool(keyed or keyed_rows or changelog_view))
+                         table_state=bool(keyed or keyed_rows or changelog_view
+                                          or session_stream))
     hidden = None if analysis.aggregate else SOURCE
     session_key = session is not None or (
         source_window is not None and source_window.kind == "SESSION")
@@ -488,7 +502,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest",
-                     table_state=bool(keyed or keyed_rows or changelog_view))
+                     table_state=bool(keyed or keyed_rows or changelog_view
+                                          or session_stream))
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:

@@ -137,6 +137,15 @@ DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
 """ksqlDB's grace period of a window without GRACE PERIOD: 24 hours less the window's size."""
 
 
+def session_timing(window: WindowSpec) -> tuple[int, int, int]:
+    """A SESSION window's gap, grace period (ksqlDB's default without GRACE PERIOD) and how long
+    its store keeps a session after its end (the gap plus the grace, unless RETENTION is
+    longer), in milliseconds."""
+    gap = window.gap_ms or 0
+    grace = window.grace_ms if window.grace_ms is not None else max(DEFAULT_GRACE_MS - gap, 0)
+    return gap, grace, max(window.retention_ms or 0, gap + grace)
+
+
 def replay_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSpec
                      ) -> BatchStage:
     """Assign records to sessions as Kafka Streams' session aggregation does, replaying each
@@ -156,9 +165,7 @@ def replay_sessions(stage: BatchStage, aggregation: exp.Select, window: WindowSp
         *history, rows, earlier = stage.steps
     else:
         *history, rows = stage.steps
-    gap = window.gap_ms or 0
-    grace = window.grace_ms if window.grace_ms is not None else max(DEFAULT_GRACE_MS - gap, 0)
-    retention = max(window.retention_ms or 0, gap + grace)
+    gap, grace, retention = session_timing(window)
     group = aggregation.args.get("group")
     keys = [e for e in (group.expressions if group is not None else [])
             if not (isinstance(e, exp.Column) and e.name == SESSION)]

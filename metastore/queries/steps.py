@@ -90,7 +90,29 @@ class GroupMembers:
     changes_view: str
 
 
-KeyedOperator = TableSideJoin | TableJoin | ForeignKeyTableJoin | RowVersions | GroupMembers
+@dataclass(frozen=True)
+class StreamTime:
+    """A SESSION aggregation's stream time as keyed state (see
+    :mod:`metastore.queries.session_state`): the records in ``records_view`` with the stream
+    time of their partition each met."""
+
+    records_view: str
+
+
+@dataclass(frozen=True)
+class SessionMembers:
+    """A SESSION aggregation's sessions as keyed state (see
+    :mod:`metastore.queries.session_state`): the records of the sessions the records in
+    ``timed_view`` changed, a window of ``gap_ms`` with ``grace_ms`` and ``retention_ms``."""
+
+    timed_view: str
+    gap_ms: int
+    grace_ms: int
+    retention_ms: int
+
+
+KeyedOperator = (TableSideJoin | TableJoin | ForeignKeyTableJoin | RowVersions | GroupMembers
+                 | StreamTime | SessionMembers)
 """A keyed stateful operator of the project's JVM classes, run by ``transformWithState``."""
 
 

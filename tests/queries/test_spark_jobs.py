@@ -429,6 +429,52 @@ def test_an_aggregated_foreign_key_join_keeps_joins_and_groups_in_its_checkpoint
         (b"east", b"0,0"), (b"west", b"2,6")]
 
 
+def test_session_windows_keep_sessions_and_stream_time_in_their_checkpoint(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """A SESSION aggregation's sessions and stream time are keyed state: after the stream's
+    records are deleted, the restarted query merges two sessions that a new record bridges
+    (counting the deleted records, and deleting both old sessions' records) and drops a record
+    its checkpointed stream time makes late; the stream is not read in batch. A checkpoint
+    started before this state keeps replaying the stream."""
+    clicks, sink = topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM CLICKS (USER_ID INT KEY, PAGE STRING)
+            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
+        CREATE TABLE VISITS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT USER_ID, COUNT(*) AS N FROM CLICKS
+            WINDOW SESSION (10 SECONDS, RETENTION 1 HOUR, GRACE PERIOD 1 SECOND)
+            GROUP BY USER_ID;""")
+    query = image.queries[query_id(image, "VISITS")]
+    plan = compile_query(query, image)
+    assert plan.table_state
+    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
+        "the stream's topic is not read in batch"
+    replayed = compile_query(query, image, table_state=False).batch
+    assert replayed is not None and any(step.topic == clicks for step in replayed.steps)
+    producer = producer_factory()
+    for at in (1000, 2000, 15000):
+        producer.produce(clicks, key=int_key(1), value=json.dumps({"PAGE": "a"}), timestamp=at)
+    assert producer.flush(10) == 0
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    run_available_now(spark, plan, tmp_path / "q", options)
+
+    def sessions(records: list[Record]) -> list[tuple[tuple[int, int, int], bytes | None]]:
+        return sorted((struct.unpack(">iqq", k or b""), v) for k, v, _ in records)
+
+    first = read_all(kafka_settings, sink, 2)
+    assert sessions(first) == [((1, 2000, 1000), b"2"), ((1, 15000, 15000), b"1")]
+    delete_all_records(kafka_settings, clicks)
+    producer.produce(clicks, key=int_key(1), value=json.dumps({"PAGE": "b"}), timestamp=8000)
+    producer.produce(clicks, key=int_key(2), value=json.dumps({"PAGE": "c"}), timestamp=1000)
+    assert producer.flush(10) == 0
+    run_available_now(spark, plan, tmp_path / "q", options)
+    records = read_all(kafka_settings, sink, len(first) + 3)
+    assert sessions(records[len(first):]) == [
+        ((1, 2000, 1000), None), ((1, 15000, 1000), b"4"), ((1, 15000, 15000), None)]
+
+
 @pytest.mark.parametrize("as_uri", [False, True], ids=["directory", "hadoop-uri"])
 def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(
         spark: Any, tmp_path: Path, as_uri: bool) -> None:
