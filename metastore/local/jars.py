@@ -166,10 +166,12 @@ ROW_VERSIONS_CLASS = "io.metastore.aggregate.RowVersions"
 """A table's latest row per key as keyed state, for an aggregation of the table (see the source)."""
 GROUP_MEMBERS_CLASS = "io.metastore.aggregate.GroupMembers"
 """A table aggregation's groups and their rows as keyed state (see the source)."""
-STREAM_TIME_CLASS = "io.metastore.session.StreamTime"
+STREAM_TIME_CLASS = "io.metastore.window.StreamTime"
 """An aggregation's stream time per source partition as keyed state (see the source)."""
-SESSION_MEMBERS_CLASS = "io.metastore.session.SessionMembers"
+SESSION_MEMBERS_CLASS = "io.metastore.window.SessionMembers"
 """A SESSION aggregation's sessions and their records as keyed state (see the source)."""
+FINAL_WINDOWS_CLASS = "io.metastore.window.FinalWindows"
+"""An EMIT FINAL time-windowed aggregation's open windows as keyed state (see the source)."""
 LOCAL_FILE_SYSTEM_CLASS = "io.metastore.fs.NoForkLocalFileSystem"
 """Hadoop's local file system with permissions by NIO, no forked chmod (see the source)."""
 LOCAL_FS_CLASS = "io.metastore.fs.NoForkLocalFs"
@@ -189,8 +191,9 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/functions/Datetimes.java",
                  "java/io/metastore/aggregate/RowVersions.java",
                  "java/io/metastore/aggregate/GroupMembers.java",
-                 "java/io/metastore/session/StreamTime.java",
-                 "java/io/metastore/session/SessionMembers.java",
+                 "java/io/metastore/window/StreamTime.java",
+                 "java/io/metastore/window/SessionMembers.java",
+                 "java/io/metastore/window/FinalWindows.java",
                  "java/io/metastore/catalog/CatalogClones.java",
                  "java/io/metastore/fs/NoForkRawLocalFileSystem.java",
                  "java/io/metastore/fs/NoForkLocalFileSystem.java",

@@ -1,8 +1,9 @@
 """EMIT FINAL of TUMBLING and HOPPING windows, as Kafka Streams' window aggregation emits on
-window close: a batch stage (:class:`~metastore.queries.steps.BatchStage`) that replays the
-stream's records up to each micro-batch in offset order.
+window close: keyed state over the stream's new records (:func:`keyed_final`), or, for a query
+whose checkpoint predates that state, a batch stage (:class:`~metastore.queries.steps.
+BatchStage`) that replays the stream's records up to each micro-batch in offset order.
 
-Kafka Streams decides record by record, and so does the replay (Spark's watermark judges a whole
+Kafka Streams decides record by record, and so do both (Spark's watermark judges a whole
 micro-batch by the previous one's, so late records in the micro-batch that closes their window
 would still count). Per source partition, in offset order, with stream time ``st`` the newest
 timestamp the aggregation has seen up to and including a record, and ``close = st - grace``:
@@ -28,7 +29,16 @@ from sqlglot import exp
 
 from metastore.catalog.model import DataSource
 from metastore.queries.stages import aggregated_alias, records_seen, replayed_stream
-from metastore.queries.steps import SENTINEL, SESSION, TS, WINDOW, BatchStage, Step
+from metastore.queries.steps import (
+    SENTINEL,
+    SESSION,
+    TS,
+    WINDOW,
+    BatchStage,
+    FinalWindows,
+    Step,
+    window_columns,
+)
 from metastore.spark.types import quote
 from metastore.sql.statements import WindowSpec
 
@@ -45,16 +55,62 @@ def final_stage(source: DataSource, view: str, window: WindowSpec) -> BatchStage
     return replayed_stream(source, view, window)
 
 
+def _timing(window: WindowSpec) -> tuple[int, int]:
+    """EMIT FINAL's grace period and how long the window store keeps a window after its start
+    (RETENTION, at least size + grace), in milliseconds."""
+    final = final_window(window)
+    grace = final.grace_ms or 0
+    return grace, max(final.retention_ms or 0, (final.size_ms or 0) + grace)
+
+
+def keyed_final(aggregation: exp.Select, stream_view: str, input_view: str,
+                window: WindowSpec) -> tuple[list[Step], BatchStage]:
+    """The steps and batch stage that feed ``aggregation`` (an EMIT FINAL aggregation of one
+    stream in TUMBLING or HOPPING windows, whose FROM reads ``input_view``) from keyed state
+    over the stream's records in ``stream_view``: per micro-batch, ``input_view`` is the records
+    counted in each window it closes. The project's JVM processor
+    ``io.metastore.window.FinalWindows``, keyed by source partition under ``transformWithState``,
+    keeps the partition's stream time, its store time and its open windows with their records
+    in the query's checkpoint, and decides record by record as the module says."""
+    windowed, seen_view, closed = (f"{stream_view}_windowed", f"{stream_view}_seen",
+                                   f"{stream_view}_closed")
+    bounds, hopping = window_columns(window)
+    alias = aggregated_alias(aggregation)
+
+    def bound(which: str) -> exp.Expr:
+        return exp.Anonymous(this="unix_millis", expressions=[exp.Dot(
+            this=exp.column(WINDOW, table=alias, quoted=True),
+            expression=exp.to_identifier(which))])
+
+    where = aggregation.args.get("where")
+    seen: exp.Expr = exp.true() if where is None else exp.func(
+        "coalesce", exp.Paren(this=where.this.copy()), exp.false())
+    unfiltered = aggregation.copy()
+    unfiltered.set("where", None)  # a record it rejects moves no stream time
+    items: list[exp.Expr] = [
+        exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)),
+        exp.alias_(seen, "__MS_SEEN", quoted=True),
+        exp.alias_(exp.Anonymous(this="unix_millis", expressions=[
+            exp.column(TS, table=alias, quoted=True)]), "__MS_T", quoted=True),
+        exp.alias_(bound("start"), "__MS_WS", quoted=True),
+        exp.alias_(bound("end"), "__MS_WE", quoted=True)]
+    grace, retention = _timing(window)
+    steps = [Step(windowed, f"SELECT * FROM (SELECT *{bounds} FROM {quote(stream_view)})"
+                            f"{hopping}"),
+             Step(seen_view, records_seen(unfiltered, items, input_view, windowed)),
+             Step(closed, keyed=FinalWindows(seen_view, grace, retention))]
+    changes = f"{closed}_changes"
+    return steps, BatchStage(source_sql=f"SELECT * FROM {quote(closed)}", view=changes,
+                             steps=(Step(input_view, f"SELECT * FROM {quote(changes)}"),))
+
+
 def replay_final(stage: BatchStage, aggregation: exp.Select, window: WindowSpec) -> BatchStage:
     """Narrow the stage's input (``<view>_input``, which ``aggregation`` reads) to the rows
     counted in the windows the micro-batch closes. Stream time counts only the records the
     aggregation sees (its joins, its WHERE and the rows it skips applied)."""
     *history, rows = stage.steps
     every = f"{rows.view}_all"
-    final = final_window(window)
-    grace = final.grace_ms or 0
-    size = final.size_ms or 0
-    retention = max(final.retention_ms or 0, size + grace)
+    grace, retention = _timing(window)
     alias = aggregated_alias(aggregation)
 
     def column(name: str) -> exp.Column:

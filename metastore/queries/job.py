@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.local.jars import (
+    FINAL_WINDOWS_CLASS,
     FOREIGN_KEY_JOIN_CLASS,
     GROUP_MEMBERS_CLASS,
     INTERCEPTOR_CLASS,
@@ -27,6 +28,7 @@ from metastore.local.jars import (
 )
 from metastore.queries.checkpoints import CheckpointDir, LocalDir
 from metastore.queries.steps import (
+    FinalWindows,
     ForeignKeyTableJoin,
     GroupMembers,
     KeyedOperator,
@@ -237,6 +239,9 @@ def _keyed_operator(session: SparkSession, view: str, operator: KeyedOperator) -
         _java_class(jvm, GROUP_MEMBERS_CLASS).register(jsession, operator.changes_view, view)
     elif isinstance(operator, StreamTime):
         _java_class(jvm, STREAM_TIME_CLASS).register(jsession, operator.records_view, view)
+    elif isinstance(operator, FinalWindows):
+        _java_class(jvm, FINAL_WINDOWS_CLASS).register(
+            jsession, operator.windowed_view, view, operator.grace_ms, operator.retention_ms)
     else:
         _java_class(jvm, SESSION_MEMBERS_CLASS).register(
             jsession, operator.timed_view, view, operator.gap_ms, operator.grace_ms,

@@ -53,7 +53,13 @@ from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
 from metastore.queries import encoding
 from metastore.queries.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
-from metastore.queries.final_windows import close_sessions, final_stage, final_window, replay_final
+from metastore.queries.final_windows import (
+    close_sessions,
+    final_stage,
+    final_window,
+    keyed_final,
+    replay_final,
+)
 from metastore.queries.joined_rows import JOINED, split_stream_joins
 from metastore.queries.outer_at_once import at_once_join, stream_join_windows, union_sql
 from metastore.queries.session_state import keyed_sessions
@@ -194,6 +200,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     # stream: a session closes by stream time, which records of other keys move)
     sessions_keyed = session is not None and not analysis.query.emit_final and table_state
     session_stream = ""
+    # and an EMIT FINAL's open windows over the stream in final_stream
+    final_stream = ""
     keyed: list[JoinedTable] = []  # tables joined as keyed state
     stream_view = ""  # the first stream's view
     keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
@@ -254,6 +262,9 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             elif session is not None:
                 batch = session_stage(source, view, earlier=not analysis.query.emit_final)
                 view = sessions_view = f"{view}_input"
+            elif final is not None and table_state:
+                final_stream = view
+                view = f"{view}_input"
             elif final is not None:
                 batch = final_stage(source, view, final)
                 view = f"{view}_input"
@@ -416,6 +427,10 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         assert session is not None
         session_steps, batch = keyed_sessions(select, session_stream, sessions_view, session)
         steps += session_steps
+    if final_stream:
+        assert final is not None
+        final_steps, batch = keyed_final(select, final_stream, f"{final_stream}_input", final)
+        steps += final_steps
     if batch is not None and session is None and final is None and (
             aggregated_join or not table_join):
         aggregate_touched_groups(select, rows_alias)
@@ -437,7 +452,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                 batch.view, (left_view, stream_aliases[0], left_key),
                 (stream_aliases[1], right_key), on.sql(dialect="spark", identify=True))
         inner = table_join_changes(inner, names, sorted(key_names), changed_keys)
-    if batch is not None and final is not None:
+    if batch is not None and final is not None and not final_stream:
         batch = replay_final(batch, select, final)
     if batch is not None and session is not None:
         if not session_stream:
@@ -458,7 +473,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
         return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch,
                          table_state=bool(keyed or keyed_rows or changelog_view
-                                          or session_stream))
+                                          or session_stream or final_stream))
     hidden = None if analysis.aggregate else SOURCE
     session_key = session is not None or (
         source_window is not None and source_window.kind == "SESSION")
@@ -503,7 +518,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest",
                      table_state=bool(keyed or keyed_rows or changelog_view
-                                          or session_stream))
+                                          or session_stream or final_stream))
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:

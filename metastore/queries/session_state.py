@@ -9,9 +9,9 @@ in the query's checkpoint:
 1. a SELECT gives each record its group (the GROUP BY's values as a struct, or NULL when the
    aggregation's WHERE, with its skipping of tombstones and of NULL group values, drops it) and
    its time;
-2. ``io.metastore.session.StreamTime``, keyed by source partition, gives each record the stream
+2. ``io.metastore.window.StreamTime``, keyed by source partition, gives each record the stream
    time it met (the newest time the aggregation has seen in the partition);
-3. ``io.metastore.session.SessionMembers``, keyed by group, holds each group's live sessions and
+3. ``io.metastore.window.SessionMembers``, keyed by group, holds each group's live sessions and
    their records; per micro-batch it writes the records of each session the micro-batch changed
    and, marked earlier, those of each session it merged away.
 

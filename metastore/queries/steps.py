@@ -111,8 +111,19 @@ class SessionMembers:
     retention_ms: int
 
 
+@dataclass(frozen=True)
+class FinalWindows:
+    """An EMIT FINAL time-windowed aggregation's open windows as keyed state (see
+    :func:`metastore.queries.final_windows.keyed_final`): the records of the windows the
+    records in ``windowed_view`` close, with ``grace_ms`` and ``retention_ms``."""
+
+    windowed_view: str
+    grace_ms: int
+    retention_ms: int
+
+
 KeyedOperator = (TableSideJoin | TableJoin | ForeignKeyTableJoin | RowVersions | GroupMembers
-                 | StreamTime | SessionMembers)
+                 | StreamTime | SessionMembers | FinalWindows)
 """A keyed stateful operator of the project's JVM classes, run by ``transformWithState``."""
 
 

@@ -475,6 +475,47 @@ def test_session_windows_keep_sessions_and_stream_time_in_their_checkpoint(
         ((1, 2000, 1000), None), ((1, 15000, 1000), b"4"), ((1, 15000, 15000), None)]
 
 
+def test_emit_final_keeps_open_windows_in_its_checkpoint(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """An EMIT FINAL aggregation's open windows and their records are keyed state: after the
+    stream's records are deleted, the restarted query closes the window they are counted in
+    when stream time passes its end, writing each key's final count once, and drops a record
+    for the closed window as late; the stream is not read in batch. A checkpoint started
+    before this state keeps replaying the stream."""
+    readings, sink = topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM READINGS (SENSOR INT KEY, V INT)
+            WITH (KAFKA_TOPIC='{readings}', VALUE_FORMAT='JSON');
+        CREATE TABLE FINAL_COUNTS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT SENSOR, COUNT(*) AS N FROM READINGS WINDOW TUMBLING (SIZE 10 SECONDS)
+            GROUP BY SENSOR EMIT FINAL;""")
+    query = image.queries[query_id(image, "FINAL_COUNTS")]
+    plan = compile_query(query, image)
+    assert plan.table_state
+    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
+        "the stream's topic is not read in batch"
+    replayed = compile_query(query, image, table_state=False).batch
+    assert replayed is not None and any(step.topic == readings for step in replayed.steps)
+    producer = producer_factory()
+    for sensor, at in ((1, 1000), (1, 2000), (2, 5000)):
+        producer.produce(readings, key=int_key(sensor), value=json.dumps({"V": 1}),
+                         timestamp=at)
+    assert producer.flush(10) == 0
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    run_available_now(spark, plan, tmp_path / "q", options)
+    assert read_all(kafka_settings, sink, 1, timeout=5) == [], "no window has closed"
+    delete_all_records(kafka_settings, readings)
+    producer.produce(readings, key=int_key(1), value=json.dumps({"V": 1}), timestamp=12000)
+    producer.produce(readings, key=int_key(3), value=json.dumps({"V": 1}), timestamp=3000)
+    assert producer.flush(10) == 0
+    run_available_now(spark, plan, tmp_path / "q", options)
+    records = read_all(kafka_settings, sink, 3, timeout=15)
+    assert sorted((struct.unpack(">iq", k or b""), v) for k, v, _ in records) == [
+        ((1, 0), b"2"), ((2, 0), b"1")]
+
+
 @pytest.mark.parametrize("as_uri", [False, True], ids=["directory", "hadoop-uri"])
 def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(
         spark: Any, tmp_path: Path, as_uri: bool) -> None:

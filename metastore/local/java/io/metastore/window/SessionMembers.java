@@ -1,4 +1,4 @@
-package io.metastore.session;
+package io.metastore.window;
 
 import java.util.ArrayList;
 import java.util.Comparator;
