@@ -172,6 +172,8 @@ SESSION_MEMBERS_CLASS = "io.metastore.window.SessionMembers"
 """A SESSION aggregation's sessions and their records as keyed state (see the source)."""
 FINAL_WINDOWS_CLASS = "io.metastore.window.FinalWindows"
 """An EMIT FINAL time-windowed aggregation's open windows as keyed state (see the source)."""
+UNMATCHED_RECORDS_CLASS = "io.metastore.join.UnmatchedRecords"
+"""An outer stream-stream join's unmatched records without GRACE PERIOD (see the source)."""
 LOCAL_FILE_SYSTEM_CLASS = "io.metastore.fs.NoForkLocalFileSystem"
 """Hadoop's local file system with permissions by NIO, no forked chmod (see the source)."""
 LOCAL_FS_CLASS = "io.metastore.fs.NoForkLocalFs"
@@ -187,6 +189,7 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/join/TableColumns.java",
                  "java/io/metastore/join/ForeignKeySubscriptions.java",
                  "java/io/metastore/join/ForeignKeyJoin.java",
+                 "java/io/metastore/join/UnmatchedRecords.java",
                  "java/io/metastore/state/KeyColumn.java",
                  "java/io/metastore/functions/Datetimes.java",
                  "java/io/metastore/aggregate/RowVersions.java",

@@ -25,6 +25,7 @@ from metastore.local.jars import (
     STREAM_TIME_CLASS,
     TABLE_SIDE_JOIN_CLASS,
     TABLE_TABLE_JOIN_CLASS,
+    UNMATCHED_RECORDS_CLASS,
 )
 from metastore.queries.checkpoints import CheckpointDir, LocalDir
 from metastore.queries.steps import (
@@ -38,6 +39,7 @@ from metastore.queries.steps import (
     StreamTime,
     TableJoin,
     TableSideJoin,
+    UnmatchedRecords,
 )
 
 if TYPE_CHECKING:
@@ -239,6 +241,10 @@ def _keyed_operator(session: SparkSession, view: str, operator: KeyedOperator) -
         _java_class(jvm, GROUP_MEMBERS_CLASS).register(jsession, operator.changes_view, view)
     elif isinstance(operator, StreamTime):
         _java_class(jvm, STREAM_TIME_CLASS).register(jsession, operator.records_view, view)
+    elif isinstance(operator, UnmatchedRecords):
+        _java_class(jvm, UNMATCHED_RECORDS_CLASS).register(
+            jsession, operator.records_view, operator.other_view, view, operator.lookback_ms,
+            operator.retention_ms)
     elif isinstance(operator, FinalWindows):
         _java_class(jvm, FINAL_WINDOWS_CLASS).register(
             jsession, operator.windowed_view, view, operator.grace_ms, operator.retention_ms)

@@ -61,7 +61,12 @@ from metastore.queries.final_windows import (
     replay_final,
 )
 from metastore.queries.joined_rows import JOINED, split_stream_joins
-from metastore.queries.outer_at_once import at_once_join, stream_join_windows, union_sql
+from metastore.queries.outer_at_once import (
+    at_once_join,
+    keyed_unmatched,
+    stream_join_windows,
+    union_sql,
+)
 from metastore.queries.session_state import keyed_sessions
 from metastore.queries.stages import (
     JOIN_KEY,
@@ -195,6 +200,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     joined_tables: list[tuple[DataSource, str, str]] = []
     at_once = at_once_join(analysis, windows)
     batch_views: dict[str, str] = {}
+    stream_views: dict[str, str] = {}  # each stream's streaming view, by alias
     sessions_view = ""  # what a SESSION aggregation reads
     # its sessions are keyed state over the stream in session_stream (EMIT FINAL's replay the
     # stream: a session closes by stream time, which records of other keys move)
@@ -246,6 +252,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             steps += stream_steps(source, view, None if session or final or keys_tables
                                   or split_streams else analysis.windowing,
                                   _watermark(windows, index) if windows else None)
+            stream_views[alias] = view
             if at_once is not None:  # and its records read in batch, for the other side's
                 batch_views[alias] = f"{view}_all"
                 steps += [replace(step, streaming=False, watermark_ms=None) for step in
@@ -435,8 +442,18 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             aggregated_join or not table_join):
         aggregate_touched_groups(select, rows_alias)
     inner = select.sql(dialect="spark", identify=True)
+    unmatched_state = False
     if at_once is not None:
-        inner = union_sql(select, at_once, batch_views)
+        found = keyed_unmatched(select, at_once, analysis, stream_views, windows[1],
+                                prefix) if table_state else None
+        if found is not None:  # and no stream is read in batch
+            batch_reads = tuple(batch_views.values())
+            before = [step for step in steps[:joined_at] if not step.view.startswith(batch_reads)]
+            after = [step for step in steps[joined_at:] if not step.view.startswith(batch_reads)]
+            steps[:] = [*before, *found[0], *after]
+            joined_at = len(before) + len(found[0])
+            unmatched_state = True
+        inner = union_sql(select, at_once, batch_views, found[1] if found else None)
     if outer is not None:
         steps.insert(joined_at, Step(joined_rows, inner))
         inner = outer.sql(dialect="spark", identify=True)
@@ -473,7 +490,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
         return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch,
                          table_state=bool(keyed or keyed_rows or changelog_view
-                                          or session_stream or final_stream))
+                                          or session_stream or final_stream
+                                          or unmatched_state))
     hidden = None if analysis.aggregate else SOURCE
     session_key = session is not None or (
         source_window is not None and source_window.kind == "SESSION")
@@ -518,7 +536,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest",
                      table_state=bool(keyed or keyed_rows or changelog_view
-                                          or session_stream or final_stream))
+                                          or session_stream or final_stream
+                                          or unmatched_state))
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:

@@ -122,8 +122,22 @@ class FinalWindows:
     retention_ms: int
 
 
+@dataclass(frozen=True)
+class UnmatchedRecords:
+    """The outer side of a stream-stream join without GRACE PERIOD as keyed state (see
+    :mod:`metastore.queries.outer_at_once`): the outer stream's records in ``records_view``
+    that no record of the other stream matches within ``lookback_ms`` before them; the other
+    stream's times are kept ``retention_ms``. Its view ``<view>_other`` has no rows and the
+    columns of the other stream's ``other_view``."""
+
+    records_view: str
+    other_view: str
+    lookback_ms: int
+    retention_ms: int
+
+
 KeyedOperator = (TableSideJoin | TableJoin | ForeignKeyTableJoin | RowVersions | GroupMembers
-                 | StreamTime | SessionMembers | FinalWindows)
+                 | StreamTime | SessionMembers | FinalWindows | UnmatchedRecords)
 """A keyed stateful operator of the project's JVM classes, run by ``transformWithState``."""
 
 

@@ -516,6 +516,45 @@ def test_emit_final_keeps_open_windows_in_its_checkpoint(
         ((1, 0), b"2"), ((2, 0), b"1")]
 
 
+def test_left_join_without_grace_keeps_the_other_streams_times_in_its_checkpoint(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """A LEFT JOIN of streams without GRACE PERIOD writes a left record no earlier right record
+    matches at once, NULL-padded; which right records came is keyed state: after both topics'
+    records are deleted, the restarted query still finds a left record's earlier match (and
+    writes the pair, from Spark's join state), and the other stream's topic is not read."""
+    views, clicks, sink = topic_factory(), topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM VIEWS (ID STRING KEY, PAGE STRING)
+            WITH (KAFKA_TOPIC='{views}', VALUE_FORMAT='JSON');
+        CREATE STREAM CLICKS (ID STRING KEY, BUTTON STRING)
+            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
+        CREATE STREAM VIEW_CLICKS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT V.ID AS ID, PAGE, BUTTON FROM VIEWS V
+            LEFT JOIN CLICKS C WITHIN 1 MINUTE ON V.ID = C.ID;""")
+    query = image.queries[query_id(image, "VIEW_CLICKS")]
+    plan = compile_query(query, image)
+    assert plan.table_state
+    assert not any(not step.streaming and step.topic for step in plan.steps), \
+        "no topic is read in batch"
+    producer = producer_factory()
+    produce_json(producer, clicks, {"k": {"BUTTON": "buy"}}, 1000)
+    assert producer.flush(10) == 0
+    produce_json(producer, views, {"k": {"PAGE": "home"}, "j": {"PAGE": "faq"}}, 1500)
+    assert producer.flush(10) == 0
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    run_available_now(spark, plan, tmp_path / "q", options)
+    first = read_all(kafka_settings, sink, 2)
+    assert sorted((k, v) for k, v, _ in first) == [(b"j", b"faq,"), (b"k", b"home,buy")]
+    delete_all_records(kafka_settings, views, clicks)
+    produce_json(producer, views, {"k": {"PAGE": "cart"}}, 1800)
+    assert producer.flush(10) == 0
+    run_available_now(spark, plan, tmp_path / "q", options)
+    records = read_all(kafka_settings, sink, len(first) + 2, timeout=20)
+    assert [(k, v) for k, v, _ in records[len(first):]] == [(b"k", b"cart,buy")]
+
+
 @pytest.mark.parametrize("as_uri", [False, True], ids=["directory", "hadoop-uri"])
 def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(
         spark: Any, tmp_path: Path, as_uri: bool) -> None:
