@@ -210,7 +210,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     final_stream = ""
     keyed: list[JoinedTable] = []  # tables joined as keyed state
     stream_view = ""  # the first stream's view
-    keys_tables = table_state and _joins_keyed_state(analysis, session is not None or final is not None)
+    keys_tables = table_state and _joins_keyed_state(analysis)
     keyed_rows = table_join and table_state
     # an aggregation of a table-table join aggregates the join's rows as a table's changelog
     aggregated_join = keyed_rows and analysis.aggregate
@@ -398,7 +398,11 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                              list(outer.args.get("laterals") or []))
     elif keyed:
         steps += join_tables(select, stream_view, stream_alias, keyed, prefix,
-                             analysis.windowing)
+                             None if final_stream else analysis.windowing)
+        if final_stream:  # the EMIT FINAL's state reads the joined records
+            joined = select.args["from_"].this
+            final_stream = joined.name
+            joined.set("this", exp.to_identifier(f"{final_stream}_input", quoted=True))
     if keyed_rows:
         tables = [JoinedTable(source, alias, f"{prefix}_changes_{index}") for index, (
             (source, _, _), alias) in enumerate(zip(joined_tables, stream_aliases, strict=True))]
@@ -560,13 +564,14 @@ def _leading_streams(analysis: Analysis) -> int:
     return next((i for i, kind in enumerate(kinds) if kind is not SourceKind.STREAM), len(kinds))
 
 
-def _joins_keyed_state(analysis: Analysis, staged: bool) -> bool:
+def _joins_keyed_state(analysis: Analysis) -> bool:
     """Whether the query's joins are a stream's joins with tables whose sides are keyed state
     (:mod:`metastore.queries.table_state`): so they are when every source but the first stream
-    is a table, unless a per-micro-batch stage (SESSION, EMIT FINAL) reads the stream's
-    records; a query that also joins streams joins its tables as of the record's time."""
+    is a table (an EMIT FINAL's state then reads the joined records; SESSION windows over a
+    join are refused); a query that also joins streams joins its tables as of the record's
+    time."""
     reads = analysis.reads
-    return (bool(analysis.joins) and not staged and reads[0].source.kind is SourceKind.STREAM
+    return (bool(analysis.joins) and reads[0].source.kind is SourceKind.STREAM
             and all(read.source.kind is SourceKind.TABLE for read in reads[1:]))
 
 

@@ -100,13 +100,16 @@ def replayed_stream(source: DataSource, view: str, window: WindowSpec | None) ->
 
 def records_seen(aggregation: exp.Select, items: list[exp.Expr], reads: str, instead: str
                  ) -> str:
-    """``items`` of the rows ``aggregation`` aggregates (its FROM, JOINs and WHERE, so the rows
-    its skipped rows and filter leave), read from view ``instead`` where it reads ``reads``."""
+    """``items`` of the rows ``aggregation`` aggregates (its FROM, JOINs, LATERAL VIEWs and
+    WHERE, so the rows its skipped rows and filter leave), read from view ``instead`` where it
+    reads ``reads``."""
     seen = exp.Select(expressions=items)
     key = "from_" if "from_" in aggregation.args else "from"
     seen.set(key, aggregation.args[key].copy())
     for join in aggregation.args.get("joins") or []:
         seen.append("joins", join.copy())
+    for lateral in aggregation.args.get("laterals") or []:  # a keyed join's tables
+        seen.append("laterals", lateral.copy())
     where = aggregation.args.get("where")
     if where is not None:
         seen.set("where", where.copy())

@@ -1,0 +1,67 @@
+"""Which stateful queries keep their state as keyed state in the checkpoint, reading no topic
+in batch at any micro-batch, and which keyed operators hold it; the plan of a checkpoint from
+before that state (``table_state=False``) replays a topic instead."""
+
+from __future__ import annotations
+
+import pytest
+
+from metastore.check import run_script
+from metastore.queries.plan import compile_query
+from metastore.queries.steps import (
+    FinalWindows,
+    QueryPlan,
+    SessionMembers,
+    Step,
+    StreamTime,
+    TableSideJoin,
+    UnmatchedRecords,
+)
+
+SOURCES = (
+    "CREATE STREAM S (ID INT KEY, USER_ID INT, V INT) WITH (kafka_topic='s', value_format='JSON');"
+    "CREATE STREAM R (ID INT KEY, W INT) WITH (kafka_topic='r', value_format='JSON');"
+    "CREATE TABLE U (ID INT PRIMARY KEY, REGION STRING) WITH (kafka_topic='u', "
+    "value_format='JSON');")
+
+SHAPES = {
+    "session window": (
+        "CREATE TABLE T AS SELECT ID, COUNT(*) AS N FROM S WINDOW SESSION (30 SECONDS) "
+        "WHERE V > 0 GROUP BY ID;", {StreamTime, SessionMembers}),
+    "emit final, hopping": (
+        "CREATE TABLE T AS SELECT ID, SUM(V) AS N FROM S WINDOW HOPPING (SIZE 10 SECONDS, "
+        "ADVANCE BY 5 SECONDS) GROUP BY ID EMIT FINAL;", {FinalWindows}),
+    "emit final over a stream-table join": (
+        "CREATE TABLE T AS SELECT U.REGION AS REGION, COUNT(*) AS N FROM S JOIN U ON "
+        "S.USER_ID = U.ID WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY U.REGION EMIT FINAL;",
+        {TableSideJoin, FinalWindows}),
+    "left join of streams without grace": (
+        "CREATE STREAM T AS SELECT S.ID AS ID, V, W FROM S LEFT JOIN R WITHIN 1 MINUTE "
+        "ON S.ID = R.ID;", {UnmatchedRecords}),
+    "full join of streams without grace": (
+        "CREATE STREAM T AS SELECT ROWKEY AS K, V, W FROM S FULL JOIN R WITHIN 1 MINUTE "
+        "ON S.ID = R.ID;", {UnmatchedRecords}),
+}
+
+
+def _plans(statement: str) -> tuple[QueryPlan, QueryPlan]:
+    results, image = run_script(SOURCES + statement)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    query = next(iter(image.queries.values()))
+    return compile_query(query, image), compile_query(query, image, table_state=False)
+
+
+def _steps(plan: QueryPlan) -> list[Step]:
+    return [*plan.steps, *(plan.batch.steps if plan.batch is not None else ())]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_state_is_keyed_and_no_topic_is_read_in_batch(shape: str) -> None:
+    statement, operators = SHAPES[shape]
+    keyed, earlier = _plans(statement)
+    assert keyed.table_state
+    assert {type(step.keyed) for step in _steps(keyed) if step.keyed is not None} == operators
+    assert [step.view for step in _steps(keyed) if step.topic and not step.streaming] == []
+    assert not earlier.table_state
+    assert any(step.topic and not step.streaming for step in _steps(earlier)), \
+        "a checkpoint from before keyed state keeps the plan that reads a topic in batch"
