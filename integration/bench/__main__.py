@@ -21,6 +21,7 @@ from integration.bench import (
     reconcile,
     records,
     replay,
+    stateful,
 )
 
 BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
@@ -32,6 +33,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "interactive": interactive.run,
     "pipeline": pipeline.run,
     "micro-batch": micro_batch.run,
+    "stateful": stateful.run,
     "pipeline-cluster": pipeline.run_on_cluster,
 }
 

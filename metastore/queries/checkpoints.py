@@ -4,9 +4,10 @@ URI (``hdfs://``, ``s3a://``, ``abfs://``, ``file://``...) reached through Spark
 
 A root holds one directory per query (``<root>/<scope>/<query id>``); the query runner asks a root
 for a query's directory, for the queries that have one (to delete those of terminated queries),
-and a directory whether its query keeps tables as keyed state (a mark file beside Spark's
-``offsets``). Every node and every Spark worker must see the same root: the driver writes a
-query's offsets and commits there, the executors its state stores.
+and a directory whether its query keeps tables, or windows and stream joins, as keyed state (a
+mark file each, beside Spark's ``offsets``). Every node and every Spark worker must see the
+same root: the driver writes a query's offsets and commits there, the executors its state
+stores.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
 TABLE_STATE_MARK = "metastore-table-state"
 """A file in the checkpoint of a query whose table sides are keyed state."""
+STREAM_STATE_MARK = "metastore-stream-state"
+"""A file in the checkpoint of a query whose SESSION windows, EMIT FINAL windows or unmatched
+outer stream-stream join records are keyed state."""
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 """A URI's scheme (``hdfs://nn/x``, and ``file:/x`` as Hadoop prints paths)."""
 
@@ -35,15 +39,21 @@ class CheckpointDir(Protocol):
         """What Spark's ``checkpointLocation`` gets."""
         ...
 
-    def prepare(self, table_state: bool) -> None:
-        """Make the parent (and, for a query that keeps tables as state, the directory and its
-        mark) before Spark starts the query."""
+    def prepare(self, table_state: bool, stream_state: bool = False) -> None:
+        """Make the parent (and, for a query that keeps tables or its streams' windows and joins
+        as state, the directory and that state's mark) before Spark starts the query."""
         ...
 
     def holds_table_state(self) -> bool:
         """Whether the query may keep tables as keyed state (joins, table aggregations): it is
         new, or it started so. A checkpoint of a query that re-read its tables keeps that plan
         (Spark cannot resume it with other sources and state)."""
+        ...
+
+    def holds_stream_state(self) -> bool:
+        """Whether the query may keep SESSION windows, EMIT FINAL windows and the unmatched
+        records of outer stream-stream joins as keyed state: it is new, or it started so. A
+        checkpoint of a query that replayed its streams keeps that plan."""
         ...
 
     def read_text(self, relative: str) -> str:
@@ -99,14 +109,18 @@ class LocalDir:
         HDFS wherever ``HADOOP_CONF_DIR`` names one, where this class does not look."""
         return self.path.resolve().as_uri()
 
-    def prepare(self, table_state: bool) -> None:
+    def prepare(self, table_state: bool, stream_state: bool = False) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if table_state:
-            self.path.mkdir(exist_ok=True)
-            (self.path / TABLE_STATE_MARK).touch()
+        for kept, mark in ((table_state, TABLE_STATE_MARK), (stream_state, STREAM_STATE_MARK)):
+            if kept:
+                self.path.mkdir(exist_ok=True)
+                (self.path / mark).touch()
 
     def holds_table_state(self) -> bool:
         return not (self.path / "offsets").is_dir() or (self.path / TABLE_STATE_MARK).exists()
+
+    def holds_stream_state(self) -> bool:
+        return not (self.path / "offsets").is_dir() or (self.path / STREAM_STATE_MARK).exists()
 
     def read_text(self, relative: str) -> str:
         return (self.path / relative).read_text(encoding="utf-8")
@@ -149,17 +163,24 @@ class HadoopDir:
     def _at(self, relative: str = "") -> tuple[Any, Any]:
         return _hadoop(self.spark, f"{self.uri}/{relative}" if relative else self.uri)
 
-    def prepare(self, table_state: bool) -> None:
+    def prepare(self, table_state: bool, stream_state: bool = False) -> None:
         path, fs = self._at()
         fs.mkdirs(path.getParent())
-        if table_state:
-            fs.mkdirs(path)
-            fs.create(self._at(TABLE_STATE_MARK)[0], True).close()
+        for kept, mark in ((table_state, TABLE_STATE_MARK), (stream_state, STREAM_STATE_MARK)):
+            if kept:
+                fs.mkdirs(path)
+                fs.create(self._at(mark)[0], True).close()
 
     def holds_table_state(self) -> bool:
+        return self._holds(TABLE_STATE_MARK)
+
+    def holds_stream_state(self) -> bool:
+        return self._holds(STREAM_STATE_MARK)
+
+    def _holds(self, mark: str) -> bool:
         offsets, fs = self._at("offsets")
         return not (fs.exists(offsets) and fs.getFileStatus(offsets).isDirectory()) or bool(
-            fs.exists(self._at(TABLE_STATE_MARK)[0]))
+            fs.exists(self._at(mark)[0]))
 
     def read_text(self, relative: str) -> str:
         path, fs = self._at(relative)

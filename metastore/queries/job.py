@@ -73,7 +73,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     session = _session(spark)
     _register(session, plan.steps, kafka_options,
               reads={"startingOffsets": "earliest" if plan.earliest else "latest"})
-    checkpoint.prepare(plan.table_state)
+    checkpoint.prepare(plan.table_state, plan.stream_state)
     sink_options = {**kafka_options, "kafka.interceptor.classes": INTERCEPTOR_CLASS,
                     "topic": plan.topic}
     if plan.batch is None:

@@ -134,10 +134,14 @@ def parse_query(sql: str) -> Query:
     return statements[0].query
 
 
-def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = True) -> QueryPlan:
+def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = True,
+                  stream_state: bool = True) -> QueryPlan:
     """The Spark plan of ``query`` over the catalog of ``image``; ``table_state=False`` joins
-    tables by re-reading them (the plan of a checkpoint started before tables were keyed
-    state, see :meth:`metastore.queries.checkpoints.CheckpointDir.holds_table_state`)."""
+    tables by re-reading them, ``stream_state=False`` replays its streams for SESSION and EMIT
+    FINAL windows and for the unmatched records of an outer stream-stream join (the plans of a
+    checkpoint started before that state was keyed, see
+    :meth:`metastore.queries.checkpoints.CheckpointDir.holds_table_state` and
+    :meth:`~metastore.queries.checkpoints.CheckpointDir.holds_stream_state`)."""
     sink = image.source(query.sink)
     if sink is None:
         raise QueryRuntimeError(f"{query.query_id}: its sink {query.sink} is not in the catalog")
@@ -148,7 +152,8 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
     problem = runtime_problem(analysis, sink)
     if problem is not None:
         raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")
-    return _plan(query.query_id, analysis, sink, config, table_state=table_state)
+    return _plan(query.query_id, analysis, sink, config, table_state=table_state,
+                 stream_state=stream_state)
 
 
 def compile_push(query_id: str, analysis: Analysis, config: dict[str, object]) -> QueryPlan:
@@ -175,7 +180,7 @@ def compile_push(query_id: str, analysis: Analysis, config: dict[str, object]) -
 
 def _plan(query_id: str, analysis: Analysis, sink: DataSource,
           config: dict[str, object] | None = None, transient: bool = False,
-          table_state: bool = True) -> QueryPlan:
+          table_state: bool = True, stream_state: bool = True) -> QueryPlan:
     """The plan of an analysed query the runtime supports (it rewrites the query's tree);
     ``config``: the query's ksqlDB settings, for the translation of its functions;
     ``transient``: the plan's rows are the query's result, not records of ``sink``."""
@@ -204,13 +209,14 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     sessions_view = ""  # what a SESSION aggregation reads
     # its sessions are keyed state over the stream in session_stream (EMIT FINAL's replay the
     # stream: a session closes by stream time, which records of other keys move)
-    sessions_keyed = session is not None and not analysis.query.emit_final and table_state
+    sessions_keyed = session is not None and not analysis.query.emit_final and stream_state
     session_stream = ""
     # and an EMIT FINAL's open windows over the stream in final_stream
     final_stream = ""
     keyed: list[JoinedTable] = []  # tables joined as keyed state
     stream_view = ""  # the first stream's view
-    keys_tables = table_state and _joins_keyed_state(analysis)
+    # an EMIT FINAL's keyed windows read the keyed joins' records; its replay, the stream's
+    keys_tables = table_state and _joins_keyed_state(analysis) and (final is None or stream_state)
     keyed_rows = table_join and table_state
     # an aggregation of a table-table join aggregates the join's rows as a table's changelog
     aggregated_join = keyed_rows and analysis.aggregate
@@ -269,7 +275,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             elif session is not None:
                 batch = session_stage(source, view, earlier=not analysis.query.emit_final)
                 view = sessions_view = f"{view}_input"
-            elif final is not None and table_state:
+            elif final is not None and stream_state:
                 final_stream = view
                 view = f"{view}_input"
             elif final is not None:
@@ -449,7 +455,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     unmatched_state = False
     if at_once is not None:
         found = keyed_unmatched(select, at_once, analysis, stream_views, windows[1],
-                                prefix) if table_state else None
+                                prefix) if stream_state else None
         if found is not None:  # and no stream is read in batch
             batch_reads = tuple(batch_views.values())
             before = [step for step in steps[:joined_at] if not step.view.startswith(batch_reads)]
@@ -493,9 +499,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         if analysis.kind is SourceKind.STREAM:  # a stream's result has no deletions
             sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
         return QueryPlan(query_id, tuple(steps), sql, mode, "", topics, batch,
-                         table_state=bool(keyed or keyed_rows or changelog_view
-                                          or session_stream or final_stream
-                                          or unmatched_state))
+                         table_state=bool(keyed or keyed_rows or changelog_view),
+                     stream_state=bool(session_stream or final_stream or unmatched_state))
     hidden = None if analysis.aggregate else SOURCE
     session_key = session is not None or (
         source_window is not None and source_window.kind == "SESSION")
@@ -539,9 +544,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
         batch, sql = _in_time_order(sql, prefix)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest",
-                     table_state=bool(keyed or keyed_rows or changelog_view
-                                          or session_stream or final_stream
-                                          or unmatched_state))
+                     table_state=bool(keyed or keyed_rows or changelog_view),
+                     stream_state=bool(session_stream or final_stream or unmatched_state))
 
 
 def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:

@@ -228,7 +228,8 @@ class QueryRunner:
         try:
             checkpoint = self.checkpoint(query_id)
             plan = compile_query(entry.query, image,
-                                 table_state=checkpoint.holds_table_state())
+                                 table_state=checkpoint.holds_table_state(),
+                                 stream_state=checkpoint.holds_stream_state())
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options)
             entry.state = QueryState(query_id, RUNNING)
             entry.failed_at = None

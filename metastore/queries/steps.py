@@ -181,6 +181,11 @@ class QueryPlan:
     table_state: bool = False
     """Whether it keeps tables as keyed state (:mod:`metastore.queries.table_state`,
     :mod:`metastore.queries.table_groups`)."""
+    stream_state: bool = False
+    """Whether it keeps SESSION or EMIT FINAL windows, or an outer stream-stream join's
+    unmatched records, as keyed state (:mod:`metastore.queries.session_state`,
+    :func:`metastore.queries.final_windows.keyed_final`,
+    :func:`metastore.queries.outer_at_once.keyed_unmatched`)."""
 
 
 def stream_steps(source: DataSource, view: str, window: WindowSpec | None,

@@ -18,6 +18,7 @@ from metastore.check import run_script
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries import job
 from metastore.queries.checkpoints import (
+    STREAM_STATE_MARK,
     TABLE_STATE_MARK,
     CheckpointDir,
     HadoopDir,
@@ -448,10 +449,10 @@ def test_session_windows_keep_sessions_and_stream_time_in_their_checkpoint(
             GROUP BY USER_ID;""")
     query = image.queries[query_id(image, "VISITS")]
     plan = compile_query(query, image)
-    assert plan.table_state
+    assert plan.stream_state and not plan.table_state
     assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
         "the stream's topic is not read in batch"
-    replayed = compile_query(query, image, table_state=False).batch
+    replayed = compile_query(query, image, stream_state=False).batch
     assert replayed is not None and any(step.topic == clicks for step in replayed.steps)
     producer = producer_factory()
     for at in (1000, 2000, 15000):
@@ -493,10 +494,10 @@ def test_emit_final_keeps_open_windows_in_its_checkpoint(
             GROUP BY SENSOR EMIT FINAL;""")
     query = image.queries[query_id(image, "FINAL_COUNTS")]
     plan = compile_query(query, image)
-    assert plan.table_state
+    assert plan.stream_state and not plan.table_state
     assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
         "the stream's topic is not read in batch"
-    replayed = compile_query(query, image, table_state=False).batch
+    replayed = compile_query(query, image, stream_state=False).batch
     assert replayed is not None and any(step.topic == readings for step in replayed.steps)
     producer = producer_factory()
     for sensor, at in ((1, 1000), (1, 2000), (2, 5000)):
@@ -535,7 +536,7 @@ def test_left_join_without_grace_keeps_the_other_streams_times_in_its_checkpoint
             LEFT JOIN CLICKS C WITHIN 1 MINUTE ON V.ID = C.ID;""")
     query = image.queries[query_id(image, "VIEW_CLICKS")]
     plan = compile_query(query, image)
-    assert plan.table_state
+    assert plan.stream_state
     assert not any(not step.streaming and step.topic for step in plan.steps), \
         "no topic is read in batch"
     producer = producer_factory()
@@ -556,7 +557,7 @@ def test_left_join_without_grace_keeps_the_other_streams_times_in_its_checkpoint
 
 
 @pytest.mark.parametrize("as_uri", [False, True], ids=["directory", "hadoop-uri"])
-def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(
+def test_a_checkpoint_that_replayed_its_sources_keeps_that_plan(
         spark: Any, tmp_path: Path, as_uri: bool) -> None:
     root = checkpoint_root(tmp_path.as_uri() if as_uri else tmp_path, lambda: spark)
     assert isinstance(root, HadoopRoot) == as_uri and root.location.startswith("file:/")
@@ -569,6 +570,11 @@ def test_a_checkpoint_that_re_read_its_tables_keeps_that_plan(
     assert job.micro_batch_ends(root.query("old"), 0) == {"t": {"0": 5}}
     root.query("fresh").prepare(table_state=True)
     assert (tmp_path / "fresh" / TABLE_STATE_MARK).is_file()
+    assert not (tmp_path / "fresh" / STREAM_STATE_MARK).exists()
+    assert root.query("new").holds_stream_state() and not root.query("old").holds_stream_state()
+    root.query("old").prepare(table_state=False, stream_state=True)
+    assert (tmp_path / "old" / STREAM_STATE_MARK).is_file()
+    assert root.query("old").holds_stream_state()
     assert root.query_ids() == ["fresh", "old"]
     root.query("old").delete()
     assert root.query_ids() == ["fresh"] and not (tmp_path / "old").exists()

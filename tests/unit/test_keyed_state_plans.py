@@ -1,6 +1,7 @@
 """Which stateful queries keep their state as keyed state in the checkpoint, reading no topic
 in batch at any micro-batch, and which keyed operators hold it; the plan of a checkpoint from
-before that state (``table_state=False``) replays a topic instead."""
+before that state (``stream_state=False``, and ``table_state=False`` for tables) replays a topic
+instead."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def _plans(statement: str) -> tuple[QueryPlan, QueryPlan]:
     results, image = run_script(SOURCES + statement)
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     query = next(iter(image.queries.values()))
-    return compile_query(query, image), compile_query(query, image, table_state=False)
+    return compile_query(query, image), compile_query(query, image, table_state=False,
+                                                      stream_state=False)
 
 
 def _steps(plan: QueryPlan) -> list[Step]:
@@ -59,9 +61,28 @@ def _steps(plan: QueryPlan) -> list[Step]:
 def test_state_is_keyed_and_no_topic_is_read_in_batch(shape: str) -> None:
     statement, operators = SHAPES[shape]
     keyed, earlier = _plans(statement)
-    assert keyed.table_state
+    assert keyed.stream_state and keyed.table_state == (TableSideJoin in operators)
     assert {type(step.keyed) for step in _steps(keyed) if step.keyed is not None} == operators
     assert [step.view for step in _steps(keyed) if step.topic and not step.streaming] == []
-    assert not earlier.table_state
+    assert not earlier.table_state and not earlier.stream_state
     assert any(step.topic and not step.streaming for step in _steps(earlier)), \
         "a checkpoint from before keyed state keeps the plan that reads a topic in batch"
+
+
+def test_a_checkpoint_with_keyed_tables_only_keeps_replaying_its_streams() -> None:
+    """An outer join of streams without GRACE PERIOD and a table after it: a checkpoint that
+    started with its table as keyed state, before the unmatched records were, keeps the plan
+    that re-reads the other stream (Spark resumes a checkpoint only with the same operators)."""
+    results, image = run_script(SOURCES + (
+        "CREATE STREAM T AS SELECT S.USER_ID AS USER_ID, V, W, REGION FROM S LEFT JOIN R "
+        "WITHIN 1 MINUTE ON S.ID = R.ID JOIN U ON S.USER_ID = U.ID;"))
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    query = next(iter(image.queries.values()))
+    now = compile_query(query, image)
+    assert {type(step.keyed) for step in _steps(now) if step.keyed} == {
+        UnmatchedRecords, TableSideJoin}
+    assert now.table_state and now.stream_state
+    tables_only = compile_query(query, image, stream_state=False)
+    assert {type(step.keyed) for step in _steps(tables_only) if step.keyed} == {TableSideJoin}
+    assert tables_only.table_state and not tables_only.stream_state
+    assert any(step.topic and not step.streaming for step in _steps(tables_only))

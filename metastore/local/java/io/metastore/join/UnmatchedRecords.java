@@ -10,6 +10,7 @@ import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.ListState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -32,6 +33,11 @@ import org.apache.spark.sql.types.StructType;
  * then writes each outer record that no other record matches within
  * {@code [time - lookback, time]} (a record of the same time counting as earlier, since the
  * records do not say which came first). The output is those records' {@code __MS_ROW}.
+ *
+ * <p>A key's times are kept {@code retention} past the newest record of the key: later ones are
+ * dropped when the key comes again, and a key that does not come again is forgotten by an
+ * event-time timer, once the query's watermark (the streams' newest time less the join's
+ * grace) passes that point.
  */
 public final class UnmatchedRecords extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -77,7 +83,7 @@ public final class UnmatchedRecords extends StatefulProcessor<Row, Row, Row> {
         StructType keySchema = new StructType(new StructField[] {input.apply(key)});
         records.groupByKey(new KeyColumn(key), Encoders.row(keySchema))
                 .transformWithState(new UnmatchedRecords(input, output, lookback, retention),
-                                    TimeMode.None(), OutputMode.Append(), Encoders.row(output))
+                                    TimeMode.EventTime(), OutputMode.Append(), Encoders.row(output))
                 .createOrReplaceTempView(outputView);
     }
 
@@ -133,6 +139,9 @@ public final class UnmatchedRecords extends StatefulProcessor<Row, Row, Row> {
         if (!keyed) {
             return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
         }
+        if (newest != Long.MIN_VALUE) {
+            forgetAfter(newest + retention);
+        }
         long horizon = newest == Long.MIN_VALUE ? Long.MIN_VALUE : newest - retention;
         List<Long> kept = new ArrayList<>(known.size());
         for (long other : known) {
@@ -148,5 +157,33 @@ public final class UnmatchedRecords extends StatefulProcessor<Row, Row, Row> {
             }
         }
         return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
+    }
+
+    @Override
+    public scala.collection.Iterator<Row> handleExpiredTimer(Row key, TimerValues timerValues,
+                                                             ExpiredTimerInfo expiredTimerInfo) {
+        times.clear();
+        return scala.jdk.javaapi.CollectionConverters.asScala(new ArrayList<Row>().iterator());
+    }
+
+    /**
+     * One timer per key, at {@code at} or the later time a record of the key asked for before:
+     * the key's times are gone once the watermark passes it.
+     */
+    private void forgetAfter(long at) {
+        List<Long> registered = new ArrayList<>();
+        getHandle().listTimers().foreach(timer -> registered.add((Long) timer));
+        long latest = at;
+        for (long timer : registered) {
+            latest = Math.max(latest, timer);
+        }
+        for (long timer : registered) {
+            if (timer != latest) {
+                getHandle().deleteTimer(timer);
+            }
+        }
+        if (!registered.contains(latest)) {
+            getHandle().registerTimer(latest);
+        }
     }
 }

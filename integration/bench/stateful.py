@@ -1,0 +1,127 @@
+"""`stateful`: what a micro-batch of a stateful query costs as its stream grows, with the query's
+state as keyed state in its checkpoint against the plan that replays a topic in batch at every
+micro-batch (the plan a checkpoint from before keyed state keeps).
+
+Three queries, each compiled twice from one catalog (``compile_query(..., table_state=...)``)
+and run by :func:`metastore.queries.job.start` in one ``local[1]`` Spark session like a node's,
+over JSON records with KAFKA INT keys over 100 values, 100 ms apart in event time:
+
+- ``session``: ``COUNT(*)`` per key in ``WINDOW SESSION (5 SECONDS)`` (a key's records are 10 s
+  apart, so each is a session of its own);
+- ``final``: ``COUNT(*)`` per key in ``WINDOW TUMBLING (SIZE 10 SECONDS) ... EMIT FINAL``;
+- ``left_join``: ``LEFT JOIN`` of two such streams ``WITHIN 1 SECOND``, no GRACE PERIOD (one
+  right record for every other left record).
+
+The stream is fed in rounds of equal size; after each round the query runs what the topic
+holds (``availableNow``) on its checkpoint. A round's figure is the ``triggerExecution`` of its
+micro-batches, summed (the query's start is not in it). Printed per query and plan: the first
+and the last round's and the ratio of the two: a plan whose micro-batch reads only its new
+records stays near 1, one that replays the topic grows with it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from integration.bench.common import kafka
+from metastore.check import run_script
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
+
+KEYS = 100
+STEP_MS = 100
+QUERIES = {
+    "session": "CREATE TABLE OUT_{plan} WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, COUNT(*) AS N "
+               "FROM LEFT_S WINDOW SESSION (5 SECONDS) GROUP BY ID;",
+    "final": "CREATE TABLE OUT_{plan} WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, COUNT(*) AS N "
+             "FROM LEFT_S WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY ID EMIT FINAL;",
+    "left_join": "CREATE STREAM OUT_{plan} WITH (KAFKA_TOPIC='{sink}') AS SELECT L.ID AS ID, "
+                 "L.V AS V, R.V AS W FROM LEFT_S L LEFT JOIN RIGHT_S R WITHIN 1 SECOND "
+                 "ON L.ID = R.ID;",
+}
+
+
+def _produce(bootstrap: str, topics: tuple[str, str], first: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for index in range(first, first + count):
+        key = (index % KEYS).to_bytes(4, "big")
+        value = json.dumps({"V": index})
+        producer.produce(topics[0], key=key, value=value, timestamp=index * STEP_MS)
+        if index % 2 == 0:
+            producer.produce(topics[1], key=key, value=value, timestamp=index * STEP_MS + 50)
+        producer.poll(0)
+    assert producer.flush(60) == 0, "every record was acknowledged"
+
+
+def _round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str) -> float:
+    """One availableNow run on the checkpoint: its micro-batches' triggerExecution, seconds."""
+    from metastore.queries import job
+    from metastore.queries.checkpoints import LocalDir
+
+    streaming = job.start(spark, plan, LocalDir(checkpoint),
+                          {"kafka.bootstrap.servers": bootstrap}, available_now=True)
+    assert streaming.awaitTermination(600), "the run finished"
+    assert streaming.exception() is None, streaming.exception()
+    millis: int = sum(p["durationMs"].get("triggerExecution", 0)
+                      for p in streaming.recentProgress if p["numInputRows"] > 0)
+    return millis / 1000
+
+
+def measure(bootstrap: str, rounds: int, per_round: int) -> dict[str, Any]:
+    from metastore.queries.plan import compile_query
+    from metastore.spark.session import start_session
+
+    admin = Admin(KafkaSettings(bootstrap))
+    directory = tempfile.TemporaryDirectory(prefix="metastore-bench-stateful-")
+    root = Path(directory.name)
+    spark = start_session("local[1]", "bench-stateful", root / "spark")
+    results: dict[str, Any] = {}
+    try:
+        for name, statement in QUERIES.items():
+            stamp = f"{name}-{time.time_ns()}"
+            topics = (f"left-{stamp}", f"right-{stamp}")
+            sinks = {plan: f"out-{plan}-{stamp}" for plan in ("keyed", "replay")}
+            for topic in (*topics, *sinks.values()):
+                admin.create(topic, 1)
+            script = (
+                f"CREATE STREAM LEFT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topics[0]}', "
+                "VALUE_FORMAT='JSON');"
+                f"CREATE STREAM RIGHT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topics[1]}', "
+                "VALUE_FORMAT='JSON');"
+                + "".join(statement.format(plan=plan.upper(), sink=sink)
+                          for plan, sink in sinks.items()))
+            outcomes, image = run_script(script)
+            assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
+            plans = {}
+            for plan in sinks:
+                sink = image.source(f"OUT_{plan.upper()}")
+                assert sink is not None and sink.query_id is not None
+                plans[plan] = compile_query(image.queries[sink.query_id], image,
+                                            table_state=plan == "keyed")
+            seconds: dict[str, list[float]] = {plan: [] for plan in plans}
+            for number in range(rounds):
+                _produce(bootstrap, topics, number * per_round, per_round)
+                for plan, compiled in plans.items():
+                    seconds[plan].append(_round(spark, compiled, root / name / plan, bootstrap))
+            results[name] = {plan: {
+                "first_round_ms": round(values[0] * 1000), "last_round_ms": round(values[-1] * 1000),
+                "last_to_first": round(values[-1] / max(values[0], 1e-3), 2),
+                "samples_ms": [round(v * 1000) for v in values]} for plan, values in seconds.items()}
+            results[name]["records"] = rounds * per_round
+    finally:
+        spark.stop()
+        directory.cleanup()
+    return results
+
+
+def run(quick: bool) -> dict[str, Any]:
+    rounds, per_round = (4, 2_000) if quick else (8, 10_000)
+    with kafka() as bootstrap:
+        return {"rounds": rounds, "records_per_round": per_round,
+                **measure(bootstrap, rounds, per_round)}
