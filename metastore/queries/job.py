@@ -51,6 +51,12 @@ ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBSta
 """The state store ``transformWithState`` needs (a query's checkpoint keeps the one it started
 with)."""
 
+STREAM_STATE_BATCH_RECORDS = 100_000
+"""The most records a micro-batch of a query with stream state reads from each source: its
+processors keyed by source partition (stream time, EMIT FINAL's windows) hold a partition's
+records of the micro-batch in memory to take them in offset order, so a query catching up on a
+long backlog does it in micro-batches of this size."""
+
 Deliver = Callable[[list["Row"]], None]
 """Where a transient query's micro-batch rows go (called on Spark's streaming thread)."""
 
@@ -71,8 +77,10 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     test run wants); otherwise the query runs until stopped.
     """
     session = _session(spark)
-    _register(session, plan.steps, kafka_options,
-              reads={"startingOffsets": "earliest" if plan.earliest else "latest"})
+    reads = {"startingOffsets": "earliest" if plan.earliest else "latest"}
+    if plan.stream_state:
+        reads["maxOffsetsPerTrigger"] = str(STREAM_STATE_BATCH_RECORDS)
+    _register(session, plan.steps, kafka_options, reads=reads)
     checkpoint.prepare(plan.table_state, plan.stream_state)
     sink_options = {**kafka_options, "kafka.interceptor.classes": INTERCEPTOR_CLASS,
                     "topic": plan.topic}

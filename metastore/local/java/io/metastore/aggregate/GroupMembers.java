@@ -4,12 +4,12 @@ import java.util.ArrayList;
 import java.util.List;
 
 import io.metastore.state.KeyColumn;
+import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -96,11 +96,6 @@ public final class GroupMembers extends StatefulProcessor<Row, Row, Row> {
     }
 
     private Row marked(Row row, boolean sentinel) {
-        Object[] values = new Object[output.length()];
-        for (int i = 0; i < input.length(); i++) {
-            values[i] = row.get(i);
-        }
-        values[input.length()] = sentinel;
-        return new GenericRowWithSchema(values, output);
+        return Rows.appended(row, output, sentinel);
     }
 }

@@ -4,12 +4,12 @@ import java.util.ArrayList;
 import java.util.List;
 
 import io.metastore.state.KeyColumn;
+import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.ListState;
 import org.apache.spark.sql.streaming.OutputMode;
@@ -128,12 +128,7 @@ public final class UnmatchedRecords extends StatefulProcessor<Row, Row, Row> {
                 }
             }
             if (!matched && !record.isNullAt(row)) {
-                Row value = record.getStruct(row);
-                Object[] values = new Object[output.length()];
-                for (int i = 0; i < values.length; i++) {
-                    values[i] = value.get(i);
-                }
-                out.add(new GenericRowWithSchema(values, output));
+                out.add(Rows.appended(record.getStruct(row), output));
             }
         }
         if (!keyed) {

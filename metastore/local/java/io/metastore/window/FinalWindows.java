@@ -10,13 +10,13 @@ import java.util.Set;
 import java.util.TreeMap;
 
 import io.metastore.state.KeyColumn;
+import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -165,7 +165,7 @@ public final class FinalWindows extends StatefulProcessor<Row, Row, Row> {
                 if (closed.contains(windowStart)) {
                     forgotten.add(member._1());
                     if (written.contains(windowStart)) {
-                        out.add(marked(member._2(), false));
+                        out.add(Rows.appended(member._2(), output, false));
                     }
                 }
             }
@@ -176,7 +176,7 @@ public final class FinalWindows extends StatefulProcessor<Row, Row, Row> {
         for (Map.Entry<Row, Row> entry : added.entrySet()) {
             long windowStart = entry.getKey().getLong(1);
             if (written.contains(windowStart)) {
-                out.add(marked(entry.getValue(), true));
+                out.add(Rows.appended(entry.getValue(), output, true));
             } else if (!closed.contains(windowStart)) {
                 counted.updateValue(entry.getKey(), entry.getValue());
             }
@@ -200,12 +200,4 @@ public final class FinalWindows extends StatefulProcessor<Row, Row, Row> {
         return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
     }
 
-    private Row marked(Row row, boolean sentinel) {
-        Object[] values = new Object[output.length()];
-        for (int i = 0; i < input.length(); i++) {
-            values[i] = row.get(i);
-        }
-        values[input.length()] = sentinel;
-        return new GenericRowWithSchema(values, output);
-    }
 }

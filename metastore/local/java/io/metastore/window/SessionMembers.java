@@ -7,13 +7,13 @@ import java.util.List;
 import java.util.Map;
 
 import io.metastore.state.KeyColumn;
+import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 import org.apache.spark.sql.streaming.MapState;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
@@ -217,14 +217,6 @@ public final class SessionMembers extends StatefulProcessor<Row, Row, Row> {
     }
 
     private Row member(Row record, long[] session, boolean sentinel, boolean earlier) {
-        Object[] values = new Object[output.length()];
-        for (int i = 0; i < input.length(); i++) {
-            values[i] = record.get(i);
-        }
-        values[input.length()] = session[0];
-        values[input.length() + 1] = session[1];
-        values[input.length() + 2] = sentinel;
-        values[input.length() + 3] = earlier;
-        return new GenericRowWithSchema(values, output);
+        return Rows.appended(record, output, session[0], session[1], sentinel, earlier);
     }
 }

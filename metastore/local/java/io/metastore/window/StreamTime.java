@@ -5,12 +5,12 @@ import java.util.Comparator;
 import java.util.List;
 
 import io.metastore.state.KeyColumn;
+import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.expressions.GenericRowWithSchema;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.TTLConfig;
@@ -35,7 +35,6 @@ import org.apache.spark.sql.types.StructType;
 public final class StreamTime extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
 
-    private final StructType input;
     private final StructType output;
     private final int offset;
     private final int time;
@@ -43,7 +42,6 @@ public final class StreamTime extends StatefulProcessor<Row, Row, Row> {
     private transient ValueState<Long> newest;
 
     private StreamTime(StructType input, StructType output) {
-        this.input = input;
         this.output = output;
         this.offset = input.fieldIndex("ROWOFFSET");
         this.time = input.fieldIndex("__MS_T");
@@ -83,12 +81,7 @@ public final class StreamTime extends StatefulProcessor<Row, Row, Row> {
             }
             streamTime = Math.max(streamTime, record.getLong(time));
             known = true;
-            Object[] values = new Object[output.length()];
-            for (int i = 0; i < input.length(); i++) {
-                values[i] = record.get(i);
-            }
-            values[input.length()] = streamTime;
-            out.add(new GenericRowWithSchema(values, output));
+            out.add(Rows.appended(record, output, streamTime));
         }
         if (known) {
             newest.update(streamTime);
