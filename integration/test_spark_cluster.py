@@ -83,6 +83,19 @@ def tasks_by_worker(cluster: Cluster, state: SparkClusterState, nodes: set[str]
     return dict(per_worker)
 
 
+def wait_tasks_on_workers(cluster: Cluster, state: SparkClusterState, nodes: set[str],
+                          workers: set[str], timeout: float) -> dict[str, int]:
+    """``tasks_by_worker`` once each of ``workers`` counts a task, or at ``timeout``. A driver
+    counts a task when its listener bus delivers the task's end, after the task wrote its
+    output: the output alone does not say the count is there yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ran = tasks_by_worker(cluster, state, nodes)
+        if all(ran.get(worker, 0) > 0 for worker in workers) or time.monotonic() > deadline:
+            return ran
+        time.sleep(1)
+
+
 def wait_moved(cluster: Cluster, dead: set[str], query_id: str, timeout: float) -> str:
     """The node that runs ``query_id`` once it left the ``dead`` nodes."""
     alive = [f"node-{n}" for n in (1, 2, 3) if f"node-{n}" not in dead]
@@ -148,7 +161,7 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
     assert read_to_end(cluster.bootstrap, kept), "the CSAS writes on the cluster"
     assert latest_by_key(cluster.bootstrap, counts), "the windowed CTAS writes on the cluster"
     owners = {wait_owner(cluster, "node-1", query_id, 60) for query_id in query_ids}
-    ran = tasks_by_worker(cluster, state, owners)
+    ran = wait_tasks_on_workers(cluster, state, owners, {"worker-1", "worker-2"}, 60)
     assert set(ran) == {"worker-1", "worker-2"} and all(ran.values()), (
         f"the queries' tasks ran on both workers' executors: {ran}")
 
@@ -188,7 +201,7 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
     assert sorted(i for ids in by_source.values() for i in ids) == sorted(expected), (
         "deduplicated by source offset: every kept record exactly once, no gap")
     assert final == expected_counts, "each window count is exact after both failures"
-    ran_after = tasks_by_worker(cluster, state, new_owners)
+    ran_after = wait_tasks_on_workers(cluster, state, new_owners, {"worker-2"}, 60)
     assert ran_after.get("worker-2", 0) > 0, f"the queries run on the worker left: {ran_after}"
     on_worker_2 = {(e.get("appid"), str(e.get("id")))
                    for e in (worker_status(state.worker("worker-2")) or {}).get("executors", [])}
