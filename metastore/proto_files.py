@@ -13,6 +13,7 @@ imported type) is kept fully qualified. Text that is not a ``.proto`` file is a
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -43,11 +44,25 @@ class _Token:
     is_string: bool = False
 
 
-def parse(text: str, name: str = "schema.proto") -> pb.FileDescriptorProto:
+def parse(text: str, name: str = "schema.proto",
+          imported: Sequence[pb.FileDescriptorProto] = ()) -> pb.FileDescriptorProto:
+    """The file of ``text``; its type names resolved against its own types and those of the
+    ``imported`` files (parsed already)."""
     parser = _Parser(_tokens(text))
     file = parser.file(name)
-    _resolve(file)
+    _resolve(file, imported)
     return file
+
+
+def parse_with_imports(text: str, imports: Sequence[tuple[str, str]],
+                       name: str = "schema.proto") -> list[pb.FileDescriptorProto]:
+    """The files of a schema and of the schemas it imports (``imports``: name and text, each
+    after those it imports), dependencies first, the schema's own last."""
+    files: list[pb.FileDescriptorProto] = []
+    for import_name, import_text in imports:
+        files.append(parse(import_text, import_name, files))
+    files.append(parse(text, name, files))
+    return files
 
 
 FIELD_META = "confluent.field_meta"
@@ -291,10 +306,10 @@ def _typed(field: pb.FieldDescriptorProto, type_name: str) -> None:
         field.type_name = type_name  # resolved by _resolve
 
 
-def _resolve(file: pb.FileDescriptorProto) -> None:
+def _resolve(file: pb.FileDescriptorProto, imported: Sequence[pb.FileDescriptorProto]) -> None:
     """Each message or enum type name as the fully qualified name ``protoc`` would resolve it
-    to: searched from the field's scope outwards; an unknown name is taken as fully qualified
-    (an imported type)."""
+    to: searched from the field's scope outwards among the file's types and the ``imported``
+    files'; an unknown name is taken as fully qualified (an imported type)."""
     package = f".{file.package}" if file.package else ""
     kinds: dict[str, _Kind] = {}
 
@@ -307,6 +322,9 @@ def _resolve(file: pb.FileDescriptorProto) -> None:
             collect(f"{scope}.{message.name}", list(message.nested_type),
                     list(message.enum_type))
 
+    for other in imported:
+        collect(f".{other.package}" if other.package else "", list(other.message_type),
+                list(other.enum_type))
     collect(package, list(file.message_type), list(file.enum_type))
 
     def resolve(scope: str, messages: list[pb.DescriptorProto]) -> None:

@@ -10,16 +10,23 @@ follow Kafka's topic-name strategy: ``<topic>-key``, ``<topic>-value``.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Protocol
 
 from metastore.avro import schema as avro
-from metastore.catalog.inference import INFERRING_FORMATS, KEPT_SCHEMA_PROPERTIES, subject_of
+from metastore.catalog.inference import (
+    INFERRING_FORMATS,
+    KEPT_SCHEMA_PROPERTIES,
+    kept_references,
+    subject_of,
+)
 from metastore.catalog.model import DataSource
 from metastore.json_sr import schema as json_sr
 from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
+from metastore.schema_registry.client import SchemaReference
 
 log = logging.getLogger(__name__)
 SCHEMA_TYPES = INFERRING_FORMATS
@@ -28,9 +35,11 @@ REGISTRY_FORMATS = tuple(SCHEMA_TYPES)
 
 
 class SchemaIds(Protocol):
-    """A Schema Registry as a writer uses it: the id of a schema under a subject."""
+    """A Schema Registry as a writer uses it: the id of a schema (and the schemas it
+    references) under a subject."""
 
-    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int: ...
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO",
+                 references: tuple[SchemaReference, ...] = ()) -> int: ...
 
 
 class Subjects(SchemaIds, Protocol):
@@ -45,6 +54,12 @@ class WrittenSchema:
     text: str
     schema_type: str
     """The registry's name of the schema's type: AVRO, PROTOBUF or JSON."""
+    references: tuple[SchemaReference, ...] = ()
+    """The registered schemas it references (a kept schema's), by subject and version."""
+
+    def references_json(self) -> str:
+        """The references as the registry's JSON takes them (``[]`` for none)."""
+        return json.dumps([reference.as_json() for reference in self.references])
 
 
 def written_schema(source: DataSource, is_key: bool) -> WrittenSchema | None:
@@ -57,7 +72,8 @@ def written_schema(source: DataSource, is_key: bool) -> WrittenSchema | None:
     subject = subject_of(source.topic, is_key)
     kept = source.property(KEPT_SCHEMA_PROPERTIES[is_key])
     if kept is not None:
-        return WrittenSchema(subject, kept, SCHEMA_TYPES[fmt])
+        return WrittenSchema(subject, kept, SCHEMA_TYPES[fmt],
+                             kept_references(source.property, is_key))
     if fmt == avro.FORMAT:
         shape = avro.key_schema(source) if is_key else avro.value_schema(source)
         return WrittenSchema(subject, shape.text, "AVRO")
@@ -78,7 +94,8 @@ def register(source: DataSource, registry: Subjects, if_absent: bool) -> list[st
         try:
             schema = written_schema(source, is_key)
             if schema is not None and not (if_absent and registry.latest(schema.subject)):
-                registry.register(schema.subject, schema.text, schema.schema_type)
+                registry.register(schema.subject, schema.text, schema.schema_type,
+                                  schema.references)
                 done.append(schema.subject)
         except Exception as error:  # the statement is written; the writers register later
             log.warning("registering the %s schema of %s failed: %s",

@@ -14,8 +14,10 @@ holds other writers, and one that does not answer fails the request before anyth
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from metastore.catalog import (
     avro_columns,
@@ -29,7 +31,11 @@ from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.model import Column
 from metastore.catalog.overrides import ConfigOverrides
 from metastore.limits import MAX_TYPE_DEPTH
-from metastore.schema_registry.client import RegisteredSchema
+from metastore.schema_registry.client import (
+    ReferencedSchema,
+    RegisteredSchema,
+    SchemaReference,
+)
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 
@@ -123,6 +129,47 @@ class Inferred:
 
 
 KEPT_SCHEMA_PROPERTIES = {True: "registry.keySchema", False: "registry.valueSchema"}
+KEPT_REFERENCES_PROPERTIES = {True: "registry.keySchemaReferences",
+                              False: "registry.valueSchemaReferences"}
+"""The schemas a kept schema references, as JSON: a list of ``name``, ``subject``, ``version``,
+``schema`` (the text) and ``direct`` (whether the kept schema names it, not only one of the
+schemas it references), each after those it references."""
+
+
+def kept_properties(is_key: bool, found: RegisteredSchema) -> list[tuple[str, str]]:
+    """The properties that keep a side's registered schema, and its references if it has any."""
+    kept = [(KEPT_SCHEMA_PROPERTIES[is_key], found.schema)]
+    if found.dependencies:
+        kept.append((KEPT_REFERENCES_PROPERTIES[is_key], json.dumps(
+            [{**d.reference.as_json(), "schema": d.schema,
+              "direct": d.reference in found.references} for d in found.dependencies],
+            separators=(",", ":"))))
+    return kept
+
+
+def kept_dependencies(properties: Callable[[str], str | None], is_key: bool
+                      ) -> tuple[ReferencedSchema, ...]:
+    """The referenced schemas a source keeps for a side (``properties``: its property of a
+    name), dependencies first."""
+    return tuple(ReferencedSchema(_reference(entry), entry["schema"])
+                 for entry in _kept_references(properties, is_key))
+
+
+def kept_references(properties: Callable[[str], str | None], is_key: bool
+                    ) -> tuple[SchemaReference, ...]:
+    """The references of the schema a source keeps for a side: what its registration names."""
+    return tuple(_reference(entry) for entry in _kept_references(properties, is_key)
+                 if entry.get("direct", True))
+
+
+def _kept_references(properties: Callable[[str], str | None], is_key: bool
+                     ) -> list[dict[str, Any]]:
+    text = properties(KEPT_REFERENCES_PROPERTIES[is_key])
+    return list(json.loads(text)) if text else []
+
+
+def _reference(entry: Mapping[str, Any]) -> SchemaReference:
+    return SchemaReference(str(entry["name"]), str(entry["subject"]), int(entry["version"]))
 
 
 def infer_columns(statement: st.CreateSource, columns: list[Column], key_format: str,
@@ -135,17 +182,17 @@ def infer_columns(statement: st.CreateSource, columns: list[Column], key_format:
     kept_schemas: list[tuple[str, str]] = []
     inferred: list[Column] = []
     if key_format in INFERRING_FORMATS and not any(c.is_key for c in columns):
-        key_columns, schema = _side(statement, topic, key_format, True, registry)
+        key_columns, found = _side(statement, topic, key_format, True, registry)
         inferred += [Column(name, sql_type, key_role) for name, sql_type in key_columns]
-        kept_schemas.append((KEPT_SCHEMA_PROPERTIES[True], schema))
+        kept_schemas += kept_properties(True, found)
     kept = [c for c in columns if c.is_key]
     inferred_values: list[Column] = []
     if value_format in INFERRING_FORMATS and not any(
             c.role is st.ColumnRole.VALUE for c in columns):
-        value_columns, schema = _side(statement, topic, value_format, False, registry)
+        value_columns, found = _side(statement, topic, value_format, False, registry)
         inferred_values = [Column(name, sql_type, st.ColumnRole.VALUE)
                            for name, sql_type in value_columns]
-        kept_schemas.append((KEPT_SCHEMA_PROPERTIES[False], schema))
+        kept_schemas += kept_properties(False, found)
     others = [c for c in columns if not c.is_key]
     return Inferred([*inferred, *kept, *inferred_values, *others], tuple(kept_schemas))
 
@@ -161,7 +208,7 @@ def registered_sink_schemas(statement: st.CreateAsSelect, topic: str, columns: l
     for is_key, fmt in ((True, key_format), (False, value_format)):
         if _schema_id(statement, is_key) is None or fmt not in INFERRING_FORMATS:
             continue  # a format without inference was refused with the WITH clause
-        found, schema = _side(statement, topic, fmt, is_key, registry)
+        found, registered_schema = _side(statement, topic, fmt, is_key, registry)
         mine = [c for c in columns if (c.is_key if is_key else c.role is st.ColumnRole.VALUE)]
         role = st.ColumnRole.KEY if is_key else st.ColumnRole.VALUE
         registered = [Column(name, sql_type, role) for name, sql_type in found]
@@ -175,12 +222,12 @@ def registered_sink_schemas(statement: st.CreateAsSelect, topic: str, columns: l
                 f"[{upgrades.schema_text(shown)}]. Schema from schema registry is "
                 f"[{upgrades.schema_text(registered)}]",
                 statement.name)
-        kept.append((KEPT_SCHEMA_PROPERTIES[is_key], schema))
+        kept += kept_properties(is_key, registered_schema)
     return tuple(kept)
 
 
 def _side(statement: st.CreateSource | st.CreateAsSelect, topic: str, fmt: str, is_key: bool,
-          registry: SchemaFacts) -> tuple[list[tuple[str, ty.SqlType]], str]:
+          registry: SchemaFacts) -> tuple[list[tuple[str, ty.SqlType]], RegisteredSchema]:
     """The columns of one side and the registered schema they are read from."""
     schema_id = _schema_id(statement, is_key)
     if schema_id is not None:
@@ -204,7 +251,11 @@ def _side(statement: st.CreateSource | st.CreateAsSelect, topic: str, fmt: str, 
     try:
         if fmt == "PROTOBUF":
             found_columns = protobuf_columns.columns_of(
-                found.schema, None if full_name is None else str(full_name), original)
+                found.schema, None if full_name is None else str(full_name), original,
+                tuple((d.reference.name, d.schema) for d in found.dependencies))
+        elif found.references:
+            raise ValueError(f"schema references are read in PROTOBUF schemas only: this "
+                             f"{fmt} schema references {found.references[0].name}")
         else:
             translate = avro_columns.columns_of if fmt == "AVRO" else json_schema_columns.columns_of
             found_columns = translate(
@@ -228,7 +279,7 @@ def _side(statement: st.CreateSource | st.CreateAsSelect, topic: str, fmt: str, 
         raise SchemaError(
             f"The key schema for {_source(topic, schema_id)} contains multiple columns, which "
             f"is not supported by ksqlDB at this time.\nSchema:{found.schema}", statement.name)
-    return list(found_columns), found.schema
+    return list(found_columns), found
 
 
 def _columns_problem(columns: list[tuple[str, ty.SqlType]]) -> str | None:

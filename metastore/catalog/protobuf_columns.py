@@ -20,6 +20,8 @@ The rules of Confluent's ProtobufData (Protobuf to Connect) under ksqlDB's trans
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from google.protobuf import descriptor_pb2 as pb
 
 from metastore import proto_files
@@ -66,15 +68,17 @@ def root_message(file: pb.FileDescriptorProto, full_name: str | None) -> str:
     return f"{package}.{file.message_type[0].name}"
 
 
-def columns_of(schema_text: str, full_name: str | None, original_names: bool
-               ) -> list[tuple[str, ty.SqlType]]:
-    """The (name, type) columns of the root message of the ``.proto`` text."""
+def columns_of(schema_text: str, full_name: str | None, original_names: bool,
+               imports: Sequence[tuple[str, str]] = ()) -> list[tuple[str, ty.SqlType]]:
+    """The (name, type) columns of the root message of the ``.proto`` text, whose messages may
+    be those of the files it ``imports`` (name and text, as its references give them)."""
     try:
-        file = proto_files.parse(schema_text)
+        files = proto_files.parse_with_imports(schema_text, imports)
     except proto_files.ProtoFileError as error:
         raise ProtobufColumnsError(f"not a Protobuf schema: {error}") from error
-    messages = {f"{scope}.{message.name}": message for scope, message in _messages(file)}
-    root = root_message(file, full_name)
+    messages = {f"{scope}.{message.name}": message
+                for file in files for scope, message in _messages(file)}
+    root = root_message(files[-1], full_name)
     columns = _fields(messages[root], messages, original_names, (root,), Budget())
     if not columns:
         raise ProtobufColumnsError("Schema does not include any columns with types that ksqlDB "

@@ -103,7 +103,8 @@ def _registry_bytes(source: DataSource, is_key: bool, row: Mapping[str, Any],
         shape = protobuf.key_schema(source) if is_key else protobuf.value_schema(source)
         message = protobuf_bytes(shape, fields)
         return None if message is None else protobuf_values.framed(
-            registry.register(schema.subject, schema.text, schema.schema_type), message,
+            registry.register(schema.subject, schema.text, schema.schema_type,
+                              schema.references), message,
             shape.indexes)
     unwrapped = len(columns) == 1 and (is_key or source.property("WRAP_SINGLE_VALUE") == "false")
     value: Any = fields[columns[0].name] if unwrapped else fields
@@ -116,7 +117,8 @@ def _registry_bytes(source: DataSource, is_key: bool, row: Mapping[str, Any],
             raise RowEncodingError(f"{value!r} cannot be written as AVRO: {error}") from error
     else:
         body = _json_dumps(value)
-    schema_id = registry.register(schema.subject, schema.text, schema.schema_type)
+    schema_id = registry.register(schema.subject, schema.text, schema.schema_type,
+                                  schema.references)
     return b"\0" + struct.pack(">i", schema_id) + body
 
 

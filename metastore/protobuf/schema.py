@@ -36,7 +36,7 @@ from typing import TypeAlias
 from google.protobuf import descriptor_pb2 as pb
 
 from metastore import proto_files
-from metastore.catalog.inference import KEPT_SCHEMA_PROPERTIES
+from metastore.catalog.inference import KEPT_SCHEMA_PROPERTIES, kept_dependencies
 from metastore.catalog.model import DataSource
 from metastore.catalog.protobuf_columns import ProtobufColumnsError, root_message
 from metastore.sql import types as ty
@@ -147,7 +147,7 @@ def key_schema(source: DataSource) -> ProtobufSchema:
     inferred from."""
     kept = source.property(KEPT_SCHEMA_PROPERTIES[True])
     if kept is not None and source.key_format == SR_FORMAT:
-        return registered(kept, source.property("KEY_SCHEMA_FULL_NAME"))
+        return registered(kept, source.property("KEY_SCHEMA_FULL_NAME"), _imports(source, True))
     columns = key_columns(source)
     return derive(columns, unwrapped=_unwrapped_key(source, columns),
                   nullable=nullable(source, "key"))
@@ -162,10 +162,17 @@ def value_schema(source: DataSource) -> ProtobufSchema:
     PROTOBUF value inferred from the registry is read with the schema it was inferred from."""
     kept = source.property(KEPT_SCHEMA_PROPERTIES[False])
     if kept is not None and source.value_format == SR_FORMAT:
-        return registered(kept, source.property("VALUE_SCHEMA_FULL_NAME"))
+        return registered(kept, source.property("VALUE_SCHEMA_FULL_NAME"),
+                          _imports(source, False))
     columns = value_columns(source)
     return derive(columns, unwrapped=_unwrapped_value(source, columns),
                   nullable=nullable(source, "value"))
+
+
+def _imports(source: DataSource, is_key: bool) -> tuple[tuple[str, str], ...]:
+    """The names and texts of the schemas the side's kept schema references."""
+    return tuple((d.reference.name, d.schema)
+                 for d in kept_dependencies(source.property, is_key))
 
 
 def _unwrapped_value(source: DataSource, columns: Columns) -> bool:
@@ -189,23 +196,31 @@ def source_problem(source: DataSource) -> str | None:
 
 
 @lru_cache(maxsize=256)
-def registered(proto_text: str, full_name: str | None) -> ProtobufSchema:
+def registered(proto_text: str, full_name: str | None,
+               imports: tuple[tuple[str, str], ...] = ()) -> ProtobufSchema:
     """The schema of a registered ``.proto`` text: its root message (``full_name``, else the
-    first), the well-known files it imports first. Raises ValueError for text that is not a
-    schema this reader understands."""
+    first), after the well-known files and the referenced ones (``imports``: name and text,
+    dependencies first) it imports. Raises ValueError for text that is not a schema this reader
+    understands."""
     try:
-        main = proto_files.parse(proto_text, "registered.proto")
+        *imported, main = proto_files.parse_with_imports(proto_text, imports, "registered.proto")
         root = root_message(main, full_name).lstrip(".")
     except (proto_files.ProtoFileError, ProtobufColumnsError) as error:
         raise ValueError(str(error)) from error
     indexes = _indexes(main, root)
     files = pb.FileDescriptorSet()
-    known = [name for name in main.dependency if name in _FILES]
-    for dependency in known:
+    well_known = [name for name in dict.fromkeys(
+        dependency for file in (*imported, main) for dependency in file.dependency)
+        if name in _FILES]
+    for dependency in well_known:
         files.file.append(_well_known_file(dependency))
-    del main.dependency[:]
-    main.dependency.extend(known)
-    files.file.append(main)
+    present = {*well_known}
+    for file in (*imported, main):
+        kept = [name for name in file.dependency if name in present]
+        del file.dependency[:]
+        file.dependency.extend(kept)
+        files.file.append(file)
+        present.add(file.name)
     return ProtobufSchema(root, files.SerializeToString(deterministic=True), False, indexes)
 
 

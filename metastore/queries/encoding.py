@@ -118,7 +118,8 @@ def _protobuf(schema: protobuf.ProtobufSchema, columns: tuple[Column, ...],
     NULLs an empty message. With a ``subject``, a PROTOBUF record, its schema registered."""
     json_text = _bare_json(columns[0]) if schema.unwrapped else _json_object(columns)
     if written is not None:
-        return encode_framed(schema, written.subject, written.text, json_text)
+        return encode_framed(schema, written.subject, written.text, json_text,
+                             written.references_json())
     return encode_binary(schema, json_text)
 
 

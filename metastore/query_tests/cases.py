@@ -55,6 +55,19 @@ class DeclaredTopic:
     key_schema_id: int | None = None
     value_schema_id: int | None = None
     """The ids the test's statements know its schemas by (its registry's, which starts empty)."""
+    key_schema_references: tuple[SchemaImport, ...] = ()
+    value_schema_references: tuple[SchemaImport, ...] = ()
+    """The schemas the declared schemas import, registered under their names first."""
+
+
+@dataclass(frozen=True)
+class SchemaImport:
+    """A schema a test's declared schema references (``valueSchemaReferences``): the name it
+    imports it by, its format and its text (an Avro or JSON schema as JSON)."""
+
+    name: str
+    format: str
+    schema: Any
 
 
 @dataclass(frozen=True)
@@ -234,6 +247,16 @@ def _topic(raw: Any, where: str) -> DeclaredTopic:
         value = raw.get(name)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
+    def imports(name: str) -> tuple[SchemaImport, ...]:
+        entries = raw.get(name) or []
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("name"), str) and "schema" in e
+                for e in entries):
+            raise CaseFileError(f"{where}: {name} is a list of {{name, format, schema}}")
+        return tuple(SchemaImport(e["name"], str(e.get("format") or "AVRO").upper(),
+                                  e["schema"]) for e in entries)
+
     return DeclaredTopic(raw["name"], number("partitions"), raw.get("keySchema"),
                          raw.get("valueSchema"), text("keyFormat"), text("valueFormat"),
-                         number("keySchemaId"), number("valueSchemaId"))
+                         number("keySchemaId"), number("valueSchemaId"),
+                         imports("keySchemaReferences"), imports("valueSchemaReferences"))

@@ -23,9 +23,14 @@ from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
 from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
 from metastore.protobuf import values as protobuf_values
-from metastore.query_tests.cases import DeclaredTopic
+from metastore.query_tests.cases import DeclaredTopic, SchemaImport
 from metastore.query_tests.schema_numbering import SchemaSide, registration_order
-from metastore.schema_registry.client import RegisteredSchema, SchemaRegistryClient
+from metastore.schema_registry.client import (
+    RegisteredSchema,
+    SchemaReference,
+    SchemaRegistryClient,
+)
+from metastore.written_schemas import written_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,7 +82,9 @@ class TestRegistry:
                 schema = json_sr.with_draft(schema)
             text = schema if isinstance(schema, str) and schema_type == "PROTOBUF" else (
                 json.dumps(schema))
-            got = client.register(subject, text, schema_type)
+            imports = (topic.key_schema_references if side.is_key
+                       else topic.value_schema_references)
+            got = client.register(subject, text, schema_type, self._imported(imports))
             if got not in seen:
                 seen.add(got)
                 number += 1
@@ -86,9 +93,28 @@ class TestRegistry:
             if declared_id is not None:
                 self._ids[declared_id] = got
 
-    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+    def _imported(self, imports: Sequence[SchemaImport]) -> tuple[SchemaReference, ...]:
+        """Register the schemas a declared schema imports, each under a subject of its name
+        (in the test's namespace), as ksqlDB's test driver does; their references."""
+        references = []
+        for imported in imports:
+            subject = self._physical(imported.name)
+            schema_type = SCHEMA_TYPES.get(imported.format, "AVRO")
+            text = imported.schema if isinstance(imported.schema, str) else json.dumps(
+                imported.schema)
+            schema_id = self._client.register(subject, text, schema_type)
+            version = next((v for s, v in self._client.versions_of(schema_id) if s == subject),
+                           None)
+            if version is None:
+                raise RegistryRecordError(f"the registry does not list schema {schema_id} under "
+                                          f"{subject}, just registered there")
+            references.append(SchemaReference(imported.name, subject, version))
+        return tuple(references)
+
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO",
+                 references: tuple[SchemaReference, ...] = ()) -> int:
         """Register a schema a statement derives, under the namespaced topic's subject."""
-        return self._client.register(self._subject(subject), schema, schema_type)
+        return self._client.register(self._subject(subject), schema, schema_type, references)
 
     def _subject(self, subject: str) -> str:
         for suffix in ("-key", "-value"):
@@ -163,9 +189,11 @@ class RegistryCodec:
         it declares one, numbers its fields alike), registered as the test declares it."""
         schema = protobuf.key_schema(source) if is_key else protobuf.value_schema(source)
         text = given if isinstance(given, str) else proto_text.render(schema)
+        written = written_schema(source, is_key)
+        references = written.references_json() if written and written.text == text else "[]"
         try:
             message = protobuf_values.encode(schema, value)
-            header = self._calls.headerWith(self._url, "PROTOBUF", subject, text)
+            header = self._calls.headerWith(self._url, "PROTOBUF", subject, text, references)
         except protobuf_values.ProtobufValueError as error:
             raise RegistryRecordError(str(error)) from error
         except Exception as error:  # the registry's refusal, as the record's error

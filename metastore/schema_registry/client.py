@@ -13,7 +13,7 @@ answer, or answers 5xx, is :class:`SchemaRegistryUnavailableError`; another refu
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -29,6 +29,10 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 """An answer larger than this is refused: a schema is text a statement carries."""
 NOT_FOUND_CODES = frozenset({40401, 40402, 40403})
 """Confluent's codes of a 404 for an unknown subject, version or schema."""
+
+MAX_REFERENCED_SCHEMAS = 64
+"""How many schemas one schema may reference, directly and through its references: more is
+refused, so a registry's answers cannot make a statement read without end."""
 
 MAX_KNOWN_REGISTRATIONS = 10_000
 """How many registrations a client remembers (then it forgets them all and asks again)."""
@@ -47,15 +51,40 @@ def redacted(url: str) -> str:
 
 
 @dataclass(frozen=True)
+class SchemaReference:
+    """A schema's reference to another: the name it imports it by (a Protobuf ``import``), and
+    the subject and version that hold it."""
+
+    name: str
+    subject: str
+    version: int
+
+    def as_json(self) -> dict[str, object]:
+        return {"name": self.name, "subject": self.subject, "version": self.version}
+
+
+@dataclass(frozen=True)
+class ReferencedSchema:
+    """The text of a schema another references, and how it is referenced."""
+
+    reference: SchemaReference
+    schema: str
+
+
+@dataclass(frozen=True)
 class RegisteredSchema:
     """A schema as the registry holds it: its id, the schema text and its type (AVRO, PROTOBUF
-    or JSON); ``subject`` and ``version`` when it was asked for by subject."""
+    or JSON); ``subject`` and ``version`` when it was asked for by subject; the schemas it
+    references, directly (``references``) and each schema they reference in turn, dependencies
+    first (``dependencies``, one per name)."""
 
     schema_id: int
     schema: str
     schema_type: str = "AVRO"
     subject: str | None = None
     version: int | None = None
+    references: tuple[SchemaReference, ...] = ()
+    dependencies: tuple[ReferencedSchema, ...] = ()
 
 
 class SchemaRegistryClient:
@@ -82,14 +111,50 @@ class SchemaRegistryClient:
     def latest(self, subject: str) -> RegisteredSchema | None:
         """The subject's latest version, or None when the subject is unknown."""
         answer = self._get(f"/subjects/{quote(subject, safe='')}/versions/latest")
+        return None if answer is None else self._resolved(_registered(answer, subject))
+
+    def version(self, subject: str, version: int) -> RegisteredSchema | None:
+        """A version of a subject, or None when the registry does not hold it."""
+        answer = self._get(f"/subjects/{quote(subject, safe='')}/versions/{int(version)}")
         return None if answer is None else _registered(answer, subject)
 
     def by_id(self, schema_id: int) -> RegisteredSchema | None:
         answer = self._get(f"/schemas/ids/{schema_id}")
         if answer is None:
             return None
-        return _registered({**answer, "id": schema_id} if isinstance(answer, dict) else answer,
-                           None)
+        return self._resolved(_registered(
+            {**answer, "id": schema_id} if isinstance(answer, dict) else answer, None))
+
+    def _resolved(self, schema: RegisteredSchema) -> RegisteredSchema:
+        """``schema`` with the texts of the schemas it references, through their references,
+        each after those it references (Confluent's resolution: a name is read once)."""
+        if not schema.references:
+            return schema
+        done: dict[str, ReferencedSchema] = {}
+        visiting: set[str] = set()
+
+        def visit(reference: SchemaReference) -> None:
+            if reference.name in done or reference.name in visiting:
+                return
+            if len(done) + len(visiting) >= MAX_REFERENCED_SCHEMAS:
+                raise SchemaRegistryError(
+                    f"Schema {schema.schema_id} references more than {MAX_REFERENCED_SCHEMAS} "
+                    "schemas", 42201)
+            found = self.version(reference.subject, reference.version)
+            if found is None:
+                raise SchemaRegistryError(
+                    f"Schema {schema.schema_id} references {reference.name!r}, which the "
+                    f"registry does not hold (subject {reference.subject!r}, version "
+                    f"{reference.version})", 40402)
+            visiting.add(reference.name)
+            for nested in found.references:  # at most MAX_REFERENCED_SCHEMAS deep
+                visit(nested)
+            visiting.discard(reference.name)
+            done[reference.name] = ReferencedSchema(reference, found.schema)
+
+        for reference in schema.references:
+            visit(reference)
+        return replace(schema, dependencies=tuple(done.values()))
 
     def versions_of(self, schema_id: int) -> list[tuple[str, int]]:
         """The (subject, version) pairs registered with the schema of ``schema_id``."""
@@ -100,22 +165,27 @@ class SchemaRegistryClient:
                 if isinstance(entry, dict) and isinstance(entry.get("subject"), str)
                 and isinstance(entry.get("version"), int)]
 
-    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
-        """Register ``schema`` under ``subject`` (or find it there); its id, asked once per
-        client."""
-        known = self._ids.get((subject, schema_type, schema))
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO",
+                 references: tuple[SchemaReference, ...] = ()) -> int:
+        """Register ``schema`` (with the schemas it ``references``, registered already) under
+        ``subject``, or find it there; its id, asked once per client."""
+        key = (subject, schema_type, schema + "".join(
+            f"\n{r.name}\n{r.subject}\n{r.version}" for r in references))
+        known = self._ids.get(key)
         if known is not None:
             return known
         body: dict[str, Any] = {"schema": schema}
         if schema_type != "AVRO":
             body["schemaType"] = schema_type
+        if references:
+            body["references"] = [reference.as_json() for reference in references]
         answer = self._call("POST", f"/subjects/{quote(subject, safe='')}/versions", body)
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), int):
             raise SchemaRegistryError(f"The Schema Registry at {self.url} answered a "
                                       f"registration without an id: {answer!r}", 50002)
         if len(self._ids) >= MAX_KNOWN_REGISTRATIONS:
             self._ids.clear()
-        self._ids[(subject, schema_type, schema)] = int(answer["id"])
+        self._ids[key] = int(answer["id"])
         return int(answer["id"])
 
     # -- transport -----------------------------------------------------------------------------
@@ -169,7 +239,21 @@ def _registered(answer: Any, subject: str | None) -> RegisteredSchema:
         schema_id=schema_id, schema=answer["schema"],
         schema_type=str(answer.get("schemaType") or "AVRO"),
         subject=answer.get("subject") if isinstance(answer.get("subject"), str) else subject,
-        version=version if isinstance(version, int) else None)
+        version=version if isinstance(version, int) else None,
+        references=_references(answer.get("references")))
+
+
+def _references(answer: Any) -> tuple[SchemaReference, ...]:
+    if answer is None:
+        return ()
+    if not isinstance(answer, list) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("name"), str)
+            and isinstance(entry.get("subject"), str) and isinstance(entry.get("version"), int)
+            for entry in answer):
+        raise SchemaRegistryError(f"The Schema Registry answered references that are not "
+                                  f"name, subject and version: {str(answer)[:200]}", 50002)
+    return tuple(SchemaReference(entry["name"], entry["subject"], entry["version"])
+                 for entry in answer)
 
 
 def _message(answer: Any, content: bytes) -> str:

@@ -39,9 +39,11 @@ def encode_binary(schema: ProtobufSchema, json_text: str) -> str:
     return f"unbase64({_call('encode', schema, json_text)})"
 
 
-def encode_framed(schema: ProtobufSchema, subject: str, proto_text: str, json_text: str) -> str:
+def encode_framed(schema: ProtobufSchema, subject: str, proto_text: str, json_text: str,
+                  references_json: str = "[]") -> str:
     """The JSON text as a PROTOBUF record of ``schema``, whose ``proto_text`` is registered
-    under ``subject``; NULL for NULL."""
-    call = _call("encode", schema, string_literal(subject), string_literal(proto_text), json_text,
-                 codec=PROTOBUF_SR_CODEC_CLASS)
+    under ``subject`` (with the registered schemas it imports: ``references_json``, the
+    registry's JSON of their references); NULL for NULL."""
+    call = _call("encode", schema, string_literal(subject), string_literal(proto_text),
+                 string_literal(references_json), json_text, codec=PROTOBUF_SR_CODEC_CLASS)
     return f"unbase64({call})"

@@ -1,6 +1,6 @@
 """`metastore test` over a slice of ksqlDB's own query tests in the Schema Registry formats (one
 case per family: each format's inference of key and value columns, schema ids, schema names,
-decimals, times, a join), on the real registry, broker and Spark."""
+decimals, times, a join, schema references), on the real registry, broker and Spark."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ REGISTRY_SLICE = (
     "qtt/protobuf.json::specify a protobuf schema from multiple protobuf schema definitions",
     "qtt/elements.json::validate schema id without elements OK - PROTOBUF",
     "qtt/multi-joins.json::table-table-table - SR-enabled key format",
+    # a Protobuf schema that imports a registered one, read, written under a schema id, inserted
+    "qtt/protobuf.json::deserialize and serialize schema using internal references using schema id",
+    "qtt/insert-into.json::PROTOBUF insert query with schema references",
 )
 
 

@@ -1,7 +1,8 @@
 """A node process with Spark and a Schema Registry, end to end: a stream inferred from the
 registry, its AVRO records (written by a Confluent-framed producer) answered by a pull query,
 a CTAS that aggregates them into an AVRO table, which registers its schema under its topic's
-subject and answers pull queries too, and INSERT VALUES in each registry format read back."""
+subject and answers pull queries too, INSERT VALUES in each registry format read back, and a
+Protobuf schema that imports another registered schema."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import struct
 from collections.abc import Callable
 
 import httpx
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from metastore.local.schema_registry import SchemaRegistryState
-from metastore.schema_registry.client import SchemaRegistryClient
+from metastore.schema_registry.client import SchemaReference, SchemaRegistryClient
 from tests.conftest import unique
 from tests.queries.test_query_nodes import ksql, wait_for
 from tests.servers import ServerProcess
@@ -94,3 +95,35 @@ def test_insert_values_in_each_registry_format_reads_back(
         for side in ("key", "value"):
             registered = client.latest(f"{topic}-{side}")
             assert registered is not None and registered.schema_type == formats[fmt], (fmt, side)
+
+
+SHIPMENT = ('syntax = "proto3";\npackage shop;\nimport "shop/event.proto";\n'
+            'message Shipment {\n  Event event = 1;\n  int64 weight = 2;\n}\n')
+EVENT = ('syntax = "proto3";\npackage shop;\n'
+         'message Event {\n  string name = 1;\n  Kind kind = 2;\n}\n'
+         'enum Kind {\n  NEW = 0;\n  OLD = 1;\n}\n')
+
+
+def test_a_protobuf_schema_that_imports_another_is_read_and_written(
+        server_factory: ServerFactory, registry: SchemaRegistryState,
+        client: SchemaRegistryClient, consumer_factory: Callable[..., Consumer]) -> None:
+    topic, event_subject = unique("shipments"), unique("event")
+    client.register(event_subject, EVENT, "PROTOBUF")
+    reference = SchemaReference("shop/event.proto", event_subject, 1)
+    schema_id = client.register(f"{topic}-value", SHIPMENT, "PROTOBUF", (reference,))
+    node = server_factory("--schema-registry-url", registry.url, spark=True)
+    ksql(node, f"CREATE STREAM SHIPMENTS (ID INT KEY) WITH (KAFKA_TOPIC='{topic}', "
+               "KEY_FORMAT='KAFKA', VALUE_FORMAT='PROTOBUF', PARTITIONS=1);")
+    [described] = ksql(node, "DESCRIBE SHIPMENTS;")
+    assert [(f["name"], f["schema"]["type"]) for f in described["sourceDescription"]["fields"]] \
+        == [("ID", "INTEGER"), ("EVENT", "STRUCT"), ("WEIGHT", "BIGINT")]
+    ksql(node, "INSERT INTO SHIPMENTS (ID, EVENT, WEIGHT) VALUES "
+               "(1, STRUCT(NAME := 'crate', KIND := 'OLD'), 40);")
+    wait_in_sync(node)
+    _, rows = query(node, "SELECT ID, EVENT->NAME, EVENT->KIND, WEIGHT FROM SHIPMENTS;")
+    assert rows == [[1, "crate", "OLD", 40]]
+    record = consumer_factory(topic).poll(30)
+    assert record is not None and record.error() is None
+    value = record.value() or b""
+    assert value[0] == 0 and struct.unpack(">i", value[1:5])[0] == schema_id, (
+        "written with the registered schema, registered again with its reference")

@@ -94,12 +94,30 @@ public final class RegistryCalls {
     /** The id of {@code schema} (of {@code schemaType}: AVRO, PROTOBUF or JSON) under
      * {@code subject}, registered there if it is not yet. */
     public static int register(String url, String subject, String schemaType, String schema) {
-        return IDS.computeIfAbsent(url + "\n" + subject + "\n" + schemaType + "\n" + schema,
+        return register(url, subject, schemaType, schema, null);
+    }
+
+    /** {@link #register} of a schema that references others: {@code referencesJson} is the
+     * registry's JSON list of their {@code name}, {@code subject} and {@code version} (null or
+     * {@code []} for none), each registered already. */
+    public static int register(String url, String subject, String schemaType, String schema,
+                               String referencesJson) {
+        String references = referencesJson == null || referencesJson.isBlank()
+                ? "[]" : referencesJson;
+        return IDS.computeIfAbsent(url + "\n" + subject + "\n" + schemaType + "\n" + schema
+                        + "\n" + references,
                 ignored -> {
                     ObjectNode body = MAPPER.createObjectNode();
                     body.put("schema", schema);
                     if (!"AVRO".equals(schemaType)) {
                         body.put("schemaType", schemaType);
+                    }
+                    if (!"[]".equals(references)) {
+                        try {
+                            body.set("references", MAPPER.readTree(references));
+                        } catch (IOException e) {
+                            throw new IllegalArgumentException("not a JSON list of references", e);
+                        }
                     }
                     String path = "/subjects/" + URLEncoder.encode(subject, StandardCharsets.UTF_8)
                             .replace("+", "%20") + "/versions";
@@ -122,7 +140,13 @@ public final class RegistryCalls {
 
     /** {@link #header} on the registry at {@code url}. */
     public static String headerWith(String url, String schemaType, String subject, String schema) {
-        int id = register(url, subject, schemaType, schema);
+        return headerWith(url, schemaType, subject, schema, null);
+    }
+
+    /** {@link #headerWith} of a schema that references others (see {@link #register}). */
+    public static String headerWith(String url, String schemaType, String subject, String schema,
+                                    String referencesJson) {
+        int id = register(url, subject, schemaType, schema, referencesJson);
         byte[] header = java.nio.ByteBuffer.allocate(5).put((byte) 0).putInt(id).array();
         return Base64.getEncoder().encodeToString(header);
     }

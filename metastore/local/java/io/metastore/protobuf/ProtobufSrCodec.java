@@ -53,19 +53,32 @@ public final class ProtobufSrCodec {
     /** The JSON text as a framed record of {@code schema}, its {@code protoText} registered
      * under {@code subject} on the session's registry; NULL for NULL. */
     public static String encode(String schema, String subject, String protoText, String text) {
-        return text == null ? null
-                : encodeWith(RegistryCalls.sessionUrl(), schema, subject, protoText, text);
+        return encode(schema, subject, protoText, null, text);
+    }
+
+    /** {@link #encode} of a {@code .proto} text that imports the registered schemas
+     * {@code referencesJson} names (see {@link RegistryCalls#register}). */
+    public static String encode(String schema, String subject, String protoText,
+                                String referencesJson, String text) {
+        return text == null ? null : encodeWith(RegistryCalls.sessionUrl(), schema, subject,
+                protoText, referencesJson, text);
     }
 
     /** {@link #encode} on the registry at {@code url}. */
     public static String encodeWith(String url, String schema, String subject, String protoText,
                                     String text) {
+        return encodeWith(url, schema, subject, protoText, null, text);
+    }
+
+    /** {@link #encode} on the registry at {@code url}, of a text with references. */
+    public static String encodeWith(String url, String schema, String subject, String protoText,
+                                    String referencesJson, String text) {
         String body = ProtobufNoSrCodec.encode(schema, text);
         if (body == null) {
             return null;
         }
         byte[] header = Base64.getDecoder().decode(
-                RegistryCalls.headerWith(url, "PROTOBUF", subject, protoText));
+                RegistryCalls.headerWith(url, "PROTOBUF", subject, protoText, referencesJson));
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         out.write(header, 0, header.length);
         int index = ProtobufNoSrCodec.descriptor(schema).getIndex();  // a file's own message
