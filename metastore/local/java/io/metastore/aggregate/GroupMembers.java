@@ -3,7 +3,7 @@ package io.metastore.aggregate;
 import java.util.ArrayList;
 import java.util.List;
 
-import io.metastore.state.KeyColumn;
+import io.metastore.state.Keyed;
 import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
@@ -17,7 +17,6 @@ import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -54,10 +53,8 @@ public final class GroupMembers extends StatefulProcessor<Row, Row, Row> {
         Dataset<Row> changes = session.table(changesView);
         StructType input = changes.schema();
         StructType output = input.add("__MS_SENTINEL", DataTypes.BooleanType, false);
-        StructType keySchema = new StructType(new StructField[] {input.apply("__MS_GROUP")});
-        changes.groupByKey(new KeyColumn(input.fieldIndex("__MS_GROUP")), Encoders.row(keySchema))
-                .transformWithState(new GroupMembers(input, output), TimeMode.None(),
-                                    OutputMode.Append(), Encoders.row(output))
+        Keyed.process(changes, "__MS_GROUP", new GroupMembers(input, output), TimeMode.None(),
+                      output)
                 .drop("__MS_CHANGE", "__MS_GROUP")
                 .createOrReplaceTempView(outputView);
     }

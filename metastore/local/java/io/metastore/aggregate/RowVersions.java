@@ -4,7 +4,7 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 
-import io.metastore.state.KeyColumn;
+import io.metastore.state.Keyed;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
@@ -18,7 +18,6 @@ import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -63,10 +62,8 @@ public final class RowVersions extends StatefulProcessor<Row, Row, Row> {
         Dataset<Row> changelog = session.table(changelogView).where("__MS_RAW_KEY IS NOT NULL");
         StructType input = changelog.schema();
         StructType output = input.add("__MS_CHANGE", DataTypes.IntegerType, false);
-        StructType keySchema = new StructType(new StructField[] {input.apply("__MS_RAW_KEY")});
-        changelog.groupByKey(new KeyColumn(input.fieldIndex("__MS_RAW_KEY")), Encoders.row(keySchema))
-                .transformWithState(new RowVersions(input, output), TimeMode.None(),
-                                    OutputMode.Append(), Encoders.row(output))
+        Keyed.process(changelog, "__MS_RAW_KEY", new RowVersions(input, output), TimeMode.None(),
+                      output)
                 .createOrReplaceTempView(outputView);
     }
 
@@ -78,9 +75,8 @@ public final class RowVersions extends StatefulProcessor<Row, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row key, scala.collection.Iterator<Row> rows,
                                                           TimerValues timerValues) {
-        List<Row> records = new ArrayList<>();
-        rows.foreach(records::add);
-        records.sort(Comparator.<Row>comparingInt(row -> row.getInt(partition))
+        List<Row> records = Keyed.inOrder(rows,
+                Comparator.<Row>comparingInt(row -> row.getInt(partition))
                 .thenComparingLong(row -> row.getLong(offset)));
         List<Row> out = new ArrayList<>(records.size() + 2);
         if (current.exists()) {

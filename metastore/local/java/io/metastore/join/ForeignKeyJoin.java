@@ -7,7 +7,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-import io.metastore.state.KeyColumn;
+import io.metastore.state.Keyed;
 
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
@@ -94,13 +94,10 @@ public final class ForeignKeyJoin extends StatefulProcessor<Row, Row, Row> {
                 .add("fk", foreignKeyType, true).add("jk", leftKeyType, true);
         StructType subscriptionSchema = leftSchema
                 .add("__MS_OP", DataTypes.IntegerType, true).add("__MS_ROUTE", routeType, true);
-        StructType leftKey = new StructType(new StructField[] {leftSchema.apply("__MS_JK")});
-        Dataset<Row> subscriptions = leftInput
-                .groupByKey(new KeyColumn(leftSchema.fieldIndex("__MS_JK")), Encoders.row(leftKey))
-                .transformWithState(new ForeignKeySubscriptions(leftSchema, subscriptionSchema,
-                                                                leftColumns),
-                                    TimeMode.None(), OutputMode.Append(),
-                                    Encoders.row(subscriptionSchema));
+        Dataset<Row> subscriptions = Keyed.process(
+                leftInput, "__MS_JK",
+                new ForeignKeySubscriptions(leftSchema, subscriptionSchema, leftColumns),
+                TimeMode.None(), subscriptionSchema);
         Column rightRoute = functions.struct(
                 functions.col("__MS_JK").cast(foreignKeyType).as("fk"),
                 functions.lit(null).cast(leftKeyType).as("jk"));
@@ -110,10 +107,8 @@ public final class ForeignKeyJoin extends StatefulProcessor<Row, Row, Row> {
                 .drop("__MS_JK");
         Dataset<Row> input = subscriptions.unionByName(rightInput, true);
         StructType schema = input.schema();
-        StructType routeKey = new StructType(new StructField[] {schema.apply("__MS_ROUTE")});
-        input.groupByKey(new KeyColumn(schema.fieldIndex("__MS_ROUTE")), Encoders.row(routeKey))
-                .transformWithState(new ForeignKeyJoin(schema, leftColumns, rightColumns),
-                                    TimeMode.None(), OutputMode.Append(), Encoders.row(schema))
+        Keyed.process(input, "__MS_ROUTE", new ForeignKeyJoin(schema, leftColumns, rightColumns),
+                      TimeMode.None(), schema)
                 .drop("__MS_SIDE", "__MS_DELETED", "__MS_AT_P", "__MS_AT_O", "__MS_FK", "__MS_OP",
                       "__MS_ROUTE")
                 .createOrReplaceTempView(outputView);

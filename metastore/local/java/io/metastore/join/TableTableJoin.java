@@ -3,7 +3,7 @@ package io.metastore.join;
 import java.util.ArrayList;
 import java.util.List;
 
-import io.metastore.state.KeyColumn;
+import io.metastore.state.Keyed;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
@@ -16,7 +16,6 @@ import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.streaming.ValueState;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -70,11 +69,8 @@ public final class TableTableJoin extends StatefulProcessor<Row, Row, Row> {
             input = input.unionByName(session.table(view), true);
         }
         StructType schema = input.schema();
-        StructType keySchema = new StructType(new StructField[] {schema.apply("__MS_JK")});
-        input.groupByKey(new KeyColumn(schema.fieldIndex("__MS_JK")),
-                         Encoders.row(keySchema))
-                .transformWithState(new TableTableJoin(schema, tableColumns), TimeMode.None(),
-                                    OutputMode.Append(), Encoders.row(schema))
+        Keyed.process(input, "__MS_JK", new TableTableJoin(schema, tableColumns),
+                      TimeMode.None(), schema)
                 .drop("__MS_SIDE", "__MS_DELETED", "__MS_AT_P", "__MS_AT_O")
                 .createOrReplaceTempView(outputView);
     }

@@ -3,7 +3,7 @@ package io.metastore.join;
 import java.util.ArrayList;
 import java.util.List;
 
-import io.metastore.state.KeyColumn;
+import io.metastore.state.Keyed;
 import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
@@ -79,11 +79,9 @@ public final class UnmatchedRecords extends StatefulProcessor<Row, Row, Row> {
         Dataset<Row> records = session.table(recordsView);
         StructType input = records.schema();
         StructType output = (StructType) input.apply("__MS_ROW").dataType();
-        int key = input.fieldIndex("__MS_JOINKEY");
-        StructType keySchema = new StructType(new StructField[] {input.apply(key)});
-        records.groupByKey(new KeyColumn(key), Encoders.row(keySchema))
-                .transformWithState(new UnmatchedRecords(input, output, lookback, retention),
-                                    TimeMode.EventTime(), OutputMode.Append(), Encoders.row(output))
+        Keyed.process(records, "__MS_JOINKEY",
+                      new UnmatchedRecords(input, output, lookback, retention),
+                      TimeMode.EventTime(), output)
                 .createOrReplaceTempView(outputView);
     }
 

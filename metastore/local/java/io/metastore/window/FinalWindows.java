@@ -9,7 +9,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 
-import io.metastore.state.KeyColumn;
+import io.metastore.state.Keyed;
 import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
@@ -25,7 +25,6 @@ import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -85,11 +84,8 @@ public final class FinalWindows extends StatefulProcessor<Row, Row, Row> {
         Dataset<Row> windowed = session.table(windowedView);
         StructType input = windowed.schema();
         StructType output = input.add("__MS_SENTINEL", DataTypes.BooleanType, false);
-        int partition = input.fieldIndex("ROWPARTITION");
-        StructType keySchema = new StructType(new StructField[] {input.apply(partition)});
-        windowed.groupByKey(new KeyColumn(partition), Encoders.row(keySchema))
-                .transformWithState(new FinalWindows(input, output, grace, retention),
-                                    TimeMode.None(), OutputMode.Append(), Encoders.row(output))
+        Keyed.process(windowed, "ROWPARTITION", new FinalWindows(input, output, grace, retention),
+                      TimeMode.None(), output)
                 .createOrReplaceTempView(outputView);
     }
 
@@ -106,9 +102,8 @@ public final class FinalWindows extends StatefulProcessor<Row, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row partition, scala.collection.Iterator<Row> rows,
                                                           TimerValues timerValues) {
-        List<Row> batch = new ArrayList<>();
-        rows.foreach(batch::add);
-        batch.sort(Comparator.<Row>comparingLong(row -> row.getLong(offset))
+        List<Row> batch = Keyed.inOrder(rows,
+                Comparator.<Row>comparingLong(row -> row.getLong(offset))
                 .thenComparingLong(row -> row.getLong(start)));
         TreeMap<Long, Long> open = new TreeMap<>();  // by start: sizes are equal, so by end too
         scala.collection.Iterator<scala.Tuple2<Long, Long>> stored = windows.iterator();

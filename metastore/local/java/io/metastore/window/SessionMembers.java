@@ -6,7 +6,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-import io.metastore.state.KeyColumn;
+import io.metastore.state.Keyed;
 import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
@@ -21,7 +21,6 @@ import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -86,11 +85,8 @@ public final class SessionMembers extends StatefulProcessor<Row, Row, Row> {
                 .add("__MS_SESSION_END", DataTypes.LongType, false)
                 .add("__MS_SENTINEL", DataTypes.BooleanType, false)
                 .add("__MS_EARLIER", DataTypes.BooleanType, false);
-        int group = input.fieldIndex("__MS_GROUP");
-        StructType keySchema = new StructType(new StructField[] {input.apply(group)});
-        timed.groupByKey(new KeyColumn(group), Encoders.row(keySchema))
-                .transformWithState(new SessionMembers(input, output, gap, grace, retention),
-                                    TimeMode.None(), OutputMode.Append(), Encoders.row(output))
+        Keyed.process(timed, "__MS_GROUP", new SessionMembers(input, output, gap, grace, retention),
+                      TimeMode.None(), output)
                 .createOrReplaceTempView(outputView);
     }
 
@@ -105,9 +101,8 @@ public final class SessionMembers extends StatefulProcessor<Row, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row group, scala.collection.Iterator<Row> rows,
                                                           TimerValues timerValues) {
-        List<Row> batch = new ArrayList<>();
-        rows.foreach(batch::add);
-        batch.sort(Comparator.<Row>comparingInt(row -> row.getInt(partition))
+        List<Row> batch = Keyed.inOrder(rows,
+                Comparator.<Row>comparingInt(row -> row.getInt(partition))
                 .thenComparingLong(row -> row.getLong(offset)));
         List<long[]> before = new ArrayList<>();
         scala.collection.Iterator<scala.Tuple2<Long, Long>> stored = sessions.iterator();

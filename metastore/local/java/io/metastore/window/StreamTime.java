@@ -4,7 +4,7 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 
-import io.metastore.state.KeyColumn;
+import io.metastore.state.Keyed;
 import io.metastore.state.Rows;
 
 import org.apache.spark.sql.Dataset;
@@ -18,7 +18,6 @@ import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
 import org.apache.spark.sql.streaming.ValueState;
 import org.apache.spark.sql.types.DataTypes;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
@@ -53,11 +52,8 @@ public final class StreamTime extends StatefulProcessor<Row, Row, Row> {
         Dataset<Row> records = session.table(recordsView);
         StructType input = records.schema();
         StructType output = input.add("__MS_STREAM_TIME", DataTypes.LongType, false);
-        int partition = input.fieldIndex("ROWPARTITION");
-        StructType keySchema = new StructType(new StructField[] {input.apply(partition)});
-        records.groupByKey(new KeyColumn(partition), Encoders.row(keySchema))
-                .transformWithState(new StreamTime(input, output), TimeMode.None(),
-                                    OutputMode.Append(), Encoders.row(output))
+        Keyed.process(records, "ROWPARTITION", new StreamTime(input, output), TimeMode.None(),
+                      output)
                 .createOrReplaceTempView(outputView);
     }
 
@@ -69,9 +65,8 @@ public final class StreamTime extends StatefulProcessor<Row, Row, Row> {
     @Override
     public scala.collection.Iterator<Row> handleInputRows(Row partition, scala.collection.Iterator<Row> rows,
                                                           TimerValues timerValues) {
-        List<Row> records = new ArrayList<>();
-        rows.foreach(records::add);
-        records.sort(Comparator.comparingLong(row -> row.getLong(offset)));
+        List<Row> records = Keyed.inOrder(rows,
+                Comparator.comparingLong(row -> row.getLong(offset)));
         boolean known = newest.exists();
         long streamTime = known ? newest.get() : Long.MIN_VALUE;
         List<Row> out = new ArrayList<>(records.size());
