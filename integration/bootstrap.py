@@ -67,7 +67,8 @@ def run(argv: list[str]) -> int:
     steps = [
         ("ruff", [str(bin_dir / "ruff"), "check", "."]),
         ("mypy", [str(bin_dir / "mypy")]),
-        ("pytest", [str(bin_dir / "python"), "-m", "pytest", *(extra or ["tests", "integration"])]),
+        ("pytest", [str(bin_dir / "python"), "-m", "pytest",
+                    *(extra or ["tests", "integration", "--durations=25"])]),
     ]
     for name, command in steps:
         say(f"running {name}")
