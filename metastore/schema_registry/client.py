@@ -19,6 +19,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
+from metastore.limits import MAX_RECORD_BYTES
 from metastore.schema_registry.exceptions import (
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
@@ -132,6 +133,7 @@ class SchemaRegistryClient:
             return schema
         done: dict[str, ReferencedSchema] = {}
         visiting: set[str] = set()
+        read = [len(schema.schema)]  # characters of every text, which a command must hold
 
         def visit(reference: SchemaReference) -> None:
             if reference.name in done or reference.name in visiting:
@@ -146,6 +148,11 @@ class SchemaRegistryClient:
                     f"Schema {schema.schema_id} references {reference.name!r}, which the "
                     f"registry does not hold (subject {reference.subject!r}, version "
                     f"{reference.version})", 40402)
+            read[0] += len(found.schema)
+            if read[0] > MAX_RECORD_BYTES:
+                raise SchemaRegistryError(
+                    f"Schema {schema.schema_id} and the schemas it references hold more than "
+                    f"{MAX_RECORD_BYTES} characters, more than a command can keep", 42201)
             visiting.add(reference.name)
             for nested in found.references:  # at most MAX_REFERENCED_SCHEMAS deep
                 visit(nested)

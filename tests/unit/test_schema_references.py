@@ -14,6 +14,7 @@ from google.protobuf import descriptor_pb2 as pb
 from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.inference import PrefetchedSchemas, infer_columns
 from metastore.catalog.model import DataSource
+from metastore.limits import MAX_RECORD_BYTES
 from metastore.protobuf import values
 from metastore.protobuf.schema import value_schema
 from metastore.schema_registry.client import (
@@ -145,8 +146,14 @@ def test_a_missing_or_endless_reference_is_an_error() -> None:
              for n in range(MAX_REFERENCED_SCHEMAS + 5)}
     chain["/schemas/ids/5"] = {"schema": "main", "references": [
         {"name": "0.proto", "subject": "s0", "version": 1}]}
-    with pytest.raises(SchemaRegistryError, match="more than"):
+    with pytest.raises(SchemaRegistryError, match="more than 64 schemas"):
         Registry(chain).client().by_id(5)
+    large = Registry({
+        "/schemas/ids/5": {"schema": "main", "references": [
+            {"name": "a.proto", "subject": "a", "version": 1}]},
+        "/subjects/a/versions/1": version("a", 1, "x" * (MAX_RECORD_BYTES + 1))})
+    with pytest.raises(SchemaRegistryError, match="more than a command can keep"):
+        large.client().by_id(5)
     looped = Registry({
         "/schemas/ids/5": {"schema": "main", "references": [
             {"name": "a.proto", "subject": "a", "version": 1}]},
