@@ -61,6 +61,9 @@ def parse_with_imports(text: str, imports: Sequence[tuple[str, str]],
     files: list[pb.FileDescriptorProto] = []
     for import_name, import_text in imports:
         files.append(parse(import_text, import_name, files))
+    taken = {import_name for import_name, _ in imports}
+    while name in taken:  # the schema's own name is no import's
+        name = f"_{name}"
     files.append(parse(text, name, files))
     return files
 

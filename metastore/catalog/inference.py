@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from metastore.catalog import (
     avro_columns,
@@ -81,7 +81,7 @@ def prefetch(statements: Iterable[st.Statement], registry: SchemaFacts | None,
             for is_key in (True, False):
                 schema_id = _schema_id(statement, is_key)
                 if schema_id is not None and schema_id not in ids:
-                    ids[schema_id] = _registered(registry.by_id(schema_id))
+                    ids[schema_id] = _read(registry, registry.by_id(schema_id))
             continue
         if not isinstance(statement, st.CreateSource):
             continue
@@ -97,16 +97,32 @@ def prefetch(statements: Iterable[st.Statement], registry: SchemaFacts | None,
             schema_id = _schema_id(statement, is_key)
             if schema_id is not None:
                 if schema_id not in ids:
-                    ids[schema_id] = _registered(registry.by_id(schema_id))
+                    ids[schema_id] = _read(registry, registry.by_id(schema_id))
             elif topic is not None:
                 name = subject_of(str(topic), is_key)
                 if name not in latest:
-                    latest[name] = _registered(registry.latest(name))
+                    latest[name] = _read(registry, registry.latest(name))
     return PrefetchedSchemas(latest, ids)
+
+
+@runtime_checkable
+class ReadsReferences(Protocol):
+    """A registry that reads the schemas a schema references
+    (:meth:`metastore.schema_registry.client.SchemaRegistryClient.with_references`)."""
+
+    def with_references(self, schema: RegisteredSchema) -> RegisteredSchema: ...
 
 
 def _registered(answer: object) -> RegisteredSchema | None:
     return answer if isinstance(answer, RegisteredSchema) else None
+
+
+def _read(registry: SchemaFacts, answer: object) -> RegisteredSchema | None:
+    """A registry's answer, with the schemas it references read."""
+    found = _registered(answer)
+    if found is None or not found.references or not isinstance(registry, ReadsReferences):
+        return found
+    return registry.with_references(found)
 
 
 def _schema_id(statement: st.CreateSource | st.CreateAsSelect, is_key: bool) -> int | None:
@@ -131,19 +147,20 @@ class Inferred:
 KEPT_SCHEMA_PROPERTIES = {True: "registry.keySchema", False: "registry.valueSchema"}
 KEPT_REFERENCES_PROPERTIES = {True: "registry.keySchemaReferences",
                               False: "registry.valueSchemaReferences"}
-"""The schemas a kept schema references, as JSON: a list of ``name``, ``subject``, ``version``,
-``schema`` (the text) and ``direct`` (whether the kept schema names it, not only one of the
-schemas it references), each after those it references."""
+"""The schemas a kept schema references, as JSON: ``references``, the schema's own references
+(``name``, ``subject``, ``version``) in the registry's order, which a writer registers it with;
+``dependencies``, the texts of those and of the schemas they reference in turn, each after
+those it references (the same fields and ``schema``)."""
 
 
 def kept_properties(is_key: bool, found: RegisteredSchema) -> list[tuple[str, str]]:
     """The properties that keep a side's registered schema, and its references if it has any."""
     kept = [(KEPT_SCHEMA_PROPERTIES[is_key], found.schema)]
-    if found.dependencies:
-        kept.append((KEPT_REFERENCES_PROPERTIES[is_key], json.dumps(
-            [{**d.reference.as_json(), "schema": d.schema,
-              "direct": d.reference in found.references} for d in found.dependencies],
-            separators=(",", ":"))))
+    if found.references:
+        kept.append((KEPT_REFERENCES_PROPERTIES[is_key], json.dumps({
+            "references": [r.as_json() for r in found.references],
+            "dependencies": [{**d.reference.as_json(), "schema": d.schema}
+                             for d in found.dependencies]}, separators=(",", ":"))))
     return kept
 
 
@@ -151,21 +168,20 @@ def kept_dependencies(properties: Callable[[str], str | None], is_key: bool
                       ) -> tuple[ReferencedSchema, ...]:
     """The referenced schemas a source keeps for a side (``properties``: its property of a
     name), dependencies first."""
-    return tuple(ReferencedSchema(_reference(entry), entry["schema"])
-                 for entry in _kept_references(properties, is_key))
+    return tuple(ReferencedSchema(_reference(entry), str(entry["schema"]))
+                 for entry in _kept(properties, is_key).get("dependencies", []))
 
 
 def kept_references(properties: Callable[[str], str | None], is_key: bool
                     ) -> tuple[SchemaReference, ...]:
     """The references of the schema a source keeps for a side: what its registration names."""
-    return tuple(_reference(entry) for entry in _kept_references(properties, is_key)
-                 if entry.get("direct", True))
+    return tuple(_reference(entry)
+                 for entry in _kept(properties, is_key).get("references", []))
 
 
-def _kept_references(properties: Callable[[str], str | None], is_key: bool
-                     ) -> list[dict[str, Any]]:
+def _kept(properties: Callable[[str], str | None], is_key: bool) -> dict[str, Any]:
     text = properties(KEPT_REFERENCES_PROPERTIES[is_key])
-    return list(json.loads(text)) if text else []
+    return dict(json.loads(text)) if text else {}
 
 
 def _reference(entry: Mapping[str, Any]) -> SchemaReference:
@@ -231,9 +247,9 @@ def _side(statement: st.CreateSource | st.CreateAsSelect, topic: str, fmt: str, 
     """The columns of one side and the registered schema they are read from."""
     schema_id = _schema_id(statement, is_key)
     if schema_id is not None:
-        found = _registered(registry.by_id(schema_id))
+        found = _read(registry, registry.by_id(schema_id))
     else:
-        found = _registered(registry.latest(subject_of(topic, is_key)))
+        found = _read(registry, registry.latest(subject_of(topic, is_key)))
     if found is None:
         raise SchemaError(_not_found(topic, schema_id, is_key), statement.name)
     expected = INFERRING_FORMATS[fmt]
@@ -249,6 +265,9 @@ def _side(statement: st.CreateSource | st.CreateAsSelect, topic: str, fmt: str, 
         statement.properties, "KEY_SCHEMA_FULL_NAME" if is_key else "VALUE_SCHEMA_FULL_NAME")
     original = schema_id is not None
     try:
+        if found.reference_problem is not None:
+            raise ValueError(f"the schemas it references cannot be read: "
+                             f"{found.reference_problem}")
         if fmt == "PROTOBUF":
             found_columns = protobuf_columns.columns_of(
                 found.schema, None if full_name is None else str(full_name), original,

@@ -202,8 +202,9 @@ def registered(proto_text: str, full_name: str | None,
     first), after the well-known files and the referenced ones (``imports``: name and text,
     dependencies first) it imports. Raises ValueError for text that is not a schema this reader
     understands."""
-    try:
-        *imported, main = proto_files.parse_with_imports(proto_text, imports, "registered.proto")
+    own = tuple((name, text) for name, text in imports if name not in _FILES)
+    try:  # a well-known file some serializers register as a reference is the project's own
+        *imported, main = proto_files.parse_with_imports(proto_text, own, "registered.proto")
         root = root_message(main, full_name).lstrip(".")
     except (proto_files.ProtoFileError, ProtobufColumnsError) as error:
         raise ValueError(str(error)) from error

@@ -76,8 +76,9 @@ class ReferencedSchema:
 class RegisteredSchema:
     """A schema as the registry holds it: its id, the schema text and its type (AVRO, PROTOBUF
     or JSON); ``subject`` and ``version`` when it was asked for by subject; the schemas it
-    references, directly (``references``) and each schema they reference in turn, dependencies
-    first (``dependencies``, one per name)."""
+    references, directly (``references``, in the registry's order) and, once read
+    (:meth:`SchemaRegistryClient.with_references`), each schema they reference in turn,
+    dependencies first (``dependencies``, one per name)."""
 
     schema_id: int
     schema: str
@@ -86,6 +87,12 @@ class RegisteredSchema:
     version: int | None = None
     references: tuple[SchemaReference, ...] = ()
     dependencies: tuple[ReferencedSchema, ...] = ()
+    reference_problem: str | None = None
+    """Why the schemas it references could not be read (see ``with_references``)."""
+
+
+class _UnreadableReferencesError(Exception):
+    """A schema whose references cannot be read, and why."""
 
 
 class SchemaRegistryClient:
@@ -112,7 +119,7 @@ class SchemaRegistryClient:
     def latest(self, subject: str) -> RegisteredSchema | None:
         """The subject's latest version, or None when the subject is unknown."""
         answer = self._get(f"/subjects/{quote(subject, safe='')}/versions/latest")
-        return None if answer is None else self._resolved(_registered(answer, subject))
+        return None if answer is None else _registered(answer, subject)
 
     def version(self, subject: str, version: int) -> RegisteredSchema | None:
         """A version of a subject, or None when the registry does not hold it."""
@@ -123,44 +130,51 @@ class SchemaRegistryClient:
         answer = self._get(f"/schemas/ids/{schema_id}")
         if answer is None:
             return None
-        return self._resolved(_registered(
-            {**answer, "id": schema_id} if isinstance(answer, dict) else answer, None))
+        return _registered({**answer, "id": schema_id} if isinstance(answer, dict) else answer,
+                           None)
 
-    def _resolved(self, schema: RegisteredSchema) -> RegisteredSchema:
+    def with_references(self, schema: RegisteredSchema) -> RegisteredSchema:
         """``schema`` with the texts of the schemas it references, through their references,
-        each after those it references (Confluent's resolution: a name is read once)."""
+        each after those it references (Confluent's resolution: a name is read once); or with
+        the ``reference_problem`` that kept them from being read (a reference the registry does
+        not hold, a cycle, too many or too large: the schema's problem, not the registry's).
+        A registry that does not answer raises."""
         if not schema.references:
             return schema
         done: dict[str, ReferencedSchema] = {}
-        visiting: set[str] = set()
+        visiting: list[str] = []
         read = [len(schema.schema)]  # characters of every text, which a command must hold
 
         def visit(reference: SchemaReference) -> None:
-            if reference.name in done or reference.name in visiting:
+            if reference.name in done:
                 return
+            if reference.name in visiting:
+                cycle = " -> ".join([*visiting[visiting.index(reference.name):], reference.name])
+                raise _UnreadableReferencesError(f"its references import each other: {cycle}")
             if len(done) + len(visiting) >= MAX_REFERENCED_SCHEMAS:
-                raise SchemaRegistryError(
-                    f"Schema {schema.schema_id} references more than {MAX_REFERENCED_SCHEMAS} "
-                    "schemas", 42201)
+                raise _UnreadableReferencesError(f"it references more than {MAX_REFERENCED_SCHEMAS} "
+                                        "schemas")
             found = self.version(reference.subject, reference.version)
             if found is None:
-                raise SchemaRegistryError(
-                    f"Schema {schema.schema_id} references {reference.name!r}, which the "
-                    f"registry does not hold (subject {reference.subject!r}, version "
-                    f"{reference.version})", 40402)
+                raise _UnreadableReferencesError(
+                    f"it references {reference.name!r}, which the registry does not hold "
+                    f"(subject {reference.subject!r}, version {reference.version})")
             read[0] += len(found.schema)
             if read[0] > MAX_RECORD_BYTES:
-                raise SchemaRegistryError(
-                    f"Schema {schema.schema_id} and the schemas it references hold more than "
-                    f"{MAX_RECORD_BYTES} characters, more than a command can keep", 42201)
-            visiting.add(reference.name)
+                raise _UnreadableReferencesError(
+                    f"it and the schemas it references hold more than {MAX_RECORD_BYTES} "
+                    "characters, more than a command can keep")
+            visiting.append(reference.name)
             for nested in found.references:  # at most MAX_REFERENCED_SCHEMAS deep
                 visit(nested)
-            visiting.discard(reference.name)
+            visiting.pop()
             done[reference.name] = ReferencedSchema(reference, found.schema)
 
-        for reference in schema.references:
-            visit(reference)
+        try:
+            for reference in schema.references:
+                visit(reference)
+        except _UnreadableReferencesError as problem:
+            return replace(schema, reference_problem=str(problem))
         return replace(schema, dependencies=tuple(done.values()))
 
     def versions_of(self, schema_id: int) -> list[tuple[str, int]]:

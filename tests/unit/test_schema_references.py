@@ -16,7 +16,7 @@ from metastore.catalog.inference import PrefetchedSchemas, infer_columns
 from metastore.catalog.model import DataSource
 from metastore.limits import MAX_RECORD_BYTES
 from metastore.protobuf import values
-from metastore.protobuf.schema import value_schema
+from metastore.protobuf.schema import registered, value_schema
 from metastore.schema_registry.client import (
     MAX_REFERENCED_SCHEMAS,
     ReferencedSchema,
@@ -24,7 +24,6 @@ from metastore.schema_registry.client import (
     SchemaReference,
     SchemaRegistryClient,
 )
-from metastore.schema_registry.exceptions import SchemaRegistryError
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
@@ -129,40 +128,85 @@ def test_the_client_resolves_references_dependencies_first_each_name_once() -> N
         "/subjects/b/versions/2": version("b", 2, "B", ("c.proto", "c", 1), ("a.proto", "a", 1)),
         "/subjects/c/versions/1": version("c", 1, "C"),
     })
-    found = registry.client().by_id(5)
-    assert found is not None and [r.name for r in found.references] == ["a.proto", "b.proto"]
+    client = registry.client()
+    found = client.by_id(5)
+    assert found is not None and found.dependencies == () and registry.asked == [
+        "GET /schemas/ids/5"], "a schema alone reads no reference (ASSERT SCHEMA asks this)"
+    found = client.with_references(found)
+    assert [r.name for r in found.references] == ["a.proto", "b.proto"]
     assert [(d.reference.name, d.schema) for d in found.dependencies] == [
         ("c.proto", "C"), ("a.proto", "A"), ("b.proto", "B")]
     assert registry.asked.count("GET /subjects/c/versions/1") == 1
 
 
-def test_a_missing_or_endless_reference_is_an_error() -> None:
-    missing = Registry({"/schemas/ids/5": {"schema": "main", "references": [
-        {"name": "a.proto", "subject": "a", "version": 1}]}})
-    with pytest.raises(SchemaRegistryError, match=r"'a\.proto', which the registry does not hold"):
-        missing.client().by_id(5)
+def problem_of(answers: dict[str, Any]) -> str | None:
+    client = Registry(answers).client()
+    found = client.by_id(5)
+    assert found is not None
+    return client.with_references(found).reference_problem
+
+
+def test_references_that_cannot_be_read_are_the_schemas_problem() -> None:
+    assert problem_of({"/schemas/ids/5": {"schema": "main", "references": [
+        {"name": "a.proto", "subject": "a", "version": 1}]}}) == (
+        "it references 'a.proto', which the registry does not hold (subject 'a', version 1)")
     chain = {f"/subjects/s{n}/versions/1": version(f"s{n}", 1, "x", (f"{n + 1}.proto",
                                                                     f"s{n + 1}", 1))
              for n in range(MAX_REFERENCED_SCHEMAS + 5)}
     chain["/schemas/ids/5"] = {"schema": "main", "references": [
         {"name": "0.proto", "subject": "s0", "version": 1}]}
-    with pytest.raises(SchemaRegistryError, match="more than 64 schemas"):
-        Registry(chain).client().by_id(5)
-    large = Registry({
+    assert problem_of(chain) == "it references more than 64 schemas"
+    assert problem_of({
         "/schemas/ids/5": {"schema": "main", "references": [
             {"name": "a.proto", "subject": "a", "version": 1}]},
-        "/subjects/a/versions/1": version("a", 1, "x" * (MAX_RECORD_BYTES + 1))})
-    with pytest.raises(SchemaRegistryError, match="more than a command can keep"):
-        large.client().by_id(5)
-    looped = Registry({
+        "/subjects/a/versions/1": version("a", 1, "x" * (MAX_RECORD_BYTES + 1))}) == (
+        f"it and the schemas it references hold more than {MAX_RECORD_BYTES} characters, more "
+        "than a command can keep")
+    assert problem_of({
         "/schemas/ids/5": {"schema": "main", "references": [
             {"name": "a.proto", "subject": "a", "version": 1}]},
         "/subjects/a/versions/1": version("a", 1, "A", ("b.proto", "b", 1)),
         "/subjects/b/versions/1": version("b", 1, "B", ("a.proto", "a", 1)),
-    })
-    found = looped.client().by_id(5)
-    assert found is not None and [d.reference.name for d in found.dependencies] == [
-        "b.proto", "a.proto"]
+    }) == "its references import each other: a.proto -> b.proto -> a.proto"
+    statement = parse("CREATE STREAM S WITH (KAFKA_TOPIC='orders', VALUE_FORMAT='PROTOBUF');")[0]
+    assert isinstance(statement, st.CreateSource)
+    broken = RegisteredSchema(5, ORDER, "PROTOBUF", references=(EVENT_REFERENCE,),
+                              reference_problem="it references 'shop/event.proto', which ...")
+    with pytest.raises(SchemaError, match=r"the schemas it references cannot be read: it "
+                                          r"references 'shop/event\.proto'"):
+        infer_columns(statement, [], "KAFKA", "PROTOBUF",
+                      PrefetchedSchemas({"orders-value": broken}))
+
+
+def test_a_writer_registers_the_references_in_the_registrys_order() -> None:
+    first = SchemaReference("shop/order_kind.proto", "kinds", 1)
+    schema = RegisteredSchema(
+        5, ORDER.replace('import "shop/event.proto";',
+                         'import "shop/event.proto";\nimport "shop/order_kind.proto";'),
+        "PROTOBUF", references=(EVENT_REFERENCE, first),
+        dependencies=(ReferencedSchema(first, 'syntax = "proto3";\npackage shop;\n'
+                                              'enum Kind {\n  NEW = 0;\n  OLD = 1;\n}\n'),
+                      ReferencedSchema(EVENT_REFERENCE, EVENT.replace(
+                          "enum Kind {\n  NEW = 0;\n  OLD = 1;\n}\n", ""))))
+    source = inferred(schema, "CREATE STREAM S WITH (KAFKA_TOPIC='orders', "
+                              "VALUE_FORMAT='PROTOBUF');")
+    written = written_schema(source, False)
+    assert written is not None and written.references == (EVENT_REFERENCE, first)
+    assert [c.name for c in source.value_columns] == ["EVENT", "KIND", "COUNT"]
+
+
+def test_the_descriptor_set_names_each_file_once() -> None:
+    timestamp = ('syntax = "proto3";\npackage google.protobuf;\n'
+                 'message Timestamp {\n  int64 seconds = 1;\n  int32 nanos = 2;\n}\n')
+    schema = registered(ORDER, None, (("google/protobuf/timestamp.proto", timestamp),
+                                      ("shop/event.proto", EVENT)))
+    names = [f.name for f in pb.FileDescriptorSet.FromString(schema.descriptor_set).file]
+    assert names == ["google/protobuf/timestamp.proto", "shop/event.proto", "registered.proto"]
+    clash = registered(ORDER.replace("shop/event.proto", "registered.proto"), None,
+                       (("registered.proto", EVENT),))
+    names = [f.name for f in pb.FileDescriptorSet.FromString(clash.descriptor_set).file]
+    assert names == ["google/protobuf/timestamp.proto", "registered.proto", "_registered.proto"]
+    assert values.encode(clash, {"count": 1}) == bytes([0x18, 0x01])
 
 
 def test_a_schema_is_registered_with_its_references() -> None:
