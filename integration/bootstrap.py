@@ -5,19 +5,26 @@ Standard library only, so it runs before anything is installed. It creates ``.ve
 the Kafka and Spark connector jars from Maven Central (once), then runs:
 
 - ``demo``: the main job (local Kafka and a demo of the metastore);
-- ``test``: ruff, mypy and the whole test suite against real Kafka (and Spark).
+- ``test``: ruff, mypy and the whole test suite against real Kafka (and Spark), in two phases:
+  every test not marked ``serial`` on ``METASTORE_TEST_WORKERS`` pytest-xdist workers (3 by
+  default: two Spark lanes and one for the rest, see tests/support/schedule.py), then the
+  ``serial`` ones (they measure the machine) alone;
+- ``test --quick``: ruff, mypy and the quick tier (``-m quick``: the pure tests), no broker.
 
-Extra arguments after the job name go to the job (for ``test``: to pytest).
+Extra arguments after the job name go to the job (for ``test``: to one pytest run, in place of
+the phases: ``test tests/unit/test_parser.py -k valid``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,20 +71,73 @@ def run(argv: list[str]) -> int:
     if job == "demo":
         return subprocess.run([str(bin_dir / "metastore"), "dev", "demo", *extra],
                               cwd=ROOT, env=env, check=False).returncode
-    steps = [
-        ("ruff", [str(bin_dir / "ruff"), "check", "."]),
-        ("mypy", [str(bin_dir / "mypy")]),
-        ("pytest", [str(bin_dir / "python"), "-m", "pytest",
-                    *(extra or ["tests", "integration", "--durations=25"])]),
-    ]
-    for name, command in steps:
-        say(f"running {name}")
-        code = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
+    checks = [("ruff", [str(bin_dir / "ruff"), "check", "."]), ("mypy", [str(bin_dir / "mypy")])]
+    for name, command in checks:
+        code = timed(name, command, env)
         if code != 0:
-            say(f"{name} failed (exit {code})")
             return code
+    return run_pytest(bin_dir, extra, env)
+
+
+PYTEST_NO_TESTS = 5
+
+
+def run_pytest(bin_dir: Path, extra: list[str], env: dict[str, str]) -> int:
+    pytest = [str(bin_dir / "python"), "-m", "pytest"]
+    if extra == ["--quick"]:
+        return timed("the quick tier", [*pytest, "-m", "quick", "-q", "tests"], env)
+    if extra:
+        return timed("pytest", [*pytest, *extra], env)
+    workers = os.environ.get("METASTORE_TEST_WORKERS", "3")
+    phases = [
+        ("the parallel phase", [*pytest, "tests", "integration", "-m", "not serial",
+                                "-n", workers, "--dist", "loadgroup", "--no-loadscope-reorder"]),
+        ("the serial phase", [*pytest, "tests", "integration", "-m", "serial", "-p", "no:xdist"]),
+    ]
+    durations: dict[str, float] = {}
+    outcomes: dict[str, int] = {}
+    started = time.monotonic()
+    for name, command in phases:
+        code = timed(name, command, env)
+        last = last_run()
+        durations.update(last.get("durations", {}))
+        for outcome, count in last.get("outcomes", {}).items():
+            outcomes[outcome] = outcomes.get(outcome, 0) + count
+        if code not in (0, PYTEST_NO_TESTS):
+            return code
+    summarize(durations, outcomes, time.monotonic() - started)
     return 0
 
+
+def timed(name: str, command: list[str], env: dict[str, str]) -> int:
+    say(f"running {name}")
+    started = time.monotonic()
+    code = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
+    outcome = "passed" if code == 0 else f"failed (exit {code})"
+    say(f"{name} {outcome} in {time.monotonic() - started:.0f}s")
+    return code
+
+
+def last_run() -> dict[str, dict[str, Any]]:
+    """What the last pytest run measured and counted (written by the root conftest)."""
+    path = Path(os.environ.get("METASTORE_CACHE_DIR", ROOT / ".cache")) / "test-durations-last.json"
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def summarize(durations: dict[str, float], outcomes: dict[str, int], wall: float,
+              shown: int = 25) -> None:
+    say(f"the {shown} slowest tests of both phases:")
+    for nodeid, seconds in sorted(durations.items(), key=lambda kv: -kv[1])[:shown]:
+        print(f"{seconds:8.1f}s  {nodeid}", flush=True)
+    say(f"{len(durations)} tests, {sum(durations.values()):.0f}s of test time, "
+        f"{wall:.0f}s of wall time")
+    failed = outcomes.get("failed", 0) + outcomes.get("error", 0)
+    print(f"tests: {outcomes.get('passed', 0)} passed, {failed} failed, "
+          f"{outcomes.get('skipped', 0)} skipped", flush=True)
 
 if __name__ == "__main__":
     sys.exit(run(sys.argv[1:]))

@@ -1,8 +1,7 @@
-"""Fixtures for multi-process cluster tests: the suite's broker, and clusters of node processes."""
+"""Fixtures for multi-process cluster tests: clusters of node processes on the suite's broker."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,18 +12,7 @@ import pytest
 
 from metastore.local.kafka_cluster import free_ports
 from metastore.local.node_cluster import LocalNodeCluster, NodeClusterState
-from tests.conftest import (  # noqa: F401 - fixtures shared with the single-node suite
-    consumer_factory,
-    kafka_admin,
-    kafka_bootstrap,
-    kafka_settings,
-    producer_factory,
-)
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--chaos-seconds", type=float, default=45.0,
-                     help="length of the chaos run (CI runs the short default)")
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
@@ -64,27 +52,26 @@ class Cluster:
 
     def converged(self, timeout: float = 60) -> dict[str, tuple[int, str]]:
         """Each running node's (applied offset, fingerprint) once they all agree."""
-        deadline = time.monotonic() + timeout
         seen: dict[str, tuple[int, str]] = {}
-        while time.monotonic() < deadline:
+
+        def agreed() -> dict[str, tuple[int, str]] | None:
             state = self.nodes.state()
             assert state is not None
-            seen = {}
+            seen.clear()
             for node in state.nodes:
                 if self.nodes.is_running(node):
                     status = httpx.get(f"{node.url}/v1/metastore", timeout=30).json()
                     seen[node.name] = (status["appliedOffset"], status["imageFingerprint"])
-            if len(set(seen.values())) == 1:
-                return seen
-            time.sleep(0.3)
-        raise AssertionError(f"nodes did not converge: {seen}")
+            return dict(seen) if len(set(seen.values())) == 1 else None
+
+        return eventually(agreed, timeout, lambda: f"the nodes to converge: {seen}", interval=0.3)
 
     def down(self) -> None:
         self.nodes.down()
 
 
 @pytest.fixture
-def cluster_factory(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Callable[..., Cluster]]:  # noqa: F811
+def cluster_factory(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     made: list[Cluster] = []
 
     def make(bootstrap: str | None = None) -> Cluster:

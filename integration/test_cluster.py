@@ -24,6 +24,7 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.log.dump import read_committed
 from metastore.log.topic import command_topic_name
+from tests.support.waiting import eventually
 
 ClusterFactory = Callable[..., Cluster]
 
@@ -119,10 +120,7 @@ def test_frozen_node_is_fenced_and_its_client_gets_a_clear_answer(
     frozen_client = threading.Thread(
         target=lambda: answer.setdefault("frozen", cluster.ksql("node-2", create("FROZEN", topic))))
     frozen_client.start()
-    deadline = time.monotonic() + 30
-    while not marker.exists():
-        assert time.monotonic() < deadline, "node-2 never opened its transaction"
-        time.sleep(0.05)
+    eventually(marker.exists, 30, "node-2 to open its transaction", interval=0.05)
     pid = cluster.nodes.state().node("node-2").pid  # type: ignore[union-attr]
     assert pid is not None
     os.kill(pid, signal.SIGSTOP)
@@ -197,22 +195,21 @@ def test_losing_the_command_topic_leader_loses_no_acknowledged_statement(
                     errors.append(response.text[:200])
                 index += 1
 
-        def wait_for(count: int, timeout: float) -> None:
-            deadline = time.monotonic() + timeout
-            while len(acknowledged) < count:
-                assert time.monotonic() < deadline, (len(acknowledged), errors[-5:])
-                time.sleep(0.1)
+        def wait_acknowledged(count: int, timeout: float) -> None:
+            eventually(lambda: len(acknowledged) >= count, timeout,
+                       lambda: f"{count} acknowledged writes, now {len(acknowledged)}, "
+                               f"the last errors {errors[-5:]}", interval=0.1)
 
         thread = threading.Thread(target=writer)
         thread.start()
         try:
-            wait_for(5, 60)
+            wait_acknowledged(5, 60)
             metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
             leader = metadata.topics[command_topic_name(cluster.service_id)].partitions[0].leader
             brokers.kill_node(leader)
-            wait_for(len(acknowledged) + 3, 90)  # writes go on with the two other brokers
+            wait_acknowledged(len(acknowledged) + 3, 90)  # writes go on with the two other brokers
             brokers.restart_node(leader)
-            wait_for(len(acknowledged) + 3, 90)
+            wait_acknowledged(len(acknowledged) + 3, 90)
         finally:
             stop.set()
             thread.join(120)
@@ -372,11 +369,9 @@ def test_writes_go_to_the_current_writer_and_to_another_node_when_it_dies(
     cluster.up(3)
     topic = f"fwd-{uuid.uuid4().hex[:6]}"
     assert cluster.ksql("node-1", create("FIRST", topic)).status_code == 200
-    deadline = time.monotonic() + 30  # every node has seen node-1 READY and its record
-    while not all(sees_ready(cluster, n, "node-1") and cluster.status(n)["appliedOffset"] >= 0
-                  for n in ("node-2", "node-3")):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    eventually(lambda: all(sees_ready(cluster, n, "node-1") and cluster.status(n)["appliedOffset"] >= 0
+                           for n in ("node-2", "node-3")), 30,
+               "every node to see node-1 READY and its record", interval=0.1)
     for index, node in enumerate(["node-2", "node-3", "node-2"]):
         response = cluster.ksql(node, create(f"VIA{index}", topic))
         assert response.status_code == 200, response.text
@@ -416,14 +411,13 @@ def test_a_forwarded_write_carries_the_clients_credentials(
                           timeout=60)
 
     assert ksql("node-1", create("FIRST", topic)).status_code == 200
-    deadline = time.monotonic() + 30
-    while True:
+
+    def node_2_sees_node_1_ready() -> bool:
         hosts = httpx.get(f"{cluster.url('node-2')}/clusterStatus", auth=alice,
                           timeout=30).json()["clusterStatus"]
-        if any(h["nodeId"] == "node-1" and h["state"] == "READY" for h in hosts.values()):
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+        return any(h["nodeId"] == "node-1" and h["state"] == "READY" for h in hosts.values())
+
+    eventually(node_2_sees_node_1_ready, 30, "node-2 to see node-1 READY", interval=0.1)
     assert ksql("node-2", create("SECOND", topic)).status_code == 200
     assert [r["originNode"] for r in log_records(cluster)] == ["node-1", "node-1"]
     unauthorized = httpx.post(f"{cluster.url('node-2')}/ksql", timeout=60,

@@ -18,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 
 from integration.conftest import Cluster
 from metastore.kafka.settings import KafkaSettings
+from tests.support.waiting import eventually
 
 ClusterFactory = Callable[..., Cluster]
 
@@ -30,26 +31,27 @@ def show_queries(cluster: Cluster, node: str) -> dict[str, dict[str, Any]]:
 
 def wait_owner(cluster: Cluster, ask: str, query_id: str, timeout: float,
                not_owner: str | None = None) -> str:
-    deadline = time.monotonic() + timeout
     seen: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+
+    def new_owner() -> str | None:
+        nonlocal seen
         seen = show_queries(cluster, ask).get(query_id, {})
         owner = seen.get("ownerNode")
-        if seen.get("state") == "RUNNING" and owner and owner != not_owner:
-            return str(owner)
-        time.sleep(0.5)
-    raise AssertionError(f"{query_id} not RUNNING on a new owner: {seen}")
+        return str(owner) if seen.get("state") == "RUNNING" and owner and owner != not_owner else None
+
+    return eventually(new_owner, timeout, lambda: f"{query_id} RUNNING on a new owner: {seen}",
+                      interval=0.5)
 
 
 def wait_owned_by(cluster: Cluster, node: str, query_id: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
     seen: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+
+    def owned() -> bool:
+        nonlocal seen
         seen = show_queries(cluster, node).get(query_id, {})
-        if seen.get("state") == "RUNNING" and seen.get("ownerNode") == node:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{query_id} not RUNNING on {node}: {seen}")
+        return seen.get("state") == "RUNNING" and seen.get("ownerNode") == node
+
+    eventually(owned, timeout, lambda: f"{query_id} RUNNING on {node}: {seen}", interval=0.5)
 
 
 def sink_records(bootstrap: str, topic: str, seconds: float = 600) -> list[tuple[int, str]]:
@@ -103,11 +105,8 @@ def test_killing_the_owner_mid_stream_moves_the_query_without_a_gap(
 
     writer = threading.Thread(target=produce)
     writer.start()
-    before, deadline = 0, time.monotonic() + 20
-    while before == 0 and time.monotonic() < deadline:  # until the owner is writing output
-        time.sleep(2)
-        before = len(sink_records(cluster.bootstrap, sink, seconds=3))
-    assert before > 0, "the query moves data before its owner dies"
+    before = eventually(lambda: len(sink_records(cluster.bootstrap, sink, seconds=3)), 20,
+                        "the query to move data before its owner dies", interval=2)
     assert not sent.is_set(), "the owner dies mid-stream"
     assert cluster.nodes.stop_node(owner, signal.SIGKILL)
     survivor = "node-2" if owner == "node-1" else "node-1"
@@ -117,13 +116,15 @@ def test_killing_the_owner_mid_stream_moves_the_query_without_a_gap(
     assert sent.is_set()
 
     expected = {i for i in range(total) if i % 3 != 0}
-    deadline = time.monotonic() + 120
     records: list[tuple[int, str]] = []
-    while time.monotonic() < deadline:
+
+    def complete() -> bool:
+        nonlocal records
         records = sink_records(cluster.bootstrap, sink)
-        if {i for i, _ in records} >= expected:
-            break
-        time.sleep(2)
+        return {i for i, _ in records} >= expected
+
+    eventually(complete, 120, lambda: "every kept record, missing after takeover: "
+               f"{sorted(expected - {i for i, _ in records})[:20]}", interval=2)
     ids = Counter(i for i, _ in records)
     assert set(ids) == expected, f"missing after takeover: {sorted(expected - set(ids))[:20]}"
     # at-least-once: a batch cut short by the kill is written again, never a different record
@@ -166,8 +167,10 @@ def read_to_end(bootstrap: str, topic: str, timeout: float = 60) -> list[Message
                 for p in partitions}
         pending = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-        deadline = time.monotonic() + timeout
-        while pending and time.monotonic() < deadline:
+
+        def read_to_the_ends() -> bool:
+            if not pending:
+                return True
             for message in consumer.consume(500, 0.5):
                 if message.error() is None:
                     out.append(message)
@@ -176,7 +179,11 @@ def read_to_end(bootstrap: str, topic: str, timeout: float = 60) -> list[Message
             for position in consumer.position([TopicPartition(topic, p) for p in pending]):
                 if position.offset >= ends[position.partition]:
                     pending.discard(position.partition)
-        assert not pending, f"{topic}: partitions {sorted(pending)} not read to their end"
+            return False
+
+        eventually(read_to_the_ends, timeout,
+                   lambda: f"{topic} read to its ends, partitions {sorted(pending)} not",
+                   interval=0)
     finally:
         consumer.close()
     return out
@@ -226,11 +233,9 @@ def test_stateful_queries_resume_their_state_when_their_owner_is_killed(
 
     writer = threading.Thread(target=produce)
     writer.start()
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not (
-            latest_by_key(cluster.bootstrap, counts) and sink_records(cluster.bootstrap, joined,
-                                                                     seconds=3)):
-        time.sleep(1)
+    eventually(lambda: latest_by_key(cluster.bootstrap, counts)
+               and sink_records(cluster.bootstrap, joined, seconds=3), 90,
+               "the aggregation and the join to write before the kill", interval=1)
     assert latest_by_key(cluster.bootstrap, counts), "the aggregation writes before the kill"
     assert sink_records(cluster.bootstrap, joined, seconds=3), "the join writes before the kill"
     assert not sent.is_set(), "the owners die mid-stream"
@@ -244,10 +249,11 @@ def test_stateful_queries_resume_their_state_when_their_owner_is_killed(
     assert sent.is_set()
 
     expected_counts = Counter(i % groups for i in range(total))
-    deadline = time.monotonic() + 180
     final: dict[int, int] = {}
     pairs: list[tuple[int, str]] = []
-    while time.monotonic() < deadline:
+
+    def complete() -> bool:
+        nonlocal final, pairs
         final = {}
         for key, value in latest_by_key(cluster.bootstrap, counts).items():
             group, window_start = struct.unpack(">iq", key)
@@ -256,9 +262,12 @@ def test_stateful_queries_resume_their_state_when_their_owner_is_killed(
         pairs = [(json.loads(m.value() or b"null")["ID"],
                   dict(m.headers() or [])["metastore.source"].decode())
                  for m in read_to_end(cluster.bootstrap, joined)]
-        if final == dict(expected_counts) and {i for i, _ in pairs} == set(range(total)):
-            break
-        time.sleep(3)
+        return final == dict(expected_counts) and {i for i, _ in pairs} == set(range(total))
+
+    eventually(complete, 180, lambda: (
+        f"exact window counts and every pair joined: counts {final}, expected "
+        f"{dict(expected_counts)}, {len(set(range(total)) - {i for i, _ in pairs})} pairs missing"),
+        interval=3)
     assert final == dict(expected_counts), "each group counted every record exactly once"
     by_source: dict[str, set[int]] = {}
     for i, coordinates in pairs:

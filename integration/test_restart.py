@@ -6,7 +6,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import httpx
 
 from integration.conftest import Cluster
 from metastore.local.processes import pid_exists
+from tests.support.waiting import eventually
 
 ClusterFactory = Callable[..., Cluster]
 NO_SPARK = ("--spark-master", "none", "--request-timeout", "20")
@@ -29,10 +29,8 @@ def startup(cluster: Cluster, name: str) -> dict:  # type: ignore[type-arg]
 
 
 def wait_for_checkpoint(cluster: Cluster, name: str, offset: int) -> None:
-    deadline = time.monotonic() + 30
-    while _or_minus_one(startup(cluster, name)["checkpoints"]["lastOffset"]) < offset:
-        assert time.monotonic() < deadline, startup(cluster, name)
-        time.sleep(0.1)
+    eventually(lambda: _or_minus_one(startup(cluster, name)["checkpoints"]["lastOffset"]) >= offset,
+               30, lambda: f"a checkpoint at {offset}: {startup(cluster, name)}", interval=0.1)
 
 
 def _or_minus_one(offset: int | None) -> int:
@@ -67,10 +65,8 @@ def test_sigkill_while_writing_a_checkpoint_then_restart_is_correct(
             cluster.ksql("node-1", create(f"SECOND{index}"))
         except httpx.TransportError:
             break
-    deadline = time.monotonic() + 30
-    while pid_exists(pid):
-        assert time.monotonic() < deadline, "the fault injection did not kill the node"
-        time.sleep(0.1)
+    eventually(lambda: not pid_exists(pid), 30, "the fault injection to kill the node",
+               interval=0.1)
     checkpoints = Path(cluster.nodes.root) / "node-1" / "checkpoints"
     assert any(p.name.endswith(".tmp") for p in checkpoints.iterdir()), "no half-written file"
 

@@ -40,6 +40,7 @@ from metastore.local.spark_cluster import (
     application_executors,
     worker_status,
 )
+from tests.support.waiting import eventually
 
 ClusterFactory = Callable[..., Cluster]
 
@@ -56,10 +57,8 @@ def spark_cluster(tmp_path: Path) -> Iterator[SparkClusterState]:
 
 def application(cluster: Cluster, node: str, timeout: float = 120) -> dict[str, Any]:
     """The node's Spark application, once its Spark started (after the node is READY)."""
-    deadline = time.monotonic() + timeout
-    while not (found := cluster.status(node)["sparkApplication"]):
-        assert time.monotonic() < deadline, f"{node} reports its Spark application"
-        time.sleep(0.5)
+    found = eventually(lambda: cluster.status(node)["sparkApplication"], timeout,
+                       f"{node} to report its Spark application", interval=0.5)
     assert found["uiUrl"], "on a cluster the node's Spark UI is on"
     return dict(found)
 
@@ -85,28 +84,35 @@ def tasks_by_worker(cluster: Cluster, state: SparkClusterState, nodes: set[str]
 
 def wait_tasks_on_workers(cluster: Cluster, state: SparkClusterState, nodes: set[str],
                           workers: set[str], timeout: float) -> dict[str, int]:
-    """``tasks_by_worker`` once each of ``workers`` counts a task, or at ``timeout``. A driver
-    counts a task when its listener bus delivers the task's end, after the task wrote its
-    output: the output alone does not say the count is there yet."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """``tasks_by_worker`` once each of ``workers`` counts a task (AssertionError at
+    ``timeout``). A driver counts a task when its listener bus delivers the task's end, after
+    the task wrote its output: the output alone does not say the count is there yet."""
+    ran: dict[str, int] = {}
+
+    def on_each_worker() -> dict[str, int] | None:
+        nonlocal ran
         ran = tasks_by_worker(cluster, state, nodes)
-        if all(ran.get(worker, 0) > 0 for worker in workers) or time.monotonic() > deadline:
-            return ran
-        time.sleep(1)
+        return ran if all(ran.get(worker, 0) > 0 for worker in workers) else None
+
+    return eventually(on_each_worker, timeout,
+                      lambda: f"a task on each of {sorted(workers)}, tasks per worker {ran}",
+                      interval=1)
 
 
 def wait_moved(cluster: Cluster, dead: set[str], query_id: str, timeout: float) -> str:
     """The node that runs ``query_id`` once it left the ``dead`` nodes."""
     alive = [f"node-{n}" for n in (1, 2, 3) if f"node-{n}" not in dead]
-    deadline = time.monotonic() + timeout
     seen: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+
+    def owner() -> str | None:
+        nonlocal seen
         seen = show_queries(cluster, alive[0]).get(query_id, {})
         if seen.get("state") == "RUNNING" and seen.get("ownerNode") in alive:
             return str(seen["ownerNode"])
-        time.sleep(0.5)
-    raise AssertionError(f"{query_id} not RUNNING on one of {alive}: {seen}")
+        return None
+
+    return eventually(owner, timeout, lambda: f"{query_id} RUNNING on one of {alive}: {seen}",
+                      interval=0.5)
 
 
 @pytest.mark.timeout(900)
@@ -154,10 +160,8 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
     writer = threading.Thread(target=produce, daemon=True)
     writer.start()
     phases[0].set()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (
-            read_to_end(cluster.bootstrap, kept) and latest_by_key(cluster.bootstrap, counts)):
-        time.sleep(1)
+    eventually(lambda: read_to_end(cluster.bootstrap, kept) and latest_by_key(cluster.bootstrap, counts),
+               120, "the CSAS and the windowed CTAS to write on the cluster", interval=1)
     assert read_to_end(cluster.bootstrap, kept), "the CSAS writes on the cluster"
     assert latest_by_key(cluster.bootstrap, counts), "the windowed CTAS writes on the cluster"
     owners = {wait_owner(cluster, "node-1", query_id, 60) for query_id in query_ids}
@@ -184,16 +188,19 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
     expected_counts = dict(Counter(i % groups for i in range(total)))
     final: dict[int, int] = {}
     records: list[tuple[int, str]] = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
+
+    def complete() -> bool:
+        nonlocal records, final
         records = [(json.loads(m.value() or b"null")["ID"],
                     dict(m.headers() or [])["metastore.source"].decode())
                    for m in read_to_end(cluster.bootstrap, kept)]
         final = {struct.unpack(">iq", key)[0]: json.loads(value or b"null")["N"]
                  for key, value in latest_by_key(cluster.bootstrap, counts).items()}
-        if {i for i, _ in records} >= expected and final == expected_counts:
-            break
-        time.sleep(3)
+        return {i for i, _ in records} >= expected and final == expected_counts
+
+    eventually(complete, 240, lambda: (
+        f"every kept record and exact window counts: {len(expected - {i for i, _ in records})} "
+        f"kept records missing, counts {final}, expected {expected_counts}"), interval=3)
     by_source: dict[str, set[int]] = {}
     for i, coordinates in records:
         by_source.setdefault(coordinates, set()).add(i)

@@ -34,7 +34,8 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.membership import Membership
 from metastore.node import Node, NodeConfig
 from tests.broker.conftest import SecuredKafka
-from tests.servers import start_server
+from tests.support.servers import start_server
+from tests.support.waiting import eventually
 
 Op = AclOperation
 PREFIXED, LITERAL = ResourcePatternType.PREFIXED, ResourcePatternType.LITERAL
@@ -131,15 +132,6 @@ def admin_of(kafka: SecuredKafka) -> Admin:
     return Admin(KafkaSettings(kafka.bootstrap_servers, kafka.security.admin.client_config()))
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def status(entities: list[dict[str, object]]) -> list[object]:
     commands = [entity.get("commandStatus") for entity in entities]
     return [command.get("status") if isinstance(command, dict) else None for command in commands]
@@ -177,11 +169,14 @@ def test_nodes_work_with_only_the_documented_acls(
     members = [heartbeats(first), heartbeats(second)]
     assert status(second.execute("DROP TABLE views_by_id;")) == ["SUCCESS"]
     assert status(second.execute("DROP STREAM pageviews DELETE TOPIC;")) == ["SUCCESS"]
-    assert wait_until(lambda: admin.describe(stream_topic) is None), "the topic was not deleted"
-    assert wait_until(lambda: caught_up(first, second))
+    eventually(lambda: admin.describe(stream_topic) is None, 10, "the topic to be deleted",
+               interval=0.1)
+    eventually(lambda: caught_up(first, second), 10, "both nodes to reach the log's end",
+               interval=0.1)
     assert first.replica.image.fingerprint == second.replica.image.fingerprint
-    assert wait_until(lambda: {beat.node_id for beat, alive in members[0].nodes() if alive}
-                      == {"node-1", "node-2"}), "the nodes do not see each other's heartbeats"
+    eventually(lambda: {beat.node_id for beat, alive in members[0].nodes() if alive}
+               == {"node-1", "node-2"}, 10, "the nodes to see each other's heartbeats",
+               interval=0.1)
 
     first.stop()  # a clean stop publishes a snapshot
     third = secured_node("node-3")
@@ -259,7 +254,7 @@ def test_a_server_logs_in_with_the_settings_of_its_config_file(service: Service,
             f"CREATE STREAM clicks (id INT KEY) WITH (KAFKA_TOPIC='{service.data_prefix}clicks', "
             "VALUE_FORMAT='JSON', PARTITIONS=1);")})
         assert response.status_code == 200, response.text
-        assert wait_until(lambda: heartbeat_seen(server.url)), "no heartbeat of node-1"
+        eventually(lambda: heartbeat_seen(server.url), 10, "a heartbeat of node-1", interval=0.1)
     finally:
         assert server.stop() == 0, server.output()
     denied = [line for line in kafka.denials_since(log_mark)
@@ -294,17 +289,19 @@ def produce_error(kafka: SecuredKafka, topic: str) -> int | None:
     return errors[0].code() if errors and errors[0] is not None else None
 
 
-def subscribe_error(kafka: SecuredKafka, topic: str, group: str) -> int | None:
+def subscribe_error(kafka: SecuredKafka, topic: str, group: str) -> int:
     """The first topic error a consumer of ``topic``, logged in as the node user, reports."""
     consumer = Consumer({**kafka.state.client_config(kafka.node_user), "group.id": group})
     consumer.subscribe([topic])
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            error = message.error() if message is not None else None
-            if error is not None and error.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
-                return int(error.code())
+
+    def topic_error() -> int | None:
+        message = consumer.poll(0.5)
+        error = message.error() if message is not None else None
+        if error is not None and error.code() != KafkaError.GROUP_AUTHORIZATION_FAILED:
+            return int(error.code())
         return None
+
+    try:
+        return eventually(topic_error, 10, f"an error consuming {topic}", interval=0)
     finally:
         consumer.close()

@@ -10,7 +10,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from metastore.kafka.consumer import PartitionReader
 from metastore.kafka.settings import KafkaSettings
-from tests.conftest import unique
+from tests.support.kafka import unique
+from tests.support.waiting import eventually
 
 
 def drain(consumer: Consumer, idle_seconds: float = 2.0) -> list[bytes]:
@@ -111,10 +112,15 @@ def test_reader_detects_end_when_log_ends_with_markers(
         end = reader.end_offset()
         assert end == 5, "the end of the committed log counts the markers"
         seen: list[bytes | None] = []
-        deadline = time.monotonic() + 15
-        while reader.position < end:
-            assert time.monotonic() < deadline, f"stuck at {reader.position} < {end}"
+
+        def read_to_the_end() -> bool:
+            if reader.position >= end:
+                return True
             seen.extend(record.value for record in reader.poll(0.2))
+            return False
+
+        eventually(read_to_the_end, 15, lambda: f"the end, stuck at {reader.position} < {end}",
+                   interval=0)
         assert seen == [b"a", b"b"]
         assert reader.position == end
     finally:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +12,8 @@ from metastore.kafka.admin import Admin
 from metastore.log.reader import LogReplica, Resume
 from metastore.log.topic import command_topic_name
 from metastore.node import Node
-from tests.conftest import unique
+from tests.support.kafka import unique
+from tests.support.waiting import eventually
 
 NodeFactory = Callable[..., Node]
 
@@ -24,11 +24,10 @@ def statement(name: str) -> str:
 
 
 def wait_for_checkpoint(node: Node, offset: int, timeout: float = 60) -> None:
-    assert node.checkpointer is not None
-    deadline = time.monotonic() + timeout
-    while node.checkpointer.status.last_offset is None or node.checkpointer.status.last_offset < offset:
-        assert time.monotonic() < deadline, f"no checkpoint at {offset}: {node.checkpointer.status}"
-        time.sleep(0.05)
+    checkpointer = node.checkpointer
+    assert checkpointer is not None
+    eventually(lambda: (last := checkpointer.status.last_offset) is not None and last >= offset,
+               timeout, lambda: f"a checkpoint at {offset}: {checkpointer.status}", interval=0.05)
 
 
 def test_restart_after_10000_commands_replays_only_the_tail(
@@ -66,10 +65,7 @@ def test_checkpoint_of_a_recreated_topic_is_refused(
     topic = old.config.topic
     old.stop()
     kafka_admin.delete(topic)
-    deadline = time.monotonic() + 30
-    while kafka_admin.describe(topic) is not None:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    eventually(lambda: kafka_admin.describe(topic) is None, 30, f"{topic} to be deleted")
 
     writer = node_factory(service, node_id="writer")  # re-creates the topic: a new incarnation
     writer.execute(statement("NEW_ONE"))
@@ -107,12 +103,11 @@ def test_a_new_node_bootstraps_from_the_snapshot_topic(
     publisher = node_factory(service, data_dir=tmp_path / "a", checkpoint=policy)
     for index in range(4):  # a record and a commit marker each: the checkpoint is due at 6
         publisher.execute(statement(f"SNAP{index}"))
-    assert publisher.checkpointer is not None
-    deadline = time.monotonic() + 30
-    while publisher.checkpointer.status.published < 1:
-        assert time.monotonic() < deadline, publisher.checkpointer.status
-        time.sleep(0.05)
-    assert publisher.checkpointer.status.last_offset == 6
+    checkpointer = publisher.checkpointer
+    assert checkpointer is not None
+    eventually(lambda: checkpointer.status.published >= 1, 30,
+               lambda: f"a published snapshot: {checkpointer.status}", interval=0.05)
+    assert checkpointer.status.last_offset == 6
     publisher.execute(statement("AFTER_SNAPSHOT"))
 
     joiner = node_factory(service, node_id="joiner", data_dir=tmp_path / "b", checkpoint=policy)

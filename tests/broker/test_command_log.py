@@ -24,7 +24,7 @@ from metastore.log.writer import WriterOptions
 from metastore.node import Node
 from metastore.spark.exceptions import SparkUnavailableError
 from metastore.sql.statements import SourceKind
-from tests.conftest import unique
+from tests.support.kafka import unique
 
 NodeFactory = Callable[..., Node]
 

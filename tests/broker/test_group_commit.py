@@ -22,7 +22,8 @@ from metastore.kafka.admin import Admin
 from metastore.log.writer import WriterOptions
 from metastore.node import Node
 from tests.broker.test_command_log import committed_values, create_stream, usurp
-from tests.conftest import unique
+from tests.support.kafka import unique
+from tests.support.waiting import eventually
 
 NodeFactory = Callable[..., Node]
 
@@ -68,10 +69,8 @@ def queue_behind_a_held_write(node: Node, held: HeldFirstCommit, requests: list[
     for index, (request_id, text) in enumerate(requests):
         threads.append(threading.Thread(target=send, args=(request_id, text)))
         threads[-1].start()
-        deadline = time.monotonic() + 10
-        while node.writer.queued < index + 1:
-            assert time.monotonic() < deadline, "the request did not queue"
-            time.sleep(0.005)
+        eventually(lambda count=index + 1: node.writer.queued >= count, 10,
+                   "the request to queue", interval=0.005)
     held.release.set()
     for thread in threads:
         thread.join(30)

@@ -13,7 +13,7 @@ from metastore.catalog.exceptions import QueryError, StatementError, TopicError
 from metastore.catalog.insert_record import InsertValuesError
 from metastore.kafka.admin import Admin
 from metastore.node import Node
-from tests.conftest import unique
+from tests.support.kafka import unique
 
 
 def _records(consumer: Consumer, expected: int, timeout: float = 10) -> list[Message]:

@@ -38,7 +38,7 @@ from metastore.log.repair import RepairOptions, RestoreOptions, find_unreplayabl
 from metastore.membership import membership_topic_name
 from metastore.node import Node
 from metastore.sql.statements import SourceKind
-from tests.conftest import unique
+from tests.support.kafka import unique
 
 NodeFactory = Callable[..., Node]
 Entry = tuple[bytes | None, bytes | None]

@@ -21,7 +21,7 @@ from metastore.log.exceptions import NotWrittenError
 from metastore.log.writer import WriterOptions
 from metastore.node import Node, NodeConfig
 from tests.broker.test_command_log import committed_values, create_stream, usurp
-from tests.conftest import unique
+from tests.support.kafka import unique
 
 NodeFactory = Callable[..., Node]
 
@@ -74,6 +74,7 @@ def test_topics_of_attempts_fenced_until_the_deadline_are_deleted(
     assert kafka_admin.describe(topic) is None
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_the_deadline_covers_the_wait_for_the_write_lock(node_factory: NodeFactory) -> None:
     release = threading.Event()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.queries.test_push_queries import create_stream, insert, node  # noqa: F401 - fixture
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
 
 CLIENT = ("ksql-python-ng==0.29.0.1", "httpx[http2]<0.28")
 """0.29.0.1 passes ``cert=`` to ``httpx.get``, which httpx 0.28 removed."""

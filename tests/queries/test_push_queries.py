@@ -10,34 +10,26 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from metastore.kafka.settings import KafkaSettings
-from tests.conftest import unique
-from tests.queries.test_query_nodes import ksql, wait_for
+from tests.queries.test_query_nodes import ksql
 from tests.queries.test_spark_jobs import read_all
-from tests.servers import ServerProcess
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
 
 ServerFactory = Callable[..., ServerProcess]
 
 
-@pytest.fixture(scope="module")
-def node(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    from tests.servers import start_server
-
-    directory = tmp_path_factory.mktemp("push")
-    server = start_server(kafka_bootstrap, directory, unique("push"), "node-1",
-                          "--data-dir", str(directory / "node"))
-    try:
-        wait_for(lambda: gauge(server, "metastore_spark_streaming_queries") >= 0, 180,
-                 "Spark to start")
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture
+def node(spark_node: ServerProcess) -> ServerProcess:
+    """The suite's shared Spark node: every test here names its own streams."""
+    return spark_node
 
 
 def gauge(server: ServerProcess, name: str) -> float:
@@ -87,8 +79,8 @@ def test_push_query_over_query_sees_new_rows_honours_limit_and_frees_spark(
         assert header["header"]["schema"] == "`ID` INTEGER, `U` STRING"
         assert header["header"]["queryId"].startswith(f"transient_{stream}_")
         assert gauge(node, "metastore_push_queries") == 1
-        wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline + 1, 60,
-                 "the push query's Spark query")
+        eventually(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline + 1, 60,
+                   "the push query's Spark query", interval=0.5)
         # 'latest' by default: rows come from what is produced once the query reads, so
         # pairs of rows (one the WHERE drops) are produced until the query has its LIMIT
         stop = threading.Event()
@@ -115,9 +107,9 @@ def test_push_query_over_query_sees_new_rows_honours_limit_and_frees_spark(
     assert second == {"row": {"columns": [i + 1, f"R{i + 1}"]}}
     assert final == '{"finalMessage":"Limit Reached"}]'
     assert first_row_seconds < 60
-    wait_for(lambda: gauge(node, "metastore_push_queries") == 0, 30, "the query to stop")
-    wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
-             "Spark to stop the query")
+    eventually(lambda: gauge(node, "metastore_push_queries") == 0, 30, "the query to stop", interval=0.5)
+    eventually(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
+               "Spark to stop the query", interval=0.5)
 
 
 def test_query_stream_reads_earliest_when_asked_and_close_query_stops_it(
@@ -142,8 +134,8 @@ def test_query_stream_reads_earliest_when_asked_and_close_query_stops_it(
     again = httpx.post(f"{node.url}/close-query", json={"queryId": meta["queryId"]}, timeout=60)
     assert again.status_code == 400
     assert again.json()["message"] == f"No query with id {meta['queryId']}"
-    wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
-             "Spark to stop the query")
+    eventually(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
+               "Spark to stop the query", interval=0.5)
 
 
 def test_a_client_that_disconnects_stops_its_push_query(node: ServerProcess) -> None:
@@ -158,9 +150,9 @@ def test_a_client_that_disconnects_stops_its_push_query(node: ServerProcess) -> 
         running = gauge(node, "metastore_push_queries")
         assert running == pushed + 1, running
     # the client closed its connection without reading further
-    wait_for(lambda: gauge(node, "metastore_push_queries") == pushed, 30, "the query to stop")
-    wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
-             "Spark to stop the query")
+    eventually(lambda: gauge(node, "metastore_push_queries") == pushed, 30, "the query to stop", interval=0.5)
+    eventually(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
+               "Spark to stop the query", interval=0.5)
 
 
 def test_push_queries_on_a_table_and_an_aggregation(node: ServerProcess) -> None:
@@ -223,13 +215,13 @@ def test_a_persistent_query_starts_where_auto_offset_reset_says(
         states = {q["sinks"][0]: q["state"] for q in entity["queries"]}
         return states.get(latest) == "RUNNING" and states.get(earliest) == "RUNNING"
 
-    wait_for(running, 120, "both queries")
+    eventually(running, 120, "both queries", interval=0.5)
 
     def latest_has_new() -> bool:  # its offsets are taken at its first micro-batch
         insert(node, stream, (2, "new"))
         return bool(read_all(kafka_settings, latest, 1, timeout=2))
 
-    wait_for(latest_has_new, 120, "the latest query's first record")
+    eventually(latest_has_new, 120, "the latest query's first record", interval=0.5)
     assert {json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, latest, 1)} == {
         "new"}
     assert [json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, earliest, 2)][

@@ -22,9 +22,10 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.queries.explain import SparkExplainer
 from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError
 from tests.queries.test_push_queries import create_stream, gauge, insert, node  # noqa: F401
-from tests.queries.test_query_nodes import ksql, queries, wait_for
+from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_spark_jobs import read_all
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
 
 
 def _values(settings: KafkaSettings, topic: str, count: int,
@@ -39,7 +40,7 @@ def test_a_paused_query_stops_and_resumes_from_its_checkpoint(
     sink = f"{stream}_UP"
     [created] = ksql(node, f"CREATE STREAM {sink} AS SELECT ID, UCASE(V) AS U FROM {stream};")
     query_id = created["commandStatus"]["queryId"]
-    wait_for(lambda: queries(node)[query_id]["state"] == "RUNNING", 120, "the query to run")
+    eventually(lambda: queries(node)[query_id]["state"] == "RUNNING", 120, "the query to run", interval=0.5)
     insert(node, stream, (1, "one"))
     assert _values(kafka_settings, sink, 1) == [{"U": "ONE"}]
 
@@ -48,8 +49,8 @@ def test_a_paused_query_stops_and_resumes_from_its_checkpoint(
     assert paused["commandStatus"]["message"] == "Query paused."
     assert paused["commandId"] == f"pause/{query_id}/execute"
     assert queries(node)[query_id]["state"] == "PAUSED"
-    wait_for(lambda: gauge(node, "metastore_spark_streaming_queries") == running - 1, 60,
-             "the paused query's Spark query to stop")
+    eventually(lambda: gauge(node, "metastore_spark_streaming_queries") == running - 1, 60,
+               "the paused query's Spark query to stop", interval=0.5)
     insert(node, stream, (2, "two"))
     time.sleep(3)
     assert _values(kafka_settings, sink, 2, timeout=3) == [{"U": "ONE"}], "read while paused"
@@ -57,7 +58,8 @@ def test_a_paused_query_stops_and_resumes_from_its_checkpoint(
     [resumed] = ksql(node, "RESUME ALL;")
     assert resumed["commandStatus"]["message"] == "Query resumed."
     assert resumed["commandId"] == "resume/ALL/execute"
-    wait_for(lambda: queries(node)[query_id]["state"] == "RUNNING", 120, "the query to resume")
+    eventually(lambda: queries(node)[query_id]["state"] == "RUNNING", 120, "the query to resume",
+               interval=0.5)
     assert _values(kafka_settings, sink, 2) == [{"U": "ONE"}, {"U": "TWO"}]
     time.sleep(2)
     assert len(_values(kafka_settings, sink, 3, timeout=3)) == 2, "a record written twice"

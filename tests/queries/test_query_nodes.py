@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,10 @@ from confluent_kafka.admin import AdminClient
 
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries.assignment import group_name
-from tests.conftest import unique
 from tests.queries.test_spark_jobs import read_all
-from tests.servers import ServerProcess
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
 
 ServerFactory = Callable[..., ServerProcess]
 
@@ -32,16 +32,6 @@ def ksql(server: ServerProcess, text: str, status: int = 200) -> list[dict[str, 
 def queries(server: ServerProcess) -> dict[str, dict[str, Any]]:
     [entity] = ksql(server, "SHOW QUERIES;")
     return {q["id"]: q for q in entity["queries"]}
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
@@ -79,7 +69,7 @@ def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
                                     and q["lag"] == 0 for q in seen.values())
         return seen if ok else None
 
-    seen = wait_for(settled, 60, "both queries RUNNING on node-1 with no lag")
+    seen = eventually(settled, 60, "both queries RUNNING on node-1 with no lag", interval=0.5)
     even_id = next(q for q in seen if q.startswith("CSAS_EVEN_"))
     counts_id = next(q for q in seen if q.startswith("CTAS_COUNTS_"))
     assert seen[even_id]["sinkKafkaTopics"] == [sink]
@@ -95,14 +85,15 @@ def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
     [scope] = (checkpoints / node.service_id).iterdir()  # one command log incarnation
     assert (scope / even_id).is_dir() and (scope / counts_id).is_dir()
     ksql(plain, f"TERMINATE {even_id};")
-    wait_for(lambda: not (scope / even_id).exists(), 60, "the checkpoint to be deleted")
+    eventually(lambda: not (scope / even_id).exists(), 60, "the checkpoint to be deleted", interval=0.5)
     for i in range(10, 14):
         producer.produce(source, key=struct.pack(">i", i), value=json.dumps({"V": i}))
     producer.flush(10)
-    wait_for(lambda: queries(node)[counts_id]["lag"] == 0, 60, "COUNTS to process the new rows")
+    eventually(lambda: queries(node)[counts_id]["lag"] == 0, 60, "COUNTS to process the new rows",
+               interval=0.5)
     assert len(read_all(kafka_settings, sink, 6, timeout=5)) == 5, "terminated: no new output"
     assert list(queries(node)) == [counts_id]
 
     ksql(node, "DROP TABLE COUNTS;")
-    wait_for(lambda: not (scope / counts_id).exists(), 60, "DROP to stop the CTAS query")
+    eventually(lambda: not (scope / counts_id).exists(), 60, "DROP to stop the CTAS query", interval=0.5)
     assert queries(plain) == {}

@@ -27,20 +27,17 @@ from metastore.queries.checkpoints import (
     checkpoint_root,
 )
 from metastore.queries.plan import compile_query
-from metastore.spark.session import start_session
-from tests.conftest import unique
+from tests.support.kafka import unique
 
 Record = tuple[bytes | None, bytes | None, dict[str, bytes]]
 
 
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    session = start_session("local[2]", "metastore-query-tests",
-                            Path(tmp_path_factory.mktemp("spark")))
-    yield session
-    for query in session.streams.active:
+@pytest.fixture
+def spark(spark: Any) -> Iterator[Any]:
+    """The shared session; the streaming queries a test started are stopped after it."""
+    yield spark
+    for query in spark.streams.active:
         query.stop()
-    session.stop()
 
 
 def catalog(text: str) -> Image:

@@ -12,11 +12,12 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from tests.conftest import unique
 from tests.queries.test_push_queries import gauge, node  # noqa: F401 - the module's node fixture
-from tests.queries.test_query_nodes import ksql, wait_for
-from tests.servers import ServerProcess
+from tests.queries.test_query_nodes import ksql
 from tests.spark.test_spark_catalog import wait_in_sync
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
 
 
 def pull(server: ServerProcess, text: str) -> list[list[Any]]:
@@ -49,7 +50,7 @@ def test_key_lookups_come_from_the_store_and_see_updates_and_deletes(
         assert pull(node, f"SELECT * FROM {name} WHERE ID = 3;") == [[3, "v3", 30]]
         return gauge(node, "metastore_pull_queries_from_stores_total") == before + 1
 
-    wait_for(from_store, 120, "the table's store")
+    eventually(from_store, 120, "the table's store", interval=0.5)
     assert gauge(node, "metastore_table_stores") >= 1
     before = gauge(node, "metastore_pull_queries_from_stores_total")
     put(3, {"V": "new", "N": 31})

@@ -1,4 +1,5 @@
-"""A local Schema Registry for this package's tests, started once, and a client of it."""
+"""A local Schema Registry for this package's tests, started once, a client of it, and a Spark
+node that uses it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from metastore.local.schema_registry import LocalSchemaRegistry, SchemaRegistryState
 from metastore.schema_registry.client import SchemaRegistryClient
+from tests.support.servers import ServerProcess, queries_terminated_after, session_node
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +27,18 @@ def client(registry: SchemaRegistryState) -> Iterator[SchemaRegistryClient]:
     client = SchemaRegistryClient(registry.url)
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def registry_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory,
+                          registry: SchemaRegistryState) -> Iterator[ServerProcess]:
+    yield from session_node(kafka_bootstrap, tmp_path_factory, "registry", True,
+                            "--schema-registry-url", registry.url)
+
+
+@pytest.fixture
+def registry_node(registry_node_process: ServerProcess) -> Iterator[ServerProcess]:
+    """One Spark node asking the registry, for every test that creates uniquely named
+    sources in the registry's formats (the rules of ``tests.support.servers.spark_node``)."""
+    with queries_terminated_after(registry_node_process):
+        yield registry_node_process

@@ -14,6 +14,8 @@ from cli.main import app
 from metastore.local.schema_registry import SchemaRegistryState
 from tests.query_tests.test_metastore_test import DEV_RECORDS
 
+pytestmark = pytest.mark.usefixtures("own_spark")  # `metastore test` starts a session of its own
+
 REGISTRY_SLICE = (
     "qtt/avro.json::deserialize anonymous primitive - value - with coercion",
     "qtt/avro.json::INT - key - inference",

@@ -24,7 +24,7 @@ from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.schema_registry.exceptions import SchemaRegistryUnavailableError
 from metastore.sql.statements import ColumnRole
 from tests.broker.test_command_log import committed_values
-from tests.conftest import unique
+from tests.support.kafka import unique
 
 NodeFactory = Callable[..., Node]
 KEY, VALUE = ColumnRole.KEY, ColumnRole.VALUE
@@ -188,7 +188,7 @@ def format_test(fmt: str) -> QueryTest:
 
 def test_each_format_through_a_csas_record_by_record(
         kafka_bootstrap: str, registry: SchemaRegistryState, client: SchemaRegistryClient,
-        tmp_path: Path) -> None:
+        tmp_path: Path, own_spark: None) -> None:
     before = set(client.subjects())
     report = run_tests([format_test(fmt) for fmt in FORMATS], kafka_bootstrap,
                        registry_url=registry.url, work_dir=tmp_path)

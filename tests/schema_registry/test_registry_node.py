@@ -13,15 +13,14 @@ from collections.abc import Callable
 import httpx
 from confluent_kafka import Consumer, Producer
 
-from metastore.local.schema_registry import SchemaRegistryState
 from metastore.schema_registry.client import SchemaReference, SchemaRegistryClient
-from tests.conftest import unique
-from tests.queries.test_query_nodes import ksql, wait_for
-from tests.servers import ServerProcess
+from tests.queries.test_query_nodes import ksql
 from tests.spark.test_spark_catalog import query, wait_in_sync
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
 from tests.unit.test_registry_schemas import zigzag
 
-ServerFactory = Callable[..., ServerProcess]
 VALUE = {"type": "record", "name": "Order", "fields": [
     {"name": "item", "type": "string"}, {"name": "qty", "type": "long"}]}
 
@@ -33,12 +32,12 @@ def avro_record(schema_id: int, item: str, qty: int) -> bytes:
 
 
 def test_a_node_reads_infers_aggregates_and_answers_avro(
-        server_factory: ServerFactory, registry: SchemaRegistryState,
+        registry_node: ServerProcess,
         client: SchemaRegistryClient, producer_factory: Callable[..., Producer]) -> None:
     orders, counts = unique("orders"), unique("counts")
     key_id = client.register(f"{orders}-key", json.dumps("int"))
     value_id = client.register(f"{orders}-value", json.dumps(VALUE))
-    node = server_factory("--schema-registry-url", registry.url, spark=True)
+    node = registry_node
     ksql(node, f"CREATE STREAM ORDERS WITH (KAFKA_TOPIC='{orders}', FORMAT='AVRO', "
                "PARTITIONS=1);")
     [described] = ksql(node, "DESCRIBE ORDERS;")
@@ -56,8 +55,8 @@ def test_a_node_reads_infers_aggregates_and_answers_avro(
 
     ksql(node, f"CREATE TABLE COUNTS WITH (KAFKA_TOPIC='{counts}', PARTITIONS=1) AS "
                "SELECT ITEM, COUNT(*) AS N, SUM(QTY) AS TOTAL FROM ORDERS GROUP BY ITEM;")
-    wait_for(lambda: client.latest(f"{counts}-value") is not None, 180,
-             "the CTAS to register its value schema")
+    eventually(lambda: client.latest(f"{counts}-value") is not None, 180,
+               "the CTAS to register its value schema", interval=0.5)
     registered = client.latest(f"{counts}-value")
     assert registered is not None and registered.schema_type == "AVRO"
     assert [f["name"] for f in json.loads(registered.schema)["fields"]] == ["N", "TOTAL"]
@@ -71,13 +70,13 @@ def test_a_node_reads_infers_aggregates_and_answers_avro(
             row["row"]["columns"] for row in response.json()[1:]) == [["ink", 1, 1],
                                                                        ["pen", 2, 5]]
 
-    wait_for(answered, 180, "the CTAS's rows")
+    eventually(answered, 180, "the CTAS's rows", interval=0.5)
 
 
 def test_insert_values_in_each_registry_format_reads_back(
-        server_factory: ServerFactory, registry: SchemaRegistryState,
+        registry_node: ServerProcess,
         client: SchemaRegistryClient) -> None:
-    node = server_factory("--schema-registry-url", registry.url, spark=True)
+    node = registry_node
     formats = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON"}
     topics = {fmt: unique(fmt.lower()) for fmt in formats}
     for fmt, topic in topics.items():
@@ -105,13 +104,13 @@ EVENT = ('syntax = "proto3";\npackage shop;\n'
 
 
 def test_a_protobuf_schema_that_imports_another_is_read_and_written(
-        server_factory: ServerFactory, registry: SchemaRegistryState,
+        registry_node: ServerProcess,
         client: SchemaRegistryClient, consumer_factory: Callable[..., Consumer]) -> None:
     topic, event_subject = unique("shipments"), unique("event")
     client.register(event_subject, EVENT, "PROTOBUF")
     reference = SchemaReference("shop/event.proto", event_subject, 1)
     schema_id = client.register(f"{topic}-value", SHIPMENT, "PROTOBUF", (reference,))
-    node = server_factory("--schema-registry-url", registry.url, spark=True)
+    node = registry_node
     ksql(node, f"CREATE STREAM SHIPMENTS (ID INT KEY) WITH (KAFKA_TOPIC='{topic}', "
                "KEY_FORMAT='KAFKA', VALUE_FORMAT='PROTOBUF', PARTITIONS=1);")
     [described] = ksql(node, "DESCRIBE SHIPMENTS;")

@@ -23,7 +23,7 @@ from metastore.schema_registry.exceptions import (
     SchemaRegistryUnavailableError,
 )
 from tests.broker.test_command_log import committed_values, create_stream
-from tests.conftest import unique
+from tests.support.kafka import unique
 
 NodeFactory = Callable[..., Node]
 AVRO = json.dumps({"type": "record", "name": "KsqlDataSourceSchema",
@@ -73,6 +73,7 @@ def test_assert_schema_asks_the_registry(node_factory: NodeFactory,
         node.execute("ASSERT SCHEMA ID 987654;")
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_assert_schema_waits_until_its_timeout(node_factory: NodeFactory,
                                                 client: SchemaRegistryClient) -> None:
     subject = unique("later") + "-value"
@@ -89,6 +90,7 @@ def test_assert_schema_waits_until_its_timeout(node_factory: NodeFactory,
     assert 0.9 < time.monotonic() - started < 3
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_a_request_that_writes_waits_for_its_schema_before_the_write_lock(
         node_factory: NodeFactory, client: SchemaRegistryClient) -> None:
     subject = unique("awaited") + "-value"

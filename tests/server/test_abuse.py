@@ -7,9 +7,11 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from metastore.limits import MAX_NESTING, MAX_TYPE_DEPTH
 from metastore.log.topic import command_topic_name
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
 
 ServerFactory = Callable[..., ServerProcess]
 
@@ -70,6 +72,7 @@ def abuses(service_id: str) -> list[tuple[str, str]]:
     ]
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_abuse_is_refused_bounded_and_loses_nothing(server_factory: ServerFactory) -> None:
     node = server_factory()
     client = node.http()

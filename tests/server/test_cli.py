@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

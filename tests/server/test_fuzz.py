@@ -12,7 +12,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as strat
 
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
 
 JSON_VALUES = strat.recursive(
     strat.none() | strat.booleans() | strat.integers() | strat.floats(allow_nan=False, allow_infinity=False)

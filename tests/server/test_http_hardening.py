@@ -30,7 +30,8 @@ from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.topic import command_topic_name
 from metastore.node import Node, NodeConfig
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
 
 ServerFactory = Callable[..., ServerProcess]
 NESTED = b'{"ksql": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
@@ -135,6 +136,7 @@ def _read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return status, headers, body
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_a_body_that_stops_is_a_408_after_the_idle_timeout(
         server_factory: ServerFactory) -> None:
     server = server_factory("--http-limit", "body_idle_timeout_seconds=1",
@@ -162,6 +164,7 @@ def test_a_body_that_stops_is_a_408_after_the_idle_timeout(
         assert status in (400, 413), (length, status)
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_a_body_dribbled_slowly_is_a_408_after_the_total_timeout(
         server_factory: ServerFactory) -> None:
     server = server_factory("--http-limit", "body_idle_timeout_seconds=1",
@@ -346,10 +349,12 @@ def test_healthcheck_reports_a_deleted_command_topic(server: ServerProcess,
         "commandRunner": {"isHealthy": True, "state": "READY"}}}
     topic = command_topic_name(server.service_id)
     kafka_admin.delete(topic)
-    deadline = time.monotonic() + 30
-    while (response := httpx.get(f"{server.url}/healthcheck", timeout=10)).status_code == 200:
-        assert time.monotonic() < deadline, "the health check never noticed the deleted topic"
-        time.sleep(0.2)
+
+    def unhealthy() -> httpx.Response | None:
+        response = httpx.get(f"{server.url}/healthcheck", timeout=10)
+        return response if response.status_code != 200 else None
+
+    response = eventually(unhealthy, 30, "the health check to notice the deleted topic")
     assert response.status_code == 503
     body = response.json()
     assert body["isHealthy"] is False
@@ -376,6 +381,7 @@ def test_the_health_probe_asks_kafka_at_most_once_per_ttl(kafka_settings: KafkaS
     assert found.kafka_reachable and not found.command_topic_exists
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_the_health_probe_answers_quickly_when_kafka_is_down() -> None:
     probe = HealthProbe(Admin(KafkaSettings("127.0.0.1:1"), timeout=1), "any", timeout=1.5)
     started = time.monotonic()

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer
 
-from tests.conftest import unique
 from tests.server.test_rest_api import ksql
-from tests.servers import ServerProcess
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
 
 
 def test_insert_values_over_rest(server: ServerProcess,

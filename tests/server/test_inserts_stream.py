@@ -23,9 +23,9 @@ from metastore.api.inserts_stream import InsertsStreamResponse
 from metastore.api.server import failure
 from metastore.catalog.model import DataSource
 from metastore.check import run_script
-from tests.conftest import unique
 from tests.server.test_rest_api import ksql
-from tests.servers import ServerProcess
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
 
 
 def _records(consumer: Consumer, expected: int) -> list[Message]:

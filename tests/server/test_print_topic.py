@@ -21,7 +21,7 @@ from metastore.kafka import topic_printer
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
 from tests.server.test_rest_api import ksql
-from tests.servers import ServerProcess
+from tests.support.servers import ServerProcess
 
 
 def _print(server: ServerProcess, text: str) -> httpx.Response:

@@ -17,8 +17,9 @@ import httpx
 from confluent_kafka import Producer
 
 from metastore.server import ShutdownSignals
-from tests.conftest import unique
-from tests.servers import ServerProcess, start_server, wait_until_serving
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess, start_server, wait_until_serving
+from tests.support.waiting import eventually
 
 KSQL = "application/vnd.ksql.v1+json"
 
@@ -208,12 +209,15 @@ def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:
     one = httpx.get(f"{server.url}/status/stream/M/create").json()
     assert one["status"] == "SUCCESS"
     assert one["commandSequenceNumber"] == created["commandSequenceNumber"]
-    deadline = time.monotonic() + 5  # the writer applied the record; the reader then passes
-    while True:                       # the transaction's marker with its next fetch
+
+    def past_the_marker() -> dict[str, Any] | None:
+        # the writer applied the record; the reader then passes the transaction's marker with
+        # its next fetch
         status = httpx.get(f"{server.url}/v1/metastore").json()
-        if status["appliedOffset"] + 1 >= status["endOffset"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+        return status if status["appliedOffset"] + 1 >= status["endOffset"] else None
+
+    status = eventually(past_the_marker, 5, "the reader to pass the transaction's marker",
+                        interval=0.05)
     assert set(status) == {"serviceId", "nodeId", "state", "degradedReason", "appliedOffset",
                            "endOffset", "imageFingerprint", "sparkCatalogFingerprint",
                            "sparkInSync", "sparkReason", "sparkCatalogCalls",

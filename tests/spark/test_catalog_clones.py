@@ -5,16 +5,11 @@ reconcile creates, drops and creates again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from metastore.check import run_script
 from metastore.spark.catalog_clones import TEMPLATE_TABLE, TEMPLATE_VIEW
 from metastore.spark.projection import SparkProjection
-from metastore.spark.session import start_session
 from metastore.spark.views import SPEC_PROPERTY
 
 DATABASE = "clones"
@@ -40,14 +35,6 @@ CREATE STREAM `MixedCase` (`Id` INT KEY, `v` STRING)
 CREATE STREAM NO_VALUE_COLUMNS (K STRING KEY) WITH (KAFKA_TOPIC='keys', FORMAT='JSON',
   PARTITIONS=1);
 """
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    session = start_session("local[1]", "metastore-catalog-clones",
-                            Path(tmp_path_factory.mktemp("spark")))
-    yield session
-    session.stop()
 
 
 def _image(script: str = SCRIPT) -> Any:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import decimal
 import math
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +14,6 @@ from metastore.catalog.analysis import analyse
 from metastore.check import run_script
 from metastore.functions import library as functions
 from metastore.functions.sparksql import spark_type
-from metastore.spark.session import start_session
 from metastore.sql.parser import parse
 from metastore.sql.statements import CreateAsSelect
 
@@ -27,13 +24,11 @@ ROW: dict[str, Any] = {"ID": 1, "S": "some_string", "N": 7, "B": -7, "D": -1.5, 
                        "A": [3, 6, None], "M": {"a": 1, "b": 2}, "ROWOFFSET_": 0}
 
 
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    session = start_session("local[1]", "metastore-function-tests",
-                            Path(tmp_path_factory.mktemp("spark")))
-    session.conf.set("spark.sql.ansi.enabled", "false")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark: Any) -> Any:
+    """The shared session, with ksqlDB's non-ANSI arithmetic and casts."""
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    return spark
 
 
 def _translated(select_list: str, grouped: bool = False) -> tuple[list[str], list[str]]:

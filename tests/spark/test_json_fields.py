@@ -6,14 +6,9 @@ read the others, record by record, including names that differ only in case."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from metastore.check import run_script
-from metastore.spark.session import start_session
 from metastore.spark.types import string_literal
 from metastore.spark.views import decode_select
 
@@ -36,14 +31,6 @@ SOURCE = ("CREATE STREAM S (A INT, B STRING, `c` BIGINT) "
           "WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', PARTITIONS=1);")
 SAME_BUT_CASE = ("CREATE STREAM S (`x` STRING, X STRING) "
                  "WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', PARTITIONS=1);")
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    session = start_session("local[1]", "metastore-json-fields",
-                            Path(tmp_path_factory.mktemp("spark")))
-    yield session
-    session.stop()
 
 
 def _field(text: str, name: str) -> Any:

@@ -6,22 +6,12 @@ and every answer is the one Hadoop's own RawLocalFileSystem gives."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from metastore.local import jars
-from metastore.spark.session import start_session
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    session = start_session("local[1]", "metastore-fs-tests",
-                            Path(tmp_path_factory.mktemp("spark")))
-    yield session
-    session.stop()
 
 
 def _forks() -> int:
@@ -73,6 +63,7 @@ def test_its_answers_are_hadoops_own(spark: Any, tmp_path: Path) -> None:
     assert oct(os.stat(tmp_path / "mine" / "d" / "f").st_mode & 0o777) == "0o604"
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_writing_files_forks_no_process(spark: Any, tmp_path: Path) -> None:
     """Hadoop's own forks chmod for each file (two processes: the command and the thread that
     reads its errors); this one forks none (threads a JVM starts meanwhile are few)."""

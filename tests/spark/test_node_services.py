@@ -14,13 +14,13 @@ from fastapi.testclient import TestClient
 
 from metastore.server import NodeServices, build
 from metastore.settings import server_settings
-from tests.conftest import unique
-from tests.queries.test_query_nodes import wait_for
 from tests.queries.test_spark_jobs import read_all
+from tests.support.kafka import unique
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
-def services(kafka_bootstrap: str, tmp_path: Path) -> Iterator[NodeServices]:
+def services(kafka_bootstrap: str, tmp_path: Path, own_spark: None) -> Iterator[NodeServices]:
     built = build(server_settings({
         "bootstrap_servers": kafka_bootstrap, "service_id": unique("svc"), "node_id": "inproc",
         "listen": "127.0.0.1:0", "data_dir": str(tmp_path / "node"),
@@ -44,15 +44,15 @@ def test_a_node_built_in_process_projects_runs_queries_and_heartbeats(
             SELECT ID, V FROM SRC WHERE V % 2 = 0 EMIT CHANGES;"""})
     assert response.status_code == 200, response.text
 
-    status = wait_for(lambda: (s := client.get("/v1/metastore").json())["sparkInSync"] and s,
-                      120, "the Spark catalog to match the image")
+    status = eventually(lambda: (s := client.get("/v1/metastore").json())["sparkInSync"] and s,
+                        120, "the Spark catalog to match the image", interval=0.5)
     assert status["state"] == "READY"
     assert services.projection is not None and services.queries is not None
 
     [query_id] = services.node.replica.image.queries
-    wait_for(lambda: (services.queries.statuses().get(query_id) or None)
-             and services.queries.statuses()[query_id].state == "RUNNING", 180,
-             "the persistent query to run on this node")
+    eventually(lambda: (services.queries.statuses().get(query_id) or None)
+               and services.queries.statuses()[query_id].state == "RUNNING", 180,
+               "the persistent query to run on this node", interval=0.5)
     producer = producer_factory()
     for value in range(4):
         producer.produce(source, key=value.to_bytes(4, "big"),
@@ -61,9 +61,9 @@ def test_a_node_built_in_process_projects_runs_queries_and_heartbeats(
     records = read_all(services.node.settings, sink, 2, timeout=120)
     assert sorted(json.loads(value)["V"] for _key, value, _headers in records) == [0, 2]
 
-    wait_for(lambda: [b for b, alive in services.membership.nodes() if alive
-                      and b.node_id == "inproc"
-                      and b.queries.get(query_id, {}).get("state") == "RUNNING"], 30,
-             "this node's heartbeat to report the query RUNNING")
+    eventually(lambda: [b for b, alive in services.membership.nodes() if alive
+                        and b.node_id == "inproc"
+                        and b.queries.get(query_id, {}).get("state") == "RUNNING"], 30,
+               "this node's heartbeat to report the query RUNNING", interval=0.5)
     [shown] = client.post("/ksql", json={"ksql": "SHOW QUERIES;"}).json()
     assert [(q["id"], q["state"]) for q in shown["queries"]] == [(query_id, "RUNNING")]

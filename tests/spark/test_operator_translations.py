@@ -4,8 +4,6 @@ against the results ksqlDB's query tests expect."""
 from __future__ import annotations
 
 import decimal
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +12,6 @@ from metastore.catalog.analysis import analyse
 from metastore.check import run_script
 from metastore.functions import library as functions
 from metastore.functions.sparksql import spark_type
-from metastore.spark.session import start_session
 from metastore.sql.parser import parse
 from metastore.sql.statements import CreateAsSelect
 
@@ -29,13 +26,11 @@ ROW: dict[str, Any] = {
 NULLS: dict[str, Any] = {"ID": 2}
 
 
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    session = start_session("local[1]", "metastore-operator-tests",
-                            Path(tmp_path_factory.mktemp("spark")))
-    session.conf.set("spark.sql.ansi.enabled", "false")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark: Any) -> Any:
+    """The shared session, with ksqlDB's non-ANSI arithmetic and casts."""
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    return spark
 
 
 def evaluate(spark: Any, select_list: str, row: dict[str, Any] | None = None) -> list[Any]:

@@ -6,7 +6,6 @@ import json
 import struct
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,9 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from tests.conftest import unique
-from tests.servers import ServerProcess
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
 
 ServerFactory = Callable[..., ServerProcess]
 
@@ -38,13 +38,10 @@ def metastore_status(server: ServerProcess) -> dict[str, Any]:
 
 
 def wait_in_sync(server: ServerProcess, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = metastore_status(server)
-        if status["sparkInSync"]:
-            return status
-        time.sleep(0.3)
-    raise AssertionError(f"Spark not in sync: {metastore_status(server)}\n{server.output()[-3000:]}")
+    return eventually(
+        lambda: (status := metastore_status(server))["sparkInSync"] and status, timeout,
+        lambda: f"Spark in sync, now {metastore_status(server)}\n{server.output()[-3000:]}",
+        interval=0.3)
 
 
 def metric(server: ServerProcess, name: str) -> float:
@@ -59,8 +56,8 @@ def key(value: int) -> bytes:
 
 
 def test_streams_and_tables_are_queryable_and_follow_the_catalog(
-        server_factory: ServerFactory, producer_factory: Callable[..., Producer]) -> None:
-    node = server_factory(spark=True)
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer]) -> None:
+    node = spark_node
     clicks, users, raw = unique("clicks"), unique("users"), unique("raw")
     ksql(node, f"""
         CREATE STREAM CLICKS (ID INT KEY, URL STRING, N INT)
@@ -128,11 +125,12 @@ def test_two_nodes_report_the_same_spark_catalog_fingerprint(server_factory: Ser
     second = server_factory(service_id=first.service_id, node_id="b", spark=True)
     ksql(second, f"CREATE STREAM S2 (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
                  "VALUE_FORMAT='DELIMITED');")
-    one, two = wait_in_sync(first), wait_in_sync(second)
-    deadline = time.monotonic() + 60
-    while one["imageFingerprint"] != two["imageFingerprint"] and time.monotonic() < deadline:
+
+    def same_image() -> tuple[dict[str, Any], dict[str, Any]] | None:
         one, two = wait_in_sync(first), wait_in_sync(second)
-    assert one["imageFingerprint"] == two["imageFingerprint"]
+        return (one, two) if one["imageFingerprint"] == two["imageFingerprint"] else None
+
+    one, two = eventually(same_image, 60, "both nodes to apply the same image", interval=0)
     assert one["sparkCatalogFingerprint"] == two["sparkCatalogFingerprint"]
     assert one["sparkCatalogFingerprint"] is not None
 
@@ -161,7 +159,7 @@ def test_a_restart_whose_catalog_matches_makes_no_spark_catalog_calls(
         server_factory: ServerFactory, producer_factory: Callable[..., Producer],
         tmp_path: Path) -> None:
     directory = tmp_path / "kept-node"
-    node = server_factory(spark=True, data_dir=directory)
+    node = server_factory(spark=True, persistent=True, data_dir=directory)
     topic = unique("kept")
     ksql(node, f"CREATE STREAM KEPT (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
                "VALUE_FORMAT='JSON', PARTITIONS=1);"
@@ -173,22 +171,19 @@ def test_a_restart_whose_catalog_matches_makes_no_spark_catalog_calls(
     assert before["sparkCatalogCalls"] > 0
     node.stop()
 
-    restarted = server_factory(spark=True, data_dir=directory, service_id=node.service_id)
+    restarted = server_factory(spark=True, persistent=True, data_dir=directory,
+                               service_id=node.service_id)
     after = wait_in_sync(restarted)
     assert after["sparkCatalogCalls"] == 0, after
     assert after["sparkCatalogFingerprint"] == before["sparkCatalogFingerprint"]
     assert after["startup"]["resumedFrom"] is not None
-    deadline = time.monotonic() + 60
-    rows: list[list[Any]] = []
-    while not rows and time.monotonic() < deadline:  # the objects are really in Spark's catalog
-        _schema, rows = query(restarted, "SELECT * FROM KEPT;")
+    rows = eventually(lambda: query(restarted, "SELECT * FROM KEPT;")[1], 60,
+                      "KEPT's rows from Spark", interval=0)  # the objects are really in Spark's catalog
     assert rows == [[1, "kept"]]
 
     ksql(restarted, f"CREATE STREAM LATER (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
                     "VALUE_FORMAT='JSON');")
-    deadline = time.monotonic() + 60
-    while metastore_status(restarted)["sparkCatalogCalls"] == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    eventually(lambda: metastore_status(restarted)["sparkCatalogCalls"] != 0, 60,
+               "the Spark catalog calls for LATER")
     # the templates (8), the table and the view, one read back
     assert wait_in_sync(restarted)["sparkCatalogCalls"] == 8 + 2 + 1

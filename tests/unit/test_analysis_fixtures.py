@@ -1,6 +1,6 @@
-"""Data-driven tests of ksqlDB's semantic rules: one file per rule family in tests/fixtures/analysis.
+"""Data-driven tests of ksqlDB's semantic rules: one file per rule family in tests/data/analysis.
 
-A fixture file is a script. Statements before its first directive set up the catalog; each
+A data file is a script. Statements before its first directive set up the catalog; each
 directive line applies to the statement after it, which runs against the set-up catalog alone:
 
 - ``-- error: TEXT``: the statement is refused with a message containing TEXT;
@@ -18,7 +18,7 @@ import pytest
 
 from metastore.check import run_script
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "analysis"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "analysis"
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,6 @@ def test_rule(case: Case) -> None:
 
 
 def test_every_family_has_cases() -> None:
-    assert CASES, "no fixtures found"
+    assert CASES, "no data files found"
     for path in FIXTURES.glob("*.sql"):
         assert load(path), f"{path.name} holds no case"

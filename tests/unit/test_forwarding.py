@@ -124,6 +124,7 @@ def test_any_other_answer_leaves_the_request_to_be_written_here(
     assert sender.stats.written_here == 1
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_failures_without_an_answer_leave_the_request_to_be_written_here(
         writer: Writer) -> None:
     sender = forwarder("node-1", [], timeout=0.3)

@@ -12,6 +12,7 @@ from metastore.log.exceptions import NotWrittenError
 from metastore.log.group_commit import Queued, WriteQueue
 from metastore.log.writer import KafkaTopicFacts
 from metastore.settings import SettingsError, server_settings
+from tests.support.waiting import eventually
 
 
 def queued(request_id: str, timeout: float = 10.0) -> Queued:
@@ -48,10 +49,8 @@ def submit_in_thread(queue: WriteQueue, item: Queued, write: Recorder,
 
 
 def wait_queued(queue: WriteQueue, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while queue.waiting < count:
-        assert time.monotonic() < deadline, f"only {queue.waiting} of {count} queued"
-        time.sleep(0.005)
+    eventually(lambda: queue.waiting >= count, 10,
+               lambda: f"{count} queued, only {queue.waiting} are", interval=0.005)
 
 
 def test_a_request_alone_is_written_at_once_in_a_batch_of_its_own() -> None:
@@ -123,6 +122,7 @@ def test_requests_answered_in_a_batch_return_without_waiting_for_the_next() -> N
     assert outcomes.keys() == {"first", "a", "b", "later"}
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_a_request_still_queued_at_its_deadline_leaves_unwritten() -> None:
     queue, write, outcomes = WriteQueue(), Recorder(), {}
     first = submit_in_thread(queue, queued("first"), write, outcomes)

@@ -4,13 +4,13 @@ a failing consumer is retried while the others go on."""
 from __future__ import annotations
 
 import threading
-import time
 
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.catalog.validation import Validator
 from metastore.check import AssumedTopics
 from metastore.image_worker import ImageChange, ImageWorker, change_between
 from metastore.sql.parser import parse
+from tests.support.waiting import eventually
 
 BASE = ("CREATE STREAM A (ID INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');\n"
         "CREATE STREAM B (ID INT KEY, V INT) WITH (KAFKA_TOPIC='b', VALUE_FORMAT='JSON');\n")
@@ -69,9 +69,9 @@ def test_a_failing_consumer_is_retried_and_never_holds_the_others_back() -> None
         later = image("DROP STREAM A;", first)
         steady.took.clear()
         worker.offer(later, ready=True)
-        deadline = time.monotonic() + 5
-        while len(steady.changes) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        eventually(lambda: len(steady.changes) >= 2, 5,
+                   lambda: f"the steady consumer's second change, now {steady.changes}",
+                   interval=0.02)
     finally:
         worker.stop()
     assert [c.previous for c in steady.changes] == [None, first]

@@ -1,4 +1,4 @@
-"""Data-driven parser tests: tests/fixtures/parser/{valid,invalid}.sql."""
+"""Data-driven parser tests: tests/data/parser/{valid,invalid}.sql."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse, parse_type
 from metastore.sql.types import quote
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "parser"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "parser"
 
 
 def cases(name: str, directive: str) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """Pull query rules under the settings a request may override (metastore.catalog.pull_queries).
 
-The rules with ksqlDB's default settings are data-driven: tests/fixtures/analysis/pull_queries.sql.
+The rules with ksqlDB's default settings are data-driven: tests/data/analysis/pull_queries.sql.
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ def doubling(levels: int) -> str:
     return json.dumps(schema)
 
 
+@pytest.mark.serial  # measures the machine: alone, after the parallel phase
 def test_a_schema_that_expands_exponentially_is_refused_at_once() -> None:
     started = time.monotonic()
     with pytest.raises(avro_columns.AvroColumnsError, match="more than 10000 types"):

@@ -25,6 +25,7 @@ from metastore.log.record import (
 )
 from metastore.queries.support import check_runtime
 from metastore.sql.parser import parse
+from tests.support.waiting import eventually
 
 NAMES = ["A", "B", "C", "D"]
 TYPES = ["INT", "BIGINT", "STRING", "DOUBLE", "BOOLEAN", "ARRAY<STRING>", "STRUCT<X INT>", "T1"]
@@ -313,7 +314,6 @@ def test_a_catch_up_that_degrades_resumes_the_collector() -> None:
     """A replica holds the cyclic collector paused while it catches up; a log that degrades it
     (it then serves reads for as long as it runs) must not leave the collector off."""
     import gc
-    import time
 
     from metastore.kafka.settings import KafkaSettings
     from metastore.log.reader import LogReplica, NodeState
@@ -323,14 +323,10 @@ def test_a_catch_up_that_degrades_resumes_the_collector() -> None:
     assert gc.isenabled()
     replica.start()
     try:
-        deadline = time.monotonic() + 10
-        while replica.state is not NodeState.DEGRADED and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert replica.state is NodeState.DEGRADED
-        deadline = time.monotonic() + 5
-        while not gc.isenabled() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert gc.isenabled(), "the collector runs while the node stays degraded"
+        eventually(lambda: replica.state is NodeState.DEGRADED, 10,
+                   lambda: f"the replica to degrade, now {replica.state}", interval=0.05)
+        eventually(gc.isenabled, 5, "the collector to run while the node stays degraded",
+                   interval=0.05)
     finally:
         replica.stop()
     assert gc.isenabled()

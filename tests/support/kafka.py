@@ -1,7 +1,9 @@
-"""Shared fixtures: one real Kafka broker for the whole session, and factories around it.
+"""The suite's Kafka: one real broker for the whole run, and factories of topics, clients and
+in-process nodes around it.
 
-The broker is Apache Kafka started by the project's launcher (or the cluster named by
-KAFKA_BOOTSTRAP_SERVERS). If it cannot start, every test that needs it errors: nothing is skipped.
+The broker is Apache Kafka started by the project's launcher, or the cluster named by
+KAFKA_BOOTSTRAP_SERVERS (under xdist the root conftest starts one and names it so, for every
+worker). If it cannot start, every test that needs it errors: nothing is skipped.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.node import Node, NodeConfig
-
-pytest_plugins = ["tests.servers"]
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (not pytest fixtures, which live in the conftest files)."""
