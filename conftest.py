@@ -158,7 +158,8 @@ def _scheduled(item: pytest.Item) -> schedule.Test:
     return schedule.Test(
         nodeid=item.nodeid, fixtures=frozenset(getattr(item, "fixturenames", ())),
         module_scoped=any(d[-1].scope == "module" for d in definitions),
-        group=str(marker.args[0]) if marker is not None and marker.args else None)
+        group=None if marker is None else str(marker.args[0] if marker.args
+                                                else marker.kwargs.get("name", "default")))
 
 
 def _show(made: schedule.Plan, items: list[pytest.Item]) -> None:
@@ -205,7 +206,13 @@ def _keep(durations: dict[str, float], outcomes: dict[str, int]) -> None:
     except (OSError, ValueError):
         kept = {}
     kept.update({k: round(v, 2) for k, v in durations.items()})
-    DURATIONS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    DURATIONS_FILE.write_text(json.dumps(dict(sorted(kept.items())), indent=0) + "\n")
-    LAST_RUN_FILE.write_text(json.dumps({"durations": dict(sorted(durations.items())),
-                                         "outcomes": outcomes}, indent=0) + "\n")
+    _write(DURATIONS_FILE, dict(sorted(kept.items())))
+    _write(LAST_RUN_FILE, {"durations": dict(sorted(durations.items())), "outcomes": outcomes})
+
+
+def _write(path: Path, value: object) -> None:
+    """Replace ``path`` whole, so that a worker of another run never reads half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(value, indent=0) + "\n")
+    partial.replace(path)

@@ -96,17 +96,19 @@ def run_pytest(bin_dir: Path, extra: list[str], env: dict[str, str]) -> int:
     ]
     durations: dict[str, float] = {}
     outcomes: dict[str, int] = {}
+    failures: list[int] = []
     started = time.monotonic()
     for name, command in phases:
+        last_run_file().unlink(missing_ok=True)
         code = timed(name, command, env)
         last = last_run()
         durations.update(last.get("durations", {}))
         for outcome, count in last.get("outcomes", {}).items():
             outcomes[outcome] = outcomes.get(outcome, 0) + count
-        if code not in (0, PYTEST_NO_TESTS):
-            return code
+        if code != 0 and not (name == "the serial phase" and code == PYTEST_NO_TESTS):
+            failures.append(code)
     summarize(durations, outcomes, time.monotonic() - started)
-    return 0
+    return failures[0] if failures else 0
 
 
 def timed(name: str, command: list[str], env: dict[str, str]) -> int:
@@ -118,11 +120,14 @@ def timed(name: str, command: list[str], env: dict[str, str]) -> int:
     return code
 
 
-def last_run() -> dict[str, dict[str, Any]]:
+def last_run_file() -> Path:
     """What the last pytest run measured and counted (written by the root conftest)."""
-    path = Path(os.environ.get("METASTORE_CACHE_DIR", ROOT / ".cache")) / "test-durations-last.json"
+    return Path(os.environ.get("METASTORE_CACHE_DIR", ROOT / ".cache")) / "test-durations-last.json"
+
+
+def last_run() -> dict[str, dict[str, Any]]:
     try:
-        loaded = json.loads(path.read_text())
+        loaded = json.loads(last_run_file().read_text())
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}

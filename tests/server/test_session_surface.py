@@ -10,6 +10,8 @@ from collections.abc import Callable
 import httpx
 from confluent_kafka import Consumer, Producer
 
+from metastore.kafka.admin import Admin
+from metastore.kafka.settings import KafkaSettings
 from tests.server.test_rest_api import ksql
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
@@ -127,7 +129,10 @@ def test_topics_all_and_extended(server: ServerProcess, kafka_bootstrap: str) ->
                     "consumerGroupCount": 1}
     shown = {t["name"] for t in plain["topics"]}
     everything = {t["name"] for t in every["topics"]}
-    assert topic in shown and topic in everything  # other tests' topics come and go meanwhile
+    assert topic in shown
+    admin = Admin(KafkaSettings(kafka_bootstrap))  # other tests' topics come and go meanwhile
+    assert all(admin.describe(name) is None for name in shown - everything), \
+        "SHOW ALL TOPICS lists every topic SHOW TOPICS does, but those deleted in between"
     hidden = {f"_metastore-{server.service_id}-command-log", "__consumer_offsets"}
     assert hidden <= everything and not hidden & shown, "SHOW TOPICS hides the internal ones"
     assert streams["@type"] == "source_descriptions"

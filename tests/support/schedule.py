@@ -20,12 +20,13 @@ from pathlib import Path
 # Session-scoped fixtures whose users share one worker, so that each starts once per run.
 SHARED_FIXTURE_UNITS = {
     "spark": "spark-session",
-    "spark_node": "spark-node",
+    "spark_node_process": "spark-node",
     "registry": "schema-registry",
-    "registry_node": "schema-registry",
+    "registry_node_process": "schema-registry",
 }
 # Fixtures that put Spark in the test's process or in a node process it talks to.
-SPARK_FIXTURES = frozenset({"spark", "own_spark", "spark_node", "registry_node"})
+SPARK_FIXTURES = frozenset({"spark", "own_spark", "spark_node_process",
+                            "registry_node_process"})
 # Modules whose tests start Spark themselves (node processes with Spark, Spark clusters).
 SPARK_MODULES = ("tests/spark/", "tests/queries/", "tests/query_tests/",
                  "integration/test_queries.py", "integration/test_spark_cluster.py")

@@ -78,8 +78,8 @@ def wait_until_serving(server: ServerProcess, timeout: float = 60, ready: bool =
 def server_factory(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """``server_factory(*extra_args, service_id=None, node_id='node-1', wait=True, spark=False,
     persistent=False, data_dir=None)``: a node process of the test's own, for a test that stops,
-    restarts, kills or misconfigures it, or checks a whole catalog; any other test uses
-    ``shared_server`` or ``spark_node``."""
+    restarts, kills or misconfigures it, or checks a whole catalog; a test of queries on Spark
+    that only adds uniquely named objects uses ``spark_node``."""
     started: list[ServerProcess] = []
 
     def create(*extra: str, service_id: str | None = None, node_id: str = "node-1",
@@ -114,14 +114,6 @@ def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
 
 
 @pytest.fixture(scope="session")
-def shared_server(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory,
-                  ) -> Iterator[ServerProcess]:
-    """One node process without Spark for every test that only adds uniquely named objects
-    and reads them back; its users must not stop it, degrade it or list its whole catalog."""
-    yield from session_node(kafka_bootstrap, tmp_path_factory, "shared", spark=False)
-
-
-@pytest.fixture(scope="session")
 def spark_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory,
                        ) -> Iterator[ServerProcess]:
     yield from session_node(kafka_bootstrap, tmp_path_factory, "spark", spark=True)
@@ -130,8 +122,8 @@ def spark_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture
 def spark_node(spark_node_process: ServerProcess) -> Iterator[ServerProcess]:
     """One node process with Spark (local, in-memory catalog) for every test of persistent,
-    push and pull queries that creates uniquely named objects; the same rules as
-    ``shared_server``. The persistent queries a test started are terminated after it."""
+    push and pull queries that creates uniquely named objects (its users must not stop it,
+    degrade it or expect it to be empty). What a test created is dropped after it."""
     with queries_terminated_after(spark_node_process):
         yield spark_node_process
 
@@ -142,6 +134,7 @@ def queries_terminated_after(server: ServerProcess) -> Iterator[None]:
     within, so that a shared node's Spark does not keep running every earlier test's
     micro-batches and table stores."""
     queries, sources = set(_listed(server, "QUERIES")), set(_sources(server))
+    spark_queries = gauge(server, "metastore_spark_streaming_queries")
     yield
     started = [query for query in _listed(server, "QUERIES") if query not in queries]
     if started:
@@ -152,6 +145,18 @@ def queries_terminated_after(server: ServerProcess) -> Iterator[None]:
         if not dropped:
             raise AssertionError(f"could not drop what the test created: {created}")
         created = [s for s in created if s not in dropped]
+    eventually(lambda: gauge(server, "metastore_push_queries") == 0
+               and gauge(server, "metastore_spark_streaming_queries") <= spark_queries, 60,
+               "the node's push and streaming queries to stop (the next test counts them)",
+               interval=0.5)
+
+
+def gauge(server: ServerProcess, name: str) -> float:
+    """A gauge of the node's /metrics."""
+    for line in httpx.get(f"{server.url}/metrics", timeout=30).text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line[len(name) + 1:])
+    raise AssertionError(f"{server.url}/metrics has no {name}")
 
 
 def _ksql(server: ServerProcess, text: str, check: bool = True) -> list[dict[str, Any]]:
@@ -186,8 +191,9 @@ def session_node(bootstrap: str, tmp_path_factory: pytest.TempPathFactory, name:
 
 
 def _spark_started(server: ServerProcess) -> bool:
-    """Whether the node's Spark runs: the gauge of its streaming queries is -1 until then."""
-    text = httpx.get(f"{server.url}/metrics", timeout=30).text
-    name = "metastore_spark_streaming_queries "
-    return any(line.startswith(name) and float(line[len(name):]) >= 0
-               for line in text.splitlines())
+    """Whether the node's Spark runs: the gauge of its streaming queries is -1 (or absent)
+    until then."""
+    try:
+        return gauge(server, "metastore_spark_streaming_queries") >= 0
+    except AssertionError:
+        return False

@@ -52,6 +52,20 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture
-def own_spark() -> None:
-    """For a test that starts (and stops) a SparkSession of its own in this process."""
+def own_spark() -> Iterator[None]:
+    """For a test that starts (and stops) a SparkSession of its own in this process: no session
+    is active when it starts, none is left when it ends (a node built in process leaves its
+    session running)."""
     release_shared_session()
+    _stop_active()
+    yield
+    _stop_active()
+
+
+def _stop_active() -> None:
+    """Stop the process's SparkContext, whichever thread started it."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        context.stop()
