@@ -134,7 +134,6 @@ def queries_terminated_after(server: ServerProcess) -> Iterator[None]:
     within, so that a shared node's Spark does not keep running every earlier test's
     micro-batches and table stores."""
     queries, sources = set(_listed(server, "QUERIES")), set(_sources(server))
-    spark_queries = gauge(server, "metastore_spark_streaming_queries")
     yield
     started = [query for query in _listed(server, "QUERIES") if query not in queries]
     if started:
@@ -145,10 +144,8 @@ def queries_terminated_after(server: ServerProcess) -> Iterator[None]:
         if not dropped:
             raise AssertionError(f"could not drop what the test created: {created}")
         created = [s for s in created if s not in dropped]
-    eventually(lambda: gauge(server, "metastore_push_queries") == 0
-               and gauge(server, "metastore_spark_streaming_queries") <= spark_queries, 60,
-               "the node's push and streaming queries to stop (the next test counts them)",
-               interval=0.5)
+    eventually(lambda: gauge(server, "metastore_push_queries") == 0, 60,
+               "the node's push queries to stop (the next test counts them)", interval=0.5)
 
 
 def gauge(server: ServerProcess, name: str) -> float:
