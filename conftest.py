@@ -93,7 +93,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _DURATIONS[_plain_nodeid(report.nodeid)] += report.duration
+    _DURATIONS[xdist_groups.plain_nodeid(report.nodeid)] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -129,15 +129,17 @@ def _runs_workers(config: pytest.Config) -> bool:
 # The suite starts dozens of short-lived JVMs (the broker, Spark in nodes and in-process, Spark
 # clusters, the registry) on two cores; C1 alone and one GC thread each spend far less CPU on
 # warming up than the default C2 and one GC thread per core, and do the same work.
+# METASTORE_TEST_JVM_OPTIONS replaces them ("" for the JVM's defaults).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ParallelGCThreads=1 -XX:ConcGCThreads=1"
 
 
 def _quicker_jvms() -> None:
     """Every JVM the run starts, and the workers' in turn, reads JAVA_TOOL_OPTIONS; the user's
     own options stay, after these."""
+    options = os.environ.get("METASTORE_TEST_JVM_OPTIONS", TEST_JVM_OPTIONS)
     own = os.environ.get("JAVA_TOOL_OPTIONS", "")
-    if TEST_JVM_OPTIONS not in own:
-        os.environ["JAVA_TOOL_OPTIONS"] = f"{TEST_JVM_OPTIONS} {own}".strip()
+    if options not in own:
+        os.environ["JAVA_TOOL_OPTIONS"] = f"{options} {own}".strip()
 
 
 def _start_shared_broker(config: pytest.Config) -> None:
@@ -181,12 +183,6 @@ def _lanes(config: pytest.Config) -> int:
     return max(1, min(2, int(workers) - 1)) if workers else 2
 
 
-def _plain_nodeid(nodeid: str) -> str:
-    """A node id without the ``@group`` suffix xdist appends under ``--dist loadgroup``."""
-    at, bracket = nodeid.rfind("@"), nodeid.rfind("]")
-    return nodeid[:at] if at > bracket else nodeid
-
-
 def _known_durations() -> dict[str, float]:
     for path in (DURATIONS_FILE, SHIPPED_DURATIONS):
         try:
@@ -200,19 +196,11 @@ def _known_durations() -> dict[str, float]:
 
 def _keep(durations: dict[str, float], outcomes: dict[str, int]) -> None:
     """Merge this run's durations over the kept ones (a run of one file keeps the others')."""
-    kept: dict[str, float] = {}
     try:
         kept = json.loads(DURATIONS_FILE.read_text())
     except (OSError, ValueError):
         kept = {}
     kept.update({k: round(v, 2) for k, v in durations.items()})
-    _write(DURATIONS_FILE, dict(sorted(kept.items())))
-    _write(LAST_RUN_FILE, {"durations": dict(sorted(durations.items())), "outcomes": outcomes})
-
-
-def _write(path: Path, value: object) -> None:
-    """Replace ``path`` whole, so that a worker of another run never reads half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(value, indent=0) + "\n")
-    partial.replace(path)
+    xdist_groups.replace_json(DURATIONS_FILE, dict(sorted(kept.items())))
+    xdist_groups.replace_json(LAST_RUN_FILE, {"durations": dict(sorted(durations.items())),
+                                              "outcomes": outcomes})

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ from metastore.kafka.settings import KafkaSettings
 from tests.queries.test_query_nodes import ksql
 from tests.queries.test_spark_jobs import read_all
 from tests.support.kafka import unique
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, gauge
 from tests.support.waiting import eventually
 
 ServerFactory = Callable[..., ServerProcess]
@@ -30,13 +29,6 @@ ServerFactory = Callable[..., ServerProcess]
 def node(spark_node: ServerProcess) -> ServerProcess:
     """The suite's shared Spark node: every test here names its own streams."""
     return spark_node
-
-
-def gauge(server: ServerProcess, name: str) -> float:
-    text = httpx.get(f"{server.url}/metrics", timeout=30).text
-    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-    assert match is not None, text
-    return float(match.group(1))
 
 
 def insert(server: ServerProcess, stream: str, *rows: tuple[int, str]) -> None:

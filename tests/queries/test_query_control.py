@@ -21,10 +21,10 @@ from metastore.check import run_script
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries.explain import SparkExplainer
 from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError
-from tests.queries.test_push_queries import create_stream, gauge, insert, node  # noqa: F401
+from tests.queries.test_push_queries import create_stream, insert, node  # noqa: F401
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_spark_jobs import read_all
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, gauge
 from tests.support.waiting import eventually
 
 

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from tests.queries.test_push_queries import gauge, node  # noqa: F401 - the module's node fixture
+from tests.queries.test_push_queries import node  # noqa: F401 - the module's node fixture
 from tests.queries.test_query_nodes import ksql
 from tests.spark.test_spark_catalog import wait_in_sync
 from tests.support.kafka import unique
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, gauge
 from tests.support.waiting import eventually
 
 

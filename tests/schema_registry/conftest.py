@@ -9,7 +9,7 @@ import pytest
 
 from metastore.local.schema_registry import LocalSchemaRegistry, SchemaRegistryState
 from metastore.schema_registry.client import SchemaRegistryClient
-from tests.support.servers import ServerProcess, queries_terminated_after, session_node
+from tests.support.servers import ServerProcess, cleaned_after, session_node
 
 
 @pytest.fixture(scope="session")
@@ -40,5 +40,5 @@ def registry_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPat
 def registry_node(registry_node_process: ServerProcess) -> Iterator[ServerProcess]:
     """One Spark node asking the registry, for every test that creates uniquely named
     sources in the registry's formats (the rules of ``tests.support.servers.spark_node``)."""
-    with queries_terminated_after(registry_node_process):
+    with cleaned_after(registry_node_process):
         yield registry_node_process

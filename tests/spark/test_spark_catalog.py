@@ -14,7 +14,7 @@ import httpx
 from confluent_kafka import Producer
 
 from tests.support.kafka import unique
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, gauge
 from tests.support.waiting import eventually
 
 ServerFactory = Callable[..., ServerProcess]
@@ -42,13 +42,6 @@ def wait_in_sync(server: ServerProcess, timeout: float = 120) -> dict[str, Any]:
         lambda: (status := metastore_status(server))["sparkInSync"] and status, timeout,
         lambda: f"Spark in sync, now {metastore_status(server)}\n{server.output()[-3000:]}",
         interval=0.3)
-
-
-def metric(server: ServerProcess, name: str) -> float:
-    for line in httpx.get(f"{server.url}/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
 
 
 def key(value: int) -> bytes:
@@ -148,8 +141,8 @@ def test_restart_after_200_statements_reconciles_in_one_pass(server_factory: Ser
     node = server_factory(service_id=writer.service_id, node_id="restarted", spark=True)
     status = wait_in_sync(node)
     assert status["appliedOffset"] >= 199
-    assert metric(node, "metastore_spark_reconcile_passes_total") == 1
-    calls = metric(node, "metastore_spark_catalog_calls_total")
+    assert gauge(node, "metastore_spark_reconcile_passes_total") == 1
+    calls = gauge(node, "metastore_spark_catalog_calls_total")
     # the database, one read, the templates (created, read and dropped: 8), the tables and
     # the views (a call each), one read back: nothing per command replayed, nor per object
     assert calls == 1 + 1 + 8 + 2 + 1, calls

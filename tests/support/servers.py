@@ -124,12 +124,12 @@ def spark_node(spark_node_process: ServerProcess) -> Iterator[ServerProcess]:
     """One node process with Spark (local, in-memory catalog) for every test of persistent,
     push and pull queries that creates uniquely named objects (its users must not stop it,
     degrade it or expect it to be empty). What a test created is dropped after it."""
-    with queries_terminated_after(spark_node_process):
+    with cleaned_after(spark_node_process):
         yield spark_node_process
 
 
 @contextlib.contextmanager
-def queries_terminated_after(server: ServerProcess) -> Iterator[None]:
+def cleaned_after(server: ServerProcess) -> Iterator[None]:
     """Terminate the persistent queries started within and drop the streams and tables created
     within, so that a shared node's Spark does not keep running every earlier test's
     micro-batches and table stores."""

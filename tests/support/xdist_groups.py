@@ -37,11 +37,22 @@ def groups_file(cache: Path, config: pytest.Config) -> Path:
 
 
 def publish(path: Path, groups: Mapping[str, str | None]) -> None:
-    """Write the groups atomically (every worker writes the same content)."""
+    """Write the groups (every worker writes the same content)."""
+    replace_json(path, dict(groups))
+
+
+def replace_json(path: Path, value: object) -> None:
+    """Replace ``path`` whole, so that no other process ever reads half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(dict(groups)))
+    partial.write_text(json.dumps(value, indent=0) + "\n")
     partial.replace(path)
+
+
+def plain_nodeid(nodeid: str) -> str:
+    """A node id without the ``@group`` suffix xdist appends before pytest 9.2."""
+    at, bracket = nodeid.rfind("@"), nodeid.rfind("]")
+    return nodeid[:at] if at > bracket else nodeid
 
 
 class GroupScheduling(LoadScopeScheduling):
@@ -58,8 +69,7 @@ class GroupScheduling(LoadScopeScheduling):
             if not self._path.exists():
                 raise RuntimeError(f"no worker published the test groups to {self._path}")
             self._groups = json.loads(self._path.read_text())
-        at, bracket = nodeid.rfind("@"), nodeid.rfind("]")  # before pytest 9.2, xdist's suffix
-        plain = nodeid[:at] if at > bracket else nodeid
+        plain = plain_nodeid(nodeid)
         return self._groups.get(plain) or plain
 
     def schedule(self) -> None:
