@@ -51,6 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "quick: a pure test (tests/unit): no broker, Spark or node")
     config.addinivalue_line("markers", "serial: measures the machine; runs alone, after the "
                                        "parallel phase")
+    if not config.pluginmanager.hasplugin("xdist"):  # its marker, also when run with -p no:xdist
+        config.addinivalue_line("markers", "xdist_group(name): tests that share one worker")
     if _is_controller(config):
         _quicker_jvms()
     if _is_controller(config) and _runs_workers(config):

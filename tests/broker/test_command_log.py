@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -14,7 +13,7 @@ from metastore.catalog.commands import DropSourceCommand
 from metastore.catalog.exceptions import SourceExistsError
 from metastore.faults import Faults, Flushable
 from metastore.kafka.admin import Admin
-from metastore.kafka.consumer import EndOffsetProbe
+from metastore.kafka.consumer import EndOffsetProbe, Record
 from metastore.kafka.producer import TransactionalProducer
 from metastore.log.exceptions import CommandTopicError, NotReadyError, NotWrittenError
 from metastore.log.reader import NodeState
@@ -25,6 +24,7 @@ from metastore.node import Node
 from metastore.spark.exceptions import SparkUnavailableError
 from metastore.sql.statements import SourceKind
 from tests.support.kafka import unique
+from tests.support.waiting import eventually
 
 NodeFactory = Callable[..., Node]
 
@@ -226,15 +226,26 @@ def test_multi_statement_request_is_atomic(
     assert [e["commandSequenceNumber"] for e in entities] == [0, 1]
 
 
-def test_restarted_reader_rebuilds_the_same_fingerprint(node_factory: NodeFactory) -> None:
+def test_restarted_reader_rebuilds_the_same_fingerprint(node_factory: NodeFactory,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     node = node_factory()
+    reader_gate = threading.Event()
+    read_and_apply = node.replica._apply
+
+    def gated_apply(records: list[Record], position: int) -> bool:
+        reader_gate.wait(60)  # the reader holds what it fetched until the writes are answered
+        return read_and_apply(records, position)
+
+    monkeypatch.setattr(node.replica, "_apply", gated_apply)
     for i in range(5):
         node.execute(create_stream(f"S{i}", unique("s")))
     node.execute("CREATE STREAM DERIVED AS SELECT * FROM S0; DROP STREAM S4;")
     fingerprint = node.replica.image.fingerprint
-    assert node.writer is not None and node.writer.stats.applied_here >= 3, \
+    assert node.writer is not None and node.writer.stats.applied_here == 6, \
         "the writer applied what it committed, without waiting for the reader"
-    time.sleep(0.5)  # the reader has fetched those records since, and skipped them
+    reader_gate.set()
+    end = node.replica.position + 1  # past the last transaction's commit marker
+    eventually(lambda: node.replica.position >= end, 10, "the reader passes what it skipped")
     assert node.replica.records_applied == 7 and node.replica.image.fingerprint == fingerprint
     node.stop()
     restarted = node_factory(service_id=node.config.service_id, node_id="restarted")
