@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -302,3 +303,34 @@ def test_alternating_writers_recover_from_being_fenced_while_idle(
     assert first.writer is not None and first.writer.stats.fenced_retries >= 1
     ids = [r["commandId"] for r in committed_values(consumer_factory, first.config.topic)]
     assert ids == [f"stream/ALT{i}/create" for i in range(4)]
+
+
+def librdkafka_clients() -> int:
+    """The librdkafka client instances alive in this process (one ``rdk:main`` thread each)."""
+    tasks = Path("/proc/self/task").iterdir()
+    return sum(_thread_name(task) == "rdk:main" for task in tasks)
+
+
+def _thread_name(task: Path) -> str:
+    try:
+        return (task / "comm").read_text().strip()
+    except OSError:  # the thread ended meanwhile
+        return ""
+
+
+def test_writers_fencing_each_other_release_every_replaced_producer(
+        node_factory: NodeFactory) -> None:
+    """Each write by the other node fences this one's producer, which is replaced: the replaced
+    client's threads and connections end at once instead of piling up."""
+    first = node_factory(node_id="a")
+    second = node_factory(service_id=first.config.service_id, node_id="b")
+    first.execute(create_stream("WARM0", unique("warm")))
+    second.execute(create_stream("WARM1", unique("warm")))
+    before = librdkafka_clients()
+    for index in range(12):
+        writer = first if index % 2 == 0 else second
+        writer.execute(create_stream(f"FENCE{index}", unique("fence")))
+    assert first.writer is not None and second.writer is not None
+    created = first.writer.stats.producers_created + second.writer.stats.producers_created
+    assert created >= 14, "each write replaced a fenced producer"
+    assert librdkafka_clients() <= before, "a replaced producer's client is still alive"
