@@ -124,6 +124,8 @@ def failure(error: MetastoreError, text: str, message: str | None = None) -> Ksq
                             "error_code": answer.code, "message": message or error.message}
     if statement is not None:
         body |= {"statementText": statement, "entities": []}
+    if isinstance(error, OutcomeUnknownError):  # what a client needs to learn the outcome
+        body |= {"requestId": error.request_id, "commandIds": list(error.command_ids)}
     return KsqlResponse(body, status_code=answer.http_status)
 
 
@@ -327,9 +329,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                     raise
                 raise OutcomeUnknownError(  # the writer may have had it before it gave up
                     f"The request was sent to the service's writer, which did not answer in "
-                    f"time, and this node did not write it: it may have been written. Retry with "
-                    f"the same request id ({body.requestId}) to learn the outcome. "
-                    f"({error.message})") from error
+                    f"time, and this node did not write it ({error.message}).",
+                    body.requestId) from error
         except MetastoreError as error:
             metrics.count_request(_outcome(error))
             return write_failed(error, text)

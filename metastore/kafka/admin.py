@@ -32,6 +32,14 @@ REFUSED_TOPIC_CODES = PERMANENT_CODES | frozenset({
 controller moving) is retried while the request's deadline allows."""
 
 
+def _brokers_restarting(error: KafkaError) -> bool:
+    """A replication factor refused only because the brokers that would hold the replicas are
+    fenced (registered, not yet caught up with the controller, as after a restart): the refusal
+    passes once they are unfenced, unlike a factor above the cluster's size."""
+    return (error.code() == KafkaError.INVALID_REPLICATION_FACTOR
+            and "currently fenced" in error.str())
+
+
 class Admin:
     def __init__(self, settings: KafkaSettings, timeout: float = 10.0) -> None:
         self._admin = create_client(AdminClient, settings.config())
@@ -118,7 +126,8 @@ class Admin:
             error = exc.args[0]
             if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return False
-            if isinstance(error, KafkaError) and error.code() not in REFUSED_TOPIC_CODES:
+            if isinstance(error, KafkaError) and (error.code() not in REFUSED_TOPIC_CODES
+                                                  or _brokers_restarting(error)):
                 raise KafkaUnavailableError(f"creating topic {topic} failed: {exc}") from exc
             reason = error.str() if isinstance(error, KafkaError) else str(exc)
             raise KafkaTopicError(topic, f"Could not create the Kafka topic {topic}: {reason}") from exc

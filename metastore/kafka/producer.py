@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,6 +39,9 @@ PERMANENT_CODES = frozenset({
 """Errors no retry can change: they fail a request at once (every other error is retried)."""
 
 Headers = Sequence[tuple[str, bytes | None]]
+
+warnings.filterwarnings("ignore", "Producer abort_transaction failed during close",
+                        RuntimeWarning)  # a fenced producer's close: nothing is left to abort
 
 
 def classify(error: KafkaError, action: str) -> KafkaClientError:

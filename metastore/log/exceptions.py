@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from metastore.exceptions import MetastoreError
 
 
@@ -22,10 +24,30 @@ class NotWrittenError(MetastoreError):
 
 
 class OutcomeUnknownError(MetastoreError):
-    """The request's deadline passed while its transaction was committing: it may have been
-    written. A retry with the same request id answers which."""
+    """The request may have been written: its transaction was sent to commit, or the writer it
+    went to did not answer, and the log could not be read to settle it in time. ``request_id``:
+    a retry with it answers which; ``command_ids``: the commands it writes when it was written
+    (each one's ``GET /status/<command id>`` shows it once applied), empty when not known."""
 
     code = "outcome_unknown"
+
+    def __init__(self, reason: str, request_id: str | None,
+                 command_ids: Sequence[str] = ()) -> None:
+        self.reason = reason
+        self.request_id = request_id
+        self.command_ids = tuple(command_ids)
+        how = (f"retry with the same request id ({request_id})" if request_id
+               else "send it again with a request id")
+        if self.command_ids:
+            how += f", or check GET /status/{self.command_ids[0]}"
+        super().__init__(f"{reason} The request may have been written: to learn its outcome, "
+                         f"{how}.")
+
+    def with_commands(self, command_ids: Sequence[str]) -> OutcomeUnknownError:
+        """The same error, naming the request's commands (when it did not)."""
+        if self.command_ids or not command_ids:
+            return self
+        return OutcomeUnknownError(self.reason, self.request_id, command_ids)
 
 
 class NotReadyError(MetastoreError):

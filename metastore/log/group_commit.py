@@ -73,10 +73,8 @@ class Queued:
     def outcome(self, timeout: float | None = None) -> list[Entity]:
         """The answer, or the request's error raised; waits at most ``timeout`` seconds."""
         if not self._done.wait(timeout):
-            raise OutcomeUnknownError(
-                f"The node's writer did not answer in time: the request may be written. Retry "
-                f"with the same request id ({self.request_id or 'none was given'}) to learn the "
-                f"outcome.")
+            raise OutcomeUnknownError("The node's writer did not answer in time.",
+                                      self.request_id or None)
         if self._error is not None:
             raise self._error
         assert self._answer is not None

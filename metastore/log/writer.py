@@ -205,6 +205,8 @@ class _Request:
     maybe_committed: bool = False
     """An attempt's commit may have reached the coordinator, and no later attempt has yet seen
     the log without it."""
+    command_ids: tuple[str, ...] = ()
+    """The commands the request's last validation wrote (their records' keys)."""
 
 
 def _request_of(item: Queued) -> _Request:
@@ -305,8 +307,11 @@ class CommandWriter:
         deadline = time.monotonic() + (timeout if timeout is not None else self.options.request_timeout)
         request = _Request(request_id, submitter, request_digest(statements, config), deadline,
                            config, schemas)
-        return self._queue.run(Queued(statements, request_id, deadline, payload=request),
-                               self._write_batch)
+        try:
+            return self._queue.run(Queued(statements, request_id, deadline, payload=request),
+                                   self._write_batch)
+        except OutcomeUnknownError as error:
+            raise error.with_commands(request.command_ids) from error.__cause__
 
     @property
     def queue_stats(self) -> QueueStats:
@@ -383,16 +388,14 @@ class CommandWriter:
                     except Exception as failure:  # it is written; only its answer failed
                         answer = OutcomeUnknownError(
                             f"The request was written, but its answer could not be made "
-                            f"({failure}). Retry with the same request id "
-                            f"({request.request_id}) for it.")
+                            f"({failure}).", request.request_id, request.command_ids)
                     outcomes.append((item, answer))
                     continue
                 request.maybe_committed = False
             if request.maybe_committed:
                 outcomes.append((item, OutcomeUnknownError(
-                    f"The request failed after its transaction was sent to commit: it may have "
-                    f"been written. Retry with the same request id ({request.request_id}) to "
-                    f"learn the outcome. ({cause or error})")))
+                    f"The request failed after its transaction was sent to commit "
+                    f"({cause or error}).", request.request_id, request.command_ids)))
                 continue
             if request.created:
                 not_written.append(request)
@@ -529,6 +532,7 @@ class CommandWriter:
                     reads_only.append(validated)
                     continue
                 written.append(validated)
+                request.command_ids = tuple(key.decode() for key, _ in validated.records)
                 snapshot, planned = validated.image, validated.planned_topics
                 next_offset += len(validated.records)
             if not written:
@@ -591,7 +595,10 @@ class CommandWriter:
         validated (else wait, bounded, until it has read them)."""
         expected = sum(len(validated.records) for validated in written)
         if len(offsets) != expected:
-            raise OutcomeUnknownError(f"expected {expected} delivered records, got {len(offsets)}")
+            raise OutcomeUnknownError(
+                f"The commit reported {len(offsets)} records where {expected} were sent.",
+                written[0].request.request_id,
+                [command for validated in written for command in validated.request.command_ids])
         committed = [Record(offset, key, value) for (key, value), offset in zip(
             (record for validated in written for record in validated.records), offsets,
             strict=True)]
@@ -661,8 +668,13 @@ class CommandWriter:
             raise TopicError(error.message, topic.name) from error
 
     def _is_settled(self, patience: float) -> bool:
-        """No transaction is open on the log and the replica has applied all of it."""
+        """No transaction is open on the log and the replica has applied all of it. A producer
+        of a new epoch is made first: its ``init_transactions`` completes or aborts every
+        transaction an earlier producer of the service left, so a commit still in flight from
+        a discarded producer cannot land after this answer."""
         try:
+            self._discard_producer()
+            self._producer_for_request(time.monotonic() + patience)
             end = self._probe.end_offset(timeout=patience)
             if end < self._high_watermark.end_offset(timeout=patience):
                 return False

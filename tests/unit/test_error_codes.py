@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 import pytest
 
 import metastore
 from metastore.api.error_codes import ERROR_CODES, ErrorCode, classify, error_code
+from metastore.api.server import failure
 from metastore.catalog import exceptions as catalog
 from metastore.exceptions import MetastoreError
 from metastore.kafka.exceptions import KafkaTopicError
@@ -64,7 +66,7 @@ def test_statuses_agree_with_ksqldb_codes() -> None:
     (UnsupportedByRuntimeError("The Spark runtime cannot run this query: x."), ErrorCode(400, 40001)),
     (KafkaTopicError("t", "Could not create the Kafka topic t"), ErrorCode(500, 50000)),
     (NotWrittenError("not written"), ErrorCode(500, 50000)),
-    (OutcomeUnknownError("maybe written"), ErrorCode(500, 50000)),
+    (OutcomeUnknownError("maybe written", "r1"), ErrorCode(500, 50000)),
     (NotReadyError("catching up"), ErrorCode(503, 50302)),
     (CatchUpTimeoutError("timed out", 7), ErrorCode(503, 50301)),
     (SparkQueryError("Spark could not run the query"), ErrorCode(400, 40001)),
@@ -85,3 +87,19 @@ def test_a_class_not_in_the_table_gets_its_nearest_listed_base() -> None:
 
     assert classify(UnlistedError("bad schema")) == ErrorCode(400, 40001)
     assert classify(UnknownError("?")) == ErrorCode(500, 50000)
+
+
+def test_a_maybe_written_answer_names_the_request_and_its_commands() -> None:
+    error = OutcomeUnknownError("The commit timed out.", "req-7",
+                                ["stream/S/create", "stream/T/create"])
+    answer = failure(error, "CREATE STREAM S ...;")
+    body = json.loads(answer.body)
+    assert answer.status_code == 500 and body["error_code"] == 50000
+    assert body["requestId"] == "req-7"
+    assert body["commandIds"] == ["stream/S/create", "stream/T/create"]
+    assert body["message"] == (
+        "The commit timed out. The request may have been written: to learn its outcome, retry "
+        "with the same request id (req-7), or check GET /status/stream/S/create.")
+    unnamed = OutcomeUnknownError("The writer did not answer in time.", None)
+    assert "send it again with a request id" in unnamed.message
+    assert unnamed.with_commands(["table/T/create"]).command_ids == ("table/T/create",)
