@@ -39,16 +39,22 @@ class ReplayPace:
     pause: float
 
 
+BeforeProjection = Callable[[], None]
+"""Runs before the Spark catalog projection takes an image."""
+
+
 @dataclass(frozen=True)
 class Faults:
     before_commit: BeforeCommit | None = None
     during_checkpoint_write: DuringCheckpointWrite | None = None
     replay_pace: ReplayPace | None = None
+    before_projection: BeforeProjection | None = None
 
     @staticmethod
     def named(spec: str | None) -> Faults:
         """The faults ``metastore server --fault-injection SPEC`` names: ``die-before-commit``,
-        ``stall-before-commit:<marker file>``, ``die-during-checkpoint`` or ``slow-replay``."""
+        ``stall-before-commit:<marker file>``, ``die-during-checkpoint``, ``slow-replay`` or
+        ``slow-projection:<seconds>``."""
         if not spec:
             return NO_FAULTS
         if spec == "die-before-commit":
@@ -59,6 +65,9 @@ class Faults:
             return Faults(during_checkpoint_write=die_during_checkpoint)
         if spec == "slow-replay":
             return Faults(replay_pace=ReplayPace(batch=50, pause=0.05))
+        if spec.startswith("slow-projection:"):
+            seconds = float(spec.split(":", 1)[1])
+            return Faults(before_projection=lambda: time.sleep(seconds))
         raise ValueError(f"unknown fault {spec!r}")
 
 

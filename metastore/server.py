@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("metastore")
 SHUTDOWN_GRACE_SECONDS = 5.0
+PROJECTION_PATIENCE = 10.0
+"""Seconds a pull query waits for the Spark catalog to hold the sources it reads."""
 """How long open connections (push queries among them) may take to finish once a node stops."""
 
 _Loaded = TypeVar("_Loaded")
@@ -182,7 +184,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
                                  database) if spark_settings.persistent_catalog else None
         return SparkProjection(session, database, kafka_options, state)
 
-    projection = ProjectionRunner(start)
+    projection = ProjectionRunner(start, config.faults.before_projection)
 
     def session() -> SparkSession | None:
         return projection.projection.spark if projection.projection is not None else None
@@ -219,10 +221,17 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
         if running is None:
             raise SparkUnavailableError(f"Spark is not available on this node: "
                                         f"{projection.status.reason}")
-        analysis = check_pull_query(text, image(), config)
+        checked_on = image()
+        analysis = check_pull_query(text, checked_on, config)
         query_id = new_query_id()
         answer = stores.answer(analysis, query_id)
-        return answer or run_analysed(running.spark, analysis, database, query_id)
+        if answer is not None:
+            return answer
+        if not projection.wait_for_sources(checked_on, analysis.sources, PROJECTION_PATIENCE):
+            raise SparkUnavailableError(
+                f"The Spark catalog of this node does not hold {', '.join(analysis.sources)} "
+                f"yet ({projection.status.reason or 'it is being updated'}); retry shortly.")
+        return run_analysed(running.spark, analysis, database, query_id)
 
     push = PushQueries(session, kafka_options, settings.directory / "push-queries")
     return projection, queries, pull, push, stores, SparkExplainer(session, kafka_options)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -205,10 +206,13 @@ class ProjectionRunner:
 
     name = "the Spark catalog projection"
 
-    def __init__(self, start_projection: Callable[[], SparkProjection]) -> None:
+    def __init__(self, start_projection: Callable[[], SparkProjection],
+                 before_projection: Callable[[], None] | None = None) -> None:
         self._start_projection = start_projection
+        self._before_projection = before_projection
         self.projection: SparkProjection | None = None
         self.status = ProjectionStatus()
+        self._projected = threading.Condition()
 
     def open(self) -> None:
         try:
@@ -222,12 +226,37 @@ class ProjectionRunner:
     def tick(self) -> None:
         """Nothing between images: the catalog changes only with the image."""
 
+    def _took(self, image: Image) -> None:
+        with self._projected:
+            self.status.image = image
+            self._projected.notify_all()
+
+    def wait_for_sources(self, image: Image, names: Iterable[str], timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, until the Spark catalog holds each of ``names`` as
+        ``image`` defines it (a statement just answered is projected a moment later); whether
+        it does. Images share the objects they did not change, so the same object means the
+        same definition; a catalog in sync with a newer image holds them too."""
+        wanted = list(names)
+
+        def projected() -> bool:
+            seen = self.status.image
+            if seen is None:
+                return False
+            if self.status.in_sync and seen.offset >= image.offset:
+                return True
+            return all(seen.sources.get(name) is image.sources.get(name) for name in wanted)
+
+        with self._projected:
+            return self._projected.wait_for(projected, timeout)
+
     def consume(self, change: ImageChange) -> None:
         assert self.projection is not None, "open() first"
+        if self._before_projection is not None:
+            self._before_projection()
         image = change.image
         if self.status.in_sync and change.previous is not None and not (change.sources
                                                                         or change.types):
-            self.status.image = image  # only queries or request ids changed: nothing to project
+            self._took(image)  # only queries or request ids changed: nothing to project
             return
         try:
             result = self.projection.reconcile(image)
@@ -240,9 +269,9 @@ class ProjectionRunner:
             self.status.passes += 1
         self.status.total_catalog_calls = self.projection.catalog_calls
         self.status.fingerprint = self.projection.fingerprint
-        self.status.image = image
         self.status.in_sync = True
         self.status.reason = None
+        self._took(image)
         if result.created or result.dropped:
             log.info("Spark catalog reconciled: %d created, %d dropped, %d calls, %.2fs",
                      result.created, result.dropped, result.catalog_calls, result.seconds)

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 from metastore.kafka.settings import KafkaSettings
 from metastore.queries.assignment import group_name
 from tests.queries.test_spark_jobs import read_all
+from tests.spark.test_spark_catalog import wait_in_sync
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 from tests.support.waiting import eventually
@@ -97,3 +98,25 @@ def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
     ksql(node, "DROP TABLE COUNTS;")
     eventually(lambda: not (scope / counts_id).exists(), 60, "DROP to stop the CTAS query", interval=0.5)
     assert queries(plain) == {}
+
+
+def test_a_pull_query_right_after_its_table_waits_for_the_spark_catalog(
+        server_factory: ServerFactory, producer_factory: Callable[..., Producer]) -> None:
+    """Whatever the node answered 200 it can serve: with the Spark catalog projection three
+    seconds behind the log, a pull query sent at once waits for the table's view instead of
+    failing on a table Spark does not know yet."""
+    node = server_factory("--fault-injection", "slow-projection:3", spark=True)
+    wait_in_sync(node)
+    name = unique("PROJ").upper().replace("-", "_")
+    ksql(node, f"CREATE STREAM {name}_RAW (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{name}', "
+               "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    producer = producer_factory()
+    producer.produce(name, key=struct.pack(">i", 1), value=json.dumps({"V": "one"}))
+    producer.flush(10)
+    ksql(node, f"CREATE SOURCE TABLE {name} (ID INT PRIMARY KEY, V STRING) WITH ("
+               f"KAFKA_TOPIC='{name}', VALUE_FORMAT='JSON');")
+    response = httpx.post(f"{node.url}/query", json={"ksql": f"SELECT * FROM {name};"},
+                          timeout=60)
+    assert response.status_code == 200, response.text
+    header, *rows = response.json()
+    assert [row["row"]["columns"] for row in rows] == [[1, "one"]]
