@@ -315,7 +315,8 @@ def serve(settings: ServerSettings) -> None:
         config.accesslog = None
         config.loglevel = "WARNING"
         config.include_server_header = False
-        app = ConcurrencyLimit(services.app, settings.http.max_concurrency)
+        app = ConcurrencyLimit(services.app, settings.http.max_concurrency,
+                               services.app.state.requests_in_flight)
         return cast("ASGIFramework", app), config, hypercorn_serve
 
     served, config, hypercorn_serve = _while_the_node_starts(services, http_stack)

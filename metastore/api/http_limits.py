@@ -33,7 +33,14 @@ class HttpLimits:
     keep_alive_seconds: int = 5
     """How long the HTTP server keeps an idle keep-alive connection open between requests."""
     max_concurrency: int = 1000
-    """HTTP requests in flight (streams included); the node answers 503 above it."""
+    """HTTP requests in flight (streams included) in each lane: health, statements, queries
+    (:mod:`metastore.api.concurrency`); the node answers 503 above it."""
+    statement_threads: int = 32
+    """Threads that serve /ksql and /inserts-stream requests (their waits for the log)."""
+    query_threads: int = 32
+    """Threads that serve pull and push queries."""
+    health_threads: int = 4
+    """Threads that serve /healthcheck, /info, /status, /clusterStatus and /metrics."""
     max_failed_logins: int = 10
     """Failed basic-auth attempts from one client address, within the window, before a lockout."""
     failed_login_window_seconds: float = 60.0

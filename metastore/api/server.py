@@ -24,7 +24,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,6 +32,7 @@ from metastore import __version__
 from metastore.api import error_codes as codes
 from metastore.api import streaming
 from metastore.api.auth import BasicAuth, LoginThrottle
+from metastore.api.concurrency import Lane, LaneThreads
 from metastore.api.forwarding import (
     FORWARDED_BY,
     Forwarded,
@@ -174,6 +174,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
     health = HealthProbe(Admin(node.settings, timeout=PROBE_TIMEOUT_SECONDS), node.config.topic)
     app.state.node = node
     app.state.metrics = metrics
+    app.state.requests_in_flight = in_flight = dict.fromkeys(Lane, 0)  # ConcurrencyLimit's
+    threads = LaneThreads({Lane.HEALTH: limits.health_threads,
+                           Lane.STATEMENTS: limits.statement_threads,
+                           Lane.QUERIES: limits.query_threads})
 
     app.add_middleware(Guard, refuse=lambda request: authenticate(request) or check_length(request))
 
@@ -268,7 +272,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                        if name in request.headers}
         may_forward = FORWARDED_BY not in request.headers
         budget = None if may_forward else forwarded_budget(request.headers)
-        return await run_in_threadpool(_execute_body, body, credentials, may_forward, budget)
+        return await threads.run(Lane.STATEMENTS, _execute_body, body, credentials,
+                                 may_forward, budget)
 
     def _execute_body(body: bytes, credentials: Mapping[str, str],
                       may_forward: bool, budget: float | None) -> Response:
@@ -357,7 +362,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         body = await read_body(request)
         if isinstance(body, KsqlResponse):
             return body
-        return await run_in_threadpool(_query_body, body)
+        return await threads.run(Lane.QUERIES, _query_body, body)
 
     def _query_body(body: bytes) -> Response:
         parsed = parse_request(body)
@@ -433,7 +438,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         body = await read_body(request)
         if isinstance(body, KsqlResponse):
             return body
-        return await run_in_threadpool(_query_stream, body, streaming.wants_delimited(request))
+        return await threads.run(Lane.QUERIES, _query_stream, body,
+                                 streaming.wants_delimited(request))
 
     def _query_stream(body: bytes, delimited: bool) -> Response:
         parsed = streaming.parse_body(streaming.QueryStreamRequest, body, limits)
@@ -472,7 +478,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         try:
             if push_queries is None:
                 raise UnknownPushQueryError(f"No query with id {parsed.queryId}")
-            await run_in_threadpool(push_queries.close, parsed.queryId)
+            await threads.run(Lane.QUERIES, push_queries.close, parsed.queryId)
         except MetastoreError as error:
             return failure(error, parsed.queryId)
         return Response(status_code=200)
@@ -486,6 +492,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         return failure(error, text)
 
     @app.get("/info")
+    @threads.endpoint(Lane.HEALTH)
     def info() -> Response:
         return KsqlResponse({"KsqlServerInfo": {
             "version": __version__, "kafkaClusterId": node.kafka_cluster_id,
@@ -493,6 +500,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             "serverStatus": "RUNNING" if node.state is NodeState.READY else node.state.value}})
 
     @app.get("/healthcheck")
+    @threads.endpoint(Lane.HEALTH)
     def healthcheck() -> Response:
         details = health_details(health.check(), node.state)
         healthy = all(detail["isHealthy"] for detail in details.values())
@@ -500,6 +508,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                             status_code=200 if healthy else 503)
 
     @app.get("/clusterStatus")
+    @threads.endpoint(Lane.HEALTH)
     def cluster_status() -> Response:
         hosts: dict[str, Any] = {}
         seen = set()
@@ -524,11 +533,13 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         return KsqlResponse({"clusterStatus": hosts})
 
     @app.get("/status")
+    @threads.endpoint(Lane.HEALTH)
     def statuses() -> Response:
         return KsqlResponse({"commandStatuses": {
             command_id: "SUCCESS" for command_id in sorted(node.replica.command_offsets)}})
 
     @app.get("/status/{kind}/{entity}/{action}")
+    @threads.endpoint(Lane.HEALTH)
     def status(kind: str, entity: str, action: str) -> Response:
         command_id = f"{kind}/{entity}/{action}"
         offset = node.replica.command_offsets.get(command_id)
@@ -538,12 +549,14 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                              "commandSequenceNumber": offset})
 
     @app.get("/v1/metastore")
+    @threads.endpoint(Lane.HEALTH)
     def metastore_status() -> Response:
         body = node.status()
         body["endOffset"] = node.end_offset()
         return KsqlResponse(body)
 
     @app.get("/metrics", response_class=PlainTextResponse)
+    @threads.endpoint(Lane.HEALTH)
     def prometheus() -> Response:
         writer = node.writer
         end = node.end_offset()
@@ -572,6 +585,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                                                      float(writer.queue_stats.batched_requests
                                                            if writer else 0)),
         }
+        for lane in Lane:
+            gauges[f"metastore_http_{lane.value}_in_flight"] = (
+                f"HTTP requests of the {lane.value} lane in flight (an own bound and threads).",
+                float(in_flight[lane]))
         if forwarder is not None:
             gauges["metastore_writes_forwarded_total"] = (
                 "Write requests this node forwarded to the service's writer and answered with "

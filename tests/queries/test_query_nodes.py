@@ -118,5 +118,5 @@ def test_a_pull_query_right_after_its_table_waits_for_the_spark_catalog(
     response = httpx.post(f"{node.url}/query", json={"ksql": f"SELECT * FROM {name};"},
                           timeout=60)
     assert response.status_code == 200, response.text
-    header, *rows = response.json()
+    _header, *rows = response.json()
     assert [row["row"]["columns"] for row in rows] == [[1, "one"]]

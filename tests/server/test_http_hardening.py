@@ -9,6 +9,7 @@ health probe's cache are also tested on their own, with a fake clock where time 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import select
 import socket
@@ -30,7 +31,7 @@ from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.topic import command_topic_name
 from metastore.node import Node, NodeConfig
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, gauge
 from tests.support.waiting import eventually
 
 ServerFactory = Callable[..., ServerProcess]
@@ -389,3 +390,30 @@ def test_the_health_probe_answers_quickly_when_kafka_is_down() -> None:
     assert time.monotonic() - started < 4
     assert not found.kafka_reachable and not found.healthy
     assert found.reason == "Kafka did not answer within 1.5 s"
+
+
+def test_statements_waiting_on_the_log_leave_health_and_queries_their_threads(
+        server_factory: ServerFactory) -> None:
+    """Requests waiting for a commandSequenceNumber far ahead fill every thread of the
+    statements lane; /healthcheck, /status and /query are still answered at once, and once the
+    statements lane's bound is reached only statements are refused."""
+    server = server_factory("--http-limit", "statement_threads=2",
+                            "--http-limit", "max_concurrency=6", "--read-timeout", "5")
+    far = {"ksql": "SHOW STREAMS;", "commandSequenceNumber": 10**9}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        waiting = [pool.submit(httpx.post, f"{server.url}/ksql", json=far, timeout=90)
+                   for _ in range(6)]
+        eventually(lambda: gauge(server, "metastore_http_statements_in_flight") == 6, 20,
+                   "six statements waiting")
+        started = time.monotonic()
+        assert httpx.get(f"{server.url}/healthcheck", timeout=10).status_code == 200
+        assert httpx.get(f"{server.url}/status", timeout=10).status_code == 200
+        query = httpx.post(f"{server.url}/query", json={"ksql": "SELECT * FROM NOPE;"},
+                           timeout=10)
+        assert "requests at once" not in query.text  # answered (Spark is off here), not queued
+        assert time.monotonic() - started < 5
+        refused = httpx.post(f"{server.url}/ksql", json={"ksql": "SHOW STREAMS;"}, timeout=10)
+        error_body(refused, 503, 50300)
+        assert "statements requests" in refused.json()["message"]
+        answers = [request.result() for request in waiting]
+    assert all(answer.status_code == 503 for answer in answers)  # the wait timed out
