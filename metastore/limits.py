@@ -46,6 +46,10 @@ MAX_NAME_LENGTH = 200
 MAX_STATEMENT_CHARS = 128 * 1024
 """Characters in one statement: its command record must fit Kafka's default 1 MB message."""
 
+MAX_SUBSTITUTED_CHARS = 1024 * 1024
+"""Characters variable substitution may add to one request, over all its statements: a small
+body must not expand into hundreds of megabytes of statements to parse."""
+
 MAX_RECORD_BYTES = 900 * 1024
 """Bytes of one encoded command record, below the command topic's 1 MB ``max.message.bytes``."""
 

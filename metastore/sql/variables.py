@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from metastore.limits import MAX_STATEMENT_CHARS
+from metastore.limits import MAX_STATEMENT_CHARS, MAX_SUBSTITUTED_CHARS
 from metastore.sql.dialect import KsqlParser
 from metastore.sql.exceptions import TooComplexError, VariableError
 from metastore.sql.parser import parse_chunk, split
@@ -131,11 +131,19 @@ def parse_request(sql: str, variables: Mapping[str, Any] | Variables | None = No
     parser = KsqlParser()
     session = Variables(variables)
     statements: list[Statement] = []
+    added = 0
     for chunk, text in split(sql):
         start = chunk[0].start
         statement: Statement | None = None
         if substitution and "$" in text:
             replaced = substitute(text, session, sql, start)
+            added += len(replaced) - len(text)
+            if added > MAX_SUBSTITUTED_CHARS:
+                line, column = _position(sql, start)
+                raise TooComplexError(
+                    f"Variable substitution makes this request more than "
+                    f"{MAX_SUBSTITUTED_CHARS} characters longer; the limit is "
+                    f"{MAX_SUBSTITUTED_CHARS}. Split the request.", line, column)
             if replaced != text:
                 statement = _parse_substituted(parser, sql, start, replaced)
         if statement is None:

@@ -13,9 +13,10 @@ from metastore.catalog.image import EMPTY_IMAGE
 from metastore.catalog.overrides import ConfigError
 from metastore.catalog.validation import Validator
 from metastore.check import AssumedTopics, run_script
+from metastore.limits import MAX_SUBSTITUTED_CHARS
 from metastore.node import answered
 from metastore.sql import statements as st
-from metastore.sql.exceptions import VariableError
+from metastore.sql.exceptions import TooComplexError, VariableError
 from metastore.sql.variables import Variables, parse_request, substitute, substitution_enabled
 
 VALUES = Variables({
@@ -237,3 +238,15 @@ def test_many_substituted_statements_parse() -> None:
     statements = _parse_request(body, {"a": "x"})
     assert len(statements) == 3000
     assert statements[-1].name == "v2999" and statements[-1].value == "x"
+
+
+def test_substitution_may_add_at_most_a_bounded_number_of_characters_to_a_request() -> None:
+    """A 2 KB body of ${b} references would otherwise expand into a megabyte per handful of
+    statements: the request is refused before the statement that crosses the bound is parsed."""
+    kilobyte = "x" * 1000
+    head = f"DEFINE a = '{kilobyte}'; DEFINE b = '{'${a}' * 100}'; "
+    fits = head + " ".join("INSERT INTO S (V) VALUES ('${b}');" for _ in range(9))
+    assert len(parse_request(fits)) == 11
+    too_much = head + " ".join("INSERT INTO S (V) VALUES ('${b}');" for _ in range(11))
+    with pytest.raises(TooComplexError, match=f"more than {MAX_SUBSTITUTED_CHARS} characters"):
+        parse_request(too_much)
