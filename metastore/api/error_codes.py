@@ -129,7 +129,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     spark.UnsupportedQueryError: STATEMENT_ERROR,
     spark.SparkQueryError: STATEMENT_ERROR,
     # the Schema Registry
-    schema_registry.SchemaRegistryError: SERVER_FAILURE,
+    schema_registry.SchemaRegistryError: STATEMENT_ERROR,  # the registry refused what it was sent
     schema_registry.SchemaRegistryUnavailableError: ErrorCode(503, SERVICE_UNAVAILABLE),
     # local development infrastructure
     local.LocalInfraError: SERVER_FAILURE,

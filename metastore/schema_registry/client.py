@@ -13,6 +13,7 @@ answer, or answers 5xx, is :class:`SchemaRegistryUnavailableError`; another refu
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -26,7 +27,12 @@ from metastore.schema_registry.exceptions import (
 )
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
-MAX_ANSWER_BYTES = 16 * 1024 * 1024
+BAD_ANSWER = 50002
+"""The error code of an answer that is not what the registry's API promises (too large, not
+JSON, a field missing): the registry misbehaves, as when it is unavailable."""
+UNAVAILABLE = 50301
+"""The error code of a registry that did not answer (refused, timed out, dripped)."""
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 """An answer larger than this is refused: a schema is text a statement carries."""
 NOT_FOUND_CODES = frozenset({40401, 40402, 40403})
 """Confluent's codes of a 404 for an unknown subject, version or schema."""
@@ -104,6 +110,7 @@ class SchemaRegistryClient:
         """The base URL, without credentials."""
         auth = None if parts.username is None else httpx.BasicAuth(
             unquote(parts.username), unquote(parts.password or ""))
+        self._timeout = timeout
         self._client = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False,
                                     headers={"Accept": MEDIA_TYPE}, auth=auth)
         self._ids: dict[tuple[str, str, str], int] = {}
@@ -202,8 +209,9 @@ class SchemaRegistryClient:
             body["references"] = [reference.as_json() for reference in references]
         answer = self._call("POST", f"/subjects/{quote(subject, safe='')}/versions", body)
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), int):
-            raise SchemaRegistryError(f"The Schema Registry at {self.url} answered a "
-                                      f"registration without an id: {answer!r}", 50002)
+            raise SchemaRegistryUnavailableError(
+                f"The Schema Registry at {self.url} answered a registration without an id: "
+                f"{answer!r}", BAD_ANSWER)
         if len(self._ids) >= MAX_KNOWN_REGISTRATIONS:
             self._ids.clear()
         self._ids[key] = int(answer["id"])
@@ -215,6 +223,7 @@ class SchemaRegistryClient:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         """The answer's JSON; None for a 404 of an unknown subject, version or id."""
+        deadline = time.monotonic() + self._timeout
         try:
             with self._client.stream(method, path, json=body, headers={
                     "Content-Type": MEDIA_TYPE} if body is not None else None) as response:
@@ -222,17 +231,26 @@ class SchemaRegistryClient:
                 for chunk in response.iter_bytes():
                     content += chunk
                     if len(content) > MAX_ANSWER_BYTES:
-                        raise SchemaRegistryError(
+                        raise SchemaRegistryUnavailableError(
                             f"The Schema Registry at {self.url} answered more than "
-                            f"{MAX_ANSWER_BYTES} bytes", 50002)
+                            f"{MAX_ANSWER_BYTES} bytes", BAD_ANSWER)
+                    if time.monotonic() > deadline:  # a server that drips its answer
+                        raise SchemaRegistryUnavailableError(
+                            f"The Schema Registry at {self.url} did not answer within "
+                            f"{self._timeout:g}s", UNAVAILABLE)
         except httpx.HTTPError as error:
             raise SchemaRegistryUnavailableError(
-                f"The Schema Registry at {self.url} is not available: {error}", 50301) from error
+                f"The Schema Registry at {self.url} is not available: {error}",
+                UNAVAILABLE) from error
+        status = response.status_code
         try:
             answer = json.loads(content) if content else None
         except ValueError:
+            if status < 400:
+                raise SchemaRegistryUnavailableError(
+                    f"The Schema Registry at {self.url} answered {method} {path} with "
+                    f"something that is not JSON: {bytes(content[:100])!r}", BAD_ANSWER) from None
             answer = None
-        status = response.status_code
         code = answer.get("error_code") if isinstance(answer, dict) else None
         if status == 404 and code in NOT_FOUND_CODES:
             return None
@@ -250,12 +268,12 @@ class SchemaRegistryClient:
 
 def _registered(answer: Any, subject: str | None) -> RegisteredSchema:
     if not isinstance(answer, dict) or not isinstance(answer.get("schema"), str):
-        raise SchemaRegistryError(f"The Schema Registry answered a schema without its text: "
-                                  f"{str(answer)[:200]}", 50002)
+        raise SchemaRegistryUnavailableError(
+            f"The Schema Registry answered a schema without its text: {str(answer)[:200]}", BAD_ANSWER)
     version, schema_id = answer.get("version"), answer.get("id")
     if not isinstance(schema_id, int):
-        raise SchemaRegistryError(f"The Schema Registry answered a schema without its id: "
-                                  f"{str(answer)[:200]}", 50002)
+        raise SchemaRegistryUnavailableError(
+            f"The Schema Registry answered a schema without its id: {str(answer)[:200]}", BAD_ANSWER)
     return RegisteredSchema(
         schema_id=schema_id, schema=answer["schema"],
         schema_type=str(answer.get("schemaType") or "AVRO"),
@@ -271,8 +289,9 @@ def _references(answer: Any) -> tuple[SchemaReference, ...]:
             isinstance(entry, dict) and isinstance(entry.get("name"), str)
             and isinstance(entry.get("subject"), str) and isinstance(entry.get("version"), int)
             for entry in answer):
-        raise SchemaRegistryError(f"The Schema Registry answered references that are not "
-                                  f"name, subject and version: {str(answer)[:200]}", 50002)
+        raise SchemaRegistryUnavailableError(
+            f"The Schema Registry answered references that are not name, subject and version: "
+            f"{str(answer)[:200]}", BAD_ANSWER)
     return tuple(SchemaReference(entry["name"], entry["subject"], entry["version"])
                  for entry in answer)
 

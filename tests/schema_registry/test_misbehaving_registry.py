@@ -1,0 +1,70 @@
+"""A Schema Registry that drips, answers garbage or answers too much: each call ends within the
+client's deadline as the registry's error (503, ksqlDB's shape), never as a node failure."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from metastore.api.error_codes import classify
+from metastore.schema_registry.client import MAX_ANSWER_BYTES, SchemaRegistryClient
+from metastore.schema_registry.exceptions import SchemaRegistryUnavailableError
+
+
+class Misbehaving(http.server.BaseHTTPRequestHandler):
+    """``/drip/...`` sends a byte every 0.5 s, ``/garbage/...`` a 200 that is not JSON,
+    ``/huge/...`` more than the client takes."""
+
+    def do_GET(self) -> None:
+        mode = self.path.split("/")[1]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        try:
+            if mode == "drip":
+                for _ in range(60):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.5)
+            elif mode == "garbage":
+                self.wfile.write(b"<html>gateway says no</html>")
+            else:
+                block = b" " * 65536
+                for _ in range(MAX_ANSWER_BYTES // len(block) + 8):
+                    self.wfile.write(block)
+        except OSError:  # the client gave up, as it should
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def registry_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Misbehaving)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(("mode", "says"), [
+    ("drip", "did not answer within 2s"),
+    ("garbage", "not JSON"),
+    ("huge", f"more than {MAX_ANSWER_BYTES} bytes"),
+])
+def test_a_misbehaving_registry_is_the_registrys_error_within_the_deadline(
+        registry_url: str, mode: str, says: str) -> None:
+    client = SchemaRegistryClient(f"{registry_url}/{mode}", timeout=2.0)
+    started = time.monotonic()
+    with pytest.raises(SchemaRegistryUnavailableError, match=says) as raised:
+        client.latest("orders-value")
+    assert time.monotonic() - started < 4.5
+    answer = classify(raised.value)
+    assert (answer.http_status, answer.code) == (503, 50300)
+    client.close()
