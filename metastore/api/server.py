@@ -362,9 +362,9 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         body = await read_body(request)
         if isinstance(body, KsqlResponse):
             return body
-        return await threads.run(Lane.QUERIES, _query_body, body)
+        return await threads.run(Lane.QUERIES, _query_body, body, user_of(request))
 
-    def _query_body(body: bytes) -> Response:
+    def _query_body(body: bytes, user: str | None) -> Response:
         parsed = parse_request(body)
         if isinstance(parsed, KsqlResponse):
             return parsed
@@ -376,7 +376,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             if isinstance(statement, PrintTopic):
                 return start_print(statement)
             if statement.query.emit_changes:
-                push = start_push(statement, config)
+                push = start_push(statement, config, user)
                 return streaming.ChunkedResponse(streaming.v1_chunks(push), KSQL_MEDIA_TYPE,
                                                  push.close)
             result = run_pull(statement, config)
@@ -409,11 +409,16 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         result: QueryResult = query_runner(statement.text, config)
         return result
 
-    def start_push(statement: SelectStatement, config: overrides.ConfigOverrides) -> PushQuery:
+    def start_push(statement: SelectStatement, config: overrides.ConfigOverrides,
+                   user: str | None) -> PushQuery:
         if push_queries is None:
             raise SparkUnavailableError("This node runs without Spark (--spark-master none); "
                                         "send queries to a node with Spark.")
-        return push_queries.start(statement, node.replica.image, config)
+        return push_queries.start(statement, node.replica.image, config, owner=user)
+
+    def user_of(request: Request) -> str | None:
+        """The authenticated user of a request (None without authentication)."""
+        return auth.user_for(request.headers.get("authorization")) if auth is not None else None
 
     prints = PrintSlots(MAX_PRINTS)
 
@@ -439,9 +444,9 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         if isinstance(body, KsqlResponse):
             return body
         return await threads.run(Lane.QUERIES, _query_stream, body,
-                                 streaming.wants_delimited(request))
+                                 streaming.wants_delimited(request), user_of(request))
 
-    def _query_stream(body: bytes, delimited: bool) -> Response:
+    def _query_stream(body: bytes, delimited: bool, user: str | None) -> Response:
         parsed = streaming.parse_body(streaming.QueryStreamRequest, body, limits)
         if isinstance(parsed, str):
             return error_response(codes.BAD_REQUEST, parsed)
@@ -452,7 +457,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                                               parsed.sessionVariables)
             assert isinstance(statement, SelectStatement)
             if statement.query.emit_changes:
-                push = start_push(statement, config)
+                push = start_push(statement, config, user)
                 return streaming.ChunkedResponse(streaming.stream_chunks(push, delimited),
                                                  media_type, push.close)
             result = run_pull(statement, config)
@@ -478,7 +483,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         try:
             if push_queries is None:
                 raise UnknownPushQueryError(f"No query with id {parsed.queryId}")
-            await threads.run(Lane.QUERIES, push_queries.close, parsed.queryId)
+            await threads.run(Lane.QUERIES, push_queries.close, parsed.queryId,
+                              user_of(request))
         except MetastoreError as error:
             return failure(error, parsed.queryId)
         return Response(status_code=200)

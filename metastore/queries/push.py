@@ -69,6 +69,8 @@ class PushQuery:
         self.query_id = query_id
         self.columns = columns
         self.limit = limit
+        self.owner: str | None = None
+        """The authenticated user who started it (None without authentication)."""
         self._settings = settings
         self._checkpoint = checkpoint
         self._on_close = on_close
@@ -179,8 +181,9 @@ class PushQueries:
         return int(shared.activeStreamingQueries().size())
 
     def start(self, statement: SelectStatement, image: Image,
-              config: ConfigOverrides) -> PushQuery:
-        """Check ``statement`` as ksqlDB does a transient query, plan it and start it."""
+              config: ConfigOverrides, owner: str | None = None) -> PushQuery:
+        """Check ``statement`` as ksqlDB does a transient query, plan it and start it.
+        ``owner``: the authenticated user who asked (None without authentication)."""
         analysis = check_select(statement, image.sources, image.types, image.queries, config)
         columns = analysis.columns
         limit = limit_value(statement.query)
@@ -193,6 +196,7 @@ class PushQueries:
                                         "need it")
         checkpoint = self._root / query_id
         query = PushQuery(query_id, columns, limit, self._settings, checkpoint, self._forget)
+        query.owner = owner
         with self._lock:
             if len(self._running) >= self._settings.max_queries:
                 raise PushQueryLimitError("Maximum number of push queries exceeded")
@@ -207,11 +211,13 @@ class PushQueries:
         log.info("push query %s started", query_id)
         return query
 
-    def close(self, query_id: str) -> None:
-        """Stop the push query ``query_id`` (ksqlDB's ``/close-query``)."""
+    def close(self, query_id: str, requester: str | None = None) -> None:
+        """Stop the push query ``query_id`` (ksqlDB's ``/close-query``) for ``requester``: a
+        query started by an authenticated user is that user's to close; to anyone else it is
+        unknown (its id is not confirmed either)."""
         with self._lock:
             query = self._running.get(query_id)
-        if query is None:
+        if query is None or (query.owner is not None and requester != query.owner):
             raise UnknownPushQueryError(f"No query with id {query_id}")
         query.close()
 

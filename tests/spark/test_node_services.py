@@ -4,6 +4,7 @@ here, in the test's own process, against the real broker and a real SparkSession
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,11 +13,27 @@ import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
+from metastore.catalog.overrides import NO_OVERRIDES
 from metastore.server import NodeServices, build
 from metastore.settings import server_settings
+from metastore.sql.parser import parse
+from metastore.sql.statements import SelectStatement
 from tests.queries.test_spark_jobs import read_all
 from tests.support.kafka import unique
 from tests.support.waiting import eventually
+
+ALICE, BOB = ("alice", "alice-secret"), ("bob", "bob-secret")
+
+
+def users_file(directory: Path) -> Path:
+    path = directory / "users"
+    path.write_text("".join(f"{user}:{password}\n" for user, password in (ALICE, BOB)))
+    return path
+
+
+def basic(user: tuple[str, str]) -> dict[str, str]:
+    token = base64.b64encode(":".join(user).encode()).decode()
+    return {"Authorization": f"Basic {token}"}
 
 
 @pytest.fixture
@@ -24,7 +41,8 @@ def services(kafka_bootstrap: str, tmp_path: Path, own_spark: None) -> Iterator[
     built = build(server_settings({
         "bootstrap_servers": kafka_bootstrap, "service_id": unique("svc"), "node_id": "inproc",
         "listen": "127.0.0.1:0", "data_dir": str(tmp_path / "node"),
-        "spark_catalog": "in-memory", "query_session_timeout_ms": 6000}))
+        "spark_catalog": "in-memory", "query_session_timeout_ms": 6000,
+        "auth_file": str(users_file(tmp_path))}))
     built.start()
     try:
         assert built.node.replica.wait_ready(60)
@@ -33,10 +51,10 @@ def services(kafka_bootstrap: str, tmp_path: Path, own_spark: None) -> Iterator[
         built.stop()
 
 
-def test_a_node_built_in_process_projects_runs_queries_and_heartbeats(
+def test_a_node_built_in_process_projects_runs_queries_heartbeats_and_guards_push_queries(
         services: NodeServices, producer_factory: Callable[..., Producer]) -> None:
     source, sink = unique("src"), unique("even")
-    client = TestClient(services.app)
+    client = TestClient(services.app, headers=basic(ALICE))
     response = client.post("/ksql", json={"ksql": f"""
         CREATE STREAM SRC (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='JSON',
             PARTITIONS=1);
@@ -67,3 +85,16 @@ def test_a_node_built_in_process_projects_runs_queries_and_heartbeats(
                "this node's heartbeat to report the query RUNNING", interval=0.5)
     [shown] = client.post("/ksql", json={"ksql": "SHOW QUERIES;"}).json()
     assert [(q["id"], q["state"]) for q in shown["queries"]] == [(query_id, "RUNNING")]
+
+    # a push query is its owner's to close: to another user its id is unknown
+    assert services.push_queries is not None
+    [select] = parse("SELECT * FROM SRC EMIT CHANGES;")
+    assert isinstance(select, SelectStatement)
+    push = services.push_queries.start(select, services.node.replica.image, NO_OVERRIDES,
+                                       owner="alice")
+    other = TestClient(services.app, headers=basic(BOB)).post("/close-query",
+                                                    json={"queryId": push.query_id})
+    assert other.status_code == 400 and f"No query with id {push.query_id}" in other.text
+    assert not push.closed
+    assert client.post("/close-query", json={"queryId": push.query_id}).status_code == 200
+    assert push.closed
