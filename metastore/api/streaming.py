@@ -157,10 +157,9 @@ async def v1_chunks(query: PushQuery) -> AsyncIterator[bytes]:
             continue
         out = bytearray()
         for row in rows[:left] if left is not None else rows:
-            body: dict[str, Any] = {"columns": row.columns}
-            if row.tombstone:
-                body["tombstone"] = True
-            out += _json({"row": body}) + JSON_LINES_BREAK
+            out += b'{"row":{"columns":' + row.columns
+            out += b',"tombstone":true}}' if row.tombstone else b"}}"
+            out += JSON_LINES_BREAK
         yield bytes(out)
         if left is not None:
             left -= min(left, len(rows))
@@ -191,9 +190,9 @@ async def stream_chunks(query: PushQuery, delimited: bool) -> AsyncIterator[byte
             left -= len(live)
         if live:
             if delimited:
-                yield b"".join(_json(row.columns) + separator for row in live)
+                yield b"".join(row.columns + separator for row in live)
             else:
-                yield b"".join(separator + _json(row.columns) for row in live)
+                yield b"".join(separator + row.columns for row in live)
         if left == 0:
             break
     else:

@@ -5,8 +5,9 @@ A push query is planned exactly as a persistent query is (:func:`metastore.queri
 compile_push`, the same analysis, functions and views), reads its sources from the offset
 ``auto.offset.reset`` says (ksqlDB's default for a push query: ``latest``), and has a
 checkpoint of its own, deleted when it stops. Between Spark's streaming thread and the
-connection sits a bounded buffer: when the client reads slowly, the query waits, so what a push
-query holds in memory is bounded by ``max_buffered_batches`` micro-batches of at most
+connection sits a bounded buffer of rows encoded once: when the client reads slowly, the query
+waits, so what a push query holds in memory is bounded by ``max_buffered_bytes`` of encoded rows
+(and ``max_buffered_batches`` micro-batches) plus the micro-batch being handed on, of at most
 ``max_records_per_batch`` source records. A query stops (its StreamingQuery stopped, its
 checkpoint deleted) when its client has its LIMIT, disconnects, or calls ``/close-query``, or
 when the node stops.
@@ -14,12 +15,13 @@ when the node stops.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,10 +46,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PushRow:
-    """One row of a push query's result; ``tombstone``: the table's row for this key is gone."""
+    """One row of a push query's result: its columns' values as a JSON array, encoded once on
+    Spark's thread (what the buffer bound counts and the connection sends); ``tombstone``: the
+    table's row for this key is gone."""
 
-    columns: list[Any]
+    columns: bytes
     tombstone: bool = False
+
+    @staticmethod
+    def of(values: Sequence[Any], tombstone: bool = False) -> PushRow:
+        return PushRow(json.dumps([json_value(value) for value in values], separators=(",", ":"),
+                                  ensure_ascii=False).encode(), tombstone)
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,9 @@ class PushSettings:
     """Source records one micro-batch of a push query reads, at most."""
     max_buffered_batches: int = 4
     """Micro-batches a push query holds for a slow client before its query waits."""
+    max_buffered_bytes: int = 4 * 1024 * 1024
+    """Bytes of encoded rows a push query holds for a slow client before its query waits (a
+    micro-batch is taken whole when nothing is buffered, so one batch may exceed it)."""
 
 
 class PushQuery:
@@ -75,6 +87,7 @@ class PushQuery:
         self._checkpoint = checkpoint
         self._on_close = on_close
         self._batches: deque[list[PushRow]] = deque()
+        self._buffered_bytes = 0
         self._lock = threading.Condition()
         self._closed = False
         self._listener: Callable[[], None] | None = None
@@ -101,6 +114,7 @@ class PushQuery:
             if self._batches:
                 rows = [row for batch in self._batches for row in batch]
                 self._batches.clear()
+                self._buffered_bytes = 0
                 self._lock.notify_all()
                 return rows
             return None if self._closed else []
@@ -118,16 +132,19 @@ class PushQuery:
 
     def deliver(self, rows: list[Row]) -> None:
         """Hand a micro-batch's rows on; waits while the client is behind (Spark's thread)."""
-        converted = [PushRow([json_value(value) for value in row[:-1]], bool(row[-1]))
-                     for row in rows]
+        converted = [PushRow.of(row[:-1], bool(row[-1])) for row in rows]
         if not converted:
             return
+        size = sum(len(row.columns) for row in converted)
         with self._lock:
-            while len(self._batches) >= self._settings.max_buffered_batches and not self._closed:
+            while self._batches and not self._closed and (
+                    len(self._batches) >= self._settings.max_buffered_batches
+                    or self._buffered_bytes + size > self._settings.max_buffered_bytes):
                 self._lock.wait(0.5)
             if self._closed:
                 return
             self._batches.append(converted)
+            self._buffered_bytes += size
             listener = self._listener
         if listener is not None:
             listener()
@@ -139,6 +156,7 @@ class PushQuery:
                 return
             self._closed = True
             self._batches.clear()
+            self._buffered_bytes = 0
             self._lock.notify_all()
             listener, handle, self._handle = self._listener, self._handle, None
         if listener is not None:
