@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from integration.bench import (
+    abuse,
     contention,
     interactive,
     latency,
@@ -35,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "micro-batch": micro_batch.run,
     "stateful": stateful.run,
     "pipeline-cluster": pipeline.run_on_cluster,
+    "abuse": abuse.run,
 }
 
 

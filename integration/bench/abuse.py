@@ -1,0 +1,93 @@
+"""`abuse`: what hostile or unlucky clients cost a node, the figures docs/security.md keeps.
+
+- ``substitution``: the peak memory of parsing a small body whose variables expand (a DEFINE of
+  a kilobyte, a DEFINE of a hundred references to it, INSERTs of the second), in a fresh process;
+- ``health_under_waits``: ``/healthcheck`` latency while requests wait on a far
+  ``commandSequenceNumber`` on a node without Spark;
+- ``fencing_clients``: librdkafka clients in each of two nodes that fence each other on every
+  write (forwarding off), after the writes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from integration.bench.common import kafka, node_processes
+
+_SUBSTITUTION = """
+import resource, sys
+from metastore.sql.variables import parse_request
+kilobyte = "x" * 1000
+sql = (f"DEFINE a = '{kilobyte}'; DEFINE b = '" + "${a}" * 120 + "'; "
+       + " ".join("INSERT INTO S (V) VALUES ('${b}');" for _ in range(int(sys.argv[1]))))
+try:
+    outcome = f"{len(parse_request(sql))} statements parsed"
+except Exception as error:
+    outcome = f"refused: {type(error).__name__}"
+print(len(sql), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, outcome)
+"""
+
+
+def substitution(statements: int = 1000) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", _SUBSTITUTION, str(statements)], check=True,
+                         capture_output=True, text=True).stdout.split(maxsplit=2)
+    return {"body_bytes": int(out[0]), "peak_mib": int(out[1]), "outcome": out[2].strip()}
+
+
+def health_under_waits(bootstrap: str, waiting: int) -> dict[str, Any]:
+    far = {"ksql": "SHOW STREAMS;", "commandSequenceNumber": 10**9}
+    with node_processes(bootstrap, 1, "--spark-master", "none") as state, \
+            concurrent.futures.ThreadPoolExecutor(waiting) as pool:
+        url = state.nodes[0].url
+        for _ in range(waiting):
+            pool.submit(httpx.post, f"{url}/ksql", json=far, timeout=120)
+        time.sleep(3)
+        samples = []
+        for _ in range(12):
+            started = time.monotonic()
+            httpx.get(f"{url}/healthcheck", timeout=120)
+            samples.append(time.monotonic() - started)
+            time.sleep(0.2)
+        return {"waiting": waiting, "median_ms": round(statistics.median(samples) * 1000),
+                "max_ms": round(max(samples) * 1000)}
+
+
+def _librdkafka_clients(pid: int) -> int:
+    names = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            names.append((task / "comm").read_text().strip())
+        except OSError:
+            continue
+    return names.count("rdk:main")
+
+
+def fencing_clients(bootstrap: str, writes: int) -> dict[str, Any]:
+    topic = f"fence-{uuid.uuid4().hex[:6]}"
+    with node_processes(bootstrap, 2, "--spark-master", "none", "--no-write-forwarding") as state:
+        urls = [node.url for node in state.nodes]
+        before = [_librdkafka_clients(node.pid or 0) for node in state.nodes]
+        for index in range(writes):
+            httpx.post(f"{urls[index % 2]}/ksql", timeout=60, json={
+                "ksql": f"CREATE STREAM F{index} (ID INT) WITH (KAFKA_TOPIC='{topic}', "
+                        "PARTITIONS=1, VALUE_FORMAT='JSON');"}).raise_for_status()
+        after = [_librdkafka_clients(node.pid or 0) for node in state.nodes]
+    return {"writes": writes, "clients_before": before, "clients_after": after}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    with kafka() as bootstrap:
+        return {
+            "substitution": substitution(),
+            "health_under_waits": health_under_waits(bootstrap, 20 if quick else 60),
+            "fencing_clients": fencing_clients(bootstrap, 20 if quick else 60),
+        }
