@@ -142,7 +142,8 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
                             for c in source.columns)
         return f"SELECT {columns} FROM {raw_table}"
     objects: dict[str, list[str]] = {}
-    expressions = [f"{_column_expression(source, c, objects)} AS {quote(c.name)}"
+    checks: list[str] = []
+    expressions = [f"{_column_expression(source, c, objects, checks)} AS {quote(c.name)}"
                    for c in source.columns]
     names = [quote(c.name) for c in source.columns]
     if source.window is not None and not extra:  # a view shows each row's window, as ksqlDB
@@ -151,16 +152,69 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
                   for bound, name in (("start", "WINDOWSTART"), ("end", "WINDOWEND"))]
         expressions[keys:keys] = bounds
         names[keys:keys] = ["WINDOWSTART", "WINDOWEND"]
+    checks += [*_codec_checks(source), *_object_checks(objects)]
     raw_table = _with_json_objects(objects, _with_codecs(source, _with_window(source, raw_table)))
-    decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table}"
+    readable = f"NOT ({' OR '.join(checks)})" if checks else "TRUE"
+    decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table} WHERE {readable}"
     if source.kind is SourceKind.STREAM:
         return decoded
     if extra:
-        return f"{decoded} WHERE key IS NOT NULL"
+        return f"{decoded} AND key IS NOT NULL"
     listed = ", ".join(names)
     return (f"SELECT {listed} FROM (SELECT {', '.join(expressions)}, value IS NULL AS __tombstone, "
             "row_number() OVER (PARTITION BY key ORDER BY partition DESC, offset DESC) AS __latest "
-            f"FROM {raw_table} WHERE key IS NOT NULL) WHERE __latest = 1 AND NOT __tombstone")
+            f"FROM {raw_table} WHERE key IS NOT NULL AND {readable}) "
+            "WHERE __latest = 1 AND NOT __tombstone")
+
+
+def _codec_checks(source: DataSource) -> list[str]:
+    """A record whose AVRO, PROTOBUF or JSON_SR key or value its codec cannot decode (bytes
+    that are not the format, a schema id the registry does not hold, no magic byte) is not
+    readable."""
+    checks = []
+    key = WINDOWED_KEY if source.window is not None else "key"
+    if source.key_columns and source.key_format in (*protobuf.FORMATS, avro.FORMAT,
+                                                    json_sr.FORMAT):
+        checks.append(f"({key} IS NOT NULL AND {DECODED_KEY} IS NULL)")
+    if source.value_format in (*protobuf.FORMATS, avro.FORMAT, json_sr.FORMAT):
+        checks.append(f"(value IS NOT NULL AND {DECODED_VALUE} IS NULL)")
+    return checks
+
+
+def _object_checks(objects: Mapping[str, list[str]]) -> list[str]:
+    """A JSON key or value whose columns are an object's fields is not readable when it is not
+    a JSON object (not JSON at all, or a number, a string, an array), as ksqlDB's JSON
+    deserializer refuses it; JSON ``null`` is a null value, not an error."""
+    checks = []
+    for index, (text, names) in enumerate(objects.items()):
+        parsed = f"{_json_object(index)} IS NULL"
+        if len({name.upper() for name in names}) == len(names):  # read by the exact struct too
+            parsed += " AND NOT (" + " AND ".join(
+                f"{_exact_fields(index)}.{quote(name)} IS NOT NULL" for name in names) + ")"
+        checks.append(f"({text} IS NOT NULL AND trim({text}) != 'null' AND {parsed})")
+    return checks
+
+
+def _checked(text: str, decoded: str, checks: list[str], sql_type: ty.SqlType,
+             empty_is_null: bool = False) -> str:
+    """``decoded`` (from ``text``), with its check added to ``checks``: a value present whose
+    conversion gives NULL makes its record unreadable (ksqlDB's deserializers fail on it and the
+    record is skipped), where Spark's casts would turn it into a NULL column; so does an array
+    or a map with an element its type refuses (Spark reads that element as NULL)."""
+    absent = f"{text} IS NULL OR trim({text}) = 'null'"
+    if empty_is_null:
+        absent += f" OR {text} = ''"
+    refused = f"({decoded}) IS NULL"
+    if isinstance(sql_type, ty.ArrayType | ty.MapType):
+        array = isinstance(sql_type, ty.ArrayType)
+        as_text = f"from_json({text}, '{'ARRAY<STRING>' if array else 'MAP<STRING,STRING>'}')"
+
+        def nulls(value: str) -> str:
+            return f"size(filter({value if array else f'map_values({value})'}, e -> e IS NULL))"
+
+        refused += f" OR {nulls(decoded)} > {nulls(as_text)}"
+    checks.append(f"(NOT ({absent}) AND ({refused}))")
+    return decoded
 
 
 def _with_window(source: DataSource, raw_table: str) -> str:
@@ -309,8 +363,8 @@ def _unsupported(source: DataSource) -> str | None:
     return None
 
 
-def _column_expression(source: DataSource, column: Column, objects: dict[str, list[str]]
-                       ) -> str:
+def _column_expression(source: DataSource, column: Column, objects: dict[str, list[str]],
+                       checks: list[str]) -> str:
     """The SQL of ``column`` over the raw record; a JSON object's fields come from a column that
     parses it once, which is added to ``objects`` (see :func:`_with_json_objects`)."""
     if column.role is ColumnRole.HEADERS:  # a record without headers has none: []
@@ -321,26 +375,27 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, li
     if column.is_key:
         columns = source.key_columns
         if source.key_format in protobuf.FORMATS:
-            return _json_field(DECODED_KEY, column, objects,
+            return _json_field(DECODED_KEY, column, objects, checks,
                                bare=protobuf.key_schema(source).unwrapped)
         if source.key_format in (avro.FORMAT, json_sr.FORMAT):
-            return _json_field(DECODED_KEY, column, objects, bare=len(columns) == 1)
+            return _json_field(DECODED_KEY, column, objects, checks, bare=len(columns) == 1)
         key = WINDOWED_KEY if source.window is not None else "key"
         return _field(source.key_format, key, columns, column,
-                      source.property("KEY_DELIMITER"), objects, wrapped=True)
+                      source.property("KEY_DELIMITER"), objects, checks, wrapped=True)
     columns = source.value_columns
     wrapped = source.property("WRAP_SINGLE_VALUE") != "false"
     if source.value_format in protobuf.FORMATS:
-        return _json_field(DECODED_VALUE, column, objects,
+        return _json_field(DECODED_VALUE, column, objects, checks,
                            bare=protobuf.value_schema(source).unwrapped)
     if source.value_format in (avro.FORMAT, json_sr.FORMAT):
-        return _json_field(DECODED_VALUE, column, objects, bare=len(columns) == 1 and not wrapped)
+        return _json_field(DECODED_VALUE, column, objects, checks,
+                           bare=len(columns) == 1 and not wrapped)
     return _field(source.value_format, "value", columns, column,
-                  source.property("VALUE_DELIMITER"), objects, wrapped)
+                  source.property("VALUE_DELIMITER"), objects, checks, wrapped)
 
 
 def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, delimiter: str | None,
-           objects: dict[str, list[str]], wrapped: bool) -> str:
+           objects: dict[str, list[str]], checks: list[str], wrapped: bool) -> str:
     text = f"CAST({raw} AS STRING)"
     if fmt == "KAFKA":
         return _kafka_bytes(raw, column.type)
@@ -351,23 +406,27 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
         options = (f"map('sep', {string_literal(separator)}, 'ignoreLeadingWhiteSpace', 'false', "
                    "'ignoreTrailingWhiteSpace', 'false')")
         element = f"from_csv({text}, {string_literal(fields)}, {options}).c{index}"
-        return _from_text(element, column.type)
+        return _checked(element, _from_text(element, column.type), checks, column.type,
+                        empty_is_null=True)
     if fmt == "JSON":
         is_key = raw in ("key", WINDOWED_KEY)
-        return _json_field(text, column, objects,
+        return _json_field(text, column, objects, checks,
                            bare=len(columns) == 1 and (is_key or not wrapped))
     raise ValueError(f"format {fmt} is not decodable")
 
 
-def _json_field(text: str, column: Column, objects: dict[str, list[str]], bare: bool) -> str:
+def _json_field(text: str, column: Column, objects: dict[str, list[str]], checks: list[str],
+                bare: bool) -> str:
     """``column`` from ksqlDB's JSON text of a key or value: the value itself when ``bare``
     (a single unwrapped column), else the object's field for the column (:func:`_field_of`),
-    read from the object's fields parsed once (its text and column added to ``objects``)."""
+    read from the object's fields parsed once (its text and column added to ``objects``); its
+    check (:func:`_checked`) added to ``checks``."""
     if bare:
-        return _from_json_value(text, column.type)
+        return _checked(text, _from_json_value(text, column.type), checks, column.type)
     names = objects.setdefault(text, [])
     names.append(column.name)
-    return _from_text(_field_column(list(objects).index(text), len(names) - 1), column.type)
+    field = _field_column(list(objects).index(text), len(names) - 1)
+    return _checked(field, _from_text(field, column.type), checks, column.type)
 
 
 def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
@@ -392,7 +451,7 @@ def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
     wrapped = f"concat('{{\"v\":', {text}, '}}')"
     read = _convert(f"from_json({wrapped}, {string_literal('v ' + _json_read_type(sql_type))}).v",
                     sql_type)
-    if isinstance(sql_type, ty.Primitive) and sql_type not in (ty.STRING, ty.BYTES):
+    if isinstance(sql_type, ty.Primitive) and sql_type not in (ty.STRING, ty.BYTES, ty.BOOLEAN):
         # a JSON string is read by its content ("10" is the INT 10), as ksqlDB's JSON
         # deserializer reads the text of a number, a boolean or a time
         content = _from_text(f"get_json_object({wrapped}, '$.v')", sql_type)
@@ -409,10 +468,22 @@ def _from_text(expression: str, sql_type: ty.SqlType) -> str:
     if sql_type == ty.BYTES:
         return f"unbase64({expression})"
     if sql_type in (ty.DATE, ty.TIMESTAMP):  # ksqlDB's JSON and DELIMITED hold them as numbers
-        return _convert(f"CAST({expression} AS BIGINT)", sql_type)
+        return _convert(_integral(expression, "BIGINT"), sql_type)
     if sql_type == ty.STRING:
         return expression
-    return f"CAST({expression} AS {spark_type(sql_type)})"
+    if sql_type == ty.BOOLEAN:  # only true and false (Spark's cast takes 't', 'yes', '1'...)
+        return f"CASE lower({expression}) WHEN 'true' THEN true WHEN 'false' THEN false END"
+    if sql_type in (ty.INTEGER, ty.BIGINT):
+        return _integral(expression, spark_type(sql_type))
+    return f"try_cast({expression} AS {spark_type(sql_type)})"
+
+
+def _integral(expression: str, spark_integral: str) -> str:
+    """A number's text as an integer type, its fraction cut off (``41.5`` is 41, as ksqlDB's
+    JSON deserializer reads a number); NULL for text that is no number or does not fit, under
+    Spark's ANSI mode or not."""
+    return (f"coalesce(try_cast({expression} AS {spark_integral}), "
+            f"try_cast(try_cast({expression} AS DOUBLE) AS {spark_integral}))")
 
 
 _TEXT_LEAVES = (ty.INTEGER, ty.BIGINT, ty.TIMESTAMP, ty.DATE)

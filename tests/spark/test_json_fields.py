@@ -58,10 +58,18 @@ def _decoded(spark: Any, script: str, texts: list[str]) -> list[tuple[Any, ...]]
     return [tuple(row) for row in spark.sql(decode_select(source, raw)).collect()]
 
 
+def _is_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
 def test_each_column_reads_ksqldbs_field(spark: Any) -> None:
+    """A record that is not a JSON object is skipped, as ksqlDB's deserializer refuses it."""
     decoded = _decoded(spark, SOURCE, TEXTS)
     expected = []
-    for text in TEXTS:
+    for text in filter(_is_object, TEXTS):
         a, b, c = _field(text, "A"), _field(text, "B"), _field(text, "c")
         expected.append((a, b if b is None or isinstance(b, str) else json.dumps(b, separators=(",", ":")),
                          c))

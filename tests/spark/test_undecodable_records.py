@@ -1,0 +1,51 @@
+"""A record a query cannot read is skipped, never turned into a row of NULLs: the decoding every
+reader shares (metastore.spark.views.decode_select), on a real Spark, with ksqlDB's JSON and
+DELIMITED deserializers' rules: a value present that its column's type refuses makes the record
+unreadable; an absent field or a JSON null is a NULL column."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.spark.test_json_fields import _decoded
+
+JSON_STREAM = ("CREATE STREAM S (ID INT, FLAG BOOLEAN, N BIGINT, L ARRAY<INT>) "
+               "WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', PARTITIONS=1);")
+
+
+def test_json_records_whose_values_their_columns_refuse_are_skipped(spark: Any) -> None:
+    texts = [
+        '{"ID": 1, "FLAG": true, "N": 5, "L": [1]}',
+        "\u0000not json{",
+        '{"ID": "abc"}',
+        '{"ID": 2, "FLAG": "yes"}',
+        '{"ID": 3, "FLAG": 1}',
+        '{"ID": 4, "L": [1, "x"]}',
+        '{"ID": 5, "FLAG": null, "N": null}',
+        '{"ID": "6", "flag": false}',
+        "[1, 2]",
+        '{"ID": 7, "L": {"a": 1}}',
+        '{"ID": 8, "N": 41.9, "L": [null, 2]}',
+        "null",
+    ]
+    assert _decoded(spark, JSON_STREAM, texts) == [
+        (1, True, 5, [1]),
+        (5, None, None, None),
+        (6, False, None, None),
+        (8, None, 41, [None, 2]),  # a number's fraction is cut off; a JSON null is NULL
+        (None, None, None, None),  # JSON null: a null value, which a stream passes on
+    ]
+
+
+def test_a_bare_boolean_is_a_json_boolean_not_a_string(spark: Any) -> None:
+    script = ("CREATE STREAM B (FLAG BOOLEAN) WITH (KAFKA_TOPIC='b', VALUE_FORMAT='JSON', "
+              "WRAP_SINGLE_VALUE=false, PARTITIONS=1);")
+    assert _decoded(spark, script, ["true", '"true"', "false", "1", "null"]) == [
+        (True,), (False,), (None,)]
+
+
+def test_delimited_fields_their_columns_refuse_are_skipped(spark: Any) -> None:
+    script = ("CREATE STREAM D (ID INT, V STRING, F BOOLEAN) WITH (KAFKA_TOPIC='d', "
+              "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
+    assert _decoded(spark, script, ["1,a,true", "x,b,false", ",c,", "2,d,maybe"]) == [
+        (1, "a", True), (None, "c", None)]
