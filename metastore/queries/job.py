@@ -1,8 +1,9 @@
 """One persistent query as a Spark StreamingQuery: start it from a plan, read its progress.
 
 Each query runs in a Spark session of its own (``spark.newSession()``: the node's SparkContext,
-its own temporary views and SQL settings), with ANSI mode off so that a bad value yields NULL,
-as in ksqlDB, instead of failing the query. Its checkpoint (source offsets and aggregation
+its own temporary views and SQL settings), with ANSI mode off so that an expression over a bad
+value yields NULL, as in ksqlDB, instead of failing the query (a record that cannot be decoded is
+skipped before: :func:`metastore.spark.views.decode_select`). Its checkpoint (source offsets and aggregation
 state) is ``<checkpoint root>/<query id>``; a query restarted anywhere with the same checkpoint
 resumes after the last micro-batch it committed.
 """

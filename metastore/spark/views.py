@@ -406,7 +406,7 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
         options = (f"map('sep', {string_literal(separator)}, 'ignoreLeadingWhiteSpace', 'false', "
                    "'ignoreTrailingWhiteSpace', 'false')")
         element = f"from_csv({text}, {string_literal(fields)}, {options}).c{index}"
-        return _checked(element, _from_text(element, column.type), checks, column.type,
+        return _checked(element, _from_delimited(element, column.type), checks, column.type,
                         empty_is_null=True)
     if fmt == "JSON":
         is_key = raw in ("key", WINDOWED_KEY)
@@ -457,6 +457,17 @@ def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
         content = _from_text(f"get_json_object({wrapped}, '$.v')", sql_type)
         return f"IF(startswith(ltrim({text}), '\"'), {content}, {read})"
     return read
+
+
+def _from_delimited(expression: str, sql_type: ty.SqlType) -> str:
+    """A DELIMITED field as ksqlDB's deserializer parses it: a BOOLEAN is true for ``true`` in
+    any case and false for anything else (Java's ``Boolean.parseBoolean``), an integer is its
+    digits only (``41.5`` is no INT); the other types as a JSON field's text."""
+    if sql_type == ty.BOOLEAN:
+        return f"lower({expression}) = 'true'"
+    if sql_type in (ty.INTEGER, ty.BIGINT):
+        return f"try_cast({expression} AS {spark_type(sql_type)})"
+    return _from_text(expression, sql_type)
 
 
 def _from_text(expression: str, sql_type: ty.SqlType) -> str:

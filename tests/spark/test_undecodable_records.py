@@ -45,7 +45,10 @@ def test_a_bare_boolean_is_a_json_boolean_not_a_string(spark: Any) -> None:
 
 
 def test_delimited_fields_their_columns_refuse_are_skipped(spark: Any) -> None:
+    """ksqlDB's DELIMITED deserializer: integers are digits only, a BOOLEAN is true for 'true'
+    in any case and false for anything else."""
     script = ("CREATE STREAM D (ID INT, V STRING, F BOOLEAN) WITH (KAFKA_TOPIC='d', "
               "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
-    assert _decoded(spark, script, ["1,a,true", "x,b,false", ",c,", "2,d,maybe"]) == [
-        (1, "a", True), (None, "c", None)]
+    texts = ["1,a,true", "x,b,false", ",c,", "2,d,maybe", "3.5,e,TRUE", "4,f,True"]
+    assert _decoded(spark, script, texts) == [
+        (1, "a", True), (None, "c", None), (2, "d", False), (4, "f", True)]
