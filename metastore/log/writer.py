@@ -209,6 +209,11 @@ class _Request:
     """The commands the request's last validation wrote (their records' keys)."""
 
 
+def _reason(error: BaseException) -> str:
+    """What went wrong, without another request's instructions."""
+    return error.reason if isinstance(error, OutcomeUnknownError) else str(error)
+
+
 def _request_of(item: Queued) -> _Request:
     assert isinstance(item.payload, _Request)
     return item.payload
@@ -377,7 +382,8 @@ class CommandWriter:
         image = self._replica.image
         outcomes: list[tuple[Queued, list[Entity] | BaseException]] = []
         not_written: list[_Request] = []
-        for item, error in pending:
+        for item, given in pending:
+            error = given
             request = _request_of(item)
             if request.maybe_committed and settled:
                 written = image.requests.get(request.request_id)
@@ -392,10 +398,13 @@ class CommandWriter:
                     outcomes.append((item, answer))
                     continue
                 request.maybe_committed = False
+                if isinstance(error, OutcomeUnknownError):  # the log settled it: not written
+                    error = NotWrittenError(f"The statement was NOT written to the command log: "
+                                            f"{error.reason}")
             if request.maybe_committed:
                 outcomes.append((item, OutcomeUnknownError(
                     f"The request failed after its transaction was sent to commit "
-                    f"({cause or error}).", request.request_id, request.command_ids)))
+                    f"({_reason(cause or error)}).", request.request_id, request.command_ids)))
                 continue
             if request.created:
                 not_written.append(request)
