@@ -131,6 +131,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     # the Schema Registry
     schema_registry.SchemaRegistryError: STATEMENT_ERROR,  # the registry refused what it was sent
     schema_registry.SchemaRegistryUnavailableError: ErrorCode(503, SERVICE_UNAVAILABLE),
+    schema_registry.SchemaRegistryAccessError: SERVER_FAILURE,
     # local development infrastructure
     local.LocalInfraError: SERVER_FAILURE,
     local.ToolMissingError: SERVER_FAILURE,

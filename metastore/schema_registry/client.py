@@ -22,6 +22,7 @@ import httpx
 
 from metastore.limits import MAX_RECORD_BYTES
 from metastore.schema_registry.exceptions import (
+    SchemaRegistryAccessError,
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
 )
@@ -254,10 +255,14 @@ class SchemaRegistryClient:
         code = answer.get("error_code") if isinstance(answer, dict) else None
         if status == 404 and code in NOT_FOUND_CODES:
             return None
-        if status >= 500:
+        if status >= 500 or status in (408, 429):
             raise SchemaRegistryUnavailableError(
                 f"The Schema Registry at {self.url} failed ({status}): "
                 f"{_message(answer, bytes(content))}", status * 100 + 1)
+        if status in (401, 403, 407):
+            raise SchemaRegistryAccessError(
+                f"The Schema Registry at {self.url} refused this node's credentials ({status}): "
+                f"{_message(answer, bytes(content))}", status * 100)
         if status >= 400:
             raise SchemaRegistryError(
                 f"The Schema Registry at {self.url} refused {method} {path}: "

@@ -1,5 +1,6 @@
-"""Errors of talking to a Schema Registry: unreachable (a 50x for the client), or an answer that
-refuses the call (with the registry's own error code)."""
+"""Errors of talking to a Schema Registry: unreachable or misbehaving (a 503 for the client), the
+node's own credentials refused (a 500), or an answer that refuses what the statement sent (a 400,
+with the registry's own error code)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ class SchemaRegistryError(MetastoreError):
 
 
 class SchemaRegistryUnavailableError(SchemaRegistryError):
-    """The registry did not answer (refused, timed out, a 5xx): nothing that needed it was done."""
+    """The registry did not answer (refused, timed out, a 5xx, a 408 or 429), or answered
+    something that is not its API's JSON: nothing that needed it was done."""
 
     code = "schema_registry_unavailable"
+
+
+class SchemaRegistryAccessError(SchemaRegistryError):
+    """The registry refused the node's credentials (401, 403, 407): the node's configuration, not
+    the statement, is at fault."""
+
+    code = "schema_registry_access"
 

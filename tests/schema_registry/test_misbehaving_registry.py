@@ -12,15 +12,25 @@ import pytest
 
 from metastore.api.error_codes import classify
 from metastore.schema_registry.client import MAX_ANSWER_BYTES, SchemaRegistryClient
-from metastore.schema_registry.exceptions import SchemaRegistryUnavailableError
+from metastore.schema_registry.exceptions import (
+    SchemaRegistryAccessError,
+    SchemaRegistryError,
+    SchemaRegistryUnavailableError,
+)
 
 
 class Misbehaving(http.server.BaseHTTPRequestHandler):
     """``/drip/...`` sends a byte every 0.5 s, ``/garbage/...`` a 200 that is not JSON,
-    ``/huge/...`` more than the client takes."""
+    ``/huge/...`` more than the client takes, ``/<status>/...`` that status."""
 
     def do_GET(self) -> None:
         mode = self.path.split("/")[1]
+        if mode.isdigit():
+            self.send_response(int(mode))
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error_code": ' + mode.encode() + b'01, "message": "no"}')
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -67,4 +77,22 @@ def test_a_misbehaving_registry_is_the_registrys_error_within_the_deadline(
     assert time.monotonic() - started < 4.5
     answer = classify(raised.value)
     assert (answer.http_status, answer.code) == (503, 50300)
+    client.close()
+
+
+@pytest.mark.parametrize(("status", "error", "answer"), [
+    (429, SchemaRegistryUnavailableError, (503, 50300)),
+    (408, SchemaRegistryUnavailableError, (503, 50300)),
+    (401, SchemaRegistryAccessError, (500, 50000)),
+    (422, SchemaRegistryError, (400, 40001)),
+])
+def test_a_refusal_is_the_statements_unless_it_is_the_nodes_or_passes(
+        registry_url: str, status: int, error: type[SchemaRegistryError],
+        answer: tuple[int, int]) -> None:
+    client = SchemaRegistryClient(f"{registry_url}/{status}", timeout=2.0)
+    with pytest.raises(error) as raised:
+        client.latest("orders-value")
+    assert type(raised.value) is error
+    classified = classify(raised.value)
+    assert (classified.http_status, classified.code) == answer
     client.close()
