@@ -48,9 +48,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("metastore")
 SHUTDOWN_GRACE_SECONDS = 5.0
+"""How long open connections (push queries among them) may take to finish once a node stops."""
 PROJECTION_PATIENCE = 10.0
 """Seconds a pull query waits for the Spark catalog to hold the sources it reads."""
-"""How long open connections (push queries among them) may take to finish once a node stops."""
 
 _Loaded = TypeVar("_Loaded")
 PullQuery = Callable[[str, ConfigOverrides], Any]

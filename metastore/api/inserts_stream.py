@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.types import Message, Receive, Scope, Send
 
 from metastore.api import error_codes as codes
+from metastore.api.concurrency import Lane, LaneThreads
 from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.catalog import insert_record
 from metastore.catalog.exceptions import QueryError
@@ -133,8 +133,9 @@ class InsertsStreamResponse(Response):
 
     def __init__(self, node: Node, limits: HttpLimits, delimited: bool,
                  refuse: Callable[[MetastoreError, str], Response],
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], threads: LaneThreads) -> None:
         super().__init__()
+        self._threads = threads
         self._node = node
         self._limits = limits
         self._delimited = delimited
@@ -187,7 +188,7 @@ class InsertsStreamResponse(Response):
                             f"Invalid inserts stream arguments: {where}: {first.get('msg')}"), None
         try:
             name = insert_record.identifier_text(args.target)
-            source = await run_in_threadpool(self._node.insert_target, name)
+            source = await self._threads.run(Lane.STATEMENTS, self._node.insert_target, name)
         except MetastoreError as error:
             return self._refuse(error, args.target), None
         return Response(), source
@@ -224,7 +225,8 @@ class InsertsStreamResponse(Response):
             return _insert_error(seq, codes.BAD_REQUEST, "Invalid JSON in inserts stream"), True
         try:
             row = insert_record.json_row(fields, source)
-            await run_in_threadpool(self._node.insert_row, source, row, self._now_ms())
+            await self._threads.run(Lane.STATEMENTS, self._node.insert_row, source, row,
+                                    self._now_ms())
         except QueryError as error:
             return _insert_error(seq, codes.BAD_REQUEST, error.message), True
         except MetastoreError as error:

@@ -377,8 +377,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                 return start_print(statement)
             if statement.query.emit_changes:
                 push = start_push(statement, config, user)
-                return streaming.ChunkedResponse(streaming.v1_chunks(push), KSQL_MEDIA_TYPE,
-                                                 push.close)
+                return streaming.ChunkedResponse(streaming.v1_chunks(push, threads),
+                                                 KSQL_MEDIA_TYPE, push.close, threads)
             result = run_pull(statement, config)
         except MetastoreError as error:
             return failure(error, parsed.ksql)
@@ -436,7 +436,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             printer.close()
             prints.release()
 
-        return streaming.ChunkedResponse(streaming.print_chunks(printer), "text/plain", end)
+        return streaming.ChunkedResponse(streaming.print_chunks(printer, threads), "text/plain",
+                                         end, threads)
 
     @app.post("/query-stream")
     async def query_stream(request: Request) -> Response:
@@ -458,8 +459,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             assert isinstance(statement, SelectStatement)
             if statement.query.emit_changes:
                 push = start_push(statement, config, user)
-                return streaming.ChunkedResponse(streaming.stream_chunks(push, delimited),
-                                                 media_type, push.close)
+                return streaming.ChunkedResponse(streaming.stream_chunks(push, delimited, threads),
+                                                 media_type, push.close, threads)
             result = run_pull(statement, config)
         except MetastoreError as error:
             return failure(error, parsed.sql)
@@ -469,7 +470,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
     async def inserts_stream(request: Request) -> Response:
         request.state.body_read = True  # the response reads the body, row by row
         return InsertsStreamResponse(node, limits, streaming.wants_delimited(request), failure,
-                                     lambda: int(time.time() * 1000))
+                                     lambda: int(time.time() * 1000), threads)
 
     @app.post("/close-query")
     async def close_query(request: Request) -> Response:

@@ -32,10 +32,10 @@ import anyio
 from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from metastore.api import error_codes as codes
+from metastore.api.concurrency import Lane, LaneThreads
 from metastore.api.http_limits import HttpLimits, decode_json
 from metastore.exceptions import MetastoreError
 from metastore.kafka.topic_printer import TopicPrinter
@@ -73,11 +73,12 @@ class ChunkedResponse(Response):
     last chunk sent, the client gone, the server stopping), off the event loop."""
 
     def __init__(self, chunks: AsyncIterator[bytes], media_type: str,
-                 on_end: Callable[[], None]) -> None:
+                 on_end: Callable[[], None], threads: LaneThreads) -> None:
         super().__init__(media_type=media_type)
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
         self._chunks = chunks
         self._on_end = on_end
+        self._threads = threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -95,7 +96,7 @@ class ChunkedResponse(Response):
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await run_in_threadpool(self._on_end)
+                await self._threads.run(Lane.QUERIES, self._on_end)
 
     @staticmethod
     async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
@@ -106,7 +107,8 @@ class ChunkedResponse(Response):
                 return
 
 
-async def batches(query: PushQuery, heartbeat: float) -> AsyncIterator[list[PushRow]]:
+async def batches(query: PushQuery, heartbeat: float,
+                  threads: LaneThreads) -> AsyncIterator[list[PushRow]]:
     """The query's rows as they arrive; an empty batch after ``heartbeat`` seconds without
     any; ends when the query stopped (closed, or failed: see ``query.failure()``)."""
     loop = asyncio.get_running_loop()
@@ -129,7 +131,7 @@ async def batches(query: PushQuery, heartbeat: float) -> AsyncIterator[list[Push
             async with asyncio.timeout(heartbeat):
                 await arrived.wait()
         except TimeoutError:
-            if await run_in_threadpool(query.failure) is not None:
+            if await threads.run(Lane.QUERIES, query.failure) is not None:
                 return
             yield []
 
@@ -146,12 +148,12 @@ def schema_text(query: PushQuery) -> str:
     return ", ".join(f"`{c.name}` {c.type.sql()}" for c in query.columns)
 
 
-async def v1_chunks(query: PushQuery) -> AsyncIterator[bytes]:
+async def v1_chunks(query: PushQuery, threads: LaneThreads) -> AsyncIterator[bytes]:
     """A push query's answer in ``/query``'s shape (ksqlDB's QueryStreamWriter)."""
     yield b"[" + _json({"header": {"queryId": query.query_id,
                                    "schema": schema_text(query)}}) + JSON_LINES_BREAK
     left = query.limit
-    async for rows in batches(query, HEARTBEAT_SECONDS):
+    async for rows in batches(query, HEARTBEAT_SECONDS, threads):
         if not rows:
             yield b"\n"
             continue
@@ -166,7 +168,7 @@ async def v1_chunks(query: PushQuery) -> AsyncIterator[bytes]:
             if left == 0:
                 yield _json({"finalMessage": "Limit Reached"}) + b"]\n"
                 return
-    failure = await run_in_threadpool(query.failure)
+    failure = await threads.run(Lane.QUERIES, query.failure)
     if failure is not None:
         yield b"\n" + _json({"errorMessage": _error(failure)}) + JSON_LINES_BREAK
     yield b"]\n"
@@ -176,14 +178,15 @@ def metadata(query_id: str, names: list[str], types: list[str]) -> dict[str, Any
     return {"queryId": query_id, "columnNames": names, "columnTypes": types}
 
 
-async def stream_chunks(query: PushQuery, delimited: bool) -> AsyncIterator[bytes]:
+async def stream_chunks(query: PushQuery, delimited: bool,
+                        threads: LaneThreads) -> AsyncIterator[bytes]:
     """A push query's answer in ``/query-stream``'s shape: delimited rows, or a JSON array."""
     head = _json(metadata(query.query_id, [c.name for c in query.columns],
                           [c.type.sql() for c in query.columns]))
     separator, ending = (b"\n", b"") if delimited else (b",", b"]")
     yield (head if delimited else b"[" + head) + (b"\n" if delimited else b"")
     left = query.limit
-    async for rows in batches(query, HEARTBEAT_SECONDS):
+    async for rows in batches(query, HEARTBEAT_SECONDS, threads):
         live = [row for row in rows if not row.tombstone]
         if left is not None:
             live = live[:left]
@@ -196,7 +199,7 @@ async def stream_chunks(query: PushQuery, delimited: bool) -> AsyncIterator[byte
         if left == 0:
             break
     else:
-        failure = await run_in_threadpool(query.failure)
+        failure = await threads.run(Lane.QUERIES, query.failure)
         if failure is not None:
             error = _json(_error(failure))
             yield error + b"\n" if delimited else separator + error
@@ -217,13 +220,13 @@ class PrintSlots:
         self._slots.release()
 
 
-async def print_chunks(printer: TopicPrinter) -> AsyncIterator[bytes]:
+async def print_chunks(printer: TopicPrinter, threads: LaneThreads) -> AsyncIterator[bytes]:
     """A PRINT's answer (ksqlDB's TopicStreamWriter): its lines as records arrive, a blank
     line after each second without any; a failure's message ends it (an unexpected one's is
     an incident id, its details in the log), as the answer has started."""
     while not printer.done:
         try:
-            lines = await run_in_threadpool(printer.poll, HEARTBEAT_SECONDS)
+            lines = await threads.run(Lane.QUERIES, printer.poll, HEARTBEAT_SECONDS)
         except MetastoreError as error:
             yield (error.message + "\n").encode()
             return

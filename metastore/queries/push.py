@@ -77,11 +77,11 @@ class PushQuery:
 
     def __init__(self, query_id: str, columns: tuple[Column, ...], limit: int | None,
                  settings: PushSettings, checkpoint: Path,
-                 on_close: Callable[[PushQuery], None]) -> None:
+                 on_close: Callable[[PushQuery], None], owner: str | None = None) -> None:
         self.query_id = query_id
         self.columns = columns
         self.limit = limit
-        self.owner: str | None = None
+        self.owner = owner
         """The authenticated user who started it (None without authentication)."""
         self._settings = settings
         self._checkpoint = checkpoint
@@ -213,8 +213,8 @@ class PushQueries:
             raise SparkUnavailableError("Spark is not available on this node; push queries "
                                         "need it")
         checkpoint = self._root / query_id
-        query = PushQuery(query_id, columns, limit, self._settings, checkpoint, self._forget)
-        query.owner = owner
+        query = PushQuery(query_id, columns, limit, self._settings, checkpoint, self._forget,
+                          owner)
         with self._lock:
             if len(self._running) >= self._settings.max_queries:
                 raise PushQueryLimitError("Maximum number of push queries exceeded")

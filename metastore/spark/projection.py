@@ -213,6 +213,7 @@ class ProjectionRunner:
         self.projection: SparkProjection | None = None
         self.status = ProjectionStatus()
         self._projected = threading.Condition()
+        self._failures = 0
 
     def open(self) -> None:
         try:
@@ -235,7 +236,8 @@ class ProjectionRunner:
         """Wait, at most ``timeout`` seconds, until the Spark catalog holds each of ``names`` as
         ``image`` defines it (a statement just answered is projected a moment later); whether
         it does. Images share the objects they did not change, so the same object means the
-        same definition; a catalog in sync with a newer image holds them too."""
+        same definition; a catalog in sync with a newer image holds them too. A reconciliation
+        that fails meanwhile ends the wait: the catalog will not hold them soon."""
         wanted = list(names)
 
         def projected() -> bool:
@@ -247,7 +249,9 @@ class ProjectionRunner:
             return all(seen.sources.get(name) is image.sources.get(name) for name in wanted)
 
         with self._projected:
-            return self._projected.wait_for(projected, timeout)
+            failures = self._failures
+            self._projected.wait_for(lambda: projected() or self._failures > failures, timeout)
+            return projected()
 
     def consume(self, change: ImageChange) -> None:
         assert self.projection is not None, "open() first"
@@ -263,6 +267,9 @@ class ProjectionRunner:
         except Exception as error:  # reported, retried; the log goes on
             self.status.in_sync = False
             self.status.reason = f"reconcile failed: {str(error).splitlines()[0][:300]}"
+            with self._projected:
+                self._failures += 1
+                self._projected.notify_all()  # pull queries waiting for it stop waiting
             raise
         self.status.last = result
         if result.catalog_calls:

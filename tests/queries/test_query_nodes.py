@@ -102,10 +102,10 @@ def test_queries_run_report_state_owner_lag_and_stop_on_terminate_and_drop(
 
 def test_a_pull_query_right_after_its_table_waits_for_the_spark_catalog(
         server_factory: ServerFactory, producer_factory: Callable[..., Producer]) -> None:
-    """Whatever the node answered 200 it can serve: with the Spark catalog projection three
-    seconds behind the log, a pull query sent at once waits for the table's view instead of
+    """Whatever the node answered 200 it can serve: with the Spark catalog projection a second
+    behind the log, a pull query sent at once waits for the table's view instead of
     failing on a table Spark does not know yet."""
-    node = server_factory("--fault-injection", "slow-projection:3", spark=True)
+    node = server_factory("--fault-injection", "slow-projection:1", spark=True)
     wait_in_sync(node)
     name = unique("PROJ").upper().replace("-", "_")
     ksql(node, f"CREATE STREAM {name}_RAW (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{name}', "

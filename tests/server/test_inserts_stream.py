@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 from confluent_kafka import Consumer, Message
 
+from metastore.api.concurrency import Lane, LaneThreads
 from metastore.api.http_limits import HttpLimits
 from metastore.api.inserts_stream import InsertsStreamResponse
 from metastore.api.server import failure
@@ -167,7 +168,8 @@ def _exchange(node: StandInNode, body: bytes) -> list[dict[str, object]]:
     async def send(message: dict[str, object]) -> None:
         sent.append(message)
 
-    answer = InsertsStreamResponse(node, HttpLimits(), True, failure, lambda: 1)
+    answer = InsertsStreamResponse(node, HttpLimits(), True, failure, lambda: 1,
+                                   LaneThreads(dict.fromkeys(Lane, 2)))
     asyncio.run(answer({"type": "http"}, receive, send))
     assert sent[0]["status"] == 200
     return _lines(b"".join(m.get("body", b"") for m in sent[1:]))

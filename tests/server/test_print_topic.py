@@ -16,6 +16,7 @@ import httpx
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from metastore.api.concurrency import Lane, LaneThreads
 from metastore.api.streaming import print_chunks
 from metastore.kafka import topic_printer
 from metastore.kafka.exceptions import KafkaClientError
@@ -116,7 +117,7 @@ class FailingPrinter:
 
 
 async def _chunks(printer: FailingPrinter) -> list[bytes]:
-    return [chunk async for chunk in print_chunks(printer)]
+    return [chunk async for chunk in print_chunks(printer, LaneThreads(dict.fromkeys(Lane, 2)))]
 
 
 def test_a_print_that_fails_mid_stream_ends_with_an_error_line(

@@ -13,11 +13,9 @@ import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
-from metastore.catalog.overrides import NO_OVERRIDES
+from metastore.api.streaming import DELIMITED
 from metastore.server import NodeServices, build
 from metastore.settings import server_settings
-from metastore.sql.parser import parse
-from metastore.sql.statements import SelectStatement
 from tests.queries.test_spark_jobs import read_all
 from tests.support.kafka import unique
 from tests.support.waiting import eventually
@@ -88,13 +86,16 @@ def test_a_node_built_in_process_projects_runs_queries_heartbeats_and_guards_pus
 
     # a push query is its owner's to close: to another user its id is unknown
     assert services.push_queries is not None
-    [select] = parse("SELECT * FROM SRC EMIT CHANGES;")
-    assert isinstance(select, SelectStatement)
-    push = services.push_queries.start(select, services.node.replica.image, NO_OVERRIDES,
-                                       owner="alice")
-    other = TestClient(services.app, headers=basic(BOB)).post("/close-query",
-                                                    json={"queryId": push.query_id})
-    assert other.status_code == 400 and f"No query with id {push.query_id}" in other.text
-    assert not push.closed
-    assert client.post("/close-query", json={"queryId": push.query_id}).status_code == 200
-    assert push.closed
+    with client.stream("POST", "/query-stream", json={"sql": "SELECT * FROM SRC EMIT CHANGES;"},
+                       headers={"Accept": DELIMITED}) as stream:
+        assert stream.status_code == 200
+        query_id = json.loads(next(stream.iter_lines()))["queryId"]
+        assert services.push_queries.running == 1
+        other = TestClient(services.app, headers=basic(BOB)).post(
+            "/close-query", json={"queryId": query_id})
+        assert other.status_code == 400 and f"No query with id {query_id}" in other.text
+        assert services.push_queries.running == 1
+        mine = TestClient(services.app, headers=basic(ALICE)).post(
+            "/close-query", json={"queryId": query_id})
+        assert mine.status_code == 200
+    assert services.push_queries.running == 0

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from metastore.queries.push import PushQuery, PushSettings
+from tests.support.waiting import eventually
 
 ROW_VALUE = "v" * 1000
 
@@ -25,11 +26,12 @@ def test_a_client_that_stops_reading_holds_back_the_query_at_the_byte_bound(
 
     thread = threading.Thread(target=spark_thread, daemon=True)
     thread.start()
-    time.sleep(0.5)
-    assert len(delivered) <= 7, "the query ran ahead of a client that does not read"
-    assert thread.is_alive()
+    eventually(lambda: len(delivered) == 6, 10, "six batches of about 10 KiB buffered")
+    time.sleep(0.3)
+    assert len(delivered) == 6 and thread.is_alive(), "the query ran past the byte bound"
     rows = query.take()
-    assert rows is not None and 10 <= len(rows) <= 70
+    assert rows is not None and len(rows) == 60
+    eventually(lambda: len(delivered) == 12, 10, "six more once the client read")
     assert all(row.columns.startswith(b"[") and b'"vvv' in row.columns for row in rows)
     query.close()
     thread.join(5)
