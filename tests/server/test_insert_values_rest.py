@@ -14,16 +14,16 @@ from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 
 
-def test_insert_values_over_rest(server: ServerProcess,
+def test_insert_values_over_rest(plain_node: ServerProcess,
                                  consumer_factory: Callable[..., Consumer]) -> None:
     topic = unique("rest-iv")
-    created = ksql(server, f"CREATE STREAM RIV (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
+    created = ksql(plain_node, f"CREATE STREAM RIV (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
                            f"'{topic}', VALUE_FORMAT='JSON', PARTITIONS=1);")
     assert created.status_code == 200, created.text
-    inserted = ksql(server, "INSERT INTO RIV (ID, V, ROWTIME) VALUES (3, 'x', 42);")
+    inserted = ksql(plain_node, "INSERT INTO RIV (ID, V, ROWTIME) VALUES (3, 'x', 42);")
     assert inserted.status_code == 200, inserted.text
     assert inserted.json() == []
-    refused = ksql(server, "INSERT INTO RIV (ID, V) VALUES ('no', 'y');")
+    refused = ksql(plain_node, "INSERT INTO RIV (ID, V) VALUES ('no', 'y');")
     assert refused.status_code == 400, refused.text
     body = refused.json()
     assert body["error_code"] == 40001

@@ -74,16 +74,16 @@ def test_rows_streamed_over_http2_are_acknowledged_and_written(
         (struct.pack(">i", 2), {"V": "b", "D": None, "S": None, "B": None})]
 
 
-def test_a_bad_target_is_refused_before_the_stream_starts(server: ServerProcess) -> None:
-    ksql(server, "CREATE STREAM KNOWN (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
+def test_a_bad_target_is_refused_before_the_stream_starts(plain_node: ServerProcess) -> None:
+    ksql(plain_node, "CREATE STREAM KNOWN (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
                  f"'{unique('known')}', VALUE_FORMAT='JSON', PARTITIONS=1);")
     with httpx.Client(http2=True, http1=False, timeout=60) as client:
-        unknown = client.post(f"{server.url}/inserts-stream",
+        unknown = client.post(f"{plain_node.url}/inserts-stream",
                               content=b'{"target": "known2"}\n{"ID": 1}')
-        garbled = client.post(f"{server.url}/inserts-stream", content=b"not json\n")
-        no_key = client.post(f"{server.url}/inserts-stream",
+        garbled = client.post(f"{plain_node.url}/inserts-stream", content=b"not json\n")
+        no_key = client.post(f"{plain_node.url}/inserts-stream",
                              content=b'{"target": "known"}\n{"V": "x"}\n')
-        twice = client.post(f"{server.url}/inserts-stream",
+        twice = client.post(f"{plain_node.url}/inserts-stream",
                             content=b'{"target": "known"}\n{"ID": 1, "V": "x", "v": "y"}\n')
     assert unknown.status_code == 400, unknown.text
     assert unknown.json()["error_code"] == 40001
@@ -96,13 +96,13 @@ def test_a_bad_target_is_refused_before_the_stream_starts(server: ServerProcess)
                                       "message": "Found duplicate column / struct field name: V"}]
 
 
-def test_http1_json_answer_is_one_array(server: ServerProcess,
+def test_http1_json_answer_is_one_array(plain_node: ServerProcess,
                                         consumer_factory: Callable[..., Consumer]) -> None:
     topic = unique("inserts-json")
-    ksql(server, f"CREATE TABLE INT1 (K STRING PRIMARY KEY, N BIGINT) WITH (KAFKA_TOPIC="
+    ksql(plain_node, f"CREATE TABLE INT1 (K STRING PRIMARY KEY, N BIGINT) WITH (KAFKA_TOPIC="
                  f"'{topic}', VALUE_FORMAT='JSON', PARTITIONS=1);")
     body = b'{"target":"INT1"}\n{"K":"x","N":5}\n{"K":"y","N":6}\n'
-    response = httpx.post(f"{server.url}/inserts-stream", content=body,
+    response = httpx.post(f"{plain_node.url}/inserts-stream", content=body,
                           headers={"Accept": "application/json"}, timeout=60)
     assert response.http_version == "HTTP/1.1"
     assert response.json() == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
@@ -111,11 +111,11 @@ def test_http1_json_answer_is_one_array(server: ServerProcess,
         (b"x", {"N": 5}), (b"y", {"N": 6})]
 
 
-def test_rows_are_acknowledged_while_the_body_is_still_open(server: ServerProcess) -> None:
+def test_rows_are_acknowledged_while_the_body_is_still_open(plain_node: ServerProcess) -> None:
     """A client waiting for each ack before it sends the next row (ksqlDB's Java client does)."""
-    ksql(server, "CREATE STREAM LIVE (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
+    ksql(plain_node, "CREATE STREAM LIVE (ID INT KEY, V STRING) WITH (KAFKA_TOPIC="
                  f"'{unique('live')}', VALUE_FORMAT='JSON', PARTITIONS=1);")
-    address = urlsplit(server.url)
+    address = urlsplit(plain_node.url)
     with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
         sock.sendall(b"POST /inserts-stream HTTP/1.1\r\nHost: test\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")
@@ -211,15 +211,15 @@ def test_a_blank_line_is_an_invalid_row_but_the_final_newline_is_not() -> None:
         assert len(node.written) == 1
 
 
-def test_early_answers_keep_the_http2_connection(server: ServerProcess) -> None:
+def test_early_answers_keep_the_http2_connection(plain_node: ServerProcess) -> None:
     """A refusal sent while the client still sends its body used to let Hypercorn meet data for
     a closed stream and drop the connection, with every stream on it (about two connections in
     three of these broke before the body was drained first)."""
     for _ in range(4):  # connections
         with httpx.Client(http2=True, http1=False, timeout=60) as client:
             for _ in range(40):
-                garbled = client.post(f"{server.url}/inserts-stream",
+                garbled = client.post(f"{plain_node.url}/inserts-stream",
                                       content=b"not json\n" + b'{"x": 1}\n' * 50)
-                unknown = client.post(f"{server.url}/inserts-stream",
+                unknown = client.post(f"{plain_node.url}/inserts-stream",
                                       content=b'{"target": "nope"}\n{"ID": 1}')
                 assert (garbled.status_code, unknown.status_code) == (400, 400)

@@ -68,31 +68,31 @@ def test_print_from_the_end_sees_records_produced_while_it_runs(
     assert len([line for line in received if line.startswith("rowtime")]) == 1
 
 
-def test_print_errors_are_ksqldbs(server: ServerProcess) -> None:
-    missing = _print(server, "PRINT 'no-such-topic';")
+def test_print_errors_are_ksqldbs(plain_node: ServerProcess) -> None:
+    missing = _print(plain_node, "PRINT 'no-such-topic';")
     assert missing.status_code == 400 and missing.json()["error_code"] == 40000
     assert missing.json()["message"].startswith(
         "Could not find topic 'no-such-topic', or the KSQL user does not have permissions to "
         "list the topic. Topic names are case-sensitive.")
-    reserved = _print(server, "PRINT '__consumer_offsets';")
+    reserved = _print(plain_node, "PRINT '__consumer_offsets';")
     assert reserved.status_code == 400 and reserved.json()["error_code"] == 40001
-    sent_to_ksql = ksql(server, "PRINT 'x';")
+    sent_to_ksql = ksql(plain_node, "PRINT 'x';")
     assert sent_to_ksql.status_code == 400 and sent_to_ksql.json()["error_code"] == 40002
 
 
-def test_the_cli_prints_a_topic(server: ServerProcess, topic_factory: Callable[..., str],
+def test_the_cli_prints_a_topic(plain_node: ServerProcess, topic_factory: Callable[..., str],
                                 producer_factory: Callable[..., Producer]) -> None:
     from tests.server.test_cli import cli
 
     topic = topic_factory(partitions=1, prefix="print-cli")
     _produce(producer_factory(), topic, 2)
-    printed = cli("query", f"PRINT '{topic}' FROM BEGINNING LIMIT 2;", "--server", server.url,
+    printed = cli("query", f"PRINT '{topic}' FROM BEGINNING LIMIT 2;", "--server", plain_node.url,
                   "--json")
     assert printed.returncode == 0, printed.stderr
     lines = [json.loads(line) for line in printed.stdout.splitlines()]
     assert [line.split(", value")[0] for line in lines if line.startswith("rowtime")] == [
         "rowtime: 2020/09/13 12:26:40.000 Z, key: 0", "rowtime: 2020/09/13 12:26:40.000 Z, key: 1"]
-    session = cli("shell", "--server", server.url,
+    session = cli("shell", "--server", plain_node.url,
                   stdin=f"PRINT '{topic}' FROM BEGINNING LIMIT 1;\nPRINT 'nope';\nexit\n")
     assert session.returncode == 0, session.stderr
     assert "Value format: JSON or KAFKA_STRING" in session.stdout

@@ -53,8 +53,8 @@ def test_variables_substitute_in_later_statements_and_are_written_substituted(
     assert off.status_code == 400 and off.json()["error_code"] == 40001  # `$` stays: a syntax error
 
 
-def test_set_unset_and_show_properties(server: ServerProcess) -> None:
-    response = ksql(server, "SET 'auto.offset.reset' = 'earliest'; SHOW PROPERTIES;"
+def test_set_unset_and_show_properties(plain_node: ServerProcess) -> None:
+    response = ksql(plain_node, "SET 'auto.offset.reset' = 'earliest'; SHOW PROPERTIES;"
                             "UNSET 'auto.offset.reset'; SHOW PROPERTIES;",
                     streamsProperties={"ksql.streams.cache.max.bytes.buffering": 0})
     assert response.status_code == 200, response.text
@@ -66,7 +66,7 @@ def test_set_unset_and_show_properties(server: ServerProcess) -> None:
 
     assert values(after_set)["ksql.streams.auto.offset.reset"] == "earliest"
     assert values(after_set)["ksql.streams.cache.max.bytes.buffering"] == "0"
-    assert values(after_set)["ksql.service.id"] == server.service_id
+    assert values(after_set)["ksql.service.id"] == plain_node.service_id
     assert "ksql.streams.auto.offset.reset" in after_set["overwrittenProperties"]
     assert values(after_unset)["ksql.streams.auto.offset.reset"] == "latest"
     assert "ksql.streams.auto.offset.reset" in after_unset["defaultProperties"]
@@ -79,13 +79,13 @@ def test_set_unset_and_show_properties(server: ServerProcess) -> None:
             ("SET 'ksql.no.such' = 'x';", "Unknown property: ksql.no.such"),
             ("UNSET 'ksql.no.such';", "Unknown property: ksql.no.such"),
             ("SET 'ksql.service.id' = 'other';", "prohibited by the KSQL server denylist")):
-        refused = ksql(server, text)
+        refused = ksql(plain_node, text)
         assert refused.status_code == 400, refused.text
         assert refused.json()["error_code"] == 40001 and message in refused.json()["message"]
 
 
-def test_functions_from_the_registry(server: ServerProcess) -> None:
-    response = ksql(server, "SHOW FUNCTIONS; DESCRIBE FUNCTION ucase; DESCRIBE FUNCTION count;")
+def test_functions_from_the_registry(plain_node: ServerProcess) -> None:
+    response = ksql(plain_node, "SHOW FUNCTIONS; DESCRIBE FUNCTION ucase; DESCRIBE FUNCTION count;")
     assert response.status_code == 200, response.text
     names, ucase, count = response.json()
     assert names["@type"] == "function_names"
@@ -97,15 +97,15 @@ def test_functions_from_the_registry(server: ServerProcess) -> None:
                                                   "description": "", "isVariadic": False}],
                                    "returnType": "STRING", "description": ""}]
     assert count["type"] == "AGGREGATE"
-    unknown = ksql(server, "DESCRIBE FUNCTION no_such_function;")
+    unknown = ksql(plain_node, "DESCRIBE FUNCTION no_such_function;")
     assert unknown.status_code == 400
     assert unknown.json()["message"] == ("Can't find any functions with the name "
                                          "'NO_SUCH_FUNCTION'")
 
 
-def test_topics_all_and_extended(server: ServerProcess, kafka_bootstrap: str) -> None:
+def test_topics_all_and_extended(plain_node: ServerProcess, kafka_bootstrap: str) -> None:
     topic = unique("extended")
-    created = ksql(server, f"CREATE STREAM EXT_S (ID INT KEY) WITH (KAFKA_TOPIC='{topic}', "
+    created = ksql(plain_node, f"CREATE STREAM EXT_S (ID INT KEY) WITH (KAFKA_TOPIC='{topic}', "
                            "VALUE_FORMAT='JSON', PARTITIONS=2);")
     assert created.status_code == 200, created.text
     group = unique("group")
@@ -117,7 +117,7 @@ def test_topics_all_and_extended(server: ServerProcess, kafka_bootstrap: str) ->
             if consumer.assignment():
                 break
         assert {p.partition for p in consumer.assignment()} == {0, 1}
-        response = ksql(server, "SHOW TOPICS; SHOW TOPICS EXTENDED; SHOW ALL TOPICS;"
+        response = ksql(plain_node, "SHOW TOPICS; SHOW TOPICS EXTENDED; SHOW ALL TOPICS;"
                                 "SHOW STREAMS EXTENDED;")
         assert response.status_code == 200, response.text
         plain, extended, every, streams = response.json()
@@ -133,7 +133,7 @@ def test_topics_all_and_extended(server: ServerProcess, kafka_bootstrap: str) ->
     admin = Admin(KafkaSettings(kafka_bootstrap))  # other tests' topics come and go meanwhile
     assert all(admin.describe(name) is None for name in shown - everything), \
         "SHOW ALL TOPICS lists every topic SHOW TOPICS does, but those deleted in between"
-    hidden = {f"_metastore-{server.service_id}-command-log", "__consumer_offsets"}
+    hidden = {f"_metastore-{plain_node.service_id}-command-log", "__consumer_offsets"}
     assert hidden <= everything and not hidden & shown, "SHOW TOPICS hides the internal ones"
     assert streams["@type"] == "source_descriptions"
     assert "EXT_S" in {s["name"] for s in streams["sourceDescriptions"]}

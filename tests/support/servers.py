@@ -128,11 +128,27 @@ def spark_node(spark_node_process: ServerProcess) -> Iterator[ServerProcess]:
         yield spark_node_process
 
 
+@pytest.fixture(scope="session")
+def plain_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory,
+                       ) -> Iterator[ServerProcess]:
+    yield from session_node(kafka_bootstrap, tmp_path_factory, "plain", spark=False)
+
+
+@pytest.fixture
+def plain_node(plain_node_process: ServerProcess) -> Iterator[ServerProcess]:
+    """One node process without Spark per worker, for the tests of statements, inserts, PRINT
+    and the REST surface that only add uniquely named objects or read: a test that stops the
+    node, degrades it or lists its whole catalog uses ``server`` instead. What a test created is
+    dropped after it."""
+    with cleaned_after(plain_node_process, push_queries=False):
+        yield plain_node_process
+
+
 @contextlib.contextmanager
-def cleaned_after(server: ServerProcess) -> Iterator[None]:
+def cleaned_after(server: ServerProcess, push_queries: bool = True) -> Iterator[None]:
     """Terminate the persistent queries started within and drop the streams and tables created
     within, so that a shared node's Spark does not keep running every earlier test's
-    micro-batches and table stores."""
+    micro-batches and table stores (and the next test finds only its own objects)."""
     queries, sources = set(_listed(server, "QUERIES")), set(_sources(server))
     yield
     started = [query for query in _listed(server, "QUERIES") if query not in queries]
@@ -144,8 +160,9 @@ def cleaned_after(server: ServerProcess) -> Iterator[None]:
         if not dropped:
             raise AssertionError(f"could not drop what the test created: {created}")
         created = [s for s in created if s not in dropped]
-    eventually(lambda: gauge(server, "metastore_push_queries") == 0, 60,
-               "the node's push queries to stop (the next test counts them)", interval=0.5)
+    if push_queries:
+        eventually(lambda: gauge(server, "metastore_push_queries") == 0, 60,
+                   "the node's push queries to stop (the next test counts them)", interval=0.5)
 
 
 def gauge(server: ServerProcess, name: str) -> float:
