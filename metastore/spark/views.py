@@ -51,6 +51,16 @@ RAW_PREFIX = "_kafka_"
 SPEC_PROPERTY = "metastore.spec"
 
 
+@dataclass
+class _JsonObjects:
+    """The JSON objects a source's columns are fields of, as :func:`decode_select` gathers
+    them: each object's text (SQL) and the columns read from it, in order
+    (``fields``); and the positions of the columns whose JSON kinds are read too (``kinded``)."""
+
+    fields: dict[str, list[Column]] = field(default_factory=dict)
+    kinded: dict[str, set[int]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class CatalogObject:
     """One object the projection wants in Spark: its name, kind, spec hash and definition.
@@ -141,7 +151,7 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
         columns = ", ".join(f"CAST(raise_error({message}) AS {spark_type(c.type)}) AS {quote(c.name)}"
                             for c in source.columns)
         return f"SELECT {columns} FROM {raw_table}"
-    objects: dict[str, list[str]] = {}
+    objects = _JsonObjects()
     checks: list[str] = []
     expressions = [f"{_column_expression(source, c, objects, checks)} AS {quote(c.name)}"
                    for c in source.columns]
@@ -181,12 +191,13 @@ def _codec_checks(source: DataSource) -> list[str]:
     return checks
 
 
-def _object_checks(objects: Mapping[str, list[str]]) -> list[str]:
+def _object_checks(objects: _JsonObjects) -> list[str]:
     """A JSON key or value whose columns are an object's fields is not readable when it is not
     a JSON object (not JSON at all, or a number, a string, an array), as ksqlDB's JSON
     deserializer refuses it; JSON ``null`` is a null value, not an error."""
     checks = []
-    for index, (text, names) in enumerate(objects.items()):
+    for index, (text, columns) in enumerate(objects.fields.items()):
+        names = [c.name for c in columns]
         parsed = f"{_json_object(index)} IS NULL"
         if len({name.upper() for name in names}) == len(names):  # read by the exact struct too
             parsed += " AND NOT (" + " AND ".join(
@@ -268,10 +279,11 @@ def _with_codecs(source: DataSource, raw_table: str) -> str:
     return f"(SELECT *, {', '.join(decoded)} FROM {raw_table}) AS __ms_decoded"
 
 
-def _with_json_objects(objects: Mapping[str, list[str]], raw_table: str) -> str:
+def _with_json_objects(objects: _JsonObjects, raw_table: str) -> str:
     """``raw_table`` with each JSON object whose fields are columns (``objects``: the text's
-    SQL and the names of the columns read from it, in order) parsed once per record, and the
-    text of each column's field (:func:`_field_column`) as ksqlDB's JSON deserializer finds it.
+    SQL and the columns read from it, in order) parsed once per record, and the text of each
+    column's field (:func:`_field_column`) as ksqlDB's JSON deserializer finds it, and for the
+    columns whose JSON kind matters, whether that field is a JSON string (:func:`_add_object`).
 
     Most records hold every column under its exact name: a struct parse of just those fields
     (:func:`_exact_fields`) reads them, without building a map of every field. A record that
@@ -285,31 +297,82 @@ def _with_json_objects(objects: Mapping[str, list[str]], raw_table: str) -> str:
     not pushed below it, where Spark would inline (and repeat) the parse of each column the
     filter reads; likewise Spark keeps each parse in a projection below the ones that read it
     many times."""
-    if not objects:
+    if not objects.fields:
         return raw_table
-    structs, maps, uppers, fields = [], [], [], []
-    for index, (text, names) in enumerate(objects.items()):
-        parsed_map = f"from_json({text}, 'MAP<STRING,STRING>')"
-        distinct = len({name.upper() for name in names}) == len(names)
-        exact = _exact_fields(index)
+    parts = _ObjectParts()
+    for index, (text, columns) in enumerate(objects.fields.items()):
+        _add_object(parts, index, text, columns, objects.kinded.get(text, set()))
+    if parts.structs:
+        raw_table = f"(SELECT *, {', '.join(parts.structs)} FROM {raw_table}) AS __ms_json_exact"
+    return (f"(SELECT *, {', '.join(parts.fields)} FROM (SELECT *, {', '.join(parts.uppers)} "
+            f"FROM (SELECT *, {', '.join(parts.maps)} FROM {raw_table}) AS __ms_json) "
+            "AS __ms_json_upper) AS __ms_json_fields")
+
+
+@dataclass
+class _ObjectParts:
+    """The select items :func:`_with_json_objects` adds, level by level."""
+
+    structs: list[str] = field(default_factory=list)
+    maps: list[str] = field(default_factory=list)
+    uppers: list[str] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)
+
+
+def _add_object(parts: _ObjectParts, index: int, text: str, columns: list[Column],
+                kinded: set[int]) -> None:
+    """The items reading the ``index``-th object ``text``'s fields of ``columns``, and whether
+    the fields at ``kinded`` positions are JSON strings: the exact struct holds those fields as
+    variants (a BOOLEAN as a BOOLEAN, which only a JSON boolean fills), and a record read
+    through the maps has its fields as variants too (:data:`_VARIANT_FIELDS`)."""
+    names, types = [c.name for c in columns], [c.type for c in columns]
+    parsed_map = f"from_json({text}, 'MAP<STRING,STRING>')"
+    kinds = _VARIANT_FIELDS.format(text=text)
+    distinct = len({name.upper() for name in names}) == len(names)
+    exact = _exact_fields(index)
+    exact_fields = [f"{exact}.{quote(name)}" for name in names]
+    if distinct:
+        schema = ", ".join(f"{quote(name)}: {_exact_type(types[position], position in kinded)}"
+                           for position, name in enumerate(names))
+        parsed = f"from_json({text}, {string_literal(f'STRUCT<{schema}>')})"
+        parts.structs.append(f"IF(spark_partition_id() < 0, NULL, {parsed}) AS {exact}")
+        found = " AND ".join(f"{name} IS NOT NULL" for name in exact_fields)
+        parsed_map, kinds = f"IF({found}, NULL, {parsed_map})", f"IF({found}, NULL, {kinds})"
+    parts.maps.append(f"{parsed_map} AS {_json_object(index)}")
+    if kinded:  # once per record, as the exact struct
+        parts.maps.append(f"IF(spark_partition_id() < 0, NULL, {kinds}) AS {_json_kinds(index)}")
+    parts.uppers.append(f"{_upper_fields(_json_object(index), names)} AS {_upper_object(index)}")
+    for position, name in enumerate(names):
+        field_text = _field_of(_json_object(index), _upper_object(index), name)
+        is_string = _is_json_string(_json_kinds(index), name)
         if distinct:
-            schema = ", ".join(f"{quote(name)}: STRING" for name in names)
-            parsed = f"from_json({text}, {string_literal(f'STRUCT<{schema}>')})"
-            structs.append(f"IF(spark_partition_id() < 0, NULL, {parsed}) AS {exact}")
-            found = " AND ".join(f"{exact}.{quote(name)} IS NOT NULL" for name in names)
-            parsed_map = f"IF({found}, NULL, {parsed_map})"
-        maps.append(f"{parsed_map} AS {_json_object(index)}")
-        uppers.append(f"{_upper_fields(_json_object(index), names)} AS {_upper_object(index)}")
-        for position, name in enumerate(names):
-            field = _field_of(_json_object(index), _upper_object(index), name)
-            if distinct:
-                field = f"IF({_json_object(index)} IS NULL, {exact}.{quote(name)}, {field})"
-            fields.append(f"{field} AS {_field_column(index, position)}")
-    if structs:
-        raw_table = f"(SELECT *, {', '.join(structs)} FROM {raw_table}) AS __ms_json_exact"
-    return (f"(SELECT *, {', '.join(fields)} FROM (SELECT *, {', '.join(uppers)} FROM "
-            f"(SELECT *, {', '.join(maps)} FROM {raw_table}) AS __ms_json) AS __ms_json_upper) "
-            "AS __ms_json_fields")
+            exact_text, exact_kind = exact_fields[position], "false"
+            if position in kinded and types[position] == ty.BOOLEAN:
+                exact_text = f"CAST({exact_text} AS STRING)"
+            elif position in kinded:
+                exact_text = f"variant_get({exact_text}, '$', 'string')"
+                exact_kind = f"schema_of_variant({exact_fields[position]}) = 'STRING'"
+            field_text = f"IF({_json_object(index)} IS NULL, {exact_text}, {field_text})"
+            is_string = f"IF({_json_kinds(index)} IS NULL, {exact_kind}, {is_string})"
+        parts.fields.append(f"{field_text} AS {_field_column(index, position)}")
+        if position in kinded:
+            parts.fields.append(f"coalesce({is_string}, false) AS {_string_column(index, position)}")
+
+
+def _exact_type(sql_type: ty.SqlType, kinded: bool) -> str:
+    """A field's type in the exact struct: its text, or, when its JSON kind is read, a BOOLEAN
+    (NULL unless a JSON boolean, which then sends the record to the maps) or a variant."""
+    if not kinded:
+        return "STRING"
+    return "BOOLEAN" if sql_type == ty.BOOLEAN else "VARIANT"
+
+
+def _json_kinds(index: int) -> str:
+    return f"__ms_json_{index}_kinds"
+
+
+def _string_column(index: int, position: int) -> str:
+    return f"__ms_json_{index}_s{position}"
 
 
 def _exact_fields(index: int) -> str:
@@ -363,7 +426,7 @@ def _unsupported(source: DataSource) -> str | None:
     return None
 
 
-def _column_expression(source: DataSource, column: Column, objects: dict[str, list[str]],
+def _column_expression(source: DataSource, column: Column, objects: _JsonObjects,
                        checks: list[str]) -> str:
     """The SQL of ``column`` over the raw record; a JSON object's fields come from a column that
     parses it once, which is added to ``objects`` (see :func:`_with_json_objects`)."""
@@ -395,7 +458,7 @@ def _column_expression(source: DataSource, column: Column, objects: dict[str, li
 
 
 def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, delimiter: str | None,
-           objects: dict[str, list[str]], checks: list[str], wrapped: bool) -> str:
+           objects: _JsonObjects, checks: list[str], wrapped: bool) -> str:
     text = f"CAST({raw} AS STRING)"
     if fmt == "KAFKA":
         return _kafka_bytes(raw, column.type)
@@ -415,7 +478,7 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
     raise ValueError(f"format {fmt} is not decodable")
 
 
-def _json_field(text: str, column: Column, objects: dict[str, list[str]], checks: list[str],
+def _json_field(text: str, column: Column, objects: _JsonObjects, checks: list[str],
                 bare: bool) -> str:
     """``column`` from ksqlDB's JSON text of a key or value: the value itself when ``bare``
     (a single unwrapped column), else the object's field for the column (:func:`_field_of`),
@@ -423,10 +486,65 @@ def _json_field(text: str, column: Column, objects: dict[str, list[str]], checks
     check (:func:`_checked`) added to ``checks``."""
     if bare:
         return _checked(text, _from_json_value(text, column.type), checks, column.type)
-    names = objects.setdefault(text, [])
-    names.append(column.name)
-    field = _field_column(list(objects).index(text), len(names) - 1)
+    columns = objects.fields.setdefault(text, [])
+    columns.append(column)
+    index = list(objects.fields).index(text)
+    field = _field_column(index, len(columns) - 1)
+    kind_check = _kind_check(text, index, len(columns) - 1, column, objects)
+    if kind_check is not None:
+        checks.append(kind_check)
     return _checked(field, _from_text(field, column.type), checks, column.type)
+
+
+def _kind_check(text: str, index: int, position: int, column: Column, objects: _JsonObjects
+                ) -> str | None:
+    """The check of the JSON kind of ``column``'s field (:func:`_kind_refusal`), the
+    ``position``-th of the ``index``-th object ``text``: an integral column's is asked only of a
+    text that is no integer, which parses the object again then; the others' read whether the
+    field is a string from a column of its own (:func:`_add_object`)."""
+    field = _field_column(index, position)
+    integral = column.type in _INTEGRAL
+    if integral:
+        is_string = f"coalesce({_is_json_string(_VARIANT_FIELDS.format(text=text), column.name)}, false)"
+    else:
+        is_string = _string_column(index, position)
+    refusal = _kind_refusal(field, is_string, column.type)
+    if refusal is None:
+        return None
+    if not integral:
+        objects.kinded.setdefault(text, set()).add(position)
+    return f"({refusal})"
+
+
+_VARIANT_FIELDS = "from_json({text}, 'MAP<STRING,VARIANT>')"
+"""A JSON object's fields as variants, which know their JSON kind."""
+
+
+def _is_json_string(kinds: str, name: str) -> str:
+    """Whether the field of column ``name`` (:func:`_field_of`) is a JSON string, from the map
+    ``kinds`` of an object's fields as variants (:data:`_VARIANT_FIELDS`)."""
+    upper = f"transform_keys({kinds}, (k, v) -> upper(k))"
+    return f"schema_of_variant({_field_of(kinds, upper, name)}) = 'STRING'"
+
+
+_INTEGER_TEXT = "'^[+-]?[0-9]+$'"
+"""A string Java's ``Long.parseLong`` reads: digits with an optional sign."""
+_INTEGRAL = (ty.INTEGER, ty.BIGINT, ty.TIME, ty.DATE, ty.TIMESTAMP)
+
+
+def _kind_refusal(text: str, is_string: str, sql_type: ty.SqlType) -> str | None:
+    """When ksqlDB's JSON deserializer refuses a field by its JSON kind, which its text alone
+    does not show (JsonSerdeUtils): a BOOLEAN only from ``true`` or ``false``, an array, a
+    map or a struct never from a string holding its JSON, an integral type (and DATE, TIME,
+    TIMESTAMP) from a number (its fraction cut off) or a string of digits only, BYTES only
+    from a string (base64). None when the text decides."""
+    if sql_type == ty.BOOLEAN or isinstance(sql_type, ty.ArrayType | ty.MapType | ty.StructType):
+        return is_string
+    if sql_type in _INTEGRAL:
+        return f"NOT ({text} RLIKE {_INTEGER_TEXT}) AND {is_string}"
+    if sql_type == ty.BYTES:
+        return f"{text} IS NOT NULL AND NOT {is_string}"
+    return None
 
 
 def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
@@ -454,7 +572,11 @@ def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
     if isinstance(sql_type, ty.Primitive) and sql_type not in (ty.STRING, ty.BYTES, ty.BOOLEAN):
         # a JSON string is read by its content ("10" is the INT 10), as ksqlDB's JSON
         # deserializer reads the text of a number, a boolean or a time
-        content = _from_text(f"get_json_object({wrapped}, '$.v')", sql_type)
+        string = f"get_json_object({wrapped}, '$.v')"
+        content = _from_text(string, sql_type)
+        if sql_type in _INTEGRAL:  # a string of digits only; a number with its fraction cut off
+            content = f"IF({string} RLIKE {_INTEGER_TEXT}, {content}, NULL)"
+            read = _from_text(text, sql_type)
         return f"IF(startswith(ltrim({text}), '\"'), {content}, {read})"
     return read
 
@@ -484,7 +606,7 @@ def _from_text(expression: str, sql_type: ty.SqlType) -> str:
         return expression
     if sql_type == ty.BOOLEAN:  # only true and false (Spark's cast takes 't', 'yes', '1'...)
         return f"CASE lower({expression}) WHEN 'true' THEN true WHEN 'false' THEN false END"
-    if sql_type in (ty.INTEGER, ty.BIGINT):
+    if sql_type in (ty.INTEGER, ty.BIGINT, ty.TIME):
         return _integral(expression, spark_type(sql_type))
     return f"try_cast({expression} AS {spark_type(sql_type)})"
 

@@ -37,6 +37,31 @@ def test_json_records_whose_values_their_columns_refuse_are_skipped(spark: Any) 
     ]
 
 
+def test_json_fields_are_read_by_their_json_kind_not_only_their_text(spark: Any) -> None:
+    """ksqlDB's JsonSerdeUtils: a BOOLEAN only from true or false (never the string "true"),
+    an integer from a number (its fraction cut off) or a string of digits only, an array never
+    from a string holding one; whatever the case of the field's name."""
+    texts = [
+        '{"ID": 1, "FLAG": "true"}',
+        '{"id": 2, "flag": "false"}',
+        '{"ID": "3.5"}',
+        '{"ID": "+4", "N": "-5", "FLAG": false}',
+        '{"ID": 6.7, "n": 8e1}',
+        '{"ID": 9, "L": "[1, 2]"}',
+        '{"ID": 10, "l": [3], "Flag": true, "N": " 11"}',
+        '{"ID": 12, "FLAG": true, "N": "13"}',
+    ]
+    assert _decoded(spark, JSON_STREAM, texts) == [
+        (4, False, -5, None), (6, None, 80, None), (12, True, 13, None)]
+
+
+def test_a_bare_integer_is_a_number_or_a_string_of_digits(spark: Any) -> None:
+    script = ("CREATE STREAM I (N BIGINT) WITH (KAFKA_TOPIC='i', VALUE_FORMAT='JSON', "
+              "WRAP_SINGLE_VALUE=false, PARTITIONS=1);")
+    assert _decoded(spark, script, ["41.5", '"44.5"', '"42"', "true", '"x"', "43"]) == [
+        (41,), (42,), (43,)]
+
+
 def test_a_bare_boolean_is_a_json_boolean_not_a_string(spark: Any) -> None:
     script = ("CREATE STREAM B (FLAG BOOLEAN) WITH (KAFKA_TOPIC='b', VALUE_FORMAT='JSON', "
               "WRAP_SINGLE_VALUE=false, PARTITIONS=1);")
