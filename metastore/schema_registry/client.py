@@ -13,7 +13,6 @@ answer, or answers 5xx, is :class:`SchemaRegistryUnavailableError`; another refu
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -21,6 +20,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import httpx
 
 from metastore.limits import MAX_RECORD_BYTES
+from metastore.schema_registry.deadline import CallDeadline, one_connection_per_call
 from metastore.schema_registry.exceptions import (
     SchemaRegistryAccessError,
     SchemaRegistryError,
@@ -113,7 +113,8 @@ class SchemaRegistryClient:
             unquote(parts.username), unquote(parts.password or ""))
         self._timeout = timeout
         self._client = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False,
-                                    headers={"Accept": MEDIA_TYPE}, auth=auth)
+                                    headers={"Accept": MEDIA_TYPE}, auth=auth,
+                                    limits=one_connection_per_call())
         self._ids: dict[tuple[str, str, str], int] = {}
         """Registrations already made: the same schema under a subject keeps its id."""
 
@@ -224,10 +225,14 @@ class SchemaRegistryClient:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         """The answer's JSON; None for a 404 of an unknown subject, version or id."""
-        deadline = time.monotonic() + self._timeout
+        late = SchemaRegistryUnavailableError(
+            f"The Schema Registry at {self.url} did not answer within {self._timeout:g}s",
+            UNAVAILABLE)
+        deadline = CallDeadline(self._timeout)
         try:
-            with self._client.stream(method, path, json=body, headers={
-                    "Content-Type": MEDIA_TYPE} if body is not None else None) as response:
+            with deadline, self._client.stream(method, path, json=body, headers={
+                    "Content-Type": MEDIA_TYPE} if body is not None else None,
+                    extensions={"trace": deadline.trace}) as response:
                 content = bytearray()
                 for chunk in response.iter_bytes():
                     content += chunk
@@ -235,14 +240,14 @@ class SchemaRegistryClient:
                         raise SchemaRegistryUnavailableError(
                             f"The Schema Registry at {self.url} answered more than "
                             f"{MAX_ANSWER_BYTES} bytes", BAD_ANSWER)
-                    if time.monotonic() > deadline:  # a server that drips its answer
-                        raise SchemaRegistryUnavailableError(
-                            f"The Schema Registry at {self.url} did not answer within "
-                            f"{self._timeout:g}s", UNAVAILABLE)
         except httpx.HTTPError as error:
+            if deadline.expired:  # a server that drips its status line or headers
+                raise late from error
             raise SchemaRegistryUnavailableError(
                 f"The Schema Registry at {self.url} is not available: {error}",
                 UNAVAILABLE) from error
+        if deadline.expired:  # a server that drips its answer: what came is cut short
+            raise late
         status = response.status_code
         try:
             answer = json.loads(content) if content else None

@@ -20,7 +20,8 @@ from metastore.schema_registry.exceptions import (
 
 
 class Misbehaving(http.server.BaseHTTPRequestHandler):
-    """``/drip/...`` sends a byte every 0.5 s, ``/garbage/...`` a 200 that is not JSON,
+    """``/drip/...`` sends a byte of its body every 0.5 s, ``/slowheaders/...`` a header
+    every 0.5 s, ``/garbage/...`` a 200 that is not JSON,
     ``/huge/...`` more than the client takes, ``/<status>/...`` that status."""
 
     def do_GET(self) -> None:
@@ -30,6 +31,9 @@ class Misbehaving(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.end_headers()
             self.wfile.write(b'{"error_code": ' + mode.encode() + b'01, "message": "no"}')
+            return
+        if mode == "slowheaders":
+            self._drip_headers()
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -49,6 +53,16 @@ class Misbehaving(http.server.BaseHTTPRequestHandler):
         except OSError:  # the client gave up, as it should
             pass
 
+    def _drip_headers(self) -> None:
+        try:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            for index in range(60):
+                self.wfile.write(f"X-Drip-{index}: a\r\n".encode())
+                self.wfile.flush()
+                time.sleep(0.5)
+        except OSError:
+            pass
+
     def log_message(self, *args: object) -> None:
         pass
 
@@ -65,6 +79,7 @@ def registry_url() -> Iterator[str]:
 
 @pytest.mark.parametrize(("mode", "says"), [
     ("drip", "did not answer within 2s"),
+    ("slowheaders", "did not answer within 2s"),
     ("garbage", "not JSON"),
     ("huge", f"more than {MAX_ANSWER_BYTES} bytes"),
 ])
