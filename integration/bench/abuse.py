@@ -5,7 +5,10 @@
 - ``health_under_waits``: ``/healthcheck`` latency while requests wait on a far
   ``commandSequenceNumber`` on a node without Spark;
 - ``fencing_clients``: librdkafka clients in each of two nodes that fence each other on every
-  write (forwarding off), after the writes.
+  write (forwarding off), after the writes;
+- ``misbehaving_registry``: how long a registry call takes, and what it answers, against a
+  registry that drips its body or its headers, answers garbage or too much (the client's
+  deadline: 5 s).
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ from typing import Any
 import httpx
 
 from integration.bench.common import kafka, node_processes
+from integration.misbehaving_registry import MODES, misbehaving_registry
+from metastore.api.error_codes import classify
+from metastore.schema_registry.client import SchemaRegistryClient
+from metastore.schema_registry.exceptions import SchemaRegistryError
 
 _SUBSTITUTION = """
 import resource, sys
@@ -84,10 +91,28 @@ def fencing_clients(bootstrap: str, writes: int) -> dict[str, Any]:
     return {"writes": writes, "clients_before": before, "clients_after": after}
 
 
+def registry_calls() -> dict[str, Any]:
+    figures = {}
+    with misbehaving_registry() as url:
+        for mode in MODES:
+            client = SchemaRegistryClient(f"{url}/{mode}")
+            started = time.monotonic()
+            try:
+                client.latest("orders-value")
+                answer = "an answer"
+            except SchemaRegistryError as error:
+                answer = f"{classify(error).http_status} {classify(error).code}"
+            finally:
+                client.close()
+            figures[mode] = {"seconds": round(time.monotonic() - started, 2), "answer": answer}
+    return figures
+
+
 def run(quick: bool) -> dict[str, Any]:
     with kafka() as bootstrap:
         return {
             "substitution": substitution(),
+            "misbehaving_registry": registry_calls(),
             "health_under_waits": health_under_waits(bootstrap, 20 if quick else 60),
             "fencing_clients": fencing_clients(bootstrap, 20 if quick else 60),
         }
