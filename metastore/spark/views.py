@@ -341,7 +341,8 @@ def _add_object(parts: _ObjectParts, index: int, text: str, columns: list[Column
     parts.maps.append(f"{parsed_map} AS {_json_object(index)}")
     if kinded:  # once per record, as the exact struct
         parts.maps.append(f"IF(spark_partition_id() < 0, NULL, {kinds}) AS {_json_kinds(index)}")
-    parts.uppers.append(f"{_upper_fields(_json_object(index), names)} AS {_upper_object(index)}")
+    upper = _upper_fields(_json_object(index), names)  # once per record, as the maps
+    parts.uppers.append(f"IF(spark_partition_id() < 0, NULL, {upper}) AS {_upper_object(index)}")
     for position, name in enumerate(names):
         field_text = _field_of(_json_object(index), _upper_object(index), name)
         is_string = _is_json_string(_json_kinds(index), name)
