@@ -146,6 +146,10 @@ def _download(jar_set: JarSet, target: Path, progress: TextIO | None) -> None:
 # -- the project's own Java ------------------------------------------------------------------------
 INTERCEPTOR_CLASS = "io.metastore.kafka.RecordTimestampInterceptor"
 """The producer interceptor that sets a sink record's timestamp from its header (see the source)."""
+WINDOWED_PARTITIONER_CLASS = "io.metastore.kafka.WindowedKeyPartitioner"
+"""The partitioner of windowed sinks: a key's windows in its unwindowed key's partition."""
+WINDOW_KEY_BYTES_CONFIG = "metastore.window.key.bytes"
+"""Its producer setting: the bytes of the window each key ends with (8, or 16 for SESSION)."""
 PROTOBUF_CODEC_CLASS = "io.metastore.protobuf.ProtobufNoSrCodec"
 """PROTOBUF_NOSR records to and from ksqlDB's JSON, called from Spark SQL (see the source)."""
 AVRO_CODEC_CLASS = "io.metastore.avro.AvroCodec"
@@ -179,6 +183,7 @@ LOCAL_FILE_SYSTEM_CLASS = "io.metastore.fs.NoForkLocalFileSystem"
 LOCAL_FS_CLASS = "io.metastore.fs.NoForkLocalFs"
 """The same for ``FileContext``, which Spark's streaming checkpoints use."""
 _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
+                 "java/io/metastore/kafka/WindowedKeyPartitioner.java",
                  "java/io/metastore/protobuf/ProtobufNoSrCodec.java",
                  "java/io/metastore/avro/RegistryCalls.java",
                  "java/io/metastore/avro/AvroCodec.java",

@@ -27,6 +27,8 @@ from metastore.local.jars import (
     TABLE_SIDE_JOIN_CLASS,
     TABLE_TABLE_JOIN_CLASS,
     UNMATCHED_RECORDS_CLASS,
+    WINDOW_KEY_BYTES_CONFIG,
+    WINDOWED_PARTITIONER_CLASS,
 )
 from metastore.queries.checkpoints import CheckpointDir, LocalDir
 from metastore.queries.steps import (
@@ -83,8 +85,8 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
         reads["maxOffsetsPerTrigger"] = str(STREAM_STATE_BATCH_RECORDS)
     _register(session, plan.steps, kafka_options, reads=reads)
     checkpoint.prepare(plan.table_state, plan.stream_state)
-    sink_options = {**kafka_options, "kafka.interceptor.classes": INTERCEPTOR_CLASS,
-                    "topic": plan.topic}
+    sink_options = {**kafka_options, **sink_partitioner(plan),
+                    "kafka.interceptor.classes": INTERCEPTOR_CLASS, "topic": plan.topic}
     if plan.batch is None:
         writer = (session.sql(plan.sql).writeStream.format("kafka").options(**sink_options)
                   .outputMode(plan.output_mode))
@@ -95,6 +97,15 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     if available_now:
         writer = writer.trigger(availableNow=True)
     return writer.start()
+
+
+def sink_partitioner(plan: QueryPlan) -> dict[str, str]:
+    """The sink producer's partitioner: Kafka's default, or for a windowed sink the key's
+    partition without its window (Kafka Streams' ``WindowedStreamPartitioner``)."""
+    if not plan.window_key_bytes:
+        return {}
+    return {"kafka.partitioner.class": WINDOWED_PARTITIONER_CLASS,
+            f"kafka.{WINDOW_KEY_BYTES_CONFIG}": str(plan.window_key_bytes)}
 
 
 def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,

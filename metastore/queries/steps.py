@@ -186,6 +186,10 @@ class QueryPlan:
     unmatched records, as keyed state (:mod:`metastore.queries.session_state`,
     :func:`metastore.queries.final_windows.keyed_final`,
     :func:`metastore.queries.outer_at_once.keyed_unmatched`)."""
+    window_key_bytes: int = 0
+    """The bytes of the window its sink's keys end with (8, the start, for TUMBLING and
+    HOPPING; 16, end and start, for SESSION; 0 unwindowed): its records go to the partition of
+    the key without them, as Kafka Streams partitions a windowed sink."""
 
 
 def stream_steps(source: DataSource, view: str, window: WindowSpec | None,

@@ -10,15 +10,24 @@ Times are event times, as the query reads them (a source's TIMESTAMP column). So
 are fed in *arrivals*: the longest runs of piped records whose time order is
 their piped order; each arrival is produced, then processed by every query before the next is
 produced, as records arriving over time would be.
+
+A table's sink gets one record per key (and window) per micro-batch, where ksqlDB's driver,
+its record cache off (``cache.max.bytes.buffering`` 0 in ksqlDB's ``TestExecutor``), writes
+every change of the table, and pipes each into the queries that read its topic
+(``TestExecutor.pipeRecordsFromKafka``). A query reading a table's topic (a stream declared
+over a CTAS's sink) would miss the changes a micro-batch folds together, so in a test where
+one does, every record is an arrival of its own (:func:`reads_changelog`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource
 from metastore.query_tests.cases import CaseRecord
 from metastore.sql import types as ty
+from metastore.sql.statements import SourceKind
 
 
 def record_time(record: CaseRecord) -> int:
@@ -26,11 +35,14 @@ def record_time(record: CaseRecord) -> int:
     return record.timestamp or 0
 
 
-def arrivals(records: Sequence[CaseRecord], time: Callable[[CaseRecord], int] = record_time
-             ) -> list[list[CaseRecord]]:
+def arrivals(records: Sequence[CaseRecord], time: Callable[[CaseRecord], int] = record_time,
+             *, singly: bool = False) -> list[list[CaseRecord]]:
     """``records`` split, in order, into the runs a micro-batch processes as they were piped:
     a run ends before a record whose ``time`` (the event time its query reads) is before its
-    newest, or equal to the time of one of its records on another topic."""
+    newest, or equal to the time of one of its records on another topic; ``singly``: each
+    record is a run of its own."""
+    if singly:
+        return [[record] for record in records]
     runs: list[list[CaseRecord]] = []
     run: list[CaseRecord] = []
     newest = 0
@@ -65,3 +77,14 @@ def event_time(source: DataSource | None) -> Callable[[CaseRecord], int]:
                 return held
         return record_time(record)
     return time
+
+
+def reads_changelog(image: Image) -> bool:
+    """Whether a query of ``image`` reads the topic another query writes a table to, so needs
+    every change of that table, one micro-batch per input record."""
+    tables = {sink.topic: query.query_id for query in image.queries.values()
+              if (sink := image.source(query.sink)) is not None
+              and sink.kind is SourceKind.TABLE}
+    return any(tables.get(source.topic, query.query_id) != query.query_id
+               for query in image.queries.values() for name in query.sources
+               if (source := image.source(name)) is not None)

@@ -12,7 +12,8 @@ For each test:
 3. the inputs are produced, in order, with their keys and values encoded in the formats of the
    source declared on their topic, their timestamps (0 when not given, as ksqlDB's driver does)
    and headers, through the Kafka producer of Spark's JVM (librdkafka cannot write timestamp 0),
-   in the arrivals of :mod:`metastore.query_tests.arrivals` (one, for records in time order);
+   in the arrivals of :mod:`metastore.query_tests.arrivals` (one, for records in time order;
+   one per record where a query reads a table's topic, which must see each of its changes);
 4. after each arrival, each persistent query of the final catalog, in the order created,
    compiled into the plan a node runs, is run as a Spark streaming query that processes what
    its sources hold, then stops (its checkpoint kept for the next arrival);
@@ -57,7 +58,7 @@ from metastore.queries.plan import compile_query
 from metastore.queries.steps import QueryPlan
 from metastore.queries.support import check_runtime
 from metastore.query_tests import records, verdict
-from metastore.query_tests.arrivals import arrivals, event_time
+from metastore.query_tests.arrivals import arrivals, event_time, reads_changelog
 from metastore.query_tests.cases import CaseRecord, DeclaredTopic, QueryTest
 from metastore.query_tests.post import post_difference
 from metastore.query_tests.registry_records import (
@@ -247,15 +248,7 @@ class QueryTestRunner:
             in_topics = _in_topics(image, physical)
             plans = [(query.query_id, _namespaced(compile_query(query, in_topics)))
                      for query in queries]
-            sources = {r.topic: _input_source(image, r.topic) for r in test.inputs}
-            times = {topic: event_time(source) for topic, source in sources.items()}
-            # the INSERT VALUES records first, an arrival of their own: ksqlDB's driver runs
-            # them with the statements, before it pipes the inputs
-            feeds: list[tuple[Sequence[_Inserted], Sequence[CaseRecord]]] = [
-                (inserted, [])] if inserted else []
-            feeds += [((), arrival) for arrival in arrivals(
-                test.inputs, lambda record: times[record.topic](record))]
-            for rows, arrival in feeds or [((), [])]:
+            for rows, arrival in _feeds(test, image, inserted) or [((), [])]:
                 self._produce(image, physical, arrival, test.topics, rows)
                 for query_id, plan in plans:
                     failure = self._run_query(plan, self._work_dir / namespace / query_id)
@@ -420,6 +413,21 @@ def _first_line(error: BaseException) -> str:
 KEEP_RECORDS = {"retention.ms": "-1"}
 """A test's records carry the test's timestamps (often 0, 1970): a broker's time retention
 would delete them at its next check."""
+
+
+def _feeds(test: QueryTest, image: Image, inserted: Sequence[_Inserted]
+           ) -> list[tuple[Sequence[_Inserted], Sequence[CaseRecord]]]:
+    """The arrivals a test's records are produced in: the INSERT VALUES records first, an
+    arrival of their own (ksqlDB's driver runs them with the statements, before it pipes the
+    inputs), then the inputs'; one record an arrival where a query reads a table's changes."""
+    singly = reads_changelog(image)
+    sources = {r.topic: _input_source(image, r.topic) for r in test.inputs}
+    times = {topic: event_time(source) for topic, source in sources.items()}
+    rows = [[row] for row in inserted] if singly else [list(inserted)]
+    feeds: list[tuple[Sequence[_Inserted], Sequence[CaseRecord]]] = [
+        (run, []) for run in rows if run]
+    return feeds + [((), arrival) for arrival in arrivals(
+        test.inputs, lambda record: times[record.topic](record), singly=singly)]
 
 
 def _in_topics(image: Image, physical: Rename) -> Image:

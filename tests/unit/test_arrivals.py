@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from metastore.check import run_script
-from metastore.query_tests.arrivals import arrivals, event_time
+from metastore.query_tests.arrivals import arrivals, event_time, reads_changelog
 from metastore.query_tests.cases import CaseRecord
 
 
@@ -45,3 +45,20 @@ def test_times_are_the_event_times_of_a_timestamp_column() -> None:
     assert time(CaseRecord("s", 10, None, 5)) == 5  # a tombstone has no column
     assert len(arrivals(records, lambda r: time(r) if r.topic == "s" else 13000)) == 2
     assert event_time(None)(records[0]) == 90000
+
+
+def test_records_go_singly_where_a_query_reads_a_tables_changes() -> None:
+    records = [record("s", 0), record("s", 5), record("s", 9)]
+    assert times(arrivals(records, singly=True)) == [[("s", 0)], [("s", 5)], [("s", 9)]]
+    clicks = ("CREATE STREAM C (ID STRING KEY, V INT) WITH (KAFKA_TOPIC='c', "
+              "VALUE_FORMAT='JSON');")
+    counts = "CREATE TABLE N WITH (KAFKA_TOPIC='n') AS SELECT ID, COUNT(*) AS K FROM C GROUP BY ID;"
+    over_counts = [  # a stream declared over the table's topic, and a query of that stream
+        "CREATE STREAM NS (ID STRING KEY, K BIGINT) WITH (KAFKA_TOPIC='n', VALUE_FORMAT='JSON');",
+        "CREATE STREAM BIG AS SELECT * FROM NS WHERE K > 1;"]
+    pipeline = ["CREATE STREAM P AS SELECT * FROM C;", "CREATE STREAM Q AS SELECT * FROM P;"]
+    for script, singly in [([clicks, counts, *over_counts], True), ([clicks, counts], False),
+                           ([clicks, *pipeline], False), ([clicks, *over_counts[:1]], False)]:
+        results, image = run_script("".join(script))
+        assert all(r.ok for r in results), results
+        assert reads_changelog(image) is singly, script
