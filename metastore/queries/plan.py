@@ -19,7 +19,8 @@ query's own Spark session, and the final SELECT whose rows are the sink's Kafka 
    stream-static join); a stream record joins the version valid at its time;
 3. the ksqlDB SELECT, transpiled with sqlglot to Spark SQL over those views, each output column
    cast to the sink column's type; a stream-stream join bounded by its WITHIN and watermarked by
-   its GRACE PERIOD, or, an outer one without GRACE PERIOD, the UNION ALL of
+   its window and GRACE PERIOD (one whose unmatched records Spark writes, by its grace:
+   :func:`_watermark`), or, an outer one without GRACE PERIOD, the UNION ALL of
    :mod:`metastore.queries.outer_at_once`;
 4. the sink encoding of :mod:`metastore.queries.encoding`.
 
@@ -118,7 +119,7 @@ from metastore.queries.table_state import (
 )
 from metastore.queries.table_state import JOIN_KEY as TABLE_JOIN_KEY
 from metastore.spark.query import struct_access
-from metastore.spark.types import quote, spark_type
+from metastore.spark.types import quote, spark_type, string_literal
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
 from metastore.sql.statements import JoinWindow, Query, SelectStatement, SourceKind
@@ -204,6 +205,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     versioned: list[int] = []
     joined_tables: list[tuple[DataSource, str, str]] = []
     at_once = at_once_join(analysis, windows)
+    outer_joins = set() if at_once is not None else _outer_joins(analysis, windows)
     batch_views: dict[str, str] = {}
     stream_views: dict[str, str] = {}  # each stream's streaming view, by alias
     sessions_view = ""  # what a SESSION aggregation reads
@@ -257,12 +259,13 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             # a stream joined with tables as keyed state falls into windows after the join
             steps += stream_steps(source, view, None if session or final or keys_tables
                                   or split_streams else analysis.windowing,
-                                  _watermark(windows, index) if windows else None)
+                                  _watermark(windows, index, outer_joins) if windows else None)
             stream_views[alias] = view
             if at_once is not None:  # and its records read in batch, for the other side's
                 batch_views[alias] = f"{view}_all"
                 steps += [replace(step, streaming=False, watermark_ms=None) for step in
-                          stream_steps(source, f"{view}_all", None, _watermark(windows, index))]
+                          stream_steps(source, f"{view}_all", None,
+                                       _watermark(windows, index, outer_joins))]
             if changelog and analysis.aggregate and groups_keyed:
                 changelog_view = view  # the stage is built after the rewrite, from its groups
                 view = f"{view}_input"
@@ -542,24 +545,42 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             sql += f" WHERE {quote(ROWTIME)} IS NULL OR {quote(ROWTIME)} >= 0"
     if windows and batch is None:
         batch, sql = _in_time_order(sql, prefix)
+    elif windowed and batch is None:  # a TUMBLING or HOPPING aggregation's
+        batch, sql = _in_time_order(sql, prefix, WINDOWED_RECORD_ORDER)
     return QueryPlan(query_id, tuple(steps), sql, mode, sink.topic, topics, batch,
                      earliest=overrides.offset_reset(config or {}) != "latest",
                      table_state=bool(keyed or keyed_rows or changelog_view),
-                     stream_state=bool(session_stream or final_stream or unmatched_state))
+                     stream_state=bool(session_stream or final_stream or unmatched_state),
+                     window_key_bytes=(16 if session_key else 8)
+                     if windowed or source_window is not None else 0)
 
 
-def _in_time_order(records_sql: str, prefix: str) -> tuple[BatchStage, str]:
-    """Write a stream-stream join's records of each micro-batch in time order (a stage whose
-    micro-batch rows are the records with their time, ``records_sql``): Kafka Streams writes a
-    joined record when its later record arrives, which in topics read in time order is the
-    time the joined record carries; Spark writes the rows of a micro-batch in the order its
-    join and UNION ALL tasks run (the pairs a left record makes before those a right record
-    makes, the branches of a UNION ALL in parallel). One task writes them, in order, so a
-    query reading the sink sees its stream time advance as ksqlDB's would."""
+def _in_time_order(records_sql: str, prefix: str, order: str = ORDER
+                   ) -> tuple[BatchStage, str]:
+    """Write a stream-stream join's or a time-windowed aggregation's records of each
+    micro-batch in time order (a stage whose micro-batch rows are the records,
+    ``records_sql``, sorted by ``order``: a join's records carry their time as
+    :data:`ORDER`): Kafka Streams writes a joined record when its later record arrives, which
+    in topics read in time order is the time the joined record carries, and an aggregate at
+    its group's newest record, a record's windows by their starts (``TimeWindows.windowsFor``);
+    Spark writes the rows of a micro-batch in the order its tasks run (the pairs a left record
+    makes before those a right record makes, the branches of a UNION ALL in parallel, each
+    window's group wherever it is kept). One task writes them, in order, so a query reading
+    the sink sees its stream time advance, and a key's windows follow each other, as ksqlDB's
+    would."""
     view = f"{prefix}_records"
     ordered = (f"SELECT key, value, headers FROM {quote(view)} DISTRIBUTE BY 'one task' "
-               f"SORT BY {ORDER}")
+               f"SORT BY {order}")
     return BatchStage(source_sql=records_sql, view=view, steps=()), ordered
+
+
+WINDOWED_RECORD_ORDER = (
+    f"element_at(filter(headers, h -> h.key = {string_literal(encoding.TIMESTAMP_HEADER)}), "
+    "-1).value, substring(key, -8, 8)")
+"""The order of a TUMBLING or HOPPING aggregation's records: by their time, then their window's
+start (both 8 bytes big-endian, never negative, so they sort as their numbers), read from the
+records themselves: an order column of the aggregation would reorder its aggregates, and so the
+state a running query's checkpoint holds."""
 
 
 def _leading_streams(analysis: Analysis) -> int:
@@ -626,15 +647,35 @@ def _resolved_name(column: exp.Column) -> tuple[str, str]:
     return name(column.args.get("table")), name(column.this)
 
 
-def _watermark(windows: dict[int, JoinWindow], read: int) -> int:
-    """A joined stream's watermark delay: the GRACE PERIOD of the joins it takes part in
-    (ksqlDB's default 24 hours without one). With the queries' ``max`` watermark policy (the
-    newest time of all sides, as Kafka Streams' shared stream time) and the join's time range,
-    Spark gives up on a record's matches, so writes an outer join's unmatched record, once the
-    stream time passes its time + ``after`` + grace, when Kafka Streams does."""
-    graces = [DEFAULT_JOIN_GRACE_MS if w.grace_ms is None else w.grace_ms
-              for index, w in windows.items() if read in (index, 0)]
-    return max(graces, default=DEFAULT_JOIN_GRACE_MS)
+def _watermark(windows: dict[int, JoinWindow], read: int, outer: set[int]) -> int:
+    """A joined stream's watermark delay, the most of the joins it takes part in (``outer``:
+    those whose unmatched records Spark's outer join writes, by index in ``windows``).
+
+    Spark's stream-stream join drops a record older than the watermark (under the queries'
+    ``max`` policy, the newest time of all sides, as Kafka Streams' shared stream time, less
+    this delay) and evicts state by it. Kafka Streams keeps a joined record in its join window
+    store for the window's size (``before`` + ``after``) plus the grace (ksqlDB's default 24
+    hours without GRACE PERIOD), and a record arriving later joins any record still there: so
+    that is the delay. Spark writes an outer join's unmatched record when the watermark passes
+    its time + ``after``, which must be when the stream time passes its time + ``after`` +
+    grace, as Kafka Streams writes it: such a join's delay is its grace alone."""
+    delays = [_join_delay(w, index in outer) for index, w in windows.items()
+              if read in (index, 0)]
+    return max(delays, default=DEFAULT_JOIN_GRACE_MS)
+
+
+def _join_delay(window: JoinWindow, writes_unmatched: bool) -> int:
+    """How far behind the stream time a record of ``window``'s join may come and still join
+    (its grace alone where Spark writes the join's unmatched records)."""
+    grace = DEFAULT_JOIN_GRACE_MS if window.grace_ms is None else window.grace_ms
+    return grace if writes_unmatched else window.before_ms + window.after_ms + grace
+
+
+def _outer_joins(analysis: Analysis, windows: dict[int, JoinWindow]) -> set[int]:
+    """The outer (LEFT, RIGHT, FULL) joins among the stream-stream joins ``windows``, by the
+    index of the stream each joins in ``analysis.reads``."""
+    return {index for index in windows
+            if (analysis.joins[index - 1].side or "").upper() in ("LEFT", "RIGHT", "FULL")}
 
 
 def _bound_stream_joins(select: exp.Select, analysis: Analysis, windows: dict[int, JoinWindow],
