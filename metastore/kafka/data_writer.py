@@ -1,6 +1,7 @@
 """Records a node writes into data topics (``INSERT INTO ... VALUES``), outside the command log.
 
-One idempotent, non-transactional producer per node (``acks=all``), created on the first write
+One idempotent, non-transactional producer per node (``acks=all``, Java's partitioner), created
+on the first write
 and closed when the node stops. Each write waits for the broker's acknowledgement: a record
 Kafka refused or did not acknowledge in time raises its typed :class:`KafkaClientError`, never
 passes for written. Writes are serialised: one record at a time is in flight.
@@ -13,6 +14,11 @@ import threading
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.producer import RecordProducer
 from metastore.kafka.settings import KafkaSettings
+
+JAVA_PARTITIONER = "murmur2_random"
+"""The partition of a keyed record as Java's producers choose it (murmur2 of the key), as
+ksqlDB's INSERT VALUES and the queries' Spark sinks write: librdkafka's default (CRC32) would
+put a key's records in another partition than the queries' records of the same key."""
 
 
 class DataWriter:
@@ -32,7 +38,8 @@ class DataWriter:
             if self._producer is None:
                 self._producer = RecordProducer(self._settings, self._timeout_ms,
                                                 enable_idempotence=True, acks="all",
-                                                allow_auto_create_topics=False)
+                                                allow_auto_create_topics=False,
+                                                partitioner=JAVA_PARTITIONER)
             try:
                 self._producer.produce(topic, key, value, timestamp_ms=timestamp_ms)
                 offsets = self._producer.deliver()

@@ -7,7 +7,7 @@ import struct
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from metastore.catalog.exceptions import QueryError, StatementError, TopicError
 from metastore.catalog.insert_record import InsertValuesError
@@ -42,6 +42,40 @@ def test_insert_values_writes_key_value_and_rowtime(
     assert b'"AMOUNT":1.50' in records[0].value()
     assert records[0].timestamp()[1] == 1234
     assert json.loads(records[1].value()) == {"NAME": "b", "AMOUNT": None}
+
+
+def _java_partition(key: bytes, partitions: int) -> int:
+    """Kafka's Java producer's partition of a keyed record: murmur2 of the key (Utils.murmur2)."""
+    m, h = 0x5BD1E995, (0x9747B28C ^ len(key)) & 0xFFFFFFFF
+    for start in range(0, len(key) - len(key) % 4, 4):
+        k = (int.from_bytes(key[start:start + 4], "little") * m) & 0xFFFFFFFF
+        k = ((k ^ (k >> 24)) * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = key[len(key) - len(key) % 4:]
+    if tail:
+        for shift, byte in reversed(list(enumerate(tail))):
+            h ^= byte << (8 * shift)
+        h = (h * m) & 0xFFFFFFFF
+    h = ((h ^ (h >> 13)) * m) & 0xFFFFFFFF
+    return ((h ^ (h >> 15)) & 0x7FFFFFFF) % partitions
+
+
+def test_a_keys_records_go_to_the_partition_javas_producers_choose(
+        node_factory: Callable[..., Node], consumer_factory: Callable[..., Consumer]) -> None:
+    """As ksqlDB's INSERT VALUES and the queries' sinks: a key's records all in one partition."""
+    node = node_factory()
+    topic = unique("iv-partitions")
+    node.execute(f"CREATE STREAM P (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+                 "VALUE_FORMAT='JSON', PARTITIONS=4);")
+    node.execute("".join(f"INSERT INTO P VALUES ({key}, 'v');" for key in range(1, 9)))
+    consumer = consumer_factory(topic)
+    consumer.assign([TopicPartition(topic, partition, 0) for partition in range(4)])
+    records = _records(consumer, 8)
+    assert len(records) == 8
+    assert {r.key(): r.partition() for r in records} == {
+        struct.pack(">i", key): partition
+        for key, partition in zip(range(1, 9), [0, 3, 3, 3, 2, 3, 3, 2], strict=True)}
+    assert all(r.partition() == _java_partition(r.key(), 4) for r in records)
 
 
 def test_delimited_and_kafka_values(node_factory: Callable[..., Node],
