@@ -14,6 +14,7 @@ from typing import Any
 from integration.bench import (
     abuse,
     contention,
+    decode,
     interactive,
     latency,
     micro_batch,
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "stateful": stateful.run,
     "pipeline-cluster": pipeline.run_on_cluster,
     "abuse": abuse.run,
+    "decode": decode.run,
 }
 
 
