@@ -27,6 +27,10 @@ TABLE_STATE_MARK = "metastore-table-state"
 STREAM_STATE_MARK = "metastore-stream-state"
 """A file in the checkpoint of a query whose SESSION windows, EMIT FINAL windows or unmatched
 outer stream-stream join records are keyed state."""
+WINDOWED_PARTITIONING_MARK = "metastore-windowed-partitioning"
+"""A file in the checkpoint of a query whose windowed sink's records go to the partition of their
+key without its window (a query started before that keeps Kafka's default partitioner, so a
+window's records stay in one partition)."""
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 """A URI's scheme (``hdfs://nn/x``, and ``file:/x`` as Hadoop prints paths)."""
 
@@ -39,9 +43,11 @@ class CheckpointDir(Protocol):
         """What Spark's ``checkpointLocation`` gets."""
         ...
 
-    def prepare(self, table_state: bool, stream_state: bool = False) -> None:
+    def prepare(self, table_state: bool, stream_state: bool = False,
+                windowed_partitioning: bool = False) -> None:
         """Make the parent (and, for a query that keeps tables or its streams' windows and joins
-        as state, the directory and that state's mark) before Spark starts the query."""
+        as state, or partitions its windowed sink by key, the directory and that mark) before
+        Spark starts the query."""
         ...
 
     def holds_table_state(self) -> bool:
@@ -54,6 +60,11 @@ class CheckpointDir(Protocol):
         """Whether the query may keep SESSION windows, EMIT FINAL windows and the unmatched
         records of outer stream-stream joins as keyed state: it is new, or it started so. A
         checkpoint of a query that replayed its streams keeps that plan."""
+        ...
+
+    def holds_windowed_partitioning(self) -> bool:
+        """Whether the query may partition its windowed sink by the key without its window: it
+        is new, or it started so."""
         ...
 
     def read_text(self, relative: str) -> str:
@@ -98,6 +109,12 @@ def checkpoint_root(root: str | Path,
     return HadoopRoot(text.rstrip("/"), spark)
 
 
+def _marks(table_state: bool, stream_state: bool, windowed_partitioning: bool
+           ) -> tuple[tuple[bool, str], ...]:
+    return ((table_state, TABLE_STATE_MARK), (stream_state, STREAM_STATE_MARK),
+            (windowed_partitioning, WINDOWED_PARTITIONING_MARK))
+
+
 # -- a local directory -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LocalDir:
@@ -109,9 +126,10 @@ class LocalDir:
         HDFS wherever ``HADOOP_CONF_DIR`` names one, where this class does not look."""
         return self.path.resolve().as_uri()
 
-    def prepare(self, table_state: bool, stream_state: bool = False) -> None:
+    def prepare(self, table_state: bool, stream_state: bool = False,
+                windowed_partitioning: bool = False) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        for kept, mark in ((table_state, TABLE_STATE_MARK), (stream_state, STREAM_STATE_MARK)):
+        for kept, mark in _marks(table_state, stream_state, windowed_partitioning):
             if kept:
                 self.path.mkdir(exist_ok=True)
                 (self.path / mark).touch()
@@ -121,6 +139,10 @@ class LocalDir:
 
     def holds_stream_state(self) -> bool:
         return not (self.path / "offsets").is_dir() or (self.path / STREAM_STATE_MARK).exists()
+
+    def holds_windowed_partitioning(self) -> bool:
+        return not (self.path / "offsets").is_dir() or (
+            self.path / WINDOWED_PARTITIONING_MARK).exists()
 
     def read_text(self, relative: str) -> str:
         return (self.path / relative).read_text(encoding="utf-8")
@@ -163,10 +185,11 @@ class HadoopDir:
     def _at(self, relative: str = "") -> tuple[Any, Any]:
         return _hadoop(self.spark, f"{self.uri}/{relative}" if relative else self.uri)
 
-    def prepare(self, table_state: bool, stream_state: bool = False) -> None:
+    def prepare(self, table_state: bool, stream_state: bool = False,
+                windowed_partitioning: bool = False) -> None:
         path, fs = self._at()
         fs.mkdirs(path.getParent())
-        for kept, mark in ((table_state, TABLE_STATE_MARK), (stream_state, STREAM_STATE_MARK)):
+        for kept, mark in _marks(table_state, stream_state, windowed_partitioning):
             if kept:
                 fs.mkdirs(path)
                 fs.create(self._at(mark)[0], True).close()
@@ -176,6 +199,9 @@ class HadoopDir:
 
     def holds_stream_state(self) -> bool:
         return self._holds(STREAM_STATE_MARK)
+
+    def holds_windowed_partitioning(self) -> bool:
+        return self._holds(WINDOWED_PARTITIONING_MARK)
 
     def _holds(self, mark: str) -> bool:
         offsets, fs = self._at("offsets")

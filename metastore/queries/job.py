@@ -44,6 +44,7 @@ from metastore.queries.steps import (
     TableSideJoin,
     UnmatchedRecords,
 )
+from metastore.spark.session import JSON_READING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -84,8 +85,9 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     if plan.stream_state:
         reads["maxOffsetsPerTrigger"] = str(STREAM_STATE_BATCH_RECORDS)
     _register(session, plan.steps, kafka_options, reads=reads)
-    checkpoint.prepare(plan.table_state, plan.stream_state)
-    sink_options = {**kafka_options, **sink_partitioner(plan),
+    partitioner = sink_partitioner(plan) if checkpoint.holds_windowed_partitioning() else {}
+    checkpoint.prepare(plan.table_state, plan.stream_state, bool(partitioner))
+    sink_options = {**kafka_options, **partitioner,
                     "kafka.interceptor.classes": INTERCEPTOR_CLASS, "topic": plan.topic}
     if plan.batch is None:
         writer = (session.sql(plan.sql).writeStream.format("kafka").options(**sink_options)
@@ -181,9 +183,8 @@ def _session(spark: SparkSession) -> SparkSession:
     an integer casts to its big-endian BINARY, as the sink encoding writes KAFKA integers)."""
     session = spark.newSession()
     session.conf.set("spark.sql.ansi.enabled", "false")
-    # a JSON object whose field names repeat in another case ({"a": 1, "A": 2}) is read as
-    # ksqlDB reads it, the last one winning, where Spark fails the query on the repeated key
-    session.conf.set("spark.sql.mapKeyDedupPolicy", "LAST_WIN")
+    for key, value in JSON_READING.items():  # {"a": 1, "A": 2}: the last one, as ksqlDB
+        session.conf.set(key, value)
     session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
     # one stream time over all the sources, as Kafka Streams' joins share theirs
     session.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "max")

@@ -20,6 +20,7 @@ from metastore.queries import job
 from metastore.queries.checkpoints import (
     STREAM_STATE_MARK,
     TABLE_STATE_MARK,
+    WINDOWED_PARTITIONING_MARK,
     CheckpointDir,
     HadoopDir,
     HadoopRoot,
@@ -572,6 +573,10 @@ def test_a_checkpoint_that_replayed_its_sources_keeps_that_plan(
     root.query("old").prepare(table_state=False, stream_state=True)
     assert (tmp_path / "old" / STREAM_STATE_MARK).is_file()
     assert root.query("old").holds_stream_state()
+    assert root.query("new").holds_windowed_partitioning()
+    assert not root.query("old").holds_windowed_partitioning()  # keeps Kafka's partitioner
+    root.query("fresh").prepare(table_state=False, windowed_partitioning=True)
+    assert (tmp_path / "fresh" / WINDOWED_PARTITIONING_MARK).is_file()
     assert root.query_ids() == ["fresh", "old"]
     root.query("old").delete()
     assert root.query_ids() == ["fresh"] and not (tmp_path / "old").exists()
