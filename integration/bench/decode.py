@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from metastore.check import run_script
+from metastore.spark.session import JSON_READING
 from metastore.spark.views import decode_select
 
 STREAM = ("CREATE STREAM EVENTS (ID BIGINT KEY, AMOUNT DOUBLE, KEEP BOOLEAN, SENT BIGINT) "
@@ -33,9 +34,12 @@ def run(quick: bool) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     count = 100_000 if quick else 1_000_000
-    spark = (SparkSession.builder.master("local[1]").appName("bench-decode")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN").getOrCreate())
+    builder = (SparkSession.builder.master("local[1]").appName("bench-decode")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.ansi.enabled", "false"))  # as a query's session
+    for key, value in JSON_READING.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     _, image = run_script(STREAM)
     [source] = image.sources.values()
     figures: dict[str, Any] = {"records": count}
@@ -50,6 +54,7 @@ def run(quick: bool) -> dict[str, Any]:
             seconds.append(time.perf_counter() - started)
             assert kept == count // 2, f"{kept} records kept of {count}"
         figures[label] = {"records_per_s": round(count / min(seconds))}
+        spark.table("raw").unpersist()
         spark.catalog.dropTempView("raw")
     spark.stop()
     return figures

@@ -51,6 +51,13 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
+JSON_READING = {"spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+                "spark.sql.variant.allowDuplicateKeys": "true"}
+"""How JSON objects are read as ksqlDB's JSON deserializer (Jackson) reads them: a field name
+repeated (in another case, for the maps by upper-cased name) is the last one, where Spark fails
+the query on a repeated key."""
+
+
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                   persistent_catalog: bool = False,
                   conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -74,8 +81,9 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "1g")
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # JSON fields, as ksqlDB
                .config("spark.driver.extraJavaOptions", driver_options))
+    for key, value in JSON_READING.items():
+        builder = builder.config(key, value)
     if is_local(master):  # the local file system's permissions by NIO: Hadoop without its
         # native library forks chmod and ls for them, a few ms each, dozens a micro-batch; the
         # classes load with the JVM (spark-submit reads the file system before spark.jars)

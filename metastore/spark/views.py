@@ -322,54 +322,53 @@ class _ObjectParts:
 def _add_object(parts: _ObjectParts, index: int, text: str, columns: list[Column],
                 kinded: set[int]) -> None:
     """The items reading the ``index``-th object ``text``'s fields of ``columns``, and whether
-    the fields at ``kinded`` positions are JSON strings: the exact struct holds those fields as
-    variants (a BOOLEAN as a BOOLEAN, which only a JSON boolean fills), and a record read
-    through the maps has its fields as variants too (:data:`_VARIANT_FIELDS`)."""
-    names, types = [c.name for c in columns], [c.type for c in columns]
+    the fields at ``kinded`` positions are JSON strings, from the object's fields as variants
+    (:data:`_VARIANT_FIELDS`), parsed once per record. The exact struct reads a kinded BOOLEAN
+    as a BOOLEAN, which only a JSON boolean fills: a record whose kinded columns are all
+    BOOLEANs, each read by the exact struct, is not parsed as variants."""
+    names = [c.name for c in columns]
+    booleans = {p for p in kinded if columns[p].type == ty.BOOLEAN}
     parsed_map = f"from_json({text}, 'MAP<STRING,STRING>')"
     kinds = _VARIANT_FIELDS.format(text=text)
     distinct = len({name.upper() for name in names}) == len(names)
     exact = _exact_fields(index)
     exact_fields = [f"{exact}.{quote(name)}" for name in names]
     if distinct:
-        schema = ", ".join(f"{quote(name)}: {_exact_type(types[position], position in kinded)}"
+        schema = ", ".join(f"{quote(name)}: {'BOOLEAN' if position in booleans else 'STRING'}"
                            for position, name in enumerate(names))
         parsed = f"from_json({text}, {string_literal(f'STRUCT<{schema}>')})"
         parts.structs.append(f"IF(spark_partition_id() < 0, NULL, {parsed}) AS {exact}")
         found = " AND ".join(f"{name} IS NOT NULL" for name in exact_fields)
-        parsed_map, kinds = f"IF({found}, NULL, {parsed_map})", f"IF({found}, NULL, {kinds})"
+        parsed_map = f"IF({found}, NULL, {parsed_map})"
+        if kinded == booleans:
+            kinds = f"IF({found}, NULL, {kinds})"
     parts.maps.append(f"{parsed_map} AS {_json_object(index)}")
     if kinded:  # once per record, as the exact struct
         parts.maps.append(f"IF(spark_partition_id() < 0, NULL, {kinds}) AS {_json_kinds(index)}")
+        upper_kinds = _upper_fields(_json_kinds(index), names)
+        parts.uppers.append(f"IF(spark_partition_id() < 0, NULL, {upper_kinds}) "
+                            f"AS {_upper_kinds(index)}")
     upper = _upper_fields(_json_object(index), names)  # once per record, as the maps
     parts.uppers.append(f"IF(spark_partition_id() < 0, NULL, {upper}) AS {_upper_object(index)}")
     for position, name in enumerate(names):
         field_text = _field_of(_json_object(index), _upper_object(index), name)
-        is_string = _is_json_string(_json_kinds(index), name)
         if distinct:
-            exact_text, exact_kind = exact_fields[position], "false"
-            if position in kinded and types[position] == ty.BOOLEAN:
+            exact_text = exact_fields[position]
+            if position in booleans:
                 exact_text = f"CAST({exact_text} AS STRING)"
-            elif position in kinded:
-                exact_text = f"variant_get({exact_text}, '$', 'string')"
-                exact_kind = f"schema_of_variant({exact_fields[position]}) = 'STRING'"
             field_text = f"IF({_json_object(index)} IS NULL, {exact_text}, {field_text})"
-            is_string = f"IF({_json_kinds(index)} IS NULL, {exact_kind}, {is_string})"
         parts.fields.append(f"{field_text} AS {_field_column(index, position)}")
-        if position in kinded:
+        if position in kinded:  # no variants: a BOOLEAN the exact struct read, not a string
+            is_string = _is_json_string(_json_kinds(index), _upper_kinds(index), name)
             parts.fields.append(f"coalesce({is_string}, false) AS {_string_column(index, position)}")
-
-
-def _exact_type(sql_type: ty.SqlType, kinded: bool) -> str:
-    """A field's type in the exact struct: its text, or, when its JSON kind is read, a BOOLEAN
-    (NULL unless a JSON boolean, which then sends the record to the maps) or a variant."""
-    if not kinded:
-        return "STRING"
-    return "BOOLEAN" if sql_type == ty.BOOLEAN else "VARIANT"
 
 
 def _json_kinds(index: int) -> str:
     return f"__ms_json_{index}_kinds"
+
+
+def _upper_kinds(index: int) -> str:
+    return f"__ms_json_{index}_kinds_upper"
 
 
 def _string_column(index: int, position: int) -> str:
@@ -506,7 +505,9 @@ def _kind_check(text: str, index: int, position: int, column: Column, objects: _
     field = _field_column(index, position)
     integral = column.type in _INTEGRAL
     if integral:
-        is_string = f"coalesce({_is_json_string(_VARIANT_FIELDS.format(text=text), column.name)}, false)"
+        kinds = _VARIANT_FIELDS.format(text=text)
+        upper = f"transform_keys({kinds}, (k, v) -> upper(k))"
+        is_string = f"coalesce({_is_json_string(kinds, upper, column.name)}, false)"
     else:
         is_string = _string_column(index, position)
     refusal = _kind_refusal(field, is_string, column.type)
@@ -521,10 +522,10 @@ _VARIANT_FIELDS = "from_json({text}, 'MAP<STRING,VARIANT>')"
 """A JSON object's fields as variants, which know their JSON kind."""
 
 
-def _is_json_string(kinds: str, name: str) -> str:
+def _is_json_string(kinds: str, upper: str, name: str) -> str:
     """Whether the field of column ``name`` (:func:`_field_of`) is a JSON string, from the map
-    ``kinds`` of an object's fields as variants (:data:`_VARIANT_FIELDS`)."""
-    upper = f"transform_keys({kinds}, (k, v) -> upper(k))"
+    ``kinds`` of an object's fields as variants (:data:`_VARIANT_FIELDS`) and ``upper``, that
+    map by upper-cased name."""
     return f"schema_of_variant({_field_of(kinds, upper, name)}) = 'STRING'"
 
 
@@ -542,7 +543,7 @@ def _kind_refusal(text: str, is_string: str, sql_type: ty.SqlType) -> str | None
     if sql_type == ty.BOOLEAN or isinstance(sql_type, ty.ArrayType | ty.MapType | ty.StructType):
         return is_string
     if sql_type in _INTEGRAL:
-        return f"NOT ({text} RLIKE {_INTEGER_TEXT}) AND {is_string}"
+        return f"{text} IS NOT NULL AND NOT ({text} RLIKE {_INTEGER_TEXT}) AND {is_string}"
     if sql_type == ty.BYTES:
         return f"{text} IS NOT NULL AND NOT {is_string}"
     return None
@@ -584,12 +585,13 @@ def _from_json_value(text: str, sql_type: ty.SqlType) -> str:
 
 def _from_delimited(expression: str, sql_type: ty.SqlType) -> str:
     """A DELIMITED field as ksqlDB's deserializer parses it: a BOOLEAN is true for ``true`` in
-    any case and false for anything else (Java's ``Boolean.parseBoolean``), an integer is its
-    digits only (``41.5`` is no INT); the other types as a JSON field's text."""
+    any case and false for anything else (Java's ``Boolean.parseBoolean``), an integer (and a
+    DATE, TIME, TIMESTAMP) is its digits only, with an optional sign (``41.5`` is no INT:
+    ``Long.parseLong``); the other types as a JSON field's text."""
     if sql_type == ty.BOOLEAN:
         return f"lower({expression}) = 'true'"
-    if sql_type in (ty.INTEGER, ty.BIGINT):
-        return f"try_cast({expression} AS {spark_type(sql_type)})"
+    if sql_type in _INTEGRAL:
+        return f"IF({expression} RLIKE {_INTEGER_TEXT}, {_from_text(expression, sql_type)}, NULL)"
     return _from_text(expression, sql_type)
 
 

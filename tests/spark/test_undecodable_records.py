@@ -5,6 +5,7 @@ unreadable; an absent field or a JSON null is a NULL column."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from tests.spark.test_json_fields import _decoded
@@ -55,6 +56,20 @@ def test_json_fields_are_read_by_their_json_kind_not_only_their_text(spark: Any)
         (4, False, -5, None), (6, None, 80, None), (12, True, 13, None)]
 
 
+def test_reading_kinds_keeps_each_fields_text_and_takes_repeated_keys(spark: Any) -> None:
+    """An array's elements keep their own text (a variant would sort an object's keys); a
+    repeated key inside a field is the last one, as Jackson reads it, not an unreadable kind."""
+    script = ("CREATE STREAM K (ID INT, L ARRAY<STRING>, F BOOLEAN) WITH (KAFKA_TOPIC='k', "
+              "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    texts = ['{"ID": 1, "L": [{"b": 1, "a": 2}], "F": true}',
+             '{"ID": "4.5", "L": [{"x": 1, "x": 2}]}',
+             '{"id": 5, "l": "[\\"x\\"]"}',
+             '{"ID": 6, "L": [{"x": 1, "x": 2}], "f": false}',
+             '{"ID": 7}']
+    assert _decoded(spark, script, texts) == [
+        (1, ['{"b":1,"a":2}'], True), (6, ['{"x":1,"x":2}'], False), (7, None, None)]
+
+
 def test_a_bare_integer_is_a_number_or_a_string_of_digits(spark: Any) -> None:
     script = ("CREATE STREAM I (N BIGINT) WITH (KAFKA_TOPIC='i', VALUE_FORMAT='JSON', "
               "WRAP_SINGLE_VALUE=false, PARTITIONS=1);")
@@ -74,6 +89,10 @@ def test_delimited_fields_their_columns_refuse_are_skipped(spark: Any) -> None:
     in any case and false for anything else."""
     script = ("CREATE STREAM D (ID INT, V STRING, F BOOLEAN) WITH (KAFKA_TOPIC='d', "
               "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
-    texts = ["1,a,true", "x,b,false", ",c,", "2,d,maybe", "3.5,e,TRUE", "4,f,True"]
+    texts = ["1,a,true", "x,b,false", ",c,", "2,d,maybe", "3.5,e,TRUE", "4,f,True", " 5,g,true"]
     assert _decoded(spark, script, texts) == [
         (1, "a", True), (None, "c", None), (2, "d", False), (4, "f", True)]
+    timed = ("CREATE STREAM DT (T TIME, S TIMESTAMP) WITH (KAFKA_TOPIC='dt', "
+             "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
+    assert _decoded(spark, timed, ["1000,2000", "41.5,1", "1,1e3", "-5,+6"]) == [
+        (1000, datetime(1970, 1, 1, 0, 0, 2)), (-5, datetime(1970, 1, 1, 0, 0, 0, 6000))]
