@@ -1,10 +1,9 @@
 """Records a node writes into data topics (``INSERT INTO ... VALUES``), outside the command log.
 
 One idempotent, non-transactional producer per node (``acks=all``, Java's partitioner), created
-on the first write
-and closed when the node stops. Each write waits for the broker's acknowledgement: a record
-Kafka refused or did not acknowledge in time raises its typed :class:`KafkaClientError`, never
-passes for written. Writes are serialised: one record at a time is in flight.
+on the first write and closed when the node stops. Each write waits for the broker's
+acknowledgement: a record Kafka refused or did not acknowledge in time raises its typed
+:class:`KafkaClientError`, never passes for written. Writes are serialised: one record at a time is in flight.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ class SchemaRegistryClient:
         self._timeout = timeout
         self._client = httpx.Client(base_url=self.url, timeout=timeout, trust_env=False,
                                     headers={"Accept": MEDIA_TYPE}, auth=auth,
-                                    limits=one_connection_per_call())
+                                    limits=one_connection_per_call())  # see CallDeadline
         self._ids: dict[tuple[str, str, str], int] = {}
         """Registrations already made: the same schema under a subject keeps its id."""
 

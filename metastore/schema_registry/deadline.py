@@ -27,6 +27,7 @@ class CallDeadline:
         self._timer.daemon = True
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
+        self._ended = False
         self.expired = False
         """Whether the deadline passed before the call ended."""
 
@@ -42,6 +43,8 @@ class CallDeadline:
 
     def _expire(self) -> None:
         with self._lock:
+            if self._ended:  # the call ended in time: a complete answer is not late
+                return
             self.expired = True
             self._shut_down()
 
@@ -56,6 +59,8 @@ class CallDeadline:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
+        with self._lock:
+            self._ended = True
         self._timer.cancel()
 
 
