@@ -6,6 +6,9 @@
   ``commandSequenceNumber`` on a node without Spark;
 - ``fencing_clients``: librdkafka clients in each of two nodes that fence each other on every
   write (forwarding off), after the writes;
+- ``unread_push_queries``: a node's memory (RSS of its process) while four push-query clients
+  stop reading a stream of 1 KB rows (60,000; 15,000 with ``--quick``), at its peak and after
+  they close;
 - ``misbehaving_registry``: how long a registry call takes, and what it answers, against a
   registry that drips its body or its headers, answers garbage or too much (the client's
   deadline: 5 s).
@@ -14,6 +17,8 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import json
 import statistics
 import subprocess
 import sys
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from confluent_kafka import Producer
 
 from integration.bench.common import kafka, node_processes
 from integration.misbehaving_registry import MODES, misbehaving_registry
@@ -108,6 +114,49 @@ def registry_calls() -> dict[str, Any]:
     return figures
 
 
+def _rss_mib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
+def _fill(bootstrap: str, topic: str, rows: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    value = json.dumps({"V": "x" * 1000}).encode()
+    for index in range(rows):
+        producer.produce(topic, key=str(index).encode(), value=value)
+        if index % 1000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+
+
+def unread_push_queries(bootstrap: str, rows: int, clients: int = 4) -> dict[str, Any]:
+    topic = f"unread-{uuid.uuid4().hex[:6]}"
+    with node_processes(bootstrap, 1) as state:
+        node, url = state.nodes[0], state.nodes[0].url
+        httpx.post(f"{url}/ksql", timeout=60, json={
+            "ksql": f"CREATE STREAM U (V STRING) WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
+                    "VALUE_FORMAT='JSON');"}).raise_for_status()
+        _fill(bootstrap, topic, rows)
+        before = _rss_mib(node.pid or 0)
+        query = {"sql": "SELECT * FROM U EMIT CHANGES;",
+                 "properties": {"auto.offset.reset": "earliest"}}
+        with contextlib.ExitStack() as open_streams:
+            for _ in range(clients):
+                client = open_streams.enter_context(httpx.Client(base_url=url, timeout=120))
+                response = open_streams.enter_context(
+                    client.stream("POST", "/query-stream", json=query))
+                next(response.iter_bytes())  # the header, then nothing more is read
+            peak = before
+            for _ in range(60):
+                peak = max(peak, _rss_mib(node.pid or 0))
+                time.sleep(0.5)
+        time.sleep(10)
+        return {"rows": rows, "clients": clients, "rss_before_mib": before, "rss_peak_mib": peak,
+                "rss_after_close_mib": _rss_mib(node.pid or 0)}
+
+
 def run(quick: bool) -> dict[str, Any]:
     with kafka() as bootstrap:
         return {
@@ -115,4 +164,5 @@ def run(quick: bool) -> dict[str, Any]:
             "misbehaving_registry": registry_calls(),
             "health_under_waits": health_under_waits(bootstrap, 20 if quick else 60),
             "fencing_clients": fencing_clients(bootstrap, 20 if quick else 60),
+            "unread_push_queries": unread_push_queries(bootstrap, 15_000 if quick else 60_000),
         }
