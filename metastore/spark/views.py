@@ -337,19 +337,18 @@ def _add_object(parts: _ObjectParts, index: int, text: str, columns: list[Column
         schema = ", ".join(f"{quote(name)}: {'BOOLEAN' if position in booleans else 'STRING'}"
                            for position, name in enumerate(names))
         parsed = f"from_json({text}, {string_literal(f'STRUCT<{schema}>')})"
-        parts.structs.append(f"IF(spark_partition_id() < 0, NULL, {parsed}) AS {exact}")
+        parts.structs.append(f"{_once_per_record(parsed)} AS {exact}")
         found = " AND ".join(f"{name} IS NOT NULL" for name in exact_fields)
         parsed_map = f"IF({found}, NULL, {parsed_map})"
         if kinded == booleans:
             kinds = f"IF({found}, NULL, {kinds})"
     parts.maps.append(f"{parsed_map} AS {_json_object(index)}")
     if kinded:  # once per record, as the exact struct
-        parts.maps.append(f"IF(spark_partition_id() < 0, NULL, {kinds}) AS {_json_kinds(index)}")
+        parts.maps.append(f"{_once_per_record(kinds)} AS {_json_kinds(index)}")
         upper_kinds = _upper_fields(_json_kinds(index), names)
-        parts.uppers.append(f"IF(spark_partition_id() < 0, NULL, {upper_kinds}) "
-                            f"AS {_upper_kinds(index)}")
+        parts.uppers.append(f"{_once_per_record(upper_kinds)} AS {_upper_kinds(index)}")
     upper = _upper_fields(_json_object(index), names)  # once per record, as the maps
-    parts.uppers.append(f"IF(spark_partition_id() < 0, NULL, {upper}) AS {_upper_object(index)}")
+    parts.uppers.append(f"{_once_per_record(upper)} AS {_upper_object(index)}")
     for position, name in enumerate(names):
         field_text = _field_of(_json_object(index), _upper_object(index), name)
         if distinct:
@@ -361,6 +360,13 @@ def _add_object(parts: _ObjectParts, index: int, text: str, columns: list[Column
         if position in kinded:  # no variants: a BOOLEAN the exact struct read, not a string
             is_string = _is_json_string(_json_kinds(index), _upper_kinds(index), name)
             parts.fields.append(f"coalesce({is_string}, false) AS {_string_column(index, position)}")
+
+
+def _once_per_record(expression: str) -> str:
+    """``expression`` as a column Spark evaluates once per record, where its readers are: a
+    non-deterministic expression (``spark_partition_id()`` is never negative) is neither inlined
+    into the projections and filters above it nor pushed below it."""
+    return f"IF(spark_partition_id() < 0, NULL, {expression})"
 
 
 def _json_kinds(index: int) -> str:
@@ -506,7 +512,7 @@ def _kind_check(text: str, index: int, position: int, column: Column, objects: _
     integral = column.type in _INTEGRAL
     if integral:
         kinds = _VARIANT_FIELDS.format(text=text)
-        upper = f"transform_keys({kinds}, (k, v) -> upper(k))"
+        upper = f"transform_keys({kinds}, (k, v) -> upper(k))"  # lazily: asked rarely
         is_string = f"coalesce({_is_json_string(kinds, upper, column.name)}, false)"
     else:
         is_string = _string_column(index, position)
