@@ -80,3 +80,12 @@ class RequestLimits:
                      "max_partitions_per_topic", "max_partitions_created"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+
+
+MAX_SERIES_ELEMENTS = 1_000_000
+"""Elements one GENERATE_SERIES call may produce: a value, like a record, must fit a node's memory
+many times over (a million BIGINTs is 8 MB in Spark)."""
+
+MAX_PADDED_CHARS = 1024 * 1024
+"""Characters (bytes, for BYTES) one LPAD or RPAD may produce: no more than one record of Kafka's
+default ``max.message.bytes`` could hold."""

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from metastore.queries.materialized import TableStores
     from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
+    from metastore.spark.liveness import SparkLiveness
     from metastore.spark.projection import ProjectionRunner
 
 log = logging.getLogger("metastore")
@@ -77,6 +78,7 @@ class NodeServices:
     forwarder: WriteForwarder | None = None
     pull_query: PullQuery | None = None
     auth: BasicAuth | None = None
+    liveness: SparkLiveness | None = None
 
     @cached_property
     def app(self) -> FastAPI:
@@ -93,10 +95,14 @@ class NodeServices:
         """Check Kafka and the command topic, replay, then project, run queries, heartbeat."""
         self.node.start()
         self.membership.start()
+        if self.liveness is not None:
+            self.liveness.start()
 
     def stop(self) -> None:
         """Stop heartbeats, push queries and table stores, then the node (its queries,
         Spark, writer, replica, checkpoints)."""
+        if self.liveness is not None:
+            self.liveness.stop()
         self.membership.stop()
         if self.forwarder is not None:
             self.forwarder.close()
@@ -116,10 +122,11 @@ def build(settings: ServerSettings) -> NodeServices:
     config = settings.node
     kafka = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
     admin = Admin(kafka)
-    projection = queries = pull = push = stores = explainer = None
+    projection = queries = pull = push = stores = explainer = liveness = None
     if settings.spark is not None:
         projection, queries, pull, push, stores, explainer = _spark_services(
             config, settings.spark, settings, kafka, admin, lambda: node.replica.image)
+        liveness = _liveness(projection, queries, push, stores)
     membership: Membership | None = None
 
     def cluster_queries() -> Mapping[str, Mapping[str, Any]]:
@@ -133,7 +140,27 @@ def build(settings: ServerSettings) -> NodeServices:
     forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
                                membership.nodes, settings.forwarding)
     return NodeServices(settings, node, membership, projection, queries, push, stores,
-                        forwarder, pull, _auth(settings.auth_file))
+                        forwarder, pull, _auth(settings.auth_file), liveness)
+
+
+def _liveness(projection: ProjectionRunner, queries: QueryRunner, push: PushQueries,
+              stores: TableStores) -> SparkLiveness:
+    """The watch on the node's Spark: when it is lost, the node stops handing its session out,
+    leaves the query group (its queries move to other nodes), ends its push queries and table
+    stores, and the projection starts a new session, which rejoins the group."""
+    from metastore.spark.liveness import SparkLiveness
+
+    def lost(reason: str) -> None:
+        projection.lost(reason)
+        queries.spark_lost()
+        push.stop()
+        stores.spark_lost()
+
+    def session() -> SparkSession | None:
+        running = projection.projection
+        return running.spark if running is not None else None
+
+    return SparkLiveness(session, lost)
 
 
 def _auth(path: Path | None) -> BasicAuth | None:
@@ -164,7 +191,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     from metastore.spark.exceptions import SparkUnavailableError
     from metastore.spark.projection import ProjectionRunner, SparkProjection
     from metastore.spark.query import check_pull_query, new_query_id, run_analysed
-    from metastore.spark.session import metastore_db, start_session
+    from metastore.spark.session import discard_session, metastore_db, start_session
     from metastore.spark.views import database_name
 
     database = database_name(config.service_id)
@@ -184,7 +211,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
                                  database) if spark_settings.persistent_catalog else None
         return SparkProjection(session, database, kafka_options, state)
 
-    projection = ProjectionRunner(start, config.faults.before_projection)
+    projection = ProjectionRunner(start, config.faults.before_projection, discard_session)
 
     def session() -> SparkSession | None:
         return projection.projection.spark if projection.projection is not None else None

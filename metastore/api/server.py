@@ -509,7 +509,9 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
     @app.get("/healthcheck")
     @threads.endpoint(Lane.HEALTH)
     def healthcheck() -> Response:
-        details = health_details(health.check(), node.state)
+        spark_down = node.projection.down if node.projection is not None else None
+        details = health_details(health.check(), node.state, node.projection is not None,
+                                 spark_down)
         healthy = all(detail["isHealthy"] for detail in details.values())
         return KsqlResponse({"isHealthy": healthy, "details": details},
                             status_code=200 if healthy else 503)
@@ -689,8 +691,10 @@ def _body_left_unread(request: Request) -> bool:
     return (declared or chunked) and not getattr(request.state, "body_read", False)
 
 
-def health_details(kafka: KafkaHealth, state: NodeState) -> dict[str, dict[str, Any]]:
-    """ksqlDB's healthcheck details; each unhealthy part says why, in a ``reason``."""
+def health_details(kafka: KafkaHealth, state: NodeState, runs_spark: bool = False,
+                   spark_down: str | None = None) -> dict[str, dict[str, Any]]:
+    """ksqlDB's healthcheck details, and this node's Spark where it runs one; each unhealthy
+    part says why, in a ``reason``."""
     def detail(healthy: bool, reason: str | None, **extra: str) -> dict[str, Any]:
         return {"isHealthy": healthy, **extra, **({} if healthy else {"reason": reason})}
 
@@ -701,4 +705,5 @@ def health_details(kafka: KafkaHealth, state: NodeState) -> dict[str, dict[str, 
         "kafka": detail(kafka.kafka_reachable, kafka.reason),
         "commandRunner": detail(ready, f"the node is {state.value}, not READY",
                                 state=state.value),
+        **({"spark": detail(spark_down is None, spark_down)} if runs_spark else {}),
     }

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
+from metastore.functions import bounds
 from metastore.functions import sparksql as sql
 from metastore.functions.registry import (
     ANY_DECIMAL,
@@ -30,6 +31,7 @@ from metastore.functions.registry import (
     sig,
     wider,
 )
+from metastore.limits import MAX_SERIES_ELEMENTS
 from metastore.sql import types as ty
 
 INTEGER, BIGINT, DOUBLE = ty.INTEGER, ty.BIGINT, ty.DOUBLE
@@ -226,7 +228,8 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("least", *overloads(COMPARABLE, lambda t: sig(t, t, returns=_first_of_generic,
                                                          variadic=True)),
            spark=_builtin("least")),
-    scalar("GENERATE_SERIES", *_series(INTEGER), *_series(BIGINT), spark=_builtin("sequence")),
+    scalar("GENERATE_SERIES", *_series(INTEGER), *_series(BIGINT),
+           spark=bounds.series("sequence", MAX_SERIES_ELEMENTS)),
     scalar("geo_distance", sig(DOUBLE, DOUBLE, DOUBLE, DOUBLE, returns=DOUBLE),
            sig(DOUBLE, DOUBLE, DOUBLE, DOUBLE, ty.STRING, returns=DOUBLE),
            spark=_geo_distance),

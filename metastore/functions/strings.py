@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from metastore.functions import bounds
 from metastore.functions import sparksql as sql
 from metastore.functions.registry import (
     Call,
@@ -20,6 +21,7 @@ from metastore.functions.registry import (
     scalar,
     sig,
 )
+from metastore.limits import MAX_PADDED_CHARS
 from metastore.sql import types as ty
 
 STRING, BYTES, INTEGER = ty.STRING, ty.BYTES, ty.INTEGER
@@ -379,9 +381,9 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("concat_ws", sig(STRING, returns=STRING, variadic=True),
            sig(BYTES, returns=BYTES, variadic=True), spark=_concat_ws),
     scalar("LPad", sig(STRING, INTEGER, STRING, returns=STRING),
-           sig(BYTES, INTEGER, BYTES, returns=BYTES), spark=_pad("lpad")),
+           sig(BYTES, INTEGER, BYTES, returns=BYTES), spark=bounds.padded(_pad("lpad"), MAX_PADDED_CHARS)),
     scalar("RPad", sig(STRING, INTEGER, STRING, returns=STRING),
-           sig(BYTES, INTEGER, BYTES, returns=BYTES), spark=_pad("rpad")),
+           sig(BYTES, INTEGER, BYTES, returns=BYTES), spark=bounds.padded(_pad("rpad"), MAX_PADDED_CHARS)),
     scalar("initcap", sig(STRING, returns=STRING), spark=_builtin("initcap")),
     scalar("instr", sig(STRING, STRING, returns=INTEGER),
            sig(STRING, STRING, INTEGER, returns=INTEGER),

@@ -422,11 +422,16 @@ class TableStores:
             log.info("table %s is now materialized for pull queries", source.name)
         return store
 
-    def stop(self) -> None:
+    def spark_lost(self) -> None:
+        """Spark died: forget every store (their queries died with it); the next pull query
+        of a table starts a new one on the new session."""
         with self._lock:
             stores = list(self._stores.values())
             self._stores.clear()
         for store in stores:
             store.stop()
+
+    def stop(self) -> None:
+        self.spark_lost()
         if self._close is not None:
             self._close()

@@ -195,8 +195,12 @@ class PushQueries:
         spark = self._spark()
         if spark is None:
             return -1
-        shared = spark._jsparkSession.sharedState()  # no public API spans sessions
-        return int(shared.activeStreamingQueries().size())
+        try:
+            shared = spark._jsparkSession.sharedState()  # no public API spans sessions
+            return int(shared.activeStreamingQueries().size())
+        except Exception as error:  # Spark is dying: the liveness watch will find out
+            log.warning("counting Spark's streaming queries: %s", error)
+            return -1
 
     def start(self, statement: SelectStatement, image: Image,
               config: ConfigOverrides, owner: str | None = None) -> PushQuery:
@@ -240,7 +244,7 @@ class PushQueries:
         query.close()
 
     def stop(self) -> None:
-        """Stop every push query (the node is stopping)."""
+        """Stop every push query (the node is stopping, or its Spark died)."""
         with self._lock:
             queries = list(self._running.values())
         for query in queries:

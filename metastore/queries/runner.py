@@ -132,6 +132,21 @@ class QueryRunner:
         if self._offsets is not None:
             self._offsets.close()
 
+    def spark_lost(self) -> None:
+        """Spark died: leave the query group at once, so that this node's queries move to the
+        others within a rebalance (their checkpoints stay), and forget their dead handles. The
+        next tick with a new session joins the group again."""
+        assignment, self.assignment = self.assignment, None
+        if assignment is not None:
+            assignment.stop()  # the revoke callback halts what the node owned
+        with self._lock:
+            for entry in list(self._entries.values()):
+                self._halt(entry)
+            self._entries.clear()
+            self._reconciled = None
+            self._queries_changed = True
+            self._publish()
+
     # -- an image consumer (the node's image worker calls these on its thread) --------------------
     def open(self) -> None:
         """Nothing to prepare: queries wait for the projection's SparkSession."""

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from metastore.exceptions import MetastoreError
+
+_RAISED = re.compile(r"^\[USER_RAISED_EXCEPTION\] (.*?)(?: SQLSTATE: \w+)?$")
+"""A query's own ``raise_error`` (a function past its bound), as Spark words it."""
 
 
 class SparkError(MetastoreError):
@@ -26,7 +31,37 @@ class SparkQueryError(SparkError):
 
     @classmethod
     def of(cls, doing: str, error: BaseException) -> SparkQueryError:
-        """Spark's ``error`` while ``doing`` something with a query, as its first line."""
-        text = str(error).strip()
+        """Spark's ``error`` while ``doing`` something with a query, as its first line (the
+        JVM's root cause, where py4j wraps it; the query's own message, where it raised one)."""
+        text = _root_cause(error).strip()
         first = text.splitlines()[0] if text else type(error).__name__
+        raised = _RAISED.match(first)
+        if raised is not None:
+            return cls(raised.group(1)[:1000])
         return cls(f"Spark could not {doing}: {first[:1000]}")
+
+
+def _root_cause(error: BaseException) -> str:
+    """The message of the innermost cause of a JVM exception (py4j's ``java_exception``), or
+    ``error``'s own text."""
+    cause = getattr(error, "java_exception", None)
+    if cause is None:
+        return str(error)
+    try:
+        while cause.getCause() is not None:
+            cause = cause.getCause()
+        return str(cause.getMessage() or cause.toString())
+    except Exception:  # the JVM is gone: what py4j said is all there is
+        return str(error)
+
+
+class AnswerTooLargeError(SparkQueryError):
+    """A pull query's answer is larger than one answer may be."""
+
+    code = "answer_too_large"
+
+
+class PullQueryTimeoutError(SparkQueryError):
+    """A pull query ran out of time and its Spark jobs were cancelled."""
+
+    code = "pull_query_timeout"

@@ -11,7 +11,10 @@ catalog fingerprint is computed from what Spark reports
 (names, kinds, schemas and spec properties), canonically, so it does not depend on creation order.
 
 :class:`ProjectionRunner` drives it from the replica: it reconciles the newest image in a thread of
-its own, so Spark never blocks the log, and retries after a failure.
+its own, so Spark never blocks the log, and retries after a failure. It also owns the session's
+life: when Spark is lost (:mod:`metastore.spark.liveness`) the runner forgets the session, so
+nothing is handed a dead one, starts a new one (at once, then with a doubling backoff while
+starting fails) and makes its catalog equal to the newest image again.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
+
+RESTART_BACKOFF_SECONDS = (1.0, 60.0)
+"""The wait before a lost Spark's second start attempt, doubled up to the second value."""
 
 PARTIAL_READ_BACK = 64
 """Read back only the changed objects when there are at most this many: a pattern of many names
@@ -207,25 +213,85 @@ class ProjectionRunner:
     name = "the Spark catalog projection"
 
     def __init__(self, start_projection: Callable[[], SparkProjection],
-                 before_projection: Callable[[], None] | None = None) -> None:
+                 before_projection: Callable[[], None] | None = None,
+                 discard: Callable[[], None] = lambda: None,
+                 restart_backoff: tuple[float, float] = RESTART_BACKOFF_SECONDS) -> None:
+        """``discard``: forget a lost session, so that ``start_projection`` starts a new one."""
         self._start_projection = start_projection
         self._before_projection = before_projection
+        self._discard = discard
         self.projection: SparkProjection | None = None
         self.status = ProjectionStatus()
         self._projected = threading.Condition()
         self._failures = 0
+        self._image: Image | None = None
+        """The newest image taken: what a restarted session's catalog is made equal to."""
+        self._backoff = restart_backoff
+        self._delay = restart_backoff[0]
+        self._restart_at = 0.0
+        self.lost_reason: str | None = None
+        """Why Spark was lost, while it is not running again."""
+        self.restarts = 0
+        self._start_failure: str | None = None
+        self._stale = False
+        """Whether the catalog of a restarted session is not equal to the newest image yet."""
 
     def open(self) -> None:
         try:
             self.projection = self._start_projection()
         except Exception as error:  # Spark failing to start must not take the node down
-            self.status.reason = f"Spark did not start: {error}"
+            self.status.reason = self._start_failure = f"Spark did not start: {error}"
             raise
+        self._start_failure = None
         self.status.application = SparkApplication.of(self.projection.spark)
         self.status.reason = "waiting for the log"
 
+    @property
+    def down(self) -> str | None:
+        """Why this node's Spark cannot serve (lost, or it did not start), or None."""
+        if self.lost_reason is not None:
+            return self.status.reason
+        return self._start_failure
+
     def tick(self) -> None:
-        """Nothing between images: the catalog changes only with the image."""
+        """Restart a lost Spark when its time has come (the catalog changes only with the
+        image)."""
+        if self.lost_reason is not None:
+            if time.monotonic() >= self._restart_at:
+                self._restart()
+        elif self._stale and self._image is not None:
+            self._project(self._image)
+
+    def lost(self, reason: str) -> None:
+        """Spark is gone (called from the liveness thread): hand its session to nobody any
+        more, and restart it at the next tick."""
+        with self._projected:
+            self.projection = None
+            self.lost_reason = reason
+            self._restart_at = time.monotonic()
+            self.status.in_sync = False
+            self.status.reason = f"Spark was lost ({reason}); it is being restarted"
+            self.status.application = None
+            self._failures += 1
+            self._projected.notify_all()  # pull queries waiting for it stop waiting
+
+    def _restart(self) -> None:
+        self._discard()
+        try:
+            self.open()
+        except Exception as error:  # tried again after the backoff
+            self._restart_at = time.monotonic() + self._delay
+            self.status.reason = (f"Spark was lost ({self.lost_reason}); restarting it failed "
+                                  f"({str(error).strip()[:200]}); next attempt in "
+                                  f"{self._delay:g} s")
+            log.warning("%s", self.status.reason)
+            self._delay = min(self._delay * 2, self._backoff[1])
+            return
+        log.info("Spark restarted after it was lost (%s)", self.lost_reason)
+        self.lost_reason, self._delay = None, self._backoff[0]
+        self.restarts += 1
+        self._stale = True
+        self.tick()
 
     def _took(self, image: Image) -> None:
         with self._projected:
@@ -254,14 +320,19 @@ class ProjectionRunner:
             return projected()
 
     def consume(self, change: ImageChange) -> None:
-        assert self.projection is not None, "open() first"
         if self._before_projection is not None:
             self._before_projection()
-        image = change.image
+        image = self._image = change.image
+        if self.projection is None:
+            return  # Spark was lost: its restart projects the newest image
         if self.status.in_sync and change.previous is not None and not (change.sources
                                                                         or change.types):
             self._took(image)  # only queries or request ids changed: nothing to project
             return
+        self._project(image)
+
+    def _project(self, image: Image) -> None:
+        assert self.projection is not None, "open() first"
         try:
             result = self.projection.reconcile(image)
         except Exception as error:  # reported, retried; the log goes on
@@ -278,6 +349,7 @@ class ProjectionRunner:
         self.status.fingerprint = self.projection.fingerprint
         self.status.in_sync = True
         self.status.reason = None
+        self._stale = False
         self._took(image)
         if result.created or result.dropped:
             log.info("Spark catalog reconciled: %d created, %d dropped, %d calls, %.2fs",

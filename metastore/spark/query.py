@@ -2,18 +2,28 @@
 
 The SELECT is parsed with the ksqlDB dialect, analysed against the image (which also says what
 it reads), transpiled by sqlglot to Spark SQL with every source it reads qualified by the service's
-database, and run with a row limit.
+database, and run within a :class:`PullBudget`: a row limit (10,000 unless the query names one),
+a size (the answer's JSON is counted row by row as Spark hands the rows over, one partition at a
+time, and refused past its bytes, the Spark job's own results bounded by the session's
+``spark.driver.maxResultSize``), and a time (the query's Spark jobs run in a job group of their
+own, cancelled when it runs out). A function call past its bound fails the query with the reason
+(:mod:`metastore.functions.bounds`). So one query fails alone; the node and its other queries
+go on.
 The answer is a :class:`QueryResult`; the endpoints write it in their shapes.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import decimal
+import json
+import threading
 import uuid
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlglot import exp
 
@@ -21,9 +31,16 @@ from metastore.catalog.analysis import Analysis
 from metastore.catalog.image import Image
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.catalog.pull_queries import check_select, result_keys
+from metastore.functions import bounds
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
-from metastore.spark.exceptions import SparkQueryError, UnsupportedQueryError
+from metastore.limits import RequestLimits
+from metastore.spark.exceptions import (
+    AnswerTooLargeError,
+    PullQueryTimeoutError,
+    SparkQueryError,
+    UnsupportedQueryError,
+)
 from metastore.spark.views import object_name
 from metastore.sql.parser import parse
 from metastore.sql.statements import SelectStatement
@@ -32,6 +49,17 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_LIMIT = 10_000
+PULL_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class PullBudget:
+    """What one pull query answered by Spark may cost."""
+
+    max_bytes: int = RequestLimits().max_response_bytes
+    """Bytes of the answer's rows as JSON; a larger answer is refused, not truncated."""
+    timeout_seconds: float = PULL_TIMEOUT_SECONDS
+    """Time its Spark jobs may run before they are cancelled."""
 
 
 def struct_access(extract: exp.JSONExtract) -> exp.Bracket:
@@ -54,7 +82,8 @@ def to_spark_sql(analysis: Analysis, database: str) -> str:
         return struct_access(node) if isinstance(node, exp.JSONExtract) else node
 
     try:
-        functions.to_spark(select, functions.SparkContext(keep_undeclared=True, rewrite=rewrite))
+        functions.to_spark(select, functions.SparkContext(
+            keep_undeclared=True, rewrite=rewrite, config={bounds.ON_EXCEEDED: bounds.FAIL}))
     except UntranslatableError as error:
         raise UnsupportedQueryError(f"Spark cannot run this query: {error}") from error
     if not select.args.get("limit"):
@@ -105,20 +134,69 @@ def new_query_id() -> str:
 
 
 def run_analysed(spark: SparkSession, analysis: Analysis, database: str,
-                 query_id: str | None = None) -> QueryResult:
-    """Answer a checked pull query on Spark (it rewrites the analysed query's tree)."""
+                 query_id: str | None = None, budget: PullBudget | None = None) -> QueryResult:
+    """Answer a checked pull query on Spark within ``budget`` (it rewrites the analysed query's
+    tree)."""
     keys = result_keys(analysis)
-    try:
-        frame = spark.sql(to_spark_sql(analysis, database))
-        rows = frame.collect()
-    except Exception as error:  # Spark's own analysis and runtime errors, as the client's error
-        raise SparkQueryError.of("run the query", error) from error
+    budget = budget or PullBudget()
+    query_id = query_id or new_query_id()
+    with _job_group(spark, query_id, budget.timeout_seconds) as timed_out:
+        try:
+            frame = spark.sql(to_spark_sql(analysis, database))
+            stream = cast("Generator[Any, None, None]", frame.toLocalIterator())
+            with contextlib.closing(stream):
+                rows = _bounded_rows(stream, budget.max_bytes)
+        except AnswerTooLargeError:
+            raise
+        except Exception as error:  # Spark's own analysis and runtime errors, as the client's
+            if timed_out.is_set():
+                raise PullQueryTimeoutError(
+                    f"The query ran longer than {budget.timeout_seconds:g} s and was cancelled; "
+                    "ask for less (a narrower WHERE, a LIMIT).") from error
+            raise SparkQueryError.of("run the query", error) from error
     names = [column.name for column in analysis.columns] if len(analysis.columns) == len(
         frame.columns) else list(frame.columns)
     types = [column.type.sql() for column in analysis.columns] if len(names) == len(
         analysis.columns) else ["STRING"] * len(names)
-    return QueryResult(query_id or new_query_id(), tuple(names), tuple(types),
-                       [[json_value(v) for v in row] for row in rows], keys)
+    return QueryResult(query_id, tuple(names), tuple(types), rows, keys)
+
+
+@contextlib.contextmanager
+def _job_group(spark: SparkSession, group: str, timeout: float) -> Iterator[threading.Event]:
+    """Run this thread's Spark jobs in the job group ``group``, cancelled (their tasks
+    interrupted) after ``timeout`` seconds; the event yielded says whether that happened."""
+    context = spark.sparkContext
+    timed_out = threading.Event()
+
+    def cancel() -> None:
+        timed_out.set()
+        context.cancelJobGroup(group)
+
+    context.setJobGroup(group, "pull query", interruptOnCancel=True)
+    timer = threading.Timer(timeout, cancel)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield timed_out
+    finally:
+        timer.cancel()
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+def _bounded_rows(rows: Iterable[Any], max_bytes: int) -> list[list[Any]]:
+    """The rows as JSON values, counted as they arrive: past ``max_bytes`` of JSON the rest is
+    never read (the caller closes the iterator, which ends its Spark job)."""
+    answer: list[list[Any]] = []
+    size = 0
+    for row in rows:
+        values = [json_value(v) for v in row]
+        size += len(json.dumps(values, separators=(",", ":"), default=str)) + 1
+        if size > max_bytes:
+            raise AnswerTooLargeError(
+                f"The answer is larger than {max_bytes} bytes after {len(answer)} rows; ask "
+                "for fewer rows (a LIMIT, a narrower WHERE) or fewer columns.")
+        answer.append(values)
+    return answer
 
 
 def json_value(value: Any) -> Any:

@@ -10,17 +10,20 @@ restart; otherwise it is Spark's in-memory catalog.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from metastore.local import jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+_log = logging.getLogger(__name__)
 
 
 def metastore_db(warehouse: Path) -> Path:
@@ -35,15 +38,19 @@ class SparkApplication:
     master: str
     application_id: str
     ui_url: str | None
+    driver_pid: int | None = None
+    """The process id of the driver JVM (this node launched it)."""
 
     @staticmethod
     def of(spark: SparkSession) -> SparkApplication:
         context = spark.sparkContext
-        return SparkApplication(str(context.master), context.applicationId, context.uiWebUrl)
+        process = driver_process()
+        return SparkApplication(str(context.master), context.applicationId, context.uiWebUrl,
+                                process.pid if process is not None else None)
 
-    def to_json(self) -> dict[str, str | None]:
+    def to_json(self) -> dict[str, str | int | None]:
         return {"master": self.master, "applicationId": self.application_id,
-                "uiUrl": self.ui_url}
+                "uiUrl": self.ui_url, "driverPid": self.driver_pid}
 
 
 def is_local(master: str) -> bool:
@@ -56,6 +63,12 @@ JSON_READING = {"spark.sql.mapKeyDedupPolicy": "LAST_WIN",
 """How JSON objects are read as ksqlDB's JSON deserializer (Jackson) reads them: a field name
 repeated (in another case, for the maps by upper-cased name) is the last one, where Spark fails
 the query on a repeated key."""
+
+
+MAX_RESULT_SIZE = "256m"
+"""What one Spark job may hand the driver (a pull query's rows, a push query's micro-batch): a
+quarter of the driver's heap, so that a job asking for more fails alone, with Spark's reason,
+where Spark's default (1g, the whole heap) would let it take the JVM down."""
 
 
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
@@ -80,6 +93,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                .config("spark.sql.warehouse.dir", str(warehouse / "warehouse"))
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "1g")
+               .config("spark.driver.maxResultSize", MAX_RESULT_SIZE)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.extraJavaOptions", driver_options))
     for key, value in JSON_READING.items():
@@ -102,3 +116,42 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def driver_process() -> Any:
+    """The ``Popen`` of the Spark driver JVM this process launched (None when there is none):
+    PySpark keeps it on its gateway."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    return getattr(gateway, "proc", None) if gateway is not None else None
+
+
+def kill_driver() -> None:
+    """SIGKILL the driver JVM (one that stopped answering): every call into it then fails at
+    once, where it would have waited for ever."""
+    process = driver_process()
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait(30)
+
+
+def discard_session() -> None:
+    """Forget a session whose JVM is gone, so that :func:`start_session` launches a new JVM:
+    PySpark keeps the one gateway, context and session of a process in class attributes, and
+    would hand the dead ones out again."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    gateway = SparkContext._gateway
+    kill_driver()
+    SparkContext._active_spark_context = None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    if gateway is not None:
+        try:
+            gateway.shutdown()  # its callback server and the connections to the dead JVM
+        except Exception as error:  # the JVM is gone: nothing of it answers any more
+            _log.debug("closing the old Spark gateway: %s", error)

@@ -1,0 +1,92 @@
+"""Whether the node's Spark driver JVM is alive and answering.
+
+A :class:`SparkLiveness` thread asks the running session a trivial question (is the
+SparkContext stopped?) every ``interval`` seconds, from a probe thread of its own, and waits at
+most ``timeout`` seconds for the answer. Spark is *lost* when the call fails (the JVM died: a
+SIGKILL, an OutOfMemoryError that ended it), when the context says it stopped, or when no answer
+comes in time (a JVM stuck in garbage collection): that one is killed first, so that every
+thread waiting on it is released at once. ``on_lost`` is then called once, with the reason, on
+the liveness thread; what the node does about it (leave the query group, restart Spark) is the
+caller's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as ProbeTimeout
+from typing import TYPE_CHECKING
+
+from metastore.spark.session import kill_driver
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+PROBE_INTERVAL_SECONDS = 1.0
+PROBE_TIMEOUT_SECONDS = 20.0
+"""Longer than a full garbage collection of the driver's heap takes."""
+
+
+def probe(spark: SparkSession) -> str | None:
+    """Why ``spark`` cannot answer (None when it can); blocks while its JVM does not answer."""
+    try:
+        stopped = bool(spark.sparkContext._jsc.sc().isStopped())
+    except Exception as error:  # py4j: the JVM is gone, or its gateway
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return f"the Spark driver JVM does not answer ({first[:200]})"
+    return "the SparkContext stopped" if stopped else None
+
+
+class SparkLiveness:
+    """Watches the session ``session()`` returns (None: nothing to watch now)."""
+
+    def __init__(self, session: Callable[[], SparkSession | None],
+                 on_lost: Callable[[str], None], interval: float = PROBE_INTERVAL_SECONDS,
+                 timeout: float = PROBE_TIMEOUT_SECONDS) -> None:
+        self._session = session
+        self._on_lost = on_lost
+        self._interval = interval
+        self._timeout = timeout
+        self._stop = threading.Event()
+        self._prober = ThreadPoolExecutor(1, thread_name_prefix="spark-probe")
+        self._thread = threading.Thread(target=self._run, name="spark-liveness", daemon=True)
+        self.losses = 0
+        """Times Spark was found lost."""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(self._timeout + 5)
+        self._prober.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            spark = self._session()
+            if spark is None:
+                continue
+            reason = self._check(spark)
+            if reason is not None and not self._stop.is_set() and spark is self._session():
+                self.losses += 1
+                log.error("Spark is lost: %s", reason)
+                try:
+                    self._on_lost(reason)
+                except Exception:  # the next probe finds what is still wrong
+                    log.exception("handling the loss of Spark failed")
+
+    def _check(self, spark: SparkSession) -> str | None:
+        answer = self._prober.submit(probe, spark)
+        try:
+            return answer.result(self._timeout)
+        except ProbeTimeout:
+            kill_driver()  # releases the probe thread and every other caller
+            return f"the Spark driver JVM did not answer within {self._timeout:g} s; killed"
+
+
+__all__ = ["SparkLiveness", "probe"]
