@@ -1,9 +1,10 @@
-"""Persistent queries on a cluster of node processes: the owner dies mid-stream, another node
-takes the query over from its checkpoint, and the sink has every input record."""
+"""Persistent queries on a cluster of node processes: the owner (or its Spark) dies mid-stream,
+another node takes the query over from its checkpoint, and the sink has every input record."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import struct
 import threading
@@ -13,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
@@ -77,8 +79,11 @@ def sink_records(bootstrap: str, topic: str, seconds: float = 600) -> list[tuple
     return out
 
 
-def test_killing_the_owner_mid_stream_moves_the_query_without_a_gap(
+def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
         cluster_factory: ClusterFactory) -> None:
+    """The owner's Spark driver JVM is SIGKILLed mid-stream (as the kernel's OOM killer would):
+    its node turns unhealthy at once, leaves the query group, and the query moves to the other
+    node, which writes every record; the node restarts its Spark and is healthy again."""
     cluster = cluster_factory()
     cluster.up(2, "--spark-master", "local[1]", "--query-session-timeout-ms", "6000")
     source, sink = f"in-{uuid.uuid4().hex[:6]}", f"out-{uuid.uuid4().hex[:6]}"
@@ -106,11 +111,17 @@ def test_killing_the_owner_mid_stream_moves_the_query_without_a_gap(
     writer = threading.Thread(target=produce)
     writer.start()
     before = eventually(lambda: len(sink_records(cluster.bootstrap, sink, seconds=3)), 20,
-                        "the query to move data before its owner dies", interval=2)
-    assert not sent.is_set(), "the owner dies mid-stream"
-    assert cluster.nodes.stop_node(owner, signal.SIGKILL)
+                        "the query to move data before its owner's Spark dies", interval=2)
+    assert not sent.is_set(), "the owner's Spark dies mid-stream"
+    driver = cluster.status(owner)["sparkApplication"]["driverPid"]
+    os.kill(driver, signal.SIGKILL)
+    killed_at = time.monotonic()
+    unhealthy = eventually(lambda: _unhealthy_spark(cluster, owner), 30,
+                           "the owner's health to say its Spark is lost", interval=0.2)
+    noticed = time.monotonic() - killed_at
     survivor = "node-2" if owner == "node-1" else "node-1"
     new_owner = wait_owner(cluster, survivor, query_id, 120, not_owner=owner)
+    moved = time.monotonic() - killed_at
     assert new_owner == survivor
     writer.join(120)
     assert sent.is_set()
@@ -133,11 +144,34 @@ def test_killing_the_owner_mid_stream_moves_the_query_without_a_gap(
         by_source.setdefault(coordinates, set()).add(i)
     assert all(len(v) == 1 for v in by_source.values())
     assert len(by_source) == len(expected), "deduplicated by source offset: exactly the input"
+    restarted = eventually(lambda: _spark_restarted(cluster, owner, driver), 120,
+                           "the owner to restart its Spark and be healthy again", interval=1)
     duplicates = sum(ids.values()) - len(ids)
     print(f"\n{len(records)} output records for {len(expected)} inputs, {duplicates} duplicates "
-          f"(re-written by the new owner), {before} written before the kill")
-    status = show_queries(cluster, survivor)[query_id]
-    assert status["state"] == "RUNNING" and status["ownerNode"] == survivor
+          f"(re-written by the new owner), {before} written before the kill; unhealthy after "
+          f"{noticed:.1f} s ({unhealthy}), the query moved after {moved:.1f} s, Spark restarted "
+          f"as pid {restarted}")
+    assert show_queries(cluster, survivor)[query_id]["state"] == "RUNNING", \
+        "running, on whichever node the group gives it once the restarted one rejoined"
+
+
+def _unhealthy_spark(cluster: Cluster, node: str) -> str | None:
+    """The reason the node's health gives for its Spark, once it answers 503 for it."""
+    response = httpx.get(f"{cluster.url(node)}/healthcheck", timeout=5)
+    spark = response.json()["details"]["spark"]
+    if response.status_code == 503 and not spark["isHealthy"]:
+        return str(spark["reason"])
+    return None
+
+
+def _spark_restarted(cluster: Cluster, node: str, dead_pid: int) -> int | None:
+    """The new driver's pid, once the node's health is good again and its catalog in sync."""
+    if httpx.get(f"{cluster.url(node)}/healthcheck", timeout=5).status_code != 200:
+        return None
+    status = cluster.status(node)
+    application = status.get("sparkApplication") or {}
+    pid = application.get("driverPid")
+    return int(pid) if status.get("sparkInSync") and pid not in (None, dead_pid) else None
 
 
 WINDOW_BASE_MS = int(time.time() * 1000) // 3_600_000 * 3_600_000

@@ -56,6 +56,8 @@ class SparkLiveness:
         self._thread = threading.Thread(target=self._run, name="spark-liveness", daemon=True)
         self.losses = 0
         """Times Spark was found lost."""
+        self._lost: object | None = None
+        """The session last found lost: reported once."""
 
     def start(self) -> None:
         self._thread.start()
@@ -69,10 +71,11 @@ class SparkLiveness:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             spark = self._session()
-            if spark is None:
+            if spark is None or spark is self._lost:
                 continue
             reason = self._check(spark)
             if reason is not None and not self._stop.is_set() and spark is self._session():
+                self._lost = spark
                 self.losses += 1
                 log.error("Spark is lost: %s", reason)
                 try:
