@@ -88,8 +88,10 @@ def server(
     http_limit: Annotated[list[str] | None, Opt(
         help="An HTTP limit NAME=VALUE (max_body_bytes, body_timeout_seconds, "
              "body_idle_timeout_seconds, max_json_depth, keep_alive_seconds, max_concurrency, "
-             "max_failed_logins, failed_login_window_seconds, login_lockout_seconds, "
-             "max_tracked_clients); repeatable.")] = None,
+             "max_requests_per_client, statement_threads, insert_threads, query_threads, "
+             "health_threads, stream_write_timeout_seconds, inserts_idle_timeout_seconds, "
+             "max_failed_logins, max_failed_users_per_address, failed_login_window_seconds, "
+             "login_lockout_seconds, max_tracked_clients); repeatable.")] = None,
     auth_file: Annotated[Path | None, Opt(envvar="METASTORE_AUTH_FILE",
                                           help="File of user:password lines; enables HTTP basic "
                                           "auth.")] = None,

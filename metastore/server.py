@@ -343,7 +343,8 @@ def serve(settings: ServerSettings) -> None:
         config.loglevel = "WARNING"
         config.include_server_header = False
         app = ConcurrencyLimit(services.app, settings.http.max_concurrency,
-                               services.app.state.requests_in_flight)
+                               services.app.state.requests_in_flight,
+                               settings.http.max_requests_per_client)
         return cast("ASGIFramework", app), config, hypercorn_serve
 
     served, config, hypercorn_serve = _while_the_node_starts(services, http_stack)

@@ -1,4 +1,4 @@
-"""Optional HTTP basic authentication: the credentials file, and the limit on failed logins.
+"""Optional HTTP basic authentication: the credentials file, and the limits on failed logins.
 
 The file holds one ``user:password`` per line. Only the line terminator is removed: everything
 after the first ``:`` is the password, spaces included. Lines that are blank or start with ``#``
@@ -41,78 +41,118 @@ class BasicAuth:
 
     def user_for(self, header: str | None) -> str | None:
         """The authenticated user for an Authorization header, or None."""
-        if not header or not header.lower().startswith("basic "):
+        claimed = claimed_credentials(header)
+        if claimed is None:
             return None
-        try:
-            decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        user, _, password = decoded.partition(":")
+        user, password = claimed
         expected = self._credentials.get(user)
         if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
             return None
         return user
 
 
-class _Client:
-    __slots__ = ("failures", "locked_until")
+def claimed_credentials(header: str | None) -> tuple[str, str] | None:
+    """The user and password a basic Authorization header claims (not checked), or None."""
+    if not header or not header.lower().startswith("basic "):
+        return None
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, _, password = decoded.partition(":")
+    return user, password
+
+
+def claimed_user(header: str | None) -> str | None:
+    """The user a basic Authorization header names (not checked), or None."""
+    claimed = claimed_credentials(header)
+    return claimed[0] if claimed is not None else None
+
+
+class _Failures:
+    __slots__ = ("failures", "locked_until", "users")
 
     def __init__(self) -> None:
         self.failures: deque[float] = deque()
         self.locked_until = 0.0
+        self.users: OrderedDict[str, float] = OrderedDict()
+        """For an address: the users that failed from it, with when they last did."""
 
 
 class LoginThrottle:
-    """Locks out a client address after too many failed logins within a window.
+    """Locks out a user after too many failed logins, and an address only when many users fail
+    from it, as a login service does: ten wrong passwords for one user from a proxy or a NAT
+    lock that user out, not everyone behind it.
 
-    After ``max_failures`` failures within ``window`` seconds, the address is refused for
-    ``lockout`` seconds, whatever it sends. A successful login does not clear earlier failures,
-    so a client that knows one password cannot use it to keep guessing another. At most
-    ``max_clients`` addresses are remembered, the least recently seen forgotten first, and each
-    keeps at most ``max_failures`` timestamps: memory is bounded whatever clients send.
+    After ``max_failures`` failures for one user within ``window`` seconds, that user is refused
+    for ``lockout`` seconds, whatever password comes. After ``max_users_per_address`` distinct
+    users failed from one address within the window (password spraying), the address is refused
+    as long. A successful login does not clear earlier failures, so a client that knows one
+    password cannot use it to keep guessing another. At most ``max_clients`` users and as many
+    addresses are remembered, the least recently seen forgotten first, and each keeps at most
+    ``max_failures`` timestamps and ``max_users_per_address`` users: memory is bounded whatever
+    clients send.
     """
 
     def __init__(self, max_failures: int = 10, window: float = 60.0, lockout: float = 60.0,
-                 max_clients: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_clients: int = 10_000, max_users_per_address: int = 20,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._max_failures = max_failures
         self._window = window
         self._lockout = lockout
         self._max_clients = max_clients
+        self._max_users = max_users_per_address
         self._clock = clock
-        self._clients: OrderedDict[str, _Client] = OrderedDict()
+        self._users: OrderedDict[str, _Failures] = OrderedDict()
+        self._addresses: OrderedDict[str, _Failures] = OrderedDict()
         self._lock = threading.Lock()
 
-    def retry_after(self, address: str) -> float:
-        """Seconds ``address`` is still locked out for; 0 when it may try."""
-        with self._lock:
-            client = self._clients.get(address)
-            if client is None:
-                return 0.0
-            return max(client.locked_until - self._clock(), 0.0)
-
-    def failed(self, address: str) -> None:
-        """Count a failed login from ``address``; lock it out when that is one too many."""
+    def retry_after(self, user: str | None, address: str) -> float:
+        """Seconds a login of ``user`` from ``address`` is still refused for; 0 when it may
+        try."""
         now = self._clock()
         with self._lock:
-            client = self._touch(address)
-            client.failures.append(now)
-            while client.failures and client.failures[0] <= now - self._window:
-                client.failures.popleft()
-            if len(client.failures) >= self._max_failures:
-                client.failures.clear()
-                client.locked_until = now + self._lockout
+            found = [self._users.get(user) if user is not None else None,
+                     self._addresses.get(address)]
+            return max([f.locked_until - now for f in found if f is not None] + [0.0])
+
+    def failed(self, user: str | None, address: str) -> None:
+        """Count a failed login of ``user`` (None: no user could be read) from ``address``."""
+        now = self._clock()
+        with self._lock:
+            if user is not None:
+                self._count(_touch(self._users, user, self._max_clients), now,
+                            self._max_failures)
+            spraying = _touch(self._addresses, address, self._max_clients)
+            spraying.users.pop(user or "", None)
+            spraying.users[user or ""] = now
+            while spraying.users and (len(spraying.users) > self._max_users or next(
+                    iter(spraying.users.values())) <= now - self._window):
+                spraying.users.popitem(last=False)
+            if len(spraying.users) >= self._max_users:
+                spraying.users.clear()
+                spraying.locked_until = now + self._lockout
+
+    def _count(self, failures: _Failures, now: float, limit: int) -> None:
+        failures.failures.append(now)
+        while failures.failures and failures.failures[0] <= now - self._window:
+            failures.failures.popleft()
+        if len(failures.failures) >= limit:
+            failures.failures.clear()
+            failures.locked_until = now + self._lockout
 
     def tracked(self) -> int:
-        """Addresses currently remembered."""
+        """Users and addresses currently remembered."""
         with self._lock:
-            return len(self._clients)
-
-    def _touch(self, address: str) -> _Client:
-        client = self._clients.pop(address, None) or _Client()
-        self._clients[address] = client
-        while len(self._clients) > self._max_clients:
-            self._clients.popitem(last=False)
-        return client
+            return len(self._users) + len(self._addresses)
 
 
-__all__ = ["BasicAuth", "LoginThrottle"]
+def _touch(remembered: OrderedDict[str, _Failures], name: str, bound: int) -> _Failures:
+    found = remembered.pop(name, None) or _Failures()
+    remembered[name] = found
+    while len(remembered) > bound:
+        remembered.popitem(last=False)
+    return found
+
+
+__all__ = ["BasicAuth", "LoginThrottle", "claimed_credentials", "claimed_user"]

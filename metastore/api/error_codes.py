@@ -128,6 +128,8 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     spark.SparkUnavailableError: NOT_READY,
     spark.UnsupportedQueryError: STATEMENT_ERROR,
     spark.SparkQueryError: STATEMENT_ERROR,
+    spark.AnswerTooLargeError: STATEMENT_ERROR,  # asking again gets the same answer
+    spark.PullQueryTimeoutError: ErrorCode(408, REQUEST_TIMEOUT),
     # the Schema Registry
     schema_registry.SchemaRegistryError: STATEMENT_ERROR,  # the registry refused what it was sent
     schema_registry.SchemaRegistryUnavailableError: ErrorCode(503, SERVICE_UNAVAILABLE),

@@ -35,20 +35,36 @@ class HttpLimits:
     max_concurrency: int = 1000
     """HTTP requests in flight (streams included) in each lane: health, statements, queries
     (:mod:`metastore.api.concurrency`); the node answers 503 above it."""
+    max_requests_per_client: int = 100
+    """HTTP requests one client (a basic-auth user, or an address without authentication) may
+    have in flight in each lane but health's (429 above it): streams (push queries, inserts
+    streams) hold theirs until they end."""
     statement_threads: int = 32
-    """Threads that serve /ksql and /inserts-stream requests (their waits for the log)."""
+    """Threads that serve /ksql requests (their waits for the log)."""
+    insert_threads: int = 16
+    """Threads that write the rows of /inserts-stream requests."""
+    stream_write_timeout_seconds: float = 60.0
+    """How long a streamed answer (a push query, PRINT) waits for its client to take the next
+    chunk; a client that reads nothing for that long is disconnected and its query closed."""
+    inserts_idle_timeout_seconds: float = 300.0
+    """How long an inserts stream may go without a row before it is ended (with an error row)."""
     query_threads: int = 32
     """Threads that serve pull and push queries."""
     health_threads: int = 4
     """Threads that serve /healthcheck, /info, /status, /clusterStatus and /metrics."""
     max_failed_logins: int = 10
-    """Failed basic-auth attempts from one client address, within the window, before a lockout."""
+    """Failed basic-auth attempts for one user, within the window, before that user is locked
+    out (other users behind the same address are not)."""
+    max_failed_users_per_address: int = 20
+    """Distinct users failing from one address, within the window, before the address is locked
+    out (password spraying)."""
     failed_login_window_seconds: float = 60.0
     """The window in which failed logins are counted."""
     login_lockout_seconds: float = 60.0
-    """How long an address that failed too often is answered 429, even with good credentials."""
+    """How long a locked-out user or address is answered 429, even with good credentials."""
     max_tracked_clients: int = 10_000
-    """Client addresses whose failed logins are remembered (oldest forgotten first)."""
+    """Users, and as many addresses, whose failed logins are remembered (oldest forgotten
+    first)."""
 
     def __post_init__(self) -> None:
         for spec in fields(self):

@@ -14,8 +14,10 @@ BIGINT). The answer is delimited lines, or
 one JSON array for a client that accepts ``application/json`` only.
 
 The body is read as it arrives, so a client may keep a stream open and write rows as they
-happen; one row is bounded by ``HttpLimits.max_body_bytes`` and the arguments must arrive within
-the body timeouts. A client that goes away stops the stream; the rows acknowledged stay written.
+happen; one row is bounded by ``HttpLimits.max_body_bytes``, the arguments must arrive within
+the body timeouts, and a stream without a row for ``HttpLimits.inserts_idle_timeout_seconds``
+is ended with an error row (408): an idle stream never holds a slot for ever.
+A client that goes away stops the stream; the rows acknowledged stay written.
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ class InsertsStreamResponse(Response):
                             f"Invalid inserts stream arguments: {where}: {first.get('msg')}"), None
         try:
             name = insert_record.identifier_text(args.target)
-            source = await self._threads.run(Lane.STATEMENTS, self._node.insert_target, name)
+            source = await self._threads.run(Lane.INSERTS, self._node.insert_target, name)
         except MetastoreError as error:
             return self._refuse(error, args.target), None
         return Response(), source
@@ -214,10 +216,14 @@ class InsertsStreamResponse(Response):
     async def _next_row(self, lines: BodyLines, source: DataSource,
                         seq: int) -> tuple[dict[str, Any] | None, bool]:
         """The reply to the next row and whether the stream ends after it."""
+        idle = self._limits.inserts_idle_timeout_seconds
         try:
-            line = await lines.next()
+            line = await lines.next(idle)
         except ValueError as error:
             return _insert_error(seq, codes.PAYLOAD_TOO_LARGE, str(error)), True
+        except TimeoutError:
+            return _insert_error(seq, codes.REQUEST_TIMEOUT, f"No row arrived within {idle:g} s; "
+                                 "the inserts stream is closed (open a new one to go on)"), True
         if line is None:
             return None, True
         fields = decode_object(line, self._limits.max_json_depth)
@@ -225,7 +231,7 @@ class InsertsStreamResponse(Response):
             return _insert_error(seq, codes.BAD_REQUEST, "Invalid JSON in inserts stream"), True
         try:
             row = insert_record.json_row(fields, source)
-            await self._threads.run(Lane.STATEMENTS, self._node.insert_row, source, row,
+            await self._threads.run(Lane.INSERTS, self._node.insert_row, source, row,
                                     self._now_ms())
         except QueryError as error:
             return _insert_error(seq, codes.BAD_REQUEST, error.message), True

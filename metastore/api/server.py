@@ -31,8 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from metastore import __version__
 from metastore.api import error_codes as codes
 from metastore.api import streaming
-from metastore.api.auth import BasicAuth, LoginThrottle
-from metastore.api.concurrency import Lane, LaneThreads
+from metastore.api.auth import BasicAuth, LoginThrottle, claimed_user
+from metastore.api.concurrency import Lane, LaneThreads, client_of
 from metastore.api.forwarding import (
     FORWARDED_BY,
     Forwarded,
@@ -170,13 +170,15 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
     limits = limits or HttpLimits()
     metrics = NodeMetrics()
     logins = LoginThrottle(limits.max_failed_logins, limits.failed_login_window_seconds,
-                           limits.login_lockout_seconds, limits.max_tracked_clients)
+                           limits.login_lockout_seconds, limits.max_tracked_clients,
+                           limits.max_failed_users_per_address)
     health = HealthProbe(Admin(node.settings, timeout=PROBE_TIMEOUT_SECONDS), node.config.topic)
     app.state.node = node
     app.state.metrics = metrics
     app.state.requests_in_flight = in_flight = dict.fromkeys(Lane, 0)  # ConcurrencyLimit's
     threads = LaneThreads({Lane.HEALTH: limits.health_threads,
                            Lane.STATEMENTS: limits.statement_threads,
+                           Lane.INSERTS: limits.insert_threads,
                            Lane.QUERIES: limits.query_threads})
 
     app.add_middleware(Guard, refuse=lambda request: authenticate(request) or check_length(request))
@@ -189,15 +191,16 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         if auth is None or request.url.path in UNAUTHENTICATED_PATHS:
             return None
         address = request.client.host if request.client is not None else ""
-        wait = logins.retry_after(address)
-        if wait > 0:
-            return generic_error(429, codes.TOO_MANY_REQUESTS, "Too many failed logins from this "
-                                 "address; retry later.", {"Retry-After": str(math.ceil(wait))})
         header = request.headers.get("authorization")
+        user = claimed_user(header)
+        wait = logins.retry_after(user, address)
+        if wait > 0:
+            return generic_error(429, codes.TOO_MANY_REQUESTS, "Too many failed logins; retry "
+                                 "later.", {"Retry-After": str(math.ceil(wait))})
         if auth.user_for(header) is not None:
             return None
         if header is not None:
-            logins.failed(address)
+            logins.failed(user, address)
         return generic_error(401, codes.UNAUTHORIZED, "Unauthorized",
                              {"WWW-Authenticate": 'Basic realm="metastore"'})
 
@@ -362,9 +365,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         body = await read_body(request)
         if isinstance(body, KsqlResponse):
             return body
-        return await threads.run(Lane.QUERIES, _query_body, body, user_of(request))
+        return await threads.run(Lane.QUERIES, _query_body, body, user_of(request),
+                                 client_of(request.scope))
 
-    def _query_body(body: bytes, user: str | None) -> Response:
+    def _query_body(body: bytes, user: str | None, client: str) -> Response:
         parsed = parse_request(body)
         if isinstance(parsed, KsqlResponse):
             return parsed
@@ -376,9 +380,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             if isinstance(statement, PrintTopic):
                 return start_print(statement)
             if statement.query.emit_changes:
-                push = start_push(statement, config, user)
+                push = start_push(statement, config, user, client)
                 return streaming.ChunkedResponse(streaming.v1_chunks(push, threads),
-                                                 KSQL_MEDIA_TYPE, push.close, threads)
+                                                 KSQL_MEDIA_TYPE, push.close, threads,
+                                                 limits.stream_write_timeout_seconds)
             result = run_pull(statement, config)
         except MetastoreError as error:
             return failure(error, parsed.ksql)
@@ -410,11 +415,12 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         return result
 
     def start_push(statement: SelectStatement, config: overrides.ConfigOverrides,
-                   user: str | None) -> PushQuery:
+                   user: str | None, client: str) -> PushQuery:
         if push_queries is None:
             raise SparkUnavailableError("This node runs without Spark (--spark-master none); "
                                         "send queries to a node with Spark.")
-        return push_queries.start(statement, node.replica.image, config, owner=user)
+        return push_queries.start(statement, node.replica.image, config, owner=user,
+                                  client=client)
 
     def user_of(request: Request) -> str | None:
         """The authenticated user of a request (None without authentication)."""
@@ -437,7 +443,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             prints.release()
 
         return streaming.ChunkedResponse(streaming.print_chunks(printer, threads), "text/plain",
-                                         end, threads)
+                                         end, threads, limits.stream_write_timeout_seconds)
 
     @app.post("/query-stream")
     async def query_stream(request: Request) -> Response:
@@ -445,9 +451,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         if isinstance(body, KsqlResponse):
             return body
         return await threads.run(Lane.QUERIES, _query_stream, body,
-                                 streaming.wants_delimited(request), user_of(request))
+                                 streaming.wants_delimited(request), user_of(request),
+                                 client_of(request.scope))
 
-    def _query_stream(body: bytes, delimited: bool, user: str | None) -> Response:
+    def _query_stream(body: bytes, delimited: bool, user: str | None, client: str) -> Response:
         parsed = streaming.parse_body(streaming.QueryStreamRequest, body, limits)
         if isinstance(parsed, str):
             return error_response(codes.BAD_REQUEST, parsed)
@@ -458,9 +465,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                                               parsed.sessionVariables)
             assert isinstance(statement, SelectStatement)
             if statement.query.emit_changes:
-                push = start_push(statement, config, user)
+                push = start_push(statement, config, user, client)
                 return streaming.ChunkedResponse(streaming.stream_chunks(push, delimited, threads),
-                                                 media_type, push.close, threads)
+                                                 media_type, push.close, threads,
+                                                 limits.stream_write_timeout_seconds)
             result = run_pull(statement, config)
         except MetastoreError as error:
             return failure(error, parsed.sql)

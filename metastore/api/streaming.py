@@ -43,6 +43,8 @@ from metastore.queries.exceptions import PushQueryLimitError
 from metastore.queries.push import PushQuery, PushRow
 from metastore.spark.query import QueryResult
 
+WRITE_TIMEOUT_SECONDS = 60.0
+"""How long a streamed answer waits for its client to take a chunk before it ends."""
 HEARTBEAT_SECONDS = 1.0
 """How long ``/query`` waits for rows before it writes a bare newline (ksqlDB's
 ``disconnectCheckInterval``)."""
@@ -70,15 +72,18 @@ class CloseQueryRequest(BaseModel):
 
 class ChunkedResponse(Response):
     """A response written as ``chunks`` yields; ``on_end`` runs once it ended in any way (the
-    last chunk sent, the client gone, the server stopping), off the event loop."""
+    last chunk sent, the client gone or not reading for ``write_timeout`` seconds, the server
+    stopping), off the event loop."""
 
     def __init__(self, chunks: AsyncIterator[bytes], media_type: str,
-                 on_end: Callable[[], None], threads: LaneThreads) -> None:
+                 on_end: Callable[[], None], threads: LaneThreads,
+                 write_timeout: float = WRITE_TIMEOUT_SECONDS) -> None:
         super().__init__(media_type=media_type)
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
         self._chunks = chunks
         self._on_end = on_end
         self._threads = threads
+        self._write_timeout = write_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -88,11 +93,15 @@ class ChunkedResponse(Response):
                             "headers": self.raw_headers})
                 try:
                     async for chunk in self._chunks:
-                        await send({"type": "http.response.body", "body": chunk,
-                                    "more_body": True})
+                        async with asyncio.timeout(self._write_timeout):
+                            await send({"type": "http.response.body", "body": chunk,
+                                        "more_body": True})
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 except OSError:  # the client is gone
                     pass
+                except TimeoutError:  # the client stopped reading: its connection is dropped
+                    _log.info("a streamed answer's client took no data for %g s; ending it",
+                              self._write_timeout)
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):

@@ -63,6 +63,9 @@ class PushRow:
 class PushSettings:
     max_queries: int = 20
     """Push queries one node runs at once (ksqlDB's ``ksql.max.push.queries``)."""
+    max_queries_per_client: int = 5
+    """Push queries one client (a user, or an address without authentication) runs at once on a
+    node: no client holds every slot."""
     max_records_per_batch: int = 10_000
     """Source records one micro-batch of a push query reads, at most."""
     max_buffered_batches: int = 4
@@ -77,12 +80,16 @@ class PushQuery:
 
     def __init__(self, query_id: str, columns: tuple[Column, ...], limit: int | None,
                  settings: PushSettings, checkpoint: Path,
-                 on_close: Callable[[PushQuery], None], owner: str | None = None) -> None:
+                 on_close: Callable[[PushQuery], None], owner: str | None = None,
+                 client: str = "") -> None:
         self.query_id = query_id
         self.columns = columns
         self.limit = limit
         self.owner = owner
         """The authenticated user who started it (None without authentication)."""
+        self.client = client
+        """Whose share of the node's push queries it takes (:func:`~metastore.api.concurrency.
+        client_of`)."""
         self._settings = settings
         self._checkpoint = checkpoint
         self._on_close = on_close
@@ -203,9 +210,10 @@ class PushQueries:
             return -1
 
     def start(self, statement: SelectStatement, image: Image,
-              config: ConfigOverrides, owner: str | None = None) -> PushQuery:
+              config: ConfigOverrides, owner: str | None = None, client: str = "") -> PushQuery:
         """Check ``statement`` as ksqlDB does a transient query, plan it and start it.
-        ``owner``: the authenticated user who asked (None without authentication)."""
+        ``owner``: the authenticated user who asked (None without authentication); ``client``:
+        whose share of the node's push queries it takes."""
         analysis = check_select(statement, image.sources, image.types, image.queries, config)
         columns = analysis.columns
         limit = limit_value(statement.query)
@@ -218,10 +226,15 @@ class PushQueries:
                                         "need it")
         checkpoint = self._root / query_id
         query = PushQuery(query_id, columns, limit, self._settings, checkpoint, self._forget,
-                          owner)
+                          owner, client)
         with self._lock:
             if len(self._running) >= self._settings.max_queries:
                 raise PushQueryLimitError("Maximum number of push queries exceeded")
+            if sum(q.client == client for q in self._running.values()) >= (
+                    self._settings.max_queries_per_client):
+                raise PushQueryLimitError(
+                    f"Maximum number of push queries of one client exceeded: "
+                    f"{self._settings.max_queries_per_client} run for it already")
             self._running[query_id] = query
         try:
             query.attach(job.start_transient(

@@ -9,6 +9,7 @@ health probe's cache are also tested on their own, with a fake clock where time 
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import logging
 import select
@@ -259,39 +260,59 @@ def test_the_guard_leaves_the_request_body_to_the_endpoints() -> None:
 
 # --- logins --------------------------------------------------------------------------------
 
-def test_failed_logins_lock_an_address_out_then_expire() -> None:
+def test_failed_logins_lock_a_user_out_then_expire_and_not_the_others_behind_its_address(
+        ) -> None:
     clock = FakeClock()
     throttle = LoginThrottle(max_failures=3, window=60, lockout=30, clock=clock)
     for _ in range(2):
-        throttle.failed("10.0.0.1")
-    assert throttle.retry_after("10.0.0.1") == 0
-    throttle.failed("10.0.0.1")
-    assert throttle.retry_after("10.0.0.1") == 30
-    assert throttle.retry_after("10.0.0.2") == 0
+        throttle.failed("alice", "10.0.0.1")
+    assert throttle.retry_after("alice", "10.0.0.1") == 0
+    throttle.failed("alice", "10.0.0.1")
+    assert throttle.retry_after("alice", "10.0.0.1") == 30
+    assert throttle.retry_after("alice", "10.0.0.2") == 30, "the user, from anywhere"
+    assert throttle.retry_after("bob", "10.0.0.1") == 0, "another user behind the same address"
+    assert throttle.retry_after(None, "10.0.0.1") == 0
     clock.now += 29.5
-    assert throttle.retry_after("10.0.0.1") == 0.5
+    assert throttle.retry_after("alice", "10.0.0.1") == 0.5
     clock.now += 0.5
-    assert throttle.retry_after("10.0.0.1") == 0
+    assert throttle.retry_after("alice", "10.0.0.1") == 0
     for _ in range(5):  # failures spread wider than the window never add up to a lockout
-        throttle.failed("10.0.0.1")
+        throttle.failed("alice", "10.0.0.1")
         clock.now += 31
-    assert throttle.retry_after("10.0.0.1") == 0
+    assert throttle.retry_after("alice", "10.0.0.1") == 0
+
+
+def test_many_users_failing_from_one_address_lock_the_address_out() -> None:
+    clock = FakeClock()
+    throttle = LoginThrottle(max_failures=3, window=60, lockout=30, max_users_per_address=5,
+                             clock=clock)
+    for index in range(4):
+        throttle.failed(f"user-{index}", "10.0.0.9")
+    assert throttle.retry_after("carol", "10.0.0.9") == 0
+    throttle.failed("user-4", "10.0.0.9")
+    assert throttle.retry_after("carol", "10.0.0.9") == 30, "password spraying"
+    assert throttle.retry_after("carol", "10.0.0.10") == 0, "carol herself is not locked"
+    clock.now += 30
+    for index in range(10):  # the same users again, spread wider than the window
+        throttle.failed(f"user-{index % 4}", "10.0.0.9")
+        clock.now += 61
+    assert throttle.retry_after("carol", "10.0.0.9") == 0
 
 
 def test_login_bookkeeping_is_bounded() -> None:
     throttle = LoginThrottle(max_failures=1, lockout=60, max_clients=100, clock=FakeClock())
-    throttle.failed("first")
-    assert throttle.retry_after("first") == 60
+    throttle.failed("first", "10.0.0.1")
+    assert throttle.retry_after("first", "10.0.0.2") == 60
     for index in range(10_000):
-        throttle.failed(f"10.{index // 256}.{index % 256}.1")
-    assert throttle.tracked() == 100
-    assert throttle.retry_after("first") == 0, "the oldest address is forgotten first"
+        throttle.failed(f"user-{index}", f"10.{index // 256}.{index % 256}.1")
+    assert throttle.tracked() == 200
+    assert throttle.retry_after("first", "10.0.0.2") == 0, "the oldest user is forgotten first"
 
 
 def test_failed_logins_over_http_are_answered_429_until_the_lockout_ends(
         server_factory: ServerFactory, tmp_path: Path) -> None:
     users = tmp_path / "users"
-    users.write_text("alice:s3cret  \n")
+    users.write_text("alice:s3cret  \nbob:b0b\n")
     server = server_factory("--auth-file", str(users), "--http-limit", "max_failed_logins=3",
                             "--http-limit", "login_lockout_seconds=2")
     info = f"{server.url}/info"
@@ -303,9 +324,11 @@ def test_failed_logins_over_http_are_answered_429_until_the_lockout_ends(
     body = error_body(locked, 429, 42900)
     assert "Too many failed logins" in str(body["message"])
     assert locked.headers["Retry-After"] in ("1", "2")
-    assert httpx.get(info).status_code == 429
     assert httpx.post(f"{server.url}/ksql", json={"ksql": "SHOW STREAMS;"},
                       auth=("alice", "s3cret  ")).status_code == 429
+    assert httpx.get(info, auth=("bob", "b0b")).status_code == 200, \
+        "another user behind the same address is not locked out"
+    assert httpx.get(info).status_code == 401
     assert httpx.get(f"{server.url}/healthcheck").status_code == 200
     time.sleep(2.1)
     assert httpx.get(info, auth=("alice", "s3cret  ")).status_code == 200
@@ -420,3 +443,70 @@ def test_statements_waiting_on_the_log_leave_health_and_queries_their_threads(
     finally:
         server.stop(signal.SIGKILL)  # ends the waiting requests at once
         pool.shutdown(wait=True)
+
+
+def _open_inserts_stream(server: ServerProcess, user: str, password: str,
+                         target: str) -> socket.socket:
+    """An inserts stream of ``user`` that sends its arguments and then nothing (HTTP/1.1)."""
+    address = urlsplit(server.url)
+    assert address.hostname is not None and address.port is not None
+    sock = socket.create_connection((address.hostname, address.port), timeout=30)
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    sock.sendall(f"POST /inserts-stream HTTP/1.1\r\nHost: test\r\nAuthorization: Basic {token}"
+                 "\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+    arguments = f'{{"target":"{target}"}}\n'.encode()
+    sock.sendall(f"{len(arguments):x}\r\n".encode() + arguments + b"\r\n")
+    return sock
+
+
+def _answer(sock: socket.socket, until: bytes) -> bytes:
+    received = b""
+    while until not in received:
+        more = sock.recv(65536)
+        if not more:
+            break
+        received += more
+    return received
+
+
+def test_one_clients_idle_streams_hold_its_share_only_and_end_at_their_deadline(
+        server_factory: ServerFactory, tmp_path: Path) -> None:
+    """Alice's inserts streams that never send a row fill her share of the inserts lane: her
+    next one is answered 429, Bob (behind the same address) is served in milliseconds, and her
+    streams end with a 408 error row at their idle deadline, which frees her share."""
+    users = tmp_path / "users"
+    users.write_text("alice:a\nbob:b\n")
+    server = server_factory("--auth-file", str(users),
+                            "--http-limit", "max_requests_per_client=3",
+                            "--http-limit", "inserts_idle_timeout_seconds=4")
+    created = httpx.post(f"{server.url}/ksql", auth=("bob", "b"), timeout=30, json={
+        "ksql": "CREATE STREAM IDLE (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='idle-stream', "
+                "VALUE_FORMAT='JSON', PARTITIONS=1);"})
+    assert created.status_code == 200, created.text
+    held = [_open_inserts_stream(server, "alice", "a", "IDLE") for _ in range(3)]
+    try:
+        for sock in held:
+            assert _answer(sock, b"\r\n\r\n").startswith(b"HTTP/1.1 200"), "streams started"
+        fourth = _open_inserts_stream(server, "alice", "a", "IDLE")
+        with fourth:
+            refused = _answer(fourth, b"}")
+        assert refused.startswith(b"HTTP/1.1 429") and b"42900" in refused, refused
+        started = time.monotonic()
+        shown = httpx.post(f"{server.url}/ksql", json={"ksql": "SHOW STREAMS;"},
+                           auth=("bob", "b"), timeout=10)
+        inserted = httpx.post(f"{server.url}/inserts-stream", auth=("bob", "b"), timeout=10,
+                              content=b'{"target":"IDLE"}\n{"ID":1,"V":"x"}\n')
+        answered = time.monotonic() - started
+        assert shown.status_code == 200 and inserted.status_code == 200, inserted.text
+        assert b'"status":"ok"' in inserted.content
+        assert answered < 1.0, f"the others are served at once, not queued: {answered:.3f} s"
+        for sock in held:
+            ended = _answer(sock, b"0\r\n\r\n")
+            assert b'"status":"error","seq":0,"error_code":40800' in ended, ended
+            assert b"No row arrived within 4 s" in ended
+    finally:
+        for sock in held:
+            sock.close()
+    again = httpx.post(f"{server.url}/inserts-stream", auth=("alice", "a"), timeout=10,
+                       content=b'{"target":"IDLE"}\n{"ID":2,"V":"y"}\n')
+    assert again.status_code == 200 and b'"status":"ok"' in again.content, again.text

@@ -157,18 +157,22 @@ class StandInNode:
         return len(self.written) - 1
 
 
-def _exchange(node: StandInNode, body: bytes) -> list[dict[str, object]]:
-    """The answer lines to ``body``, sent in one piece."""
-    received = [{"type": "http.request", "body": body, "more_body": False}]
+def _exchange(node: StandInNode, body: bytes, limits: HttpLimits | None = None,
+              then_silent: bool = False) -> list[dict[str, object]]:
+    """The answer lines to ``body``, sent in one piece (``then_silent``: as the body's first
+    part, the client then sending nothing more and staying connected)."""
+    received = [{"type": "http.request", "body": body, "more_body": then_silent}]
     sent: list[dict[str, object]] = []
 
     async def receive() -> dict[str, object]:
+        if not received and then_silent:
+            await asyncio.Event().wait()
         return received.pop(0) if received else {"type": "http.disconnect"}
 
     async def send(message: dict[str, object]) -> None:
         sent.append(message)
 
-    answer = InsertsStreamResponse(node, HttpLimits(), True, failure, lambda: 1,
+    answer = InsertsStreamResponse(node, limits or HttpLimits(), True, failure, lambda: 1,
                                    LaneThreads(dict.fromkeys(Lane, 2)))
     asyncio.run(answer({"type": "http"}, receive, send))
     assert sent[0]["status"] == 200
@@ -194,6 +198,17 @@ def test_numbers_json_or_bigint_cannot_hold_are_refused_row_by_row() -> None:
             {"status": "ok", "seq": 0},
             {"status": "error", "seq": 1, "error_code": 40000, "message": message}], row
         assert node.written == [{"ID": 1, "B": 2**63 - 1, "F": None}], row
+
+
+def test_a_stream_without_a_row_for_its_idle_timeout_is_ended_with_an_error_row() -> None:
+    node = StandInNode()
+    limits = HttpLimits(inserts_idle_timeout_seconds=0.2)
+    assert _exchange(node, b'{"target": "T"}\n{"ID": 1}\n', limits, then_silent=True) == [
+        {"status": "ok", "seq": 0},
+        {"status": "error", "seq": 1, "error_code": 40800,
+         "message": "No row arrived within 0.2 s; the inserts stream is closed (open a new one "
+                    "to go on)"}]
+    assert node.written == [{"ID": 1, "B": None, "F": None}]
 
 
 def test_a_blank_line_is_an_invalid_row_but_the_final_newline_is_not() -> None:
