@@ -119,6 +119,7 @@ def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
     unhealthy = eventually(lambda: _unhealthy_spark(cluster, owner), 30,
                            "the owner's health to say its Spark is lost", interval=0.2)
     noticed = time.monotonic() - killed_at
+    assert httpx.get(f"{cluster.url(owner)}/metrics", timeout=10).status_code == 200
     survivor = "node-2" if owner == "node-1" else "node-1"
     new_owner = wait_owner(cluster, survivor, query_id, 120, not_owner=owner)
     moved = time.monotonic() - killed_at

@@ -190,7 +190,13 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     from metastore.spark.catalog_state import CatalogStateFile
     from metastore.spark.exceptions import SparkUnavailableError
     from metastore.spark.projection import ProjectionRunner, SparkProjection
-    from metastore.spark.query import check_pull_query, new_query_id, run_analysed
+    from metastore.spark.query import (
+        PullBudget,
+        bounded_rows,
+        check_pull_query,
+        new_query_id,
+        run_analysed,
+    )
     from metastore.spark.session import discard_session, metastore_db, start_session
     from metastore.spark.views import database_name
 
@@ -243,6 +249,8 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     stores = TableStores(session, kafka_options, settings.directory / "table-stores",
                          end_offsets, close=offsets.close)
 
+    budget = PullBudget(max_bytes=config.limits.max_response_bytes)
+
     def pull(text: str, config: ConfigOverrides) -> Any:
         running = projection.projection
         if running is None:
@@ -253,12 +261,13 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
         query_id = new_query_id()
         answer = stores.answer(analysis, query_id)
         if answer is not None:
+            bounded_rows(answer.rows, budget.max_bytes)  # refuses one too large
             return answer
         if not projection.wait_for_sources(checked_on, analysis.sources, PROJECTION_PATIENCE):
             raise SparkUnavailableError(
                 f"The Spark catalog of this node does not hold {', '.join(analysis.sources)} "
                 f"yet ({projection.status.reason or 'it is being updated'}); retry shortly.")
-        return run_analysed(running.spark, analysis, database, query_id)
+        return run_analysed(running.spark, analysis, database, query_id, budget)
 
     push = PushQueries(session, kafka_options, settings.directory / "push-queries")
     return projection, queries, pull, push, stores, SparkExplainer(session, kafka_options)

@@ -18,6 +18,7 @@ from integration.bench import (
     interactive,
     latency,
     micro_batch,
+    one_query,
     pipeline,
     plots,
     reconcile,
@@ -39,6 +40,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "pipeline-cluster": pipeline.run_on_cluster,
     "abuse": abuse.run,
     "decode": decode.run,
+    "one-query": one_query.run,
 }
 
 

@@ -145,7 +145,7 @@ def run_analysed(spark: SparkSession, analysis: Analysis, database: str,
             frame = spark.sql(to_spark_sql(analysis, database))
             stream = cast("Generator[Any, None, None]", frame.toLocalIterator())
             with contextlib.closing(stream):
-                rows = _bounded_rows(stream, budget.max_bytes)
+                rows = bounded_rows(stream, budget.max_bytes)
         except AnswerTooLargeError:
             raise
         except Exception as error:  # Spark's own analysis and runtime errors, as the client's
@@ -183,7 +183,7 @@ def _job_group(spark: SparkSession, group: str, timeout: float) -> Iterator[thre
         context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 
-def _bounded_rows(rows: Iterable[Any], max_bytes: int) -> list[list[Any]]:
+def bounded_rows(rows: Iterable[Any], max_bytes: int) -> list[list[Any]]:
     """The rows as JSON values, counted as they arrive: past ``max_bytes`` of JSON the rest is
     never read (the caller closes the iterator, which ends its Spark job)."""
     answer: list[list[Any]] = []
