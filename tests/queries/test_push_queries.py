@@ -5,21 +5,25 @@
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from confluent_kafka import Producer
 
 from metastore.kafka.settings import KafkaSettings
 from tests.queries.test_query_nodes import ksql
 from tests.queries.test_spark_jobs import read_all
 from tests.support.kafka import unique
-from tests.support.servers import ServerProcess, gauge
+from tests.support.servers import WRITE_TIMEOUT, ServerProcess, gauge
 from tests.support.waiting import eventually
 
 ServerFactory = Callable[..., ServerProcess]
@@ -145,6 +149,43 @@ def test_a_client_that_disconnects_stops_its_push_query(node: ServerProcess) -> 
     eventually(lambda: gauge(node, "metastore_push_queries") == pushed, 30, "the query to stop", interval=0.5)
     eventually(lambda: gauge(node, "metastore_spark_streaming_queries") == baseline, 30,
                "Spark to stop the query", interval=0.5)
+
+
+def test_a_client_that_stops_reading_is_dropped_at_its_write_deadline(
+        node: ServerProcess, producer_factory: Callable[..., Producer]) -> None:
+    """A push-query client that reads nothing while megabytes of rows wait holds its query only
+    until the node's write deadline: then its connection is dropped and its Spark query stopped,
+    while pull queries on the node are answered meanwhile."""
+    stream = create_stream(node)
+    producer = producer_factory()
+    value = json.dumps({"V": "v" * 1000})
+    for i in range(30_000):
+        producer.produce(stream, key=struct.pack(">i", i), value=value)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    pushed = gauge(node, "metastore_push_queries")
+    body = json.dumps({"sql": f"SELECT * FROM {stream} EMIT CHANGES;",
+                       "properties": {"auto.offset.reset": "earliest"}}).encode()
+    address = urlsplit(node.url)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(120)
+        sock.connect((address.hostname or "", address.port or 0))
+        sock.sendall(b"POST /query-stream HTTP/1.1\r\nHost: test\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: " + str(len(body)).encode()
+                     + b"\r\n\r\n" + body)
+        assert sock.recv(12).startswith(b"HTTP/1.1 200"), "the query started; nothing more read"
+        eventually(lambda: gauge(node, "metastore_push_queries") == pushed + 1, 30,
+                   "the push query to run", interval=0.2)
+        started = time.monotonic()
+        answer = httpx.post(f"{node.url}/query", timeout=60,
+                            json={"ksql": f"SELECT ID FROM {stream} LIMIT 2;"})
+        assert answer.status_code == 200 and time.monotonic() - started < 10
+        eventually(lambda: gauge(node, "metastore_push_queries") == pushed, WRITE_TIMEOUT + 90,
+                   "the unread query to be closed at its write deadline", interval=0.5)
+        sock.settimeout(30)
+        while sock.recv(1 << 20):  # what the node sent before it gave up, then the end
+            pass
 
 
 def test_push_queries_on_a_table_and_an_aggregation(node: ServerProcess) -> None:

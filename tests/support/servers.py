@@ -113,10 +113,16 @@ def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
     return server_factory()
 
 
+WRITE_TIMEOUT = 5
+"""The shared Spark node's deadline for a client to take a streamed answer's next chunk (60 s by
+default): short, so that a test sees a client that stops reading dropped."""
+
+
 @pytest.fixture(scope="session")
 def spark_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory,
                        ) -> Iterator[ServerProcess]:
-    yield from session_node(kafka_bootstrap, tmp_path_factory, "spark", spark=True)
+    yield from session_node(kafka_bootstrap, tmp_path_factory, "spark", True,
+                            "--http-limit", f"stream_write_timeout_seconds={WRITE_TIMEOUT}")
 
 
 @pytest.fixture
