@@ -475,6 +475,9 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
         options = (f"map('sep', {string_literal(separator)}, 'ignoreLeadingWhiteSpace', 'false', "
                    "'ignoreTrailingWhiteSpace', 'false')")
         element = f"from_csv({text}, {string_literal(fields)}, {options}).c{index}"
+        count_check = _field_count_check(raw, text, len(columns), separator)
+        if count_check not in checks:
+            checks.append(count_check)
         return _checked(element, _from_delimited(element, column.type), checks, column.type,
                         empty_is_null=True)
     if fmt == "JSON":
@@ -482,6 +485,19 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
         return _json_field(text, column, objects, checks,
                            bare=len(columns) == 1 and (is_key or not wrapped))
     raise ValueError(f"format {fmt} is not decodable")
+
+
+_QUOTED = string_literal('"(?:[^"]|"")*"')
+"""A double-quoted DELIMITED field (its delimiters are text)."""
+
+
+def _field_count_check(raw: str, text: str, count: int, separator: str) -> str:
+    """A DELIMITED key or value whose record has fewer or more fields than its ``count``
+    columns is not readable, as ksqlDB's deserializer refuses it ("Unexpected field count"):
+    the fields are the delimiters outside quotes plus one (an empty field is a field)."""
+    unquoted = f"regexp_replace({text}, {_QUOTED}, '')"
+    delimiter = string_literal("\\Q" + separator + "\\E")
+    return f"({raw} IS NOT NULL AND size(split({unquoted}, {delimiter}, -1)) != {count})"
 
 
 def _json_field(text: str, column: Column, objects: _JsonObjects, checks: list[str],

@@ -96,3 +96,17 @@ def test_delimited_fields_their_columns_refuse_are_skipped(spark: Any) -> None:
              "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
     assert _decoded(spark, timed, ["1000,2000", "41.5,1", "1,1e3", "-5,+6"]) == [
         (1000, datetime(1970, 1, 1, 0, 0, 2)), (-5, datetime(1970, 1, 1, 0, 0, 0, 6000))]
+
+
+def test_delimited_records_with_too_few_or_too_many_fields_are_skipped(spark: Any) -> None:
+    """ksqlDB's DELIMITED deserializer refuses a record whose field count is not its columns'
+    ("Unexpected field count"); an empty field is a field (NULL), a quoted delimiter is text."""
+    script = ("CREATE STREAM C (ID INT, V STRING, F BOOLEAN) WITH (KAFKA_TOPIC='c', "
+              "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
+    texts = ["1,a,true", "2,b", "3,c,true,extra", "4", ",,", '5,"x,y",false', "6,,",
+             "7,a,true,"]
+    assert _decoded(spark, script, texts) == [
+        (1, "a", True), (None, None, None), (5, "x,y", False), (6, None, None)]
+    single = ("CREATE STREAM ONE (V STRING) WITH (KAFKA_TOPIC='one', VALUE_FORMAT='DELIMITED', "
+              "PARTITIONS=1);")
+    assert _decoded(spark, single, ["a", "a,b", ""]) == [("a",), (None,)]
