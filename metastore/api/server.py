@@ -613,6 +613,10 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             gauges["metastore_forwards_written_here_total"] = (
                 "Forwards that failed and were written on this node instead.",
                 float(forwarder.stats.written_here))
+        if node.queries is not None:
+            gauges["metastore_records_skipped_total"] = (
+                "Records this node's persistent and push queries skipped because they cannot "
+                "deserialize them.", float(node.queries.skipped.total()))
         if push_queries is not None:
             gauges["metastore_push_queries"] = ("Push queries running on this node.",
                                                 float(push_queries.running))

@@ -61,7 +61,12 @@ NEW_QUERY_PLANNER = "ksql.new.query.planner.enabled"
 """ksqlDB's newer logical planner (false by default): a projection's key columns keep the
 SELECT's order, and a projection may leave the source's key out (its records have no key)."""
 
-BOOLEAN_SETTINGS = frozenset({WRAP_SINGLE_VALUES, NEW_QUERY_PLANNER, *PULL_QUERY_SETTINGS})
+FAIL_ON_DESERIALIZATION_ERROR = "ksql.fail.on.deserialization.error"
+"""Whether a query fails on a record it cannot deserialize (false: it skips and counts it);
+stored with a persistent query."""
+
+BOOLEAN_SETTINGS = frozenset({WRAP_SINGLE_VALUES, NEW_QUERY_PLANNER, FAIL_ON_DESERIALIZATION_ERROR,
+                              *PULL_QUERY_SETTINGS})
 
 KSQL_DEFAULT_KEY_FORMAT = "KAFKA"
 """ksqlDB's default of ``ksql.persistence.default.format.key``."""
@@ -199,6 +204,8 @@ class ConfigOverrides:
         planner = self.values.get(NEW_QUERY_PLANNER)
         if isinstance(planner, bool):  # the runtime analyses the query as validation did
             settings[NEW_QUERY_PLANNER] = str(planner).lower()
+        if self.flag(FAIL_ON_DESERIALIZATION_ERROR, False):
+            settings[FAIL_ON_DESERIALIZATION_ERROR] = "true"
         return tuple(sorted(settings.items()))
 
     def set(self, name: str, value: ConfigValue) -> ConfigOverrides:
@@ -309,6 +316,12 @@ def new_query_planner(query_config: Mapping[str, object]) -> bool:
     """Whether a persistent query's settings (:meth:`ConfigOverrides.query_config`) say it was
     analysed under ksqlDB's newer planner."""
     return query_config.get(NEW_QUERY_PLANNER) == "true"
+
+
+def fails_on_deserialization_error(values: Mapping[str, object]) -> bool:
+    """Whether a query fails on a record it cannot deserialize (ksqlDB's
+    ``ksql.fail.on.deserialization.error``, false by default: the record is skipped)."""
+    return str(values.get(FAIL_ON_DESERIALIZATION_ERROR, "false")).strip().lower() == "true"
 
 
 def offset_reset(values: Mapping[str, object]) -> str | None:

@@ -122,7 +122,21 @@ def query_summary(query: PersistentQuery, image: Image,
             "statusCount": {state: 1}, "queryType": "PERSISTENT", "state": state,
             "ownerNode": status.get("ownerNode") if status else None,
             "lag": status.get("lag") if status else None,
+            "skippedRecords": sum(_skipped(status).values()),
             "errorMessage": status.get("message") if status else None}
+
+
+def _skipped(status: Mapping[str, Any] | None) -> Mapping[str, int]:
+    """Records a query skipped because it cannot read them, by source, as its owner reports."""
+    skipped = status.get("skipped") if status else None
+    return skipped if isinstance(skipped, Mapping) else {}
+
+
+def error_stats(source: str, statuses: Sequence[Mapping[str, Any] | None]) -> str:
+    """ksqlDB's ``errorStats`` of a source: the records of it that the queries reading it could
+    not deserialize (empty when none)."""
+    failed = sum(int(_skipped(status).get(source, 0)) for status in statuses)
+    return f"consumer-failed-messages: {failed}" if failed else ""
 
 
 def query_description(query_id: str, statement_text: str, columns: Sequence[Column],
@@ -175,7 +189,9 @@ def source_description(source: DataSource, image: Image, extended: bool,
         "readQueries": summaries(image.queries_reading(source.name)),
         "writeQueries": summaries(image.queries_writing(source.name)),
         "fields": [field_json(c) for c in source.columns], "type": source.kind.value,
-        "timestamp": source.timestamp_column or "", "statistics": "", "errorStats": "",
+        "timestamp": source.timestamp_column or "", "statistics": "",
+        "errorStats": error_stats(source.name, [_status(query_status, q.query_id) for q in
+                                                image.queries_reading(source.name)]),
         "extended": extended, "keyFormat": source.key_format, "valueFormat": source.value_format,
         "topic": source.topic, "partitions": source.partitions or 0, "replication": 0,
         "statement": source.statement, "queryOffsetSummaries": [], "sourceConstraints": [

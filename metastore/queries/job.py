@@ -48,6 +48,7 @@ from metastore.spark.session import JSON_READING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.streaming.listener import StreamingQueryListener
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -74,13 +75,17 @@ class Progress:
 
 
 def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
-          kafka_options: Mapping[str, str], available_now: bool = False) -> StreamingQuery:
+          kafka_options: Mapping[str, str], available_now: bool = False,
+          listener: StreamingQueryListener | None = None) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
-    test run wants); otherwise the query runs until stopped.
+    test run wants); otherwise the query runs until stopped. ``listener`` hears its progress
+    (it runs in a session of its own, whose queries only that session's listeners hear).
     """
     session = _session(spark)
+    if listener is not None:
+        session.streams.addListener(listener)
     reads = {"startingOffsets": "earliest" if plan.earliest else "latest"}
     if plan.stream_state:
         reads["maxOffsetsPerTrigger"] = str(STREAM_STATE_BATCH_RECORDS)
@@ -233,6 +238,11 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
         else:
             assert step.sql is not None, "a step reads a topic or runs a SELECT"
             frame = session.sql(step.sql)
+        if step.observed is not None:
+            from pyspark.sql.functions import expr
+
+            name, measures = step.observed
+            frame = frame.observe(name, *(expr(measure) for measure in measures))
         if step.watermark_ms is not None:
             frame = frame.withWatermark("__MS_TS", f"{step.watermark_ms} milliseconds")
         frame.createOrReplaceTempView(step.view)

@@ -240,6 +240,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     # push query (from the end by default) keeps the batch stage
     groups_keyed = (table_state and not transient
                     and overrides.offset_reset(config or {}) != "latest")
+    fail = overrides.fails_on_deserialization_error(config or {})
     changelog_view = ""  # a table aggregation's changelog, when its groups are keyed state
     join_laterals: list[exp.Lateral] = []  # how it reads a joined row's tables, if it is a join
     for index, read in enumerate(analysis.reads):
@@ -249,7 +250,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             stream_alias = stream_alias or alias
             stream_aliases.append(alias)
             source_topics.append(source.topic)
-            steps += stream_steps(source, f"{prefix}_changes_{index}", None)
+            steps += stream_steps(source, f"{prefix}_changes_{index}", None, fail_on_error=fail)
             joined_tables.append((source, view, source.key_columns[0].name))
         elif source.kind is SourceKind.STREAM or changelog:
             stream_view = stream_view or view
@@ -259,7 +260,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             # a stream joined with tables as keyed state falls into windows after the join
             steps += stream_steps(source, view, None if session or final or keys_tables
                                   or split_streams else analysis.windowing,
-                                  _watermark(windows, index, outer_joins) if windows else None)
+                                  _watermark(windows, index, outer_joins) if windows else None,
+                                  fail_on_error=fail)
             stream_views[alias] = view
             if at_once is not None:  # and its records read in batch, for the other side's
                 batch_views[alias] = f"{view}_all"
@@ -285,7 +287,8 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
                 batch = final_stage(source, view, final)
                 view = f"{view}_input"
         elif keys_tables or tables_after:  # its changelog: its rows are the join's keyed state
-            steps += stream_steps(source, f"{view}_changes", None, from_start=True)
+            steps += stream_steps(source, f"{view}_changes", None, from_start=True,
+                                  fail_on_error=fail)
             keyed.append(JoinedTable(source, alias, f"{view}_changes"))
         else:  # a stream-table join reads every version of the table's rows
             steps += [Step(f"{view}_raw", topic=source.topic, streaming=False),

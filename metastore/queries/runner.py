@@ -43,6 +43,7 @@ from metastore.queries import job
 from metastore.queries.assignment import Partitions, QueryAssignment, partition_of
 from metastore.queries.checkpoints import CheckpointDir, CheckpointRoot
 from metastore.queries.plan import compile_query
+from metastore.queries.skipped import SkippedRecords
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,10 +64,12 @@ class QueryState:
     message: str | None = None
     lag: int | None = None
     since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Records it skipped on this node because it cannot read them, by source."""
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "message": self.message, "lag": self.lag,
-                "sinceMs": self.since_ms}
+                "sinceMs": self.since_ms, "skipped": dict(self.skipped)}
 
 
 @dataclass
@@ -103,6 +106,8 @@ class QueryRunner:
         self._published: dict[str, QueryState] = {}
         self._queries_changed = True
         """Whether the image's queries changed since the last reconcile."""
+        self.skipped = SkippedRecords()
+        """Records this node's queries skipped (:mod:`metastore.queries.skipped`)."""
         self._reconciled: Partitions | None = None
         """The partitions of the last reconcile: the same again, with no query changed and every
         query running, is no work."""
@@ -245,7 +250,8 @@ class QueryRunner:
             plan = compile_query(entry.query, image,
                                  table_state=checkpoint.holds_table_state(),
                                  stream_state=checkpoint.holds_stream_state())
-            entry.handle = job.start(spark, plan, checkpoint, self._kafka_options)
+            entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
+                                     listener=self.skipped.listener())
             entry.state = QueryState(query_id, RUNNING)
             entry.failed_at = None
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
@@ -327,4 +333,6 @@ class QueryRunner:
                 entry = self._entries.get(query_id)
                 if entry is not None and entry.state.state == RUNNING:
                     entry.state.lag = lag
+            for query_id, entry in self._entries.items():
+                entry.state.skipped = self.skipped.of(query_id)
             self._publish()

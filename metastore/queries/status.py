@@ -26,7 +26,8 @@ def report(states: Mapping[str, QueryState]) -> dict[str, Any]:
 
 
 def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Status]:
-    """Each query of ``image``: ``{state, ownerNode, lag, message}`` from the nodes' claims.
+    """Each query of ``image``: ``{state, ownerNode, lag, message, skipped}`` from the nodes'
+    claims (``skipped``: records its owner skipped because it cannot read them, by source).
 
     ``claims`` are ``(node id, report)`` pairs of live nodes (this node's own report first).
     """
@@ -35,15 +36,17 @@ def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict
         for query_id, state in claimed.items():
             if query_id not in image.queries or not isinstance(state, Mapping):
                 continue
+            skipped = state.get("skipped")
             candidate = {"state": str(state.get("state", PENDING)), "ownerNode": node_id,
-                         "lag": state.get("lag"), "message": state.get("message")}
+                         "lag": state.get("lag"), "message": state.get("message"),
+                         "skipped": dict(skipped) if isinstance(skipped, Mapping) else {}}
             current = best.get(query_id)
             if current is None or (current["state"] != RUNNING and candidate["state"] == RUNNING):
                 best[query_id] = candidate
     merged: dict[str, Status] = {}
     for query_id, query in sorted(image.queries.items()):
         status = best.get(query_id) or {"state": PENDING, "ownerNode": None, "lag": None,
-                                        "message": None}
+                                        "message": None, "skipped": {}}
         if query.paused:  # the log says so, whatever an owner last reported
             status = {**status, "state": PAUSED}
         merged[query_id] = status

@@ -135,7 +135,8 @@ def view_columns(source: DataSource) -> list[tuple[str, str]]:
 
 
 # -- decoding ----------------------------------------------------------------------------------------
-def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = ()) -> str:
+def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (),
+                  readable_as: str | None = None) -> str:
     """A SELECT over the raw Kafka table producing the declared columns, in order (a windowed
     source's view: its window bounds ``WINDOWSTART``, ``WINDOWEND`` after its key columns).
 
@@ -144,6 +145,10 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
     keys are read without their window, which ``extra`` may select as ``__MS_WINDOW``
     (:func:`_with_window`). A table's records without a key are dropped, as Kafka Streams' table
     source drops them.
+
+    Records no column of the source can be read from are dropped, unless ``readable_as`` (with
+    ``extra``) names a BOOLEAN column that says whether each one is readable: then the caller
+    counts the unreadable ones and drops them.
     """
     problem = _unsupported(source)
     if problem is not None:
@@ -165,11 +170,15 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
     checks += [*_codec_checks(source), *_object_checks(objects)]
     raw_table = _with_json_objects(objects, _with_codecs(source, _with_window(source, raw_table)))
     readable = f"NOT ({' OR '.join(checks)})" if checks else "TRUE"
-    decoded = f"SELECT {', '.join([*expressions, *extra])} FROM {raw_table} WHERE {readable}"
+    if extra:
+        items = [*expressions, *extra, *([f"{readable} AS {readable_as}"] if readable_as else [])]
+        where = [*([] if readable_as else [readable]),
+                 *(["key IS NOT NULL"] if source.kind is SourceKind.TABLE else [])]
+        return (f"SELECT {', '.join(items)} FROM {raw_table}"
+                + (f" WHERE {' AND '.join(where)}" if where else ""))
+    decoded = f"SELECT {', '.join(expressions)} FROM {raw_table} WHERE {readable}"
     if source.kind is SourceKind.STREAM:
         return decoded
-    if extra:
-        return f"{decoded} AND key IS NOT NULL"
     listed = ", ".join(names)
     return (f"SELECT {listed} FROM (SELECT {', '.join(expressions)}, value IS NULL AS __tombstone, "
             "row_number() OVER (PARTITION BY key ORDER BY partition DESC, offset DESC) AS __latest "
@@ -467,6 +476,9 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
            objects: _JsonObjects, checks: list[str], wrapped: bool) -> str:
     text = f"CAST({raw} AS STRING)"
     if fmt == "KAFKA":
+        size = _KAFKA_SIZES.get(column.type)
+        if size is not None:  # Kafka's Integer, Long and Double deserializers refuse another size
+            checks.append(f"({raw} IS NOT NULL AND octet_length({raw}) != {size})")
         return _kafka_bytes(raw, column.type)
     if fmt == "DELIMITED":
         index = [c.name for c in columns].index(column.name)
@@ -569,6 +581,10 @@ def _kind_refusal(text: str, is_string: str, sql_type: ty.SqlType) -> str | None
     if sql_type == ty.BYTES:
         return f"{text} IS NOT NULL AND NOT {is_string}"
     return None
+
+
+_KAFKA_SIZES: dict[ty.SqlType, int] = {ty.INTEGER: 4, ty.BIGINT: 8, ty.DOUBLE: 8}
+"""The bytes of a KAFKA-format number, as Kafka's serializers write it."""
 
 
 def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:

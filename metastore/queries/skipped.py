@@ -1,0 +1,117 @@
+"""Records a query skipped because it cannot read them, counted per query and source.
+
+A query's streaming read of a source decodes each record with a column saying whether it is
+readable (:func:`metastore.spark.views.decode_select`); the step that drops the unreadable ones
+is *observed* (Spark's ``Dataset.observe``) under a name this module makes
+(:func:`observation`): each micro-batch's progress then carries how many records it skipped
+and where the first one was. :class:`SkippedRecords`, a StreamingQueryListener of the node's
+session, adds those up per query and source, and logs one warning per micro-batch that skipped
+any, naming the query, the topic, the partition and the offset, as ksqlDB's processing log
+would. With ``ksql.fail.on.deserialization.error`` true, a query fails on such a record instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+log = logging.getLogger(__name__)
+
+READABLE = "__MS_READABLE"
+"""The column that says whether a record of a query's source can be read."""
+FAIL_ON_ERROR = "ksql.fail.on.deserialization.error"
+_PREFIX = "__ms_skipped"
+_SEPARATOR = "\u001f"
+
+
+def observation(source: str, topic: str, view: str) -> str:
+    """The name a read of ``source`` (on ``topic``, as the query's ``view``) is observed under."""
+    return _SEPARATOR.join((_PREFIX, source, topic, view))
+
+
+def observed_metrics(partition: str, offset: str) -> tuple[str, ...]:
+    """What the observed step measures per micro-batch: records skipped, and the first one's
+    partition and offset (by the source's ``partition`` and ``offset`` columns)."""
+    return (f"count_if(NOT {READABLE}) AS skipped",
+            f"min(CASE WHEN NOT {READABLE} THEN struct({partition} AS partition, {offset} AS "
+            "offset) END) AS first")
+
+
+def kept(view: str, fail: bool) -> str:
+    """The readable records of ``view`` (its readability column dropped); with ``fail``, a
+    query that meets an unreadable one fails, naming it."""
+    if not fail:
+        return f"SELECT * EXCEPT ({READABLE}) FROM `{view}` WHERE {READABLE}"
+    refused = ("raise_error(concat('A record could not be deserialized (" + FAIL_ON_ERROR
+               + " is true): ', __MS_SOURCE))")
+    return (f"SELECT * EXCEPT ({READABLE}) FROM `{view}` "
+            f"WHERE CASE WHEN {READABLE} THEN TRUE ELSE {refused} END")
+
+
+class SkippedRecords:
+    """Counts of skipped records by query name and source, from the observed progress."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, int]] = defaultdict(dict)
+
+    def of(self, query: str) -> dict[str, int]:
+        """Records ``query`` skipped so far on this node, by source (none skipped: empty)."""
+        with self._lock:
+            return dict(self._counts.get(query, {}))
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(sum(by_source.values()) for by_source in self._counts.values())
+
+    def count(self, query: str, metrics: Mapping[str, Any]) -> None:
+        """Add one micro-batch's observed metrics of ``query``."""
+        for name, row in metrics.items():
+            parts = name.split(_SEPARATOR)
+            if len(parts) != 4 or parts[0] != _PREFIX:
+                continue
+            skipped = int(row["skipped"] or 0)
+            if not skipped:
+                continue
+            _, source, topic, _view = parts
+            with self._lock:
+                counts = self._counts[query]
+                counts[source] = counts.get(source, 0) + skipped
+            first = row["first"]
+            log.warning("query %s skipped %d record(s) of %s it cannot deserialize (topic %s, "
+                        "the first at partition %s, offset %s)", query, skipped, source, topic,
+                        first["partition"] if first else "?", first["offset"] if first else "?")
+
+    def listener(self) -> StreamingQueryListener:
+        """A StreamingQueryListener that counts here, for one query's session (PySpark ties a
+        listener to the JVM it was first added in, which a restart of Spark replaces)."""
+        from pyspark.sql.streaming.listener import StreamingQueryListener
+
+        count = self.count
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
+                """Nothing to count yet."""
+
+            def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+                progress = event.progress
+                if progress.name and progress.observedMetrics:
+                    count(progress.name, progress.observedMetrics)
+
+            def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+                """Nothing read, nothing skipped."""
+
+            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+                """The counts stay: the query may start again on this node."""
+
+        return Listener()
+
+
+__all__ = ["FAIL_ON_ERROR", "READABLE", "SkippedRecords", "kept", "observation",
+           "observed_metrics"]

@@ -1,0 +1,137 @@
+"""A record a query cannot read is skipped and counted, never turned into a row of NULLs: on the
+suite's Spark node, for each format the runtime decodes with Spark alone, a stream of good and
+undecodable records under a CSAS, a CTAS count and a push query; and a query with
+``ksql.fail.on.deserialization.error`` fails on such a record instead."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+
+from metastore.kafka.settings import KafkaSettings
+from tests.queries.test_push_queries import Lines
+from tests.queries.test_query_nodes import ksql, queries
+from tests.queries.test_spark_jobs import read_all
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess, gauge
+from tests.support.waiting import eventually
+
+GOOD = 3
+"""Good records of each case: IDs 1 to 3, in groups of ID."""
+
+CASES: dict[str, tuple[str, list[bytes], list[bytes]]] = {
+    # format: (columns, good values for ID 1..3, undecodable values)
+    "JSON": ("ID INT, FLAG BOOLEAN",
+             [json.dumps({"ID": i, "FLAG": i % 2 == 0}).encode() for i in range(1, GOOD + 1)],
+             [b"\x00not json{", b'{"ID": 9, "FLAG": "true"}', b'{"ID": 9, "FLAG": tr',
+              b'{"ID": "nine"}', b"[1, 2]"]),
+    "DELIMITED": ("ID INT, FLAG BOOLEAN",
+                  [f"{i},{'true' if i % 2 == 0 else 'false'}".encode()
+                   for i in range(1, GOOD + 1)],
+                  [b"9", b"9,true,extra", b"nine,true", b"4.5,false"]),
+    "KAFKA": ("ID INT",
+              [struct.pack(">i", i) for i in range(1, GOOD + 1)],
+              [b"\x00\x00\x09", b"\x00\x00\x00\x00\x00\x00\x00\x09"]),
+}
+
+
+def produce(producer: Producer, topic: str, values: list[bytes]) -> None:
+    failed: list[object] = []
+    for index, value in enumerate(values):
+        producer.produce(topic, key=struct.pack(">i", index), value=value,
+                         on_delivery=lambda error, _message: failed.append(error) if error else None)
+    assert producer.flush(30) == 0 and not failed, failed
+
+
+@pytest.mark.parametrize("value_format", sorted(CASES))
+def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_settings: KafkaSettings, value_format: str) -> None:
+    columns, good, bad = CASES[value_format]
+    name = unique(f"SKIP_{value_format}").upper().replace("-", "_")
+    sink, counts = f"{name}_OUT", f"{name}_COUNTS"
+    ksql(spark_node, f"CREATE STREAM {name} ({columns}) WITH (KAFKA_TOPIC='{name}', "
+                     f"PARTITIONS=1, VALUE_FORMAT='{value_format}');")
+    produce(producer_factory(), name, [bad[0], *good[:1], *bad[1:], *good[1:]])
+    aggregated = value_format != "KAFKA"  # ksqlDB refuses GROUP BY over KAFKA values
+    earliest(spark_node, f"""
+        CREATE STREAM {sink} WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='JSON')
+            AS SELECT ID FROM {name} EMIT CHANGES;""" + (f"""
+        CREATE TABLE {counts} WITH (KAFKA_TOPIC='{counts}', VALUE_FORMAT='JSON')
+            AS SELECT ID, COUNT(*) AS N FROM {name} GROUP BY ID EMIT CHANGES;"""
+                                                         if aggregated else ""))
+    written = _values(kafka_settings, sink, GOOD)
+    assert sorted(v["ID"] for v in written) == list(range(1, GOOD + 1)), written
+    if aggregated:
+        counted = _values(kafka_settings, counts, GOOD)
+        assert sorted(v["N"] for v in counted) == [1] * GOOD, "nothing counted for a bad record"
+
+    reading = {q["id"]: q for q in queries(spark_node).values()
+               if q["sinks"] in ([sink], [counts])}
+    eventually(lambda: all(q["skippedRecords"] == len(bad) for q in _refreshed(spark_node,
+                                                                               reading)),
+               60, f"each query to count {len(bad)} skipped records", interval=1)
+    assert {q["state"] for q in _refreshed(spark_node, reading)} == {"RUNNING"}
+    [described] = ksql(spark_node, f"DESCRIBE {name} EXTENDED;")
+    assert described["sourceDescription"]["errorStats"] == (
+        f"consumer-failed-messages: {len(reading) * len(bad)}")
+    assert gauge(spark_node, "metastore_records_skipped_total") >= len(reading) * len(bad)
+
+    body = {"sql": f"SELECT ID FROM {name} EMIT CHANGES LIMIT {GOOD};",
+            "properties": {"auto.offset.reset": "earliest"}}
+    with httpx.stream("POST", f"{spark_node.url}/query-stream", json=body,
+                      timeout=120) as response:
+        assert response.status_code == 200
+        lines = Lines(response)
+        lines.next_data()  # the header
+        pushed = [json.loads(lines.next_data()) for _ in range(GOOD)]
+    assert sorted(row[0] for row in pushed) == list(range(1, GOOD + 1))
+
+
+def test_a_query_that_fails_on_deserialization_errors_fails_naming_the_record(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer]) -> None:
+    name = unique("FAILING").upper().replace("-", "_")
+    ksql(spark_node, f"CREATE STREAM {name} (ID INT) WITH (KAFKA_TOPIC='{name}', PARTITIONS=1, "
+                     "VALUE_FORMAT='JSON');")
+    produce(producer_factory(), name, [b'{"ID": 1}', b"\x00not json{"])
+    [created] = earliest(spark_node, f"CREATE STREAM {name}_OUT AS SELECT ID FROM {name} "
+                                     "EMIT CHANGES;", {"ksql.fail.on.deserialization.error": "true"})
+    query_id = created["commandStatus"]["queryId"]
+
+    def failed() -> dict[str, Any] | None:
+        found = queries(spark_node).get(query_id, {})
+        return found if found.get("state") == "ERROR" else None
+
+    status = eventually(failed, 120, f"{query_id} to fail on the undecodable record",
+                        interval=1)
+    assert "A record could not be deserialized" in str(status["errorMessage"])
+    assert f"{name}/0/1" in str(status["errorMessage"]), "names the record's coordinates"
+
+
+def earliest(server: ServerProcess, text: str,
+             properties: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """``text``'s entities, its queries reading their sources from the start."""
+    response = httpx.post(f"{server.url}/ksql", timeout=120, json={
+        "ksql": text, "streamsProperties": {"auto.offset.reset": "earliest",
+                                            **(properties or {})}})
+    assert response.status_code == 200, response.text
+    return list(response.json())
+
+
+def _values(settings: KafkaSettings, topic: str, expected: int) -> list[dict[str, Any]]:
+    """The values of the first ``expected`` records of ``topic``, then whatever followed within
+    a few seconds (a record that should not be there)."""
+    records = read_all(settings, topic, expected, timeout=120)
+    records += read_all(settings, topic, expected + 1, timeout=5)[len(records):]
+    return [json.loads(value) for _key, value, _headers in records if value is not None]
+
+
+def _refreshed(server: ServerProcess, reading: dict[str, Any]) -> list[dict[str, Any]]:
+    now = queries(server)
+    return [now[query_id] for query_id in reading]
