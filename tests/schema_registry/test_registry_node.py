@@ -1,8 +1,9 @@
 """A node process with Spark and a Schema Registry, end to end: a stream inferred from the
 registry, its AVRO records (written by a Confluent-framed producer) answered by a pull query,
 a CTAS that aggregates them into an AVRO table, which registers its schema under its topic's
-subject and answers pull queries too, INSERT VALUES in each registry format read back, and a
-Protobuf schema that imports another registered schema."""
+subject and answers pull queries too (records no codec can decode skipped by both, and
+counted), INSERT VALUES in each registry format read back, and a Protobuf schema that imports
+another registered schema."""
 
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ def avro_record(schema_id: int, item: str, qty: int) -> bytes:
     return b"\0" + struct.pack(">i", schema_id) + zigzag(len(text)) + text + zigzag(qty)
 
 
+UNDECODABLE: tuple[Callable[[int], bytes], ...] = (
+    lambda schema_id: b"\1" + avro_record(schema_id, "pen", 1)[1:],  # no magic byte
+    lambda schema_id: avro_record(987_654, "pen", 1),  # an id the registry does not hold
+    lambda schema_id: avro_record(schema_id, "pen", 1)[:8],  # truncated
+)
+"""Records no reader may turn into a row: each is skipped, and counted."""
+
+
 def test_a_node_reads_infers_aggregates_and_answers_avro(
         registry_node: ServerProcess,
         client: SchemaRegistryClient, producer_factory: Callable[..., Producer]) -> None:
@@ -47,6 +56,7 @@ def test_a_node_reads_infers_aggregates_and_answers_avro(
     for number, (item, qty) in enumerate((("pen", 2), ("ink", 1), ("pen", 3))):
         key = b"\0" + struct.pack(">i", key_id) + zigzag(number)
         producer.produce(orders, key=key, value=avro_record(value_id, item, qty))
+        producer.produce(orders, key=key, value=UNDECODABLE[number](value_id))
     producer.flush(10)
     wait_in_sync(node)
     schema, rows = query(node, "SELECT * FROM ORDERS;")
@@ -71,6 +81,13 @@ def test_a_node_reads_infers_aggregates_and_answers_avro(
                                                                        ["pen", 2, 5]]
 
     eventually(answered, 180, "the CTAS's rows", interval=0.5)
+
+    def skipped() -> int:
+        [listed] = ksql(node, "SHOW QUERIES;")
+        return sum(q["skippedRecords"] for q in listed["queries"] if q["sinks"] == ["COUNTS"])
+
+    eventually(lambda: skipped() == len(UNDECODABLE), 60,
+               "the CTAS to count the records it could not decode", interval=0.5)
 
 
 def test_insert_values_in_each_registry_format_reads_back(
