@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("metastore")
 SHUTDOWN_GRACE_SECONDS = 5.0
 """How long open connections (push queries among them) may take to finish once a node stops."""
+SPARK_PULL_SLOTS = 4
+"""Pull queries a node's Spark answers at once (the others wait, up to their time): with each
+job's results bounded by ``spark.driver.maxResultSize``, they hold half the driver's heap at
+most."""
 PROJECTION_PATIENCE = 10.0
 """Seconds a pull query waits for the Spark catalog to hold the sources it reads."""
 
@@ -152,9 +156,12 @@ def _liveness(projection: ProjectionRunner, queries: QueryRunner, push: PushQuer
 
     def lost(reason: str) -> None:
         projection.lost(reason)
-        queries.spark_lost()
-        push.stop()
-        stores.spark_lost()
+        try:
+            queries.spark_lost()
+            push.stop()
+            stores.spark_lost()
+        finally:
+            projection.may_restart()
 
     def session() -> SparkSession | None:
         running = projection.projection
@@ -250,6 +257,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
                          end_offsets, close=offsets.close)
 
     budget = PullBudget(max_bytes=config.limits.max_response_bytes)
+    spark_pulls = threading.BoundedSemaphore(SPARK_PULL_SLOTS)
 
     def pull(text: str, config: ConfigOverrides) -> Any:
         running = projection.projection
@@ -267,7 +275,13 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
             raise SparkUnavailableError(
                 f"The Spark catalog of this node does not hold {', '.join(analysis.sources)} "
                 f"yet ({projection.status.reason or 'it is being updated'}); retry shortly.")
-        return run_analysed(running.spark, analysis, database, query_id, budget)
+        if not spark_pulls.acquire(timeout=budget.timeout_seconds):
+            raise SparkUnavailableError(f"This node's Spark is answering {SPARK_PULL_SLOTS} "
+                                        "pull queries already; retry shortly.")
+        try:
+            return run_analysed(running.spark, analysis, database, query_id, budget)
+        finally:
+            spark_pulls.release()
 
     push = PushQueries(session, kafka_options, settings.directory / "push-queries")
     return projection, queries, pull, push, stores, SparkExplainer(session, kafka_options)
@@ -298,8 +312,11 @@ class ShutdownSignals:
     the node stopped, the process only exits: both signals are ignored (Python would restore
     their default handlers while it finalizes, and one then would kill it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_request: Callable[[], None] | None = None) -> None:
+        """``on_request``: what stops at once with the first signal (the watch on Spark: the
+        signal may reach Spark's JVM too)."""
         self._wake: Callable[[], object] | None = None
+        self._on_request = on_request
         self.requested = False
 
     def install(self) -> None:
@@ -326,6 +343,8 @@ class ShutdownSignals:
             return
         self.requested = True
         log.info("signal %d: shutting down", signum)
+        if self._on_request is not None:
+            self._on_request()
         wake()
 
 
@@ -353,12 +372,13 @@ def serve(settings: ServerSettings) -> None:
         config.include_server_header = False
         app = ConcurrencyLimit(services.app, settings.http.max_concurrency,
                                services.app.state.requests_in_flight,
-                               settings.http.max_requests_per_client)
+                               settings.http.max_requests_per_client,
+                               by_user=services.auth is not None)
         return cast("ASGIFramework", app), config, hypercorn_serve
 
     served, config, hypercorn_serve = _while_the_node_starts(services, http_stack)
 
-    signals = ShutdownSignals()
+    signals = ShutdownSignals(services.liveness.halt if services.liveness else None)
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -64,11 +64,13 @@ class ConcurrencyLimit:
 
     def __init__(self, app: App, max_requests: int,
                  in_flight: dict[Lane, int] | None = None,
-                 max_per_client: int | None = None) -> None:
-        """``in_flight``: the counts to keep, by lane (shared with the app's /metrics)."""
+                 max_per_client: int | None = None, by_user: bool = False) -> None:
+        """``in_flight``: the counts to keep, by lane (shared with the app's /metrics);
+        ``by_user``: clients are the users basic auth checks (else their addresses)."""
         self._app = app
         self._max = max_requests
         self._max_per_client = max_per_client or max_requests
+        self._by_user = by_user
         self._in_flight = in_flight if in_flight is not None else dict.fromkeys(Lane, 0)
         self._by_client: dict[tuple[Lane, str], int] = {}
 
@@ -88,7 +90,8 @@ class ConcurrencyLimit:
             await _refuse(send, 503, SERVICE_UNAVAILABLE, f"The server is serving {self._max} "
                           f"{lane.value} requests at once; retry later")
             return
-        client = (lane, client_of(scope)) if lane is not Lane.HEALTH else None
+        client = (lane, client_of(scope, self._by_user)) if lane is not Lane.HEALTH and \
+            scope.get("path", "").rstrip("/") not in UNBOUNDED_PER_CLIENT else None
         if client is not None and self._by_client.get(client, 0) >= self._max_per_client:
             await _refuse(send, 429, TOO_MANY_REQUESTS, f"This client has "
                           f"{self._max_per_client} {lane.value} requests in flight already; "
@@ -112,10 +115,15 @@ class ConcurrencyLimit:
             del self._by_client[client]
 
 
-def client_of(scope: Scope) -> str:
-    """Who a request counts against: the user its basic credentials name (checked later, by the
-    app: a request with wrong ones ends at once), else its address."""
-    for name, value in scope.get("headers", ()):
+UNBOUNDED_PER_CLIENT = frozenset({"/close-query"})
+"""Requests that free what a client holds: never refused for what it holds."""
+
+
+def client_of(scope: Scope, by_user: bool = True) -> str:
+    """Who a request counts against: with ``by_user`` (basic auth on), the user its credentials
+    name (checked later, by the app: a request with wrong ones ends at once); else, or without
+    credentials, its address."""
+    for name, value in scope.get("headers", ()) if by_user else ():
         if name == b"authorization":
             user = claimed_user(value.decode("latin-1"))
             if user is not None:

@@ -366,7 +366,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
         if isinstance(body, KsqlResponse):
             return body
         return await threads.run(Lane.QUERIES, _query_body, body, user_of(request),
-                                 client_of(request.scope))
+                                 client_of(request.scope, auth is not None))
 
     def _query_body(body: bytes, user: str | None, client: str) -> Response:
         parsed = parse_request(body)
@@ -452,7 +452,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
             return body
         return await threads.run(Lane.QUERIES, _query_stream, body,
                                  streaming.wants_delimited(request), user_of(request),
-                                 client_of(request.scope))
+                                 client_of(request.scope, auth is not None))
 
     def _query_stream(body: bytes, delimited: bool, user: str | None, client: str) -> Response:
         parsed = streaming.parse_body(streaming.QueryStreamRequest, body, limits)
@@ -615,8 +615,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                 float(forwarder.stats.written_here))
         if node.queries is not None:
             gauges["metastore_records_skipped_total"] = (
-                "Records this node's persistent and push queries skipped because they cannot "
-                "deserialize them.", float(node.queries.skipped.total()))
+                "Records this node's persistent queries skipped because they cannot deserialize "
+                "them.", float(node.queries.skipped.total()))
         if push_queries is not None:
             gauges["metastore_push_queries"] = ("Push queries running on this node.",
                                                 float(push_queries.running))

@@ -265,7 +265,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
             stream_views[alias] = view
             if at_once is not None:  # and its records read in batch, for the other side's
                 batch_views[alias] = f"{view}_all"
-                steps += [replace(step, streaming=False, watermark_ms=None) for step in
+                steps += [replace(step, streaming=False, watermark_ms=None, observed=None) for step in
                           stream_steps(source, f"{view}_all", None,
                                        _watermark(windows, index, outer_joins))]
             if changelog and analysis.aggregate and groups_keyed:

@@ -127,13 +127,7 @@ class QueryRunner:
     def stop(self) -> None:
         """Stop this node's queries and leave the query group (after the worker stopped)."""
         self._stopping.set()
-        if self.assignment is not None:
-            self.assignment.stop()
-        with self._lock:
-            for entry in list(self._entries.values()):
-                self._halt(entry)
-            self._entries.clear()
-            self._publish()
+        self._leave()
         if self._offsets is not None:
             self._offsets.close()
 
@@ -141,9 +135,14 @@ class QueryRunner:
         """Spark died: leave the query group at once, so that this node's queries move to the
         others within a rebalance (their checkpoints stay), and forget their dead handles. The
         next tick with a new session joins the group again."""
+        self._leave()
+
+    def _leave(self) -> None:
+        """Leave the query group (the revoke callback halts what the node owned) and halt
+        every query left."""
         assignment, self.assignment = self.assignment, None
         if assignment is not None:
-            assignment.stop()  # the revoke callback halts what the node owned
+            assignment.stop()
         with self._lock:
             for entry in list(self._entries.values()):
                 self._halt(entry)

@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from metastore.catalog.overrides import FAIL_ON_DESERIALIZATION_ERROR
+
 if TYPE_CHECKING:
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
@@ -25,7 +27,6 @@ log = logging.getLogger(__name__)
 
 READABLE = "__MS_READABLE"
 """The column that says whether a record of a query's source can be read."""
-FAIL_ON_ERROR = "ksql.fail.on.deserialization.error"
 _PREFIX = "__ms_skipped"
 _SEPARATOR = "\u001f"
 
@@ -48,8 +49,8 @@ def kept(view: str, fail: bool) -> str:
     query that meets an unreadable one fails, naming it."""
     if not fail:
         return f"SELECT * EXCEPT ({READABLE}) FROM `{view}` WHERE {READABLE}"
-    refused = ("raise_error(concat('A record could not be deserialized (" + FAIL_ON_ERROR
-               + " is true): ', __MS_SOURCE))")
+    refused = ("raise_error(concat('A record could not be deserialized ("
+               + FAIL_ON_DESERIALIZATION_ERROR + " is true): ', __MS_SOURCE))")
     return (f"SELECT * EXCEPT ({READABLE}) FROM `{view}` "
             f"WHERE CASE WHEN {READABLE} THEN TRUE ELSE {refused} END")
 
@@ -113,5 +114,5 @@ class SkippedRecords:
         return Listener()
 
 
-__all__ = ["FAIL_ON_ERROR", "READABLE", "SkippedRecords", "kept", "observation",
+__all__ = ["READABLE", "SkippedRecords", "kept", "observation",
            "observed_metrics"]

@@ -52,7 +52,7 @@ def changelog_stage(source: DataSource, view: str) -> BatchStage:
     names = [quote(c.name) for c in source.columns]
     carried = ["ROWPARTITION", "ROWOFFSET", quote(RAW_KEY), quote(NULL_VALUE), quote(HEADERS)]
     columns = ", ".join([*names, "ROWTIME", *carried])
-    history_steps = [replace(step, streaming=False, watermark_ms=None)
+    history_steps = [replace(step, streaming=False, watermark_ms=None, observed=None)
                      for step in stream_steps(source, history, None)]
     current = (
         f"SELECT {columns} FROM (SELECT h.*, row_number() OVER (PARTITION BY h.{quote(RAW_KEY)} "
@@ -87,7 +87,7 @@ def replayed_stream(source: DataSource, view: str, window: WindowSpec | None) ->
     order starts from."""
     history = f"{view}_history"
     micro_batch = f"{view}_batch"
-    history_steps = [replace(step, streaming=False, watermark_ms=None)
+    history_steps = [replace(step, streaming=False, watermark_ms=None, observed=None)
                      for step in stream_steps(source, history, window)]
     rows = (f"SELECT h.*, (e.__ms_first IS NOT NULL AND h.ROWOFFSET >= e.__ms_first) AS "
             f"{SENTINEL} FROM {quote(history)} AS h LEFT JOIN (SELECT ROWPARTITION AS __ms_p, "

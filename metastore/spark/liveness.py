@@ -6,8 +6,9 @@ most ``timeout`` seconds for the answer. Spark is *lost* when the call fails (th
 SIGKILL, an OutOfMemoryError that ended it), when the context says it stopped, or when no answer
 comes in time (a JVM stuck in garbage collection): that one is killed first, so that every
 thread waiting on it is released at once. ``on_lost`` is then called once, with the reason, on
-the liveness thread; what the node does about it (leave the query group, restart Spark) is the
-caller's.
+the liveness thread, after the driver is killed (what is left of a driver that failed a probe
+must not write once other nodes own its queries); what the node does about it (leave the query
+group, restart Spark) is the caller's.
 """
 
 from __future__ import annotations
@@ -79,17 +80,25 @@ class SparkLiveness:
                 self.losses += 1
                 log.error("Spark is lost: %s", reason)
                 try:
-                    self._on_lost(reason)
+                    kill_driver()  # whatever is left of it writes nothing once others own
+                    self._on_lost(reason)  # its queries
                 except Exception:  # the next probe finds what is still wrong
                     log.exception("handling the loss of Spark failed")
 
+    def halt(self) -> None:
+        """Watch no more, without waiting (the node is stopping: its Spark may stop first)."""
+        self._stop.set()
+
     def _check(self, spark: SparkSession) -> str | None:
-        answer = self._prober.submit(probe, spark)
         try:
+            answer = self._prober.submit(probe, spark)
             return answer.result(self._timeout)
         except ProbeTimeout:
-            kill_driver()  # releases the probe thread and every other caller
+            self._prober.shutdown(wait=False)  # its thread waits on the JVM killed below
+            self._prober = ThreadPoolExecutor(1, thread_name_prefix="spark-probe")
             return f"the Spark driver JVM did not answer within {self._timeout:g} s; killed"
+        except Exception as error:  # the probe itself could not run
+            return f"the Spark driver JVM could not be probed ({error})"
 
 
 __all__ = ["SparkLiveness", "probe"]

@@ -13,14 +13,16 @@ catalog fingerprint is computed from what Spark reports
 :class:`ProjectionRunner` drives it from the replica: it reconciles the newest image in a thread of
 its own, so Spark never blocks the log, and retries after a failure. It also owns the session's
 life: when Spark is lost (:mod:`metastore.spark.liveness`) the runner forgets the session, so
-nothing is handed a dead one, starts a new one (at once, then with a doubling backoff while
-starting fails) and makes its catalog equal to the newest image again.
+nothing is handed a dead one, starts a new one (at once, unless the lost one had run for less
+than five minutes: then after a backoff doubling up to a minute, as it does while starting
+fails) and makes its catalog equal to the newest image again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import threading
 import time
@@ -41,7 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESTART_BACKOFF_SECONDS = (1.0, 60.0)
-"""The wait before a lost Spark's second start attempt, doubled up to the second value."""
+"""The wait before a lost Spark's next start attempt, doubled up to the second value."""
+HEALTHY_SECONDS = 300.0
+"""How long a session must have run for its loss to be restarted at once (the backoff is then
+forgotten)."""
 
 PARTIAL_READ_BACK = 64
 """Read back only the changed objects when there are at most this many: a pattern of many names
@@ -233,6 +238,7 @@ class ProjectionRunner:
         """Why Spark was lost, while it is not running again."""
         self.restarts = 0
         self._start_failure: str | None = None
+        self._started_at = -math.inf
         self._stale = False
         """Whether the catalog of a restarted session is not equal to the newest image yet."""
 
@@ -243,6 +249,7 @@ class ProjectionRunner:
             self.status.reason = self._start_failure = f"Spark did not start: {error}"
             raise
         self._start_failure = None
+        self._started_at = time.monotonic()
         self.status.application = SparkApplication.of(self.projection.spark)
         self.status.reason = "waiting for the log"
 
@@ -264,16 +271,29 @@ class ProjectionRunner:
 
     def lost(self, reason: str) -> None:
         """Spark is gone (called from the liveness thread): hand its session to nobody any
-        more, and restart it at the next tick."""
+        more; it is restarted once :meth:`may_restart` says the loss was handled."""
         with self._projected:
             self.projection = None
             self.lost_reason = reason
-            self._restart_at = time.monotonic()
+            self._restart_at = math.inf
             self.status.in_sync = False
             self.status.reason = f"Spark was lost ({reason}); it is being restarted"
             self.status.application = None
             self._failures += 1
             self._projected.notify_all()  # pull queries waiting for it stop waiting
+
+    def may_restart(self) -> None:
+        """The loss was handled (the node left the query group...): restart Spark at the next
+        tick, or after the backoff when the session lost had not been healthy for long (a
+        session that dies soon after each start must not be restarted every second)."""
+        with self._projected:
+            healthy_for = time.monotonic() - self._started_at
+            if healthy_for >= HEALTHY_SECONDS:
+                self._delay = self._backoff[0]
+                self._restart_at = time.monotonic()
+            else:
+                self._restart_at = time.monotonic() + self._delay
+                self._delay = min(self._delay * 2, self._backoff[1])
 
     def _restart(self) -> None:
         self._discard()
@@ -288,7 +308,7 @@ class ProjectionRunner:
             self._delay = min(self._delay * 2, self._backoff[1])
             return
         log.info("Spark restarted after it was lost (%s)", self.lost_reason)
-        self.lost_reason, self._delay = None, self._backoff[0]
+        self.lost_reason = None
         self.restarts += 1
         self._stale = True
         self.tick()

@@ -3,12 +3,12 @@
 The SELECT is parsed with the ksqlDB dialect, analysed against the image (which also says what
 it reads), transpiled by sqlglot to Spark SQL with every source it reads qualified by the service's
 database, and run within a :class:`PullBudget`: a row limit (10,000 unless the query names one),
-a size (the answer's JSON is counted row by row as Spark hands the rows over, one partition at a
-time, and refused past its bytes, the Spark job's own results bounded by the session's
-``spark.driver.maxResultSize``), and a time (the query's Spark jobs run in a job group of their
-own, cancelled when it runs out). A function call past its bound fails the query with the reason
-(:mod:`metastore.functions.bounds`). So one query fails alone; the node and its other queries
-go on.
+a size (the answer's JSON is counted row by row as Spark hands the rows over, and refused past
+its bytes with no more rows converted; a partition Spark hands over is one task's result, held
+whole by the driver and bounded by the session's ``spark.driver.maxResultSize``), and a time
+(the query's Spark jobs run in a job group of their own, cancelled when it runs out). A
+function call past its bound fails the query with the reason (:mod:`metastore.functions.bounds`).
+So one query fails alone; the node and its other queries go on.
 The answer is a :class:`QueryResult`; the endpoints write it in their shapes.
 """
 
@@ -25,6 +25,7 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from py4j.protocol import Py4JNetworkError
 from sqlglot import exp
 
 from metastore.catalog.analysis import Analysis
@@ -39,6 +40,7 @@ from metastore.spark.exceptions import (
     AnswerTooLargeError,
     PullQueryTimeoutError,
     SparkQueryError,
+    SparkUnavailableError,
     UnsupportedQueryError,
 )
 from metastore.spark.views import object_name
@@ -137,16 +139,25 @@ def run_analysed(spark: SparkSession, analysis: Analysis, database: str,
                  query_id: str | None = None, budget: PullBudget | None = None) -> QueryResult:
     """Answer a checked pull query on Spark within ``budget`` (it rewrites the analysed query's
     tree)."""
-    keys = result_keys(analysis)
     budget = budget or PullBudget()
     query_id = query_id or new_query_id()
+    sql = to_spark_sql(analysis, database)
+    try:
+        return _answer(spark, sql, analysis, query_id, budget)
+    except (Py4JNetworkError, ConnectionError) as error:  # Spark itself, not the query, failed
+        raise SparkUnavailableError(f"Spark is not available on this node: {error}") from error
+
+
+def _answer(spark: SparkSession, sql: str, analysis: Analysis, query_id: str,
+            budget: PullBudget) -> QueryResult:
+    keys = result_keys(analysis)
     with _job_group(spark, query_id, budget.timeout_seconds) as timed_out:
         try:
-            frame = spark.sql(to_spark_sql(analysis, database))
+            frame = spark.sql(sql)
             stream = cast("Generator[Any, None, None]", frame.toLocalIterator())
             with contextlib.closing(stream):
                 rows = bounded_rows(stream, budget.max_bytes)
-        except AnswerTooLargeError:
+        except (AnswerTooLargeError, Py4JNetworkError, ConnectionError):
             raise
         except Exception as error:  # Spark's own analysis and runtime errors, as the client's
             if timed_out.is_set():
@@ -170,7 +181,8 @@ def _job_group(spark: SparkSession, group: str, timeout: float) -> Iterator[thre
 
     def cancel() -> None:
         timed_out.set()
-        context.cancelJobGroup(group)
+        with contextlib.suppress(Exception):  # Spark is gone: nothing left to cancel
+            context.cancelJobGroup(group)
 
     context.setJobGroup(group, "pull query", interruptOnCancel=True)
     timer = threading.Timer(timeout, cancel)
@@ -184,8 +196,8 @@ def _job_group(spark: SparkSession, group: str, timeout: float) -> Iterator[thre
 
 
 def bounded_rows(rows: Iterable[Any], max_bytes: int) -> list[list[Any]]:
-    """The rows as JSON values, counted as they arrive: past ``max_bytes`` of JSON the rest is
-    never read (the caller closes the iterator, which ends its Spark job)."""
+    """The rows as JSON values, counted as they arrive: past ``max_bytes`` of JSON no more are
+    converted (the caller closes the iterator, which ends its Spark job)."""
     answer: list[list[Any]] = []
     size = 0
     for row in rows:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,10 +66,11 @@ repeated (in another case, for the maps by upper-cased name) is the last one, wh
 the query on a repeated key."""
 
 
-MAX_RESULT_SIZE = "256m"
-"""What one Spark job may hand the driver (a pull query's rows, a push query's micro-batch): a
-quarter of the driver's heap, so that a job asking for more fails alone, with Spark's reason,
-where Spark's default (1g, the whole heap) would let it take the JVM down."""
+MAX_RESULT_SIZE = "128m"
+"""What one Spark job may hand the driver (a pull query's rows, a push query's micro-batch): an
+eighth of the driver's heap, so that a job asking for more fails alone, with Spark's reason,
+where Spark's default (1g, the whole heap) would let it take the JVM down; a node answers at
+most four pull queries with Spark at once (``metastore.server.SPARK_PULL_SLOTS``)."""
 
 
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
@@ -133,7 +135,10 @@ def kill_driver() -> None:
     process = driver_process()
     if process is not None and process.poll() is None:
         process.kill()
-        process.wait(30)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            _log.error("the Spark driver JVM (pid %d) did not exit after SIGKILL", process.pid)
 
 
 def discard_session() -> None:

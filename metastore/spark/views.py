@@ -499,8 +499,9 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
     raise ValueError(f"format {fmt} is not decodable")
 
 
-_QUOTED = string_literal('"(?:[^"]|"")*"')
-"""A double-quoted DELIMITED field (its delimiters are text)."""
+_QUOTED = string_literal('"[^"]*+(?:""[^"]*+)*+"')
+"""A double-quoted DELIMITED field (its delimiters are text), possessive: Java's regex engine
+recurses per character on an alternation, and a long field would overflow its stack."""
 
 
 def _field_count_check(raw: str, text: str, count: int, separator: str) -> str:

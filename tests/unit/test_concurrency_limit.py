@@ -8,7 +8,7 @@ import base64
 import json
 from typing import Any
 
-from metastore.api.concurrency import ConcurrencyLimit
+from metastore.api.concurrency import ConcurrencyLimit, client_of
 
 
 def test_requests_over_the_limit_are_refused_and_slots_are_freed() -> None:
@@ -74,7 +74,7 @@ def test_one_client_at_its_bound_is_refused_while_the_others_are_served() -> Non
         return int(sent[0]["status"])
 
     async def scenario() -> None:
-        limit = ConcurrencyLimit(app, max_requests=100, max_per_client=2)
+        limit = ConcurrencyLimit(app, max_requests=100, max_per_client=2, by_user=True)
         held = [asyncio.create_task(request(limit, scope("/inserts-stream", "alice")))
                 for _ in range(2)]
         held += [asyncio.create_task(request(limit, scope("/query-stream")))
@@ -86,12 +86,24 @@ def test_one_client_at_its_bound_is_refused_while_the_others_are_served() -> Non
         others = [asyncio.create_task(request(limit, where)) for where in (
             scope("/inserts-stream", "bob"), scope("/ksql", "alice"),
             scope("/query-stream", address="10.0.0.2"), scope("/healthcheck"),
-            scope("/healthcheck"), scope("/healthcheck"))]
+            scope("/healthcheck"), scope("/healthcheck"), scope("/close-query"))]
         await asyncio.sleep(0.01)
-        assert limit.in_flight == 10, "other users, other lanes, other addresses, health"
+        assert limit.in_flight == 11, \
+            "other users, other lanes, other addresses, health, what frees a slot"
         release.set()
-        assert [await task for task in held + others] == [200] * 10
+        assert [await task for task in held + others] == [200] * 11
         assert limit.in_flight == 0
         assert await request(limit, scope("/inserts-stream", "alice")) == 200
 
     asyncio.run(scenario())
+
+
+def test_without_authentication_clients_are_addresses_whatever_user_they_name() -> None:
+    def scope(user: str) -> dict[str, Any]:
+        token = base64.b64encode(f"{user}:pw".encode())
+        return {"type": "http", "path": "/query", "client": ("10.0.0.1", 1),
+                "headers": [(b"authorization", b"Basic " + token)]}
+
+    assert client_of(scope("alice"), by_user=False) == client_of(scope("bob"), by_user=False) \
+        == "address:10.0.0.1"
+    assert client_of(scope("alice")) == "user:alice"
