@@ -33,12 +33,13 @@ class HttpLimits:
     keep_alive_seconds: int = 5
     """How long the HTTP server keeps an idle keep-alive connection open between requests."""
     max_concurrency: int = 1000
-    """HTTP requests in flight (streams included) in each lane: health, statements, queries
-    (:mod:`metastore.api.concurrency`); the node answers 503 above it."""
+    """HTTP requests in flight (streams included) in each lane: health, statements, inserts,
+    queries (:mod:`metastore.api.concurrency`); the node answers 503 above it."""
     max_requests_per_client: int = 100
     """HTTP requests one client (a basic-auth user, or an address without authentication) may
     have in flight in each lane but health's (429 above it): streams (push queries, inserts
-    streams) hold theirs until they end."""
+    streams) hold theirs until they end; ``/close-query`` is never refused for them. Behind a
+    proxy without authentication every client is the proxy's address: raise it there."""
     statement_threads: int = 32
     """Threads that serve /ksql requests (their waits for the log)."""
     insert_threads: int = 16

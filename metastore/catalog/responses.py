@@ -109,7 +109,8 @@ def source_summary(source: DataSource) -> dict[str, Any]:
 
 def query_summary(query: PersistentQuery, image: Image,
                   status: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """ksqlDB's ``RunningQuery``, plus where it runs: ``ownerNode``, ``lag``, ``errorMessage``.
+    """ksqlDB's ``RunningQuery``, plus where it runs: ``ownerNode``, ``lag``, ``errorMessage``,
+    and ``skippedRecords`` (records it could not deserialize, on its owner).
 
     ``status`` is the runtime's view (``state``, ``ownerNode``, ``lag``, ``message``); without
     one (offline checks) the query is reported RUNNING (or PAUSED), as the catalog alone implies.
