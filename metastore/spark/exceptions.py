@@ -44,15 +44,15 @@ class SparkQueryError(SparkError):
 def _root_cause(error: BaseException) -> str:
     """The message of the innermost cause of a JVM exception (py4j's ``java_exception``), or
     ``error``'s own text."""
-    cause = getattr(error, "java_exception", None)
-    if cause is None:
-        return str(error)
     try:
+        cause = getattr(error, "java_exception", None)
+        if cause is None:
+            return str(error)
         while cause.getCause() is not None:
             cause = cause.getCause()
         return str(cause.getMessage() or cause.toString())
-    except Exception:  # the JVM is gone: what py4j said is all there is
-        return str(error)
+    except Exception:  # the JVM is gone (py4j's str() of a Java exception asks it too)
+        return type(error).__name__
 
 
 class AnswerTooLargeError(SparkQueryError):

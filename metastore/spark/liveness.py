@@ -37,9 +37,18 @@ def probe(spark: SparkSession) -> str | None:
     try:
         stopped = bool(spark.sparkContext._jsc.sc().isStopped())
     except Exception as error:  # py4j: the JVM is gone, or its gateway
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return f"the Spark driver JVM does not answer ({first[:200]})"
+        return f"the Spark driver JVM does not answer ({describe(error)})"
     return "the SparkContext stopped" if stopped else None
+
+
+def describe(error: BaseException) -> str:
+    """The first line of ``error``'s text, or its type's name: the text of a JVM exception is
+    asked of the JVM, and a dying one fails that too."""
+    try:
+        text = str(error).strip()
+    except Exception:  # py4j's str() of a Java exception calls the JVM
+        text = ""
+    return (text.splitlines() or [type(error).__name__])[0][:200]
 
 
 class SparkLiveness:
@@ -71,19 +80,26 @@ class SparkLiveness:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            spark = self._session()
-            if spark is None or spark is self._lost:
-                continue
-            reason = self._check(spark)
-            if reason is not None and not self._stop.is_set() and spark is self._session():
-                self._lost = spark
-                self.losses += 1
-                log.error("Spark is lost: %s", reason)
-                try:
-                    kill_driver()  # whatever is left of it writes nothing once others own
-                    self._on_lost(reason)  # its queries
-                except Exception:  # the next probe finds what is still wrong
-                    log.exception("handling the loss of Spark failed")
+            try:
+                self._watch()
+            except Exception:  # the watch never ends but with the node
+                log.exception("watching Spark failed; watching on")
+
+    def _watch(self) -> None:
+        """One probe of the session, and what a loss calls for."""
+        spark = self._session()
+        if spark is None or spark is self._lost:
+            return
+        reason = self._check(spark)
+        if reason is not None and not self._stop.is_set() and spark is self._session():
+            self._lost = spark
+            self.losses += 1
+            log.error("Spark is lost: %s", reason)
+            try:
+                kill_driver()  # whatever is left of it writes nothing once others own
+                self._on_lost(reason)  # its queries
+            except Exception:  # the next probe finds what is still wrong
+                log.exception("handling the loss of Spark failed")
 
     def halt(self) -> None:
         """Watch no more, without waiting (the node is stopping: its Spark may stop first)."""
@@ -98,7 +114,7 @@ class SparkLiveness:
             self._prober = ThreadPoolExecutor(1, thread_name_prefix="spark-probe")
             return f"the Spark driver JVM did not answer within {self._timeout:g} s; killed"
         except Exception as error:  # the probe itself could not run
-            return f"the Spark driver JVM could not be probed ({error})"
+            return f"the Spark driver JVM could not be probed ({describe(error)})"
 
 
 __all__ = ["SparkLiveness", "probe"]

@@ -52,6 +52,17 @@ def _refuse(driver: _Driver) -> None:
     driver.answer = ConnectionRefusedError(111, "Connection refused")
 
 
+class _DyingJavaError(Exception):
+    """As py4j's Py4JJavaError when the JVM dies: its text is asked of the JVM, and fails."""
+
+    def __str__(self) -> str:
+        raise ConnectionError("Answer from Java side is empty")
+
+
+def _die(driver: _Driver) -> None:
+    driver.answer = _DyingJavaError()
+
+
 def _stop(driver: _Driver) -> None:
     driver.answer = True
 
@@ -62,6 +73,7 @@ def _hang(driver: _Driver) -> None:
 
 @pytest.mark.parametrize(("make_lost", "reason"), [
     (_refuse, "the Spark driver JVM does not answer ([Errno 111] Connection refused)"),
+    (_die, "the Spark driver JVM does not answer (_DyingJavaError)"),
     (_stop, "the SparkContext stopped"),
     (_hang, "the Spark driver JVM did not answer within 0.3 s; killed")])
 def test_a_driver_that_fails_stops_or_hangs_is_lost_with_the_reason(
