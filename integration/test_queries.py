@@ -96,7 +96,7 @@ def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
     query_id = created.json()[1]["commandStatus"]["queryId"]
     owner = wait_owner(cluster, "node-1", query_id, 180)
 
-    total, sent = 900, threading.Event()
+    total, sent = 2400, threading.Event()  # 72 s of records: the first batch may be slow
 
     def produce() -> None:
         producer = Producer(KafkaSettings(cluster.bootstrap).config(linger_ms=5))
@@ -110,7 +110,7 @@ def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
 
     writer = threading.Thread(target=produce)
     writer.start()
-    before = eventually(lambda: len(sink_records(cluster.bootstrap, sink, seconds=3)), 20,
+    before = eventually(lambda: len(sink_records(cluster.bootstrap, sink, seconds=3)), 60,
                         "the query to move data before its owner's Spark dies", interval=2)
     assert not sent.is_set(), "the owner's Spark dies mid-stream"
     driver = cluster.status(owner)["sparkApplication"]["driverPid"]
