@@ -121,8 +121,7 @@ class LoginThrottle:
         now = self._clock()
         with self._lock:
             if user is not None:
-                self._count(_touch(self._users, user, self._max_clients), now,
-                            self._max_failures)
+                self._count(_touch(self._users, user, self._max_clients), now)
             spraying = _touch(self._addresses, address, self._max_clients)
             spraying.users.pop(user or "", None)
             spraying.users[user or ""] = now
@@ -133,11 +132,11 @@ class LoginThrottle:
                 spraying.users.clear()
                 spraying.locked_until = now + self._lockout
 
-    def _count(self, failures: _Failures, now: float, limit: int) -> None:
+    def _count(self, failures: _Failures, now: float) -> None:
         failures.failures.append(now)
         while failures.failures and failures.failures[0] <= now - self._window:
             failures.failures.popleft()
-        if len(failures.failures) >= limit:
+        if len(failures.failures) >= self._max_failures:
             failures.failures.clear()
             failures.locked_until = now + self._lockout
 

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from metastore.functions import sparksql as sql
 from metastore.functions.registry import Call, Translation
+from metastore.sql import types as ty
 
 ON_EXCEEDED = "metastore.functions.bounds.on.exceeded"
 """The configuration key that says what a call past its bound is: ``"error"`` (pull queries) or
@@ -59,8 +60,7 @@ def padded(translation: Translation, limit: int) -> Translation:
     """LPAD/RPAD(text, length, padding): ``length`` characters."""
     def translate(call: Call) -> exp.Expr:
         length = call.args[1]
-        unit = "bytes" if call.returns is not None and call.returns.sql() == "BYTES" else \
-            "characters"
+        unit = "bytes" if call.returns == ty.BYTES else "characters"
         return bounded(call, length, limit, unit, translation(call))
     return translate
 

@@ -55,6 +55,16 @@ def _root_cause(error: BaseException) -> str:
         return type(error).__name__
 
 
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """The first line of ``error``'s text, or its type's name: the text of a py4j Java exception
+    is asked of the JVM, and a dying one fails that too."""
+    try:
+        text = str(error).strip()
+    except Exception:  # py4j's str() of a Java exception calls the JVM
+        text = ""
+    return (text.splitlines() or [type(error).__name__])[0][:limit]
+
+
 class AnswerTooLargeError(SparkQueryError):
     """A pull query's answer is larger than one answer may be."""
 

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as ProbeTimeout
 from typing import TYPE_CHECKING
 
+from metastore.spark.exceptions import first_line
 from metastore.spark.session import kill_driver
 
 if TYPE_CHECKING:
@@ -37,18 +38,8 @@ def probe(spark: SparkSession) -> str | None:
     try:
         stopped = bool(spark.sparkContext._jsc.sc().isStopped())
     except Exception as error:  # py4j: the JVM is gone, or its gateway
-        return f"the Spark driver JVM does not answer ({describe(error)})"
+        return f"the Spark driver JVM does not answer ({first_line(error)})"
     return "the SparkContext stopped" if stopped else None
-
-
-def describe(error: BaseException) -> str:
-    """The first line of ``error``'s text, or its type's name: the text of a JVM exception is
-    asked of the JVM, and a dying one fails that too."""
-    try:
-        text = str(error).strip()
-    except Exception:  # py4j's str() of a Java exception calls the JVM
-        text = ""
-    return (text.splitlines() or [type(error).__name__])[0][:200]
 
 
 class SparkLiveness:
@@ -114,7 +105,7 @@ class SparkLiveness:
             self._prober = ThreadPoolExecutor(1, thread_name_prefix="spark-probe")
             return f"the Spark driver JVM did not answer within {self._timeout:g} s; killed"
         except Exception as error:  # the probe itself could not run
-            return f"the Spark driver JVM could not be probed ({describe(error)})"
+            return f"the Spark driver JVM could not be probed ({first_line(error)})"
 
 
 __all__ = ["SparkLiveness", "probe"]
