@@ -163,11 +163,7 @@ def _liveness(projection: ProjectionRunner, queries: QueryRunner, push: PushQuer
         finally:
             projection.may_restart()
 
-    def session() -> SparkSession | None:
-        running = projection.projection
-        return running.spark if running is not None else None
-
-    return SparkLiveness(session, lost)
+    return SparkLiveness(lambda: projection.spark, lost)
 
 
 def _auth(path: Path | None) -> BasicAuth | None:
@@ -227,7 +223,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     projection = ProjectionRunner(start, config.faults.before_projection, discard_session)
 
     def session() -> SparkSession | None:
-        return projection.projection.spark if projection.projection is not None else None
+        return projection.spark
 
     def assignment(assigned: Callable[[Partitions], None],
                    revoked: Callable[[Partitions], None]) -> QueryAssignment:

@@ -254,6 +254,12 @@ class ProjectionRunner:
         self.status.reason = "waiting for the log"
 
     @property
+    def spark(self) -> SparkSession | None:
+        """The running session, None while Spark starts, failed to start, or was lost."""
+        running = self.projection
+        return running.spark if running is not None else None
+
+    @property
     def down(self) -> str | None:
         """Why this node's Spark cannot serve (lost, or it did not start), or None."""
         if self.lost_reason is not None:

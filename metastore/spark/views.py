@@ -146,9 +146,9 @@ def decode_select(source: DataSource, raw_table: str, extra: tuple[str, ...] = (
     (:func:`_with_window`). A table's records without a key are dropped, as Kafka Streams' table
     source drops them.
 
-    Records no column of the source can be read from are dropped, unless ``readable_as`` (with
-    ``extra``) names a BOOLEAN column that says whether each one is readable: then the caller
-    counts the unreadable ones and drops them.
+    Records that cannot be read are dropped, unless ``readable_as`` (with ``extra``) names a
+    BOOLEAN column that says whether each one is readable: then the caller counts the
+    unreadable ones and drops them.
     """
     problem = _unsupported(source)
     if problem is not None:
