@@ -143,6 +143,9 @@ def server(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     logging.getLogger("metastore.librdkafka").setLevel(logging.ERROR)
+    # py4j logs each failed call into a dead JVM at INFO with its whole exception chain, which
+    # grows with every retry: formatting them starves the node's threads for many seconds
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         serve(settings)
     except MetastoreError as error:

@@ -116,7 +116,7 @@ def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
     driver = cluster.status(owner)["sparkApplication"]["driverPid"]
     os.kill(driver, signal.SIGKILL)
     killed_at = time.monotonic()
-    unhealthy = eventually(lambda: _unhealthy_spark(cluster, owner), 30,
+    unhealthy = eventually(lambda: _unhealthy_spark(cluster, owner), 10,
                            "the owner's health to say its Spark is lost", interval=0.2)
     noticed = time.monotonic() - killed_at
     assert httpx.get(f"{cluster.url(owner)}/metrics", timeout=10).status_code == 200
