@@ -15,6 +15,7 @@ from integration.bench import (
     abuse,
     contention,
     decode,
+    idle_queries,
     interactive,
     latency,
     micro_batch,
@@ -41,6 +42,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "abuse": abuse.run,
     "decode": decode.run,
     "one-query": one_query.run,
+    "idle-queries": idle_queries.run,
 }
 
 
