@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.output import fail, print_json, print_table
-from metastore.local import jars
+from metastore.local import jars, prefetch
 from metastore.local.dev import (
     ensure_kafka,
     external_bootstrap,
@@ -19,7 +19,6 @@ from metastore.local.dev import (
     spark_node_args,
 )
 from metastore.local.exceptions import LocalInfraError
-from metastore.local.schema_registry import build as build_schema_registry
 
 app = typer.Typer(help="Local Kafka and local clusters for development.", no_args_is_help=True)
 kafka_app = typer.Typer(help="A real Apache Kafka (KRaft) on 127.0.0.1.", no_args_is_help=True)
@@ -29,17 +28,24 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 @app.command()
-def fetch() -> None:
-    """Resolve the Kafka broker and Spark connector jars from Maven Central (once), compile the
-    project's Java classes and build the local Schema Registry."""
+def fetch(
+    everything: Annotated[bool, typer.Option(
+        "--all", help="Also build the optional components ahead of time (the local Schema "
+                      "Registry), for offline use.")] = False,
+) -> None:
+    """Resolve the Kafka broker's and the Spark connector's jars from Maven Central and compile
+    the project's Java classes, once. The optional components are fetched the first time
+    something needs them, or now with --all."""
+    listed = [*prefetch.steps(None),
+              ("the project's Java classes", lambda: jars.project_jar(progress=None))]
     try:
-        for jar_set in (jars.kafka_broker(), jars.spark_kafka_connector()):
-            found = jars.resolve(jar_set)
-            typer.echo(f"{jar_set.name}: {len(found)} jars")
-        typer.echo(f"project classes: {jars.project_jar()}")
-        typer.echo(f"schema registry: {build_schema_registry()}")
+        prefetch.run([*listed, *([prefetch.schema_registry_step()] if everything else [])],
+                     typer.echo)
     except LocalInfraError as error:
         fail(str(error), 2)
+    if not everything:
+        typer.echo("the local Schema Registry: built the first time it is needed (dev up "
+                   "--schema-registry, metastore test of a registry case); --all builds it now")
 
 
 @kafka_app.command("start")

@@ -2,7 +2,8 @@
 
 Standard library only, so it runs before anything is installed. It creates ``.venv`` (or
 ``$METASTORE_VENV``), installs the project with its dev extras when pyproject.toml changed, resolves
-the Kafka and Spark connector jars from Maven Central (once), then runs:
+the Kafka and Spark connector jars from Maven Central (once; beside pip, with this Python:
+``metastore.local.prefetch``) and, for the tests, builds the local Schema Registry, then runs:
 
 - ``demo``: the main job (local Kafka and a demo of the metastore);
 - ``test``: ruff, mypy and the whole test suite against real Kafka (and Spark), in two phases:
@@ -62,11 +63,22 @@ def run(argv: list[str]) -> int:
         print("usage: python3 -m integration.bootstrap demo|test [args...]", file=sys.stderr)
         return 2
     job, extra = argv[0], argv[1:]
-    venv = ensure_venv()
+    everything = job == "test" and extra != ["--quick"]  # the registry formats' tests
+    started = time.monotonic()
+    prefetching = start_prefetch(everything)
+    try:
+        venv = ensure_venv()
+    except BaseException:
+        prefetching.kill()
+        raise
+    if prefetching.wait() != 0:
+        return prefetching.returncode
     bin_dir = venv / "bin"
-    fetched = subprocess.run([str(bin_dir / "metastore"), "dev", "fetch"], cwd=ROOT, check=False)
+    fetch = [str(bin_dir / "metastore"), "dev", "fetch", *(["--all"] if everything else [])]
+    fetched = subprocess.run(fetch, cwd=ROOT, check=False)
     if fetched.returncode != 0:
         return fetched.returncode
+    say(f"ready in {time.monotonic() - started:.0f}s")
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     if job == "demo":
         return subprocess.run([str(bin_dir / "metastore"), "dev", "demo", *extra],
@@ -77,6 +89,16 @@ def run(argv: list[str]) -> int:
         if code != 0:
             return code
     return run_pytest(bin_dir, extra, env)
+
+
+def start_prefetch(schema_registry: bool) -> subprocess.Popen[bytes]:
+    """Maven's part of the set-up, beside pip's: the jars (and the local Schema Registry) with
+    this Python, which needs nothing installed (``metastore.local.prefetch``)."""
+    command = [sys.executable, "-m", "metastore.local.prefetch",
+               *(["--schema-registry"] if schema_registry else [])]
+    say("fetching the jars from Maven Central" + (" and building the local Schema Registry"
+                                                  if schema_registry else "") + " beside pip")
+    return subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 PYTEST_NO_TESTS = 5

@@ -37,13 +37,14 @@ def kafka_broker() -> JarSet:
     return JarSet(name="kafka", pom="kafka.xml")
 
 
-def spark_kafka_connector() -> JarSet:
+def spark_kafka_connector(version: str | None = None) -> JarSet:
     """The jars a node's Spark adds to pyspark's: Spark's Kafka connector for the pyspark that is
-    installed (versions must match exactly) and protobuf-java, which the project's PROTOBUF_NOSR
-    codec (:data:`PROTOBUF_CODEC_CLASS`) runs with."""
-    import pyspark
+    installed, or ``version`` (versions must match exactly), and protobuf-java, which the
+    project's PROTOBUF_NOSR codec (:data:`PROTOBUF_CODEC_CLASS`) runs with."""
+    if version is None:
+        import pyspark
 
-    version = pyspark.__version__
+        version = pyspark.__version__
     return JarSet(name=f"spark-connectors-{version}", pom="spark-connectors.xml",
                   properties={"spark.version": version})
 

@@ -143,8 +143,9 @@ def _maven_package(sources: dict[str, str], staging: Path, progress: TextIO | No
     settings.write_text(resources.files("metastore.local").joinpath(
         "poms", "maven-settings.xml").read_text(encoding="utf-8"), encoding="utf-8")
     if progress is not None:
-        print("Building the local Schema Registry (Apicurio Registry) from Maven Central "
-              "(first run only, a few minutes)...", file=progress, flush=True)
+        print("The local Schema Registry is needed and not built yet: building it (Apicurio "
+              "Registry, about 210 MB from Maven Central) once, a few minutes; `metastore dev "
+              "fetch --all` builds it ahead of time...", file=progress, flush=True)
     try:
         done = subprocess.run([mvn, "-B", "-q", "-f", str(staging / "pom.xml"), "-gs",
                                str(settings), "package", "-DskipTests"], capture_output=True,
