@@ -1,7 +1,8 @@
 """Set up a fresh checkout and run its main job or its tests: ``python3 -m integration.bootstrap``.
 
 Standard library only, so it runs before anything is installed. It creates ``.venv`` (or
-``$METASTORE_VENV``), installs the project with its dev extras when pyproject.toml changed, resolves
+``$METASTORE_VENV``), installs the project with its dev extras when pyproject.toml changed (with
+uv, or pip when uv cannot be had), resolves
 the Kafka and Spark connector jars from Maven Central (once; beside pip, with this Python:
 ``metastore.local.prefetch``) and, for the tests, builds the local Schema Registry, then runs:
 
@@ -47,15 +48,28 @@ def ensure_venv() -> Path:
     stamp = venv / ".metastore-installed"
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text() != wanted:
-        say("installing the project and its dependencies (first run: about a minute)")
+        say("installing the project and its dependencies (first run: about half a minute)")
         started = time.monotonic()
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-                       check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[dev]"],
-                       check=True, cwd=ROOT)
+        install(python)
         stamp.write_text(wanted)
         say(f"installed in {time.monotonic() - started:.0f}s")
     return venv
+
+
+def install(python: Path) -> None:
+    """The project with its dev extras into the virtualenv of ``python``: with uv (from PyPI,
+    into the same virtualenv), which downloads and builds in parallel, in about half pip's
+    time; with pip when uv cannot be had."""
+    pip = [str(python), "-m", "pip", "install", "--quiet"]
+    project = ["-e", f"{ROOT}[dev]"]
+    uv = python.parent / "uv"
+    if subprocess.run([*pip, "uv"], check=False).returncode == 0 and uv.exists():
+        subprocess.run([str(uv), "pip", "install", "--quiet", "--python", str(python), *project],
+                       check=True, cwd=ROOT)
+        return
+    say("uv could not be installed: installing with pip")
+    subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, *project], check=True, cwd=ROOT)
 
 
 def run(argv: list[str]) -> int:
