@@ -111,7 +111,7 @@ def start_prefetch(schema_registry: bool) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "metastore.local.prefetch",
                *(["--schema-registry"] if schema_registry else [])]
     say("fetching the jars from Maven Central" + (" and building the local Schema Registry"
-                                                  if schema_registry else "") + " beside pip")
+                                                  if schema_registry else "") + " beside the Python packages")
     return subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 

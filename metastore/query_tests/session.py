@@ -30,6 +30,8 @@ _REGISTRY_FORMAT = re.compile(r"\b(AVRO|PROTOBUF|JSON_SR)\b", re.IGNORECASE)
 
 @dataclass
 class RunReport:
+    run_id: str = field(default_factory=lambda: f"{int(time.time()):x}{uuid.uuid4().hex[:4]}")
+    """Names the run's topics: ``qtt-<run id>-<case>-<topic>``, deleted when the case ends."""
     results: list[CaseResult] = field(default_factory=list)
 
     @property
@@ -37,8 +39,8 @@ class RunReport:
         return sum(r.status == PASSED for r in self.results)
 
     def to_json(self) -> dict[str, object]:
-        return {"cases": [r.to_json() for r in self.results], "passed": self.passed,
-                "total": len(self.results)}
+        return {"runId": self.run_id, "cases": [r.to_json() for r in self.results],
+                "passed": self.passed, "total": len(self.results)}
 
 
 def kafka_bootstrap(given: str | None) -> str:
@@ -88,7 +90,7 @@ def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
             for logger in ("SQLQueryContextLogger", "pyspark"):
                 logging.getLogger(logger).setLevel(logging.CRITICAL)
             runner = QueryTestRunner(spark, KafkaSettings(bootstrap_servers), root / "queries",
-                                     run_id=f"{int(time.time()):x}{uuid.uuid4().hex[:4]}",
+                                     run_id=report.run_id,
                                      query_timeout=query_timeout, registry_url=registry_url)
             try:
                 for index, test in enumerate(tests, start=1):
