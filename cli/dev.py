@@ -19,6 +19,7 @@ from metastore.local.dev import (
     spark_node_args,
 )
 from metastore.local.exceptions import LocalInfraError
+from metastore.local.schema_registry import is_built as schema_registry_built
 
 app = typer.Typer(help="Local Kafka and local clusters for development.", no_args_is_help=True)
 kafka_app = typer.Typer(help="A real Apache Kafka (KRaft) on 127.0.0.1.", no_args_is_help=True)
@@ -43,7 +44,7 @@ def fetch(
                      typer.echo)
     except LocalInfraError as error:
         fail(str(error), 2)
-    if not everything:
+    if not everything and not schema_registry_built():
         typer.echo("the local Schema Registry: built the first time it is needed (dev up "
                    "--schema-registry, metastore test of a registry case); --all builds it now")
 

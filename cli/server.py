@@ -4,6 +4,7 @@ node's settings (metastore.settings), and metastore.server builds and serves the
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -143,14 +144,29 @@ def server(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     logging.getLogger("metastore.librdkafka").setLevel(logging.ERROR)
-    # py4j logs each failed call into a dead JVM at INFO with its whole exception chain, which
-    # grows with every retry: formatting them starves the node's threads for many seconds
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    _quiet_py4j()
     try:
         serve(settings)
     except MetastoreError as error:
         typer.echo(f"Error: {error}", err=True)
         raise typer.Exit(1) from error
+
+
+class _Py4jBelowWarning(logging.Filter):
+    """Drops py4j's records below WARNING, also those it logs through the root logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or (
+            not record.name.startswith("py4j") and f"{os.sep}py4j{os.sep}" not in record.pathname)
+
+
+def _quiet_py4j() -> None:
+    """py4j logs each failed call into a dead JVM at INFO with its exception chain, which grows
+    with every retry: formatting them starved the node's threads (its liveness watch among
+    them) for up to 20 s."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_Py4jBelowWarning())
 
 
 def _read_config(path: Path | None) -> dict[str, Any]:

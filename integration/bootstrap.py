@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -64,10 +65,13 @@ def install(python: Path) -> None:
     project = ["-e", f"{ROOT}[dev]"]
     uv = python.parent / "uv"
     if subprocess.run([*pip, "uv"], check=False).returncode == 0 and uv.exists():
-        subprocess.run([str(uv), "pip", "install", "--quiet", "--python", str(python), *project],
-                       check=True, cwd=ROOT)
-        return
-    say("uv could not be installed: installing with pip")
+        done = subprocess.run([str(uv), "pip", "install", "--quiet", "--python", str(python),
+                               *project], check=False, cwd=ROOT)
+        if done.returncode == 0:
+            return
+        say("uv could not install the project (it reads no pip configuration): trying pip")
+    else:
+        say("uv could not be installed: installing with pip")
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
     subprocess.run([*pip, *project], check=True, cwd=ROOT)
 
@@ -83,10 +87,11 @@ def run(argv: list[str]) -> int:
     try:
         venv = ensure_venv()
     except BaseException:
-        prefetching.kill()
+        os.killpg(prefetching.pid, signal.SIGTERM)  # and the Maven it runs
+        prefetching.wait()
         raise
     if prefetching.wait() != 0:
-        return prefetching.returncode
+        return max(prefetching.returncode, 1)
     bin_dir = venv / "bin"
     fetch = [str(bin_dir / "metastore"), "dev", "fetch", *(["--all"] if everything else [])]
     fetched = subprocess.run(fetch, cwd=ROOT, check=False)
@@ -112,7 +117,8 @@ def start_prefetch(schema_registry: bool) -> subprocess.Popen[bytes]:
                *(["--schema-registry"] if schema_registry else [])]
     say("fetching the jars from Maven Central" + (" and building the local Schema Registry"
                                                   if schema_registry else "") + " beside the Python packages")
-    return subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            start_new_session=True)
 
 
 PYTEST_NO_TESTS = 5

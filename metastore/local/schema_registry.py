@@ -103,13 +103,23 @@ def _sources() -> dict[str, str]:
     return found
 
 
+def _stamp() -> dict[str, dict[str, str]]:
+    return {"sources_sha256": {path: hashlib.sha256(text.encode()).hexdigest()
+                               for path, text in sorted(_sources().items())}}
+
+
+def is_built() -> bool:
+    """Whether the registry's runner jar is built from the current sources."""
+    target = jar_dir("schema-registry")
+    return jars.is_built(target, _stamp(), target / RUNNER_JAR)
+
+
 def build(progress: TextIO | None = sys.stderr) -> Path:
     """The registry's runner jar (its ``lib/`` beside it), built with Maven the first time and
     again when a source of the build changes. Builds of several processes take turns (a lock
     file); a build that fails or is interrupted leaves nothing behind."""
     sources = _sources()
-    stamp = {"sources_sha256": {path: hashlib.sha256(text.encode()).hexdigest()
-                                for path, text in sorted(sources.items())}}
+    stamp = _stamp()
     target = jar_dir("schema-registry")
     runner = target / RUNNER_JAR
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -31,18 +31,22 @@ def test_dev_fetch_builds_the_schema_registry_only_when_asked(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
+    from cli import dev
     from cli.main import app
     from metastore.local import prefetch
 
     ran: list[list[str]] = []
     monkeypatch.setattr(prefetch, "run", lambda steps, say: ran.append([n for n, _ in steps]))
+    monkeypatch.setattr(dev, "schema_registry_built", lambda: False)
     plain = CliRunner().invoke(app, ["dev", "fetch"])
     everything = CliRunner().invoke(app, ["dev", "fetch", "--all"])
-    assert plain.exit_code == everything.exit_code == 0, plain.output + everything.output
+    monkeypatch.setattr(dev, "schema_registry_built", lambda: True)
+    built = CliRunner().invoke(app, ["dev", "fetch"])
+    assert plain.exit_code == everything.exit_code == built.exit_code == 0, plain.output
     core = ["the Kafka broker jars", "the Spark connector jars", "the project's Java classes"]
-    assert ran == [core, [*core, "the local Schema Registry"]]
+    assert ran == [core, [*core, "the local Schema Registry"], core]
     assert "built the first time it is needed" in plain.output
-    assert "built the first time" not in everything.output
+    assert "built the first time" not in everything.output + built.output
 
 
 def test_prefetch_runs_with_the_standard_library_alone(tmp_path: Path) -> None:
