@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -42,6 +42,9 @@ class ReplayPace:
 BeforeProjection = Callable[[], None]
 """Runs before the Spark catalog projection takes an image."""
 
+BeforeDeletingUnusedTopics = Callable[[Collection[str]], None]
+"""Runs with the topics a failed request created, found unused, before the writer deletes them."""
+
 
 @dataclass(frozen=True)
 class Faults:
@@ -49,6 +52,7 @@ class Faults:
     during_checkpoint_write: DuringCheckpointWrite | None = None
     replay_pace: ReplayPace | None = None
     before_projection: BeforeProjection | None = None
+    before_deleting_unused_topics: BeforeDeletingUnusedTopics | None = None
 
     @staticmethod
     def named(spec: str | None) -> Faults:

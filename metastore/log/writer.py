@@ -36,8 +36,8 @@ first: a written request gets its outcome, and when the log cannot tell yet
 change (missing authorization) fails the batch at once; a topic Kafka refuses to create fails
 its request alone, and the others are validated again without it. The deadline covers the
 whole request, the wait in the queue included, and every Kafka call is given only the time the
-batch's earliest deadline leaves. Topics a failed request created are deleted once the log
-shows it was not written and no source uses them.
+batch's earliest deadline leaves. Topics a failed request created are deleted once the settled
+log shows it was not written and no source uses them (:mod:`metastore.log.unused_topics`).
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ from metastore.log.exceptions import (
 from metastore.log.group_commit import Queued, QueueStats, WriteQueue
 from metastore.log.reader import LogReplica, NodeState
 from metastore.log.record import CommandRecord
+from metastore.log.unused_topics import UnusedTopics
 from metastore.queries.support import check_runtime
 from metastore.sql.statements import CreateAsSelect, CreateSource, Statement
 
@@ -200,8 +201,9 @@ class _Request:
     schemas: SchemaFacts | None = None
     """The Schema Registry's answers the request's statements need, asked before it queued
     (:func:`metastore.catalog.inference.prefetch`); None without a registry."""
-    created: set[str] = field(default_factory=set)
-    """Topics an attempt created (kept across attempts: only a request that fails removes them)."""
+    created: dict[str, TopicSpec] = field(default_factory=dict)
+    """Topics an attempt created, by name (kept across attempts: only a request that fails
+    removes them)."""
     maybe_committed: bool = False
     """An attempt's commit may have reached the coordinator, and no later attempt has yet seen
     the log without it."""
@@ -290,6 +292,8 @@ class CommandWriter:
         self.stats = WriterStats()
         self._faults = faults
         self._answer_read = answer_read
+        self._unused_topics = UnusedTopics(admin, self._is_settled, lambda: self._replica.image,
+                                           faults.before_deleting_unused_topics)
         self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="metastore-topic-facts")
         """Asks about a batch's topics while the writer reads the log's end offset."""
 
@@ -410,7 +414,8 @@ class CommandWriter:
                 not_written.append(request)
             outcomes.append((item, error))
         if not_written:
-            self._remove_unused(not_written)
+            self._unused_topics.remove([(request.request_id, request.created)
+                                        for request in not_written])
         for item, outcome in outcomes:
             if isinstance(outcome, BaseException):
                 item.fail(outcome)
@@ -555,7 +560,7 @@ class CommandWriter:
                     for write in validated.writes:
                         for topic in write.topics_to_create:
                             if self._create_topic(topic, deadline):
-                                request.created.add(topic.name)
+                                request.created[topic.name] = topic
                 except TopicError as error:
                     producer.abort()
                     return [(validated.item, error)]
@@ -690,34 +695,6 @@ class CommandWriter:
         except KafkaClientError:
             return False
         return self._replica.wait_for_position(end, patience)
-
-    def _remove_unused(self, requests: list[_Request], patience: float = 2.0) -> None:
-        """Delete topics these requests created, once the log shows they were not written and no
-        source uses them (another node may have committed a statement over one meanwhile)."""
-        created = sorted({name for request in requests for name in request.created})
-        try:
-            end = self._probe.end_offset(timeout=patience)
-        except KafkaClientError as error:
-            log.warning("topics %s, created for requests that were not written, are left: the "
-                        "log cannot be read (%s)", created, error)
-            return
-        if not self._replica.wait_for_position(end, patience):
-            log.warning("topics %s, created for requests that were not written, are left: the "
-                        "replica did not catch up", created)
-            return
-        image = self._replica.image
-        used = {source.topic for source in image.sources.values()}
-        for request in requests:
-            if request.request_id and request.request_id in image.requests:
-                continue
-            for name in sorted(request.created - used):
-                try:
-                    if not self._admin.delete_until_gone(name, timeout=patience * 2):
-                        log.warning("topic %s, created for a request that was not written, is "
-                                    "still listed after its deletion", name)
-                except KafkaClientError as error:
-                    log.warning("deleting topic %s, created for a request that was not "
-                                "written, failed: %s", name, error)
 
     def _answer(self, outcome: Skip | Read, image: Image, config: ConfigOverrides) -> Entity:
         if isinstance(outcome, Skip):

@@ -137,25 +137,36 @@ def test_the_deadline_holds_while_kafka_is_down(tmp_path: Path) -> None:
         broker.stop()
 
 
-def test_a_topic_another_node_committed_a_source_over_is_never_deleted(
-        node_factory: NodeFactory, kafka_admin: Admin) -> None:
-    """Node A creates a topic and fails before committing; meanwhile node B commits a stream
-    over that topic: A's clean-up leaves the topic, which B's stream needs."""
-    topic = unique("shared")
+def commit_other_over(other: Node, topic: str) -> None:
+    """Node ``other`` commits a stream over ``topic``, trying again while the writer's id is
+    held by the first node's open transaction (under load that can outlast a request)."""
     refusals: list[str] = []
 
     def committed_over_it() -> bool:
         try:
             other.execute(f"CREATE STREAM OTHER (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
                           "VALUE_FORMAT='JSON');")
-        except NotWrittenError as error:  # under load the writer's id may still be held by
-            refusals.append(str(error))  # this node's open transaction: the other tries again
+        except NotWrittenError as error:
+            refusals.append(str(error))
             return False
         return True
 
-    def other_uses_it_then_fail(_producer: Flushable) -> None:
-        eventually(committed_over_it, 90, lambda: f"the other node's stream, refused: {refusals}")
-        raise KafkaClientError("the broker refuses this transaction", retriable=False)
+    eventually(committed_over_it, 90, lambda: f"the other node's stream, refused: {refusals}")
+
+
+def refuse_the_transaction(_producer: Flushable) -> None:
+    raise KafkaClientError("the broker refuses this transaction", retriable=False)
+
+
+def test_a_topic_another_node_committed_a_source_over_is_never_deleted(
+        node_factory: NodeFactory, kafka_admin: Admin) -> None:
+    """Node A creates a topic and fails before committing; meanwhile node B commits a stream
+    over that topic: A's clean-up leaves the topic, which B's stream needs."""
+    topic = unique("shared")
+
+    def other_uses_it_then_fail(producer: Flushable) -> None:
+        commit_other_over(other, topic)
+        refuse_the_transaction(producer)
 
     node = node_factory(faults=Faults(before_commit=other_uses_it_then_fail))
     other = node_factory(service_id=node.config.service_id, node_id="other")
@@ -164,3 +175,21 @@ def test_a_topic_another_node_committed_a_source_over_is_never_deleted(
     assert node.replica.image.source("OTHER") is not None
     assert node.replica.image.source("MINE") is None
     assert kafka_admin.describe(topic) is not None
+
+
+def test_a_topic_another_node_commits_over_while_it_is_deleted_is_created_again(
+        node_factory: NodeFactory, kafka_admin: Admin) -> None:
+    """Node A's request fails and A finds the topic it created unused; before A deletes it, node
+    B commits a stream over it: once A has deleted it, A creates it again as it was."""
+    topic = unique("raced")
+    node = node_factory(faults=Faults(
+        before_commit=refuse_the_transaction,
+        before_deleting_unused_topics=lambda _topics: commit_other_over(other, topic)))
+    other = node_factory(service_id=node.config.service_id, node_id="other")
+    with pytest.raises(NotWrittenError):
+        node.execute(f"CREATE STREAM MINE (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+                     "VALUE_FORMAT='JSON', PARTITIONS=3);")
+    assert node.replica.image.source("OTHER") is not None
+    assert node.replica.image.source("MINE") is None
+    restored = kafka_admin.describe(topic)
+    assert restored is not None and restored.partitions == 3
