@@ -15,6 +15,7 @@ from integration.bench import (
     abuse,
     contention,
     decode,
+    fetch_wait,
     idle_queries,
     interactive,
     latency,
@@ -43,6 +44,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "decode": decode.run,
     "one-query": one_query.run,
     "idle-queries": idle_queries.run,
+    "fetch-wait": fetch_wait.run,
 }
 
 

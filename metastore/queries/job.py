@@ -45,6 +45,7 @@ from metastore.queries.steps import (
     UnmatchedRecords,
 )
 from metastore.spark.session import JSON_READING
+from metastore.spark.views import raw_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -222,10 +223,7 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
     for step in steps:
         if step.topic is not None:
             reader = session.readStream if step.streaming else session.read
-            options = {"subscribe": step.topic, "startingOffsets": "earliest",
-                       "kafka.isolation.level": "read_committed", "failOnDataLoss": "false",
-                       "includeHeaders": "true",
-                       **kafka_options}
+            options = raw_options(step.topic, kafka_options)
             if step.streaming and reads:
                 options.update(reads)
             if step.from_start:

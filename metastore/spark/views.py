@@ -115,12 +115,21 @@ def objects_for(source: DataSource, database: str, kafka_options: Mapping[str, s
                           schema=", ".join(f"{quote(name)} {type_}" for name, type_ in columns)))
 
 
+FETCH_MAX_WAIT_MS = "10"
+"""How long the broker may hold a Spark Kafka read's fetch that finds no records. Spark reads a
+micro-batch's offset range, which it knows holds records, yet with Kafka's 500 ms default every
+micro-batch took half a second more (``python -m integration.bench fetch-wait``): a node's
+settings (``kafka.fetch.max.wait.ms``) still override it."""
+
+
 def raw_options(topic: str, kafka_options: Mapping[str, str]) -> dict[str, str]:
-    """The options of the raw table over ``topic``: every record from the earliest offset,
-    read_committed, with its headers."""
+    """The options of every Spark read of ``topic`` (the raw table over it, a query's streaming
+    and batch reads): every record from the earliest offset, read_committed, with its headers,
+    the node's client settings last."""
     return {"subscribe": topic, "startingOffsets": "earliest",
             "kafka.isolation.level": "read_committed", "includeHeaders": "true",
-            "failOnDataLoss": "false", **kafka_options}
+            "failOnDataLoss": "false", "kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
+            **kafka_options}
 
 
 def view_columns(source: DataSource) -> list[tuple[str, str]]:

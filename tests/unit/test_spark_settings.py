@@ -81,3 +81,11 @@ def test_a_checkpoint_root_is_a_uri_when_it_has_a_scheme(root: str, uri: bool) -
     else:
         with pytest.raises(ValueError, match="needs Spark"):
             checkpoint_root(root)
+
+
+def test_spark_reads_of_a_topic_wait_briefly_for_records_unless_the_node_says_otherwise() -> None:
+    from metastore.spark.views import FETCH_MAX_WAIT_MS, raw_options
+
+    assert raw_options("t", {"kafka.bootstrap.servers": "k:9092"})[
+        "kafka.fetch.max.wait.ms"] == FETCH_MAX_WAIT_MS == "10"
+    assert raw_options("t", {"kafka.fetch.max.wait.ms": "250"})["kafka.fetch.max.wait.ms"] == "250"
