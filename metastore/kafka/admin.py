@@ -122,6 +122,8 @@ class Admin:
         try:
             future = self._admin.create_topics([new], operation_timeout=wait)[topic]
             future.result(timeout=wait)
+        except TimeoutError as exc:
+            raise KafkaUnavailableError(f"creating topic {topic} timed out after {wait} s") from exc
         except KafkaException as exc:
             error = exc.args[0]
             if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -139,6 +141,8 @@ class Admin:
         wait = timeout or self._timeout
         try:
             self._admin.delete_topics([topic], operation_timeout=wait)[topic].result(timeout=wait)
+        except TimeoutError as exc:
+            raise KafkaUnavailableError(f"deleting topic {topic} timed out after {wait} s") from exc
         except KafkaException as exc:
             error = exc.args[0]
             if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:

@@ -292,8 +292,9 @@ class CommandWriter:
         self.stats = WriterStats()
         self._faults = faults
         self._answer_read = answer_read
-        self._unused_topics = UnusedTopics(admin, self._is_settled, lambda: self._replica.image,
-                                           faults.before_deleting_unused_topics)
+        self._unused_topics = UnusedTopics(
+            admin, lambda patience: self._is_settled(patience, quiet=False),
+            lambda: self._replica.image, faults.before_deleting_unused_topics)
         self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="metastore-topic-facts")
         """Asks about a batch's topics while the writer reads the log's end offset."""
 
@@ -376,8 +377,8 @@ class CommandWriter:
     def _settle(self, failures: list[tuple[Queued, BaseException]],
                 cause: BaseException | None = None) -> None:
         """Answer each failed request with its error, unless the log shows it was written (then
-        with its outcome there); remove the topics the attempts of those not written created.
-        The log is asked once for them all."""
+        with its outcome there); remove the topics the attempts of those not written created,
+        before answering (a request answered NOT written leaves no topic behind)."""
         pending = [(item, error) for item, error in failures if not item.finished]
         if not pending:
             return
@@ -681,16 +682,18 @@ class CommandWriter:
                 raise
             raise TopicError(error.message, topic.name) from error
 
-    def _is_settled(self, patience: float) -> bool:
-        """No transaction is open on the log and the replica has applied all of it. A producer
-        of a new epoch is made first: its ``init_transactions`` completes or aborts every
-        transaction an earlier producer of the service left, so a commit still in flight from
-        a discarded producer cannot land after this answer."""
+    def _is_settled(self, patience: float, *, quiet: bool = True) -> bool:
+        """The replica has applied the whole committed log, every transaction of an earlier
+        epoch settled. A producer of a new epoch is made first: its ``init_transactions``
+        completes or aborts every transaction an earlier producer of the service left, so a
+        commit still in flight from a discarded producer cannot land after this answer.
+        ``quiet``: also no transaction open at all (one open now is of a newer epoch, begun
+        after this producer's)."""
         try:
             self._discard_producer()
             self._producer_for_request(time.monotonic() + patience)
             end = self._probe.end_offset(timeout=patience)
-            if end < self._high_watermark.end_offset(timeout=patience):
+            if quiet and end < self._high_watermark.end_offset(timeout=patience):
                 return False
         except KafkaClientError:
             return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import pytest
@@ -51,13 +51,14 @@ def test_a_topic_kafka_refuses_fails_at_once_and_releases_the_lock(
     assert entity["commandStatus"]["status"] == "SUCCESS"
 
 
+def refuse_the_transaction(_producer: Flushable) -> None:
+    raise KafkaClientError("the broker refuses this transaction", retriable=False)
+
+
 def test_topics_created_for_a_transaction_that_fails_are_deleted(
         node_factory: NodeFactory, kafka_admin: Admin,
         consumer_factory: Callable[..., Consumer]) -> None:
-    def refuse(_producer: Flushable) -> None:
-        raise KafkaClientError("the broker refuses this transaction", retriable=False)
-
-    node = node_factory(faults=Faults(before_commit=refuse))
+    node = node_factory(faults=Faults(before_commit=refuse_the_transaction))
     topic = unique("orphan")
     with pytest.raises(NotWrittenError, match="refuses this transaction"):
         node.execute(create_stream("ORPHAN", topic))
@@ -154,10 +155,6 @@ def commit_other_over(other: Node, topic: str) -> None:
     eventually(committed_over_it, 90, lambda: f"the other node's stream, refused: {refusals}")
 
 
-def refuse_the_transaction(_producer: Flushable) -> None:
-    raise KafkaClientError("the broker refuses this transaction", retriable=False)
-
-
 def test_a_topic_another_node_committed_a_source_over_is_never_deleted(
         node_factory: NodeFactory, kafka_admin: Admin) -> None:
     """Node A creates a topic and fails before committing; meanwhile node B commits a stream
@@ -182,14 +179,22 @@ def test_a_topic_another_node_commits_over_while_it_is_deleted_is_created_again(
     """Node A's request fails and A finds the topic it created unused; before A deletes it, node
     B commits a stream over it: once A has deleted it, A creates it again as it was."""
     topic = unique("raced")
-    node = node_factory(faults=Faults(
-        before_commit=refuse_the_transaction,
-        before_deleting_unused_topics=lambda _topics: commit_other_over(other, topic)))
+    seen: list[tuple[list[str], str]] = []
+
+    def other_commits_over_it(topics: Collection[str]) -> None:
+        seen.append((list(topics), kafka_admin.topic_id(topic)))
+        commit_other_over(other, topic)
+
+    node = node_factory(faults=Faults(before_commit=refuse_the_transaction,
+                                      before_deleting_unused_topics=other_commits_over_it))
     other = node_factory(service_id=node.config.service_id, node_id="other")
     with pytest.raises(NotWrittenError):
         node.execute(f"CREATE STREAM MINE (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
                      "VALUE_FORMAT='JSON', PARTITIONS=3);")
+    [(about_to_delete, first_id)] = seen
+    assert about_to_delete == [topic]
     assert node.replica.image.source("OTHER") is not None
     assert node.replica.image.source("MINE") is None
     restored = kafka_admin.describe(topic)
     assert restored is not None and restored.partitions == 3
+    assert kafka_admin.topic_id(topic) != first_id, "deleted, then created again"
