@@ -201,11 +201,10 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
         run_analysed,
     )
     from metastore.spark.session import discard_session, metastore_db, start_session
-    from metastore.spark.views import database_name
+    from metastore.spark.views import database_name, spark_kafka_options
 
     database = database_name(config.service_id)
-    kafka_options = {"kafka.bootstrap.servers": config.bootstrap_servers,
-                     **{f"kafka.{k}": v for k, v in config.kafka_client.items()}}
+    kafka_options = spark_kafka_options(kafka)
     warehouse = settings.directory / "spark"
 
     registry = (registry_conf(config.schema_registry_url)

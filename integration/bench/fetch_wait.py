@@ -1,12 +1,12 @@
 """`fetch-wait`: what a micro-batch of a few records costs by ``kafka.fetch.max.wait.ms`` of the
-query's Kafka read (Kafka's 500 ms default, and the node's :data:`FETCH_MAX_WAIT_MS`).
+query's Kafka read (Kafka's 500 ms default, and `metastore test`'s :data:`FETCH_MAX_WAIT_MS`).
 
 One local[2] session like a node's runs a running projection (Kafka source over one partition,
 Kafka sink, the default trigger) per setting; each round produces three records and waits until
 the query has processed them (``processAllAvailable``). The figures are the medians, over the
-rounds after the first (whose batch pays the JVM's warm-up), of that wait and of the batch's
-``addBatch`` time, and the same for a query started anew each round with ``availableNow`` (as
-`metastore test` runs each arrival).
+rounds after the first (whose batch pays the JVM's warm-up), of that wait and of the last
+micro-batch's ``addBatch`` time, and the same for a query started anew each round with
+``availableNow`` on one checkpoint (as `metastore test` runs each arrival of a case).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def _running(spark: SparkSession, bootstrap: str, wait_ms: str, rounds: int,
     source, sink = _topics(bootstrap)
     produce = _produce(bootstrap)
     query = _start(spark, bootstrap, wait_ms, source, sink, work / f"running-{wait_ms}", False)
-    waits, batches = [], []
+    waits: list[float] = []
+    batches: list[float] = []
     try:
         for _ in range(rounds):
             produce(source)
@@ -76,6 +77,7 @@ def _running(spark: SparkSession, bootstrap: str, wait_ms: str, rounds: int,
             batches.append(query.lastProgress["durationMs"].get("addBatch", 0) / 1000)
     finally:
         query.stop()
+        _delete(bootstrap, source, sink)
     return {"processed_median_s": round(statistics.median(waits[1:]), 3),
             "add_batch_median_s": round(statistics.median(batches[1:]), 3)}
 
@@ -85,18 +87,59 @@ def _available_now(spark: SparkSession, bootstrap: str, wait_ms: str, rounds: in
     source, sink = _topics(bootstrap)
     produce = _produce(bootstrap)
     runs = []
-    for index in range(rounds):
+    for _ in range(rounds):  # one checkpoint: each run reads the three records new since the last
         produce(source)
         began = time.monotonic()
-        _start(spark, bootstrap, wait_ms, source, sink, work / f"now-{wait_ms}-{index}",
+        _start(spark, bootstrap, wait_ms, source, sink, work / f"now-{wait_ms}",
                True).awaitTermination()
         runs.append(time.monotonic() - began)
+    _delete(bootstrap, source, sink)
     return {"run_median_s": round(statistics.median(runs[1:]), 3)}
 
 
+def _delete(bootstrap: str, *topics: str) -> None:
+    from metastore.kafka.admin import Admin
+    from metastore.kafka.settings import KafkaSettings
+
+    admin = Admin(KafkaSettings(bootstrap))  # held until its deletions are done
+    for future in admin.start_deleting(topics):
+        future.result()
+
+
+def _steady(spark: SparkSession, bootstrap: str, wait_ms: str, seconds: float,
+            work: Path) -> dict[str, float]:
+    """A running query under a steady trickle (50 records/s): its micro-batches per second and
+    the driver JVM's share of a core."""
+    from confluent_kafka import Producer
+
+    from integration.bench.idle_queries import _cpu_seconds
+    from metastore.spark.session import driver_process
+
+    source, sink = _topics(bootstrap)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    query = _start(spark, bootstrap, wait_ms, source, sink, work / f"steady-{wait_ms}", False)
+    pid = driver_process().pid
+    try:
+        time.sleep(5)
+        first_batch, cpu_before, began = query.lastProgress, _cpu_seconds(pid), time.monotonic()
+        while time.monotonic() - began < seconds:
+            producer.produce(source, key=b"k", value=b'{"A":1}')
+            producer.poll(0)
+            time.sleep(0.02)
+        producer.flush()
+        elapsed = time.monotonic() - began
+        cpu = _cpu_seconds(pid) - cpu_before
+        batches = query.lastProgress["batchId"] - (first_batch["batchId"] if first_batch else 0)
+    finally:
+        query.stop()
+        _delete(bootstrap, source, sink)
+    return {"micro_batches_per_s": round(batches / elapsed, 2),
+            "jvm_core_percent": round(100 * cpu / elapsed, 1)}
+
+
 def run(quick: bool) -> dict[str, Any]:
+    from metastore.query_tests.runner import FETCH_MAX_WAIT_MS
     from metastore.spark.session import start_session
-    from metastore.spark.views import FETCH_MAX_WAIT_MS
 
     rounds = 4 if quick else 11
     work = Path(tempfile.mkdtemp(prefix="bench-fetch-wait-"))
@@ -109,7 +152,9 @@ def run(quick: bool) -> dict[str, Any]:
                 results[f"fetch_max_wait_{wait_ms}ms"] = {
                     "running_query": _running(spark, bootstrap, wait_ms, rounds, work),
                     "available_now_query": _available_now(spark, bootstrap, wait_ms, rounds,
-                                                          work)}
+                                                          work),
+                    "steady_50_per_s": _steady(spark, bootstrap, wait_ms, 10 if quick else 30,
+                                               work)}
         finally:
             spark.stop()
     return results

@@ -28,6 +28,7 @@ from metastore.avro import schema as avro
 from metastore.catalog.formats import SPARK_READABLE
 from metastore.catalog.model import Column, DataSource
 from metastore.json_sr import schema as json_sr
+from metastore.kafka.settings import KafkaSettings
 from metastore.protobuf import schema as protobuf
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import decode_json
@@ -115,21 +116,26 @@ def objects_for(source: DataSource, database: str, kafka_options: Mapping[str, s
                           schema=", ".join(f"{quote(name)} {type_}" for name, type_ in columns)))
 
 
-FETCH_MAX_WAIT_MS = "10"
-"""How long the broker may hold a Spark Kafka read's fetch that finds no records. Spark reads a
-micro-batch's offset range, which it knows holds records, yet with Kafka's 500 ms default every
-micro-batch took half a second more (``python -m integration.bench fetch-wait``): a node's
-settings (``kafka.fetch.max.wait.ms``) still override it."""
+JAVA_CLIENT_NAMES = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
+"""Kafka client settings whose librdkafka name (the node's settings) differs from the Java
+client's (Spark's Kafka source and sink)."""
+
+
+def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
+    """A node's Kafka settings as options of Spark's Kafka source and sink: each client setting
+    after ``kafka.``, under the Java client's name."""
+    return {"kafka.bootstrap.servers": settings.bootstrap_servers,
+            **{f"kafka.{JAVA_CLIENT_NAMES.get(name, name)}": value
+               for name, value in settings.client.items()}}
 
 
 def raw_options(topic: str, kafka_options: Mapping[str, str]) -> dict[str, str]:
     """The options of every Spark read of ``topic`` (the raw table over it, a query's streaming
-    and batch reads): every record from the earliest offset, read_committed, with its headers,
-    the node's client settings last."""
+    and batch reads): read_committed, with its headers, from the earliest offset unless the
+    query says otherwise, the node's client settings last."""
     return {"subscribe": topic, "startingOffsets": "earliest",
             "kafka.isolation.level": "read_committed", "includeHeaders": "true",
-            "failOnDataLoss": "false", "kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
-            **kafka_options}
+            "failOnDataLoss": "false", **kafka_options}
 
 
 def view_columns(source: DataSource) -> list[tuple[str, str]]:

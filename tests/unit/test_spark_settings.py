@@ -83,9 +83,55 @@ def test_a_checkpoint_root_is_a_uri_when_it_has_a_scheme(root: str, uri: bool) -
             checkpoint_root(root)
 
 
-def test_spark_reads_of_a_topic_wait_briefly_for_records_unless_the_node_says_otherwise() -> None:
-    from metastore.spark.views import FETCH_MAX_WAIT_MS, raw_options
+def test_a_nodes_kafka_settings_reach_spark_under_the_java_clients_names() -> None:
+    from metastore.kafka.settings import KafkaSettings
+    from metastore.spark.views import raw_options, spark_kafka_options
 
-    assert raw_options("t", {"kafka.bootstrap.servers": "k:9092"})[
-        "kafka.fetch.max.wait.ms"] == FETCH_MAX_WAIT_MS == "10"
-    assert raw_options("t", {"kafka.fetch.max.wait.ms": "250"})["kafka.fetch.max.wait.ms"] == "250"
+    plain = spark_kafka_options(KafkaSettings("k:9092"))
+    assert plain == {"kafka.bootstrap.servers": "k:9092"}
+    assert "kafka.fetch.max.wait.ms" not in raw_options("t", plain)  # Kafka's 500 ms
+    # the node's [kafka] settings are librdkafka's: its fetch.wait.max.ms is Java's fetch.max.wait.ms
+    tuned = spark_kafka_options(KafkaSettings("k:9092", {"fetch.wait.max.ms": "250",
+                                                         "security.protocol": "SSL"}))
+    assert tuned == {"kafka.bootstrap.servers": "k:9092", "kafka.fetch.max.wait.ms": "250",
+                     "kafka.security.protocol": "SSL"}
+    assert raw_options("t", tuned)["kafka.fetch.max.wait.ms"] == "250"
+
+
+class _Recorded:
+    """A stand-in for Spark's reader and frame: the options of each read, by view."""
+
+    def __init__(self, reads: dict[str, dict[str, str]]) -> None:
+        self.reads = reads
+        self.options_given: dict[str, str] = {}
+
+    def format(self, _name: str) -> _Recorded:
+        return self
+
+    def options(self, **options: str) -> _Recorded:
+        self.options_given = options
+        return self
+
+    def load(self) -> _Recorded:
+        return self
+
+    def createOrReplaceTempView(self, view: str) -> None:  # noqa: N802 - Spark's name
+        self.reads[view] = self.options_given
+
+
+def test_a_querys_reads_take_the_raw_tables_options_then_their_own() -> None:
+    from types import SimpleNamespace
+
+    from metastore.queries.job import _register
+    from metastore.queries.steps import Step
+    from metastore.spark.views import raw_options
+
+    reads: dict[str, dict[str, str]] = {}
+    session = SimpleNamespace(readStream=_Recorded(reads), read=_Recorded(reads))
+    kafka = {"kafka.bootstrap.servers": "k:9092"}
+    _register(session, (Step("LIVE", topic="a"), Step("HISTORY", topic="b", streaming=False),  # type: ignore[arg-type]
+                        Step("FIRST", topic="c", from_start=True)),
+              kafka, ends={"b": {"0": 5}}, reads={"startingOffsets": "latest"})
+    assert reads["LIVE"] == {**raw_options("a", kafka), "startingOffsets": "latest"}
+    assert reads["HISTORY"] == {**raw_options("b", kafka), "endingOffsets": '{"b": {"0": 5}}'}
+    assert reads["FIRST"] == raw_options("c", kafka)
