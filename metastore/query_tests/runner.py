@@ -82,9 +82,8 @@ FETCH_MAX_WAIT_MS = "10"
 """How long the broker may hold a fetch of a test's query that finds no records. Each arrival
 runs its queries with ``availableNow`` over offsets known to hold records, and with Kafka's
 500 ms each run waited it out once (0.94 s a run against 0.24 s, ``python -m integration.bench
-fetch-wait``). A node's queries keep Kafka's default for now (docs/benchmarks.md, "fetch-wait":
-the suite ran slower with 10 ms on every node). ``fetch.wait.max.ms`` among the run's Kafka
-settings overrides it."""
+fetch-wait``). A node's queries keep Kafka's default for now (docs/benchmarks.md, "fetch-wait").
+``fetch.wait.max.ms`` among the run's Kafka settings overrides it."""
 
 
 READ_TIMEOUT_SECONDS = 60
