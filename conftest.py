@@ -30,7 +30,8 @@ import pytest
 
 from tests.support import schedule, xdist_groups
 
-pytest_plugins = ["tests.support.kafka", "tests.support.servers", "tests.support.spark"]
+pytest_plugins = ["tests.support.kafka", "tests.support.registry", "tests.support.servers",
+                  "tests.support.spark"]
 
 ROOT = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("METASTORE_CACHE_DIR", ROOT / ".cache"))

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from cli.main import app
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
+from metastore.local.schema_registry import SchemaRegistryState
 from tests.support.waiting import eventually
 
 # `metastore test` starts a SparkSession of its own in this process; its runs share the registry's
@@ -389,7 +390,8 @@ def dev_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.timeout(900)  # one run of every case of the slice, a few seconds each
 def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp_path: Path,
-                                                       dev_slice: Path) -> None:
+                                                       dev_slice: Path,
+                                                       registry: SchemaRegistryState) -> None:
     wrong = [dict(OUTPUTS[0]), {**OUTPUTS[1], "value": {"NAME": "C", "DOUBLED": 5.0}}]
     tests = {"tests": [
         {"name": "passes", "statements": [INPUT, PROJECT], "inputs": INPUTS, "outputs": OUTPUTS},
@@ -423,7 +425,8 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
-    code, report = invoke(kafka_bootstrap, str(test_file), str(dev_slice))
+    code, report = invoke(kafka_bootstrap, str(test_file), str(dev_slice),  # PROTOBUF cases
+                          "--schema-registry-url", registry.url)
 
     def left() -> set[str]:  # other runs of the suite may be making topics of their own
         return {t for t in qtt_topics(kafka_bootstrap) if t.startswith(f"qtt-{report['runId']}-")}

@@ -1,5 +1,5 @@
-"""A local Schema Registry for this package's tests, started once, a client of it, and a Spark
-node that uses it."""
+"""A client of the run's local Schema Registry (``tests.support.registry``), and a Spark node that
+uses it."""
 
 from __future__ import annotations
 
@@ -7,19 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from metastore.local.schema_registry import LocalSchemaRegistry, SchemaRegistryState
+from metastore.local.schema_registry import SchemaRegistryState
 from metastore.schema_registry.client import SchemaRegistryClient
 from tests.support.servers import ServerProcess, cleaned_after, session_node
-
-
-@pytest.fixture(scope="session")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistryState]:
-    launcher = LocalSchemaRegistry(tmp_path_factory.mktemp("schema-registry"))
-    state = launcher.start(progress=None)
-    try:
-        yield state
-    finally:
-        launcher.stop()
 
 
 @pytest.fixture()
