@@ -155,6 +155,12 @@ class Admin:
         a topic just deleted can still be described for a moment. Whether it is gone."""
         deadline = time.monotonic() + timeout
         self.delete(topic, timeout=timeout)
+        return self.wait_until_gone(topic, max(deadline - time.monotonic(), 0))
+
+    def wait_until_gone(self, topic: str, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, until the metadata this client reads no longer
+        lists ``topic``; whether it is gone."""
+        deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:

@@ -26,7 +26,6 @@ would; the window is the few milliseconds of one settle, and the node logs it at
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 from metastore.catalog.image import Image
@@ -100,14 +99,11 @@ class UnusedTopics:
         return [name for name in wanted if self._create_again(name, deleted[name], why, patience)]
 
     def _create_again(self, name: str, spec: TopicSpec, why: str, patience: float) -> bool:
-        deadline = time.monotonic() + patience * 4
         try:
-            while self._admin.describe(name, timeout=patience) is not None:  # still being deleted
-                if time.monotonic() > deadline:
-                    log.error("topic %s is still being deleted, and %s: it is not created again",
-                              name, why)
-                    return False
-                time.sleep(0.05)
+            if not self._admin.wait_until_gone(name, timeout=patience * 4):  # still being deleted
+                log.error("topic %s is still being deleted, and %s: it is not created again",
+                          name, why)
+                return False
             if self._admin.create(name, spec.partitions, spec.replicas, dict(spec.config),
                                   timeout=patience * 2):
                 log.error("topic %s was deleted and created again, empty (a new topic id): %s",

@@ -32,6 +32,9 @@ class FakeAdmin:
                 del self.topics[name]
         return TopicInfo(name, 3, 1)
 
+    def wait_until_gone(self, name: str, timeout: float) -> bool:
+        return any(self.describe(name) is None for _ in range(10))
+
     def delete_until_gone(self, name: str, timeout: float) -> bool:
         if self.refuse_delete:
             raise KafkaUnavailableError("the controller did not answer")
