@@ -87,13 +87,15 @@ def _available_now(spark: SparkSession, bootstrap: str, wait_ms: str, rounds: in
     source, sink = _topics(bootstrap)
     produce = _produce(bootstrap)
     runs = []
-    for _ in range(rounds):  # one checkpoint: each run reads the three records new since the last
-        produce(source)
-        began = time.monotonic()
-        _start(spark, bootstrap, wait_ms, source, sink, work / f"now-{wait_ms}",
-               True).awaitTermination()
-        runs.append(time.monotonic() - began)
-    _delete(bootstrap, source, sink)
+    try:
+        for _ in range(rounds):  # one checkpoint: each run reads only the three new records
+            produce(source)
+            began = time.monotonic()
+            _start(spark, bootstrap, wait_ms, source, sink, work / f"now-{wait_ms}",
+                   True).awaitTermination()
+            runs.append(time.monotonic() - began)
+    finally:
+        _delete(bootstrap, source, sink)
     return {"run_median_s": round(statistics.median(runs[1:]), 3)}
 
 

@@ -103,15 +103,15 @@ def _sources() -> dict[str, str]:
     return found
 
 
-def _stamp() -> dict[str, dict[str, str]]:
+def _stamp(sources: dict[str, str]) -> dict[str, dict[str, str]]:
     return {"sources_sha256": {path: hashlib.sha256(text.encode()).hexdigest()
-                               for path, text in sorted(_sources().items())}}
+                               for path, text in sorted(sources.items())}}
 
 
 def is_built() -> bool:
     """Whether the registry's runner jar is built from the current sources."""
     target = jar_dir("schema-registry")
-    return jars.is_built(target, _stamp(), target / RUNNER_JAR)
+    return jars.is_built(target, _stamp(_sources()), target / RUNNER_JAR)
 
 
 def build(progress: TextIO | None = sys.stderr) -> Path:
@@ -119,7 +119,7 @@ def build(progress: TextIO | None = sys.stderr) -> Path:
     again when a source of the build changes. Builds of several processes take turns (a lock
     file); a build that fails or is interrupted leaves nothing behind."""
     sources = _sources()
-    stamp = _stamp()
+    stamp = _stamp(sources)
     target = jar_dir("schema-registry")
     runner = target / RUNNER_JAR
     target.parent.mkdir(parents=True, exist_ok=True)
