@@ -79,6 +79,46 @@ def sink_records(bootstrap: str, topic: str, seconds: float = 600) -> list[tuple
     return out
 
 
+AFTER_TAKEOVER = 200
+"""Records a stream goes on with once its query runs on the new owner."""
+MAX_RECORDS = 6000
+"""A bound on a stream whose takeover never comes (the test's own waits fail first); at 500 ms
+of event time a record, the windowed test's records stay in its one-hour window."""
+
+
+class PacedStream:
+    """Records produced from a thread at a steady pace (``send(producer, i)`` writes record
+    ``i``) before, during and after a failure: the stream ends :data:`AFTER_TAKEOVER` records
+    after :meth:`finish`, so it lasts as long as the failover takes, however loaded the
+    machine."""
+
+    def __init__(self, bootstrap: str, pause: float,
+                 send: Callable[[Producer, int], None]) -> None:
+        self._bootstrap, self._pause, self._send = bootstrap, pause, send
+        self._last: int | None = None
+        self.count = 0
+        self.sent = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        producer = Producer(KafkaSettings(self._bootstrap).config(linger_ms=5))
+        while self.count < (MAX_RECORDS if self._last is None else self._last):
+            self._send(producer, self.count)
+            producer.poll(0)
+            self.count += 1
+            time.sleep(self._pause)
+        producer.flush(30)
+        self.sent.set()
+
+    def finish(self, timeout: float = 120) -> int:
+        """Ends the stream :data:`AFTER_TAKEOVER` records from now; the records it had."""
+        self._last = self.count + AFTER_TAKEOVER
+        self._thread.join(timeout)
+        assert self.sent.is_set(), f"the stream to end within {timeout} s"
+        return self.count
+
+
 def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
         cluster_factory: ClusterFactory) -> None:
     """The owner's Spark driver JVM is SIGKILLed mid-stream (as the kernel's OOM killer would):
@@ -96,23 +136,14 @@ def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
     query_id = created.json()[1]["commandStatus"]["queryId"]
     owner = wait_owner(cluster, "node-1", query_id, 180)
 
-    total, sent = 2400, threading.Event()  # 72 s of records: the first batch may be slow
+    def send(producer: Producer, i: int) -> None:
+        producer.produce(source, key=struct.pack(">i", i % 7),
+                         value=json.dumps({"ID": i, "KEEP": i % 3 != 0}))
 
-    def produce() -> None:
-        producer = Producer(KafkaSettings(cluster.bootstrap).config(linger_ms=5))
-        for i in range(total):
-            producer.produce(source, key=struct.pack(">i", i % 7),
-                             value=json.dumps({"ID": i, "KEEP": i % 3 != 0}))
-            producer.poll(0)
-            time.sleep(0.03)
-        producer.flush(30)
-        sent.set()
-
-    writer = threading.Thread(target=produce)
-    writer.start()
+    stream = PacedStream(cluster.bootstrap, 0.03, send)
     before = eventually(lambda: len(sink_records(cluster.bootstrap, sink, seconds=3)), 60,
                         "the query to move data before its owner's Spark dies", interval=2)
-    assert not sent.is_set(), "the owner's Spark dies mid-stream"
+    assert not stream.sent.is_set(), "the owner's Spark dies mid-stream"
     driver = cluster.status(owner)["sparkApplication"]["driverPid"]
     os.kill(driver, signal.SIGKILL)
     killed_at = time.monotonic()
@@ -124,8 +155,7 @@ def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
     new_owner = wait_owner(cluster, survivor, query_id, 120, not_owner=owner)
     moved = time.monotonic() - killed_at
     assert new_owner == survivor
-    writer.join(120)
-    assert sent.is_set()
+    total = stream.finish()
 
     expected = {i for i in range(total) if i % 3 != 0}
     records: list[tuple[int, str]] = []
@@ -251,38 +281,28 @@ def test_stateful_queries_resume_their_state_when_their_owner_is_killed(
     for query_id in query_ids:  # running, wherever the group placed it (it may move again
         wait_owner(cluster, "node-1", query_id, 240)  # while the other nodes join the group)
 
-    total, groups, sent = 4000, 7, threading.Event()
+    groups = 7
 
-    def produce() -> None:
-        producer = Producer(KafkaSettings(cluster.bootstrap).config(linger_ms=5))
-        for i in range(total):
-            key = struct.pack(">i", i)
-            timestamp = WINDOW_BASE_MS + i * 500
-            producer.produce(left, key=key, value=json.dumps({"ID": i, "G": i % groups}),
-                             timestamp=timestamp)
-            producer.produce(right, key=key, value=json.dumps({"ID": i}),
-                             timestamp=timestamp + 250)
-            producer.poll(0)
-            time.sleep(0.025)
-        producer.flush(30)
-        sent.set()
+    def send(producer: Producer, i: int) -> None:
+        key, timestamp = struct.pack(">i", i), WINDOW_BASE_MS + i * 500
+        producer.produce(left, key=key, value=json.dumps({"ID": i, "G": i % groups}),
+                         timestamp=timestamp)
+        producer.produce(right, key=key, value=json.dumps({"ID": i}), timestamp=timestamp + 250)
 
-    writer = threading.Thread(target=produce)
-    writer.start()
+    stream = PacedStream(cluster.bootstrap, 0.025, send)
     eventually(lambda: latest_by_key(cluster.bootstrap, counts)
                and sink_records(cluster.bootstrap, joined, seconds=3), 90,
                "the aggregation and the join to write before the kill", interval=1)
     assert latest_by_key(cluster.bootstrap, counts), "the aggregation writes before the kill"
     assert sink_records(cluster.bootstrap, joined, seconds=3), "the join writes before the kill"
-    assert not sent.is_set(), "the owners die mid-stream"
+    assert not stream.sent.is_set(), "the owners die mid-stream"
     owners = {wait_owner(cluster, "node-1", query_id, 60) for query_id in query_ids}
     for owner in owners:
         assert cluster.nodes.stop_node(owner, signal.SIGKILL)
     survivor = next(f"node-{n}" for n in (1, 2, 3) if f"node-{n}" not in owners)
     for query_id in query_ids:
         wait_owned_by(cluster, survivor, query_id, 180)
-    writer.join(120)
-    assert sent.is_set()
+    total = stream.finish()
 
     expected_counts = Counter(i % groups for i in range(total))
     final: dict[int, int] = {}
