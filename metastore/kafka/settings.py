@@ -15,6 +15,10 @@ from metastore.kafka.exceptions import KafkaClientError
 LIBRDKAFKA_LOGGER = logging.getLogger("metastore.librdkafka")
 
 
+JAVA_CLIENT_NAMES = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
+"""Client settings whose librdkafka name (the node's settings) differs from the Java client's."""
+
+
 @dataclass(frozen=True)
 class KafkaSettings:
     """Bootstrap servers plus pass-through client settings (TLS, SASL, timeouts)."""
@@ -29,6 +33,13 @@ class KafkaSettings:
         config.update(self.client)
         config.update({key.replace("_", "."): value for key, value in overrides.items()})
         return config
+
+    def java_config(self) -> dict[str, str]:
+        """The same settings for Kafka's Java clients (Spark's Kafka source and sink, a
+        producer in Spark's JVM): the client settings under the Java client's names."""
+        return {"bootstrap.servers": self.bootstrap_servers,
+                **{JAVA_CLIENT_NAMES.get(name, name): str(value)
+                   for name, value in self.client.items()}}
 
 
 Client = TypeVar("Client", Consumer, Producer, AdminClient)

@@ -483,9 +483,8 @@ class _JvmProducer:
         assert jvm is not None, "a running SparkSession has a JVM"
         self._jvm = jvm
         properties = jvm.java.util.Properties()
-        properties.put("bootstrap.servers", settings.bootstrap_servers)
-        for key, value in settings.client.items():
-            properties.put(key, str(value))
+        for key, value in settings.java_config().items():
+            properties.put(key, value)
         properties.put("enable.idempotence", "true")
         properties.put("acks", "all")
         properties.put("linger.ms", "0")

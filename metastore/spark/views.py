@@ -116,17 +116,10 @@ def objects_for(source: DataSource, database: str, kafka_options: Mapping[str, s
                           schema=", ".join(f"{quote(name)} {type_}" for name, type_ in columns)))
 
 
-JAVA_CLIENT_NAMES = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
-"""Kafka client settings whose librdkafka name (the node's settings) differs from the Java
-client's (Spark's Kafka source and sink)."""
-
-
 def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
-    """A node's Kafka settings as options of Spark's Kafka source and sink: each client setting
-    after ``kafka.``, under the Java client's name."""
-    return {"kafka.bootstrap.servers": settings.bootstrap_servers,
-            **{f"kafka.{JAVA_CLIENT_NAMES.get(name, name)}": value
-               for name, value in settings.client.items()}}
+    """A node's Kafka settings as options of Spark's Kafka source and sink: each Java client
+    setting after ``kafka.``."""
+    return {f"kafka.{name}": value for name, value in settings.java_config().items()}
 
 
 def raw_options(topic: str, kafka_options: Mapping[str, str]) -> dict[str, str]:
