@@ -165,6 +165,8 @@ TABLE_TABLE_JOIN_CLASS = "io.metastore.join.TableTableJoin"
 """A primary-key join of tables as keyed state, under ``transformWithState`` (see the source)."""
 FOREIGN_KEY_JOIN_CLASS = "io.metastore.join.ForeignKeyJoin"
 """A foreign-key join of tables as keyed state, under ``transformWithState`` (see the source)."""
+JSON_KINDS_CLASS = "io.metastore.json.JsonKinds"
+"""Whether ksqlDB's JSON deserializer takes a value at every level of its type (see the source)."""
 DATETIMES_CLASS = "io.metastore.functions.Datetimes"
 """ksqlDB's formatting of a time in a named zone, called from Spark SQL (see the source)."""
 ROW_VERSIONS_CLASS = "io.metastore.aggregate.RowVersions"
@@ -200,6 +202,7 @@ _JAVA_SOURCES = ("java/io/metastore/kafka/RecordTimestampInterceptor.java",
                  "java/io/metastore/state/Keyed.java",
                  "java/io/metastore/state/Rows.java",
                  "java/io/metastore/functions/Datetimes.java",
+                 "java/io/metastore/json/JsonKinds.java",
                  "java/io/metastore/aggregate/RowVersions.java",
                  "java/io/metastore/aggregate/GroupMembers.java",
                  "java/io/metastore/window/StreamTime.java",

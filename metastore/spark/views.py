@@ -29,6 +29,7 @@ from metastore.catalog.formats import SPARK_READABLE
 from metastore.catalog.model import Column, DataSource
 from metastore.json_sr import schema as json_sr
 from metastore.kafka.settings import KafkaSettings
+from metastore.local.jars import JSON_KINDS_CLASS
 from metastore.protobuf import schema as protobuf
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import decode_json
@@ -464,7 +465,8 @@ def _column_expression(source: DataSource, column: Column, objects: _JsonObjects
             return _json_field(DECODED_KEY, column, objects, checks,
                                bare=protobuf.key_schema(source).unwrapped)
         if source.key_format in (avro.FORMAT, json_sr.FORMAT):
-            return _json_field(DECODED_KEY, column, objects, checks, bare=len(columns) == 1)
+            return _json_field(DECODED_KEY, column, objects, checks, bare=len(columns) == 1,
+                               kinds=source.key_format == json_sr.FORMAT)
         key = WINDOWED_KEY if source.window is not None else "key"
         return _field(source.key_format, key, columns, column,
                       source.property("KEY_DELIMITER"), objects, checks, wrapped=True)
@@ -475,7 +477,8 @@ def _column_expression(source: DataSource, column: Column, objects: _JsonObjects
                            bare=protobuf.value_schema(source).unwrapped)
     if source.value_format in (avro.FORMAT, json_sr.FORMAT):
         return _json_field(DECODED_VALUE, column, objects, checks,
-                           bare=len(columns) == 1 and not wrapped)
+                           bare=len(columns) == 1 and not wrapped,
+                           kinds=source.value_format == json_sr.FORMAT)
     return _field(source.value_format, "value", columns, column,
                   source.property("VALUE_DELIMITER"), objects, checks, wrapped)
 
@@ -503,7 +506,7 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
     if fmt == "JSON":
         is_key = raw in ("key", WINDOWED_KEY)
         return _json_field(text, column, objects, checks,
-                           bare=len(columns) == 1 and (is_key or not wrapped))
+                           bare=len(columns) == 1 and (is_key or not wrapped), kinds=True)
     raise ValueError(f"format {fmt} is not decodable")
 
 
@@ -522,21 +525,55 @@ def _field_count_check(raw: str, text: str, count: int, separator: str) -> str:
 
 
 def _json_field(text: str, column: Column, objects: _JsonObjects, checks: list[str],
-                bare: bool) -> str:
+                bare: bool, kinds: bool = False) -> str:
     """``column`` from ksqlDB's JSON text of a key or value: the value itself when ``bare``
     (a single unwrapped column), else the object's field for the column (:func:`_field_of`),
     read from the object's fields parsed once (its text and column added to ``objects``); its
-    check (:func:`_checked`) added to ``checks``."""
+    check (:func:`_checked`) added to ``checks``, and with ``kinds`` (JSON a producer wrote, not
+    a codec) the check of the values nested in it (:func:`nested_kinds_check`)."""
     if bare:
-        return _checked(text, _from_json_value(text, column.type), checks, column.type)
-    columns = objects.fields.setdefault(text, [])
-    columns.append(column)
-    index = list(objects.fields).index(text)
-    field = _field_column(index, len(columns) - 1)
-    kind_check = _kind_check(text, index, len(columns) - 1, column, objects)
-    if kind_check is not None:
-        checks.append(kind_check)
-    return _checked(field, _from_text(field, column.type), checks, column.type)
+        value = text
+        decoded = _from_json_value(text, column.type)
+    else:
+        columns = objects.fields.setdefault(text, [])
+        columns.append(column)
+        index = list(objects.fields).index(text)
+        value = _field_column(index, len(columns) - 1)
+        kind_check = _kind_check(text, index, len(columns) - 1, column, objects)
+        if kind_check is not None:
+            checks.append(kind_check)
+        decoded = _from_text(value, column.type)
+    nested = nested_kinds_check(value, column.type) if kinds else None
+    if nested is not None:
+        checks.append(nested)
+    return _checked(value, decoded, checks, column.type)
+
+
+def nested_kinds_check(text: str, sql_type: ty.SqlType) -> str | None:
+    """For a column whose type nests others (an ARRAY, a MAP, a STRUCT), the check that refuses
+    its JSON ``text`` when ksqlDB's JSON deserializer refuses a value at any level of it
+    (:data:`~metastore.local.jars.JSON_KINDS_CLASS`), where Spark's from_json reads a nested
+    value by its text (``["41.5"]`` as ``[41]``) or turns one of the wrong kind into NULL; None
+    for a type that nests nothing."""
+    if not isinstance(sql_type, ty.ArrayType | ty.MapType | ty.StructType):
+        return None
+    descriptor = string_literal(json.dumps(_kinds_descriptor(sql_type), separators=(",", ":")))
+    return (f"({text} IS NOT NULL AND java_method({string_literal(JSON_KINDS_CLASS)}, "
+            f"'accepts', {text}, {descriptor}) = 'false')")
+
+
+def _kinds_descriptor(sql_type: ty.SqlType) -> dict[str, object]:
+    """``sql_type`` as the descriptor :data:`~metastore.local.jars.JSON_KINDS_CLASS` reads."""
+    if isinstance(sql_type, ty.ArrayType):
+        return {"t": "ARRAY", "e": _kinds_descriptor(sql_type.element)}
+    if isinstance(sql_type, ty.MapType):
+        return {"t": "MAP", "v": _kinds_descriptor(sql_type.value)}
+    if isinstance(sql_type, ty.StructType):
+        return {"t": "STRUCT", "f": [[name, _kinds_descriptor(field)]
+                                     for name, field in sql_type.fields]}
+    if isinstance(sql_type, ty.DecimalType):
+        return {"t": "DECIMAL", "p": sql_type.precision, "s": sql_type.scale}
+    return {"t": sql_type.base}
 
 
 def _kind_check(text: str, index: int, position: int, column: Column, objects: _JsonObjects
@@ -669,22 +706,26 @@ def _integral(expression: str, spark_integral: str) -> str:
             f"try_cast(try_cast({expression} AS DOUBLE) AS {spark_integral}))")
 
 
-_TEXT_LEAVES = (ty.INTEGER, ty.BIGINT, ty.TIMESTAMP, ty.DATE)
-"""Values from_json reads otherwise than ksqlDB: ``2.0`` is no INT for it, and a number is a
-TIMESTAMP in seconds (ksqlDB: milliseconds) or no DATE at all (ksqlDB: days)."""
+_TEXT_LEAVES = (ty.INTEGER, ty.BIGINT, ty.TIMESTAMP, ty.DATE, ty.DOUBLE)
+"""Values from_json reads otherwise than ksqlDB: ``2.0`` is no INT for it, a number is a
+TIMESTAMP in seconds (ksqlDB: milliseconds) or no DATE at all (ksqlDB: days), and a string
+holding a number (``"1.5"``) is no DOUBLE or DECIMAL for it."""
+
+
+def _text_leaf(sql_type: ty.SqlType) -> bool:
+    return sql_type in _TEXT_LEAVES or isinstance(sql_type, ty.DecimalType)
 
 
 def _needs_lenient_json(sql_type: ty.SqlType) -> bool:
     """Whether Spark's from_json cannot read ``sql_type`` as ksqlDB's JSON format does: struct
     fields match case-insensitively, and numbers are read as ksqlDB reads them
     (:data:`_TEXT_LEAVES`)."""
-    return not isinstance(sql_type, ty.Primitive) and any(
-        isinstance(nested, ty.StructType) or nested in _TEXT_LEAVES
-        for nested in sql_type.walk())
+    return not isinstance(sql_type, ty.Primitive | ty.DecimalType) and any(
+        isinstance(nested, ty.StructType) or _text_leaf(nested) for nested in sql_type.walk())
 
 
 def _lenient(sql_type: ty.SqlType) -> bool:
-    return sql_type in _TEXT_LEAVES or _needs_lenient_json(sql_type)
+    return _text_leaf(sql_type) or _needs_lenient_json(sql_type)
 
 
 def _lenient_json(text: str, sql_type: ty.SqlType, depth: int) -> str:

@@ -6,8 +6,12 @@ unreadable; an absent field or a JSON null is a NULL column."""
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
+from metastore.spark.types import string_literal
+from metastore.spark.views import nested_kinds_check
+from metastore.sql import types as ty
 from tests.spark.test_json_fields import _decoded
 
 JSON_STREAM = ("CREATE STREAM S (ID INT, FLAG BOOLEAN, N BIGINT, L ARRAY<INT>) "
@@ -70,6 +74,34 @@ def test_reading_kinds_keeps_each_fields_text_and_takes_repeated_keys(spark: Any
         (1, ['{"b":1,"a":2}'], True), (6, ['{"x":1,"x":2}'], False), (7, None, None)]
 
 
+def test_values_nested_in_arrays_maps_and_structs_are_read_by_their_json_kind(
+        spark: Any) -> None:
+    """ksqlDB's rules hold at every level of a column's type: an element, a map value or a
+    struct field of the wrong JSON kind makes the record unreadable, where Spark's from_json
+    reads it by its text ("41.5" as 41) or as NULL."""
+    script = ("CREATE STREAM N (ID INT, A ARRAY<INT>, S STRUCT<F BOOLEAN, L ARRAY<BIGINT>, "
+              "D DECIMAL(4, 2)>, M MAP<STRING, DOUBLE>) WITH (KAFKA_TOPIC='n', "
+              "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    texts = [
+        '{"ID": 1, "A": [1, "2", 3.7], "S": {"f": true, "L": ["5", 6], "D": "1.5"}, '
+        '"M": {"x": "1.5", "y": 2}}',
+        '{"ID": 2, "A": ["41.5"]}',
+        '{"ID": 3, "S": {"F": "true"}}',
+        '{"ID": 4, "S": {"L": [true]}}',
+        '{"ID": 5, "M": {"x": "abc"}}',
+        '{"ID": 6, "A": [[1]]}',
+        '{"ID": 7, "S": {"D": 1.234}}',
+        '{"ID": 8, "S": {"D": 123.4}}',
+        '{"ID": 9, "A": [null, 2], "S": {"F": null, "L": null}, "M": {"x": null}}',
+        '{"ID": 10, "S": {"L": {"a": 1}}}',
+        '{"ID": 11, "M": {"x": [1]}}',
+    ]
+    assert _decoded(spark, script, texts) == [
+        (1, [1, 2, 3], (True, [5, 6], Decimal("1.50")), {"x": 1.5, "y": 2.0}),
+        (9, [None, 2], (None, None, None), {"x": None}),
+    ]
+
+
 def test_a_bare_integer_is_a_number_or_a_string_of_digits(spark: Any) -> None:
     script = ("CREATE STREAM I (N BIGINT) WITH (KAFKA_TOPIC='i', VALUE_FORMAT='JSON', "
               "WRAP_SINGLE_VALUE=false, PARTITIONS=1);")
@@ -110,3 +142,43 @@ def test_delimited_records_with_too_few_or_too_many_fields_are_skipped(spark: An
     single = ("CREATE STREAM ONE (V STRING) WITH (KAFKA_TOPIC='one', VALUE_FORMAT='DELIMITED', "
               "PARTITIONS=1);")
     assert _decoded(spark, single, ["a", "a,b", ""]) == [("a",), (None,)]
+
+
+NESTED_KINDS = [  # (JSON text, type, whether ksqlDB's JSON deserializer takes it)
+    ('[1, "2", 3.5]', ty.ArrayType(ty.INTEGER), True),  # a number's fraction is cut off
+    ('["2.5"]', ty.ArrayType(ty.INTEGER), False),  # Integer.parseInt
+    ('["99999999999"]', ty.ArrayType(ty.INTEGER), False),
+    ('["99999999999"]', ty.ArrayType(ty.BIGINT), True),
+    ("[true, null]", ty.ArrayType(ty.BOOLEAN), True),
+    ('["true"]', ty.ArrayType(ty.BOOLEAN), False),
+    ('["1e3", 2]', ty.ArrayType(ty.DOUBLE), True),
+    ('["x"]', ty.ArrayType(ty.DOUBLE), False),
+    ('["AQI="]', ty.ArrayType(ty.BYTES), True),
+    ("[1]", ty.ArrayType(ty.BYTES), False),
+    ('["@@"]', ty.ArrayType(ty.BYTES), False),
+    ("[86399999]", ty.ArrayType(ty.TIME), True),
+    ("[86400000]", ty.ArrayType(ty.TIME), False),
+    ('["1.50", 2]', ty.ArrayType(ty.DecimalType(3, 2)), True),
+    ("[1.505]", ty.ArrayType(ty.DecimalType(3, 2)), False),  # only without rounding
+    ("[10.5]", ty.ArrayType(ty.DecimalType(3, 2)), False),  # too many integer digits
+    ('{"a": {"b": 1}}', ty.MapType(ty.STRING, ty.StructType((("B", ty.INTEGER),))), True),
+    ('{"a": {"B": "x"}}', ty.MapType(ty.STRING, ty.StructType((("B", ty.INTEGER),))), False),
+    ('{"a": [1]}', ty.StructType((("B", ty.INTEGER),)), True),  # a field no column names
+    ('"[1]"', ty.ArrayType(ty.INTEGER), False),  # never from a string holding an array
+    ('[[1], {"a": 1}, "x", 2]', ty.ArrayType(ty.STRING), True),  # a STRING from anything
+    ("[1", ty.ArrayType(ty.INTEGER), False),
+    (None, ty.ArrayType(ty.INTEGER), True),
+]
+
+
+def test_the_jvm_check_of_nested_kinds_follows_ksqldbs_json_deserializer(spark: Any) -> None:
+    checks = [_nested_check(text, sql_type) for text, sql_type, _ in NESTED_KINDS]
+    [row] = spark.sql(f"SELECT array({', '.join(checks)})").collect()
+    assert [not refused for refused in row[0]] == [taken for _, _, taken in NESTED_KINDS]
+
+
+def _nested_check(text: str | None, sql_type: ty.SqlType) -> str:
+    literal = "CAST(NULL AS STRING)" if text is None else string_literal(text)
+    check = nested_kinds_check(literal, sql_type)
+    assert check is not None, "a type that nests others is checked"
+    return f"coalesce({check}, false)"

@@ -1,0 +1,206 @@
+package io.metastore.json;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.math.RoundingMode;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Whether ksqlDB's JSON deserializer accepts a JSON value as a SQL type, at every level of it:
+ * called from Spark SQL with {@code java_method} for a column whose type nests others (an ARRAY,
+ * a MAP, a STRUCT), whose elements and fields Spark's {@code from_json} reads by their text,
+ * where ksqlDB refuses a value of the wrong JSON kind and the whole record with it.
+ *
+ * <p>The rules are ksqlDB's ({@code KsqlJsonDeserializer}, {@code JsonSerdeUtils}): JSON
+ * {@code null} or an absent field is a NULL of any type; a BOOLEAN only from {@code true} or
+ * {@code false}; an INTEGER, a BIGINT, a DATE, a TIME or a TIMESTAMP from a number or a string
+ * Java's {@code Integer.parseInt} or {@code Long.parseLong} reads (a TIME within a day); a DOUBLE
+ * from a number or a string {@code Double.parseDouble} reads; a DECIMAL from a number or a
+ * string {@code BigDecimal} reads, that fits its precision and scale without rounding; a STRING
+ * from anything; BYTES only from a base64 string; an ARRAY only from an array, a MAP and a STRUCT
+ * only from an object (a STRUCT's fields by name, else by upper-cased name).
+ *
+ * <p>The type is a descriptor the project writes (metastore.spark.views): a JSON object
+ * {@code {"t": "INTEGER"}}, {@code {"t": "DECIMAL", "p": 4, "s": 2}},
+ * {@code {"t": "ARRAY", "e": ...}}, {@code {"t": "MAP", "v": ...}} or
+ * {@code {"t": "STRUCT", "f": [["NAME", ...], ...]}}.
+ */
+public final class JsonKinds {
+    private static final ObjectMapper MAPPER = new ObjectMapper()
+            .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
+            .setNodeFactory(JsonNodeFactory.withExactBigDecimals(true));
+    private static final int CACHED_TYPES = 1000;
+    private static final Map<String, JsonNode> TYPES = new ConcurrentHashMap<>();
+    private static final long MILLIS_PER_DAY = 86_400_000L;
+
+    private JsonKinds() {
+    }
+
+    /**
+     * {@code "true"} when ksqlDB reads {@code json} as the type {@code descriptor} describes (a
+     * NULL text too: there is no value), {@code "false"} when it refuses it or it is no JSON.
+     * A text, not a boolean: {@code java_method} returns its result as a string.
+     */
+    public static String accepts(String json, String descriptor) {
+        if (json == null) {
+            return "true";
+        }
+        try {
+            return Boolean.toString(accepted(MAPPER.readTree(json), type(descriptor)));
+        } catch (IOException | RuntimeException e) {
+            return "false";
+        }
+    }
+
+    private static JsonNode type(String descriptor) throws IOException {
+        JsonNode cached = TYPES.get(descriptor);
+        if (cached != null) {
+            return cached;
+        }
+        JsonNode parsed = MAPPER.readTree(descriptor);
+        if (TYPES.size() < CACHED_TYPES) {
+            TYPES.put(descriptor, parsed);
+        }
+        return parsed;
+    }
+
+    private static boolean accepted(JsonNode value, JsonNode type) {
+        if (value == null || value.isNull() || value.isMissingNode()) {
+            return true;
+        }
+        switch (type.get("t").asText()) {
+            case "BOOLEAN":
+                return value.isBoolean();
+            case "INTEGER":
+                return value.isNumber() || value.isTextual() && parsesAsInt(value.textValue());
+            case "BIGINT":
+            case "DATE":
+            case "TIMESTAMP":
+                return value.isNumber() || value.isTextual() && parsesAsLong(value.textValue());
+            case "TIME":
+                return isTime(value);
+            case "DOUBLE":
+                return value.isNumber() || value.isTextual() && parsesAsDouble(value.textValue());
+            case "DECIMAL":
+                return fitsDecimal(value, type.get("p").asInt(), type.get("s").asInt());
+            case "STRING":
+                return true;
+            case "BYTES":
+                return isBase64(value);
+            case "ARRAY":
+                return value.isArray() && allAccepted(value.elements(), type.get("e"));
+            case "MAP":
+                return value.isObject() && allAccepted(value.elements(), type.get("v"));
+            case "STRUCT":
+                return value.isObject() && fieldsAccepted(value, type.get("f"));
+            default:
+                return false;
+        }
+    }
+
+    private static boolean allAccepted(Iterator<JsonNode> values, JsonNode type) {
+        while (values.hasNext()) {
+            if (!accepted(values.next(), type)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static boolean fieldsAccepted(JsonNode object, JsonNode fields) {
+        Map<String, JsonNode> upperCased = new HashMap<>();
+        object.fields().forEachRemaining(
+                entry -> upperCased.put(entry.getKey().toUpperCase(Locale.ROOT), entry.getValue()));
+        for (JsonNode field : fields) {
+            String name = field.get(0).asText();
+            JsonNode value = object.has(name) ? object.get(name) : upperCased.get(name);
+            if (!accepted(value, field.get(1))) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static boolean isTime(JsonNode value) {
+        long millis;
+        if (value.isNumber()) {
+            millis = value.asLong();
+        } else if (value.isTextual() && parsesAsLong(value.textValue())) {
+            millis = Long.parseLong(value.textValue());
+        } else {
+            return false;
+        }
+        return millis >= 0 && millis < MILLIS_PER_DAY;
+    }
+
+    private static boolean fitsDecimal(JsonNode value, int precision, int scale) {
+        BigDecimal decimal;
+        if (value.isNumber()) {
+            decimal = value.decimalValue();
+        } else if (value.isTextual()) {
+            try {
+                decimal = new BigDecimal(value.textValue());
+            } catch (NumberFormatException e) {
+                return false;
+            }
+        } else {
+            return false;
+        }
+        if (decimal.precision() - decimal.scale() > precision - scale) {
+            return false;
+        }
+        try {
+            decimal.setScale(scale, RoundingMode.UNNECESSARY);
+            return true;
+        } catch (ArithmeticException e) {
+            return false;
+        }
+    }
+
+    private static boolean isBase64(JsonNode value) {
+        if (!value.isTextual()) {
+            return false;
+        }
+        try {
+            value.binaryValue();
+            return true;
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    private static boolean parsesAsInt(String text) {
+        try {
+            Integer.parseInt(text);
+            return true;
+        } catch (NumberFormatException e) {
+            return false;
+        }
+    }
+
+    private static boolean parsesAsLong(String text) {
+        try {
+            Long.parseLong(text);
+            return true;
+        } catch (NumberFormatException e) {
+            return false;
+        }
+    }
+
+    private static boolean parsesAsDouble(String text) {
+        try {
+            Double.parseDouble(text);
+            return true;
+        } catch (NumberFormatException e) {
+            return false;
+        }
+    }
+}
