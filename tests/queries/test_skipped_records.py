@@ -27,14 +27,18 @@ GOOD = 3
 
 CASES: dict[str, tuple[str, list[bytes], list[bytes]]] = {
     # format: (columns, good values for ID 1..3, undecodable values)
-    "JSON": ("ID INT, FLAG BOOLEAN",
-             [json.dumps({"ID": i, "FLAG": i % 2 == 0}).encode() for i in range(1, GOOD + 1)],
+    "JSON": ("ID INT, FLAG BOOLEAN, L ARRAY<INT>",
+             [json.dumps({"ID": i, "FLAG": i % 2 == 0, "L": [i, str(i)]}).encode()
+              for i in range(1, GOOD + 1)],
              [b"\x00not json{", b'{"ID": 9, "FLAG": "true"}', b'{"ID": 9, "FLAG": tr',
-              b'{"ID": "nine"}', b"[1, 2]"]),
+              b'{"ID": "nine"}', b"[1, 2]", b'{"ID": 9, "L": ["41.5"]}', b'{"ID": 9, "L": [true]}']),
     "DELIMITED": ("ID INT, FLAG BOOLEAN",
                   [f"{i},{'true' if i % 2 == 0 else 'false'}".encode()
                    for i in range(1, GOOD + 1)],
                   [b"9", b"9,true,extra", b"nine,true", b"4.5,false"]),
+    "PROTOBUF_NOSR": ("ID INT, FLAG BOOLEAN",  # fields 1 and 2, varints
+                      [bytes([0x08, i, 0x10, i % 2]) for i in range(1, GOOD + 1)],
+                      [b"\x08", b"\xff\xff\xff\xff", b"\x0a\x05ab"]),  # cut short, no tag
     "KAFKA": ("ID INT",
               [struct.pack(">i", i) for i in range(1, GOOD + 1)],
               [b"\x00\x00\x09", b"\x00\x00\x00\x00\x00\x00\x00\x09"]),
