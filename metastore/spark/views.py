@@ -706,10 +706,10 @@ def _integral(expression: str, spark_integral: str) -> str:
             f"try_cast(try_cast({expression} AS DOUBLE) AS {spark_integral}))")
 
 
-_TEXT_LEAVES = (ty.INTEGER, ty.BIGINT, ty.TIMESTAMP, ty.DATE, ty.DOUBLE)
-"""Values from_json reads otherwise than ksqlDB: ``2.0`` is no INT for it, a number is a
-TIMESTAMP in seconds (ksqlDB: milliseconds) or no DATE at all (ksqlDB: days), and a string
-holding a number (``"1.5"``) is no DOUBLE or DECIMAL for it."""
+_TEXT_LEAVES = (ty.INTEGER, ty.BIGINT, ty.TIME, ty.TIMESTAMP, ty.DATE, ty.DOUBLE)
+"""Values from_json reads otherwise than ksqlDB: ``2.0`` or ``"5"`` is no INT or TIME for it, a
+number is a TIMESTAMP in seconds (ksqlDB: milliseconds) or no DATE at all (ksqlDB: days), and a
+string holding a number (``"1.5"``) is no DOUBLE or DECIMAL for it."""
 
 
 def _text_leaf(sql_type: ty.SqlType) -> bool:

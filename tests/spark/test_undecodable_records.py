@@ -156,11 +156,14 @@ NESTED_KINDS = [  # (JSON text, type, whether ksqlDB's JSON deserializer takes i
     ('["AQI="]', ty.ArrayType(ty.BYTES), True),
     ("[1]", ty.ArrayType(ty.BYTES), False),
     ('["@@"]', ty.ArrayType(ty.BYTES), False),
-    ("[86399999]", ty.ArrayType(ty.TIME), True),
-    ("[86400000]", ty.ArrayType(ty.TIME), False),
+    ("[86400000]", ty.ArrayType(ty.TIME), True),  # a day's milliseconds, included
+    ("[86400001]", ty.ArrayType(ty.TIME), False),
+    ("[-1]", ty.ArrayType(ty.TIME), False),
     ('["1.50", 2]', ty.ArrayType(ty.DecimalType(3, 2)), True),
     ("[1.505]", ty.ArrayType(ty.DecimalType(3, 2)), False),  # only without rounding
     ("[10.5]", ty.ArrayType(ty.DecimalType(3, 2)), False),  # too many integer digits
+    ('[0, "0", 0E+1, -0.99]', ty.ArrayType(ty.DecimalType(2, 2)), True),  # below 10^0
+    ("[1]", ty.ArrayType(ty.DecimalType(2, 2)), False),
     ('{"a": {"b": 1}}', ty.MapType(ty.STRING, ty.StructType((("B", ty.INTEGER),))), True),
     ('{"a": {"B": "x"}}', ty.MapType(ty.STRING, ty.StructType((("B", ty.INTEGER),))), False),
     ('{"a": [1]}', ty.StructType((("B", ty.INTEGER),)), True),  # a field no column names

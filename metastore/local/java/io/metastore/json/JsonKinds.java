@@ -24,7 +24,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code false}; an INTEGER, a BIGINT, a DATE, a TIME or a TIMESTAMP from a number or a string
  * Java's {@code Integer.parseInt} or {@code Long.parseLong} reads (a TIME within a day); a DOUBLE
  * from a number or a string {@code Double.parseDouble} reads; a DECIMAL from a number or a
- * string {@code BigDecimal} reads, that fits its precision and scale without rounding; a STRING
+ * string {@code BigDecimal} reads, whose absolute value is below 10 to the power of its integer
+ * digits and that takes its scale without rounding ({@code DecimalUtil.ensureFit}); a STRING
  * from anything; BYTES only from a base64 string; an ARRAY only from an array, a MAP and a STRUCT
  * only from an object (a STRUCT's fields by name, else by upper-cased name).
  *
@@ -138,7 +139,7 @@ public final class JsonKinds {
         } else {
             return false;
         }
-        return millis >= 0 && millis < MILLIS_PER_DAY;
+        return millis >= 0 && millis <= MILLIS_PER_DAY;
     }
 
     private static boolean fitsDecimal(JsonNode value, int precision, int scale) {
@@ -154,7 +155,7 @@ public final class JsonKinds {
         } else {
             return false;
         }
-        if (decimal.precision() - decimal.scale() > precision - scale) {
+        if (decimal.abs().compareTo(BigDecimal.TEN.pow(precision - scale)) >= 0) {
             return false;
         }
         try {
