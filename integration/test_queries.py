@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -81,46 +81,78 @@ def sink_records(bootstrap: str, topic: str, seconds: float = 600) -> list[tuple
 
 AFTER_TAKEOVER = 200
 """Records a stream goes on with once its query runs on the new owner."""
-MAX_RECORDS = 6000
-"""A bound on a stream whose takeover never comes (the test's own waits fail first); at 500 ms
-of event time a record, the windowed test's records stay in its one-hour window."""
+MAX_RECORDS = 10_000
+"""A bound on a stream whose takeover never comes: longer than the tests' own waits (300 s at
+0.03 s a record), so a stream that reaches it fails the test (:meth:`PacedStream.finish`)."""
 
 
 class PacedStream:
     """Records produced from a thread at a steady pace (``send(producer, i)`` writes record
     ``i``) before, during and after a failure: the stream ends :data:`AFTER_TAKEOVER` records
     after :meth:`finish`, so it lasts as long as the failover takes, however loaded the
-    machine."""
+    machine. The ``paced_stream`` fixture starts them and stops them when the test ends,
+    whatever happened."""
 
     def __init__(self, bootstrap: str, pause: float,
                  send: Callable[[Producer, int], None]) -> None:
         self._bootstrap, self._pause, self._send = bootstrap, pause, send
-        self._last: int | None = None
+        self._last = MAX_RECORDS
         self.count = 0
+        self.error: Exception | None = None
         self.sent = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
+    def close(self) -> None:
+        self._last = min(self._last, self.count)
+        self._thread.join(60)
+
     def _run(self) -> None:
-        producer = Producer(KafkaSettings(self._bootstrap).config(linger_ms=5))
-        while self.count < (MAX_RECORDS if self._last is None else self._last):
-            self._send(producer, self.count)
-            producer.poll(0)
-            self.count += 1
-            time.sleep(self._pause)
-        producer.flush(30)
-        self.sent.set()
+        try:
+            producer = Producer(KafkaSettings(self._bootstrap).config(linger_ms=5))
+            while self.count < self._last:
+                self._send(producer, self.count)
+                producer.poll(0)
+                self.count += 1
+                time.sleep(self._pause)
+            producer.flush(30)
+        except Exception as error:  # reported by finish()
+            self.error = error
+        finally:
+            self.sent.set()
 
     def finish(self, timeout: float = 120) -> int:
-        """Ends the stream :data:`AFTER_TAKEOVER` records from now; the records it had."""
+        """Ends the stream :data:`AFTER_TAKEOVER` records from now; the records it had. The
+        stream must still be running: one that ended before, at its bound or on an error,
+        had no records after the takeover."""
+        assert self.error is None, f"the stream failed: {self.error!r}"
+        assert not self.sent.is_set(), f"the stream ended at {self.count} records, before finish"
         self._last = self.count + AFTER_TAKEOVER
         self._thread.join(timeout)
+        assert self.error is None, f"the stream failed: {self.error!r}"
         assert self.sent.is_set(), f"the stream to end within {timeout} s"
         return self.count
 
 
+StreamStarter = Callable[[str, float, Callable[[Producer, int], None]], PacedStream]
+
+
+@pytest.fixture
+def paced_stream() -> Iterator[StreamStarter]:
+    streams: list[PacedStream] = []
+
+    def start(bootstrap: str, pause: float, send: Callable[[Producer, int], None]
+              ) -> PacedStream:
+        streams.append(PacedStream(bootstrap, pause, send))
+        return streams[-1]
+
+    yield start
+    for stream in streams:
+        stream.close()
+
+
 def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
-        cluster_factory: ClusterFactory) -> None:
+        cluster_factory: ClusterFactory, paced_stream: StreamStarter) -> None:
     """The owner's Spark driver JVM is SIGKILLed mid-stream (as the kernel's OOM killer would):
     its node turns unhealthy at once, leaves the query group, and the query moves to the other
     node, which writes every record; the node restarts its Spark and is healthy again."""
@@ -140,7 +172,7 @@ def test_killing_the_owners_spark_mid_stream_moves_the_query_without_a_gap(
         producer.produce(source, key=struct.pack(">i", i % 7),
                          value=json.dumps({"ID": i, "KEEP": i % 3 != 0}))
 
-    stream = PacedStream(cluster.bootstrap, 0.03, send)
+    stream = paced_stream(cluster.bootstrap, 0.03, send)
     before = eventually(lambda: len(sink_records(cluster.bootstrap, sink, seconds=3)), 60,
                         "the query to move data before its owner's Spark dies", interval=2)
     assert not stream.sent.is_set(), "the owner's Spark dies mid-stream"
@@ -257,7 +289,7 @@ def read_to_end(bootstrap: str, topic: str, timeout: float = 60) -> list[Message
 
 @pytest.mark.timeout(900)
 def test_stateful_queries_resume_their_state_when_their_owner_is_killed(
-        cluster_factory: ClusterFactory) -> None:
+        cluster_factory: ClusterFactory, paced_stream: StreamStarter) -> None:
     """A windowed aggregation and a stream-stream join keep their state in the checkpoint: when
     every node that runs them is SIGKILLed mid-stream, the survivor resumes them with it. The
     window's final counts are exact (nothing counted twice, nothing lost), and the join's output,
@@ -289,7 +321,7 @@ def test_stateful_queries_resume_their_state_when_their_owner_is_killed(
                          timestamp=timestamp)
         producer.produce(right, key=key, value=json.dumps({"ID": i}), timestamp=timestamp + 250)
 
-    stream = PacedStream(cluster.bootstrap, 0.025, send)
+    stream = paced_stream(cluster.bootstrap, 0.025, send)
     eventually(lambda: latest_by_key(cluster.bootstrap, counts)
                and sink_records(cluster.bootstrap, joined, seconds=3), 90,
                "the aggregation and the join to write before the kill", interval=1)
