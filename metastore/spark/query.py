@@ -156,7 +156,11 @@ def _answer(spark: SparkSession, sql: str, analysis: Analysis, query_id: str,
             frame = spark.sql(sql)
             stream = cast("Generator[Any, None, None]", frame.toLocalIterator())
             with contextlib.closing(stream):
-                rows = bounded_rows(stream, budget.max_bytes)
+                try:
+                    rows = bounded_rows(stream, budget.max_bytes)
+                except AnswerTooLargeError:
+                    _abandon(spark, query_id, stream)
+                    raise
         except (AnswerTooLargeError, Py4JNetworkError, ConnectionError):
             raise
         except Exception as error:  # Spark's own analysis and runtime errors, as the client's
@@ -170,6 +174,17 @@ def _answer(spark: SparkSession, sql: str, analysis: Analysis, query_id: str,
     types = [column.type.sql() for column in analysis.columns] if len(names) == len(
         analysis.columns) else ["STRING"] * len(names)
     return QueryResult(query_id, tuple(names), tuple(types), rows, keys)
+
+
+def _abandon(spark: SparkSession, group: str, stream: Generator[Any, None, None]) -> None:
+    """End an answer that is no longer wanted: its jobs are cancelled (closing the row iterator
+    alone lets the task of the partition being read run on to its end, holding a core), then
+    the iterator is closed. PySpark then raises what the ended job met (the job cancelled, or
+    ``TaskResultLost`` for a task in flight), which is not the answer's error."""
+    with contextlib.suppress(Exception):
+        spark.sparkContext.cancelJobGroup(group)
+    with contextlib.suppress(Exception):
+        stream.close()
 
 
 @contextlib.contextmanager

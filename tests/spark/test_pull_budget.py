@@ -5,6 +5,7 @@ that, and the session answers the next query."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -58,3 +59,35 @@ def test_an_answer_past_its_bytes_is_refused_after_reading_about_that_much(spark
                                                   NO_OVERRIDES), database,
                           budget=ROOMY_IN_TIME)
     assert len(answer.rows) == 100 and answer.rows[0] == [0, "v" * 100]
+
+
+class EndingFails:
+    """The session, with answers whose row iterators fail when closed early, as PySpark's does
+    when the job it ends had a task in flight (``TaskResultLost``, seen in a loaded suite)."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+        self.sparkContext = spark.sparkContext
+
+    def sql(self, text: str) -> Any:
+        return _FrameEndingFails(self._spark.sql(text))
+
+
+class _FrameEndingFails:
+    def __init__(self, frame: Any) -> None:
+        self._frame = frame
+        self.columns = frame.columns
+
+    def toLocalIterator(self) -> Iterator[Any]:  # noqa: N802 - PySpark's name
+        try:
+            yield from self._frame.toLocalIterator()
+        except GeneratorExit:
+            raise RuntimeError("TaskResultLost (result lost from block manager)") from None
+
+
+def test_an_answer_past_its_bytes_is_refused_even_when_ending_its_job_fails(spark: Any) -> None:
+    database, image = a_view(spark)
+    analysis = check_pull_query("SELECT * FROM S LIMIT 100;", image, NO_OVERRIDES)
+    with pytest.raises(AnswerTooLargeError, match="larger than 1000 bytes"):
+        run_analysed(EndingFails(spark), analysis, database,
+                     budget=PullBudget(max_bytes=1000, timeout_seconds=240))
