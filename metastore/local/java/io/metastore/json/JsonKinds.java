@@ -12,6 +12,7 @@ import java.util.Iterator;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 
 /**
  * Whether ksqlDB's JSON deserializer accepts a JSON value as a SQL type, at every level of it:
@@ -81,15 +82,15 @@ public final class JsonKinds {
             case "BOOLEAN":
                 return value.isBoolean();
             case "INTEGER":
-                return value.isNumber() || value.isTextual() && parsesAsInt(value.textValue());
+                return number(value, JsonNode::intValue, Integer::valueOf) != null;
             case "BIGINT":
             case "DATE":
             case "TIMESTAMP":
-                return value.isNumber() || value.isTextual() && parsesAsLong(value.textValue());
+                return number(value, JsonNode::asLong, Long::valueOf) != null;
             case "TIME":
                 return isTime(value);
             case "DOUBLE":
-                return value.isNumber() || value.isTextual() && parsesAsDouble(value.textValue());
+                return number(value, JsonNode::doubleValue, Double::valueOf) != null;
             case "DECIMAL":
                 return fitsDecimal(value, type.get("p").asInt(), type.get("s").asInt());
             case "STRING":
@@ -131,31 +132,14 @@ public final class JsonKinds {
     }
 
     private static boolean isTime(JsonNode value) {
-        long millis;
-        if (value.isNumber()) {
-            millis = value.asLong();
-        } else if (value.isTextual() && parsesAsLong(value.textValue())) {
-            millis = Long.parseLong(value.textValue());
-        } else {
-            return false;
-        }
-        return millis >= 0 && millis <= MILLIS_PER_DAY;
+        Long millis = number(value, JsonNode::asLong, Long::valueOf);
+        return millis != null && millis >= 0 && millis <= MILLIS_PER_DAY;
     }
 
     private static boolean fitsDecimal(JsonNode value, int precision, int scale) {
-        BigDecimal decimal;
-        if (value.isNumber()) {
-            decimal = value.decimalValue();
-        } else if (value.isTextual()) {
-            try {
-                decimal = new BigDecimal(value.textValue());
-            } catch (NumberFormatException e) {
-                return false;
-            }
-        } else {
-            return false;
-        }
-        if (decimal.abs().compareTo(BigDecimal.TEN.pow(precision - scale)) >= 0) {
+        BigDecimal decimal = number(value, JsonNode::decimalValue, BigDecimal::new);
+        if (decimal == null
+                || decimal.abs().compareTo(BigDecimal.TEN.pow(precision - scale)) >= 0) {
             return false;
         }
         try {
@@ -178,30 +162,22 @@ public final class JsonKinds {
         }
     }
 
-    private static boolean parsesAsInt(String text) {
-        try {
-            Integer.parseInt(text);
-            return true;
-        } catch (NumberFormatException e) {
-            return false;
+    /**
+     * {@code value} as a number: a JSON number read by {@code ofNumber}, or a JSON string that
+     * {@code parse} reads (as ksqlDB's deserializer parses one); null for anything else.
+     */
+    private static <T> T number(JsonNode value, Function<JsonNode, T> ofNumber,
+                                Function<String, T> parse) {
+        if (value.isNumber()) {
+            return ofNumber.apply(value);
         }
-    }
-
-    private static boolean parsesAsLong(String text) {
-        try {
-            Long.parseLong(text);
-            return true;
-        } catch (NumberFormatException e) {
-            return false;
+        if (!value.isTextual()) {
+            return null;
         }
-    }
-
-    private static boolean parsesAsDouble(String text) {
         try {
-            Double.parseDouble(text);
-            return true;
+            return parse.apply(value.textValue());
         } catch (NumberFormatException e) {
-            return false;
+            return null;
         }
     }
 }
