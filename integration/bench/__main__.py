@@ -27,6 +27,7 @@ from integration.bench import (
     records,
     replay,
     stateful,
+    suite_cpu,
 )
 
 BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
@@ -45,7 +46,10 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "one-query": one_query.run,
     "idle-queries": idle_queries.run,
     "fetch-wait": fetch_wait.run,
+    "suite-cpu": suite_cpu.run,
 }
+ON_REQUEST = {"suite-cpu"}
+"""Benchmarks run only when named: ``suite-cpu`` runs the whole test suite."""
 
 
 def machine() -> str:
@@ -80,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plots", type=Path, default=None, metavar="DIR",
                         help="also write PNG plots into DIR (e.g. docs/bench)")
     args = parser.parse_args(argv)
-    names = args.names or list(BENCHMARKS)
+    names = args.names or [name for name in BENCHMARKS if name not in ON_REQUEST]
     results: dict[str, Any] = {"machine": machine(), "quick": args.quick}
     for name in names:
         print(f"running {name}...", file=sys.stderr, flush=True)
