@@ -501,8 +501,11 @@ def _field(fmt: str, raw: str, columns: tuple[Column, ...], column: Column, deli
         count_check = _field_count_check(raw, text, len(columns), separator)
         if count_check not in checks:
             checks.append(count_check)
-        return _checked(element, _from_delimited(element, column.type), checks, column.type,
-                        empty_is_null=True)
+        decoded = _from_delimited(element, column.type)
+        range_check = _range_check(f"nullif({element}, '')", decoded, column.type)
+        if range_check is not None:
+            checks.append(range_check)
+        return _checked(element, decoded, checks, column.type, empty_is_null=True)
     if fmt == "JSON":
         is_key = raw in ("key", WINDOWED_KEY)
         return _json_field(text, column, objects, checks,
@@ -543,10 +546,37 @@ def _json_field(text: str, column: Column, objects: _JsonObjects, checks: list[s
         if kind_check is not None:
             checks.append(kind_check)
         decoded = _from_text(value, column.type)
-    nested = nested_kinds_check(value, column.type) if kinds else None
-    if nested is not None:
-        checks.append(nested)
+    if kinds:
+        for check in (nested_kinds_check(value, column.type),
+                      _range_check(value, decoded, column.type, json_text=bare)):
+            if check is not None:
+                checks.append(check)
     return _checked(value, decoded, checks, column.type)
+
+
+_MILLIS_PER_DAY = 86_400_000
+
+
+def _range_check(text: str, decoded: str, sql_type: ty.SqlType, json_text: bool = False
+                 ) -> str | None:
+    """The check refusing a DECIMAL or TIME value ksqlDB's JSON and DELIMITED deserializers
+    refuse although Spark's cast reads it: a DECIMAL that does not fit its precision and scale
+    without rounding (``DecimalUtil.ensureFit``: Spark would round ``1.005`` to ``1.01``), a TIME
+    outside a day's milliseconds (``SerdeUtils.returnTimeOrThrow``). ``text`` is the value's
+    text: a number's, or a string's content, unless ``json_text`` (a bare JSON value, which may
+    be a quoted string). None for the other types."""
+    if sql_type == ty.TIME:
+        return f"coalesce(NOT ({decoded} BETWEEN 0 AND {_MILLIS_PER_DAY}), false)"
+    if not isinstance(sql_type, ty.DecimalType):
+        return None
+    kinds = string_literal(JSON_KINDS_CLASS)
+    if json_text:
+        descriptor = string_literal(json.dumps(_kinds_descriptor(sql_type), separators=(",", ":")))
+        fits = f"java_method({kinds}, 'accepts', {text}, {descriptor})"
+    else:
+        fits = (f"java_method({kinds}, 'fitsDecimal', {text}, {sql_type.precision}, "
+                f"{sql_type.scale})")
+    return f"coalesce({fits} = 'false', false)"
 
 
 def nested_kinds_check(text: str, sql_type: ty.SqlType) -> str | None:

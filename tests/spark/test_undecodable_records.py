@@ -126,8 +126,31 @@ def test_delimited_fields_their_columns_refuse_are_skipped(spark: Any) -> None:
         (1, "a", True), (None, "c", None), (2, "d", False), (4, "f", True)]
     timed = ("CREATE STREAM DT (T TIME, S TIMESTAMP) WITH (KAFKA_TOPIC='dt', "
              "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
-    assert _decoded(spark, timed, ["1000,2000", "41.5,1", "1,1e3", "-5,+6"]) == [
-        (1000, datetime(1970, 1, 1, 0, 0, 2)), (-5, datetime(1970, 1, 1, 0, 0, 0, 6000))]
+    assert _decoded(spark, timed, ["1000,2000", "41.5,1", "1,1e3", "5,+6"]) == [
+        (1000, datetime(1970, 1, 1, 0, 0, 2)), (5, datetime(1970, 1, 1, 0, 0, 0, 6000))]
+
+
+def test_a_decimal_that_would_round_and_a_time_past_a_day_are_refused(spark: Any) -> None:
+    """ksqlDB's JSON and DELIMITED deserializers take a DECIMAL only when it fits its precision
+    and scale without rounding (DecimalUtil.ensureFit), and a TIME only within a day
+    (SerdeUtils.returnTimeOrThrow), where Spark's cast would round or take any number."""
+    script = ("CREATE STREAM F (ID INT, D DECIMAL(4, 2), T TIME) WITH (KAFKA_TOPIC='f', "
+              "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    texts = ['{"ID": 1, "D": 1.5, "T": 86400000}', '{"ID": 2, "D": 1.005}',
+             '{"ID": 3, "D": "12.340", "T": "0"}', '{"ID": 4, "D": 100}',
+             '{"ID": 5, "T": 86400001}', '{"ID": 6, "T": -1}', '{"ID": 7, "D": "1.2e1"}',
+             '{"ID": 8, "d": 99.999}', '{"ID": 9, "D": null, "T": null}']
+    assert _decoded(spark, script, texts) == [
+        (1, Decimal("1.50"), 86400000), (3, Decimal("12.34"), 0), (7, Decimal("12.00"), None),
+        (9, None, None)]
+    delimited = script.replace("'f', VALUE_FORMAT='JSON'", "'fd', VALUE_FORMAT='DELIMITED'")
+    assert _decoded(spark, delimited, ["1,+1.50,5", "2,1.005,5", "3,,", "4,.5,-1",
+                                       "5,100,5", "6,1,86400001"]) == [
+        (1, Decimal("1.50"), 5), (3, None, None)]
+    bare = ("CREATE STREAM B (D DECIMAL(4, 2)) WITH (KAFKA_TOPIC='bd', VALUE_FORMAT='JSON', "
+            "WRAP_SINGLE_VALUE=false, PARTITIONS=1);")
+    assert _decoded(spark, bare, ["1.25", "1.255", '"2.5"', "100", "null"]) == [
+        (Decimal("1.25"),), (Decimal("2.50"),), (None,)]
 
 
 def test_delimited_records_with_too_few_or_too_many_fields_are_skipped(spark: Any) -> None:

@@ -18,7 +18,8 @@ import java.util.function.Function;
  * Whether ksqlDB's JSON deserializer accepts a JSON value as a SQL type, at every level of it:
  * called from Spark SQL with {@code java_method} for a column whose type nests others (an ARRAY,
  * a MAP, a STRUCT), whose elements and fields Spark's {@code from_json} reads by their text,
- * where ksqlDB refuses a value of the wrong JSON kind and the whole record with it.
+ * where ksqlDB refuses a value of the wrong JSON kind and the whole record with it; and for a
+ * DECIMAL column of the JSON and DELIMITED formats, whose text Spark's cast would round.
  *
  * <p>The rules are ksqlDB's ({@code KsqlJsonDeserializer}, {@code JsonSerdeUtils}): JSON
  * {@code null} or an absent field is a NULL of any type; a BOOLEAN only from {@code true} or
@@ -62,6 +63,23 @@ public final class JsonKinds {
         }
     }
 
+    /**
+     * {@code "true"} when ksqlDB's JSON and DELIMITED deserializers read the text {@code number}
+     * (a DELIMITED field, or a JSON field's number or string) as a DECIMAL of {@code precision}
+     * and {@code scale}: {@code BigDecimal} parses it, and it fits without rounding
+     * ({@code DecimalUtil.ensureFit}). A NULL text is {@code "true"}: there is no value.
+     */
+    public static String fitsDecimal(String number, int precision, int scale) {
+        if (number == null) {
+            return "true";
+        }
+        try {
+            return Boolean.toString(fits(new BigDecimal(number), precision, scale));
+        } catch (NumberFormatException e) {
+            return "false";
+        }
+    }
+
     private static JsonNode type(String descriptor) throws IOException {
         JsonNode cached = TYPES.get(descriptor);
         if (cached != null) {
@@ -92,7 +110,7 @@ public final class JsonKinds {
             case "DOUBLE":
                 return number(value, JsonNode::doubleValue, Double::valueOf) != null;
             case "DECIMAL":
-                return fitsDecimal(value, type.get("p").asInt(), type.get("s").asInt());
+                return decimalAccepted(value, type.get("p").asInt(), type.get("s").asInt());
             case "STRING":
                 return true;
             case "BYTES":
@@ -136,10 +154,13 @@ public final class JsonKinds {
         return millis != null && millis >= 0 && millis <= MILLIS_PER_DAY;
     }
 
-    private static boolean fitsDecimal(JsonNode value, int precision, int scale) {
+    private static boolean decimalAccepted(JsonNode value, int precision, int scale) {
         BigDecimal decimal = number(value, JsonNode::decimalValue, BigDecimal::new);
-        if (decimal == null
-                || decimal.abs().compareTo(BigDecimal.TEN.pow(precision - scale)) >= 0) {
+        return decimal != null && fits(decimal, precision, scale);
+    }
+
+    private static boolean fits(BigDecimal decimal, int precision, int scale) {
+        if (decimal.abs().compareTo(BigDecimal.TEN.pow(precision - scale)) >= 0) {
             return false;
         }
         try {
