@@ -278,7 +278,8 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
         finally:
             spark_pulls.release()
 
-    push = PushQueries(session, kafka_options, settings.directory / "push-queries")
+    push = PushQueries(session, kafka_options, settings.directory / "push-queries",
+                       skipped=queries.skipped)
     return projection, queries, pull, push, stores, SparkExplainer(session, kafka_options)
 
 

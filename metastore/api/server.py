@@ -615,8 +615,8 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                 float(forwarder.stats.written_here))
         if node.queries is not None:
             gauges["metastore_records_skipped_total"] = (
-                "Records this node's persistent queries skipped because they cannot deserialize "
-                "them.", float(node.queries.skipped.total()))
+                "Records this node's persistent and push queries skipped because they cannot "
+                "deserialize them.", float(node.queries.skipped.total()))
         if push_queries is not None:
             gauges["metastore_push_queries"] = ("Push queries running on this node.",
                                                 float(push_queries.running))

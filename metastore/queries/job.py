@@ -118,11 +118,14 @@ def sink_partitioner(plan: QueryPlan) -> dict[str, str]:
 
 def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
                     kafka_options: Mapping[str, str], deliver: Deliver, *,
-                    max_records_per_batch: int) -> StreamingQuery:
+                    max_records_per_batch: int,
+                    listener: StreamingQueryListener | None = None) -> StreamingQuery:
     """Start ``plan`` (:func:`metastore.queries.plan.compile_push`) as a StreamingQuery that
     hands each micro-batch's rows to ``deliver``, at most ``max_records_per_batch`` source
-    records per micro-batch."""
+    records per micro-batch; ``listener`` hears its progress."""
     session = _session(spark)
+    if listener is not None:
+        session.streams.addListener(listener)
     reads = {"startingOffsets": "earliest" if plan.earliest else "latest",
              "maxOffsetsPerTrigger": str(max_records_per_batch)}
     _register(session, plan.steps, kafka_options, reads=reads)

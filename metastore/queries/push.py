@@ -33,6 +33,7 @@ from metastore.catalog.pull_queries import check_select, limit_value
 from metastore.queries import job
 from metastore.queries.exceptions import PushQueryLimitError, UnknownPushQueryError
 from metastore.queries.plan import compile_push
+from metastore.queries.skipped import SkippedRecords
 from metastore.spark.exceptions import SparkUnavailableError
 from metastore.spark.query import json_value
 from metastore.sql.statements import SelectStatement
@@ -182,8 +183,11 @@ class PushQueries:
     """The push queries of one node: started from a SELECT, found by id, all stopped at once."""
 
     def __init__(self, spark: Callable[[], SparkSession | None], kafka_options: Mapping[str, str],
-                 checkpoint_root: Path, settings: PushSettings | None = None) -> None:
+                 checkpoint_root: Path, settings: PushSettings | None = None,
+                 skipped: SkippedRecords | None = None) -> None:
         self._spark = spark
+        self._skipped = skipped
+        """Where the records its queries cannot read are counted (None: not counted)."""
         self._kafka_options = dict(kafka_options)
         self._root = checkpoint_root
         self._settings = settings or PushSettings()
@@ -239,7 +243,8 @@ class PushQueries:
         try:
             query.attach(job.start_transient(
                 spark, plan, checkpoint, self._kafka_options, query.deliver,
-                max_records_per_batch=self._settings.max_records_per_batch))
+                max_records_per_batch=self._settings.max_records_per_batch,
+                listener=self._skipped.listener(transient=True) if self._skipped else None))
         except BaseException:
             query.close()
             raise

@@ -61,18 +61,28 @@ class SkippedRecords:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[str, dict[str, int]] = defaultdict(dict)
+        self._transient: dict[str, int] = {}
+        """Push queries' skips by source: they come and go, so they are not kept per query."""
 
     def of(self, query: str) -> dict[str, int]:
         """Records ``query`` skipped so far on this node, by source (none skipped: empty)."""
         with self._lock:
             return dict(self._counts.get(query, {}))
 
-    def total(self) -> int:
+    def of_push_queries(self) -> dict[str, int]:
+        """Records this node's push queries skipped so far, by source."""
         with self._lock:
-            return sum(sum(by_source.values()) for by_source in self._counts.values())
+            return dict(self._transient)
 
-    def count(self, query: str, metrics: Mapping[str, Any]) -> None:
-        """Add one micro-batch's observed metrics of ``query``."""
+    def total(self) -> int:
+        """Records skipped on this node, by its persistent queries and push queries alike."""
+        with self._lock:
+            return (sum(sum(by_source.values()) for by_source in self._counts.values())
+                    + sum(self._transient.values()))
+
+    def count(self, query: str, metrics: Mapping[str, Any], transient: bool = False) -> None:
+        """Add one micro-batch's observed metrics of ``query`` (a push query when
+        ``transient``)."""
         for name, row in metrics.items():
             parts = name.split(_SEPARATOR)
             if len(parts) != 4 or parts[0] != _PREFIX:
@@ -82,19 +92,21 @@ class SkippedRecords:
                 continue
             _, source, topic, _view = parts
             with self._lock:
-                counts = self._counts[query]
+                counts = self._transient if transient else self._counts[query]
                 counts[source] = counts.get(source, 0) + skipped
             first = row["first"]
             log.warning("query %s skipped %d record(s) of %s it cannot deserialize (topic %s, "
                         "the first at partition %s, offset %s)", query, skipped, source, topic,
                         first["partition"] if first else "?", first["offset"] if first else "?")
 
-    def listener(self) -> StreamingQueryListener:
+    def listener(self, transient: bool = False) -> StreamingQueryListener:
         """A StreamingQueryListener that counts here, for one query's session (PySpark ties a
-        listener to the JVM it was first added in, which a restart of Spark replaces)."""
+        listener to the JVM it was first added in, which a restart of Spark replaces); for a
+        push query's when ``transient``."""
         from pyspark.sql.streaming.listener import StreamingQueryListener
 
-        count = self.count
+        def count(query: str, metrics: Mapping[str, Any]) -> None:
+            self.count(query, metrics, transient)
 
         class Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
