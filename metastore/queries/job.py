@@ -44,7 +44,7 @@ from metastore.queries.steps import (
     TableSideJoin,
     UnmatchedRecords,
 )
-from metastore.spark.session import JSON_READING
+from metastore.spark.session import query_session
 from metastore.spark.views import raw_options
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     test run wants); otherwise the query runs until stopped. ``listener`` hears its progress
     (it runs in a session of its own, whose queries only that session's listeners hear).
     """
-    session = _session(spark)
+    session = query_session(spark)
     if listener is not None:
         session.streams.addListener(listener)
     reads = {"startingOffsets": "earliest" if plan.earliest else "latest"}
@@ -116,16 +116,12 @@ def sink_partitioner(plan: QueryPlan) -> dict[str, str]:
             f"kafka.{WINDOW_KEY_BYTES_CONFIG}": str(plan.window_key_bytes)}
 
 
-def start_transient(spark: SparkSession, plan: QueryPlan, checkpoint: Path,
+def start_transient(session: SparkSession, plan: QueryPlan, checkpoint: Path,
                     kafka_options: Mapping[str, str], deliver: Deliver, *,
-                    max_records_per_batch: int,
-                    listener: StreamingQueryListener | None = None) -> StreamingQuery:
-    """Start ``plan`` (:func:`metastore.queries.plan.compile_push`) as a StreamingQuery that
-    hands each micro-batch's rows to ``deliver``, at most ``max_records_per_batch`` source
-    records per micro-batch; ``listener`` hears its progress."""
-    session = _session(spark)
-    if listener is not None:
-        session.streams.addListener(listener)
+                    max_records_per_batch: int) -> StreamingQuery:
+    """Start ``plan`` (:func:`metastore.queries.plan.compile_push`) in ``session`` (its own,
+    from :func:`query_session`) as a StreamingQuery that hands each micro-batch's rows to
+    ``deliver``, at most ``max_records_per_batch`` source records per micro-batch."""
     reads = {"startingOffsets": "earliest" if plan.earliest else "latest",
              "maxOffsetsPerTrigger": str(max_records_per_batch)}
     _register(session, plan.steps, kafka_options, reads=reads)
@@ -166,7 +162,7 @@ def start_stream(spark: SparkSession, steps: tuple[Step, ...], view: str, checkp
     """Start a StreamingQuery over ``steps``' views that hands each micro-batch of ``view``
     to ``on_batch``, reading from the sources' first offsets, every ``trigger_ms``, at most
     ``max_records_per_batch`` source records at a time."""
-    session = _session(spark)
+    session = query_session(spark)
     _register(session, steps, kafka_options, reads={
         "startingOffsets": "earliest", "maxOffsetsPerTrigger": str(max_records_per_batch)})
     return (session.table(view).writeStream.foreachBatch(on_batch)
@@ -177,7 +173,7 @@ def start_stream(spark: SparkSession, steps: tuple[Step, ...], view: str, checkp
 def explain(spark: SparkSession, plan: QueryPlan, kafka_options: Mapping[str, str]) -> str:
     """Spark's plan of ``plan`` (parsed, analysed, optimised and physical), without starting
     it. A plan with a batch stage shows its stream, then the SQL each micro-batch runs."""
-    session = _session(spark)
+    session = query_session(spark)
     _register(session, plan.steps, kafka_options)
     frame = session.sql(plan.sql if plan.batch is None else plan.batch.source_sql)
     jvm: Any = frame.sparkSession._jvm
@@ -185,19 +181,6 @@ def explain(spark: SparkSession, plan: QueryPlan, kafka_options: Mapping[str, st
     if plan.batch is not None:
         text += f"\n== Each micro-batch runs ==\n{plan.sql}\n"
     return text
-
-
-def _session(spark: SparkSession) -> SparkSession:
-    """A query's own Spark session: ANSI mode off, so a bad value yields NULL as in ksqlDB (and
-    an integer casts to its big-endian BINARY, as the sink encoding writes KAFKA integers)."""
-    session = spark.newSession()
-    session.conf.set("spark.sql.ansi.enabled", "false")
-    for key, value in JSON_READING.items():  # {"a": 1, "A": 2}: the last one, as ksqlDB
-        session.conf.set(key, value)
-    session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
-    # one stream time over all the sources, as Kafka Streams' joins share theirs
-    session.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "max")
-    return session
 
 
 def micro_batch_ends(checkpoint: CheckpointDir, batch_id: int) -> dict[str, dict[str, int]]:

@@ -36,6 +36,7 @@ from metastore.queries.plan import compile_push
 from metastore.queries.skipped import SkippedRecords
 from metastore.spark.exceptions import SparkUnavailableError
 from metastore.spark.query import json_value
+from metastore.spark.session import query_session
 from metastore.sql.statements import SelectStatement
 
 if TYPE_CHECKING:
@@ -100,15 +101,19 @@ class PushQuery:
         self._closed = False
         self._listener: Callable[[], None] | None = None
         self._handle: StreamingQuery | None = None
+        self._release: Callable[[], None] | None = None
 
-    def attach(self, handle: StreamingQuery) -> None:
-        """The StreamingQuery that runs this query (stopped at once if it closed meanwhile)."""
+    def attach(self, handle: StreamingQuery, release: Callable[[], None] | None = None) -> None:
+        """The StreamingQuery that runs this query (stopped at once if it closed meanwhile),
+        and what to ``release`` once it stopped."""
         with self._lock:
             closed = self._closed
             if not closed:
-                self._handle = handle
+                self._handle, self._release = handle, release
         if closed:
             handle.stop()
+            if release is not None:
+                release()
 
     def listen(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (from Spark's thread) whenever rows arrive or the query ends."""
@@ -167,11 +172,14 @@ class PushQuery:
             self._buffered_bytes = 0
             self._lock.notify_all()
             listener, handle, self._handle = self._listener, self._handle, None
+            release, self._release = self._release, None
         if listener is not None:
             listener()
         try:
             if handle is not None:
                 handle.stop()
+            if release is not None:
+                release()
         except Exception as error:  # Spark already gone: nothing left to stop
             log.warning("push query %s: stopping it failed: %s", self.query_id, error)
         finally:
@@ -241,15 +249,25 @@ class PushQueries:
                     f"{self._settings.max_queries_per_client} run for it already")
             self._running[query_id] = query
         try:
+            session = query_session(spark)
             query.attach(job.start_transient(
-                spark, plan, checkpoint, self._kafka_options, query.deliver,
-                max_records_per_batch=self._settings.max_records_per_batch,
-                listener=self._skipped.listener(transient=True) if self._skipped else None))
+                session, plan, checkpoint, self._kafka_options, query.deliver,
+                max_records_per_batch=self._settings.max_records_per_batch),
+                self._count_skipped(session))
         except BaseException:
             query.close()
             raise
         log.info("push query %s started", query_id)
         return query
+
+    def _count_skipped(self, session: SparkSession) -> Callable[[], None] | None:
+        """Count the records the push query of ``session`` skips; returns what stops counting
+        (its listener removed, or the session would keep it for good)."""
+        if self._skipped is None:
+            return None
+        listener = self._skipped.listener(transient=True)
+        session.streams.addListener(listener)
+        return lambda: session.streams.removeListener(listener)
 
     def close(self, query_id: str, requester: str | None = None) -> None:
         """Stop the push query ``query_id`` (ksqlDB's ``/close-query``) for ``requester``: a

@@ -66,6 +66,19 @@ repeated (in another case, for the maps by upper-cased name) is the last one, wh
 the query on a repeated key."""
 
 
+def query_session(spark: SparkSession) -> SparkSession:
+    """A query's own Spark session: ANSI mode off, so a bad value yields NULL as in ksqlDB (and
+    an integer casts to its big-endian BINARY, as the sink encoding writes KAFKA integers)."""
+    session = spark.newSession()
+    session.conf.set("spark.sql.ansi.enabled", "false")
+    for key, value in JSON_READING.items():  # {"a": 1, "A": 2}: the last one, as ksqlDB
+        session.conf.set(key, value)
+    session.conf.set("spark.sql.streaming.stopActiveRunOnRestart", "true")
+    # one stream time over all the sources, as Kafka Streams' joins share theirs
+    session.conf.set("spark.sql.streaming.multipleWatermarkPolicy", "max")
+    return session
+
+
 IDLE_POLLING = {"spark.sql.streaming.pollingDelay": "100ms"}
 """How long a streaming query that found no new records waits before it asks Kafka again.
 Spark's 10 ms made each idle query cost 7.4% of a core (ten idle queries: 76%; at 100 ms: 28%,

@@ -29,6 +29,7 @@ class _Handle:
 
 def test_one_client_gets_its_share_of_the_push_queries_and_the_others_the_rest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(push, "query_session", lambda spark: spark)
     monkeypatch.setattr(job, "start_transient", lambda *args, **kwargs: _Handle())
     monkeypatch.setattr(push, "compile_push", lambda *args, **kwargs: None)  # Spark's part
     _, image = run_script("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', "
