@@ -100,6 +100,11 @@ def server(
         help="A Python module of user-defined functions (exporting FUNCTIONS, see "
              "metastore.functions.extensions) to load; repeatable. Every node of a service "
              "must load the same modules.")] = None,
+    ksql_property: Annotated[list[str] | None, Opt(
+        help="A ksqlDB server property NAME=VALUE: the processing log's "
+             "ksql.logging.processing.topic.name, .topic.auto.create, .topic.partitions, "
+             ".topic.replication.factor, .stream.auto.create, .stream.name, .rows.include; "
+             "repeatable.")] = None,
     config: Annotated[Path | None, Opt(envvar="METASTORE_CONFIG",
                                        help="TOML file with any of these settings.")] = None,
     fault_injection: Annotated[str | None, Opt(hidden=True)] = None,
@@ -128,7 +133,8 @@ def server(
     }
     tables = {"kafka": _pairs(kafka, "--kafka"), "spark_conf": _pairs(spark_conf, "--spark-conf"),
               "limits": _pairs(limit, "--limit"),
-              "http_limits": _pairs(http_limit, "--http-limit")}
+              "http_limits": _pairs(http_limit, "--http-limit"),
+              "ksql_properties": _pairs(ksql_property, "--ksql-property")}
     merged = {**file_settings, **{k: v for k, v in given.items() if v is not None}}
     for name, pairs in tables.items():
         table = file_settings.get(name, {})

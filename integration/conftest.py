@@ -12,6 +12,7 @@ import pytest
 
 from metastore.local.kafka_cluster import free_ports
 from metastore.local.node_cluster import LocalNodeCluster, NodeClusterState
+from tests.support.servers import NO_PROCESSING_LOG
 from tests.support.waiting import eventually
 
 
@@ -30,7 +31,7 @@ class Cluster:
         self.state: NodeClusterState | None = None
 
     def up(self, count: int, *extra: str) -> NodeClusterState:
-        args = ("--spark-master", "none", "--request-timeout", "20", *extra)
+        args = ("--spark-master", "none", "--request-timeout", "20", *NO_PROCESSING_LOG, *extra)
         self.state = self.nodes.up(count, self.service_id, self.bootstrap, args,
                                    ports=free_ports(count))
         return self.state

@@ -24,6 +24,7 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.log.dump import read_committed
 from metastore.log.topic import command_topic_name
+from tests.support.servers import NO_PROCESSING_LOG
 from tests.support.waiting import eventually
 
 ClusterFactory = Callable[..., Cluster]
@@ -88,8 +89,8 @@ def test_node_killed_between_produce_and_commit(cluster_factory: ClusterFactory)
     assert cluster.ksql("node-1", create("BEFORE", topic)).status_code == 200
     cluster.nodes.stop_node("node-3")
     cluster.nodes.start_node("node-3", extra_args=(  # it writes itself, not through node-1
-        "--spark-master", "none", "--no-write-forwarding", "--fault-injection",
-        "die-before-commit"))
+        *NO_PROCESSING_LOG, "--spark-master", "none", "--no-write-forwarding",
+        "--fault-injection", "die-before-commit"))
     try:
         cluster.ksql("node-3", create("DOOMED", topic))
         raise AssertionError("node-3 answered although it died before committing")
@@ -99,7 +100,7 @@ def test_node_killed_between_produce_and_commit(cluster_factory: ClusterFactory)
     for index in range(3):
         response = cluster.ksql(f"node-{1 + index % 2}", create(f"AFTER{index}", topic))
         assert response.status_code == 200, response.text
-    cluster.nodes.start_node("node-3", extra_args=("--spark-master", "none"))
+    cluster.nodes.start_node("node-3", extra_args=(*NO_PROCESSING_LOG, "--spark-master", "none"))
     ids = [r["commandId"] for r in log_records(cluster)]
     assert "stream/DOOMED/create" not in ids
     assert ids == ["stream/BEFORE/create", "stream/AFTER0/create", "stream/AFTER1/create",
@@ -114,7 +115,8 @@ def test_frozen_node_is_fenced_and_its_client_gets_a_clear_answer(
     marker = tmp_path / "in-transaction"
     cluster.nodes.stop_node("node-2")
     cluster.nodes.start_node("node-2", extra_args=(
-        "--spark-master", "none", "--fault-injection", f"stall-before-commit:{marker}"))
+        *NO_PROCESSING_LOG, "--spark-master", "none", "--fault-injection",
+        f"stall-before-commit:{marker}"))
     topic = f"frozen-{uuid.uuid4().hex[:6]}"
     answer: dict[str, httpx.Response] = {}
     frozen_client = threading.Thread(

@@ -13,10 +13,11 @@ import httpx
 
 from integration.conftest import Cluster
 from metastore.local.processes import pid_exists
+from tests.support.servers import NO_PROCESSING_LOG
 from tests.support.waiting import eventually
 
 ClusterFactory = Callable[..., Cluster]
-NO_SPARK = ("--spark-master", "none", "--request-timeout", "20")
+NO_SPARK = ("--spark-master", "none", "--request-timeout", "20", *NO_PROCESSING_LOG)
 
 
 def create(name: str) -> str:

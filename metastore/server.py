@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from metastore.queries.assignment import Partitions, QueryAssignment
     from metastore.queries.materialized import TableStores
+    from metastore.queries.processing_log import ProcessingLog
     from metastore.queries.push import PushQueries
     from metastore.queries.runner import QueryRunner
     from metastore.spark.liveness import SparkLiveness
@@ -83,6 +84,7 @@ class NodeServices:
     pull_query: PullQuery | None = None
     auth: BasicAuth | None = None
     liveness: SparkLiveness | None = None
+    processing_log: ProcessingLog | None = None
 
     @cached_property
     def app(self) -> FastAPI:
@@ -101,6 +103,25 @@ class NodeServices:
         self.membership.start()
         if self.liveness is not None:
             self.liveness.start()
+        self._create_processing_log()
+
+    def _create_processing_log(self) -> None:
+        """The processing log's topic and stream, when the settings say to create them (as
+        ksqlDB's server does at its start); a failure is logged, not fatal: the node serves."""
+        settings, service_id = self.settings.processing_log, self.settings.node.service_id
+        topic = settings.topic(service_id)
+        try:
+            if settings.topic_auto_create and self.node.admin.create(
+                    topic, settings.topic_partitions, settings.topic_replication_factor):
+                log.info("processing log topic %s created", topic)
+            if settings.stream_auto_create and (
+                    self.node.replica.image.source(settings.stream_name) is None):
+                self.node.execute(settings.stream_statement(service_id))
+                log.info("processing log stream %s created over %s", settings.stream_name,
+                         topic)
+        except MetastoreError as error:
+            log.warning("the processing log's topic %s or stream %s could not be created: %s",
+                        topic, settings.stream_name, error)
 
     def stop(self) -> None:
         """Stop heartbeats, push queries and table stores, then the node (its queries,
@@ -114,6 +135,8 @@ class NodeServices:
             self.push_queries.stop()
         if self.table_stores is not None:
             self.table_stores.stop()
+        if self.processing_log is not None:
+            self.processing_log.stop()
         self.node.stop()
 
 
@@ -126,11 +149,13 @@ def build(settings: ServerSettings) -> NodeServices:
     config = settings.node
     kafka = KafkaSettings(config.bootstrap_servers, dict(config.kafka_client))
     admin = Admin(kafka)
-    projection = queries = pull = push = stores = explainer = liveness = None
+    projection = queries = pull = push = stores = explainer = liveness = processing_log = None
     if settings.spark is not None:
         projection, queries, pull, push, stores, explainer = _spark_services(
             config, settings.spark, settings, kafka, admin, lambda: node.replica.image)
         liveness = _liveness(projection, queries, push, stores)
+        processing_log = _processing_log(settings, kafka, admin, projection, queries,
+                                         lambda: node.replica.image)
     membership: Membership | None = None
 
     def cluster_queries() -> Mapping[str, Mapping[str, Any]]:
@@ -144,7 +169,24 @@ def build(settings: ServerSettings) -> NodeServices:
     forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
                                membership.nodes, settings.forwarding)
     return NodeServices(settings, node, membership, projection, queries, push, stores,
-                        forwarder, pull, _auth(settings.auth_file), liveness)
+                        forwarder, pull, _auth(settings.auth_file), liveness, processing_log)
+
+
+def _processing_log(settings: ServerSettings, kafka: KafkaSettings, admin: Admin,
+                    projection: ProjectionRunner, queries: QueryRunner,
+                    image: Callable[[], Image]) -> ProcessingLog:
+    """The processing log of the records the node's queries cannot read."""
+    from metastore.queries.processing_log import ProcessingLog
+    from metastore.spark.views import spark_kafka_options
+
+    processing_log = ProcessingLog(
+        lambda: projection.spark, spark_kafka_options(kafka),
+        settings.processing_log.topic(settings.node.service_id),
+        lambda name: image().source(name),
+        lambda topic: admin.describe(topic) is not None,
+        rows_include=settings.processing_log.rows_include)
+    queries.skipped.report_to(processing_log.skipped)
+    return processing_log
 
 
 def _liveness(projection: ProjectionRunner, queries: QueryRunner, push: PushQueries,

@@ -26,6 +26,7 @@ from metastore.limits import RequestLimits
 from metastore.local.paths import dev_dir
 from metastore.log.writer import WriterOptions
 from metastore.node import NodeConfig
+from metastore.queries.processing_log import ProcessingLogSettingError, ProcessingLogSettings
 
 DEFAULT_LISTEN = "127.0.0.1:8088"
 DEFAULT_SERVICE_ID = "default_"
@@ -79,6 +80,9 @@ class ServerSettings:
     log (:mod:`metastore.functions.extensions`); every node of a service must load the same."""
     forwarding: ForwardingSettings = field(default_factory=ForwardingSettings)
     """Whether (and how long) write requests go to the service's current writer."""
+    processing_log: ProcessingLogSettings = field(default_factory=ProcessingLogSettings)
+    """ksqlDB's ``ksql.logging.processing.*`` properties (:mod:`metastore.queries.
+    processing_log`)."""
 
     advertised_url: str | None = None
     """The URL other nodes and clients reach this node at (heartbeats, forwarded writes,
@@ -130,6 +134,7 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           auth_file=Path(auth) if auth else None,
                           function_modules=_modules(given.get("function_modules", ())),
                           forwarding=_forwarding(given),
+                          processing_log=_processing_log(given),
                           advertised_url=_advertised(given.get("advertised_url")))
 
 
@@ -161,6 +166,15 @@ def _advertised(value: Any) -> str | None:
     return url
 
 
+def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
+    properties = {str(name): str(value).lower() if isinstance(value, bool) else str(value)
+                  for name, value in _table(given, "ksql_properties").items()}
+    try:
+        return ProcessingLogSettings.of(properties)
+    except ProcessingLogSettingError as error:
+        raise SettingsError("ksql_properties", str(error)) from error
+
+
 def _forwarding(given: Mapping[str, Any]) -> ForwardingSettings:
     picked = _pick(given, {"write_forwarding": _boolean, "forward_timeout_seconds": float},
                    {"write_forwarding": "enabled", "forward_timeout_seconds": "timeout"})
@@ -177,7 +191,7 @@ _KNOWN = frozenset({
     "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds", "advertised_url",
     "checkpoint_every_records",
     "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
-    "function_modules", "schema_registry_url",
+    "function_modules", "schema_registry_url", "ksql_properties",
 })
 
 

@@ -6,8 +6,9 @@ is *observed* (Spark's ``Dataset.observe``) under a name this module makes
 (:func:`observation`): each micro-batch's progress then carries how many records it skipped
 and where the first one was. :class:`SkippedRecords`, a StreamingQueryListener of the node's
 session, adds those up per query and source, and logs one warning per micro-batch that skipped
-any, naming the query, the topic, the partition and the offset, as ksqlDB's processing log
-would. With ``ksql.fail.on.deserialization.error`` true, a query fails on such a record instead.
+any, naming the query, the topic, the partition and the offset, and hands the micro-batch's
+offsets to the processing log (:mod:`metastore.queries.processing_log`). With
+``ksql.fail.on.deserialization.error`` true, a query fails on such a record instead.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from metastore.catalog.overrides import FAIL_ON_DESERIALIZATION_ERROR
+from metastore.queries.processing_log import SkippedBatch, batch_offsets
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -59,6 +61,7 @@ class SkippedRecords:
     """Counts of skipped records by query name and source, from the observed progress."""
 
     def __init__(self) -> None:
+        self._report: Callable[[SkippedBatch], None] | None = None
         self._lock = threading.Lock()
         self._counts: dict[str, dict[str, int]] = defaultdict(dict)
         self._transient: dict[str, int] = {}
@@ -68,6 +71,11 @@ class SkippedRecords:
         """Records ``query`` skipped so far on this node, by source (none skipped: empty)."""
         with self._lock:
             return dict(self._counts.get(query, {}))
+
+    def report_to(self, report: Callable[[SkippedBatch], None]) -> None:
+        """Hand each micro-batch's skips, with the offsets it read, to ``report`` (the
+        processing log)."""
+        self._report = report
 
     def of_push_queries(self) -> dict[str, int]:
         """Records this node's push queries skipped so far, by source."""
@@ -80,9 +88,11 @@ class SkippedRecords:
             return (sum(sum(by_source.values()) for by_source in self._counts.values())
                     + sum(self._transient.values()))
 
-    def count(self, query: str, metrics: Mapping[str, Any], transient: bool = False) -> None:
+    def count(self, query: str, metrics: Mapping[str, Any], transient: bool = False,
+              sources: Sequence[tuple[str | None, str | None]] = ()) -> None:
         """Add one micro-batch's observed metrics of ``query`` (a push query when
-        ``transient``)."""
+        ``transient``); ``sources``: the start and end offsets (Spark's JSON) of each source it
+        read, for the processing log."""
         for name, row in metrics.items():
             parts = name.split(_SEPARATOR)
             if len(parts) != 4 or parts[0] != _PREFIX:
@@ -98,6 +108,9 @@ class SkippedRecords:
             log.warning("query %s skipped %d record(s) of %s it cannot deserialize (topic %s, "
                         "the first at partition %s, offset %s)", query, skipped, source, topic,
                         first["partition"] if first else "?", first["offset"] if first else "?")
+            offsets = batch_offsets(sources, topic)
+            if self._report is not None and offsets is not None:
+                self._report(SkippedBatch(query, source, topic, *offsets))
 
     def listener(self, transient: bool = False) -> StreamingQueryListener:
         """A StreamingQueryListener that counts here, for one query's session (PySpark ties a
@@ -105,8 +118,9 @@ class SkippedRecords:
         push query's when ``transient``."""
         from pyspark.sql.streaming.listener import StreamingQueryListener
 
-        def count(query: str, metrics: Mapping[str, Any]) -> None:
-            self.count(query, metrics, transient)
+        def count(query: str, metrics: Mapping[str, Any],
+                  sources: Sequence[tuple[str | None, str | None]]) -> None:
+            self.count(query, metrics, transient, sources)
 
         class Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
@@ -115,7 +129,8 @@ class SkippedRecords:
             def onQueryProgress(self, event: Any) -> None:  # noqa: N802
                 progress = event.progress
                 if progress.name and progress.observedMetrics:
-                    count(progress.name, progress.observedMetrics)
+                    count(progress.name, progress.observedMetrics,
+                          [(source.startOffset, source.endOffset) for source in progress.sources])
 
             def onQueryIdle(self, event: Any) -> None:  # noqa: N802
                 """Nothing read, nothing skipped."""

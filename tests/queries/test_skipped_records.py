@@ -1,7 +1,8 @@
 """A record a query cannot read is skipped and counted, never turned into a row of NULLs: on the
 suite's Spark node, for each format the runtime decodes with Spark alone, a stream of good and
-undecodable records under a CSAS, a CTAS count and a push query (each counts them); and a query
-with ``ksql.fail.on.deserialization.error`` fails on such a record instead."""
+undecodable records under a CSAS, a CTAS count and a push query (each counts them, the persistent
+queries log each in the processing log); and a query with
+``ksql.fail.on.deserialization.error`` fails on such a record instead."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from metastore.kafka.settings import KafkaSettings
+from metastore.queries.processing_log import ProcessingLogSettings, logger
 from tests.queries.test_push_queries import Lines
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_spark_jobs import read_all
@@ -86,20 +88,41 @@ def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
     assert described["sourceDescription"]["errorStats"] == (
         f"consumer-failed-messages: {len(reading) * len(bad)}")
     assert gauge(spark_node, "metastore_records_skipped_total") >= len(reading) * len(bad)
+    entries = eventually(lambda: _logged(kafka_settings, spark_node, set(reading), len(bad)),
+                         90, f"each query to log its {len(bad)} unreadable records", interval=1)
+    assert {(e["level"], e["message"]["type"]) for e in entries} == {("ERROR", 0)}
+    errors = [e["message"]["deserializationError"] for e in entries]
+    assert {(error["target"], error["topic"]) for error in errors} == {("value", name)}
+    assert all(error["recordB64"] is None for error in errors), "rows.include is false"
+    assert all(f"topic: {name}." in error["errorMessage"] for error in errors)
+    if value_format == "JSON":  # the log's stream reads its entries
+        ksql(spark_node, ProcessingLogSettings().stream_statement(spark_node.service_id))
+        assert _pushed(spark_node, f"""SELECT LOGGER, MESSAGE->TYPE AS KIND,
+            MESSAGE->DESERIALIZATIONERROR->TARGET AS TARGET FROM KSQL_PROCESSING_LOG
+            WHERE MESSAGE->DESERIALIZATIONERROR->TOPIC = '{name}' EMIT CHANGES
+            LIMIT {len(entries)};""", len(entries)) == sorted(
+            [logger(query_id), 0, "value"] for query_id in reading for _ in bad)
 
     skipped_before = gauge(spark_node, "metastore_records_skipped_total")
-    body = {"sql": f"SELECT ID FROM {name} EMIT CHANGES;",
-            "properties": {"auto.offset.reset": "earliest"}}
-    with httpx.stream("POST", f"{spark_node.url}/query-stream", json=body,
-                      timeout=120) as response:
+    pushed = _pushed(spark_node, f"SELECT ID FROM {name} EMIT CHANGES;", GOOD, lambda: eventually(
+        lambda: gauge(spark_node, "metastore_records_skipped_total") >= skipped_before + len(bad),
+        60, "the push query's skipped records to be counted", interval=1))
+    assert pushed == [[i] for i in range(1, GOOD + 1)]
+
+
+def _pushed(server: ServerProcess, sql: str, rows: int,
+            then: Callable[[], object] | None = None) -> list[list[Any]]:
+    """The first ``rows`` rows of a push query from the start of its sources, sorted; ``then``
+    is called while the query still runs."""
+    body = {"sql": sql, "properties": {"auto.offset.reset": "earliest"}}
+    with httpx.stream("POST", f"{server.url}/query-stream", json=body, timeout=120) as response:
         assert response.status_code == 200
         lines = Lines(response)
         lines.next_data()  # the header
-        pushed = [json.loads(lines.next_data()) for _ in range(GOOD)]
-        eventually(lambda: gauge(spark_node, "metastore_records_skipped_total")
-                   >= skipped_before + len(bad), 60,
-                   "the push query's skipped records to be counted", interval=1)
-    assert sorted(row[0] for row in pushed) == list(range(1, GOOD + 1))
+        pushed = [json.loads(lines.next_data()) for _ in range(rows)]
+        if then is not None:
+            then()
+    return sorted(pushed)
 
 
 def test_a_query_that_fails_on_deserialization_errors_fails_naming_the_record(
@@ -138,6 +161,39 @@ def _values(settings: KafkaSettings, topic: str, expected: int) -> list[dict[str
     records = read_all(settings, topic, expected, timeout=120)
     records += read_all(settings, topic, expected + 1, timeout=5)[len(records):]
     return [json.loads(value) for _key, value, _headers in records if value is not None]
+
+
+def _logged(settings: KafkaSettings, server: ServerProcess, query_ids: set[str],
+            each: int) -> list[dict[str, Any]] | None:
+    """The processing log's entries of ``query_ids``, once each query has ``each`` of them
+    (None before: more may come)."""
+    entries = [json.loads(value) for value in
+               _values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
+    by_query = {query_id: [e for e in entries if e["logger"] == logger(query_id)]
+                for query_id in query_ids}
+    counts = {query_id: len(found) for query_id, found in by_query.items()}
+    assert all(count <= each for count in counts.values()), f"logged twice: {counts}"
+    if any(count < each for count in counts.values()):
+        return None
+    return [entry for found in by_query.values() for entry in found]
+
+
+def _values_to_end(settings: KafkaSettings, topic: str) -> list[bytes]:
+    """The values of a topic of one partition, up to its end now."""
+    consumer = Consumer(settings.config(group_id=unique("log"), enable_auto_commit=False))
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        values: list[bytes] = []
+        position = low
+        while position < high:
+            for message in consumer.consume(500, 1):
+                assert message.error() is None, message.error()
+                position = message.offset() + 1
+                values += [message.value()] if message.value() is not None else []
+        return values
+    finally:
+        consumer.close()
 
 
 def _refreshed(server: ServerProcess, reading: dict[str, Any]) -> list[dict[str, Any]]:

@@ -45,13 +45,19 @@ class ServerProcess:
         return self.process.returncode
 
 
+NO_PROCESSING_LOG = ("--ksql-property", "ksql.logging.processing.topic.auto.create=false",
+                     "--ksql-property", "ksql.logging.processing.stream.auto.create=false")
+"""A test's node creates no processing log topic or stream at its start (the tests that
+want one say so, after these): a catalog holds only what its test created."""
+
+
 def start_server(bootstrap: str, log_dir: Path, service_id: str, node_id: str,
                  *extra: str, wait: bool = True) -> ServerProcess:
     [port] = free_ports(1)
     log = log_dir / f"{node_id}.log"
     command = [sys.executable, "-m", "cli.main", "server", "--bootstrap-servers", bootstrap,
                "--service-id", service_id, "--node-id", node_id,
-               "--listen", f"127.0.0.1:{port}", *extra]
+               "--listen", f"127.0.0.1:{port}", *NO_PROCESSING_LOG, *extra]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -122,7 +128,8 @@ default): short, so that a test sees a client that stops reading dropped."""
 def spark_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory,
                        ) -> Iterator[ServerProcess]:
     yield from session_node(kafka_bootstrap, tmp_path_factory, "spark", True,
-                            "--http-limit", f"stream_write_timeout_seconds={WRITE_TIMEOUT}")
+                            "--http-limit", f"stream_write_timeout_seconds={WRITE_TIMEOUT}",
+                            "--ksql-property", "ksql.logging.processing.topic.auto.create=true")
 
 
 @pytest.fixture
