@@ -116,10 +116,11 @@ class NodeServices:
                 log.info("processing log topic %s created", topic)
             if settings.stream_auto_create and (
                     self.node.replica.image.source(settings.stream_name) is None):
-                self.node.execute(settings.stream_statement(service_id))
-                log.info("processing log stream %s created over %s", settings.stream_name,
-                         topic)
-        except MetastoreError as error:
+                [entity] = self.node.execute(settings.stream_statement(service_id))
+                log.info("processing log stream %s over %s: %s", settings.stream_name, topic,
+                         entity.get("commandStatus", {}).get("message")
+                         or entity.get("message"))
+        except Exception as error:  # as ksqlDB's server: the node serves without its log
             log.warning("the processing log's topic %s or stream %s could not be created: %s",
                         topic, settings.stream_name, error)
 

@@ -26,7 +26,10 @@ from metastore.limits import RequestLimits
 from metastore.local.paths import dev_dir
 from metastore.log.writer import WriterOptions
 from metastore.node import NodeConfig
-from metastore.queries.processing_log import ProcessingLogSettingError, ProcessingLogSettings
+from metastore.queries.processing_log_settings import (
+    ProcessingLogSettingError,
+    ProcessingLogSettings,
+)
 
 DEFAULT_LISTEN = "127.0.0.1:8088"
 DEFAULT_SERVICE_ID = "default_"
@@ -167,6 +170,7 @@ def _advertised(value: Any) -> str | None:
 
 
 def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
+    """The ``ksql_properties`` table (TOML booleans as ksqlDB writes them)."""
     properties = {str(name): str(value).lower() if isinstance(value, bool) else str(value)
                   for name, value in _table(given, "ksql_properties").items()}
     try:

@@ -248,26 +248,38 @@ class PushQueries:
                     f"Maximum number of push queries of one client exceeded: "
                     f"{self._settings.max_queries_per_client} run for it already")
             self._running[query_id] = query
+        release = None
         try:
             session = query_session(spark)
+            release = self._count_skipped(session, query_id, plan.earliest)
             query.attach(job.start_transient(
                 session, plan, checkpoint, self._kafka_options, query.deliver,
-                max_records_per_batch=self._settings.max_records_per_batch),
-                self._count_skipped(session))
+                max_records_per_batch=self._settings.max_records_per_batch), release)
         except BaseException:
             query.close()
+            if release is not None:
+                release()
             raise
         log.info("push query %s started", query_id)
         return query
 
-    def _count_skipped(self, session: SparkSession) -> Callable[[], None] | None:
-        """Count the records the push query of ``session`` skips; returns what stops counting
-        (its listener removed, or the session would keep it for good)."""
-        if self._skipped is None:
+    def _count_skipped(self, session: SparkSession, query_id: str, from_start: bool
+                       ) -> Callable[[], None] | None:
+        """Count the records the push query ``query_id`` of ``session`` skips, from before it
+        starts; returns what stops counting (its listener removed, or the session would keep
+        it for good)."""
+        skipped = self._skipped
+        if skipped is None:
             return None
-        listener = self._skipped.listener(transient=True)
+        skipped.started(query_id, from_start)
+        listener = skipped.listener(transient=True)
         session.streams.addListener(listener)
-        return lambda: session.streams.removeListener(listener)
+
+        def release() -> None:
+            skipped.stopped(query_id)
+            session.streams.removeListener(listener)
+
+        return release
 
     def close(self, query_id: str, requester: str | None = None) -> None:
         """Stop the push query ``query_id`` (ksqlDB's ``/close-query``) for ``requester``: a

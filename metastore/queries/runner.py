@@ -249,6 +249,7 @@ class QueryRunner:
             plan = compile_query(entry.query, image,
                                  table_state=checkpoint.holds_table_state(),
                                  stream_state=checkpoint.holds_stream_state())
+            self.skipped.started(query_id, plan.earliest)
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
                                      listener=self.skipped.listener())
             entry.state = QueryState(query_id, RUNNING)

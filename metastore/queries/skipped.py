@@ -66,6 +66,9 @@ class SkippedRecords:
         self._counts: dict[str, dict[str, int]] = defaultdict(dict)
         self._transient: dict[str, int] = {}
         """Push queries' skips by source: they come and go, so they are not kept per query."""
+        self._from_start: dict[str, bool] = {}
+        """Whether each running query reads its sources from the start (for the processing
+        log, where the progress does not say where a first micro-batch began)."""
 
     def of(self, query: str) -> dict[str, int]:
         """Records ``query`` skipped so far on this node, by source (none skipped: empty)."""
@@ -77,10 +80,15 @@ class SkippedRecords:
         processing log)."""
         self._report = report
 
-    def of_push_queries(self) -> dict[str, int]:
-        """Records this node's push queries skipped so far, by source."""
+    def started(self, query: str, from_start: bool) -> None:
+        """``query`` starts (again), reading its sources from the start or not."""
         with self._lock:
-            return dict(self._transient)
+            self._from_start[query] = from_start
+
+    def stopped(self, query: str) -> None:
+        """A push query ended: nothing more of it is counted."""
+        with self._lock:
+            self._from_start.pop(query, None)
 
     def total(self) -> int:
         """Records skipped on this node, by its persistent queries and push queries alike."""
@@ -108,9 +116,17 @@ class SkippedRecords:
             log.warning("query %s skipped %d record(s) of %s it cannot deserialize (topic %s, "
                         "the first at partition %s, offset %s)", query, skipped, source, topic,
                         first["partition"] if first else "?", first["offset"] if first else "?")
-            offsets = batch_offsets(sources, topic)
-            if self._report is not None and offsets is not None:
-                self._report(SkippedBatch(query, source, topic, *offsets))
+            self._log(query, source, topic, sources, first)
+
+    def _log(self, query: str, source: str, topic: str,
+             sources: Sequence[tuple[str | None, str | None]], first: Any) -> None:
+        """Hand a micro-batch's unreadable records of ``source`` to the processing log."""
+        with self._lock:
+            from_start = self._from_start.get(query, False)
+        offsets = batch_offsets(sources, topic, (int(first["partition"]), int(first["offset"]))
+                                if first else None, from_start)
+        if self._report is not None and offsets is not None:
+            self._report(SkippedBatch(query, source, topic, *offsets))
 
     def listener(self, transient: bool = False) -> StreamingQueryListener:
         """A StreamingQueryListener that counts here, for one query's session (PySpark ties a

@@ -16,7 +16,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from metastore.kafka.settings import KafkaSettings
-from metastore.queries.processing_log import ProcessingLogSettings, logger
+from metastore.queries.processing_log import logger
+from metastore.queries.processing_log_settings import ProcessingLogSettings
 from tests.queries.test_push_queries import Lines
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_spark_jobs import read_all
@@ -104,10 +105,18 @@ def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
             [logger(query_id), 0, "value"] for query_id in reading for _ in bad)
 
     skipped_before = gauge(spark_node, "metastore_records_skipped_total")
-    pushed = _pushed(spark_node, f"SELECT ID FROM {name} EMIT CHANGES;", GOOD, lambda: eventually(
-        lambda: gauge(spark_node, "metastore_records_skipped_total") >= skipped_before + len(bad),
-        60, "the push query's skipped records to be counted", interval=1))
+
+    def counted_and_logged() -> None:
+        eventually(lambda: gauge(spark_node, "metastore_records_skipped_total")
+                   >= skipped_before + len(bad), 60,
+                   "the push query's skipped records to be counted", interval=1)
+        eventually(lambda: len(_push_entries(kafka_settings, spark_node, name)) >= len(bad), 60,
+                   "the push query's unreadable records to be logged", interval=1)
+
+    pushed = _pushed(spark_node, f"SELECT ID FROM {name} EMIT CHANGES;", GOOD,
+                     counted_and_logged)
     assert pushed == [[i] for i in range(1, GOOD + 1)]
+    assert len(_push_entries(kafka_settings, spark_node, name)) == len(bad)
 
 
 def _pushed(server: ServerProcess, sql: str, rows: int,
@@ -176,6 +185,14 @@ def _logged(settings: KafkaSettings, server: ServerProcess, query_ids: set[str],
     if any(count < each for count in counts.values()):
         return None
     return [entry for found in by_query.values() for entry in found]
+
+
+def _push_entries(settings: KafkaSettings, server: ServerProcess, source: str
+                  ) -> list[dict[str, Any]]:
+    """The processing log's entries of the push queries over ``source``."""
+    entries = [json.loads(value) for value in
+               _values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
+    return [e for e in entries if e["logger"].startswith(f"processing.transient_{source}_")]
 
 
 def _values_to_end(settings: KafkaSettings, topic: str) -> list[bytes]:

@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 
 from metastore.check import run_script
-from metastore.queries.processing_log import (
+from metastore.queries.processing_log import batch_offsets, entries_select
+from metastore.queries.processing_log_settings import (
     ProcessingLogSettingError,
     ProcessingLogSettings,
-    batch_offsets,
-    entries_select,
 )
 from metastore.spark.types import string_literal
 
@@ -71,10 +70,18 @@ def test_an_entry_holds_its_record_when_rows_are_included(spark: Any) -> None:
 def test_a_micro_batchs_offsets_of_a_topic_span_every_source_that_read_it() -> None:
     sources = [('{"t": {"0": 5, "1": 7}}', '{"t": {"0": 9, "1": 8}}'),
                ('{"u": {"0": 1}}', '{"u": {"0": 4}}'),
-               ('{"t": {"0": 3}}', '{"t": {"0": 9, "1": 10}}')]
-    assert batch_offsets(sources, "t") == ({0: 3, 1: 7}, {0: 9, 1: 10})
-    assert batch_offsets([(None, '{"t": {"0": 2}}')], "t") == (None, {0: 2})
-    assert batch_offsets(sources, "v") is None
+               ('{"t": {"0": 3}}', '{"t": {"0": 9, "1": 10, "2": 4}}')]
+    assert batch_offsets(sources, "t", None, False) == ({0: 3, 1: 7, 2: -2}, {0: 9, 1: 10, 2: 4})
+    assert batch_offsets(sources, "v", None, True) is None
+
+
+def test_a_first_micro_batch_reads_from_the_start_only_when_its_query_does() -> None:
+    """Spark's progress gives a query's first micro-batch no start: the earliest offsets for
+    a query that reads from the start; else only from its first unreadable record on."""
+    first_batch = [(None, '{"t": {"0": 6, "1": 9}}')]
+    assert batch_offsets(first_batch, "t", (1, 4), True) == ({0: -2, 1: -2}, {0: 6, 1: 9})
+    assert batch_offsets(first_batch, "t", (1, 4), False) == ({1: 4}, {1: 9})
+    assert batch_offsets(first_batch, "t", None, False) is None
 
 
 def test_the_settings_are_ksqldbs_properties() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import MutableMapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -31,7 +32,8 @@ def test_one_client_gets_its_share_of_the_push_queries_and_the_others_the_rest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(push, "query_session", lambda spark: spark)
     monkeypatch.setattr(job, "start_transient", lambda *args, **kwargs: _Handle())
-    monkeypatch.setattr(push, "compile_push", lambda *args, **kwargs: None)  # Spark's part
+    monkeypatch.setattr(push, "compile_push",  # Spark's part
+                        lambda *args, **kwargs: SimpleNamespace(earliest=False))
     _, image = run_script("CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', "
                           "PARTITIONS=1);")
     [select] = parse("SELECT * FROM S EMIT CHANGES;")
