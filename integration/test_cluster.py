@@ -157,7 +157,7 @@ def test_full_restart_and_a_new_node_reach_the_same_fingerprint(
     from metastore.local.kafka_cluster import free_ports
 
     [port] = free_ports(1)
-    cluster.nodes.add_node("node-4", port, ("--spark-master", "none"))
+    cluster.nodes.add_node("node-4", port, (*NO_PROCESSING_LOG, "--spark-master", "none"))
     cluster.nodes.start_node("node-4")
     state = cluster.nodes.state()
     assert state is not None
