@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.output import fail, print_json, print_table
-from metastore.local import jars, prefetch
+from metastore.local import prefetch
 from metastore.local.dev import (
     ensure_kafka,
     external_bootstrap,
@@ -34,11 +34,10 @@ def fetch(
         "--all", help="Also build the optional components ahead of time (the local Schema "
                       "Registry), for offline use.")] = False,
 ) -> None:
-    """Resolve the Kafka broker's and the Spark connector's jars from Maven Central and compile
-    the project's Java classes, once. The optional components are fetched the first time
+    """Resolve the Kafka broker's and the Spark connector's jars from Maven Central and build
+    the project's JVM classes (jvm/, in a checkout), once. The optional components are fetched the first time
     something needs them, or now with --all."""
-    listed = [*prefetch.steps(None),
-              ("the project's Java classes", lambda: jars.project_jar(progress=None))]
+    listed = prefetch.steps(None)
     try:
         prefetch.run([*listed, *([prefetch.schema_registry_step()] if everything else [])],
                      typer.echo)

@@ -2,9 +2,10 @@
 
 Standard library only, so it runs before anything is installed. It creates ``.venv`` (or
 ``$METASTORE_VENV``), installs the project with its dev extras when pyproject.toml changed (with
-uv, or pip when uv cannot be had), resolves
-the Kafka and Spark connector jars from Maven Central (once; beside pip, with this Python:
-``metastore.local.prefetch``) and, for the tests, builds the local Schema Registry, then runs:
+uv, or pip when uv cannot be had), resolves the Kafka and Spark connector jars from Maven Central
+(once; beside pip, with this Python: ``metastore.local.prefetch``), builds the project's JVM
+module ``jvm/`` (running its JUnit tests for ``test``) and, for the tests, builds the local Schema
+Registry, then runs:
 
 - ``demo``: the main job (local Kafka and a demo of the metastore);
 - ``test``: ruff, mypy and the whole test suite against real Kafka (and Spark), in two phases:
@@ -83,7 +84,7 @@ def run(argv: list[str]) -> int:
     job, extra = argv[0], argv[1:]
     everything = job == "test" and extra != ["--quick"]  # the registry formats' tests
     started = time.monotonic()
-    prefetching = start_prefetch(everything)
+    prefetching = start_prefetch(everything, jvm_tests=everything)
     try:
         venv = ensure_venv()
     except BaseException:
@@ -110,11 +111,13 @@ def run(argv: list[str]) -> int:
     return run_pytest(bin_dir, extra, env)
 
 
-def start_prefetch(schema_registry: bool) -> subprocess.Popen[bytes]:
-    """Maven's part of the set-up, beside pip's: the jars (and the local Schema Registry) with
-    this Python, which needs nothing installed (``metastore.local.prefetch``)."""
+def start_prefetch(schema_registry: bool, jvm_tests: bool) -> subprocess.Popen[bytes]:
+    """Maven's part of the set-up, beside pip's: the jars, the project's JVM jars (with their
+    JUnit tests for the test command) and the local Schema Registry, with this Python, which
+    needs nothing installed (``metastore.local.prefetch``)."""
     command = [sys.executable, "-m", "metastore.local.prefetch",
-               *(["--schema-registry"] if schema_registry else [])]
+               *(["--schema-registry"] if schema_registry else []),
+               *(["--jvm-tests"] if jvm_tests else [])]
     say("fetching the jars from Maven Central" + (" and building the local Schema Registry"
                                                   if schema_registry else "") + " beside the Python packages")
     return subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -25,7 +25,7 @@ from metastore.functions.registry import (
     scalar,
     sig,
 )
-from metastore.local.jars import DATETIMES_CLASS
+from metastore.jvm.classes import DATETIMES_CLASS
 from metastore.sql import types as ty
 
 STRING, INTEGER, BIGINT = ty.STRING, ty.INTEGER, ty.BIGINT

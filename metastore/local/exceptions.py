@@ -36,7 +36,7 @@ class JavaBuildError(LocalInfraError):
 
     code = "java_build"
 
-    def __init__(self, detail: str, what: str = "the project's Java classes") -> None:
+    def __init__(self, detail: str, what: str = "the project's JVM classes") -> None:
         super().__init__(f"Could not build {what}: {detail}")
 
 

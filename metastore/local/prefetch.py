@@ -1,9 +1,10 @@
 """What a first run fetches from Maven Central while pip installs the project: the Kafka
-broker's and the Spark connector's jars, and on request the local Schema Registry.
+broker's and the Spark connector's jars, the project's own JVM jars (built from ``jvm/``, with
+their tests on request), and on request the local Schema Registry.
 
 Standard library only (with the rest of ``metastore.local``'s launchers it needs), so that the
 bootstrap can run it with the system Python beside ``pip install``:
-``python3 -m metastore.local.prefetch [--schema-registry]``. Each step
+``python3 -m metastore.local.prefetch [--schema-registry] [--jvm-tests]``. Each step
 prints what it did and how long it took; a step already done costs a file read.
 """
 
@@ -15,20 +16,30 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from metastore.local import jars
+from metastore.local import jars, jvm_build
 from metastore.local.exceptions import LocalInfraError
 
 Step = tuple[str, Callable[[], object]]
 
 
-def steps(spark_version: str | None) -> list[Step]:
+def steps(spark_version: str | None, jvm_tests: bool = False) -> list[Step]:
     """The jars every run needs, in order: one Maven at a time (a local repository is not safe
-    for two)."""
+    for two). The project's own are built for ``spark_version`` (default: the pyspark
+    installed), with their JUnit tests when ``jvm_tests``."""
     return [
         ("the Kafka broker jars", lambda: jars.resolve(jars.kafka_broker(), progress=None)),
         ("the Spark connector jars", lambda: jars.resolve(
             jars.spark_kafka_connector(spark_version), progress=None)),
+        ("the project's JVM classes" + (" and their tests" if jvm_tests else ""),
+         lambda: jvm_build.build(spark_version or installed_spark_version(), jvm_tests,
+                                 progress=None)),
     ]
+
+
+def installed_spark_version() -> str:
+    import pyspark
+
+    return str(pyspark.__version__)
 
 
 def schema_registry_step() -> Step:
@@ -67,10 +78,12 @@ def main(argv: list[str] | None = None) -> int:
                              "one pyproject.toml pins)")
     parser.add_argument("--schema-registry", action="store_true",
                         help="also build the local Schema Registry")
+    parser.add_argument("--jvm-tests", action="store_true",
+                        help="run the JVM module's JUnit tests as its jars are built")
     args = parser.parse_args(argv)
     try:
         optional = [schema_registry_step()] if args.schema_registry else []
-        run([*steps(args.spark_version), *optional],
+        run([*steps(args.spark_version, args.jvm_tests), *optional],
             lambda line: print(f"[fetch] {line}", flush=True))
     except LocalInfraError as error:
         print(f"[fetch] {error}", file=sys.stderr, flush=True)

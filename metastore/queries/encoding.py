@@ -133,7 +133,7 @@ def _avro(schema: avro.AvroSchema, written: WrittenSchema, columns: tuple[Column
 def headers(rowtime: str, source_column: str | None, source_headers: str | None = None) -> str:
     """A sink record's headers: the source record's own (Kafka Streams carries them through,
     so ksqlDB's sinks have them), its timestamp (the source record's ROWTIME, which the
-    producer's :data:`~metastore.local.jars.INTERCEPTOR_CLASS` moves into the record's
+    producer's :data:`~metastore.jvm.classes.INTERCEPTOR_CLASS` moves into the record's
     timestamp) and, for a stream, the source record's coordinates, so duplicates can be
     recognised."""
     entries = [f"named_struct('key', {string_literal(TIMESTAMP_HEADER)}, "

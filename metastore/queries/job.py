@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore.local.jars import (
+from metastore.jvm.classes import (
     FINAL_WINDOWS_CLASS,
     FOREIGN_KEY_JOIN_CLASS,
     GROUP_MEMBERS_CLASS,

@@ -19,7 +19,7 @@ from metastore.avro import schema as avro
 from metastore.catalog.inference import INFERRING_FORMATS, subject_of
 from metastore.catalog.model import DataSource
 from metastore.json_sr import schema as json_sr
-from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
+from metastore.jvm.classes import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
 from metastore.protobuf import proto_text
 from metastore.protobuf import schema as protobuf
 from metastore.protobuf import values as protobuf_values

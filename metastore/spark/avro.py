@@ -1,7 +1,7 @@
 """Spark SQL over AVRO and JSON_SR records: calls of the project's JVM codec and registry calls.
 
 Records are decoded and encoded by static methods of the project's Java jar
-(:data:`~metastore.local.jars.AVRO_CODEC_CLASS`), called with ``java_method``, as PROTOBUF_NOSR
+(:data:`~metastore.jvm.classes.AVRO_CODEC_CLASS`), called with ``java_method``, as PROTOBUF_NOSR
 records are (:mod:`metastore.spark.protobuf`): a record travels as base64, a decoded value as
 ksqlDB's JSON representation of it. The codec reads the Schema Registry from the session's
 configuration (:data:`REGISTRY_URL_CONF`), so no URL, and no credential, is part of a query's text.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from metastore.json_sr.schema import HEADER_BYTES
-from metastore.local.jars import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
+from metastore.jvm.classes import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
 from metastore.schema_registry.client import redacted
 from metastore.spark.types import string_literal
 from metastore.written_schemas import WrittenSchema

@@ -2,20 +2,20 @@
 
 Spark's ``from_protobuf`` / ``to_protobuf`` live in the spark-protobuf connector, which the
 project does not ship; PROTOBUF_NOSR records are decoded and encoded instead by a static method of
-the project's Java jar (:data:`~metastore.local.jars.PROTOBUF_CODEC_CLASS`), called with
+the project's Java jar (:data:`~metastore.jvm.classes.PROTOBUF_CODEC_CLASS`), called with
 ``java_method``. That call passes and returns strings only: a record travels as base64, a decoded
 value as ksqlDB's JSON representation of it, which :mod:`metastore.spark.views` reads and
 :mod:`metastore.queries.encoding` writes as it does for the JSON format. ``java_method`` returns
 a Java null as the text ``null``, which no base64 record and no decoded message can be.
 
 A PROTOBUF record is the same message behind Confluent's header and message indexes
-(:data:`~metastore.local.jars.PROTOBUF_SR_CODEC_CLASS`), its schema's ``.proto`` text
+(:data:`~metastore.jvm.classes.PROTOBUF_SR_CODEC_CLASS`), its schema's ``.proto`` text
 registered under the topic's subject when it is written.
 """
 
 from __future__ import annotations
 
-from metastore.local.jars import PROTOBUF_CODEC_CLASS, PROTOBUF_SR_CODEC_CLASS
+from metastore.jvm.classes import PROTOBUF_CODEC_CLASS, PROTOBUF_SR_CODEC_CLASS
 from metastore.protobuf.schema import ProtobufSchema
 from metastore.spark.types import string_literal
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metastore.jvm import classes
+from metastore.jvm import jars as jvm_jars
 from metastore.local import jars
 
 if TYPE_CHECKING:
@@ -102,7 +104,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
     from pyspark.sql import SparkSession
 
     connector = [*jars.resolve(jars.spark_kafka_connector(), progress=None),
-                 jars.project_jar(progress=None)]
+                 jvm_jars.project_jar()]
     warehouse.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     driver_options = (f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR "
@@ -124,9 +126,9 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
         # native library forks chmod and ls for them, a few ms each, dozens a micro-batch; the
         # classes load with the JVM (spark-submit reads the file system before spark.jars)
         builder = (builder.config("spark.driver.extraClassPath",
-                                  str(jars.file_system_jar(progress=None)))
-                   .config("spark.hadoop.fs.file.impl", jars.LOCAL_FILE_SYSTEM_CLASS)
-                   .config("spark.hadoop.fs.AbstractFileSystem.file.impl", jars.LOCAL_FS_CLASS))
+                                  str(jvm_jars.file_system_jar()))
+                   .config("spark.hadoop.fs.file.impl", classes.LOCAL_FILE_SYSTEM_CLASS)
+                   .config("spark.hadoop.fs.AbstractFileSystem.file.impl", classes.LOCAL_FS_CLASS))
     if persistent_catalog:
         builder = (builder.config("spark.sql.catalogImplementation", "hive")
                    .config("spark.hadoop.hive.warehouse.subdir.inherit.perms", "false")

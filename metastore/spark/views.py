@@ -28,8 +28,8 @@ from metastore.avro import schema as avro
 from metastore.catalog.formats import SPARK_READABLE
 from metastore.catalog.model import Column, DataSource
 from metastore.json_sr import schema as json_sr
+from metastore.jvm.classes import JSON_KINDS_CLASS
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.jars import JSON_KINDS_CLASS
 from metastore.protobuf import schema as protobuf
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import decode_json
@@ -582,7 +582,7 @@ def _range_check(text: str, decoded: str, sql_type: ty.SqlType, json_text: bool 
 def nested_kinds_check(text: str, sql_type: ty.SqlType) -> str | None:
     """For a column whose type nests others (an ARRAY, a MAP, a STRUCT), the check that refuses
     its JSON ``text`` when ksqlDB's JSON deserializer refuses a value at any level of it
-    (:data:`~metastore.local.jars.JSON_KINDS_CLASS`), where Spark's from_json reads a nested
+    (:data:`~metastore.jvm.classes.JSON_KINDS_CLASS`), where Spark's from_json reads a nested
     value by its text (``["41.5"]`` as ``[41]``) or turns one of the wrong kind into NULL; None
     for a type that nests nothing."""
     if not isinstance(sql_type, ty.ArrayType | ty.MapType | ty.StructType):
@@ -593,7 +593,7 @@ def nested_kinds_check(text: str, sql_type: ty.SqlType) -> str | None:
 
 
 def _kinds_descriptor(sql_type: ty.SqlType) -> dict[str, object]:
-    """``sql_type`` as the descriptor :data:`~metastore.local.jars.JSON_KINDS_CLASS` reads."""
+    """``sql_type`` as the descriptor :data:`~metastore.jvm.classes.JSON_KINDS_CLASS` reads."""
     if isinstance(sql_type, ty.ArrayType):
         return {"t": "ARRAY", "e": _kinds_descriptor(sql_type.element)}
     if isinstance(sql_type, ty.MapType):

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from metastore.local import jars
+from metastore.jvm import classes
 
 
 def _forks() -> int:
@@ -26,9 +26,9 @@ def test_a_local_session_uses_the_no_fork_file_system(spark: Any) -> None:
     jvm = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
     local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
-    assert local.getClass().getName() == jars.LOCAL_FILE_SYSTEM_CLASS
+    assert local.getClass().getName() == classes.LOCAL_FILE_SYSTEM_CLASS
     context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(conf)
-    assert context.getDefaultFileSystem().getClass().getName() == jars.LOCAL_FS_CLASS
+    assert context.getDefaultFileSystem().getClass().getName() == classes.LOCAL_FS_CLASS
 
 
 def test_its_answers_are_hadoops_own(spark: Any, tmp_path: Path) -> None:

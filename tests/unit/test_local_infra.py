@@ -43,7 +43,7 @@ def test_dev_fetch_builds_the_schema_registry_only_when_asked(
     monkeypatch.setattr(dev, "schema_registry_built", lambda: True)
     built = CliRunner().invoke(app, ["dev", "fetch"])
     assert plain.exit_code == everything.exit_code == built.exit_code == 0, plain.output
-    core = ["the Kafka broker jars", "the Spark connector jars", "the project's Java classes"]
+    core = ["the Kafka broker jars", "the Spark connector jars", "the project's JVM classes"]
     assert ran == [core, [*core, "the local Schema Registry"], core]
     assert "built the first time it is needed" in plain.output
     assert "built the first time" not in everything.output + built.output
@@ -55,9 +55,67 @@ def test_prefetch_runs_with_the_standard_library_alone(tmp_path: Path) -> None:
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    probe = ("import sys; import metastore.local.prefetch, metastore.local.schema_registry; "
+    probe = ("import sys; import metastore.local.prefetch, metastore.local.schema_registry, "
+             "metastore.local.jvm_build; "
              "print(sorted(m.split('.')[0] for m in sys.modules if m.split('.')[0] in "
              "{'pyspark', 'confluent_kafka', 'typer', 'pydantic', 'fastapi', 'httpx'}))")
     done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=root, capture_output=True,
                           text=True, check=True, env={"PYTHONPATH": str(root)})
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def _module(root: Path, source: str) -> Path:
+    module = root / "jvm"
+    (module / "src" / "main" / "java" / "io").mkdir(parents=True, exist_ok=True)
+    (module / "pom.xml").write_text("<project/>")
+    (module / "src" / "main" / "java" / "io" / "A.java").write_text(source)
+    return module
+
+
+def test_a_node_refuses_jars_missing_or_built_from_other_sources(tmp_path: Path) -> None:
+    import json
+
+    from metastore.jvm.jars import PROJECT_JAR, STAMP, JvmJarsError, checked_jar, module_stamp
+
+    module = _module(tmp_path, "class A {}")
+    jars_dir = tmp_path / "jars"
+    jars_dir.mkdir()
+    with pytest.raises(JvmJarsError) as missing:
+        checked_jar(PROJECT_JAR, "4.2.0", jars_dir, module)
+    assert missing.value.reason == "missing"
+    assert "metastore.local.prefetch" in missing.value.message
+    (jars_dir / PROJECT_JAR).write_bytes(b"PK")
+    (jars_dir / STAMP).write_text(json.dumps(module_stamp("4.2.0", module)))
+    assert checked_jar(PROJECT_JAR, "4.2.0", jars_dir, module) == jars_dir / PROJECT_JAR
+    with pytest.raises(JvmJarsError) as other_spark:
+        checked_jar(PROJECT_JAR, "4.1.0", jars_dir, module)
+    assert other_spark.value.reason == "stale"
+    _module(tmp_path, "class A { int changed; }")
+    with pytest.raises(JvmJarsError) as edited:
+        checked_jar(PROJECT_JAR, "4.2.0", jars_dir, module)
+    assert edited.value.reason == "stale"
+    test_source = module / "src" / "test" / "java" / "ATest.java"
+    test_source.parent.mkdir(parents=True)
+    test_source.write_text("class ATest {}")
+    (jars_dir / STAMP).write_text(json.dumps(module_stamp("4.2.0", module)))
+    test_source.write_text("class ATest { int more; }")  # tests do not change the jars
+    assert checked_jar(PROJECT_JAR, "4.2.0", jars_dir, module) == jars_dir / PROJECT_JAR
+
+
+def test_installed_jars_without_a_module_are_taken_as_built(tmp_path: Path) -> None:
+    from metastore.jvm.jars import FILE_SYSTEM_JAR, checked_jar
+
+    (tmp_path / FILE_SYSTEM_JAR).write_bytes(b"PK")
+    assert checked_jar(FILE_SYSTEM_JAR, "4.2.0", tmp_path, tmp_path / "no-module") == (
+        tmp_path / FILE_SYSTEM_JAR)
+
+
+def test_the_checkouts_jars_are_built_from_its_module() -> None:
+    """What the bootstrap built is what a node of this checkout loads."""
+    import pyspark
+
+    from metastore.jvm import jars
+
+    assert jars.CHECKOUT_MODULE.is_dir()
+    assert jars.project_jar().is_file() and jars.file_system_jar().is_file()
+    assert jars.built_stamp() == jars.module_stamp(pyspark.__version__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from metastore.check import run_script
-from metastore.local.jars import WINDOW_KEY_BYTES_CONFIG, WINDOWED_PARTITIONER_CLASS
+from metastore.jvm.classes import WINDOW_KEY_BYTES_CONFIG, WINDOWED_PARTITIONER_CLASS
 from metastore.queries import job
 from metastore.queries.plan import WINDOWED_RECORD_ORDER, compile_query
 from metastore.queries.steps import QueryPlan
