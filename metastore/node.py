@@ -52,6 +52,7 @@ from metastore.log.writer import (
     WriterOptions,
     catalog_answer,
 )
+from metastore.queries.support import check_runtime
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.statements import (
@@ -168,7 +169,8 @@ class Node:
         self.writer = CommandWriter(self.settings, self.config.topic, self.config.service_id,
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer, limits=self.config.limits,
-                                    faults=self.config.faults, answer_read=self._read_answerer())
+                                    faults=self.config.faults, answer_read=self._read_answerer(),
+                                    runtime_check=check_runtime)
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from metastore.catalog import exceptions as catalog
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.exceptions import MetastoreError
+from metastore.jvm.exceptions import JvmJarsError
 from metastore.kafka import exceptions as kafka
 from metastore.local import exceptions as local
 from metastore.log import exceptions as log_errors
@@ -135,6 +136,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     schema_registry.SchemaRegistryUnavailableError: ErrorCode(503, SERVICE_UNAVAILABLE),
     schema_registry.SchemaRegistryAccessError: SERVER_FAILURE,
     # local development infrastructure
+    JvmJarsError: SERVER_FAILURE,
     local.LocalInfraError: SERVER_FAILURE,
     local.ToolMissingError: SERVER_FAILURE,
     local.JarResolutionError: SERVER_FAILURE,

@@ -15,7 +15,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from metastore.exceptions import MetastoreError
+from metastore.jvm.exceptions import JvmJarsError
 
 JARS_DIR = Path(__file__).resolve().parents[1] / "jars"
 """``metastore/jars/``: the built jars and their stamp."""
@@ -27,17 +27,6 @@ FILE_SYSTEM_JAR = "metastore-jvm-fs.jar"
 (``spark.driver.extraClassPath``), where the others, which use the Kafka client, could not."""
 STAMP = ".built.json"
 REBUILD = "python3 -m metastore.local.prefetch (or: metastore dev fetch)"
-
-
-class JvmJarsError(MetastoreError):
-    """The project's JVM jars are missing, or were built from other sources than the checkout's.
-    ``reason``: ``missing`` or ``stale``."""
-
-    code = "jvm_jars"
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"The project's JVM jars ({JARS_DIR}) are {reason}: {detail}")
-        self.reason = reason
 
 
 def module_stamp(spark_version: str, module: Path = CHECKOUT_MODULE) -> dict[str, object]:
@@ -80,8 +69,8 @@ def checked_jar(name: str, spark_version: str, jars_dir: Path = JARS_DIR,
     ``spark_version``, or a :class:`JvmJarsError` saying how to build it."""
     jar = jars_dir / name
     if not jar.is_file():
-        raise JvmJarsError("missing", f"no {name}; build them with {REBUILD}")
+        raise JvmJarsError("missing", str(jars_dir), f"no {name}; build them with {REBUILD}")
     if module.is_dir() and built_stamp(jars_dir) != module_stamp(spark_version, module):
-        raise JvmJarsError("stale", f"built from other sources than {module} or for another "
+        raise JvmJarsError("stale", str(jars_dir), f"built from other sources than {module} or for another "
                                     f"Spark than {spark_version}; rebuild them with {REBUILD}")
     return jar

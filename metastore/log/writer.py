@@ -66,6 +66,7 @@ from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.catalog.validation import (
     Outcome,
     Read,
+    RuntimeCheck,
     Skip,
     TopicFacts,
     TopicSpec,
@@ -90,7 +91,6 @@ from metastore.log.group_commit import Queued, QueueStats, WriteQueue
 from metastore.log.reader import LogReplica, NodeState
 from metastore.log.record import CommandRecord
 from metastore.log.unused_topics import UnusedTopics
-from metastore.queries.support import check_runtime
 from metastore.sql.statements import CreateAsSelect, CreateSource, Statement
 
 log = logging.getLogger(__name__)
@@ -271,8 +271,12 @@ class CommandWriter:
     def __init__(self, settings: KafkaSettings, topic: str, service_id: str, node_id: str,
                  replica: LogReplica, admin: Admin, options: WriterOptions | None = None,
                  facts: TopicFacts | None = None, limits: RequestLimits | None = None,
-                 faults: Faults = NO_FAULTS, answer_read: ReadAnswer = catalog_answer) -> None:
+                 faults: Faults = NO_FAULTS, answer_read: ReadAnswer = catalog_answer,
+                 *, runtime_check: RuntimeCheck | None) -> None:
+        """``runtime_check``: whether the query runtime can run a persistent query, asked at
+        validation (the runtime's own rule, given by the node; None: the catalog's rules only)."""
         self._settings = settings
+        self._runtime_check = runtime_check
         self._topic = topic
         self._service_id = service_id
         self._node_id = node_id
@@ -644,7 +648,7 @@ class CommandWriter:
         its records to be written from ``first_offset``."""
         request = _request_of(item)
         validator = Validator(snapshot, facts, first_offset=first_offset, limits=self._limits,
-                              runtime_check=check_runtime, config=request.config,
+                              runtime_check=self._runtime_check, config=request.config,
                               earlier_topics=earlier_topics, schemas=request.schemas,
                               schemas_checked=True)
         outcomes: list[Outcome] = []

@@ -1,4 +1,6 @@
-"""No import cycle between metastore's top-level units (its subpackages and top-level modules).
+"""No import cycle between metastore's top-level units (its subpackages and top-level modules),
+and no import upward: each unit belongs to one layer of :data:`LAYERS`, and imports only units of
+its own layer or of the layers below.
 
 Every ``import`` and ``from ... import`` counts: at module level, inside functions, and under
 ``if TYPE_CHECKING:``. A lower layer that needs something of a higher one is given it (a
@@ -8,6 +10,7 @@ protocol it defines, implemented above and passed in), never imports it.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import metastore
@@ -17,6 +20,24 @@ UNITS = {p.stem for p in ROOT.iterdir()
          if (p / "__init__.py").exists() or (p.suffix == ".py" and p.stem != "__init__")}
 TYPE_ONLY_EDGES_ALLOWED: set[tuple[str, str]] = set()
 """Type-only imports (under TYPE_CHECKING) that may close a cycle: none."""
+LAYERS: list[tuple[str, set[str]]] = [
+    ("core: errors, limits, faults, the record codec, the JVM classes' names and jars",
+     {"exceptions", "limits", "faults", "json_records", "proto_files", "jvm"}),
+    ("the launcher's Maven jars and paths, which a node's Spark resolves its connector with",
+     {"local"}),
+    ("the language: statements, types, functions", {"sql", "functions"}),
+    ("the Schema Registry's client", {"schema_registry"}),
+    ("the catalog: model, image, commands, analysis, validation", {"catalog", "image_worker"}),
+    ("the registry formats' schemas", {"avro", "json_sr", "protobuf", "written_schemas"}),
+    ("the Kafka clients", {"kafka"}),
+    ("the command log, its checkpoints and the cluster's members",
+     {"log", "checkpoint", "membership", "health"}),
+    ("the runtime: Spark, persistent, push and pull queries", {"spark", "queries"}),
+    ("the node", {"node"}),
+    ("the edges: REST, settings, the composition root, offline checks, metastore test",
+     {"api", "settings", "server", "check", "query_tests"}),
+]
+"""Bottom to top."""
 
 
 def _unit(module: str) -> str | None:
@@ -24,6 +45,7 @@ def _unit(module: str) -> str | None:
     return parts[1] if parts[0] == "metastore" and len(parts) > 1 and parts[1] in UNITS else None
 
 
+@functools.cache
 def _edges() -> dict[tuple[str, str], list[str]]:
     edges: dict[tuple[str, str], list[str]] = {}
     for path in sorted(ROOT.rglob("*.py")):
@@ -94,3 +116,35 @@ def test_no_import_cycle_between_subpackages() -> None:
                                           for b in component if (a, b) in edges)
              for component in cycles]
     assert not cycles, shown
+
+
+def _layer_of() -> dict[str, int]:
+    return {unit: level for level, (_, units) in enumerate(LAYERS) for unit in units}
+
+
+def test_every_unit_has_one_layer() -> None:
+    placed = [unit for _, units in LAYERS for unit in units]
+    assert sorted(placed) == sorted(set(placed)), "a unit in two layers"
+    assert set(placed) == UNITS, f"place these in LAYERS: {sorted(UNITS - set(placed))}; " \
+                                 f"gone: {sorted(set(placed) - UNITS)}"
+
+
+def _upward(edges: dict[tuple[str, str], list[str]]) -> list[str]:
+    level = _layer_of()
+    return [f"{source} ({LAYERS[level[source]][0]}) -> {target} ({LAYERS[level[target]][0]}) "
+            f"at {where[0]}"
+            for (source, target), where in sorted(edges.items())
+            if level[source] < level[target]]
+
+
+def test_no_unit_imports_a_layer_above_its_own() -> None:
+    edges = _edges()
+    assert ("node", "log") in edges and ("log", "kafka") in edges  # the walk sees imports
+    assert not _upward(edges), _upward(edges)
+
+
+def test_an_import_from_a_layer_above_is_refused_and_one_within_a_layer_is_not() -> None:
+    assert _upward({("log", "queries"): ["metastore/log/writer.py:93"],
+                    ("checkpoint", "log"): ["metastore/checkpoint/store.py:29"]}) == [
+        "log (the command log, its checkpoints and the cluster's members) -> queries (the "
+        "runtime: Spark, persistent, push and pull queries) at metastore/log/writer.py:93"]

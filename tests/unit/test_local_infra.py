@@ -75,7 +75,8 @@ def _module(root: Path, source: str) -> Path:
 def test_a_node_refuses_jars_missing_or_built_from_other_sources(tmp_path: Path) -> None:
     import json
 
-    from metastore.jvm.jars import PROJECT_JAR, STAMP, JvmJarsError, checked_jar, module_stamp
+    from metastore.jvm.exceptions import JvmJarsError
+    from metastore.jvm.jars import PROJECT_JAR, STAMP, checked_jar, module_stamp
 
     module = _module(tmp_path, "class A {}")
     jars_dir = tmp_path / "jars"
