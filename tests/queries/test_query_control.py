@@ -14,7 +14,7 @@ from py4j.protocol import Py4JNetworkError
 from pyspark.errors import AnalysisException
 
 from metastore.api import error_codes as codes
-from metastore.api.server import failure
+from metastore.api.answers import failure
 from metastore.catalog.overrides import NO_OVERRIDES
 from metastore.catalog.validation import Explained
 from metastore.check import run_script

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 import httpx
 from confluent_kafka import Consumer, Message
 
+from metastore.api.answers import failure
 from metastore.api.concurrency import Lane, LaneThreads
 from metastore.api.http_limits import HttpLimits
 from metastore.api.inserts_stream import InsertsStreamResponse
-from metastore.api.server import failure
 from metastore.catalog.model import DataSource
 from metastore.check import run_script
 from tests.server.test_rest_api import ksql

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import metastore
+from metastore.api.answers import failure
 from metastore.api.error_codes import ERROR_CODES, ErrorCode, classify, error_code
-from metastore.api.server import failure
 from metastore.catalog import exceptions as catalog
 from metastore.exceptions import MetastoreError
 from metastore.kafka.exceptions import KafkaTopicError
