@@ -33,10 +33,10 @@ from typing import Any
 
 from sqlglot import exp
 
-from metastore.catalog.analysis import sql_type_of
 from metastore.catalog.exceptions import QueryError, StatementError
 from metastore.catalog.model import DataSource
 from metastore.catalog.pseudo_columns import PSEUDO_COLUMNS
+from metastore.catalog.typer import sql_type_of
 from metastore.functions import operators
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, InsertValues

@@ -43,7 +43,6 @@ from metastore.catalog import commands as cmd
 from metastore.catalog.analysis import (
     Analysis,
     analyse,
-    check_cast_types,
     check_reads,
     partitions_by_null,
 )
@@ -70,6 +69,7 @@ from metastore.catalog.image import Delta, Image
 from metastore.catalog.intermediates import check_intermediate_types
 from metastore.catalog.model import Column, DataSource, PersistentQuery, WindowInfo
 from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
+from metastore.catalog.typer import check_cast_types
 from metastore.exceptions import MetastoreError
 from metastore.functions import library as function_library
 from metastore.limits import MAX_NAME_LENGTH, MAX_REPLICAS, MAX_TYPE_DEPTH, RequestLimits
