@@ -113,6 +113,9 @@ class ProcessingLog:
         self._rows_include = rows_include
         self._pending: queue.Queue[SkippedBatch | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
+        self._session: tuple[SparkSession, SparkSession] | None = None
+        """The node's session and the log's own of it (a session per job would leave Spark a
+        listener bus each)."""
         self._closed = False
         self._lock = threading.Lock()
 
@@ -174,7 +177,7 @@ class ProcessingLog:
             log.warning("processing log: its topic %s does not exist; the unreadable records "
                         "of %s in %s are not logged", self.topic, batch.query, batch.source)
             return
-        session = query_session(spark)  # reads JSON as the queries do
+        session = self._session_of(spark)
         options = {**raw_options(batch.topic, self._kafka_options),
                    "startingOffsets": _offsets_json(batch.topic, batch.start, batch.end),
                    "endingOffsets": _offsets_json(batch.topic, batch.end, batch.end)}
@@ -185,6 +188,14 @@ class ProcessingLog:
         entries = session.sql(entries_select(source, quote("__ms_log_raw"), batch.query,
                                              self._rows_include))
         entries.write.format("kafka").options(**self._kafka_options, topic=self.topic).save()
+
+
+    def _session_of(self, spark: SparkSession) -> SparkSession:
+        """The log's session of ``spark``, which reads JSON as the queries do: made once, and
+        again only when the node's Spark was started anew (the writing thread alone calls it)."""
+        if self._session is None or self._session[0] is not spark:
+            self._session = (spark, query_session(spark))
+        return self._session[1]
 
 
 def _offsets_json(topic: str, offsets: Offsets, partitions: Offsets) -> str:
