@@ -763,15 +763,17 @@ def _lenient_json(text: str, sql_type: ty.SqlType, depth: int) -> str:
     from_json differs (see :func:`_needs_lenient_json`): containers are read as text, level by
     level, and each value converted from its text."""
     item = f"__ms_v{depth}"
-    if isinstance(sql_type, ty.StructType):
-        fields = f"from_json({text}, 'MAP<STRING,STRING>')"
+    if isinstance(sql_type, ty.StructType):  # the object parsed once, bound to a lambda's
+        # argument: its text written out at each use would grow with the depth exponentially
+        fields = f"__ms_m{depth}"
         upper = (f"transform_keys({fields}, (__ms_k{depth}, {item}) -> "
                  f"upper(__ms_k{depth}))")
         members = ", ".join(
             f"{string_literal(name)}, "
             f"{_lenient_json(_field_of(fields, upper, name), field, depth + 1)}"
             for name, field in sql_type.fields)
-        return f"CASE WHEN {fields} IS NULL THEN NULL ELSE named_struct({members}) END"
+        return (f"transform(array(from_json({text}, 'MAP<STRING,STRING>')), {fields} -> "
+                f"CASE WHEN {fields} IS NULL THEN NULL ELSE named_struct({members}) END)[0]")
     if isinstance(sql_type, ty.ArrayType) and _lenient(sql_type.element):
         element = _lenient_json(item, sql_type.element, depth + 1)
         return f"transform(from_json({text}, 'ARRAY<STRING>'), {item} -> {element})"
