@@ -120,20 +120,7 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     group_by: list[exp.Expr] = list(group.expressions) if group is not None else []
     aggregate = bool(group_by) or any(
         _is_aggregate(e) for item in select.expressions for e in item.find_all(exp.Func))
-    for clause, expressions in (("GROUP BY", group_by), ("PARTITION BY", query.partition_by)):
-        aggregation.check_distinct(expressions, clause, _same, typer.qualified_text)
-    scope.check_references(query, transient)
-    source_rules.check_sources([(r.alias, r.source) for r in scope.reads], select.expressions,
-                               grouped=bool(group_by), joined=bool(select.args.get("joins")),
-                               persistent=not transient, text=typer.text)
-    where = select.args.get("where")
-    if where is not None:
-        typer.check_filter(where.this, "WHERE")
-    for clause, expressions in (("GROUP BY", group_by), ("PARTITION BY", query.partition_by)):
-        typer.clause = clause
-        for expression in expressions:
-            if not is_null(expression):
-                typer.type_of(expression)
+    _check_clauses(query, scope, typer, group_by, transient)
     new_keys = None
     if query.partition_by and not group_by and not transient:
         new_keys = _partition_keys(query.partition_by, scope, typer)
@@ -152,21 +139,74 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     kind = SourceKind.TABLE if aggregate or kinds == {SourceKind.TABLE} else SourceKind.STREAM
     if aggregate and kinds == {SourceKind.TABLE} and not transient:
         _check_table_aggregation(select, query.window is not None)
-
+    projection = tuple((p.name, p.expression) for p in projected)
     if transient:
         return Analysis(query=query, kind=kind,
                         columns=tuple(Column(p.name, p.type) for p in projected),
                         sources=scope.source_names, reads=scope.reads, joins=scope.joins,
-                        window=None, aggregate=aggregate,
-                        projection=tuple((p.name, p.expression) for p in projected))
+                        window=None, aggregate=aggregate, projection=projection)
     if sink_properties is not None:
         ddl_rules.timestamp_column(sink_properties, [(p.name, p.type) for p in projected])
     if aggregate and not group_by:  # ksqlDB's AggregateNode.validateKeyPresent: no key to keep
         listed = ", ".join(aggregation.call_text(c, _rendering(scope, typer)) for c in calls)
         raise QueryError(f"CREATE TABLE AS SELECT statement does not support aggregate function "
                          f"[{listed}] without a GROUP BY clause.")
-    if group_by:
-        key_exprs, typer.clause, key_kind = list(group_by), "GROUP BY", "grouping expression"
+    columns = _keyed_columns(_KeyedResult(query, scope, typer, projected, group_by, joined, kind,
+                                          new_keys), sink, new_planner)
+    if joined is not None:
+        join_rules.check_physical(joined, scope.reads, query.within_ms is not None,
+                                  _join_resolver(scope), typer.type_of)
+    return Analysis(query=query, kind=kind, columns=tuple(columns), sources=scope.source_names,
+                    reads=scope.reads, joins=scope.joins,
+                    window=_result_window(query, scope, aggregate), aggregate=aggregate,
+                    projection=projection,
+                    aggregate_step=_summary(select, projected, group_by, calls, scope, typer),
+                    synthetic_key=_synthetic_key(joined),
+                    foreign_key_join=joined is not None and any(joined.foreign))
+
+
+def _check_clauses(query: Query, scope: Scope, typer: ExpressionTyper, group_by: list[exp.Expr],
+                   transient: bool) -> None:
+    """What ksqlDB checks before it plans the projection: distinct GROUP BY and PARTITION BY
+    expressions, references, the sources' rules, the filter, the keys' expressions."""
+    select = query.select
+    for clause, expressions in (("GROUP BY", group_by), ("PARTITION BY", query.partition_by)):
+        aggregation.check_distinct(expressions, clause, _same, typer.qualified_text)
+    scope.check_references(query, transient)
+    source_rules.check_sources([(r.alias, r.source) for r in scope.reads], select.expressions,
+                               grouped=bool(group_by), joined=bool(select.args.get("joins")),
+                               persistent=not transient, text=typer.text)
+    where = select.args.get("where")
+    if where is not None:
+        typer.check_filter(where.this, "WHERE")
+    for clause, expressions in (("GROUP BY", group_by), ("PARTITION BY", query.partition_by)):
+        typer.clause = clause
+        for expression in expressions:
+            if not is_null(expression):
+                typer.type_of(expression)
+
+
+@dataclass(frozen=True)
+class _KeyedResult:
+    """What a persistent query's key columns are worked out from."""
+
+    query: Query
+    scope: Scope
+    typer: ExpressionTyper
+    projected: list[_Projected]
+    group_by: list[exp.Expr]
+    joined: join_rules.JoinPlan | None
+    kind: SourceKind
+    new_keys: list[_Projected] | None
+
+
+def _keyed_columns(result: _KeyedResult, sink: str, new_planner: bool) -> list[Column]:
+    """A persistent query's columns with their roles: keyed by its GROUP BY, its PARTITION BY,
+    its join, or its first source's key."""
+    query, scope, typer, joined = result.query, result.scope, result.typer, result.joined
+    if result.group_by:
+        key_exprs, typer.clause, key_kind = list(result.group_by), "GROUP BY", \
+            "grouping expression"
     elif query.partition_by:
         key_exprs, typer.clause = list(query.partition_by), "PARTITION BY"
         key_kind = "partitioning expression"
@@ -177,35 +217,37 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
         key_exprs = [exp.column(c.name, table=scope.order[0], quoted=True)
                      for c in first.key_columns]
         key_kind = "key column"
+    select = query.select
     if joined is not None and not key_exprs:  # the join's key (ksqlDB's JoinNode)
-        columns = join_rules.result_columns(projected, select.expressions, joined, kind,
-                                            f"`{sink}`", _join_resolver(scope))
-    else:
-        columns = _assign_keys(projected, key_exprs, kind, query, f"`{sink}`", key_kind, new_keys,
-                               new_planner=new_planner and key_kind == "key column",
-                               # ksqlDB writes PARTITION BY as rewritten: columns qualified
-                               shown=typer.qualified_text if query.partition_by and not group_by
-                               else _shown)
-    if joined is not None:
-        join_rules.check_physical(joined, scope.reads, query.within_ms is not None,
-                                  _join_resolver(scope), typer.type_of)
-    window = None
+        return join_rules.result_columns(result.projected, select.expressions, joined,
+                                         result.kind, f"`{sink}`", _join_resolver(scope))
+    return _assign_keys(result.projected, key_exprs, result.kind, query, f"`{sink}`", key_kind,
+                        result.new_keys, new_planner=new_planner and key_kind == "key column",
+                        # ksqlDB writes PARTITION BY as rewritten: columns qualified
+                        shown=typer.qualified_text if query.partition_by and not result.group_by
+                        else _shown)
+
+
+def _result_window(query: Query, scope: Scope, aggregate: bool) -> WindowInfo | None:
+    """A windowed aggregation's window; a join of windowed sources is keyed by the left one's
+    windows."""
     if query.window is not None and aggregate:
-        window = WindowInfo(query.window.kind, query.window.size_ms)
-    elif not aggregate:  # a join of windowed sources is keyed by the left one's windows
-        window = scope.by_alias[scope.order[0]].window
-    summary = None
-    if calls:
-        where, having = select.args.get("where"), select.args.get("having")
-        summary = aggregation.summarise(
-            [p.expression for p in projected], where.this if where is not None else None,
-            group_by, having.this if having is not None else None, calls,
-            _rendering(scope, typer))
-    return Analysis(query=query, kind=kind, columns=tuple(columns), sources=scope.source_names,
-                    reads=scope.reads, joins=scope.joins, window=window, aggregate=aggregate,
-                    projection=tuple((p.name, p.expression) for p in projected),
-                    aggregate_step=summary, synthetic_key=_synthetic_key(joined),
-                    foreign_key_join=joined is not None and any(joined.foreign))
+        return WindowInfo(query.window.kind, query.window.size_ms)
+    if not aggregate:
+        return scope.by_alias[scope.order[0]].window
+    return None
+
+
+def _summary(select: exp.Select, projected: list[_Projected], group_by: list[exp.Expr],
+             calls: list[exp.Expr], scope: Scope, typer: ExpressionTyper
+             ) -> aggregation.Summary | None:
+    """ksqlDB's aggregation step, of a query that calls aggregate functions."""
+    if not calls:
+        return None
+    where, having = select.args.get("where"), select.args.get("having")
+    return aggregation.summarise(
+        [p.expression for p in projected], where.this if where is not None else None,
+        group_by, having.this if having is not None else None, calls, _rendering(scope, typer))
 
 
 def _check_new_planner(query: Query) -> None:

@@ -110,27 +110,11 @@ def _sql(schema: Any, named: dict[str, Any], original: bool, depth: int, budget:
     if not isinstance(schema, dict):
         raise _UnsupportedTypeError(str(schema))
     kind = schema.get("type")
-    logical = schema.get("logicalType")
     if isinstance(kind, dict | list):
         return _sql(kind, named, original, depth + 1, budget)
-    if kind in ("bytes", "fixed"):
-        _remember(schema, named)
-        if logical == "decimal":
-            return ty.DecimalType(int(schema.get("precision", 64)), int(schema.get("scale", 0)))
-        return ty.BYTES
-    if kind == "int":
-        return {"date": ty.DATE, "time-millis": ty.TIME}.get(str(logical), ty.INTEGER)
-    if kind == "long":
-        return ty.TIMESTAMP if logical == "timestamp-millis" else ty.BIGINT
-    if kind in ("float", "double"):
-        return ty.DOUBLE
-    if kind == "boolean":
-        return ty.BOOLEAN
-    if kind == "string":
-        return ty.STRING
-    if kind == "enum":
-        _remember(schema, named)
-        return ty.STRING
+    primitive = _primitive(schema, named)
+    if primitive is not None:
+        return primitive
     if kind == "array":
         return ty.ArrayType(_sql(schema.get("items"), named, original, depth + 1, budget))
     if kind == "map":
@@ -141,6 +125,28 @@ def _sql(schema: Any, named: dict[str, Any], original: bool, depth: int, budget:
     if isinstance(kind, str) and kind in named:
         return _sql(named[kind], named, original, depth + 1, budget)
     raise _UnsupportedTypeError(f"Unsupported type: {kind}")
+
+
+_PRIMITIVES = {"float": ty.DOUBLE, "double": ty.DOUBLE, "boolean": ty.BOOLEAN,
+               "string": ty.STRING}
+
+
+def _primitive(schema: dict[str, Any], named: dict[str, Any]) -> ty.SqlType | None:
+    """The SQL type of a primitive Avro type with its logical type; None for other types."""
+    kind, logical = schema.get("type"), schema.get("logicalType")
+    if kind in ("bytes", "fixed"):
+        _remember(schema, named)
+        if logical == "decimal":
+            return ty.DecimalType(int(schema.get("precision", 64)), int(schema.get("scale", 0)))
+        return ty.BYTES
+    if kind == "int":
+        return {"date": ty.DATE, "time-millis": ty.TIME}.get(str(logical), ty.INTEGER)
+    if kind == "long":
+        return ty.TIMESTAMP if logical == "timestamp-millis" else ty.BIGINT
+    if kind == "enum":
+        _remember(schema, named)
+        return ty.STRING
+    return _PRIMITIVES.get(str(kind))
 
 
 def _non_null(schema: Any, named: dict[str, Any]) -> Any:

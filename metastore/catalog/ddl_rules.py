@@ -128,27 +128,7 @@ def check_with_clause(properties: Mapping[str, st.PropertyValue], as_select: boo
                                     "has no default value.")
             continue
         _check_typed(name, kind, properties[name])
-        text = with_clause_value(properties, name) or ""
-        if name == "WINDOW_TYPE" and text.upper() not in WINDOW_TYPES:
-            raise PropertyError(f"{PREPARE}Invalid value {text} for property WINDOW_TYPE: String "
-                                f"must be one of: {', '.join(WINDOW_TYPES)}, null")
-        if name == "WINDOW_SIZE":
-            try:
-                parse_duration_ms(text)
-            except DurationError as error:
-                raise PropertyError(f"{PREPARE}Configuration WINDOW_SIZE is invalid: "
-                                    f"{error}") from error
-        if name == "KAFKA_TOPIC" and not text:
-            raise PropertyError(f"{PREPARE}Invalid value  for property KAFKA_TOPIC: String "
-                                "must be non-empty")
-        if name in ("KEY_DELIMITER", "VALUE_DELIMITER"):
-            problem = delimiter_problem(text)
-            if problem:
-                raise PropertyError(f"{PREPARE}Configuration {name} is invalid: {problem}")
-        if name.endswith("PROTOBUF_NULLABLE_REPRESENTATION") and (
-                text.upper() not in NULLABLE_REPRESENTATIONS):
-            raise PropertyError(f"{PREPARE}Invalid value {text} for property {name}: String must "
-                                f"be one of: {', '.join(NULLABLE_REPRESENTATIONS)}, null")
+        _check_value(name, with_clause_value(properties, name) or "")
     unknown = [name for name in properties if name.upper() not in known]
     if unknown:
         raise PropertyError(f"{PREPARE}Invalid config variable(s) in the WITH clause: "
@@ -177,6 +157,30 @@ def check_with_clause(properties: Mapping[str, st.PropertyValue], as_select: boo
                             "'WINDOW_SIZE'='10 SECONDS'")
     if not sized and "WINDOW_SIZE" in properties:
         raise PropertyError(f"{PREPARE}'WINDOW_SIZE' should not be set for SESSION windows.")
+
+
+def _check_value(name: str, text: str) -> None:
+    """The rules on a known property's value beyond its type."""
+    if name == "WINDOW_TYPE" and text.upper() not in WINDOW_TYPES:
+        raise PropertyError(f"{PREPARE}Invalid value {text} for property WINDOW_TYPE: String "
+                            f"must be one of: {', '.join(WINDOW_TYPES)}, null")
+    if name == "WINDOW_SIZE":
+        try:
+            parse_duration_ms(text)
+        except DurationError as error:
+            raise PropertyError(f"{PREPARE}Configuration WINDOW_SIZE is invalid: "
+                                f"{error}") from error
+    if name == "KAFKA_TOPIC" and not text:
+        raise PropertyError(f"{PREPARE}Invalid value  for property KAFKA_TOPIC: String "
+                            "must be non-empty")
+    if name in ("KEY_DELIMITER", "VALUE_DELIMITER"):
+        problem = delimiter_problem(text)
+        if problem:
+            raise PropertyError(f"{PREPARE}Configuration {name} is invalid: {problem}")
+    if name.endswith("PROTOBUF_NULLABLE_REPRESENTATION") and (
+            text.upper() not in NULLABLE_REPRESENTATIONS):
+        raise PropertyError(f"{PREPARE}Invalid value {text} for property {name}: String must "
+                            f"be one of: {', '.join(NULLABLE_REPRESENTATIONS)}, null")
 
 
 def _check_typed(name: str, kind: str, value: st.PropertyValue) -> None:

@@ -335,27 +335,41 @@ def coerce(value: Any, to: ty.SqlType) -> tuple[bool, Any]:
     if isinstance(value, int) and not _LONG_MIN <= value <= _LONG_MAX:
         return False, None  # beyond BIGINT: Java has no number type for it
     if source in ("INTEGER", "BIGINT", "DECIMAL"):
-        if target == "DECIMAL" and isinstance(to, ty.DecimalType):
-            return _fit(Decimal(value), to)
-        if target == source or (target == "BIGINT" and source == "INTEGER"):
-            return True, value
-        if target == "DOUBLE":
-            return _double(float(value))
-        return False, None
+        return _from_number(value, source, to)
     if source == "DOUBLE":
         return _double(value) if target == "DOUBLE" else (False, None)
     if source == "STRING":
         return _from_string(value, target)
+    return _from_container(value, source, to)
+
+
+_REFUSED: tuple[bool, Any] = (False, None)
+
+
+def _from_number(value: int | Decimal, source: str, to: ty.SqlType) -> tuple[bool, Any]:
+    """An INTEGER, BIGINT or DECIMAL as ``to``: widened, never narrowed."""
+    target = to.base
+    if target == "DECIMAL" and isinstance(to, ty.DecimalType):
+        return _fit(Decimal(value), to)
+    if target == source or (target == "BIGINT" and source == "INTEGER"):
+        return True, value
+    if target == "DOUBLE":
+        return _double(float(value))
+    return _REFUSED
+
+
+def _from_container(value: Any, source: str, to: ty.SqlType) -> tuple[bool, Any]:
+    """An ARRAY, MAP or STRUCT as ``to``, each element coerced."""
     if source == "ARRAY" and isinstance(to, ty.ArrayType):
         items = [coerce(v, to.element) for v in value]
-        return (True, [v for _, v in items]) if all(ok for ok, _ in items) else (False, None)
+        return (True, [v for _, v in items]) if all(ok for ok, _ in items) else _REFUSED
     if source == "MAP" and isinstance(to, ty.MapType):
         coerced: dict[Any, Any] = {}
         for key, item in value.items():
             key_ok, key_value = coerce(key, to.key)
             item_ok, item_value = coerce(item, to.value)
             if not (key_ok and item_ok):
-                return False, None
+                return _REFUSED
             coerced[key_value] = item_value
         return True, coerced
     if source == "STRUCT" and isinstance(to, ty.StructType):
@@ -364,10 +378,10 @@ def coerce(value: Any, to: ty.SqlType) -> tuple[bool, Any]:
         for name, field_type in to.fields:
             ok, field_value = coerce(given.get(name.upper()), field_type)
             if not ok:
-                return False, None
+                return _REFUSED
             struct[name] = field_value
         return True, struct
-    return False, None
+    return _REFUSED
 
 
 def _double(value: float) -> tuple[bool, Any]:

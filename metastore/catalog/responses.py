@@ -248,33 +248,8 @@ def read_entity(statement: st.Statement, image: Image,
     if isinstance(statement, st.DescribeFunction):  # ksqlDB's FunctionDescriptionList
         return {**_base(statement, "describe_function"),
                 **describe_functions.describe(statement.name)}
-    if isinstance(statement, st.ListObjects) and statement.what == "FUNCTIONS":
-        return {**_base(statement, "function_names"),
-                "functions": describe_functions.function_names()}
-    if isinstance(statement, st.ListObjects) and statement.what == "PROPERTIES":
-        return {**_base(statement, "properties"),
-                **properties.properties_fields(config or NO_OVERRIDES, server)}
     if isinstance(statement, st.ListObjects):
-        what = statement.what
-        if what in ("STREAMS", "TABLES"):
-            kind = st.SourceKind.STREAM if what == "STREAMS" else st.SourceKind.TABLE
-            chosen = [image.sources[n] for n in sorted(image.sources)
-                      if image.sources[n].kind is kind]
-            if statement.extended:
-                return {**_base(statement, "source_descriptions"), "sourceDescriptions": [
-                    source_description(s, image, True, query_status) for s in chosen]}
-            return {**_base(statement, what.lower()), what.lower(): [
-                source_summary(s) for s in chosen]}
-        if what == "QUERIES":
-            return {**_base(statement, "queries"), "queries": [
-                query_summary(image.queries[q], image, _status(query_status, q))
-                for q in sorted(image.queries)]}
-        if what == "TYPES":
-            return {**_base(statement, "type_list"), "types": {
-                name: schema_json(image.types[name]) for name in sorted(image.types)}}
-        if what == "TOPICS":
-            return topics_entity(statement, topics or [])
-        return {**_base(statement, what.lower()), what.lower(): []}
+        return _list_entity(statement, image, topics, query_status, config, server)
     if isinstance(statement, st.Describe):
         source = image.sources[statement.name]
         return {**_base(statement, "sourceDescription"),
@@ -283,15 +258,57 @@ def read_entity(statement: st.Statement, image: Image,
     if isinstance(statement, st.SetProperty):
         return {**_base(statement, "currentStatus"), "commandStatus": {
             "status": "SUCCESS", "message": f"Property {statement.name} set", "queryId": None}}
+    if isinstance(statement, st.AssertTopic | st.AssertSchema | st.AssertSource):
+        return _assertion_entity(statement)
+    return {**_base(statement, "currentStatus"), "commandStatus": {
+        "status": "SUCCESS", "message": "Validated", "queryId": None}}
+
+
+def _list_entity(statement: st.ListObjects, image: Image, topics: Sequence[TopicListing] | None,
+                 query_status: QueryStatuses | None, config: ConfigOverrides | None,
+                 server: Mapping[str, str] | None) -> Entity:
+    """The answer to SHOW (LIST) of streams, tables, queries, types, topics, functions or
+    properties."""
+    what = statement.what
+    if what == "FUNCTIONS":
+        return {**_base(statement, "function_names"),
+                "functions": describe_functions.function_names()}
+    if what == "PROPERTIES":
+        return {**_base(statement, "properties"),
+                **properties.properties_fields(config or NO_OVERRIDES, server)}
+    if what in ("STREAMS", "TABLES"):
+        return _sources_entity(statement, image, query_status)
+    if what == "QUERIES":
+        return {**_base(statement, "queries"), "queries": [
+            query_summary(image.queries[q], image, _status(query_status, q))
+            for q in sorted(image.queries)]}
+    if what == "TYPES":
+        return {**_base(statement, "type_list"), "types": {
+            name: schema_json(image.types[name]) for name in sorted(image.types)}}
+    if what == "TOPICS":
+        return topics_entity(statement, topics or [])
+    return {**_base(statement, what.lower()), what.lower(): []}
+
+
+def _sources_entity(statement: st.ListObjects, image: Image,
+                    query_status: QueryStatuses | None) -> Entity:
+    what = statement.what
+    kind = st.SourceKind.STREAM if what == "STREAMS" else st.SourceKind.TABLE
+    chosen = [image.sources[n] for n in sorted(image.sources) if image.sources[n].kind is kind]
+    if statement.extended:
+        return {**_base(statement, "source_descriptions"), "sourceDescriptions": [
+            source_description(s, image, True, query_status) for s in chosen]}
+    return {**_base(statement, what.lower()), what.lower(): [source_summary(s) for s in chosen]}
+
+
+def _assertion_entity(statement: st.AssertTopic | st.AssertSchema | st.AssertSource) -> Entity:
+    """ksqlDB's AssertTopicEntity and AssertSchemaEntity; an asserted source's status."""
     if isinstance(statement, st.AssertTopic):  # ksqlDB's AssertTopicEntity
         return {**_base(statement, "assert_topic"), "topicName": statement.topic,
                 "exists": statement.exists}
     if isinstance(statement, st.AssertSchema):  # ksqlDB's AssertSchemaEntity
         return {**_base(statement, "assert_schema"), "subject": statement.subject,
                 "id": statement.schema_id, "exists": statement.exists}
-    if isinstance(statement, st.AssertSource):
-        return {**_base(statement, "currentStatus"), "commandStatus": {
+    return {**_base(statement, "currentStatus"), "commandStatus": {
             "status": "SUCCESS", "message": f"{statement.kind.label.capitalize()} "
                                             f"{statement.name} is as asserted", "queryId": None}}
-    return {**_base(statement, "currentStatus"), "commandStatus": {
-        "status": "SUCCESS", "message": "Validated", "queryId": None}}

@@ -40,20 +40,30 @@ class ExpressionTyper:
         return functions.annotate(node, self._type_of(node))
 
     def _type_of(self, node: exp.Expr) -> ty.SqlType:
+        symbol = operators.arithmetic_symbol(node)
+        if symbol is not None and isinstance(node, exp.Binary):  # no extra frame: chains are deep
+            self.type_of(node.left)
+            self.type_of(node.right)
+            return self._arithmetic(symbol, node)
+        found = self._leaf_type(node)
+        if found is None:
+            found = self._operation_type(node)
+        if found is None:
+            found = self._composite_type(node)
+        if found is None:
+            raise QueryError(f"Unsupported expression: {node.sql()}")
+        return found
+
+    def _leaf_type(self, node: exp.Expr) -> ty.SqlType | None:
+        """The type of a column, a lambda's variable, a literal, or a parenthesised or negated
+        expression; None for other nodes."""
         if isinstance(node, exp.Column) and not node.table and (
                 bound := self._lambda_variable(node.name)) is not None:
             return bound
         if isinstance(node, exp.Paren):
             return self.type_of(node.this)
         if isinstance(node, exp.Column):
-            if isinstance(node.this, exp.Star):
-                raise QueryError("'*' is only allowed in the projection.")
-            if (self.clause == "WHERE" and self.scope.windowed and not node.table
-                    and node.name in WINDOW_BOUNDS
-                    and all(s.window is None for s in self.scope.by_alias.values())):
-                # the filter runs on the unwindowed input: only the aggregation has the bounds
-                raise QueryError(f"Error in WHERE expression: Unknown column {node.name}.")
-            return self.scope.resolve(node.name, node.table or None, self.clause, node)[1]
+            return self._column(node)
         if isinstance(node, exp.Literal):
             return self._literal(node)
         if isinstance(node, exp.Boolean):
@@ -65,11 +75,21 @@ class ExpressionTyper:
             if isinstance(node.this, exp.Literal) and str(node.this.this).isdigit():
                 return _integer_literal_type(-int(str(node.this.this)))  # -2147483648: INTEGER
             return negated
-        symbol = operators.arithmetic_symbol(node)
-        if symbol is not None and isinstance(node, exp.Binary):  # no extra frame: chains are deep
-            self.type_of(node.left)
-            self.type_of(node.right)
-            return self._arithmetic(symbol, node)
+        return None
+
+    def _column(self, node: exp.Column) -> ty.SqlType:
+        if isinstance(node.this, exp.Star):
+            raise QueryError("'*' is only allowed in the projection.")
+        if (self.clause == "WHERE" and self.scope.windowed and not node.table
+                and node.name in WINDOW_BOUNDS
+                and all(s.window is None for s in self.scope.by_alias.values())):
+            # the filter runs on the unwindowed input: only the aggregation has the bounds
+            raise QueryError(f"Error in WHERE expression: Unknown column {node.name}.")
+        return self.scope.resolve(node.name, node.table or None, self.clause, node)[1]
+
+    def _operation_type(self, node: exp.Expr) -> ty.SqlType | None:
+        """The type of a comparison, logical or concatenation operator, or a CAST;
+        None for other nodes."""
         operator_type = self._operator(node)
         if operator_type is not None:
             return operator_type
@@ -80,6 +100,11 @@ class ExpressionTyper:
             return ty.BOOLEAN
         if isinstance(node, exp.DPipe):
             return ty.STRING
+        return None
+
+    def _composite_type(self, node: exp.Expr) -> ty.SqlType | None:
+        """The type of a CASE, IF, dereference, subscript, constructor or function call; None
+        for other nodes."""
         if isinstance(node, exp.Case) and node.args.get("this") is None:
             return self._searched_case(node)
         if isinstance(node, exp.Case):
@@ -92,19 +117,22 @@ class ExpressionTyper:
         if isinstance(node, exp.JSONExtract | exp.Dot):
             return self._deref(node)
         if isinstance(node, exp.Bracket):
-            container = self.type_of(node.this)
-            if isinstance(container, ty.ArrayType):
-                return container.element
-            if isinstance(container, ty.MapType):
-                return container.value
-            raise QueryError(f"Cannot index a value of type {container.sql()}.")
+            return self._subscript(node)
         if isinstance(node, exp.Array):
             return self._constructor("ARRAY", list(node.expressions))
         if isinstance(node, exp.PropertyEQ | exp.Alias):
             return self.type_of(node.expression if isinstance(node, exp.PropertyEQ) else node.this)
         if isinstance(node, exp.Func):
             return self._function(node)
-        raise QueryError(f"Unsupported expression: {node.sql()}")
+        return None
+
+    def _subscript(self, node: exp.Bracket) -> ty.SqlType:
+        container = self.type_of(node.this)
+        if isinstance(container, ty.ArrayType):
+            return container.element
+        if isinstance(container, ty.MapType):
+            return container.value
+        raise QueryError(f"Cannot index a value of type {container.sql()}.")
 
     def _operator(self, node: exp.Expr) -> ty.SqlType | None:
         """The type of an operator or CAST, checked by ksqlDB's rules

@@ -21,7 +21,7 @@ its command's ``config``. Replay reads the commands only.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -228,57 +228,47 @@ class Validator:
 
     def _validate(self, statement: st.Statement) -> Outcome:
         literals.check_statement(statement)
-        if isinstance(statement, st.CreateSource):
-            return self._create_source(statement)
-        if isinstance(statement, st.CreateAsSelect):
-            return self._create_as_select(statement)
-        if isinstance(statement, st.InsertInto):
-            return self._insert_into(statement)
-        if isinstance(statement, st.DropSource):
-            return self._drop_source(statement)
-        if isinstance(statement, st.Terminate):
-            return self._terminate(statement)
-        if isinstance(statement, st.PauseResume):
-            return self._pause_resume(statement)
-        if isinstance(statement, st.Explain):
-            return self._explain(statement)
-        if isinstance(statement, st.AlterSource):
-            return self._alter(statement)
-        if isinstance(statement, st.CreateType):
-            return self._create_type(statement)
-        if isinstance(statement, st.DropType):
-            return self._drop_type(statement)
+        for kind, rule in self._write_rules():
+            if isinstance(statement, kind):
+                return rule(statement)
         if isinstance(statement, st.InsertValues):
             return Read(statement, self._insert_values(statement))
+        self._check_read(statement)
+        return Read(statement)
+
+    def _write_rules(self) -> tuple[tuple[type[st.Statement], Callable[[Any], Outcome]], ...]:
+        """The rule of each statement that writes a command, by the statement's class."""
+        return ((st.CreateSource, self._create_source), (st.CreateAsSelect, self._create_as_select),
+                (st.InsertInto, self._insert_into), (st.DropSource, self._drop_source),
+                (st.Terminate, self._terminate), (st.PauseResume, self._pause_resume),
+                (st.Explain, self._explain), (st.AlterSource, self._alter),
+                (st.CreateType, self._create_type), (st.DropType, self._drop_type))
+
+    def _check_read(self, statement: st.Statement) -> None:
+        """The checks of a statement that writes nothing (a SELECT, PRINT, DESCRIBE, SET,
+        SHOW, ASSERT): it raises what ksqlDB raises."""
         if isinstance(statement, st.SelectStatement):
             pull_queries.check_select(statement, self._delta.sources, self._delta.types,
                                       self._delta.queries, self._config)
-            return Read(statement)
-        if isinstance(statement, st.PrintTopic):
+        elif isinstance(statement, st.PrintTopic):
             self._print(statement)
-            return Read(statement)
-        if isinstance(statement, st.Describe):
+        elif isinstance(statement, st.Describe):
             if statement.name not in self._delta.sources:
                 raise SourceNotFoundError(
                     f"Could not find STREAM/TABLE '{statement.name}' in the Metastore",
                     statement.name)
-            return Read(statement)
-        if isinstance(statement, st.SetProperty):
+        elif isinstance(statement, st.SetProperty):
             self._config = self._config.set(statement.name, statement.value)
-            return Read(statement)
-        if isinstance(statement, st.ListObjects | st.ListVariables | st.DefineVariable
-                      | st.UndefineVariable):
-            return Read(statement)  # variables were substituted at parsing (sql.variables)
-        if isinstance(statement, st.DescribeFunction):
+        elif isinstance(statement, st.DescribeFunction):
             if function_library.lookup(statement.name) is None:  # ksqlDB's UdfFactory lookup
                 raise StatementError(f"Can't find any functions with the name "
                                      f"'{statement.name}'")
-            return Read(statement)
-        if isinstance(statement, st.AssertSource | st.AssertValues | st.AssertTopic
-                      | st.AssertSchema):
+        elif isinstance(statement, st.AssertSource | st.AssertValues | st.AssertTopic
+                        | st.AssertSchema):
             self._assert(statement)
-            return Read(statement)
-        raise UnsupportedStatementError(f"Unsupported statement: {statement.text}")
+        elif not isinstance(statement, st.ListObjects | st.ListVariables | st.DefineVariable
+                            | st.UndefineVariable):  # variables were substituted at parsing
+            raise UnsupportedStatementError(f"Unsupported statement: {statement.text}")
 
     def _assert(self, statement: st.AssertSource | st.AssertValues | st.AssertTopic
                 | st.AssertSchema) -> None:
