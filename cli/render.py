@@ -35,7 +35,26 @@ def render_entity(entity: dict[str, Any]) -> None:
     elif kind == "assert_topic":
         state = "exists" if entity.get("exists") else "does not exist"
         typer.echo(f"Topic {entity.get('topicName')} {state}")
-    elif kind in ("streams", "tables"):
+    elif kind in _LISTINGS:
+        _render_listing(str(kind), entity)
+    elif kind == "describe_function":
+        render_function(entity)
+    elif kind == "sourceDescription":
+        render_description(entity["sourceDescription"])
+    elif kind == "source_descriptions":
+        for description in entity["sourceDescriptions"]:
+            render_description(description)
+    else:
+        typer.echo(str(entity))
+
+
+_LISTINGS = frozenset({"streams", "tables", "queries", "type_list", "kafka_topics",
+                       "kafka_topics_extended", "variables", "properties", "function_names"})
+"""The entities that list things, printed as tables."""
+
+
+def _render_listing(kind: str, entity: dict[str, Any]) -> None:
+    if kind in ("streams", "tables"):
         rows = [[s["name"], s["topic"], s["keyFormat"], s["valueFormat"], s["isWindowed"]]
                 for s in entity[kind]]
         print_table([f"{kind[:-1].capitalize()} Name", "Kafka Topic", "Key Format",
@@ -72,15 +91,6 @@ def render_entity(entity: dict[str, Any]) -> None:
         print_table(["Function Name", "Category", "Type"],
                     [[f["name"], f.get("category", ""), f["type"]]
                      for f in entity["functions"]])
-    elif kind == "describe_function":
-        render_function(entity)
-    elif kind == "sourceDescription":
-        render_description(entity["sourceDescription"])
-    elif kind == "source_descriptions":
-        for description in entity["sourceDescriptions"]:
-            render_description(description)
-    else:
-        typer.echo(str(entity))
 
 
 def render_function(entity: dict[str, Any]) -> None:

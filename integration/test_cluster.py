@@ -248,79 +248,85 @@ def abusive_requests(service_id: str, topic: str) -> list[dict[str, Any]]:
     return bodies
 
 
-def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
-    """Random DDL from many clients, and abuse from others, while nodes are killed and
-    restarted at random: nothing acknowledged is lost or doubled, no abuse is accepted."""
-    cluster = cluster_factory()
-    cluster.up(3)
-    topic = f"chaos-{uuid.uuid4().hex[:6]}"
-    rng = random.Random(7)
-    acknowledged: Counter[str] = Counter()
-    failed_clearly = 0
-    abuse_answers: Counter[int] = Counter()
-    lock = threading.Lock()
-    stop = threading.Event()
+class _Chaos:
+    """The chaos run's clients (random DDL, each answer counted) and abusers (requests that
+    must be refused), on threads, until stopped."""
 
-    crashes: list[BaseException] = []
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        self.cluster, self.topic = cluster, topic
+        self.acknowledged: Counter[str] = Counter()
+        self.failed_clearly = 0
+        self.abuse_answers: Counter[int] = Counter()
+        self.crashes: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._guarded, args=(self._client, w))
+                         for w in range(6)]
+        self._threads += [threading.Thread(target=self._guarded, args=(self._abuser, w))
+                          for w in range(2)]
 
-    def client(worker: int) -> None:
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(120)
+
+    def _guarded(self, run: Callable[[int], None], worker: int) -> None:
         try:
-            run_client(worker)
+            run(worker)
         except BaseException as error:  # a dead client would make the run prove less
-            crashes.append(error)
+            self.crashes.append(error)
             raise
 
-    def abuser(worker: int) -> None:
-        local = random.Random(1000 + worker)
-        bodies = abusive_requests(cluster.service_id, topic)
+    def _post(self, local: random.Random, body: dict[str, Any]) -> httpx.Response | None:
+        urls = self.cluster.urls()
+        if not urls:
+            time.sleep(0.1)
+            return None
         try:
-            while not stop.is_set():
-                urls = cluster.urls()
-                if not urls:
-                    time.sleep(0.1)
-                    continue
-                body = local.choice(bodies)
-                try:
-                    response = httpx.post(f"{local.choice(urls)}/ksql", json=body, timeout=30)
-                except httpx.TransportError:
-                    continue
-                with lock:
-                    abuse_answers[response.status_code] += 1
-                if response.status_code == 200:
-                    assert body.get("requestId") == "chaos-reused-id", (body, response.text)
-        except BaseException as error:
-            crashes.append(error)
-            raise
+            return httpx.post(f"{local.choice(urls)}/ksql", json=body, timeout=30)
+        except httpx.TransportError:
+            return None
 
-    def run_client(worker: int) -> None:
-        nonlocal failed_clearly
+    def _abuser(self, worker: int) -> None:
+        local = random.Random(1000 + worker)
+        bodies = abusive_requests(self.cluster.service_id, self.topic)
+        while not self._stop.is_set():
+            body = local.choice(bodies)
+            response = self._post(local, body)
+            if response is None:
+                continue
+            with self._lock:
+                self.abuse_answers[response.status_code] += 1
+            if response.status_code == 200:
+                assert body.get("requestId") == "chaos-reused-id", (body, response.text)
+
+    def _client(self, worker: int) -> None:
         local = random.Random(worker)
-        while not stop.is_set():
+        while not self._stop.is_set():
             name = f"C{local.randint(0, 40)}"
-            statement = (create(name, topic) if local.random() < 0.7
+            statement = (create(name, self.topic) if local.random() < 0.7
                          else f"DROP STREAM IF EXISTS {name};")
-            urls = cluster.urls()
-            if not urls:
-                time.sleep(0.1)
+            response = self._post(local, {"ksql": statement, "requestId": str(uuid.uuid4())})
+            if response is None:
                 continue
-            try:
-                response = httpx.post(f"{local.choice(urls)}/ksql", json={
-                    "ksql": statement, "requestId": str(uuid.uuid4())}, timeout=30)
-            except httpx.TransportError:
-                continue
-            with lock:
+            with self._lock:
                 if response.status_code == 200:
                     for entity in response.json():
                         if "commandSequenceNumber" in entity:
-                            acknowledged[entity["commandId"] + f"@{entity['commandSequenceNumber']}"] += 1
+                            key = f"{entity['commandId']}@{entity['commandSequenceNumber']}"
+                            self.acknowledged[key] += 1
                 elif response.status_code >= 500:
-                    failed_clearly += 1
+                    self.failed_clearly += 1
 
-    threads = [threading.Thread(target=client, args=(w,)) for w in range(6)]
-    threads += [threading.Thread(target=abuser, args=(w,)) for w in range(2)]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + chaos_seconds
+
+def _kill_and_restart(cluster: Cluster, seconds: float) -> None:
+    """Kill (SIGKILL or SIGTERM) and restart a random node every few seconds."""
+    rng = random.Random(7)
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         time.sleep(rng.uniform(2, 5))
         victim = f"node-{rng.randint(1, 3)}"
@@ -328,19 +334,28 @@ def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
         cluster.nodes.stop_node(victim, sig)
         time.sleep(rng.uniform(0.5, 2))
         cluster.nodes.start_node(victim)
-    stop.set()
-    for thread in threads:
-        thread.join(120)
-    assert not crashes, crashes
+
+
+def test_chaos(cluster_factory: ClusterFactory, chaos_seconds: float) -> None:
+    """Random DDL from many clients, and abuse from others, while nodes are killed and
+    restarted at random: nothing acknowledged is lost or doubled, no abuse is accepted."""
+    cluster = cluster_factory()
+    cluster.up(3)
+    chaos = _Chaos(cluster, f"chaos-{uuid.uuid4().hex[:6]}")
+    chaos.start()
+    _kill_and_restart(cluster, chaos_seconds)
+    chaos.stop()
+    assert not chaos.crashes, chaos.crashes
     records = log_records(cluster)
     at_offset = {r["offset"]: r["commandId"] for r in records}
-    assert acknowledged, "the chaos run acknowledged nothing"
-    for key, answers in acknowledged.items():
+    assert chaos.acknowledged, "the chaos run acknowledged nothing"
+    for key, answers in chaos.acknowledged.items():
         command_id, offset = key.rsplit("@", 1)
         assert answers == 1, f"{key} acknowledged twice"
         assert at_offset.get(int(offset)) == command_id, f"acknowledged {key} is not in the log"
     request_ids = Counter(r["requestId"] for r in records)
     assert all(count == 1 for count in request_ids.values()), "a request was applied twice"
+    abuse_answers = chaos.abuse_answers
     assert abuse_answers[400] > 0, abuse_answers
     assert set(abuse_answers) <= {200, 400, 503}, abuse_answers
     assert not any(r["commandId"].startswith(("stream/STEAL/", "type/ABUSE_T", "stream/X/"))

@@ -115,6 +115,63 @@ def wait_moved(cluster: Cluster, dead: set[str], query_id: str, timeout: float) 
                       interval=0.5)
 
 
+class _PhasedProducer:
+    """Produces ``total`` JSON records (ID, G) to ``topic`` in three phases, each when its
+    event in ``phases`` is set; ``produced`` tells when each phase is flushed."""
+
+    def __init__(self, bootstrap: str, topic: str, total: int, groups: int) -> None:
+        self.bootstrap, self.topic, self.total, self.groups = bootstrap, topic, total, groups
+        self.phases = [threading.Event() for _ in range(3)]
+        self.produced = [threading.Event() for _ in range(3)]
+
+    def start(self) -> None:
+        threading.Thread(target=self._produce, daemon=True).start()
+
+    def _produce(self) -> None:
+        producer = Producer(KafkaSettings(self.bootstrap).config(linger_ms=5))
+        per_phase = self.total // len(self.phases)
+        for phase, (go, done) in enumerate(zip(self.phases, self.produced, strict=True)):
+            if not go.wait(600):
+                return
+            for i in range(phase * per_phase, (phase + 1) * per_phase):
+                producer.produce(self.topic, key=struct.pack(">i", i % 11),
+                                 value=json.dumps({"ID": i, "G": i % self.groups}),
+                                 timestamp=WINDOW_BASE_MS + i * 100)
+                producer.poll(0)
+                time.sleep(0.01)
+            producer.flush(30)
+            done.set()
+
+
+def _exactly_once(bootstrap: str, kept: str, counts: str, expected: set[int],
+                  expected_counts: dict[int, int]) -> list[tuple[int, str]]:
+    """Wait until the CSAS's sink holds every kept record and the windowed CTAS's the exact
+    counts; check each record is there once by its source offset; the CSAS's records."""
+    final: dict[int, int] = {}
+    records: list[tuple[int, str]] = []
+
+    def complete() -> bool:
+        nonlocal records, final
+        records = [(json.loads(m.value() or b"null")["ID"],
+                    dict(m.headers() or [])["metastore.source"].decode())
+                   for m in read_to_end(bootstrap, kept)]
+        final = {struct.unpack(">iq", key)[0]: json.loads(value or b"null")["N"]
+                 for key, value in latest_by_key(bootstrap, counts).items()}
+        return {i for i, _ in records} >= expected and final == expected_counts
+
+    eventually(complete, 240, lambda: (
+        f"every kept record and exact window counts: {len(expected - {i for i, _ in records})} "
+        f"kept records missing, counts {final}, expected {expected_counts}"), interval=3)
+    by_source: dict[str, set[int]] = {}
+    for i, coordinates in records:
+        by_source.setdefault(coordinates, set()).add(i)
+    assert all(len(ids) == 1 for ids in by_source.values())
+    assert sorted(i for ids in by_source.values() for i in ids) == sorted(expected), (
+        "deduplicated by source offset: every kept record exactly once, no gap")
+    assert final == expected_counts, "each window count is exact after both failures"
+    return records
+
+
 @pytest.mark.timeout(900)
 def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
         cluster_factory: ClusterFactory,
@@ -139,26 +196,9 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
         wait_owner(cluster, "node-1", query_id, 240)
 
     total, groups = 3000, 5
-    phases = [threading.Event() for _ in range(3)]  # set: the phase may be produced
-    produced = [threading.Event() for _ in range(3)]
-
-    def produce() -> None:
-        producer = Producer(KafkaSettings(cluster.bootstrap).config(linger_ms=5))
-        per_phase = total // len(phases)
-        for phase, (go, done) in enumerate(zip(phases, produced, strict=True)):
-            if not go.wait(600):
-                return
-            for i in range(phase * per_phase, (phase + 1) * per_phase):
-                producer.produce(source, key=struct.pack(">i", i % 11),
-                                 value=json.dumps({"ID": i, "G": i % groups}),
-                                 timestamp=WINDOW_BASE_MS + i * 100)
-                producer.poll(0)
-                time.sleep(0.01)
-            producer.flush(30)
-            done.set()
-
-    writer = threading.Thread(target=produce, daemon=True)
-    writer.start()
+    producer = _PhasedProducer(cluster.bootstrap, source, total, groups)
+    phases, produced = producer.phases, producer.produced
+    producer.start()
     phases[0].set()
     eventually(lambda: read_to_end(cluster.bootstrap, kept) and latest_by_key(cluster.bootstrap, counts),
                120, "the CSAS and the windowed CTAS to write on the cluster", interval=1)
@@ -186,29 +226,8 @@ def test_queries_run_on_the_workers_and_survive_a_worker_and_their_driver(
     assert produced[2].wait(180)
 
     expected = {i for i in range(total) if i % 3 != 0}
-    expected_counts = dict(Counter(i % groups for i in range(total)))
-    final: dict[int, int] = {}
-    records: list[tuple[int, str]] = []
-
-    def complete() -> bool:
-        nonlocal records, final
-        records = [(json.loads(m.value() or b"null")["ID"],
-                    dict(m.headers() or [])["metastore.source"].decode())
-                   for m in read_to_end(cluster.bootstrap, kept)]
-        final = {struct.unpack(">iq", key)[0]: json.loads(value or b"null")["N"]
-                 for key, value in latest_by_key(cluster.bootstrap, counts).items()}
-        return {i for i, _ in records} >= expected and final == expected_counts
-
-    eventually(complete, 240, lambda: (
-        f"every kept record and exact window counts: {len(expected - {i for i, _ in records})} "
-        f"kept records missing, counts {final}, expected {expected_counts}"), interval=3)
-    by_source: dict[str, set[int]] = {}
-    for i, coordinates in records:
-        by_source.setdefault(coordinates, set()).add(i)
-    assert all(len(ids) == 1 for ids in by_source.values())
-    assert sorted(i for ids in by_source.values() for i in ids) == sorted(expected), (
-        "deduplicated by source offset: every kept record exactly once, no gap")
-    assert final == expected_counts, "each window count is exact after both failures"
+    records = _exactly_once(cluster.bootstrap, kept, counts, expected,
+                            dict(Counter(i % groups for i in range(total))))
     ran_after = wait_tasks_on_workers(cluster, state, new_owners, {"worker-2"}, 60)
     assert ran_after.get("worker-2", 0) > 0, f"the queries run on the worker left: {ran_after}"
     on_worker_2 = {(e.get("appid"), str(e.get("id")))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from functools import lru_cache
 from typing import Any
@@ -51,12 +51,8 @@ def _write(out: bytearray, schema: Any, value: Any, named: dict[str, Any], depth
     if depth > 128:
         raise AvroEncodingError("the schema nests too deeply")
     if isinstance(schema, list):
-        for index, branch in enumerate(schema):
-            if _fits(branch, value, named):
-                _long(out, index)
-                _write(out, branch, value, named, depth + 1)
-                return
-        raise AvroEncodingError(f"{value!r} fits no branch of {schema}")
+        _write_union(out, schema, value, named, depth)
+        return
     if isinstance(schema, str):
         if schema in named:
             _write(out, named[schema], value, named, depth + 1)
@@ -72,55 +68,106 @@ def _write(out: bytearray, schema: Any, value: Any, named: dict[str, Any], depth
         return
     if value is None:
         raise AvroEncodingError(f"NULL where {kind} is not optional")
-    if kind == "boolean":
-        out.append(1 if value else 0)
-    elif kind in ("int", "long"):
-        _long(out, int(value))
-    elif kind == "float":
-        out += struct.pack("<f", float(value))
-    elif kind == "double":
-        out += struct.pack("<d", float(value))
-    elif kind == "string":
-        data = str(value).encode()
-        _long(out, len(data))
-        out += data
-    elif kind in ("bytes", "fixed"):
-        data = _bytes(schema, value)
-        if kind == "bytes":
-            _long(out, len(data))
-        named.setdefault(str(schema.get("name")), schema)
-        out += data
-    elif kind == "enum":
-        named.setdefault(str(schema.get("name")), schema)
-        _long(out, list(schema.get("symbols") or []).index(str(value)))
-    elif kind == "array":
-        items = list(value)
-        if items:
-            _long(out, len(items))
-            for item in items:
-                _write(out, schema.get("items"), item, named, depth + 1)
-        _long(out, 0)
-    elif kind == "map":
-        entries: Mapping[str, Any] = value
-        if entries:
-            _long(out, len(entries))
-            for key, item in entries.items():
-                _write(out, "string", key, named, depth + 1)
-                _write(out, schema.get("values"), item, named, depth + 1)
-        _long(out, 0)
-    elif kind == "record":
-        _remember(schema, named)
-        fields: Mapping[str, Any] = value
-        upper = {str(key).upper(): item for key, item in fields.items()}
-        for field in schema.get("fields") or []:
-            name = str(field.get("name"))
-            item = fields[name] if name in fields else upper.get(name.upper(),
-                                                                 field.get("default"))
-            _write(out, field.get("type"), item, named, depth + 1)
+    writer = _WRITERS.get(kind) if isinstance(kind, str) else None
+    if writer is not None:
+        writer(out, schema, value, named, depth)
     elif isinstance(kind, str) and kind in named:
         _write(out, named[kind], value, named, depth + 1)
     else:
         raise AvroEncodingError(f"cannot write Avro type {kind!r}")
+
+
+def _write_union(out: bytearray, schema: list[Any], value: Any, named: dict[str, Any],
+                 depth: int) -> None:
+    for index, branch in enumerate(schema):
+        if _fits(branch, value, named):
+            _long(out, index)
+            _write(out, branch, value, named, depth + 1)
+            return
+    raise AvroEncodingError(f"{value!r} fits no branch of {schema}")
+
+
+def _write_boolean(out: bytearray, _schema: Mapping[str, Any], value: Any,
+                   _named: dict[str, Any], _depth: int) -> None:
+    out.append(1 if value else 0)
+
+
+def _write_long(out: bytearray, _schema: Mapping[str, Any], value: Any,
+                _named: dict[str, Any], _depth: int) -> None:
+    _long(out, int(value))
+
+
+def _write_float(out: bytearray, _schema: Mapping[str, Any], value: Any,
+                 _named: dict[str, Any], _depth: int) -> None:
+    out += struct.pack("<f", float(value))
+
+
+def _write_double(out: bytearray, _schema: Mapping[str, Any], value: Any,
+                  _named: dict[str, Any], _depth: int) -> None:
+    out += struct.pack("<d", float(value))
+
+
+def _write_string(out: bytearray, _schema: Mapping[str, Any], value: Any,
+                  _named: dict[str, Any], _depth: int) -> None:
+    data = str(value).encode()
+    _long(out, len(data))
+    out += data
+
+
+def _write_bytes(out: bytearray, schema: Mapping[str, Any], value: Any,
+                 named: dict[str, Any], _depth: int) -> None:
+    data = _bytes(schema, value)
+    if schema.get("type") == "bytes":
+        _long(out, len(data))
+    named.setdefault(str(schema.get("name")), schema)
+    out += data
+
+
+def _write_enum(out: bytearray, schema: Mapping[str, Any], value: Any,
+                named: dict[str, Any], _depth: int) -> None:
+    named.setdefault(str(schema.get("name")), schema)
+    _long(out, list(schema.get("symbols") or []).index(str(value)))
+
+
+def _write_array(out: bytearray, schema: Mapping[str, Any], value: Any,
+                 named: dict[str, Any], depth: int) -> None:
+    items = list(value)
+    if items:
+        _long(out, len(items))
+        for item in items:
+            _write(out, schema.get("items"), item, named, depth + 1)
+    _long(out, 0)
+
+
+def _write_map(out: bytearray, schema: Mapping[str, Any], value: Any,
+               named: dict[str, Any], depth: int) -> None:
+    entries: Mapping[str, Any] = value
+    if entries:
+        _long(out, len(entries))
+        for key, item in entries.items():
+            _write(out, "string", key, named, depth + 1)
+            _write(out, schema.get("values"), item, named, depth + 1)
+    _long(out, 0)
+
+
+def _write_record(out: bytearray, schema: Mapping[str, Any], value: Any,
+                  named: dict[str, Any], depth: int) -> None:
+    _remember(schema, named)
+    fields: Mapping[str, Any] = value
+    upper = {str(key).upper(): item for key, item in fields.items()}
+    for field in schema.get("fields") or []:
+        name = str(field.get("name"))
+        item = fields[name] if name in fields else upper.get(name.upper(), field.get("default"))
+        _write(out, field.get("type"), item, named, depth + 1)
+
+
+_Writer = Callable[[bytearray, Mapping[str, Any], Any, dict[str, Any], int], None]
+_WRITERS: dict[str, _Writer] = {
+    "boolean": _write_boolean, "int": _write_long, "long": _write_long, "float": _write_float,
+    "double": _write_double, "string": _write_string, "bytes": _write_bytes,
+    "fixed": _write_bytes, "enum": _write_enum, "array": _write_array, "map": _write_map,
+    "record": _write_record}
+"""How a value of each Avro type is written, by the type's name."""
 
 
 def _bytes(schema: Mapping[str, Any], value: Any) -> bytes:
@@ -145,25 +192,27 @@ def _fits(schema: Any, value: Any, named: dict[str, Any]) -> bool:
     if not isinstance(schema, dict):
         return False
     kind = schema.get("type")
-    if value is None:
-        return kind == "null"
-    if kind == "null":
-        return False
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind in ("int", "long"):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind in ("float", "double"):
-        return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
-    if kind in ("bytes", "fixed"):
-        return isinstance(value, bytes | str | Decimal | int | float)
-    if kind in ("string", "enum"):
-        return isinstance(value, str)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind in ("map", "record"):
-        return isinstance(value, dict)
-    return True
+    if value is None or kind == "null":
+        return value is None and kind == "null"
+    fits = _FITS.get(kind) if isinstance(kind, str) else None
+    return True if fits is None else fits(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
+
+_FITS: dict[str, Callable[[Any], bool]] = {
+    "boolean": lambda value: isinstance(value, bool),
+    "int": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "long": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "float": _is_number, "double": _is_number,
+    "bytes": lambda value: isinstance(value, bytes | str | Decimal | int | float),
+    "fixed": lambda value: isinstance(value, bytes | str | Decimal | int | float),
+    "string": lambda value: isinstance(value, str), "enum": lambda value: isinstance(value, str),
+    "array": lambda value: isinstance(value, list),
+    "map": lambda value: isinstance(value, dict), "record": lambda value: isinstance(value, dict)}
+"""Whether a value fits a union's branch of each Avro type, by the type's name."""
 
 
 def _remember(schema: Mapping[str, Any], named: dict[str, Any]) -> None:

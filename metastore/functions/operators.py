@@ -268,11 +268,21 @@ def coerce(source: ty.SqlType, target: ty.SqlType, lenient: bool) -> ty.SqlType 
     if source.base in _NUMBERS and target.base in _NUMBERS:
         if _RANK[source.base] > _RANK[target.base]:
             return None
-        if target.base == "DECIMAL":
-            return _widen_decimal(source, target)
-        return target
+        return _widen_decimal(source, target) if target.base == "DECIMAL" else target
     if source == ty.STRING and target.base in _TIMES | {"BYTES"}:
         return target
+    if source.base in _COLLECTIONS and source.base == target.base:
+        return _coerce_collection(source, target, lenient)
+    if lenient and target == ty.STRING and source.base in _NUMBERS | _TIMES | {"BOOLEAN"}:
+        return target
+    if lenient and source == ty.STRING and target.base in _NUMBERS | {"BOOLEAN"}:
+        return target
+    return None
+
+
+def _coerce_collection(source: ty.SqlType, target: ty.SqlType,
+                       lenient: bool) -> ty.SqlType | None:
+    """An ARRAY, MAP or STRUCT coerced element by element."""
     if isinstance(source, ty.ArrayType) and isinstance(target, ty.ArrayType):
         element = coerce(source.element, target.element, lenient)
         return None if element is None else ty.ArrayType(element)
@@ -282,10 +292,6 @@ def coerce(source: ty.SqlType, target: ty.SqlType, lenient: bool) -> ty.SqlType 
         return None if key is None or value is None else ty.MapType(key, value)
     if isinstance(source, ty.StructType) and isinstance(target, ty.StructType):
         return _coerce_struct(source, target, lenient)
-    if lenient and target == ty.STRING and source.base in _NUMBERS | _TIMES | {"BOOLEAN"}:
-        return target
-    if lenient and source == ty.STRING and target.base in _NUMBERS | {"BOOLEAN"}:
-        return target
     return None
 
 

@@ -26,7 +26,7 @@ from metastore.local.dev import (
     spark_node_args,
 )
 from metastore.local.exceptions import LocalInfraError
-from metastore.local.node_cluster import LocalNode
+from metastore.local.node_cluster import LocalNode, LocalNodeCluster
 from metastore.local.paths import source_checkout
 from metastore.local.spark_cluster import application_executors
 
@@ -143,6 +143,72 @@ def tasks_on_workers(nodes: tuple[LocalNode, ...]) -> bool:
     return ran
 
 
+def _start_nodes(nodes_cluster: LocalNodeCluster, service_id: str, bootstrap: str,
+                 spark_workers: int) -> tuple[LocalNode, ...]:
+    """Three nodes (on a Spark cluster of ``spark_workers``, if asked)."""
+    nodes_cluster.down()
+    extra: tuple[str, ...] = ()
+    if spark_workers:
+        spark = local_spark(spark_workers, 3).start()
+        say(f"Spark: {spark.master_url}, {spark_workers} worker(s)")
+        extra = spark_node_args(spark)
+    state = nodes_cluster.up(3, service_id, bootstrap, extra)
+    for node in state.nodes:
+        say(f"  {node.name}: {node.url}")
+    return tuple(state.nodes)
+
+
+def _show_catalog(nodes: tuple[LocalNode, ...], bootstrap: str, checks: list[tuple[str, bool]],
+                  spark_workers: int) -> None:
+    """Steps 2 to 4: statements through the CLI, one catalog on every node, Spark reading it
+    and running persistent queries."""
+    say("\n== 2. Statements through the CLI, each file to a different node")
+    scripts = sorted(EXAMPLES.glob("0[1-3]_*.sql"))
+    ok = all(run_script(path, nodes[i % 3]) for i, path in enumerate(scripts))
+    checks.append(("examples ran on three different nodes", ok))
+
+    say("\n== 3. Every node replays the same log into the same catalog")
+    checks.append(("all nodes agree after the examples", show_agreement(nodes)))
+    listing = cli("list", "streams", "--server", nodes[2].url)
+    say(listing.stdout.rstrip())
+
+    say("\n== 4. Spark SQL on any node reads the same streams from Kafka")
+    produce_pageviews(bootstrap)
+    checks.append(("a stream queried through Spark", query_through_spark(nodes[1])))
+
+    say("\n== 4b. Persistent queries run as Spark streaming jobs, one node each")
+    checks.append(("a persistent query moved data into its sink topic",
+                   query_moves_data(nodes[2], bootstrap)))
+
+    if spark_workers:
+        say("\n== 4c. The Spark work ran on the cluster's workers")
+        checks.append(("Spark tasks ran on the workers", tasks_on_workers(nodes)))
+
+
+def _show_recovery(nodes_cluster: LocalNodeCluster, nodes: tuple[LocalNode, ...], bootstrap: str,
+                   service_id: str, checks: list[tuple[str, bool]]) -> None:
+    """Steps 5 to 7: a node killed, writes going on, its restart, the log replayed offline."""
+    say("\n== 5. A node crashes (SIGKILL), the others keep writing")
+    nodes_cluster.stop_node("node-3", signal.SIGKILL)
+    say("  node-3 killed")
+    ok = run_script(EXAMPLES / "04_while_a_node_is_down.sql", nodes[0])
+    checks.append(("writes continue while a node is down", ok))
+
+    say("\n== 6. The node restarts and catches up from the log")
+    nodes_cluster.start_node("node-3")
+    startup = httpx.get(f"{nodes[2].url}/v1/metastore", timeout=30).json()["startup"]
+    say(f"  node-3 is READY again after {startup['readySeconds']} s: from "
+        f"{startup['resumedFrom'] or 'the start of the log'}, "
+        f"{startup['recordsReplayed']} records replayed")
+    checks.append(("the restarted node caught up to the same state", show_agreement(nodes)))
+
+    say("\n== 7. The log, replayed offline, gives the same fingerprint")
+    verify = cli("log", "verify", "--bootstrap-servers", bootstrap, "--service-id", service_id,
+                 "--node", nodes[2].url)
+    say(verify.stdout.rstrip() or verify.stderr.rstrip())
+    checks.append(("offline replay matches node-3", verify.returncode == 0))
+
+
 def run_demo(keep: bool = False, spark_workers: int = 0) -> int:
     """The demo; with ``spark_workers`` the nodes run Spark on a local standalone cluster of that
     many workers instead of in local mode."""
@@ -157,59 +223,10 @@ def run_demo(keep: bool = False, spark_workers: int = 0) -> int:
             local_kafka().wipe()  # the demo's own broker: no topics left from an earlier run
         bootstrap = ensure_kafka(1)
         say(f"Kafka: {bootstrap}")
-        nodes_cluster.down()
-        extra: tuple[str, ...] = ()
-        if spark_workers:
-            started_spark = True
-            spark = local_spark(spark_workers, 3).start()
-            say(f"Spark: {spark.master_url}, {spark_workers} worker(s)")
-            extra = spark_node_args(spark)
-        state = nodes_cluster.up(3, service_id, bootstrap, extra)
-        for node in state.nodes:
-            say(f"  {node.name}: {node.url}")
-        nodes = state.nodes
-
-        say("\n== 2. Statements through the CLI, each file to a different node")
-        scripts = sorted(EXAMPLES.glob("0[1-3]_*.sql"))
-        ok = all(run_script(path, nodes[i % 3]) for i, path in enumerate(scripts))
-        checks.append(("examples ran on three different nodes", ok))
-
-        say("\n== 3. Every node replays the same log into the same catalog")
-        checks.append(("all nodes agree after the examples", show_agreement(nodes)))
-        listing = cli("list", "streams", "--server", nodes[2].url)
-        say(listing.stdout.rstrip())
-
-        say("\n== 4. Spark SQL on any node reads the same streams from Kafka")
-        produce_pageviews(bootstrap)
-        checks.append(("a stream queried through Spark", query_through_spark(nodes[1])))
-
-        say("\n== 4b. Persistent queries run as Spark streaming jobs, one node each")
-        checks.append(("a persistent query moved data into its sink topic",
-                       query_moves_data(nodes[2], bootstrap)))
-
-        if spark_workers:
-            say("\n== 4c. The Spark work ran on the cluster's workers")
-            checks.append(("Spark tasks ran on the workers", tasks_on_workers(nodes)))
-
-        say("\n== 5. A node crashes (SIGKILL), the others keep writing")
-        nodes_cluster.stop_node("node-3", signal.SIGKILL)
-        say("  node-3 killed")
-        ok = run_script(EXAMPLES / "04_while_a_node_is_down.sql", nodes[0])
-        checks.append(("writes continue while a node is down", ok))
-
-        say("\n== 6. The node restarts and catches up from the log")
-        nodes_cluster.start_node("node-3")
-        startup = httpx.get(f"{nodes[2].url}/v1/metastore", timeout=30).json()["startup"]
-        say(f"  node-3 is READY again after {startup['readySeconds']} s: from "
-            f"{startup['resumedFrom'] or 'the start of the log'}, "
-            f"{startup['recordsReplayed']} records replayed")
-        checks.append(("the restarted node caught up to the same state", show_agreement(nodes)))
-
-        say("\n== 7. The log, replayed offline, gives the same fingerprint")
-        verify = cli("log", "verify", "--bootstrap-servers", bootstrap, "--service-id", service_id,
-                     "--node", nodes[2].url)
-        say(verify.stdout.rstrip() or verify.stderr.rstrip())
-        checks.append(("offline replay matches node-3", verify.returncode == 0))
+        started_spark = bool(spark_workers)
+        nodes = _start_nodes(nodes_cluster, service_id, bootstrap, spark_workers)
+        _show_catalog(nodes, bootstrap, checks, spark_workers)
+        _show_recovery(nodes_cluster, nodes, bootstrap, service_id, checks)
     except LocalInfraError as error:
         say(f"\nThe demo could not run: {error}")
         checks.append(("local cluster started", False))

@@ -219,60 +219,78 @@ class LogReplica:
         reader = self._reader(resume.offset if resume is not None else self._position)
         collector = CatchUpCollector()
         try:
-            self._catch_up_target = self._end_offset(reader)
-            if resume is not None:
-                reader = self._confirm(resume, reader)
-            else:
-                self.start_report = StartReport(None, None, None)
-            self._set_state(NodeState.CATCHING_UP if self._position < self._catch_up_target
-                            else NodeState.READY)
-            if self._state is NodeState.READY:
-                collector.release(freeze=True)
-                self._notify_listeners()
-            else:
-                collector.hold()
-            if self._state is NodeState.CATCHING_UP and self._progress:
-                self._progress(f"catching up: {self._catch_up_target - self._position} offsets "
-                               "to replay")
+            reader = self._begin(reader, resume, collector)
             last_report = time.monotonic()
             while not self._stop.is_set():
                 if self._degradation is not None:
                     collector.release()
                     self._stop.wait(0.5)
                     continue
-                try:
-                    records = reader.poll(self._poll_timeout, max_records=self._max_batch)
-                    if self._pause:
-                        self._stop.wait(self._pause)
-                except KafkaClientError as error:
-                    collector.release()
-                    self._last_error = str(error)
-                    log.warning("reading the command log failed: %s", error)
-                    self._stop.wait(0.5)
-                    continue
-                if self._apply(records, reader.position) or reader.at_end:
-                    self._at_boundary = reader.at_end  # else: the image did not change
-                if reader.at_end and self.on_boundary is not None and self._degradation is None:
-                    try:
-                        self.on_boundary(self)
-                    except Exception:  # checkpointing must never stop the log
-                        log.exception("boundary hook failed")
-                if self._state is NodeState.CATCHING_UP:
-                    target = self._catch_up_target or 0
-                    if self._position >= target:
-                        # The image built by catch-up lives long: keep the cyclic collector
-                        # from scanning it on every later collection.
-                        collector.release(freeze=True)
-                        self._set_state(NodeState.READY)
-                        self._notify_listeners()
-                        if self._progress:
-                            self._progress(f"caught up at offset {self._position}")
-                    elif self._progress and time.monotonic() - last_report > 2:
-                        last_report = time.monotonic()
-                        self._progress(f"catching up: at {self._position} of {target}")
+                if self._read_once(reader, collector):
+                    last_report = self._track_catch_up(collector, last_report)
         finally:
             collector.release()
             reader.close()
+
+    def _begin(self, reader: PartitionReader, resume: Resume | None,
+               collector: CatchUpCollector) -> PartitionReader:
+        """The catch-up target, the checkpoint confirmed (or not), the first state; the reader
+        to go on with."""
+        self._catch_up_target = self._end_offset(reader)
+        if resume is not None:
+            reader = self._confirm(resume, reader)
+        else:
+            self.start_report = StartReport(None, None, None)
+        self._set_state(NodeState.CATCHING_UP if self._position < self._catch_up_target
+                        else NodeState.READY)
+        if self._state is NodeState.READY:
+            collector.release(freeze=True)
+            self._notify_listeners()
+        else:
+            collector.hold()
+        if self._state is NodeState.CATCHING_UP and self._progress:
+            self._progress(f"catching up: {self._catch_up_target - self._position} offsets "
+                           "to replay")
+        return reader
+
+    def _read_once(self, reader: PartitionReader, collector: CatchUpCollector) -> bool:
+        """Poll and apply one batch of records; False when the poll failed."""
+        try:
+            records = reader.poll(self._poll_timeout, max_records=self._max_batch)
+            if self._pause:
+                self._stop.wait(self._pause)
+        except KafkaClientError as error:
+            collector.release()
+            self._last_error = str(error)
+            log.warning("reading the command log failed: %s", error)
+            self._stop.wait(0.5)
+            return False
+        if self._apply(records, reader.position) or reader.at_end:
+            self._at_boundary = reader.at_end  # else: the image did not change
+        if reader.at_end and self.on_boundary is not None and self._degradation is None:
+            try:
+                self.on_boundary(self)
+            except Exception:  # checkpointing must never stop the log
+                log.exception("boundary hook failed")
+        return True
+
+    def _track_catch_up(self, collector: CatchUpCollector, last_report: float) -> float:
+        """READY once caught up, progress while catching up; when progress was last shown."""
+        if self._state is not NodeState.CATCHING_UP:
+            return last_report
+        target = self._catch_up_target or 0
+        if self._position >= target:
+            # The image built by catch-up lives long: keep the cyclic collector from scanning
+            # it on every later collection.
+            collector.release(freeze=True)
+            self._set_state(NodeState.READY)
+            self._notify_listeners()
+            if self._progress:
+                self._progress(f"caught up at offset {self._position}")
+        elif self._progress and time.monotonic() - last_report > 2:
+            last_report = time.monotonic()
+            self._progress(f"catching up: at {self._position} of {target}")
+        return last_report
 
     def _confirm(self, resume: Resume, reader: PartitionReader) -> PartitionReader:
         """Start from ``resume`` if the log holds its record; else a reader from offset 0."""

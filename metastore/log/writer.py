@@ -48,7 +48,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -242,6 +242,28 @@ class _Validated:
         offset_of = {id(write): offset for write, offset in zip(self.writes, offsets, strict=True)}
         return [responses.current_status(o.statement, o.command, applied, offset_of[id(o)])
                 if isinstance(o, Write) else self.answers[i] for i, o in enumerate(self.outcomes)]
+
+
+@dataclass
+class _Batch:
+    """The requests of one transaction as they are validated, each on the image the ones
+    before it leave."""
+
+    snapshot: Image
+    next_offset: int
+    planned: dict[str, int | None] = field(default_factory=dict)
+    written: list[_Validated] = field(default_factory=list)
+    reads_only: list[_Validated] = field(default_factory=list)
+    rejected: list[tuple[Queued, BaseException]] = field(default_factory=list)
+
+    def add(self, validated: _Validated) -> None:
+        if not validated.records:
+            self.reads_only.append(validated)
+            return
+        self.written.append(validated)
+        validated.request.command_ids = tuple(key.decode() for key, _ in validated.records)
+        self.snapshot, self.planned = validated.image, validated.planned_topics
+        self.next_offset += len(validated.records)
 
 
 def request_digest(statements: Sequence[Statement],
@@ -498,78 +520,23 @@ class CommandWriter:
         producer = self._producer_for_request(deadline)
         producer.begin()
         committing = False
-        written: list[_Validated] = []
+        batch: _Batch | None = None
         facts = self._facts or KafkaTopicFacts(self._admin, deadline)
-        named = list(dict.fromkeys(topic for item in live
-                                   for topic in named_topics(item.statements)))
-        prefetched = self._prefetcher.submit(facts.prefetch, named[:MAX_PREFETCHED_TOPICS]) \
-            if named and isinstance(facts, KafkaTopicFacts) else None
+        prefetched = self._prefetch(live, facts)
         try:
-            end = self._caught_up_target(self._probe.end_offset(timeout=_left(deadline)))
-            if prefetched is not None:
-                prefetched.result()  # both round trips overlap; validation reads the answers
-            if not self._replica.wait_for_position(end, max(deadline - time.monotonic(), 0)):
-                self.check_writable()
-                raise CatchUpTimeoutError(
-                    f"Timed out waiting for this node to apply the command log up to offset {end}",
-                    end)
-            image = self._replica.image
-            rejected: list[tuple[Queued, BaseException]] = []
-            reads_only: list[_Validated] = []
-            snapshot, next_offset, planned = image, end, dict[str, int | None]()
+            image, end = self._caught_up_image(deadline, prefetched)
+            batch = _Batch(image, end)
             for item in live:
-                request = _request_of(item)
-                prior = image.requests.get(request.request_id) if request.request_id else None
-                if prior is not None:
-                    if prior.digest and prior.digest != request.digest:
-                        rejected.append((item, RequestIdReusedError(
-                            f"The request id {request.request_id} was already used for another "
-                            f"request (at offset {prior.offsets[0]}); use a new id for a new "
-                            f"request.")))
-                    else:
-                        item.answer(self._replayed(item.statements, prior, image, request.config))
-                    continue
-                request.maybe_committed = False  # a new epoch settled earlier attempts
-                try:
-                    validated = self._validate(item, snapshot, facts, next_offset, planned)
-                except KafkaClientError as error:
-                    if error.retriable:
-                        raise
-                    rejected.append((item, NotWrittenError(  # about this request's topic alone
-                        f"The statement was NOT written to the command log: {error}")))
-                    continue
-                except TopicDeletedError as error:
-                    if not any(error.name in write.topics_to_delete
-                               for earlier in written for write in earlier.writes):
-                        rejected.append((item, error))  # its own DROP deletes the topic
-                    # else left unanswered: the next transaction writes it, after the DROP
-                    continue
-                except Exception as error:  # this request is invalid; the others go on
-                    rejected.append((item, error))
-                    continue
-                if not validated.records:
-                    reads_only.append(validated)
-                    continue
-                written.append(validated)
-                request.command_ids = tuple(key.decode() for key, _ in validated.records)
-                snapshot, planned = validated.image, validated.planned_topics
-                next_offset += len(validated.records)
-            if not written:
+                self._take(batch, item, image, facts)
+            if not batch.written:
                 producer.abort()
-                for validated in reads_only:
-                    validated.item.answer(validated.entities(self._replica.image, []))
-                return rejected
-            for validated in written:
-                request = validated.request
-                try:
-                    for write in validated.writes:
-                        for topic in write.topics_to_create:
-                            if self._create_topic(topic, deadline):
-                                request.created[topic.name] = topic
-                except TopicError as error:
-                    producer.abort()
-                    return [(validated.item, error)]
-            for validated in written:
+                self._answer_reads(batch, self._replica.image)
+                return batch.rejected
+            refused = self._create_topics_of(batch.written, deadline)
+            if refused is not None:
+                producer.abort()
+                return [refused]
+            for validated in batch.written:
                 for key, value in validated.records:
                     producer.produce(self._topic, key, value)
             if self._faults.before_commit is not None:
@@ -581,22 +548,101 @@ class CommandWriter:
         except BaseException as error:
             if producer.in_transaction:
                 producer.abort()
-            if committing and not isinstance(error, TransactionAbortedError):
-                for validated in written:  # the commit may have reached the coordinator
+            if committing and batch is not None and not isinstance(error,
+                                                                   TransactionAbortedError):
+                for validated in batch.written:  # the commit may have reached the coordinator
                     validated.request.maybe_committed = True
             raise
         finally:
             if not self.options.reuse_producer:
                 self._discard_producer()
-        try:  # committed: whatever fails from here on, each request's outcome is in the log
+        return self._settle_committed(batch, offsets, image)
+
+    def _prefetch(self, live: list[Queued], facts: TopicFacts) -> Future[Any] | None:
+        """Kafka's answers about the topics the requests name, asked while the node catches
+        up (both round trips overlap; validation reads the answers)."""
+        named = list(dict.fromkeys(topic for item in live
+                                   for topic in named_topics(item.statements)))
+        if not named or not isinstance(facts, KafkaTopicFacts):
+            return None
+        return self._prefetcher.submit(facts.prefetch, named[:MAX_PREFETCHED_TOPICS])
+
+    def _caught_up_image(self, deadline: float, prefetched: Future[Any] | None
+                         ) -> tuple[Image, int]:
+        """The image once this node has applied the log up to its end offset, which the batch
+        is validated against, and that offset."""
+        end = self._caught_up_target(self._probe.end_offset(timeout=_left(deadline)))
+        if prefetched is not None:
+            prefetched.result()
+        if not self._replica.wait_for_position(end, max(deadline - time.monotonic(), 0)):
+            self.check_writable()
+            raise CatchUpTimeoutError(
+                f"Timed out waiting for this node to apply the command log up to offset {end}",
+                end)
+        return self._replica.image, end
+
+    def _take(self, batch: _Batch, item: Queued, image: Image, facts: TopicFacts) -> None:
+        """Validate one request into the batch: written, read only, answered from the log (a
+        request id seen before), rejected, or left unanswered for the next transaction."""
+        request = _request_of(item)
+        prior = image.requests.get(request.request_id) if request.request_id else None
+        if prior is not None:
+            if prior.digest and prior.digest != request.digest:
+                batch.rejected.append((item, RequestIdReusedError(
+                    f"The request id {request.request_id} was already used for another "
+                    f"request (at offset {prior.offsets[0]}); use a new id for a new "
+                    f"request.")))
+            else:
+                item.answer(self._replayed(item.statements, prior, image, request.config))
+            return
+        request.maybe_committed = False  # a new epoch settled earlier attempts
+        try:
+            validated = self._validate(item, batch.snapshot, facts, batch.next_offset,
+                                       batch.planned)
+        except KafkaClientError as error:
+            if error.retriable:
+                raise
+            batch.rejected.append((item, NotWrittenError(  # about this request's topic alone
+                f"The statement was NOT written to the command log: {error}")))
+            return
+        except TopicDeletedError as error:
+            if not any(error.name in write.topics_to_delete
+                       for earlier in batch.written for write in earlier.writes):
+                batch.rejected.append((item, error))  # its own DROP deletes the topic
+            # else left unanswered: the next transaction writes it, after the DROP
+            return
+        except Exception as error:  # this request is invalid; the others go on
+            batch.rejected.append((item, error))
+            return
+        batch.add(validated)
+
+    def _create_topics_of(self, written: list[_Validated], deadline: float
+                          ) -> tuple[Queued, BaseException] | None:
+        """Create the topics the written requests create; the request Kafka refuses one of."""
+        for validated in written:
+            request = validated.request
+            try:
+                for write in validated.writes:
+                    for topic in write.topics_to_create:
+                        if self._create_topic(topic, deadline):
+                            request.created[topic.name] = topic
+            except TopicError as error:
+                return validated.item, error
+        return None
+
+    def _settle_committed(self, batch: _Batch, offsets: list[int], image: Image
+                          ) -> list[tuple[Queued, BaseException]]:
+        """Apply and answer a committed batch: whatever fails from here on, each request's
+        outcome is in the log."""
+        written = batch.written
+        try:
             self._apply_committed(written, offsets, image)
         except Exception as failure:
             for validated in written:
                 validated.request.maybe_committed = True
             self._settle([(validated.item, failure) for validated in written], failure)
-            for validated in reads_only:
-                validated.item.answer(validated.entities(self._replica.image, []))
-            return rejected  # a request left for the next transaction stays in the batch
+            self._answer_reads(batch, self._replica.image)
+            return batch.rejected  # a request left for the next transaction stays in the batch
         self._delete_topics(written)
         applied = self._replica.image
         taken = 0
@@ -604,9 +650,13 @@ class CommandWriter:
             count = len(validated.records)
             validated.item.answer(validated.entities(applied, offsets[taken:taken + count]))
             taken += count
-        for validated in reads_only:
-            validated.item.answer(validated.entities(applied, []))
-        return rejected
+        self._answer_reads(batch, applied)
+        return batch.rejected
+
+    @staticmethod
+    def _answer_reads(batch: _Batch, image: Image) -> None:
+        for validated in batch.reads_only:
+            validated.item.answer(validated.entities(image, []))
 
     def _apply_committed(self, written: list[_Validated], offsets: list[int],
                          image: Image) -> None:

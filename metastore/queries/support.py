@@ -80,40 +80,53 @@ def _shape(analysis: Analysis) -> str | None:
         problem = decode_problem(source)
         if problem is not None:
             return f"{source.name} cannot be read: {problem}"
-    first = analysis.reads[0].source
-    windowed = next((read.source for read in analysis.reads if read.source.window is not None),
-                    None)
-    if windowed is not None:  # its records keep their windows only through a projection
-        tables = [read.source for read in analysis.reads if read.source.kind is SourceKind.TABLE]
-        if analysis.joins and tables:  # both sides are windowed, or the join is refused
-            return f"joins of a windowed table ({tables[0].name}) are not supported"
-        if analysis.aggregate:
-            return f"aggregating a windowed source ({windowed.name}) is not supported"
-        if analysis.query.partition_by:
-            return f"PARTITION BY over a windowed source ({windowed.name}) is not supported"
-    if not analysis.joins:
-        return None
-    if first.kind is SourceKind.TABLE:
+    problem = _windowed_source_problem(analysis)
+    if problem is not None or not analysis.joins:
+        return problem
+    if analysis.reads[0].source.kind is SourceKind.TABLE:
         return _table_joins(analysis)
     windows = {window.join for window in analysis.query.join_windows}
     for index, join in enumerate(analysis.joins):
         side, kind = join.side, join.kind
         shown = " ".join(part for part in (side, kind) if part)
         if join.right.source.kind is SourceKind.STREAM:
-            if index not in windows:
-                return "a stream-stream join needs a WITHIN clause"
-            if kind == "CROSS":
-                return f"{shown} joins are not supported"
-            if analysis.aggregate and analysis.query.emit_final:
-                return "EMIT FINAL over a stream-stream join is not supported"
-            if analysis.aggregate and side and at_once_join(
-                    analysis, stream_join_windows(analysis)) is None:
-                return ("aggregating an outer stream-stream join with a GRACE PERIOD, or with "
-                        "another stream-stream join, is not supported (Spark writes such a "
-                        "join's unmatched records in append output mode only)")
-            continue
-        if side not in ("", "LEFT") or kind == "CROSS" or (kind == "OUTER" and side != "LEFT"):
+            problem = _stream_join_problem(analysis, index in windows, side, kind, shown)
+            if problem is not None:
+                return problem
+        elif side not in ("", "LEFT") or kind == "CROSS" or (kind == "OUTER" and side != "LEFT"):
             return f"{shown} joins of a table are not supported (INNER and LEFT are)"
+    return None
+
+
+def _windowed_source_problem(analysis: Analysis) -> str | None:
+    """A windowed source's records keep their windows only through a projection."""
+    windowed = next((read.source for read in analysis.reads if read.source.window is not None),
+                    None)
+    if windowed is None:
+        return None
+    tables = [read.source for read in analysis.reads if read.source.kind is SourceKind.TABLE]
+    if analysis.joins and tables:  # both sides are windowed, or the join is refused
+        return f"joins of a windowed table ({tables[0].name}) are not supported"
+    if analysis.aggregate:
+        return f"aggregating a windowed source ({windowed.name}) is not supported"
+    if analysis.query.partition_by:
+        return f"PARTITION BY over a windowed source ({windowed.name}) is not supported"
+    return None
+
+
+def _stream_join_problem(analysis: Analysis, within: bool, side: str | None, kind: str | None,
+                         shown: str) -> str | None:
+    if not within:
+        return "a stream-stream join needs a WITHIN clause"
+    if kind == "CROSS":
+        return f"{shown} joins are not supported"
+    if analysis.aggregate and analysis.query.emit_final:
+        return "EMIT FINAL over a stream-stream join is not supported"
+    if analysis.aggregate and side and at_once_join(
+            analysis, stream_join_windows(analysis)) is None:
+        return ("aggregating an outer stream-stream join with a GRACE PERIOD, or with "
+                "another stream-stream join, is not supported (Spark writes such a "
+                "join's unmatched records in append output mode only)")
     return None
 
 

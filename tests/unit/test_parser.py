@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,53 +67,50 @@ def flags(statement: st.Statement, *names: str) -> str:
     return "".join(f" {n}" for n in names if getattr(statement, n))
 
 
+def _exists(s: st.AssertTopic | st.AssertSchema) -> str:
+    return "" if s.exists else " not_exists"
+
+
+_SHAPES: list[tuple[Any, Callable[[Any], str]]] = [
+    (st.CreateSource, lambda s: f" {s.kind.value} {s.name} {columns(s.columns)} "
+                                f"{properties(s.properties)}"
+                                + flags(s, "or_replace", "if_not_exists", "is_source")),
+    (st.CreateAsSelect, lambda s: f" {s.kind.value} {s.name} {properties(s.properties)} "
+                                  f"{query(s.query)}"),
+    (st.InsertInto, lambda s: f" {s.target} {query(s.query)}"),
+    (st.InsertValues, lambda s: f" {s.target} columns=[{', '.join(s.columns)}]"),
+    (st.DropSource, lambda s: f" {s.kind.value} {s.name}" + flags(s, "if_exists",
+                                                                   "delete_topic")),
+    (st.Terminate, lambda s: f" {s.query_id or 'ALL'}"),
+    (st.AlterSource, lambda s: f" {s.kind.value} {s.name} {columns(s.columns)}"),
+    (st.CreateType, lambda s: f" {s.name} {s.type.sql()}"),
+    (st.DropType, lambda s: f" {s.name}" + flags(s, "if_exists")),
+    (st.ListObjects, lambda s: f" {s.what}" + flags(s, "extended", "show_all")),
+    (st.ListVariables, lambda s: ""),
+    (st.DefineVariable, lambda s: f" {s.name}={s.value}"),
+    (st.UndefineVariable | st.DescribeFunction, lambda s: f" {s.name}"),
+    (st.Describe, lambda s: f" {s.name}" + flags(s, "extended")),
+    (st.SelectStatement, lambda s: f" {query(s.query)}"),
+    (st.SetProperty, lambda s: f" {s.name}={s.value}"),
+    (st.AssertSource, lambda s: f" {s.kind.value} {s.name} {columns(s.columns)} "
+                                f"{properties(s.properties)}"),
+    (st.AssertValues, lambda s: f" {s.target} columns=[{', '.join(s.columns)}] "
+                                f"values=[{', '.join(v.sql() for v in s.values)}]"
+                                + flags(s, "tombstone")),
+    (st.AssertTopic, lambda s: f" {s.topic} {properties(s.properties)} "
+                               f"timeout={s.timeout_ms}" + _exists(s)),
+    (st.AssertSchema, lambda s: f" subject={s.subject} id={s.schema_id} "
+                                f"timeout={s.timeout_ms}" + _exists(s)),
+]
+"""Each statement class's fields, as the fixtures write them after the class's name."""
+
+
 def render(s: st.Statement) -> str:
     kind = type(s).__name__
-    if isinstance(s, st.CreateSource):
-        return (f"{kind} {s.kind.value} {s.name} {columns(s.columns)} {properties(s.properties)}"
-                + flags(s, "or_replace", "if_not_exists", "is_source"))
-    if isinstance(s, st.CreateAsSelect):
-        return f"{kind} {s.kind.value} {s.name} {properties(s.properties)} {query(s.query)}"
-    if isinstance(s, st.InsertInto):
-        return f"{kind} {s.target} {query(s.query)}"
-    if isinstance(s, st.InsertValues):
-        return f"{kind} {s.target} columns=[{', '.join(s.columns)}]"
-    if isinstance(s, st.DropSource):
-        return f"{kind} {s.kind.value} {s.name}" + flags(s, "if_exists", "delete_topic")
-    if isinstance(s, st.Terminate):
-        return f"{kind} {s.query_id or 'ALL'}"
-    if isinstance(s, st.AlterSource):
-        return f"{kind} {s.kind.value} {s.name} {columns(s.columns)}"
-    if isinstance(s, st.CreateType):
-        return f"{kind} {s.name} {s.type.sql()}"
-    if isinstance(s, st.DropType):
-        return f"{kind} {s.name}" + flags(s, "if_exists")
-    if isinstance(s, st.ListObjects):
-        return f"{kind} {s.what}" + flags(s, "extended", "show_all")
-    if isinstance(s, st.ListVariables):
-        return kind
-    if isinstance(s, st.DefineVariable):
-        return f"{kind} {s.name}={s.value}"
-    if isinstance(s, st.UndefineVariable | st.DescribeFunction):
-        return f"{kind} {s.name}"
-    if isinstance(s, st.Describe):
-        return f"{kind} {s.name}" + flags(s, "extended")
-    if isinstance(s, st.SelectStatement):
-        return f"{kind} {query(s.query)}"
-    if isinstance(s, st.SetProperty):
-        return f"{kind} {s.name}={s.value}"
-    if isinstance(s, st.AssertSource):
-        return f"{kind} {s.kind.value} {s.name} {columns(s.columns)} {properties(s.properties)}"
-    if isinstance(s, st.AssertValues):
-        return (f"{kind} {s.target} columns=[{', '.join(s.columns)}] "
-                f"values=[{', '.join(v.sql() for v in s.values)}]" + flags(s, "tombstone"))
-    if isinstance(s, st.AssertTopic):
-        return (f"{kind} {s.topic} {properties(s.properties)} timeout={s.timeout_ms}"
-                + ("" if s.exists else " not_exists"))
-    if isinstance(s, st.AssertSchema):
-        return (f"{kind} subject={s.subject} id={s.schema_id} timeout={s.timeout_ms}"
-                + ("" if s.exists else " not_exists"))
-    raise AssertionError(kind)
+    shape = next((shape for classes, shape in _SHAPES if isinstance(s, classes)), None)
+    if shape is None:
+        raise AssertionError(kind)
+    return kind + shape(s)
 
 
 VALID = cases("valid.sql", "expect")
