@@ -1,14 +1,13 @@
 """Records a query skipped because it cannot read them, counted per query and source.
 
-A query's streaming read of a source decodes each record with a column saying whether it is
-readable (:func:`metastore.spark.views.decode_select`); the step that drops the unreadable ones
-is *observed* (Spark's ``Dataset.observe``) under a name this module makes
-(:func:`observation`): each micro-batch's progress then carries how many records it skipped
-and where the first one was. :class:`SkippedRecords`, a StreamingQueryListener of the node's
-session, adds those up per query and source, and logs one warning per micro-batch that skipped
-any, naming the query, the topic, the partition and the offset, and hands the micro-batch's
-offsets to the processing log (:mod:`metastore.queries.processing_log`). With
-``ksql.fail.on.deserialization.error`` true, a query fails on such a record instead.
+A query's streaming read of a source drops the records it cannot decode in a step Spark
+observes (:mod:`metastore.queries.observed_reads`): each micro-batch's progress then carries
+how many records it skipped and where the first one was. :class:`SkippedRecords`, a
+StreamingQueryListener of the node's session, adds those up per query and source, and logs one
+warning per micro-batch that skipped any, naming the query, the topic, the partition and the
+offset, and hands the micro-batch's offsets to the processing log
+(:mod:`metastore.queries.processing_log`). With ``ksql.fail.on.deserialization.error`` true, a
+query fails on such a record instead.
 """
 
 from __future__ import annotations
@@ -19,43 +18,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from metastore.catalog.overrides import FAIL_ON_DESERIALIZATION_ERROR
+from metastore.queries.observed_reads import observed_read
 from metastore.queries.processing_log import SkippedBatch, batch_offsets
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
 log = logging.getLogger(__name__)
-
-READABLE = "__MS_READABLE"
-"""The column that says whether a record of a query's source can be read."""
-_PREFIX = "__ms_skipped"
-_SEPARATOR = "\u001f"
-
-
-def observation(source: str, topic: str, view: str) -> str:
-    """The name a read of ``source`` (on ``topic``, as the query's ``view``) is observed under."""
-    return _SEPARATOR.join((_PREFIX, source, topic, view))
-
-
-def observed_metrics(partition: str, offset: str) -> tuple[str, ...]:
-    """What the observed step measures per micro-batch: records skipped, and the first one's
-    partition and offset (by the source's ``partition`` and ``offset`` columns)."""
-    return (f"count_if(NOT {READABLE}) AS skipped",
-            f"min(CASE WHEN NOT {READABLE} THEN struct({partition} AS partition, {offset} AS "
-            "offset) END) AS first")
-
-
-def kept(view: str, fail: bool) -> str:
-    """The readable records of ``view`` (its readability column dropped); with ``fail``, a
-    query that meets an unreadable one fails, naming it."""
-    if not fail:
-        return f"SELECT * EXCEPT ({READABLE}) FROM `{view}` WHERE {READABLE}"
-    refused = ("raise_error(concat('A record could not be deserialized ("
-               + FAIL_ON_DESERIALIZATION_ERROR + " is true): ', __MS_SOURCE))")
-    return (f"SELECT * EXCEPT ({READABLE}) FROM `{view}` "
-            f"WHERE CASE WHEN {READABLE} THEN TRUE ELSE {refused} END")
-
 
 class SkippedRecords:
     """Counts of skipped records by query name and source, from the observed progress."""
@@ -102,13 +71,11 @@ class SkippedRecords:
         ``transient``); ``sources``: the start and end offsets (Spark's JSON) of each source it
         read, for the processing log."""
         for name, row in metrics.items():
-            parts = name.split(_SEPARATOR)
-            if len(parts) != 4 or parts[0] != _PREFIX:
+            observed = observed_read(name)
+            skipped = int(row["skipped"] or 0) if observed is not None else 0
+            if observed is None or not skipped:
                 continue
-            skipped = int(row["skipped"] or 0)
-            if not skipped:
-                continue
-            _, source, topic, _view = parts
+            source, topic = observed
             with self._lock:
                 counts = self._transient if transient else self._counts[query]
                 counts[source] = counts.get(source, 0) + skipped
@@ -157,5 +124,4 @@ class SkippedRecords:
         return Listener()
 
 
-__all__ = ["READABLE", "SkippedRecords", "kept", "observation",
-           "observed_metrics"]
+__all__ = ["SkippedRecords"]

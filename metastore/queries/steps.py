@@ -12,7 +12,7 @@ from sqlglot import exp
 from metastore.catalog.model import DataSource
 from metastore.functions import library as functions
 from metastore.functions.registry import Call
-from metastore.queries import skipped
+from metastore.queries import observed_reads
 from metastore.spark.types import quote
 from metastore.spark.views import decode_select
 from metastore.sql import types as ty
@@ -157,7 +157,7 @@ class Step:
     """A streaming read from the topic's first offset, whatever the query's offset reset."""
     observed: tuple[str, tuple[str, ...]] | None = None
     """A name and SQL aggregates the view's rows are observed with, per micro-batch
-    (:mod:`metastore.queries.skipped`)."""
+    (:mod:`metastore.queries.observed_reads`)."""
 
 
 @dataclass(frozen=True)
@@ -202,14 +202,14 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
     """A stream's streaming read, decoded, with its pseudo columns and event time ``TS``;
     watermarked by ``window``'s grace, or by ``watermark_ms`` (a stream-stream join's). The
     records it cannot read are counted and dropped (with ``fail_on_error``, the query fails on
-    one: :mod:`metastore.queries.skipped`)."""
+    one: :mod:`metastore.queries.observed_reads`)."""
     pseudo = ("partition AS ROWPARTITION", "offset AS ROWOFFSET",
               f"concat_ws('/', topic, CAST(partition AS STRING), CAST(offset AS STRING)) AS {SOURCE}",
               f"timestamp AS {KAFKA_TIMESTAMP}", f"value IS NULL AS {NULL_VALUE}",
               f"key IS NULL AS {NULL_KEY}", f"key AS {RAW_KEY}",
               f"headers AS {HEADERS}", *([WINDOW] if source.window is not None else []))
     read = f"{view}_read"
-    decoded = skipped.kept(read, fail_on_error)
+    decoded = observed_reads.kept(read, fail_on_error)
     event_time = KAFKA_TIMESTAMP
     column = source.column(source.timestamp_column) if source.timestamp_column else None
     if column is not None and column.type == ty.STRING:
@@ -235,11 +235,11 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
         timed = (f"SELECT * FROM (SELECT *, {extracted} AS __MS_EXTRACTED FROM ({decoded})) "
                  f"WHERE {NULL_VALUE} OR unix_millis(__MS_EXTRACTED) >= 0")
         timed = f"SELECT * EXCEPT (__MS_EXTRACTED), {event_time} AS {TS} FROM ({timed})"
-    observed = (skipped.observation(source.name, source.topic, view),
-                skipped.observed_metrics("ROWPARTITION", "ROWOFFSET"))
+    observed = (observed_reads.observation(source.name, source.topic, view),
+                observed_reads.observed_metrics("ROWPARTITION", "ROWOFFSET"))
     return [Step(f"{view}_raw", topic=source.topic, from_start=from_start),
             Step(read, decode_select(source, quote(f"{view}_raw"), extra=pseudo,
-                                     readable_as=skipped.READABLE), observed=observed),
+                                     readable_as=observed_reads.READABLE), observed=observed),
             Step(f"{view}_decoded", timed, watermark_ms=grace),
             Step(view, f"SELECT * FROM (SELECT *, {rowtime} AS ROWTIME{bounds} FROM "
                        f"{quote(view + '_decoded')}){hopping}")]
