@@ -148,7 +148,7 @@ def _quicker_jvms() -> None:
 def _start_shared_broker(config: pytest.Config) -> None:
     import tempfile
 
-    from metastore.local.kafka_cluster import LocalKafkaCluster
+    from metastore.dev.kafka_cluster import LocalKafkaCluster
 
     cluster = LocalKafkaCluster(Path(tempfile.mkdtemp(prefix="metastore-test-kafka-")), brokers=1)
     state = cluster.start()

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from cli.output import FUNCTION_MODULE_HELP, load_function_modules, print_json
-from metastore.check import catalog_json, run_script
+from metastore.testing.check import catalog_json, run_script
 
 
 def check(

@@ -141,7 +141,7 @@ def query(sql: Annotated[str, typer.Argument(help="One SELECT: a pull query, or 
 
 def query_kind(text: str, variables: dict[str, str]) -> str | None:
     """``"select"`` or ``"print"`` when ``text`` is one SELECT or PRINT; else None."""
-    from metastore.exceptions import MetastoreError
+    from metastore.core.exceptions import MetastoreError
     from metastore.sql import statements as st
     from metastore.sql.variables import parse_request
 
@@ -205,7 +205,7 @@ class ShellSession:
 
     def update(self, text: str) -> None:
         """Take the session statements of ``text``, a request the node accepted."""
-        from metastore.exceptions import MetastoreError
+        from metastore.core.exceptions import MetastoreError
         from metastore.sql import statements as st
         from metastore.sql.variables import Variables, parse_request
 

@@ -8,8 +8,10 @@ from typing import Annotated
 import typer
 
 from cli.output import fail, print_json, print_table
-from metastore.local import prefetch
-from metastore.local.dev import (
+from metastore.dev import prefetch
+from metastore.dev.exceptions import LocalInfraError
+from metastore.dev.schema_registry import is_built as schema_registry_built
+from metastore.dev.stack import (
     ensure_kafka,
     external_bootstrap,
     local_kafka,
@@ -18,8 +20,6 @@ from metastore.local.dev import (
     local_spark,
     spark_node_args,
 )
-from metastore.local.exceptions import LocalInfraError
-from metastore.local.schema_registry import is_built as schema_registry_built
 
 app = typer.Typer(help="Local Kafka and local clusters for development.", no_args_is_help=True)
 kafka_app = typer.Typer(help="A real Apache Kafka (KRaft) on 127.0.0.1.", no_args_is_help=True)
@@ -241,7 +241,7 @@ def demo(
         help="Run the nodes' Spark on a local standalone cluster of this many workers.")] = 0,
 ) -> None:
     """The main job: a local 3-node cluster, the examples, agreement, a crash and recovery."""
-    from metastore.local.demo import run_demo
+    from metastore.dev.demo import run_demo
 
     if not 0 <= spark_workers <= 8:
         fail("--spark-workers must be between 0 and 8", 2)

@@ -14,7 +14,7 @@ from cli.output import print_json, print_table
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.store import Checkpoint, CheckpointStore, Incarnation, parse, record_digest
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import Record
 from metastore.kafka.exceptions import KafkaClientError

@@ -1,5 +1,5 @@
 """`metastore server`: run one node until SIGTERM; options, environment and TOML become the
-node's settings (metastore.settings), and metastore.server builds and serves the node."""
+node's settings (metastore.server.settings), and metastore.server.build builds and serves the node."""
 
 from __future__ import annotations
 
@@ -110,10 +110,10 @@ def server(
     fault_injection: Annotated[str | None, Opt(hidden=True)] = None,
 ) -> None:
     """Run a node: catch up with the command log, then serve the ksqlDB REST API."""
-    from metastore.exceptions import MetastoreError
-    from metastore.faults import Faults
-    from metastore.server import serve
-    from metastore.settings import SettingsError, server_settings
+    from metastore.core.exceptions import MetastoreError
+    from metastore.core.faults import Faults
+    from metastore.server.build import serve
+    from metastore.server.settings import SettingsError, server_settings
 
     file_settings = _read_config(config)
     given = {

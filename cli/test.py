@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 
 from cli.output import FUNCTION_MODULE_HELP, load_function_modules, print_json, print_table
-from metastore.exceptions import MetastoreError
-from metastore.query_tests import cases
-from metastore.query_tests.runner import CaseResult
-from metastore.query_tests.session import kafka_bootstrap, run_tests, schema_registry_url
+from metastore.core.exceptions import MetastoreError
+from metastore.testing import cases
+from metastore.testing.runner import CaseResult
+from metastore.testing.session import kafka_bootstrap, run_tests, schema_registry_url
 
 
 def test(

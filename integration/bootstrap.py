@@ -3,7 +3,7 @@
 Standard library only, so it runs before anything is installed. It creates ``.venv`` (or
 ``$METASTORE_VENV``), installs the project with its dev extras when pyproject.toml changed (with
 uv, or pip when uv cannot be had), resolves the Kafka and Spark connector jars from Maven Central
-(once; beside pip, with this Python: ``metastore.local.prefetch``), builds the project's JVM
+(once; beside pip, with this Python: ``metastore.dev.prefetch``), builds the project's JVM
 module ``jvm/`` (running its JUnit tests for ``test``) and, for the tests, builds the local Schema
 Registry, then runs:
 
@@ -114,8 +114,8 @@ def run(argv: list[str]) -> int:
 def start_prefetch(schema_registry: bool, jvm_tests: bool) -> subprocess.Popen[bytes]:
     """Maven's part of the set-up, beside pip's: the jars, the project's JVM jars (with their
     JUnit tests for the test command) and the local Schema Registry, with this Python, which
-    needs nothing installed (``metastore.local.prefetch``)."""
-    command = [sys.executable, "-m", "metastore.local.prefetch",
+    needs nothing installed (``metastore.dev.prefetch``)."""
+    command = [sys.executable, "-m", "metastore.dev.prefetch",
                *(["--schema-registry"] if schema_registry else []),
                *(["--jvm-tests"] if jvm_tests else [])]
     say("fetching the jars from Maven Central" + (" and building the local Schema Registry"

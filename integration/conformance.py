@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metastore.catalog import overrides
-from metastore.check import run_script
+from metastore.engine import overrides
 from metastore.functions import extensions
-from metastore.query_tests.post import normalise_schema
+from metastore.testing.check import run_script
+from metastore.testing.post import normalise_schema
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "ksql-dev.jsonl"
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from metastore.local.kafka_cluster import free_ports
-from metastore.local.node_cluster import LocalNodeCluster, NodeClusterState
+from metastore.dev.kafka_cluster import free_ports
+from metastore.dev.node_cluster import LocalNodeCluster, NodeClusterState
 from tests.support.servers import NO_PROCESSING_LOG
 from tests.support.waiting import eventually
 

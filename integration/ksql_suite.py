@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metastore.catalog import overrides
-from metastore.check import run_script
+from metastore.engine import overrides
 from metastore.functions import extensions
-from metastore.query_tests.post import normalise_schema
+from metastore.testing.check import run_script
+from metastore.testing.post import normalise_schema
 
 SUITES = ("query-validation-tests", "rest-query-validation-tests")
 

@@ -20,8 +20,8 @@ import httpx
 from confluent_kafka.admin import AdminClient
 
 from integration.conftest import Cluster
+from metastore.dev.kafka_cluster import LocalKafkaCluster
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.log.dump import read_committed
 from metastore.log.topic import command_topic_name
 from tests.support.servers import NO_PROCESSING_LOG
@@ -154,7 +154,7 @@ def test_full_restart_and_a_new_node_reach_the_same_fingerprint(
     cluster.nodes.down()
     for name in ("node-1", "node-2", "node-3"):
         cluster.nodes.start_node(name, wait=False)
-    from metastore.local.kafka_cluster import free_ports
+    from metastore.dev.kafka_cluster import free_ports
 
     [port] = free_ports(1)
     cluster.nodes.add_node("node-4", port, (*NO_PROCESSING_LOG, "--spark-master", "none"))

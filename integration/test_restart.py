@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from integration.conftest import Cluster
-from metastore.local.processes import pid_exists
+from metastore.dev.processes import pid_exists
 from tests.support.servers import NO_PROCESSING_LOG
 from tests.support.waiting import eventually
 

@@ -32,14 +32,14 @@ from integration.test_queries import (
     show_queries,
     wait_owner,
 )
-from metastore.kafka.settings import KafkaSettings
-from metastore.local.dev import spark_node_args
-from metastore.local.spark_cluster import (
+from metastore.dev.spark_cluster import (
     LocalSparkCluster,
     SparkClusterState,
     application_executors,
     worker_status,
 )
+from metastore.dev.stack import spark_node_args
+from metastore.kafka.settings import KafkaSettings
 from tests.support.waiting import eventually
 
 ClusterFactory = Callable[..., Cluster]

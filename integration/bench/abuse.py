@@ -32,9 +32,9 @@ from confluent_kafka import Producer
 
 from integration.bench.common import kafka, node_processes
 from integration.misbehaving_registry import MODES, misbehaving_registry
-from metastore.api.error_codes import classify
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.schema_registry.exceptions import SchemaRegistryError
+from metastore.server.http.error_codes import classify
 
 _SUBSTITUTION = """
 import resource, sys

@@ -14,10 +14,10 @@ from confluent_kafka import Producer
 
 from metastore.catalog.commands import CreateSourceCommand, DropSourceCommand
 from metastore.catalog.model import Column, DataSource
+from metastore.dev.kafka_cluster import LocalKafkaCluster, free_ports
+from metastore.dev.node_cluster import LocalNodeCluster, NodeClusterState
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.kafka_cluster import LocalKafkaCluster, free_ports
-from metastore.local.node_cluster import LocalNodeCluster, NodeClusterState
 from metastore.log.record import CommandRecord
 from metastore.log.topic import CommandTopicSpec, ensure_command_topic
 from metastore.sql import types as ty

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from metastore.check import run_script
 from metastore.spark.session import JSON_READING
 from metastore.spark.views import decode_select
+from metastore.testing.check import run_script
 
 STREAM = ("CREATE STREAM EVENTS (ID BIGINT KEY, AMOUNT DOUBLE, KEEP BOOLEAN, SENT BIGINT) "
           "WITH (KAFKA_TOPIC='events', VALUE_FORMAT='JSON', PARTITIONS=1);")

@@ -140,8 +140,8 @@ def _steady(spark: SparkSession, bootstrap: str, wait_ms: str, seconds: float,
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from metastore.query_tests.runner import FETCH_MAX_WAIT_MS
     from metastore.spark.session import start_session
+    from metastore.testing.runner import FETCH_MAX_WAIT_MS
 
     rounds = 4 if quick else 11
     work = Path(tempfile.mkdtemp(prefix="bench-fetch-wait-"))

@@ -23,7 +23,7 @@ from metastore.kafka.consumer import EndOffsetProbe
 from metastore.kafka.producer import TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.writer import CommandWriter, KafkaTopicFacts
-from metastore.node import Node, NodeConfig
+from metastore.server.node import Node, NodeConfig
 
 STEPS: dict[str, tuple[type, str]] = {
     "whole statement (Node.execute)": (Node, "execute"),

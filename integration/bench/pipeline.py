@@ -40,10 +40,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from integration.bench.common import kafka, node_processes, summary_ms
 from integration.bench.interactive import wait_for_spark
+from metastore.dev.spark_cluster import LocalSparkCluster
+from metastore.dev.stack import spark_node_args
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.dev import spark_node_args
-from metastore.local.spark_cluster import LocalSparkCluster
 
 GROUPS = 1_000
 PARTITIONS = 2
@@ -296,7 +296,7 @@ def run(quick: bool) -> dict[str, Any]:
 
 def run_on_cluster(quick: bool) -> dict[str, Any]:
     """`pipeline-cluster`: the node's same two queries with its Spark on a local standalone
-    cluster (:mod:`metastore.local.spark_cluster`) of 1, then 2 workers; each node application
+    cluster (:mod:`metastore.dev.spark_cluster`) of 1, then 2 workers; each node application
     takes one executor of one core per worker."""
     backlog, warm_records, count, rate = _sizes(quick)
     results: dict[str, Any] = {"records": backlog, "warm_up_records": warm_records,

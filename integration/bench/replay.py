@@ -12,9 +12,9 @@ import httpx
 
 from integration.bench.common import fill, kafka, records
 from metastore.catalog.image import EMPTY_IMAGE, Image
+from metastore.dev.kafka_cluster import free_ports
+from metastore.dev.node_cluster import LocalNodeCluster
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.kafka_cluster import free_ports
-from metastore.local.node_cluster import LocalNodeCluster
 from metastore.log.reader import LogReplica
 from metastore.log.replay import pause_collector, replay_encoded, resume_collector
 from metastore.log.topic import command_topic_name

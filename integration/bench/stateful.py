@@ -3,7 +3,7 @@ query's state as keyed state in its checkpoint against the plan that replays a t
 every micro-batch (the plan a checkpoint from before keyed state keeps).
 
 Three queries, each compiled twice from one catalog (``compile_query(..., table_state=...,
-stream_state=...)``) and run by :func:`metastore.queries.job.start` in one ``local[1]`` Spark
+stream_state=...)``) and run by :func:`metastore.runtime.job.start` in one ``local[1]`` Spark
 session like a node's, over JSON records with KAFKA INT keys over 100 values, 100 ms apart in
 event time:
 
@@ -33,9 +33,9 @@ from typing import Any
 from confluent_kafka import Producer
 
 from integration.bench.common import kafka
-from metastore.check import run_script
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
+from metastore.testing.check import run_script
 
 KEYS = 100
 STEP_MS = 100
@@ -71,8 +71,8 @@ def _produce(bootstrap: str, topics: tuple[str, str], first: int, count: int) ->
 
 def _round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str) -> float:
     """One availableNow run on the checkpoint: its micro-batches' triggerExecution, seconds."""
-    from metastore.queries import job
-    from metastore.queries.checkpoints import LocalDir
+    from metastore.runtime import job
+    from metastore.runtime.checkpoints import LocalDir
 
     streaming = job.start(spark, plan, LocalDir(checkpoint),
                           {"kafka.bootstrap.servers": bootstrap}, available_now=True)
@@ -84,7 +84,7 @@ def _round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str) -> float:
 
 
 def measure(bootstrap: str, backlog: int, rounds: int, per_round: int) -> dict[str, Any]:
-    from metastore.queries.plan import compile_query
+    from metastore.planner.plan import compile_query
     from metastore.spark.session import start_session
 
     admin = Admin(KafkaSettings(bootstrap))

@@ -1,7 +1,7 @@
 """Why a statement was rejected: typed errors with the object they concern.
 
 Messages follow ksqlDB's wording; ``code`` is the machine-readable reason. Each is answered as
-ksqlDB's 40001 (bad statement) by the table of :mod:`metastore.api.error_codes`. Not to be
+ksqlDB's 40001 (bad statement) by the table of :mod:`metastore.server.http.error_codes`. Not to be
 confused with the Kafka client's errors: :class:`TopicError` is a statement naming a topic it
 may not use or create, :class:`metastore.kafka.exceptions.KafkaTopicError` is Kafka failing an
 operation on a topic.
@@ -9,7 +9,7 @@ operation on a topic.
 
 from __future__ import annotations
 
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 
 
 class StatementError(MetastoreError):
@@ -117,7 +117,7 @@ class RequestIdReusedError(StatementError):
 
 
 class TooLargeError(StatementError):
-    """A statement, record or response beyond the bounds of metastore.limits."""
+    """A statement, record or response beyond the bounds of metastore.core.limits."""
 
     code = "too_large"
 
@@ -128,7 +128,7 @@ class UnsupportedStatementError(StatementError):
 
 class UpgradeError(StatementError):
     """A CREATE OR REPLACE (or ALTER) whose new source or query cannot replace the existing one
-    (ksqlDB's upgrade rules, :mod:`metastore.catalog.upgrades`)."""
+    (ksqlDB's upgrade rules, :mod:`metastore.engine.upgrades`)."""
 
     code = "not_upgradeable"
 

@@ -75,7 +75,7 @@ class DataSource:
 
     def schema_text(self) -> str:
         """The schema as the catalog's JSON shows it, unquoted (``K INTEGER KEY, V STRING``);
-        ksqlDB's messages quote theirs (:func:`metastore.catalog.upgrades.schema_text`)."""
+        ksqlDB's messages quote theirs (:func:`metastore.engine.upgrades.schema_text`)."""
         return ", ".join(column.describe() for column in self.columns)
 
 

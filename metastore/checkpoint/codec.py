@@ -24,12 +24,12 @@ import zlib
 from types import MappingProxyType
 from typing import Any
 
-from metastore import json_records
 from metastore.catalog import commands as cmd
 from metastore.catalog.image import Image
 from metastore.catalog.lazy import LazyDict
 from metastore.catalog.model import Column, DataSource, PersistentQuery, RequestOutcome, WindowInfo
 from metastore.checkpoint.exceptions import CheckpointError
+from metastore.core import json_records
 from metastore.log.state import ReplicaState
 from metastore.sql.parser import parse_type
 from metastore.sql.statements import SourceKind

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from metastore.checkpoint.codec import FORMAT_VERSIONS, decode
 from metastore.checkpoint.exceptions import CheckpointError
-from metastore.faults import NO_FAULTS, Faults
+from metastore.core.faults import NO_FAULTS, Faults
 from metastore.log.state import Incarnation, ReplicaState, record_digest
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "Checkpoint", "CheckpointHeader", "CheckpointStore",

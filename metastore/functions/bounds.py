@@ -1,6 +1,6 @@
 """What one function call may produce: the calls that can make a value of any size from a small
-input (GENERATE_SERIES, LPAD, RPAD) are bounded by :data:`~metastore.limits.MAX_SERIES_ELEMENTS`
-and :data:`~metastore.limits.MAX_PADDED_CHARS`, checked on each record before Spark builds the
+input (GENERATE_SERIES, LPAD, RPAD) are bounded by :data:`~metastore.core.limits.MAX_SERIES_ELEMENTS`
+and :data:`~metastore.core.limits.MAX_PADDED_CHARS`, checked on each record before Spark builds the
 value.
 
 Past its bound a call is NULL in a persistent query, as ksqlDB makes a value its function could

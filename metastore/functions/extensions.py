@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 from metastore.functions import library
 from metastore.functions.registry import FunctionSpec
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from metastore.core.limits import allow_deep_expressions
 from metastore.functions import (
     aggregates,
     casts,
@@ -43,7 +44,6 @@ from metastore.functions.registry import (
     parses,
     resolve,
 )
-from metastore.limits import allow_deep_expressions
 from metastore.sql import types as ty
 
 ALL: tuple[FunctionSpec, ...] = (

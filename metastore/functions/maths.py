@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
+from metastore.core.limits import MAX_SERIES_ELEMENTS
 from metastore.functions import bounds
 from metastore.functions import sparksql as sql
 from metastore.functions.registry import (
@@ -31,7 +32,6 @@ from metastore.functions.registry import (
     sig,
     wider,
 )
-from metastore.limits import MAX_SERIES_ELEMENTS
 from metastore.sql import types as ty
 
 INTEGER, BIGINT, DOUBLE = ty.INTEGER, ty.BIGINT, ty.DOUBLE

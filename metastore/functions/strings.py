@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from metastore.core.limits import MAX_PADDED_CHARS
 from metastore.functions import bounds
 from metastore.functions import sparksql as sql
 from metastore.functions.registry import (
@@ -21,7 +22,6 @@ from metastore.functions.registry import (
     scalar,
     sig,
 )
-from metastore.limits import MAX_PADDED_CHARS
 from metastore.sql import types as ty
 
 STRING, BYTES, INTEGER = ty.STRING, ty.BYTES, ty.INTEGER

@@ -1,6 +1,6 @@
 """Where a node finds the project's JVM jars, and whether they are the ones its sources build.
 
-The jars are built by Maven from ``jvm/`` (:mod:`metastore.local.jvm_build`, which the
+The jars are built by Maven from ``jvm/`` (:mod:`metastore.dev.jvm_build`, which the
 bootstrap and ``metastore dev fetch`` run) and copied into ``metastore/jars/``, package data a
 wheel ships: a node never compiles. In a checkout, where ``jvm/`` is beside the package, a jar
 built from other sources or for another Spark is refused, with the command that rebuilds it,
@@ -26,7 +26,7 @@ FILE_SYSTEM_JAR = "metastore-jvm-fs.jar"
 """The file system's classes, in a jar of their own: they load with the JVM
 (``spark.driver.extraClassPath``), where the others, which use the Kafka client, could not."""
 STAMP = ".built.json"
-REBUILD = "python3 -m metastore.local.prefetch (or: metastore dev fetch)"
+REBUILD = "python3 -m metastore.dev.prefetch (or: metastore dev fetch)"
 
 
 def module_stamp(spark_version: str, module: Path = CHECKOUT_MODULE) -> dict[str, object]:

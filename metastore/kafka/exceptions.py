@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 
 
 class KafkaClientError(MetastoreError):

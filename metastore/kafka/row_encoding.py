@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from metastore.avro import binary as avro_binary
 from metastore.catalog.model import Column, DataSource
-from metastore.protobuf import schema as protobuf
-from metastore.protobuf import values as protobuf_values
+from metastore.formats.avro import binary as avro_binary
+from metastore.formats.protobuf import schema as protobuf
+from metastore.formats.protobuf import values as protobuf_values
+from metastore.formats.written_schemas import REGISTRY_FORMATS as SCHEMA_REGISTRY_FORMATS
+from metastore.formats.written_schemas import SchemaIds, written_schema
 from metastore.sql import types as ty
-from metastore.written_schemas import REGISTRY_FORMATS as SCHEMA_REGISTRY_FORMATS
-from metastore.written_schemas import SchemaIds, written_schema
 
 
 class RowEncodingError(ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 
 
 class CommandTopicError(MetastoreError):

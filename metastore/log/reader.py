@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.faults import NO_FAULTS, Faults
+from metastore.core.faults import NO_FAULTS, Faults
 from metastore.kafka.consumer import PartitionReader, Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings

@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from metastore import json_records
 from metastore.catalog import commands as cmd
-from metastore.exceptions import MetastoreError
+from metastore.core import json_records
+from metastore.core.exceptions import MetastoreError
 
 RECORD_VERSION = 1
 

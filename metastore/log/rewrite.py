@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from metastore.exceptions import MetastoreError
+from metastore.cluster.membership import read_heartbeats
+from metastore.core.exceptions import MetastoreError
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe, Headers
 from metastore.kafka.exceptions import KafkaUnavailableError
@@ -27,7 +28,6 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.log.backup import StoredRecord, TopicShape, read_records
 from metastore.log.exceptions import RepairError, RewriteError
 from metastore.log.topic import CommandTopicSpec, ensure_command_topic
-from metastore.membership import read_heartbeats
 
 HEARTBEAT_ALIVE_MS = 6_000
 """A node is alive while its last heartbeat is younger than three 2 s intervals (membership)."""

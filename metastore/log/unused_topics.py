@@ -29,8 +29,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from metastore.catalog.image import Image
-from metastore.catalog.validation import TopicSpec
-from metastore.faults import BeforeDeletingUnusedTopics
+from metastore.core.faults import BeforeDeletingUnusedTopics
+from metastore.engine.validation import TopicSpec
 from metastore.kafka.admin import Admin
 from metastore.kafka.exceptions import KafkaClientError
 

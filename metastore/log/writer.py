@@ -52,8 +52,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from metastore.catalog import ddl_rules, responses, topics
-from metastore.catalog.asserts import SchemaFacts
 from metastore.catalog.exceptions import (
     RequestIdReusedError,
     TooLargeError,
@@ -62,8 +60,13 @@ from metastore.catalog.exceptions import (
 )
 from metastore.catalog.image import Image
 from metastore.catalog.model import RequestOutcome
-from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
-from metastore.catalog.validation import (
+from metastore.core.exceptions import MetastoreError
+from metastore.core.faults import NO_FAULTS, Faults
+from metastore.core.limits import MAX_RECORD_BYTES, RequestLimits
+from metastore.engine import ddl_rules, responses, topics
+from metastore.engine.asserts import SchemaFacts
+from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
+from metastore.engine.validation import (
     Outcome,
     Read,
     RuntimeCheck,
@@ -73,14 +76,11 @@ from metastore.catalog.validation import (
     Validator,
     Write,
 )
-from metastore.exceptions import MetastoreError
-from metastore.faults import NO_FAULTS, Faults
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe, Record
 from metastore.kafka.exceptions import KafkaClientError, KafkaTopicError, TransactionAbortedError
 from metastore.kafka.producer import TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
-from metastore.limits import MAX_RECORD_BYTES, RequestLimits
 from metastore.log.exceptions import (
     CatchUpTimeoutError,
     NotReadyError,
@@ -200,7 +200,7 @@ class _Request:
     """The request's ksqlDB configuration overrides (``streamsProperties``)."""
     schemas: SchemaFacts | None = None
     """The Schema Registry's answers the request's statements need, asked before it queued
-    (:func:`metastore.catalog.inference.prefetch`); None without a registry."""
+    (:func:`metastore.engine.inference.prefetch`); None without a registry."""
     created: dict[str, TopicSpec] = field(default_factory=dict)
     """Topics an attempt created, by name (kept across attempts: only a request that fails
     removes them)."""

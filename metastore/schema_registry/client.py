@@ -19,7 +19,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
-from metastore.limits import MAX_RECORD_BYTES
+from metastore.core.limits import MAX_RECORD_BYTES
 from metastore.schema_registry.deadline import CallDeadline, one_connection_per_call
 from metastore.schema_registry.exceptions import (
     SchemaRegistryAccessError,

@@ -4,7 +4,7 @@ with the registry's own error code)."""
 
 from __future__ import annotations
 
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 
 
 class SchemaRegistryError(MetastoreError):

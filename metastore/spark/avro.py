@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from metastore.json_sr.schema import HEADER_BYTES
+from metastore.formats.json_sr.schema import HEADER_BYTES
+from metastore.formats.written_schemas import WrittenSchema
 from metastore.jvm.classes import AVRO_CODEC_CLASS, REGISTRY_CALLS_CLASS
 from metastore.schema_registry.client import redacted
 from metastore.spark.types import string_literal
-from metastore.written_schemas import WrittenSchema
 
 REGISTRY_URL_CONF = "spark.metastore.schemaRegistry.url"
 """The Spark configuration naming the Schema Registry the codec calls (driver and executors)."""

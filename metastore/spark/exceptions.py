@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 
 _RAISED = re.compile(r"^\[USER_RAISED_EXCEPTION\] (.*?)(?: SQLSTATE: \w+)?$")
 """A query's own ``raise_error`` (a function past its bound), as Spark words it."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from metastore.catalog.image import Image
-from metastore.image_worker import ImageChange
+from metastore.catalog.image_worker import ImageChange
 from metastore.spark.catalog_clones import CatalogClones
 from metastore.spark.catalog_state import CatalogStateFile, SparkObject
 from metastore.spark.session import SparkApplication
@@ -212,7 +212,7 @@ def fingerprint(objects: Iterable[SparkObject]) -> str:
 
 class ProjectionRunner:
     """Keeps the Spark catalog equal to the newest image, as an image consumer of the node's
-    :class:`~metastore.image_worker.ImageWorker`: a Spark failure is reported and retried, and
+    :class:`~metastore.catalog.image_worker.ImageWorker`: a Spark failure is reported and retried, and
     never blocks the log."""
 
     name = "the Spark catalog projection"

@@ -5,7 +5,7 @@ project does not ship; PROTOBUF_NOSR records are decoded and encoded instead by 
 the project's Java jar (:data:`~metastore.jvm.classes.PROTOBUF_CODEC_CLASS`), called with
 ``java_method``. That call passes and returns strings only: a record travels as base64, a decoded
 value as ksqlDB's JSON representation of it, which :mod:`metastore.spark.views` reads and
-:mod:`metastore.queries.encoding` writes as it does for the JSON format. ``java_method`` returns
+:mod:`metastore.planner.encoding` writes as it does for the JSON format. ``java_method`` returns
 a Java null as the text ``null``, which no base64 record and no decoded message can be.
 
 A PROTOBUF record is the same message behind Confluent's header and message indexes
@@ -15,8 +15,8 @@ registered under the topic's subject when it is written.
 
 from __future__ import annotations
 
+from metastore.formats.protobuf.schema import ProtobufSchema
 from metastore.jvm.classes import PROTOBUF_CODEC_CLASS, PROTOBUF_SR_CODEC_CLASS
-from metastore.protobuf.schema import ProtobufSchema
 from metastore.spark.types import string_literal
 
 

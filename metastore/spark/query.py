@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, cast
 from py4j.protocol import Py4JNetworkError
 from sqlglot import exp
 
-from metastore.catalog.analysis import Analysis
 from metastore.catalog.image import Image
-from metastore.catalog.overrides import NO_OVERRIDES, ConfigOverrides
-from metastore.catalog.pull_queries import check_select, result_keys
+from metastore.core.limits import RequestLimits
+from metastore.engine.analysis import Analysis
+from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
+from metastore.engine.pull_queries import check_select, result_keys
 from metastore.functions import bounds
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
-from metastore.limits import RequestLimits
 from metastore.spark.exceptions import (
     AnswerTooLargeError,
     PullQueryTimeoutError,
@@ -102,7 +102,7 @@ class QueryResult:
     types: tuple[str, ...]
     rows: list[list[Any]]
     keys: frozenset[str] = frozenset()
-    """The columns the header marks ``KEY`` (:func:`metastore.catalog.pull_queries.
+    """The columns the header marks ``KEY`` (:func:`metastore.engine.pull_queries.
     result_keys`)."""
 
     @property
@@ -115,13 +115,13 @@ class QueryResult:
 def run_pull_query(spark: SparkSession, text: str, image: Image, database: str,
                    config: ConfigOverrides = NO_OVERRIDES) -> QueryResult:
     """Answer the pull query ``text`` after the statement validator's checks of a SELECT
-    (:func:`metastore.catalog.pull_queries.check_select`) under the request's ``config``."""
+    (:func:`metastore.engine.pull_queries.check_select`) under the request's ``config``."""
     return run_analysed(spark, check_pull_query(text, image, config), database)
 
 
 def check_pull_query(text: str, image: Image, config: ConfigOverrides) -> Analysis:
     """The pull query ``text``, checked as the statement validator checks a SELECT
-    (:func:`metastore.catalog.pull_queries.check_select`) under the request's ``config``."""
+    (:func:`metastore.engine.pull_queries.check_select`) under the request's ``config``."""
     statements = parse(text)
     if len(statements) != 1 or not isinstance(statements[0], SelectStatement):
         raise UnsupportedQueryError("/query takes exactly one SELECT statement")

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metastore.dev import jars
 from metastore.jvm import classes
 from metastore.jvm import jars as jvm_jars
-from metastore.local import jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,7 +92,7 @@ MAX_RESULT_SIZE = "128m"
 """What one Spark job may hand the driver (a pull query's rows, a push query's micro-batch): an
 eighth of the driver's heap, so that a job asking for more fails alone, with Spark's reason,
 where Spark's default (1g, the whole heap) would let it take the JVM down; a node answers at
-most four pull queries with Spark at once (``metastore.server.SPARK_PULL_SLOTS``)."""
+most four pull queries with Spark at once (``metastore.server.build.SPARK_PULL_SLOTS``)."""
 
 
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,

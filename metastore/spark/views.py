@@ -24,13 +24,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from metastore.avro import schema as avro
-from metastore.catalog.formats import SPARK_READABLE
 from metastore.catalog.model import Column, DataSource
-from metastore.json_sr import schema as json_sr
+from metastore.engine.formats import SPARK_READABLE
+from metastore.formats.avro import schema as avro
+from metastore.formats.json_sr import schema as json_sr
+from metastore.formats.protobuf import schema as protobuf
 from metastore.jvm.classes import JSON_KINDS_CLASS
 from metastore.kafka.settings import KafkaSettings
-from metastore.protobuf import schema as protobuf
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import decode_json
 from metastore.spark.types import quote, spark_type, string_literal

@@ -19,7 +19,7 @@ from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
 from sqlglot.errors import ErrorLevel
 from sqlglot.errors import ParseError as SqlglotParseError
 
-from metastore.limits import MAX_EXPRESSION_DEPTH, MAX_TYPE_DEPTH
+from metastore.core.limits import MAX_EXPRESSION_DEPTH, MAX_TYPE_DEPTH
 from metastore.sql import literals
 from metastore.sql import statements as st
 from metastore.sql import types as ty

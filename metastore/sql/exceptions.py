@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 
 
 class ParseError(MetastoreError):
@@ -50,7 +50,7 @@ class TypeDefinitionError(PrepareError):
 
 
 class TooComplexError(ParseError):
-    """A statement beyond the bounds every node can replay and compile (see metastore.limits)."""
+    """A statement beyond the bounds every node can replay and compile (see metastore.core.limits)."""
 
     code = "too_complex"
 

@@ -7,7 +7,7 @@ import functools
 from sqlglot import Token, TokenType
 from sqlglot.errors import TokenError
 
-from metastore.limits import MAX_NESTING, MAX_STATEMENT_CHARS
+from metastore.core.limits import MAX_NESTING, MAX_STATEMENT_CHARS
 from metastore.sql.dialect import Ksql, KsqlParser, KsqlTokenizer
 from metastore.sql.exceptions import ParseError, TooComplexError
 from metastore.sql.statements import Statement
@@ -51,7 +51,7 @@ _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE}
 def parse(sql: str) -> list[Statement]:
     """Every statement of ``sql``; the first syntax error raises :class:`ParseError`.
 
-    A statement beyond the bounds of :mod:`metastore.limits` raises :class:`TooComplexError`
+    A statement beyond the bounds of :mod:`metastore.core.limits` raises :class:`TooComplexError`
     before the (recursive) parser sees it, so parsing never depends on the interpreter's stack.
     """
     parser = KsqlParser()

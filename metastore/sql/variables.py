@@ -24,7 +24,7 @@ with ``n`` = ``' OR TRUE OR '`` becomes ``WHERE name = '' OR TRUE OR ''``. Value
 session input, not a defence against SQL injection.
 
 The substituted text of one statement is bounded while it is built: once it would exceed
-:data:`~metastore.limits.MAX_STATEMENT_CHARS` a :class:`TooComplexError` is raised (the parser's
+:data:`~metastore.core.limits.MAX_STATEMENT_CHARS` a :class:`TooComplexError` is raised (the parser's
 error for an oversized statement) before more is allocated.
 
 ksqlDB tells identifiers from literals by its grammar; here the words around the reference do
@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from metastore.limits import MAX_STATEMENT_CHARS, MAX_SUBSTITUTED_CHARS
+from metastore.core.limits import MAX_STATEMENT_CHARS, MAX_SUBSTITUTED_CHARS
 from metastore.sql.dialect import KsqlParser
 from metastore.sql.exceptions import TooComplexError, VariableError
 from metastore.sql.parser import parse_chunk, split

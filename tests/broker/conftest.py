@@ -1,6 +1,6 @@
 """A secured Kafka of its own: SASL/PLAIN, the StandardAuthorizer, nothing allowed without an ACL.
 
-The launcher's secured mode (``metastore.local.kafka_cluster.Security``) gives an admin super user
+The launcher's secured mode (``metastore.dev.kafka_cluster.Security``) gives an admin super user
 and a node user with no rights; tests grant the node user ACLs as the admin.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AclBinding, AdminClient
 
-from metastore.local.kafka_cluster import ClusterState, LocalKafkaCluster, SaslUser, Security
+from metastore.dev.kafka_cluster import ClusterState, LocalKafkaCluster, SaslUser, Security
 
 
 @dataclass(frozen=True)

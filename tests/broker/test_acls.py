@@ -28,11 +28,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from metastore.exceptions import MetastoreError
+from metastore.cluster.membership import Membership
+from metastore.core.exceptions import MetastoreError
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.membership import Membership
-from metastore.node import Node, NodeConfig
+from metastore.server.node import Node, NodeConfig
 from tests.broker.conftest import SecuredKafka
 from tests.support.servers import start_server
 from tests.support.waiting import eventually

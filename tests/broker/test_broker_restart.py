@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from metastore.exceptions import MetastoreError
-from metastore.local.kafka_cluster import LocalKafkaCluster
+from metastore.core.exceptions import MetastoreError
+from metastore.dev.kafka_cluster import LocalKafkaCluster
 from metastore.log.exceptions import NotWrittenError, OutcomeUnknownError
-from metastore.node import Node, NodeConfig
+from metastore.server.node import Node, NodeConfig
 from tests.broker.test_command_log import create_stream
 from tests.support.kafka import unique
 

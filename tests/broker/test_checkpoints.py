@@ -11,7 +11,7 @@ from metastore.checkpoint.codec import ReplicaState
 from metastore.kafka.admin import Admin
 from metastore.log.reader import LogReplica, Resume
 from metastore.log.topic import command_topic_name
-from metastore.node import Node
+from metastore.server.node import Node
 from tests.support.kafka import unique
 from tests.support.waiting import eventually
 

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer
 
 from metastore.catalog.commands import DropSourceCommand
 from metastore.catalog.exceptions import SourceExistsError
-from metastore.faults import Faults, Flushable
+from metastore.core.faults import Faults, Flushable
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe, Record
 from metastore.kafka.producer import TransactionalProducer
@@ -22,7 +22,7 @@ from metastore.log.reader import NodeState
 from metastore.log.record import CommandRecord
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import WriterOptions
-from metastore.node import Node
+from metastore.server.node import Node
 from metastore.spark.exceptions import SparkUnavailableError
 from metastore.sql.statements import SourceKind
 from tests.support.kafka import unique

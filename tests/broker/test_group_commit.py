@@ -17,10 +17,10 @@ from metastore.catalog.exceptions import (
     TopicDeletedError,
     TopicError,
 )
-from metastore.faults import Faults, Flushable
+from metastore.core.faults import Faults, Flushable
 from metastore.kafka.admin import Admin
 from metastore.log.writer import WriterOptions
-from metastore.node import Node
+from metastore.server.node import Node
 from tests.broker.test_command_log import committed_values, create_stream, usurp
 from tests.support.kafka import unique
 from tests.support.waiting import eventually

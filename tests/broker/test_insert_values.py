@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from metastore.catalog.exceptions import QueryError, StatementError, TopicError
-from metastore.catalog.insert_record import InsertValuesError
+from metastore.engine.insert_record import InsertValuesError
 from metastore.kafka.admin import Admin
-from metastore.node import Node
+from metastore.server.node import Node
 from tests.support.kafka import unique
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from metastore.dev.kafka_cluster import LocalKafkaCluster
 from metastore.kafka.admin import Admin
 from metastore.kafka.producer import TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.kafka_cluster import LocalKafkaCluster
 
 
 def test_three_broker_cluster_starts_replicates_and_stops(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from metastore.catalog.commands import DropSourceCommand
+from metastore.cluster.membership import membership_topic_name
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.backup import (
@@ -35,8 +36,7 @@ from metastore.log.exceptions import RepairError
 from metastore.log.reader import NodeState
 from metastore.log.record import CommandRecord
 from metastore.log.repair import RepairOptions, RestoreOptions, find_unreplayable, repair, restore
-from metastore.membership import membership_topic_name
-from metastore.node import Node
+from metastore.server.node import Node
 from metastore.sql.statements import SourceKind
 from tests.support.kafka import unique
 

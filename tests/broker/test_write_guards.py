@@ -12,14 +12,14 @@ import pytest
 from confluent_kafka import Consumer
 
 from metastore.catalog.exceptions import RequestIdReusedError, TooLargeError, TopicError
-from metastore.faults import Faults, Flushable
+from metastore.core.faults import Faults, Flushable
+from metastore.core.limits import RequestLimits
+from metastore.dev.kafka_cluster import LocalKafkaCluster
 from metastore.kafka.admin import Admin
 from metastore.kafka.exceptions import KafkaClientError
-from metastore.limits import RequestLimits
-from metastore.local.kafka_cluster import LocalKafkaCluster
 from metastore.log.exceptions import NotWrittenError
 from metastore.log.writer import WriterOptions
-from metastore.node import Node, NodeConfig
+from metastore.server.node import Node, NodeConfig
 from tests.broker.test_command_log import committed_values, create_stream, usurp
 from tests.support.kafka import unique
 from tests.support.waiting import eventually

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from metastore.limits import MAX_PADDED_CHARS, MAX_SERIES_ELEMENTS, RequestLimits
+from metastore.core.limits import MAX_PADDED_CHARS, MAX_SERIES_ELEMENTS, RequestLimits
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 

@@ -13,14 +13,14 @@ import pytest
 from py4j.protocol import Py4JNetworkError
 from pyspark.errors import AnalysisException
 
-from metastore.api import error_codes as codes
-from metastore.api.answers import failure
-from metastore.catalog.overrides import NO_OVERRIDES
-from metastore.catalog.validation import Explained
-from metastore.check import run_script
+from metastore.engine.overrides import NO_OVERRIDES
+from metastore.engine.validation import Explained
 from metastore.kafka.settings import KafkaSettings
-from metastore.queries.explain import SparkExplainer
+from metastore.runtime.explain import SparkExplainer
+from metastore.server.http import error_codes as codes
+from metastore.server.http.answers import failure
 from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError
+from metastore.testing.check import run_script
 from tests.queries.test_push_queries import create_stream, insert, node  # noqa: F401
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_spark_jobs import read_all

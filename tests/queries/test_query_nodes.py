@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from metastore.kafka.settings import KafkaSettings
-from metastore.queries.assignment import group_name
+from metastore.runtime.assignment import group_name
 from tests.queries.test_spark_jobs import read_all
 from tests.spark.test_spark_catalog import wait_in_sync
 from tests.support.kafka import unique

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from metastore.kafka.settings import KafkaSettings
-from metastore.queries.processing_log import logger
-from metastore.queries.processing_log_settings import ProcessingLogSettings
+from metastore.runtime.processing_log import logger
+from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from tests.queries.test_push_queries import Lines
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_spark_jobs import read_all

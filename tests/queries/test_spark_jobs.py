@@ -14,10 +14,10 @@ from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from metastore.catalog.image import Image
-from metastore.check import run_script
 from metastore.kafka.settings import KafkaSettings
-from metastore.queries import job
-from metastore.queries.checkpoints import (
+from metastore.planner.plan import compile_query
+from metastore.runtime import job
+from metastore.runtime.checkpoints import (
     STREAM_STATE_MARK,
     TABLE_STATE_MARK,
     WINDOWED_PARTITIONING_MARK,
@@ -27,7 +27,7 @@ from metastore.queries.checkpoints import (
     LocalDir,
     checkpoint_root,
 )
-from metastore.queries.plan import compile_query
+from metastore.testing.check import run_script
 from tests.support.kafka import unique
 
 Record = tuple[bytes | None, bytes | None, dict[str, bytes]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.check import run_script
-from metastore.queries.plan import compile_query
+from metastore.planner.plan import compile_query
+from metastore.testing.check import run_script
 
 BASE = """
 CREATE STREAM S (ID INT KEY, V INT, NAME STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');

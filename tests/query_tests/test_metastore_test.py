@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from metastore.dev.schema_registry import SchemaRegistryState
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.schema_registry import SchemaRegistryState
 from tests.support.waiting import eventually
 
 # `metastore test` starts a SparkSession of its own in this process; its runs share the registry's

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from metastore.local.schema_registry import SchemaRegistryState
+from metastore.dev.schema_registry import SchemaRegistryState
 from metastore.schema_registry.client import SchemaRegistryClient
 from tests.support.servers import ServerProcess, cleaned_after, session_node
 

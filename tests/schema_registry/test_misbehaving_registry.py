@@ -9,13 +9,13 @@ from collections.abc import Iterator
 import pytest
 
 from integration.misbehaving_registry import misbehaving_registry
-from metastore.api.error_codes import classify
 from metastore.schema_registry.client import MAX_ANSWER_BYTES, SchemaRegistryClient
 from metastore.schema_registry.exceptions import (
     SchemaRegistryAccessError,
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
 )
+from metastore.server.http.error_codes import classify
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from metastore.local.schema_registry import SchemaRegistryState
+from metastore.dev.schema_registry import SchemaRegistryState
 from tests.query_tests.test_metastore_test import DEV_RECORDS
 
 pytestmark = pytest.mark.usefixtures("own_spark")  # `metastore test` starts a session of its own

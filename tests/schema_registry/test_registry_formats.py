@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from metastore.api.error_codes import classify
 from metastore.catalog.exceptions import SchemaError
-from metastore.local.schema_registry import LocalSchemaRegistry, SchemaRegistryState
-from metastore.node import Node
-from metastore.query_tests.cases import CaseRecord, QueryTest
-from metastore.query_tests.session import run_tests
+from metastore.dev.schema_registry import LocalSchemaRegistry, SchemaRegistryState
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.schema_registry.exceptions import SchemaRegistryUnavailableError
+from metastore.server.http.error_codes import classify
+from metastore.server.node import Node
 from metastore.sql.statements import ColumnRole
+from metastore.testing.cases import CaseRecord, QueryTest
+from metastore.testing.session import run_tests
 from tests.broker.test_command_log import committed_values
 from tests.support.kafka import unique
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from metastore.api.error_codes import classify
 from metastore.catalog.exceptions import AssertionFailedError
-from metastore.local.schema_registry import LocalSchemaRegistry, SchemaRegistryState, answers
-from metastore.node import Node
+from metastore.dev.schema_registry import LocalSchemaRegistry, SchemaRegistryState, answers
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.schema_registry.exceptions import (
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
 )
+from metastore.server.http.error_codes import classify
+from metastore.server.node import Node
 from tests.broker.test_command_log import committed_values, create_stream
 from tests.support.kafka import unique
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from metastore.limits import MAX_NESTING, MAX_TYPE_DEPTH
+from metastore.core.limits import MAX_NESTING, MAX_TYPE_DEPTH
 from metastore.log.topic import command_topic_name
 from tests.support.servers import ServerProcess
 

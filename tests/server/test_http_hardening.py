@@ -25,14 +25,14 @@ import httpx
 import pytest
 from starlette.middleware.base import BaseHTTPMiddleware
 
-from metastore.api.auth import BasicAuth, LoginThrottle
-from metastore.api.http_limits import HttpLimits, JsonTooDeepError, check_json_depth, decode_json
-from metastore.api.server import create_app
-from metastore.health import HealthProbe
+from metastore.cluster.health import HealthProbe
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.topic import command_topic_name
-from metastore.node import Node, NodeConfig
+from metastore.server.http.app import create_app
+from metastore.server.http.auth import BasicAuth, LoginThrottle
+from metastore.server.http.http_limits import HttpLimits, JsonTooDeepError, check_json_depth, decode_json
+from metastore.server.node import Node, NodeConfig
 from tests.support.servers import ServerProcess, gauge
 from tests.support.waiting import eventually
 
@@ -232,7 +232,7 @@ def test_an_unexpected_failure_answers_an_incident_id_and_no_internals(
             return await client.post(path, json={"ksql": text})
 
     app = create_app(node_factory(), query_runner=failing_runner)
-    with caplog.at_level(logging.ERROR, logger="metastore.api.server"):
+    with caplog.at_level(logging.ERROR, logger="metastore.server.http.app"):
         response = asyncio.run(send("/query", "SELECT * FROM X;"))
     body = error_body(response, 500, 50000)
     message = str(body["message"])

@@ -18,12 +18,12 @@ from urllib.parse import urlsplit
 import httpx
 from confluent_kafka import Consumer, Message
 
-from metastore.api.answers import failure
-from metastore.api.concurrency import Lane, LaneThreads
-from metastore.api.http_limits import HttpLimits
-from metastore.api.inserts_stream import InsertsStreamResponse
 from metastore.catalog.model import DataSource
-from metastore.check import run_script
+from metastore.server.http.answers import failure
+from metastore.server.http.concurrency import Lane, LaneThreads
+from metastore.server.http.http_limits import HttpLimits
+from metastore.server.http.inserts_stream import InsertsStreamResponse
+from metastore.testing.check import run_script
 from tests.server.test_rest_api import ksql
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess

@@ -16,11 +16,11 @@ import httpx
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from metastore.api.concurrency import Lane, LaneThreads
-from metastore.api.streaming import print_chunks
 from metastore.kafka import topic_printer
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
+from metastore.server.http.concurrency import Lane, LaneThreads
+from metastore.server.http.streaming import print_chunks
 from tests.server.test_rest_api import ksql
 from tests.support.servers import ServerProcess
 
@@ -125,7 +125,7 @@ def test_a_print_that_fails_mid_stream_ends_with_an_error_line(
     """The answer has started (200, lines sent): a failure ends it with a line, never a 500."""
     typed = asyncio.run(_chunks(FailingPrinter(KafkaClientError("reading t failed: gone"))))
     assert typed == [b"Key format: KAFKA_INT\n", b"reading t failed: gone\n"]
-    with caplog.at_level(logging.ERROR, logger="metastore.api.streaming"):
+    with caplog.at_level(logging.ERROR, logger="metastore.server.http.streaming"):
         unexpected = asyncio.run(_chunks(FailingPrinter(OverflowError("secret detail"))))
     assert unexpected[0] == b"Key format: KAFKA_INT\n" and len(unexpected) == 2
     line = unexpected[1].decode()

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from metastore.kafka.admin import Admin
-from metastore.queries.processing_log_settings import ProcessingLogSettings
+from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 from tests.support.waiting import eventually

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from metastore.server import ShutdownSignals
+from metastore.server.build import ShutdownSignals
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess, start_server, wait_until_serving
 from tests.support.waiting import eventually

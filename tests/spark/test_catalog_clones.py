@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from metastore.check import run_script
 from metastore.spark.catalog_clones import TEMPLATE_TABLE, TEMPLATE_VIEW
 from metastore.spark.projection import SparkProjection
 from metastore.spark.views import SPEC_PROPERTY
+from metastore.testing.check import run_script
 
 DATABASE = "clones"
 KAFKA = {"kafka.bootstrap.servers": "127.0.0.1:9"}  # created and analyzed, never read

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from metastore.check import run_script
 from metastore.functions import extensions
 from metastore.functions.sparksql import spark_type
+from metastore.testing.check import run_script
 from tests.spark.test_function_translations import ROW, SOURCE, _translated, evaluate, spark
 
 __all__ = ["spark"]

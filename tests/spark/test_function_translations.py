@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from sqlglot import exp
 
-from metastore.catalog.analysis import analyse
-from metastore.check import run_script
+from metastore.engine.analysis import analyse
 from metastore.functions import library as functions
 from metastore.functions.sparksql import spark_type
 from metastore.sql.parser import parse
 from metastore.sql.statements import CreateAsSelect
+from metastore.testing.check import run_script
 
 SOURCE = ("CREATE STREAM S (ID INT KEY, S STRING, N INT, B BIGINT, D DOUBLE, DE DECIMAL(4, 2), "
           "A ARRAY<INT>, M MAP<STRING, INT>, ROWOFFSET_ BIGINT) "

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from metastore.check import run_script
 from metastore.spark.types import string_literal
 from metastore.spark.views import decode_select
+from metastore.testing.check import run_script
 
 TEXTS = [
     '{"A": 1, "B": "b", "c": 10}',

@@ -1,4 +1,4 @@
-"""A full node built in process by the composition root (metastore.server.build), as `metastore
+"""A full node built in process by the composition root (metastore.server.build.build), as `metastore
 server` builds it: the Spark catalog projection, the persistent-query runner and membership run
 here, in the test's own process, against the real broker and a real SparkSession."""
 
@@ -13,9 +13,9 @@ import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
-from metastore.api.streaming import DELIMITED
-from metastore.server import NodeServices, build
-from metastore.settings import server_settings
+from metastore.server.build import NodeServices, build
+from metastore.server.http.streaming import DELIMITED
+from metastore.server.settings import server_settings
 from tests.queries.test_spark_jobs import read_all
 from tests.support.kafka import unique
 from tests.support.waiting import eventually

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from metastore.check import run_script
-from metastore.queries.processing_log import batch_offsets, entries_select
-from metastore.queries.processing_log_settings import (
+from metastore.runtime.processing_log import batch_offsets, entries_select
+from metastore.runtime.processing_log_settings import (
     ProcessingLogSettingError,
     ProcessingLogSettings,
 )
 from metastore.spark.types import string_literal
+from metastore.testing.check import run_script
 
 SCRIPT = ("CREATE STREAM S (K INT KEY, ID INT, F BOOLEAN) WITH (KAFKA_TOPIC='s_topic', "
           "KEY_FORMAT='JSON', VALUE_FORMAT='JSON', PARTITIONS=1);")

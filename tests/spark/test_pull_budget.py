@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from metastore.catalog.overrides import NO_OVERRIDES
-from metastore.check import run_script
+from metastore.engine.overrides import NO_OVERRIDES
 from metastore.spark.exceptions import AnswerTooLargeError, PullQueryTimeoutError
 from metastore.spark.query import PullBudget, check_pull_query, run_analysed
 from metastore.spark.views import object_name
+from metastore.testing.check import run_script
 from tests.support.kafka import unique
 
 ROWS = 100_000_000_000

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from metastore.dev.kafka_cluster import LocalKafkaCluster
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.local.kafka_cluster import LocalKafkaCluster
-from metastore.node import Node, NodeConfig
+from metastore.server.node import Node, NodeConfig
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from metastore.local.schema_registry import LocalSchemaRegistry, SchemaRegistryState
+from metastore.dev.schema_registry import LocalSchemaRegistry, SchemaRegistryState
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from metastore.local.kafka_cluster import free_ports
+from metastore.dev.kafka_cluster import free_ports
 from tests.support.kafka import unique
 from tests.support.waiting import eventually
 

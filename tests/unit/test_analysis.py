@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from metastore.catalog.analysis import Analysis, analyse
 from metastore.catalog.model import DataSource
-from metastore.catalog.validation import Validator, Write
-from metastore.check import AssumedTopics, run_script
+from metastore.engine.analysis import Analysis, analyse
+from metastore.engine.validation import Validator, Write
 from metastore.sql.parser import parse
 from metastore.sql.statements import CreateAsSelect, InsertInto, SelectStatement
+from metastore.testing.check import AssumedTopics, run_script
 
 BASE = """
 CREATE STREAM S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');

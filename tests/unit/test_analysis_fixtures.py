@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from metastore.check import run_script
+from metastore.testing.check import run_script
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "analysis"
 

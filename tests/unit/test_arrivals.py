@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from metastore.check import run_script
-from metastore.query_tests.arrivals import arrivals, event_time, reads_changelog
-from metastore.query_tests.cases import CaseRecord
+from metastore.testing.arrivals import arrivals, event_time, reads_changelog
+from metastore.testing.cases import CaseRecord
+from metastore.testing.check import run_script
 
 
 def record(topic: str, timestamp: int | None) -> CaseRecord:

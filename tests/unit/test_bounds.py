@@ -1,6 +1,6 @@
 """Replay is total by construction: what validation accepts applies within a small, fixed stack.
 
-Every bound of metastore.limits is refused one step past it with a clear error, and a log holding
+Every bound of metastore.core.limits is refused one step past it with a clear error, and a log holding
 records at every bound replays in a fresh process whose recursion limit is a quarter of Python's
 default (and compiles, as every node's query runtime does, in a thread with a small stack).
 """
@@ -16,8 +16,7 @@ import pytest
 
 from metastore.catalog import exceptions as errors
 from metastore.catalog.image import EMPTY_IMAGE, Image, apply
-from metastore.catalog.validation import Validator, Write
-from metastore.limits import (
+from metastore.core.limits import (
     MAX_EXPRESSION_DEPTH,
     MAX_NAME_LENGTH,
     MAX_NESTING,
@@ -25,6 +24,7 @@ from metastore.limits import (
     MAX_TYPE_DEPTH,
     RequestLimits,
 )
+from metastore.engine.validation import Validator, Write
 from metastore.log.record import CommandRecord
 from metastore.sql.exceptions import TooComplexError
 from metastore.sql.parser import parse
@@ -192,7 +192,7 @@ REPLAY = textwrap.dedent("""
     import sys, threading
     from metastore.catalog.image import EMPTY_IMAGE
     from metastore.log.replay import replay_encoded
-    from metastore.queries.plan import parse_query
+    from metastore.planner.plan import parse_query
     values = [line.strip().encode() for line in open(sys.argv[1])]
     sys.setrecursionlimit(int(sys.argv[2]))
     result = replay_encoded(EMPTY_IMAGE, enumerate(values))

@@ -25,7 +25,7 @@ from metastore.checkpoint.store import (
     parse,
     record_digest,
 )
-from metastore.faults import Faults
+from metastore.core.faults import Faults
 from tests.unit.test_replay import statement_text, validated_records
 
 INCARNATION = Incarnation("svc", "_metastore-svc-command-log", "topic-id-1")

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from metastore.api.concurrency import Lane, LaneThreads
-from metastore.api.streaming import ChunkedResponse
-from metastore.catalog.overrides import NO_OVERRIDES
-from metastore.check import run_script
-from metastore.queries import job, push
-from metastore.queries.exceptions import PushQueryLimitError
+from metastore.engine.overrides import NO_OVERRIDES
+from metastore.planner.exceptions import PushQueryLimitError
+from metastore.runtime import job, push
+from metastore.server.http.concurrency import Lane, LaneThreads
+from metastore.server.http.streaming import ChunkedResponse
 from metastore.sql.parser import parse
 from metastore.sql.statements import SelectStatement
+from metastore.testing.check import run_script
 
 
 class _Handle:

@@ -8,7 +8,7 @@ import base64
 import json
 from typing import Any
 
-from metastore.api.concurrency import ConcurrencyLimit, client_of
+from metastore.server.http.concurrency import ConcurrencyLimit, client_of
 
 
 def test_requests_over_the_limit_are_refused_and_slots_are_freed() -> None:

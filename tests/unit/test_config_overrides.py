@@ -8,20 +8,20 @@ from typing import Any
 import pytest
 
 from metastore.catalog import commands as cmd
-from metastore.catalog import overrides
 from metastore.catalog.exceptions import StatementError
 from metastore.catalog.image import EMPTY_IMAGE, Delta, Image, apply
 from metastore.catalog.model import DataSource
-from metastore.catalog.overrides import ConfigError, ConfigOverrides
-from metastore.catalog.validation import Validator, Write
-from metastore.check import AssumedTopics
 from metastore.checkpoint import codec
+from metastore.engine import overrides
+from metastore.engine.overrides import ConfigError, ConfigOverrides
+from metastore.engine.validation import Validator, Write
 from metastore.log.record import CommandRecord, decode
 from metastore.log.state import ReplicaState
 from metastore.log.writer import request_digest
-from metastore.queries.plan import compile_query
-from metastore.queries.support import check_runtime
+from metastore.planner.plan import compile_query
+from metastore.planner.support import check_runtime
 from metastore.sql.parser import parse
+from metastore.testing.check import AssumedTopics
 
 STREAM = ("CREATE STREAM S (K STRING KEY, V INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', "
           "PARTITIONS=1);")

@@ -148,7 +148,7 @@ def test_a_spark_cluster_of_the_nodes_spark_version_runs_their_queries() -> None
 def test_the_nodes_ask_a_schema_registry_of_the_local_version() -> None:
     services = compose()["services"]
     registry = services["schema-registry"]
-    pom = (ROOT / "metastore" / "local" / "schema_registry_app" / "pom.xml").read_text()
+    pom = (ROOT / "metastore" / "dev" / "schema_registry_app" / "pom.xml").read_text()
     version = re.search(r"<apicurio.version>([^<]+)</apicurio.version>", pom)
     assert version is not None
     assert registry["image"] == f"apicurio/apicurio-registry-mem:{version.group(1)}"

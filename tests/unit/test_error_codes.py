@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 
 import metastore
-from metastore.api.answers import failure
-from metastore.api.error_codes import ERROR_CODES, ErrorCode, classify, error_code
 from metastore.catalog import exceptions as catalog
-from metastore.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError
 from metastore.kafka.exceptions import KafkaTopicError
 from metastore.log.exceptions import (
     CatchUpTimeoutError,
@@ -20,7 +18,9 @@ from metastore.log.exceptions import (
     NotWrittenError,
     OutcomeUnknownError,
 )
-from metastore.queries.exceptions import UnsupportedByRuntimeError
+from metastore.planner.exceptions import UnsupportedByRuntimeError
+from metastore.server.http.answers import failure
+from metastore.server.http.error_codes import ERROR_CODES, ErrorCode, classify, error_code
 from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError
 from metastore.sql.exceptions import ParseError, TooComplexError
 
@@ -43,7 +43,7 @@ def test_every_typed_error_of_the_packages_is_in_the_table() -> None:
     typed = {cls for cls in subclasses(MetastoreError) if cls.__module__ in ERROR_MODULES}
     assert len(typed) > 40
     missing = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in typed - set(ERROR_CODES))
-    assert not missing, f"add these to metastore.api.error_codes.ERROR_CODES: {missing}"
+    assert not missing, f"add these to metastore.server.http.error_codes.ERROR_CODES: {missing}"
 
 
 def test_each_typed_error_has_its_own_machine_readable_code() -> None:

@@ -6,9 +6,9 @@ import pytest
 
 from metastore.catalog.exceptions import StatementError
 from metastore.catalog.image import EMPTY_IMAGE
-from metastore.catalog.validation import Validator
-from metastore.check import AssumedTopics
+from metastore.engine.validation import Validator
 from metastore.sql.parser import parse
+from metastore.testing.check import AssumedTopics
 
 SCRIPT = """CREATE STREAM S (ID INT KEY, A INT) WITH (kafka_topic='s', value_format='JSON');
 CREATE STREAM X AS SELECT ID,

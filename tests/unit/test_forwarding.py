@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from metastore.api.forwarding import (
+from metastore.cluster.membership import Heartbeat
+from metastore.server.http.forwarding import (
     FORWARD_BUDGET,
     FORWARDED_BY,
     ForwardingSettings,
     WriteForwarder,
     forwarded_budget,
 )
-from metastore.membership import Heartbeat
 
 
 class Writer(ThreadingHTTPServer):

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 import pytest
 from sqlglot import exp
 
-from metastore.check import run_script
 from metastore.functions import extensions
 from metastore.functions import library as functions
 from metastore.functions import sparksql as sql
 from metastore.functions.extensions import ExtensionError, FunctionClashError
 from metastore.functions.registry import Call, FunctionError, FunctionSpec, scalar, sig
-from metastore.settings import SettingsError, server_settings
+from metastore.server.settings import SettingsError, server_settings
 from metastore.sql import types as ty
+from metastore.testing.check import run_script
 
 MODULE = "tests_unit_ext_shout"
 OTHER = "tests_unit_ext_other"

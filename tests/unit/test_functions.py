@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.check import run_script
 from metastore.functions import library as functions
 from metastore.functions.datetime import partial_timestamp_millis
 from metastore.functions.registry import (
@@ -16,6 +15,7 @@ from metastore.functions.registry import (
     UnknownFunctionError,
 )
 from metastore.sql import types as ty
+from metastore.testing.check import run_script
 
 BASE = ("CREATE STREAM S (ID INT KEY, S STRING, N INT, B BIGINT, D DOUBLE, DE DECIMAL(4, 2), "
         "A ARRAY<INT>, M MAP<STRING, BIGINT>, T TIMESTAMP) "

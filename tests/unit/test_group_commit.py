@@ -11,7 +11,7 @@ import pytest
 from metastore.log.exceptions import NotWrittenError
 from metastore.log.group_commit import Queued, WriteQueue
 from metastore.log.writer import KafkaTopicFacts
-from metastore.settings import SettingsError, server_settings
+from metastore.server.settings import SettingsError, server_settings
 from tests.support.waiting import eventually
 
 

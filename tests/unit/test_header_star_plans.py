@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from metastore.check import run_script
-from metastore.queries.plan import compile_query
+from metastore.planner.plan import compile_query
+from metastore.testing.check import run_script
 
 SCRIPT = ("CREATE STREAM HS (A INT KEY, B INT, H ARRAY<STRUCT<KEY STRING, VALUE BYTES>> HEADERS) "
           "WITH (kafka_topic='hs', value_format='JSON');"

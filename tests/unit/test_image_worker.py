@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.catalog.validation import Validator
-from metastore.check import AssumedTopics
-from metastore.image_worker import ImageChange, ImageWorker, change_between
+from metastore.catalog.image_worker import ImageChange, ImageWorker, change_between
+from metastore.engine.validation import Validator
 from metastore.sql.parser import parse
+from metastore.testing.check import AssumedTopics
 from tests.support.waiting import eventually
 
 BASE = ("CREATE STREAM A (ID INT KEY, V INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');\n"

@@ -21,21 +21,22 @@ UNITS = {p.stem for p in ROOT.iterdir()
 TYPE_ONLY_EDGES_ALLOWED: set[tuple[str, str]] = set()
 """Type-only imports (under TYPE_CHECKING) that may close a cycle: none."""
 LAYERS: list[tuple[str, set[str]]] = [
-    ("core: errors, limits, faults, the record codec, the JVM classes' names and jars",
-     {"exceptions", "limits", "faults", "json_records", "proto_files", "jvm"}),
+    ("core: errors, limits, faults, the record codecs, the JVM classes' names and jars",
+     {"core", "jvm"}),
     ("the launcher's Maven jars and paths, which a node's Spark resolves its connector with",
-     {"local"}),
+     {"dev"}),
     ("the language: statements, types, functions", {"sql", "functions"}),
     ("the Schema Registry's client", {"schema_registry"}),
-    ("the catalog: model, image, commands, analysis, validation", {"catalog", "image_worker"}),
-    ("the registry formats' schemas", {"avro", "json_sr", "protobuf", "written_schemas"}),
+    ("the catalog: model, image, commands", {"catalog"}),
+    ("the engine: analysis, validation, statement rules", {"engine"}),
+    ("the registry formats' schemas", {"formats"}),
     ("the Kafka clients", {"kafka"}),
-    ("the command log, its checkpoints and the cluster's members",
-     {"log", "checkpoint", "membership", "health"}),
-    ("the runtime: Spark, persistent, push and pull queries", {"spark", "queries"}),
-    ("the node", {"node"}),
-    ("the edges: REST, settings, the composition root, offline checks, metastore test",
-     {"api", "settings", "server", "check", "query_tests"}),
+    ("the command log, its checkpoints and the cluster's members", {"log", "checkpoint", "cluster"}),
+    ("Spark: the session, the catalog's projection, source views, pull queries", {"spark"}),
+    ("the planner: a query's Spark plan", {"planner"}),
+    ("the runtime: persistent, push and pull queries running", {"runtime"}),
+    ("the node and its HTTP edge", {"server"}),
+    ("metastore test and the offline checks", {"testing"}),
 ]
 """Bottom to top."""
 
@@ -110,7 +111,7 @@ def _cycles(edges: dict[tuple[str, str], list[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_between_subpackages() -> None:
     edges = _edges()
-    assert ("catalog", "sql") in edges and ("queries", "catalog") in edges  # the walk sees imports
+    assert ("catalog", "sql") in edges and ("planner", "engine") in edges  # the walk sees imports
     cycles = _cycles(edges)
     shown = [f"{component}: " + "; ".join(f"{a}->{b} at {edges[(a, b)][0]}" for a in component
                                           for b in component if (a, b) in edges)
@@ -139,12 +140,12 @@ def _upward(edges: dict[tuple[str, str], list[str]]) -> list[str]:
 
 def test_no_unit_imports_a_layer_above_its_own() -> None:
     edges = _edges()
-    assert ("node", "log") in edges and ("log", "kafka") in edges  # the walk sees imports
+    assert ("server", "log") in edges and ("log", "kafka") in edges  # the walk sees imports
     assert not _upward(edges), _upward(edges)
 
 
 def test_an_import_from_a_layer_above_is_refused_and_one_within_a_layer_is_not() -> None:
-    assert _upward({("log", "queries"): ["metastore/log/writer.py:93"],
+    assert _upward({("log", "runtime"): ["metastore/log/writer.py:93"],
                     ("checkpoint", "log"): ["metastore/checkpoint/store.py:29"]}) == [
-        "log (the command log, its checkpoints and the cluster's members) -> queries (the "
-        "runtime: Spark, persistent, push and pull queries) at metastore/log/writer.py:93"]
+        "log (the command log, its checkpoints and the cluster's members) -> runtime (the "
+        "runtime: persistent, push and pull queries running) at metastore/log/writer.py:93"]

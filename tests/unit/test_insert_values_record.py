@@ -10,15 +10,15 @@ import pytest
 
 from metastore.catalog.exceptions import QueryError
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.catalog.insert_record import EncodedRecord, InsertValuesError, build, json_row
 from metastore.catalog.model import DataSource
-from metastore.catalog.validation import Read, Validator
-from metastore.check import run_script
+from metastore.engine.insert_record import EncodedRecord, InsertValuesError, build, json_row
+from metastore.engine.validation import Read, Validator
 from metastore.kafka import row_encoding
 from metastore.kafka.data_writer import DataWriter
-from metastore.node import Node, NodeConfig
+from metastore.server.node import Node, NodeConfig
 from metastore.sql.parser import parse
 from metastore.sql.statements import InsertValues
+from metastore.testing.check import run_script
 
 
 class _Facts:

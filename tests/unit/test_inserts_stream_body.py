@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from metastore.api.inserts_stream import BodyLines, ClientGoneError
+from metastore.server.http.inserts_stream import BodyLines, ClientGoneError
 
 
 def _receiver(messages: list[dict[str, Any]], then_wait: bool = False) -> Any:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.check import run_script
-from metastore.queries.plan import compile_query
+from metastore.planner.plan import compile_query
+from metastore.testing.check import run_script
 
 STREAMS = ("CREATE STREAM L (ID BIGINT KEY, A STRING) WITH (kafka_topic='l', value_format='JSON');"
            "CREATE STREAM R (ID BIGINT KEY, B STRING) WITH (kafka_topic='r', value_format='JSON');")

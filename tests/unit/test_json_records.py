@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as strat
 
-from metastore import json_records
+from metastore.core import json_records
 from metastore.log.record import CorruptRecordError, decode
 
 _scalars = (strat.none() | strat.booleans() | strat.integers() | strat.text()

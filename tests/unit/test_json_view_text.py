@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from metastore.check import run_script
-from metastore.queries.processing_log_settings import ProcessingLogSettings
+from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from metastore.spark.views import decode_select
+from metastore.testing.check import run_script
 
 HIVE_VIEW_TEXT = 32_700
 """The longest view text Hive's metastore keeps on Derby (LONG VARCHAR): a longer one fails the

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.check import run_script
-from metastore.queries.plan import compile_query
-from metastore.queries.steps import (
+from metastore.planner.plan import compile_query
+from metastore.planner.steps import (
     FinalWindows,
     QueryPlan,
     SessionMembers,
@@ -18,6 +17,7 @@ from metastore.queries.steps import (
     TableSideJoin,
     UnmatchedRecords,
 )
+from metastore.testing.check import run_script
 
 SOURCES = (
     "CREATE STREAM S (ID INT KEY, USER_ID INT, V INT) WITH (kafka_topic='s', value_format='JSON');"

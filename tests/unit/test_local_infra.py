@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from metastore.local.kafka_cluster import new_cluster_id
+from metastore.dev.kafka_cluster import new_cluster_id
 
 
 def test_cluster_ids_never_look_like_options() -> None:
@@ -19,7 +19,7 @@ def test_cluster_ids_never_look_like_options() -> None:
 def test_the_spark_connector_follows_the_pyspark_the_checkout_pins() -> None:
     import pyspark
 
-    from metastore.local import jars, prefetch
+    from metastore.dev import jars, prefetch
 
     assert prefetch.pinned_spark_version() == pyspark.__version__  # what pip installed
     assert jars.spark_kafka_connector(prefetch.pinned_spark_version()) == (
@@ -33,7 +33,7 @@ def test_dev_fetch_builds_the_schema_registry_only_when_asked(
 
     from cli import dev
     from cli.main import app
-    from metastore.local import prefetch
+    from metastore.dev import prefetch
 
     ran: list[list[str]] = []
     monkeypatch.setattr(prefetch, "run", lambda steps, say: ran.append([n for n, _ in steps]))
@@ -55,8 +55,8 @@ def test_prefetch_runs_with_the_standard_library_alone(tmp_path: Path) -> None:
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    probe = ("import sys; import metastore.local.prefetch, metastore.local.schema_registry, "
-             "metastore.local.jvm_build; "
+    probe = ("import sys; import metastore.dev.prefetch, metastore.dev.schema_registry, "
+             "metastore.dev.jvm_build; "
              "print(sorted(m.split('.')[0] for m in sys.modules if m.split('.')[0] in "
              "{'pyspark', 'confluent_kafka', 'typer', 'pydantic', 'fastapi', 'httpx'}))")
     done = subprocess.run([sys.executable, "-S", "-c", probe], cwd=root, capture_output=True,
@@ -84,7 +84,7 @@ def test_a_node_refuses_jars_missing_or_built_from_other_sources(tmp_path: Path)
     with pytest.raises(JvmJarsError) as missing:
         checked_jar(PROJECT_JAR, "4.2.0", jars_dir, module)
     assert missing.value.reason == "missing"
-    assert "metastore.local.prefetch" in missing.value.message
+    assert "metastore.dev.prefetch" in missing.value.message
     (jars_dir / PROJECT_JAR).write_bytes(b"PK")
     (jars_dir / STAMP).write_text(json.dumps(module_stamp("4.2.0", module)))
     assert checked_jar(PROJECT_JAR, "4.2.0", jars_dir, module) == jars_dir / PROJECT_JAR

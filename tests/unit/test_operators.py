@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.check import run_script
 from metastore.functions import casts, operators
 from metastore.sql import types as ty
+from metastore.testing.check import run_script
 
 BASE = ("CREATE STREAM S (ID INT KEY, S STRING, N INT, B BIGINT, D DOUBLE, DE DECIMAL(4, 2), "
         "A ARRAY<INT>, M MAP<STRING, BIGINT>, T TIMESTAMP, BY BYTES) "

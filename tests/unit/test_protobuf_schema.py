@@ -6,8 +6,8 @@ import pytest
 from google.protobuf import descriptor_pb2 as pb
 
 from metastore.catalog.model import Column, DataSource
-from metastore.protobuf import schema, values
-from metastore.protobuf.schema import Nullable, derive
+from metastore.formats.protobuf import schema, values
+from metastore.formats.protobuf.schema import Nullable, derive
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, SourceKind
 

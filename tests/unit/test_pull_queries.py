@@ -1,4 +1,4 @@
-"""Pull query rules under the settings a request may override (metastore.catalog.pull_queries).
+"""Pull query rules under the settings a request may override (metastore.engine.pull_queries).
 
 The rules with ksqlDB's default settings are data-driven: tests/data/analysis/pull_queries.sql.
 """
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from metastore.catalog import overrides
-from metastore.catalog.overrides import ConfigError
-from metastore.check import run_script
+from metastore.engine import overrides
+from metastore.engine.overrides import ConfigError
+from metastore.testing.check import run_script
 
 SETUP = """
 CREATE STREAM CLICKS (USER_ID STRING KEY, PAGE STRING, MS INT)

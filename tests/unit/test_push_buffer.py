@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from metastore.queries.push import PushQuery, PushSettings
+from metastore.runtime.push import PushQuery, PushSettings
 from tests.support.waiting import eventually
 
 ROW_VALUE = "v" * 1000

@@ -7,10 +7,10 @@ import pytest
 
 from metastore.catalog.exceptions import StatementError
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.catalog.validation import Validator
-from metastore.query_tests.cases import DeclaredTopic, QueryTest
-from metastore.query_tests.runner import PreexistingTopics, physical_partitions
+from metastore.engine.validation import Validator
 from metastore.sql.parser import parse
+from metastore.testing.cases import DeclaredTopic, QueryTest
+from metastore.testing.runner import PreexistingTopics, physical_partitions
 
 
 def _test(statements: list[str], topics: tuple[DeclaredTopic, ...]) -> QueryTest:

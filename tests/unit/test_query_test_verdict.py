@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from metastore.catalog.model import DataSource, WindowInfo
-from metastore.check import run_script
-from metastore.query_tests import cases, records, verdict
-from metastore.query_tests.cases import CaseRecord, Window
-from metastore.query_tests.post import normalise_schema
+from metastore.testing import cases, records, verdict
+from metastore.testing.cases import CaseRecord, Window
+from metastore.testing.check import run_script
+from metastore.testing.post import normalise_schema
 
 
 def source(script: str, name: str) -> DataSource:

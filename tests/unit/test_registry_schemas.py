@@ -11,19 +11,19 @@ from decimal import Decimal
 import pytest
 from google.protobuf import descriptor_pb2 as pb
 
-from metastore import proto_files
-from metastore.avro import binary
-from metastore.catalog import avro_columns, json_schema_columns, protobuf_columns
 from metastore.catalog.exceptions import SchemaError
-from metastore.catalog.inference import PrefetchedSchemas, infer_columns
 from metastore.catalog.model import Column, DataSource
-from metastore.protobuf import proto_text, values
-from metastore.protobuf.schema import derive, registered
+from metastore.core import proto_files
+from metastore.engine import avro_columns, json_schema_columns, protobuf_columns
+from metastore.engine.inference import PrefetchedSchemas, infer_columns
+from metastore.formats.avro import binary
+from metastore.formats.protobuf import proto_text, values
+from metastore.formats.protobuf.schema import derive, registered
+from metastore.formats.written_schemas import written_schema
 from metastore.schema_registry.client import RegisteredSchema
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
-from metastore.written_schemas import written_schema
 
 
 def zigzag(number: int) -> bytes:

@@ -14,8 +14,7 @@ from hypothesis import strategies as strat
 
 from metastore.catalog.exceptions import StatementError
 from metastore.catalog.image import EMPTY_IMAGE, REQUEST_WINDOW, Delta, Image, apply
-from metastore.catalog.validation import Validator, Write
-from metastore.check import AssumedTopics
+from metastore.engine.validation import Validator, Write
 from metastore.log.record import (
     RECORD_VERSION,
     CommandRecord,
@@ -23,8 +22,9 @@ from metastore.log.record import (
     IncompatibleRecordError,
     decode,
 )
-from metastore.queries.support import check_runtime
+from metastore.planner.support import check_runtime
 from metastore.sql.parser import parse
+from metastore.testing.check import AssumedTopics
 from tests.support.waiting import eventually
 
 NAMES = ["A", "B", "C", "D"]

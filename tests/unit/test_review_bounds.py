@@ -8,14 +8,14 @@ from typing import cast
 import pytest
 from pyspark.sql import SparkSession
 
-from metastore.catalog import overrides
 from metastore.catalog.exceptions import QueryError
-from metastore.catalog.pull_filters import MAX_DISJUNCTS
-from metastore.catalog.validation import Validator
-from metastore.check import AssumedTopics, run_script
+from metastore.engine import overrides
+from metastore.engine.pull_filters import MAX_DISJUNCTS
+from metastore.engine.validation import Validator
 from metastore.spark.query import run_pull_query
 from metastore.sql.exceptions import ParseError, PrepareError
 from metastore.sql.parser import parse
+from metastore.testing.check import AssumedTopics, run_script
 
 HUGE = "9" * 5000
 BASE = ("CREATE TABLE T (K STRING PRIMARY KEY, V INT) WITH (KAFKA_TOPIC='t', "

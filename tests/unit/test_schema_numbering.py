@@ -3,15 +3,15 @@ HashMap order, and the sides CREATE statements derive schemas for."""
 
 from __future__ import annotations
 
-from metastore.catalog.overrides import resolve
-from metastore.query_tests.schema_numbering import (
+from metastore.engine.overrides import resolve
+from metastore.sql.parser import parse
+from metastore.testing.schema_numbering import (
     SchemaSide,
     _string_hash,
     java_hash_map_order,
     registration_order,
     statement_sides,
 )
-from metastore.sql.parser import parse
 
 
 def test_string_hash_is_javas() -> None:

@@ -12,11 +12,12 @@ import pytest
 from google.protobuf import descriptor_pb2 as pb
 
 from metastore.catalog.exceptions import SchemaError
-from metastore.catalog.inference import PrefetchedSchemas, infer_columns
 from metastore.catalog.model import DataSource
-from metastore.limits import MAX_RECORD_BYTES
-from metastore.protobuf import values
-from metastore.protobuf.schema import registered, value_schema
+from metastore.core.limits import MAX_RECORD_BYTES
+from metastore.engine.inference import PrefetchedSchemas, infer_columns
+from metastore.formats.protobuf import values
+from metastore.formats.protobuf.schema import registered, value_schema
+from metastore.formats.written_schemas import written_schema
 from metastore.schema_registry.client import (
     MAX_REFERENCED_SCHEMAS,
     ReferencedSchema,
@@ -27,7 +28,6 @@ from metastore.schema_registry.client import (
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
-from metastore.written_schemas import written_schema
 
 ORDER = ('syntax = "proto3";\npackage shop;\nimport "shop/event.proto";\n'
          'message Order {\n  Event event = 1;\n  Kind kind = 2;\n  int32 count = 3;\n}\n')

@@ -1,5 +1,5 @@
 """`metastore server` starts the node while it loads the HTTP stack
-(metastore.server._while_the_node_starts): the two overlap, and a failure of either stops what
+(metastore.server.build._while_the_node_starts): the two overlap, and a failure of either stops what
 the other started."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from metastore.server import NodeServices, _while_the_node_starts
+from metastore.server.build import NodeServices, _while_the_node_starts
 
 
 class FakeServices:

@@ -11,10 +11,10 @@ from typing import Any, cast
 
 import pytest
 
-from metastore.check import run_script
-from metastore.image_worker import change_between
+from metastore.catalog.image_worker import change_between
 from metastore.spark.liveness import SparkLiveness
 from metastore.spark.projection import ProjectionRunner, ReconcileResult, SparkProjection
+from metastore.testing.check import run_script
 from tests.support.waiting import eventually
 
 

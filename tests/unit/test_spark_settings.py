@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from metastore.local.dev import spark_node_args
-from metastore.local.spark_cluster import LocalSparkCluster, SparkClusterState, SparkDaemon
-from metastore.settings import SettingsError, server_settings
+from metastore.dev.spark_cluster import LocalSparkCluster, SparkClusterState, SparkDaemon
+from metastore.dev.stack import spark_node_args
+from metastore.server.settings import SettingsError, server_settings
 from metastore.spark.session import is_local
 
 BASE = {"bootstrap_servers": "k:9092"}
@@ -70,7 +70,7 @@ def test_spark_conf_from_toml_nested_tables_is_flattened() -> None:
     ("hdfs://namenode:8020/checkpoints", True), ("s3a://bucket/x", True), ("file:/tmp/x", True),
     ("hdfs:/checkpoints", True), ("/var/lib/metastore/q", False), ("relative/dir", False)])
 def test_a_checkpoint_root_is_a_uri_when_it_has_a_scheme(root: str, uri: bool) -> None:
-    from metastore.queries.checkpoints import LocalRoot, checkpoint_root, is_uri
+    from metastore.runtime.checkpoints import LocalRoot, checkpoint_root, is_uri
 
     assert is_uri(root) == uri
     if not uri:
@@ -121,8 +121,8 @@ class _Recorded:
 def test_a_querys_reads_take_the_raw_tables_options_then_their_own() -> None:
     from types import SimpleNamespace
 
-    from metastore.queries.job import _register
-    from metastore.queries.steps import Step
+    from metastore.planner.steps import Step
+    from metastore.runtime.job import _register
     from metastore.spark.views import raw_options
 
     reads: dict[str, dict[str, str]] = {}

@@ -1,14 +1,14 @@
-"""Which pull queries a table's store answers (:func:`metastore.queries.materialized.lookup_of`):
+"""Which pull queries a table's store answers (:func:`metastore.runtime.materialized.lookup_of`):
 key lookups, range scans of keys and plain columns; everything else is Spark's."""
 
 from __future__ import annotations
 
 import pytest
 
-from metastore.catalog.overrides import NO_OVERRIDES
-from metastore.check import run_script
-from metastore.queries.materialized import Lookup, lookup_of
+from metastore.engine.overrides import NO_OVERRIDES
+from metastore.runtime.materialized import Lookup, lookup_of
 from metastore.spark.query import check_pull_query
+from metastore.testing.check import run_script
 
 SETUP = """
 CREATE SOURCE TABLE T (ID INT PRIMARY KEY, NAME STRING, N BIGINT)

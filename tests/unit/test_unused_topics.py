@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from metastore.catalog.validation import TopicSpec
+from metastore.engine.validation import TopicSpec
 from metastore.kafka.admin import TopicInfo
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.log.unused_topics import UnusedTopics

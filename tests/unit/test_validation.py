@@ -8,12 +8,12 @@ import pytest
 
 from metastore.catalog import exceptions as errors
 from metastore.catalog.image import EMPTY_IMAGE, Delta, Image
-from metastore.catalog.validation import Read, Skip, TopicSpec, Validator, Write
-from metastore.check import run_script
+from metastore.engine.validation import Read, Skip, TopicSpec, Validator, Write
 from metastore.functions import operators
-from metastore.queries.support import check_runtime
+from metastore.planner.support import check_runtime
 from metastore.sql import types as ty
 from metastore.sql.parser import parse
+from metastore.testing.check import run_script
 
 BASE = """
 CREATE STREAM PV (ID INT KEY, URL STRING, N INT) WITH (KAFKA_TOPIC='pv', VALUE_FORMAT='JSON');

@@ -7,17 +7,17 @@ import re
 
 import pytest
 
-from metastore.catalog import overrides, responses
 from metastore.catalog.exceptions import StatementError
 from metastore.catalog.image import EMPTY_IMAGE
-from metastore.catalog.overrides import ConfigError
-from metastore.catalog.validation import Validator
-from metastore.check import AssumedTopics, run_script
-from metastore.limits import MAX_SUBSTITUTED_CHARS
-from metastore.node import answered
+from metastore.core.limits import MAX_SUBSTITUTED_CHARS
+from metastore.engine import overrides, responses
+from metastore.engine.overrides import ConfigError
+from metastore.engine.validation import Validator
+from metastore.server.node import answered
 from metastore.sql import statements as st
 from metastore.sql.exceptions import TooComplexError, VariableError
 from metastore.sql.variables import Variables, parse_request, substitute, substitution_enabled
+from metastore.testing.check import AssumedTopics, run_script
 
 VALUES = Variables({
     "identifier": "_id_", "quotedIdentifier": '"_id_"', "backQuotedIdentifier": "`_id_`",

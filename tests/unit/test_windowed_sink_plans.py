@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.check import run_script
 from metastore.jvm.classes import WINDOW_KEY_BYTES_CONFIG, WINDOWED_PARTITIONER_CLASS
-from metastore.queries import job
-from metastore.queries.plan import WINDOWED_RECORD_ORDER, compile_query
-from metastore.queries.steps import QueryPlan
+from metastore.planner.plan import WINDOWED_RECORD_ORDER, compile_query
+from metastore.planner.steps import QueryPlan
+from metastore.runtime import job
+from metastore.testing.check import run_script
 
 SOURCE = ("CREATE STREAM S (ID STRING KEY, V INT) WITH (kafka_topic='s', value_format='JSON');"
           "CREATE STREAM W (ID STRING KEY, V INT) WITH (kafka_topic='w', value_format='JSON', "

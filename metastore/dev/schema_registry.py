@@ -1,0 +1,265 @@
+"""A local Confluent-compatible Schema Registry on 127.0.0.1: Apicurio Registry, in memory.
+
+Apicurio Registry's ``ccompat`` API (``/apis/ccompat/v7``) is the Confluent Schema Registry REST
+API; that base URL is what a node's ``--schema-registry-url`` takes. Maven Central publishes
+Apicurio's application module but no runnable build, so :func:`build` packages it with Quarkus from
+the project's ``schema_registry_app/`` (its ``pom.xml`` says why that version), once, into
+``<cache>/jars/schema-registry/``; a stamp of the sources' hash makes the next call a file read.
+
+:class:`LocalSchemaRegistry` starts one registry process under a root, its port and pid in
+``schema-registry.json``, its log in ``schema-registry.log``. Only a process whose command line
+names the root is ever signalled. Readiness is the API's own answer: ``GET /subjects`` gives a
+JSON list. Schemas live in the process's memory: a restart starts empty, as a test wants.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import TextIO
+
+from metastore.dev import jars
+from metastore.dev.exceptions import JavaBuildError, LocalInfraError
+from metastore.dev.kafka_cluster import free_ports
+from metastore.dev.paths import jar_dir
+from metastore.dev.processes import (
+    log_tail,
+    pid_alive,
+    pid_exists,
+    read_state,
+    terminate,
+    write_state,
+)
+
+APP_DIR = "schema_registry_app"
+RUNNER_JAR = "schema-registry-1-runner.jar"
+STATE_FILE = "schema-registry.json"
+CCOMPAT_PATH = "/apis/ccompat/v7"
+HEAP = "-Xmx256m"
+
+
+class SchemaRegistryStartError(LocalInfraError):
+    """The local Schema Registry did not start, or not in time."""
+
+    code = "schema_registry_start"
+
+
+@dataclass(frozen=True)
+class SchemaRegistryState:
+    port: int
+    pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        """The Confluent Schema Registry API's base URL."""
+        return f"http://127.0.0.1:{self.port}{CCOMPAT_PATH}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @staticmethod
+    def from_json(text: str) -> SchemaRegistryState:
+        data = json.loads(text)
+        return SchemaRegistryState(port=int(data["port"]), pid=data.get("pid"))
+
+
+# -- build ---------------------------------------------------------------------------------------
+BUILD_FILES = ("pom.xml", "src")
+"""What the build reads from the app directory (a ``target/`` of a manual build is not)."""
+BUILD_TIMEOUT_SECONDS = 1800
+
+
+def _sources() -> dict[str, str]:
+    """The build's files (path relative to the app directory: text)."""
+    found: dict[str, str] = {}
+
+    def walk(entry: Traversable, prefix: str) -> None:
+        for child in entry.iterdir():
+            path = f"{prefix}{child.name}"
+            if child.is_dir():
+                walk(child, f"{path}/")
+            elif not child.name.endswith((".pyc", "~")):
+                found[path] = child.read_text(encoding="utf-8")
+
+    app = resources.files("metastore.dev").joinpath(APP_DIR)
+    for name in BUILD_FILES:
+        entry = app.joinpath(name)
+        if entry.is_dir():
+            walk(entry, f"{name}/")
+        else:
+            found[name] = entry.read_text(encoding="utf-8")
+    return found
+
+
+def _stamp(sources: dict[str, str]) -> dict[str, dict[str, str]]:
+    return {"sources_sha256": {path: hashlib.sha256(text.encode()).hexdigest()
+                               for path, text in sorted(sources.items())}}
+
+
+def is_built() -> bool:
+    """Whether the registry's runner jar is built from the current sources."""
+    target = jar_dir("schema-registry")
+    return jars.is_built(target, _stamp(_sources()), target / RUNNER_JAR)
+
+
+def build(progress: TextIO | None = sys.stderr) -> Path:
+    """The registry's runner jar (its ``lib/`` beside it), built with Maven the first time and
+    again when a source of the build changes. Builds of several processes take turns (a lock
+    file); a build that fails or is interrupted leaves nothing behind."""
+    sources = _sources()
+    stamp = _stamp(sources)
+    target = jar_dir("schema-registry")
+    runner = target / RUNNER_JAR
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / "schema-registry.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if jars.is_built(target, stamp, runner):
+            return runner
+        staging = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
+        try:
+            _maven_package(sources, staging, progress)
+            (staging / "output").mkdir()
+            (staging / "target" / RUNNER_JAR).rename(staging / "output" / RUNNER_JAR)
+            (staging / "target" / "lib").rename(staging / "output" / "lib")
+            (staging / "output" / jars.STAMP).write_text(json.dumps(stamp))
+            shutil.rmtree(target, ignore_errors=True)
+            (staging / "output").rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    if progress is not None:
+        print(f"Built the Schema Registry into {target}", file=progress, flush=True)
+    return runner
+
+
+def _maven_package(sources: dict[str, str], staging: Path, progress: TextIO | None) -> None:
+    mvn = jars.require_tool("mvn", "Install Apache Maven 3.8+ (Debian: apt-get install maven).")
+    jars.require_tool("javac", "Install a Java 17+ JDK (Debian: apt-get install openjdk-17-jdk).")
+    for path, text in sources.items():
+        (staging / path).parent.mkdir(parents=True, exist_ok=True)
+        (staging / path).write_text(text, encoding="utf-8")
+    settings = staging / "maven-settings.xml"
+    settings.write_text(resources.files("metastore.dev").joinpath(
+        "poms", "maven-settings.xml").read_text(encoding="utf-8"), encoding="utf-8")
+    if progress is not None:
+        print("The local Schema Registry is needed and not built yet: building it (Apicurio "
+              "Registry, about 210 MB from Maven Central) once, a few minutes; `metastore dev "
+              "fetch --all` builds it ahead of time...", file=progress, flush=True)
+    try:
+        done = subprocess.run([mvn, "-B", "-q", "-f", str(staging / "pom.xml"), "-gs",
+                               str(settings), "package", "-DskipTests"], capture_output=True,
+                              text=True, check=False, timeout=BUILD_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired as error:
+        raise JavaBuildError(f"mvn did not finish within {BUILD_TIMEOUT_SECONDS} s",
+                             "the local Schema Registry") from error
+    if done.returncode != 0 or not (staging / "target" / RUNNER_JAR).exists():
+        errors = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line]
+        raise JavaBuildError("\n".join(errors[:5]) or f"mvn exited {done.returncode}",
+                             "the local Schema Registry")
+
+
+# -- run -----------------------------------------------------------------------------------------
+class LocalSchemaRegistry:
+    """One in-memory registry process under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    @property
+    def marker(self) -> str:
+        return str(self.root)
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / STATE_FILE
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "schema-registry.log"
+
+    def state(self) -> SchemaRegistryState | None:
+        return read_state(self.state_path, SchemaRegistryState.from_json)
+
+    def is_running(self) -> bool:
+        return self._running_pid(self.state()) is not None
+
+    def _running_pid(self, state: SchemaRegistryState | None) -> int | None:
+        if state is None or state.pid is None or not pid_alive(state.pid, self.marker):
+            return None
+        return state.pid
+
+    def start(self, progress: TextIO | None = sys.stderr,
+              timeout: float = 60.0) -> SchemaRegistryState:
+        """Start the registry (or return it when it runs) once its API answers."""
+        existing = self.state()
+        if existing is not None and self.is_running():
+            return existing
+        self.stop()
+        runner = build(progress)
+        java = jars.require_java()
+        self.root.mkdir(parents=True, exist_ok=True)
+        [chosen] = free_ports(1)
+        if progress is not None:
+            print(f"Starting a Schema Registry on 127.0.0.1:{chosen}...", file=progress, flush=True)
+        command = [java, HEAP, f"-Dmetastore.local.root={self.root}",
+                   f"-Dquarkus.http.port={chosen}", "-Dquarkus.http.host=127.0.0.1",
+                   "-Dquarkus.log.level=WARN", "-jar", str(runner)]
+        with self.log_path.open("ab") as log:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True,
+                                       cwd=self.root)
+        state = SchemaRegistryState(chosen, process.pid)
+        write_state(self.state_path, state.to_json())
+        try:
+            self._wait_ready(state, timeout)
+        except SchemaRegistryStartError:
+            self.stop()
+            raise
+        if progress is not None:
+            print(f"Schema Registry is ready at {state.url}", file=progress, flush=True)
+        return state
+
+    def _wait_ready(self, state: SchemaRegistryState, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if state.pid is None or not pid_exists(state.pid):
+                raise SchemaRegistryStartError(
+                    f"the Schema Registry exited during start-up:\n{log_tail(self.log_path)}")
+            if answers(state.url):
+                return
+            if time.monotonic() > deadline:
+                raise SchemaRegistryStartError(f"the Schema Registry did not answer within "
+                                               f"{timeout:.0f}s; see {self.log_path}")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """Stop the registry this launcher started; how many processes were running (0 or 1)."""
+        pid = self._running_pid(self.state())
+        if pid is None:
+            return 0
+        terminate([pid], self.marker, timeout)
+        return 1
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""No proxy of the environment stands between the launcher and its own registry."""
+
+
+def answers(url: str, timeout: float = 2.0) -> bool:
+    """Whether a Confluent-compatible registry answers at ``url`` (its subjects, a JSON list)."""
+    try:
+        with _DIRECT.open(f"{url.rstrip('/')}/subjects", timeout=timeout) as response:
+            return isinstance(json.load(response), list)
+    except (OSError, urllib.error.URLError, ValueError):
+        return False

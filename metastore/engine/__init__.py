@@ -1,0 +1,4 @@
+"""What a statement means and whether it may be written, as ksqlDB's engine decides it: the
+query analysis (scope, typer, keys, joins, aggregation), the validator against a snapshot of the
+catalog, DDL and WITH-clause rules, configuration overrides, pull-query rules, the columns a
+registry schema gives, INSERT VALUES records, and the REST entities of statements that read."""

@@ -1,0 +1,306 @@
+"""One persistent query as a Spark StreamingQuery: start it from a plan, read its progress.
+
+Each query runs in a Spark session of its own (``spark.newSession()``: the node's SparkContext,
+its own temporary views and SQL settings), with ANSI mode off so that an expression over a bad
+value yields NULL, as in ksqlDB, instead of failing the query (a record that cannot be decoded is
+skipped before: :func:`metastore.spark.views.decode_select`). Its checkpoint (source offsets and aggregation
+state) is ``<checkpoint root>/<query id>``; a query restarted anywhere with the same checkpoint
+resumes after the last micro-batch it committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from metastore.jvm.classes import (
+    FINAL_WINDOWS_CLASS,
+    FOREIGN_KEY_JOIN_CLASS,
+    GROUP_MEMBERS_CLASS,
+    INTERCEPTOR_CLASS,
+    ROW_VERSIONS_CLASS,
+    SESSION_MEMBERS_CLASS,
+    STREAM_TIME_CLASS,
+    TABLE_SIDE_JOIN_CLASS,
+    TABLE_TABLE_JOIN_CLASS,
+    UNMATCHED_RECORDS_CLASS,
+    WINDOW_KEY_BYTES_CONFIG,
+    WINDOWED_PARTITIONER_CLASS,
+)
+from metastore.planner.steps import (
+    FinalWindows,
+    ForeignKeyTableJoin,
+    GroupMembers,
+    KeyedOperator,
+    QueryPlan,
+    RowVersions,
+    Step,
+    StreamTime,
+    TableJoin,
+    TableSideJoin,
+    UnmatchedRecords,
+)
+from metastore.runtime.checkpoints import CheckpointDir, LocalDir
+from metastore.spark.session import query_session
+from metastore.spark.views import raw_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+"""The state store ``transformWithState`` needs (a query's checkpoint keeps the one it started
+with)."""
+
+STREAM_STATE_BATCH_RECORDS = 100_000
+"""The most records a micro-batch of a query with stream state reads from each source: its
+processors keyed by source partition (stream time, EMIT FINAL's windows) hold a partition's
+records of the micro-batch in memory to take them in offset order, so a query catching up on a
+long backlog does it in micro-batches of this size."""
+
+Deliver = Callable[[list["Row"]], None]
+"""Where a transient query's micro-batch rows go (called on Spark's streaming thread)."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the last micro-batch processed: the next offset per (topic, partition)."""
+
+    batch_id: int
+    offsets: Mapping[tuple[str, int], int]
+
+
+def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
+          kafka_options: Mapping[str, str], available_now: bool = False,
+          listener: StreamingQueryListener | None = None) -> StreamingQuery:
+    """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
+
+    ``available_now`` processes what the source topics hold when it starts, then stops (what a
+    test run wants); otherwise the query runs until stopped. ``listener`` hears its progress
+    (it runs in a session of its own, whose queries only that session's listeners hear).
+    """
+    session = query_session(spark)
+    if listener is not None:
+        session.streams.addListener(listener)
+    reads = {"startingOffsets": "earliest" if plan.earliest else "latest"}
+    if plan.stream_state:
+        reads["maxOffsetsPerTrigger"] = str(STREAM_STATE_BATCH_RECORDS)
+    _register(session, plan.steps, kafka_options, reads=reads)
+    partitioner = sink_partitioner(plan) if checkpoint.holds_windowed_partitioning() else {}
+    checkpoint.prepare(plan.table_state, plan.stream_state, bool(partitioner))
+    sink_options = {**kafka_options, **partitioner,
+                    "kafka.interceptor.classes": INTERCEPTOR_CLASS, "topic": plan.topic}
+    if plan.batch is None:
+        writer = (session.sql(plan.sql).writeStream.format("kafka").options(**sink_options)
+                  .outputMode(plan.output_mode))
+    else:
+        writer = _stage_writer(session, plan, checkpoint, kafka_options, lambda result: (
+            result.write.format("kafka").options(**sink_options).save()))
+    writer = writer.option("checkpointLocation", checkpoint.location).queryName(plan.query_id)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def sink_partitioner(plan: QueryPlan) -> dict[str, str]:
+    """The sink producer's partitioner: Kafka's default, or for a windowed sink the key's
+    partition without its window (Kafka Streams' ``WindowedStreamPartitioner``)."""
+    if not plan.window_key_bytes:
+        return {}
+    return {"kafka.partitioner.class": WINDOWED_PARTITIONER_CLASS,
+            f"kafka.{WINDOW_KEY_BYTES_CONFIG}": str(plan.window_key_bytes)}
+
+
+def start_transient(session: SparkSession, plan: QueryPlan, checkpoint: Path,
+                    kafka_options: Mapping[str, str], deliver: Deliver, *,
+                    max_records_per_batch: int) -> StreamingQuery:
+    """Start ``plan`` (:func:`metastore.planner.plan.compile_push`) in ``session`` (its own,
+    from :func:`query_session`) as a StreamingQuery that hands each micro-batch's rows to
+    ``deliver``, at most ``max_records_per_batch`` source records per micro-batch."""
+    reads = {"startingOffsets": "earliest" if plan.earliest else "latest",
+             "maxOffsetsPerTrigger": str(max_records_per_batch)}
+    _register(session, plan.steps, kafka_options, reads=reads)
+    if plan.batch is None:
+        writer = (session.sql(plan.sql).writeStream.outputMode(plan.output_mode)
+                  .foreachBatch(lambda rows, _batch_id: deliver(rows.collect())))
+    else:
+        writer = _stage_writer(session, plan, LocalDir(checkpoint), kafka_options,
+                               lambda result: deliver(result.collect()))
+    return (writer.option("checkpointLocation", LocalDir(checkpoint).location)
+            .queryName(plan.query_id).start())
+
+
+def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
+                  kafka_options: Mapping[str, str],
+                  emit: Callable[[DataFrame], None]) -> DataStreamWriter:
+    """The stream of a plan with a :class:`~metastore.planner.steps.BatchStage`: per
+    micro-batch, its rows as the stage's view, the stage's steps over the source topics read up
+    to the micro-batch's end, and the plan's SQL over them, whose result goes to ``emit``."""
+    stage = plan.batch
+    assert stage is not None, "a plan with a batch stage"
+
+    def run_micro_batch(rows: DataFrame, batch_id: int) -> None:
+        batch_session = rows.sparkSession
+        rows.createOrReplaceTempView(stage.view)
+        _register(batch_session, stage.steps, kafka_options,
+                  micro_batch_ends(checkpoint, batch_id))
+        emit(batch_session.sql(plan.sql))
+
+    return (session.sql(stage.source_sql).writeStream.foreachBatch(run_micro_batch)
+            .outputMode(plan.output_mode))
+
+
+def start_stream(spark: SparkSession, steps: tuple[Step, ...], view: str, checkpoint: Path,
+                 kafka_options: Mapping[str, str],
+                 on_batch: Callable[[DataFrame, int], None], *, trigger_ms: int,
+                 max_records_per_batch: int, name: str) -> StreamingQuery:
+    """Start a StreamingQuery over ``steps``' views that hands each micro-batch of ``view``
+    to ``on_batch``, reading from the sources' first offsets, every ``trigger_ms``, at most
+    ``max_records_per_batch`` source records at a time."""
+    session = query_session(spark)
+    _register(session, steps, kafka_options, reads={
+        "startingOffsets": "earliest", "maxOffsetsPerTrigger": str(max_records_per_batch)})
+    return (session.table(view).writeStream.foreachBatch(on_batch)
+            .option("checkpointLocation", LocalDir(checkpoint).location).queryName(name)
+            .trigger(processingTime=f"{trigger_ms} milliseconds").start())
+
+
+def explain(spark: SparkSession, plan: QueryPlan, kafka_options: Mapping[str, str]) -> str:
+    """Spark's plan of ``plan`` (parsed, analysed, optimised and physical), without starting
+    it. A plan with a batch stage shows its stream, then the SQL each micro-batch runs."""
+    session = query_session(spark)
+    _register(session, plan.steps, kafka_options)
+    frame = session.sql(plan.sql if plan.batch is None else plan.batch.source_sql)
+    jvm: Any = frame.sparkSession._jvm
+    text = str(jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "extended"))
+    if plan.batch is not None:
+        text += f"\n== Each micro-batch runs ==\n{plan.sql}\n"
+    return text
+
+
+def micro_batch_ends(checkpoint: CheckpointDir, batch_id: int) -> dict[str, dict[str, int]]:
+    """The source offsets micro-batch ``batch_id`` ends at, per topic and partition, from the
+    query's offset log (written before the micro-batch runs)."""
+    ends: dict[str, dict[str, int]] = {}
+    lines = checkpoint.read_text(f"offsets/{batch_id}").splitlines()
+    for line in lines[2:]:  # a version line, the batch's metadata, then each source's offsets
+        try:
+            offsets = json.loads(line)
+        except ValueError:
+            continue
+        for topic, partitions in (offsets.items() if isinstance(offsets, dict) else ()):
+            if isinstance(partitions, dict):
+                ends[str(topic)] = {str(p): int(o) for p, o in partitions.items()}
+    return ends
+
+
+def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Mapping[str, str],
+              ends: Mapping[str, Mapping[str, int]] | None = None,
+              reads: Mapping[str, str] | None = None) -> None:
+    """Register each step's view: a Kafka read (streaming or batch) or a SELECT. A batch read of
+    a topic in ``ends`` stops there, so every scan of it in a micro-batch reads the same records:
+    those up to the micro-batch's end. ``reads``: options of the streaming reads (by default,
+    from the earliest offset, unbounded micro-batches)."""
+    for step in steps:
+        if step.topic is not None:
+            reader = session.readStream if step.streaming else session.read
+            options = raw_options(step.topic, kafka_options)
+            if step.streaming and reads:
+                options.update(reads)
+            if step.from_start:
+                options["startingOffsets"] = "earliest"
+            if not step.streaming and ends and step.topic in ends:
+                options["endingOffsets"] = json.dumps({step.topic: dict(ends[step.topic])})
+            frame = reader.format("kafka").options(**options).load()
+        elif step.keyed is not None:
+            frame = _keyed_operator(session, step.view, step.keyed)
+        else:
+            assert step.sql is not None, "a step reads a topic or runs a SELECT"
+            frame = session.sql(step.sql)
+        if step.observed is not None:
+            from pyspark.sql.functions import expr
+
+            name, measures = step.observed
+            frame = frame.observe(name, *(expr(measure) for measure in measures))
+        if step.watermark_ms is not None:
+            frame = frame.withWatermark("__MS_TS", f"{step.watermark_ms} milliseconds")
+        frame.createOrReplaceTempView(step.view)
+
+
+def _keyed_operator(session: SparkSession, view: str, operator: KeyedOperator) -> DataFrame:
+    """The view of a keyed stateful operator, one of the project's JVM processors under
+    ``transformWithState``, which keeps its state in RocksDB."""
+    session.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
+    jvm: Any = session._jvm
+    jsession = session._jsparkSession
+    if isinstance(operator, TableSideJoin):
+        _java_class(jvm, TABLE_SIDE_JOIN_CLASS).register(
+            jsession, operator.stream_view, operator.table_view, view,
+            list(operator.table_columns), operator.left)
+    elif isinstance(operator, TableJoin):
+        _java_class(jvm, TABLE_TABLE_JOIN_CLASS).register(
+            jsession, list(operator.table_views), view,
+            [list(columns) for columns in operator.table_columns])
+    elif isinstance(operator, ForeignKeyTableJoin):
+        _java_class(jvm, FOREIGN_KEY_JOIN_CLASS).register(
+            jsession, operator.left_view, operator.right_view, view, list(operator.left_columns),
+            list(operator.right_columns))
+    elif isinstance(operator, RowVersions):
+        _java_class(jvm, ROW_VERSIONS_CLASS).register(jsession, operator.changelog_view, view)
+    elif isinstance(operator, GroupMembers):
+        _java_class(jvm, GROUP_MEMBERS_CLASS).register(jsession, operator.changes_view, view)
+    elif isinstance(operator, StreamTime):
+        _java_class(jvm, STREAM_TIME_CLASS).register(jsession, operator.records_view, view)
+    elif isinstance(operator, UnmatchedRecords):
+        _java_class(jvm, UNMATCHED_RECORDS_CLASS).register(
+            jsession, operator.records_view, operator.other_view, view, operator.lookback_ms,
+            operator.retention_ms)
+    elif isinstance(operator, FinalWindows):
+        _java_class(jvm, FINAL_WINDOWS_CLASS).register(
+            jsession, operator.windowed_view, view, operator.grace_ms, operator.retention_ms)
+    else:
+        _java_class(jvm, SESSION_MEMBERS_CLASS).register(
+            jsession, operator.timed_view, view, operator.gap_ms, operator.grace_ms,
+            operator.retention_ms)
+    return session.table(view)
+
+
+def _java_class(jvm: Any, name: str) -> Any:
+    found = jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def progress(streaming_query: StreamingQuery) -> Progress | None:
+    """The offsets the last micro-batch reached, or None before the first one."""
+    last = streaming_query.lastProgress
+    if last is None:
+        return None
+    data: dict[str, Any] = json.loads(last.json) if hasattr(last, "json") else dict(last)
+    offsets: dict[tuple[str, int], int] = {}
+    for source in data.get("sources") or []:
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        for topic, partitions in (end or {}).items():
+            for partition, offset in partitions.items():
+                offsets[(topic, int(partition))] = int(offset)
+    return Progress(int(data.get("batchId", -1)), offsets)
+
+
+def failure(streaming_query: StreamingQuery) -> str | None:
+    """The reason a stopped query failed (first line), or None."""
+    error = streaming_query.exception()
+    if error is None:
+        return None
+    text = str(getattr(error, "desc", None) or error).strip()
+    return text.splitlines()[0][:1000] if text else type(error).__name__

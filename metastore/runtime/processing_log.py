@@ -1,0 +1,250 @@
+"""The processing log, as ksqlDB's: a Kafka topic of the records queries could not process, and
+a stream ``KSQL_PROCESSING_LOG`` over it (its settings: :mod:`metastore.runtime.
+processing_log_settings`).
+
+A query that skips a record it cannot deserialize (:mod:`metastore.runtime.skipped`) hands the
+offsets of that micro-batch's source to :class:`ProcessingLog`, whose thread reads them again in
+a Spark batch job with the same decoding (:func:`metastore.spark.views.decode_select`) and writes
+one DESERIALIZATION_ERROR entry per unreadable record, in ksqlDB's JSON layout: so the rules of
+what is unreadable are the query's own, nothing is held per record in the driver, and a topic
+without bad records costs nothing. The log is best effort, as ksqlDB's log4j appender is: a
+micro-batch Spark runs again logs its records again, and entries are lost when the node stops
+before it wrote them, when its log's topic is missing, or when more micro-batches wait than its
+queue holds (each said in the node's log).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from metastore.catalog.model import DataSource
+from metastore.spark.session import query_session
+from metastore.spark.types import quote, string_literal
+from metastore.spark.views import decode_select, raw_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+Offsets = Mapping[int, int]
+"""A topic's offsets by partition."""
+
+
+DESERIALIZATION_ERROR = 0
+"""ksqlDB's ``MessageType.DESERIALIZATION_ERROR``."""
+
+
+@dataclass(frozen=True)
+class SkippedBatch:
+    """Records a micro-batch of ``query`` skipped in ``source``: those it read from its topic
+    between ``start`` and ``end`` (per partition) that it cannot read."""
+
+    query: str
+    source: str
+    topic: str
+    start: Offsets
+    end: Offsets
+
+
+READABLE = "__MS_LOG_READABLE"
+KEY_READABLE = "__MS_LOG_KEY_READABLE"
+_VALUE = "__MS_LOG_RECORD_VALUE"
+"""The unreadable record's value, kept while its key is read alone."""
+_RAW = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
+
+
+def entries_select(source: DataSource, raw_table: str, query: str, rows_include: bool) -> str:
+    """The processing log's entries (a ``value`` column of JSON) for the records of
+    ``raw_table`` (a Kafka read of ``source``'s topic) that ``source`` cannot read: ksqlDB's
+    DESERIALIZATION_ERROR, its target ``key`` when the key alone is unreadable, else ``value``."""
+    carried = tuple(f"{column} AS __MS_LOG_{column}" for column in _RAW)
+    unreadable = (f"SELECT * FROM ({decode_select(source, raw_table, carried, READABLE)}) "
+                  f"WHERE NOT {READABLE}")
+    key_only = ("SELECT " + ", ".join(
+        f"{'CAST(NULL AS BINARY)' if column == 'value' else f'__MS_LOG_{column}'} AS {column}"
+        for column in _RAW) + f", __MS_LOG_value AS {_VALUE} FROM ({unreadable})")
+    targeted = decode_select(source, f"({key_only})", (*carried, _VALUE), KEY_READABLE)
+    target = f"IF({KEY_READABLE}, 'value', 'key')"
+    record = (f"base64(IF({KEY_READABLE}, {_VALUE}, __MS_LOG_key))" if rows_include
+              else "CAST(NULL AS STRING)")
+    formats = (f"IF({KEY_READABLE}, {string_literal(source.value_format)}, "
+               f"{string_literal(source.key_format)})")
+    message = (f"concat('Failed to deserialize ', {target}, ' from topic: ', __MS_LOG_topic, "
+               f"'. It is no ', {formats}, ' ', {target}, ' the columns of ', "
+               f"{string_literal(source.name)}, ' can read (partition ', __MS_LOG_partition, "
+               "', offset ', __MS_LOG_offset, ').')")
+    error = (f"named_struct('target', {target}, 'errorMessage', {message}, 'recordB64', "
+             f"{record}, 'cause', CAST(array() AS ARRAY<STRING>), 'topic', __MS_LOG_topic)")
+    entry = (f"named_struct('logger', {string_literal(logger(query))}, 'level', 'ERROR', "
+             "'time', unix_millis(current_timestamp()), 'message', named_struct('type', "
+             f"{DESERIALIZATION_ERROR}, 'deserializationError', {error}))")
+    return (f"SELECT to_json({entry}, map('ignoreNullFields', 'false')) AS value "
+            f"FROM ({targeted})")
+
+
+def logger(query: str) -> str:
+    """The logger of a query's source deserializer, as ksqlDB names it."""
+    return f"processing.{query}.KsqlTopic.Source.deserializer"
+
+
+class ProcessingLog:
+    """Writes the processing log's entries of one node, on a thread of its own: a bounded
+    queue of :class:`SkippedBatch` (when it is full, a batch is dropped with a warning)."""
+
+    def __init__(self, spark: Callable[[], SparkSession | None],
+                 kafka_options: Mapping[str, str], topic: str,
+                 source: Callable[[str], DataSource | None],
+                 topic_exists: Callable[[str], bool], rows_include: bool = False,
+                 max_pending: int = 100) -> None:
+        """``source``: a source of the catalog by name; ``topic_exists``: whether the log's
+        topic is there to write (else nothing is written: a producer would wait for it)."""
+        self._spark = spark
+        self._topic_exists = topic_exists
+        self._kafka_options = dict(kafka_options)
+        self.topic = topic
+        self._source = source
+        self._rows_include = rows_include
+        self._pending: queue.Queue[SkippedBatch | None] = queue.Queue(max_pending)
+        self._thread: threading.Thread | None = None
+        self._session: tuple[SparkSession, SparkSession] | None = None
+        """The node's session and the log's own of it (a session per job would leave Spark a
+        listener bus each)."""
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def skipped(self, batch: SkippedBatch) -> None:
+        """Log the unreadable records of ``batch`` (Spark's listener thread: returns at once;
+        once the log is stopped, does nothing)."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="processing-log",
+                                                daemon=True)
+                self._thread.start()
+        try:
+            self._pending.put_nowait(batch)
+        except queue.Full:
+            log.warning("processing log: %d micro-batches wait already; the unreadable records "
+                        "of %s in %s (topic %s) are not logged", self._pending.maxsize,
+                        batch.query, batch.source, batch.topic)
+
+    def stop(self) -> None:
+        """Stop logging: what waits is dropped (said in the node's log), the job under way
+        ends or is left behind after 30 s."""
+        with self._lock:
+            self._closed = True
+            thread, self._thread = self._thread, None
+        dropped = 0
+        while True:
+            try:
+                dropped += self._pending.get_nowait() is not None
+            except queue.Empty:
+                break
+        if dropped:
+            log.warning("processing log: the node stops; %d micro-batches' unreadable records "
+                        "are not logged", dropped)
+        if thread is not None:
+            self._pending.put(None)
+            thread.join(timeout=30)
+
+    def _run(self) -> None:
+        """Write each batch that waits until :meth:`stop` puts None."""
+        while (batch := self._pending.get()) is not None:
+            try:
+                self._write(batch)
+            except Exception as error:  # Spark or Kafka gone: the node's log says so
+                lines = str(error).strip().splitlines()
+                log.warning("processing log: logging the unreadable records of %s in %s "
+                            "failed: %s", batch.query, batch.source,
+                            lines[0] if lines else type(error).__name__)
+
+    def _write(self, batch: SkippedBatch) -> None:
+        spark = self._spark()
+        source = self._source(batch.source)
+        if spark is None or source is None or source.topic != batch.topic:
+            log.warning("processing log: %s is gone from the catalog or Spark is down; the "
+                        "unreadable records of %s are not logged", batch.source, batch.query)
+            return
+        if not self._topic_exists(self.topic):
+            log.warning("processing log: its topic %s does not exist; the unreadable records "
+                        "of %s in %s are not logged", self.topic, batch.query, batch.source)
+            return
+        session = self._session_of(spark)
+        options = {**raw_options(batch.topic, self._kafka_options),
+                   "startingOffsets": _offsets_json(batch.topic, batch.start, batch.end),
+                   "endingOffsets": _offsets_json(batch.topic, batch.end, batch.end)}
+        del options["subscribe"]  # the batch's partitions, even if the topic has more now
+        options["assign"] = json.dumps({batch.topic: sorted(batch.end)})
+        session.read.format("kafka").options(**options).load().createOrReplaceTempView(
+            "__ms_log_raw")
+        entries = session.sql(entries_select(source, quote("__ms_log_raw"), batch.query,
+                                             self._rows_include))
+        entries.write.format("kafka").options(**self._kafka_options, topic=self.topic).save()
+
+
+    def _session_of(self, spark: SparkSession) -> SparkSession:
+        """The log's session of ``spark``, which reads JSON as the queries do: made once, and
+        again only when the node's Spark was started anew (the writing thread alone calls it)."""
+        if self._session is None or self._session[0] is not spark:
+            self._session = (spark, query_session(spark))
+        return self._session[1]
+
+
+def _offsets_json(topic: str, offsets: Offsets, partitions: Offsets) -> str:
+    """Spark's offsets JSON for ``topic``: ``offsets`` for each of ``partitions``."""
+    return json.dumps({topic: {str(p): offsets[p] for p in sorted(partitions)}})
+
+
+EARLIEST = -2
+"""Spark's offset for a partition's earliest record."""
+
+
+def batch_offsets(sources: Sequence[tuple[str | None, str | None]], topic: str,
+                  first: tuple[int, int] | None, earliest: bool
+                  ) -> tuple[Offsets, Offsets] | None:
+    """The offsets of ``topic`` a micro-batch read from, from its progress' sources (each
+    source's start and end offsets as Spark's JSON): the lowest start and highest end per
+    partition over the sources that read it; None when none did.
+
+    A query's first micro-batch has no start: it is the earliest offsets when the query reads
+    from the start (``earliest``), else Spark's latest offsets when the query started, which
+    the progress does not say: then only the partition of ``first`` (the first unreadable
+    record's partition and offset) is read, from that offset."""
+    start: dict[int, int] = {}
+    end: dict[int, int] = {}
+    for started, ended in sources:
+        ends = _topic_offsets(ended, topic)
+        for partition, offset in ends.items():
+            end[partition] = max(offset, end.get(partition, offset))
+        for partition, offset in (_topic_offsets(started, topic) if ends else {}).items():
+            start[partition] = min(offset, start.get(partition, offset))
+    if not end:
+        return None
+    if start or earliest:
+        return {p: start.get(p, EARLIEST) for p in end}, end
+    if first is None or first[0] not in end:
+        return None
+    return {first[0]: first[1]}, {first[0]: end[first[0]]}
+
+
+def _topic_offsets(text: str | None, topic: str) -> dict[int, int]:
+    try:
+        offsets = json.loads(text) if text else None
+    except ValueError:
+        return {}
+    partitions = offsets.get(topic) if isinstance(offsets, dict) else None
+    if not isinstance(partitions, dict):
+        return {}
+    return {int(p): int(o) for p, o in partitions.items() if str(p).isdigit()}
+
+
+__all__ = ["DESERIALIZATION_ERROR", "ProcessingLog", "SkippedBatch", "batch_offsets",
+           "entries_select", "logger"]

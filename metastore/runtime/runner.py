@@ -1,0 +1,338 @@
+"""Keep the Spark queries running on this node equal to the image's queries this node owns.
+
+:class:`QueryRunner` is an image consumer of the node's
+:class:`~metastore.catalog.image_worker.ImageWorker`, like the Spark catalog projection: it takes the
+newest image (once the replica is caught up) and reconciles on the worker's thread, so Spark
+never blocks the command log; every tick it also checks its queries and measures their lag. A
+pass compares *wanted* (every query of the image whose
+assignment partition this node owns) with *running* (the StreamingQuery objects it started):
+
+- a query no longer in the image (TERMINATE, or DROP of its sink) is stopped and its checkpoint
+  deleted: it can never run again, its id is never reused;
+- a query whose partition was revoked is stopped, synchronously, from the assignment's revoke
+  callback; its checkpoint stays for the next owner;
+- a wanted query not running is compiled and started from its checkpoint
+  (``<checkpoint root>/<service id>/<command topic id>/<query id>``: query ids derive from
+  offsets, so they repeat in another service or a re-created command log); one whose SQL
+  changed (CREATE OR REPLACE) is restarted on the same checkpoint;
+- a query that failed is reported ERROR with Spark's reason and retried after
+  ``retry_seconds``;
+- a PAUSEd query is stopped and reported PAUSED, its checkpoint kept: RESUME starts it again
+  from where it stopped.
+
+It also deletes checkpoints left by queries that were terminated while nobody owned them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from metastore.catalog.image import Image
+from metastore.catalog.image_worker import ImageChange
+from metastore.catalog.model import PersistentQuery
+from metastore.kafka.consumer import EndOffsets
+from metastore.kafka.exceptions import KafkaUnavailableError
+from metastore.kafka.settings import KafkaSettings
+from metastore.planner.plan import compile_query
+from metastore.runtime import job
+from metastore.runtime.assignment import Partitions, QueryAssignment, partition_of
+from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
+from metastore.runtime.skipped import SkippedRecords
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+PENDING, RUNNING, ERROR, PAUSED = "PENDING", "RUNNING", "ERROR", "PAUSED"
+_ID_OFFSET = re.compile(r"_(\d+)$")
+
+
+@dataclass
+class QueryState:
+    """One query this node owns: its state, Spark's failure reason, and its lag."""
+
+    query_id: str
+    state: str
+    message: str | None = None
+    lag: int | None = None
+    since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Records it skipped on this node because it cannot read them, by source."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "message": self.message, "lag": self.lag,
+                "sinceMs": self.since_ms, "skipped": dict(self.skipped)}
+
+
+@dataclass
+class _Entry:
+    query: PersistentQuery
+    state: QueryState
+    handle: StreamingQuery | None = None
+    failed_at: float | None = None
+
+
+class QueryRunner:
+    def __init__(self, node_id: str, spark: Callable[[], SparkSession | None],
+                 kafka_options: Mapping[str, str], checkpoint_root: CheckpointRoot,
+                 settings: KafkaSettings,
+                 assignment: Callable[[Callable[[Partitions], None],
+                                       Callable[[Partitions], None]], QueryAssignment],
+                 retry_seconds: float = 10.0,
+                 service_id: str = "") -> None:
+        self.node_id = node_id
+        self._lag_group = f"{service_id}-{node_id}-query-lag" if service_id else (
+            f"{node_id}-query-lag")
+        self._spark = spark
+        self._kafka_options = dict(kafka_options)
+        self.checkpoint_root = checkpoint_root
+        self._settings = settings
+        self._make_assignment = assignment
+        self.assignment: QueryAssignment | None = None
+        self._retry = retry_seconds
+        self._latest: Image | None = None
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._offsets: EndOffsets | None = None
+        self._published: dict[str, QueryState] = {}
+        self._queries_changed = True
+        """Whether the image's queries changed since the last reconcile."""
+        self.skipped = SkippedRecords()
+        """Records this node's queries skipped (:mod:`metastore.runtime.skipped`)."""
+        self._reconciled: Partitions | None = None
+        """The partitions of the last reconcile: the same again, with no query changed and every
+        query running, is no work."""
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    name = "the persistent-query runner"
+
+    def scope(self, scope: str) -> None:
+        """Keep this log's query checkpoints apart from any other's under a shared root
+        (``scope``: the service and the command log's incarnation); call before the first image."""
+        self.checkpoint_root = self.checkpoint_root.scoped(scope)
+
+    def interrupt(self) -> None:
+        """Start no more queries: the node is stopping (call before stopping the worker)."""
+        self._stopping.set()
+
+    def stop(self) -> None:
+        """Stop this node's queries and leave the query group (after the worker stopped)."""
+        self._stopping.set()
+        self._leave()
+        if self._offsets is not None:
+            self._offsets.close()
+
+    def spark_lost(self) -> None:
+        """Spark died: leave the query group at once, so that this node's queries move to the
+        others within a rebalance (their checkpoints stay), and forget their dead handles. The
+        next tick with a new session joins the group again."""
+        self._leave()
+
+    def _leave(self) -> None:
+        """Leave the query group (the revoke callback halts what the node owned) and halt
+        every query left."""
+        assignment, self.assignment = self.assignment, None
+        if assignment is not None:
+            assignment.stop()
+        with self._lock:
+            for entry in list(self._entries.values()):
+                self._halt(entry)
+            self._entries.clear()
+            self._reconciled = None
+            self._queries_changed = True
+            self._publish()
+
+    # -- an image consumer (the node's image worker calls these on its thread) --------------------
+    def open(self) -> None:
+        """Nothing to prepare: queries wait for the projection's SparkSession."""
+
+    def consume(self, change: ImageChange) -> None:
+        self._latest = change.image
+        if change.queries or change.previous is None:
+            self._queries_changed = True
+        self.tick()
+
+    def tick(self) -> None:
+        """Join the query group once Spark runs, start and stop this node's queries, measure lag."""
+        spark = self._spark()
+        if spark is None:
+            return
+        if self.assignment is None:
+            assignment = self._make_assignment(self._assigned, self._revoked)
+            assignment.start()  # a failure is retried at the next tick, with a new member
+            self.assignment = assignment
+        self.reconcile(spark)
+        self._measure_lag()
+
+    def statuses(self) -> dict[str, QueryState]:
+        """The queries this node owns, with their state, as last published: heartbeats and
+        SHOW QUERIES never wait for a Spark query starting or stopping."""
+        return self._published
+
+    def _publish(self) -> None:
+        """Replace the published states (call with the lock held)."""
+        self._published = {qid: QueryState(**vars(e.state)) for qid, e in self._entries.items()}
+
+    def checkpoint(self, query_id: str) -> CheckpointDir:
+        return self.checkpoint_root.query(query_id)
+
+    # -- assignment callbacks (the assignment's polling thread) ----------------------------------
+    def _assigned(self, _owned: Partitions) -> None:
+        """The next tick (within a second) starts what this node now owns."""
+
+    def _revoked(self, partitions: Partitions) -> None:
+        assignment = self.assignment
+        count = assignment.partitions if assignment is not None else 1
+        with self._lock:
+            for query_id in [q for q in self._entries if partition_of(q, count) in partitions]:
+                log.info("stopping %s: its partition moves to another node", query_id)
+                self._halt(self._entries.pop(query_id))
+            self._publish()
+
+    # -- reconciling ----------------------------------------------------------------------------
+    def reconcile(self, spark: SparkSession) -> None:
+        image, assignment = self._latest, self.assignment
+        if image is None or assignment is None:
+            return
+        owned = assignment.owned
+        if not self._queries_changed and self._reconciled == owned and all(
+                e.query.paused or (e.handle is not None and e.handle.isActive)
+                for e in list(self._entries.values())):
+            return  # same queries, same partitions, all running: nothing to start or stop
+        with self._lock:
+            wanted = {qid: q for qid, q in image.queries.items()
+                      if partition_of(qid, assignment.partitions) in owned}
+            for query_id in [q for q in self._entries if q not in wanted]:
+                entry = self._entries.pop(query_id)
+                self._halt(entry)
+                if query_id not in image.queries:
+                    log.info("%s was terminated: stopped, checkpoint deleted", query_id)
+                    self._delete(query_id)
+            for query_id, query in sorted(wanted.items()):
+                if self._stopping.is_set():
+                    break
+                found = self._entries.get(query_id)
+                if found is not None and (found.query.sql, found.query.config) != (
+                        query.sql, query.config):
+                    self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new SQL
+                    found = None
+                entry = found or _Entry(query, QueryState(query_id, PENDING))
+                self._entries[query_id] = entry
+                entry.query = query
+                if query.paused:
+                    self._pause(entry)
+                    continue
+                if entry.state.state == PAUSED:
+                    entry.state = QueryState(query_id, PENDING)
+                self._check(entry)
+                if entry.handle is None and (entry.failed_at is None or
+                                             time.monotonic() - entry.failed_at >= self._retry):
+                    self._launch(spark, entry, image)
+            self._collect_orphans(image, owned, assignment.partitions)
+            self._publish()
+            self._reconciled = owned
+            self._queries_changed = False
+
+    def _launch(self, spark: SparkSession, entry: _Entry, image: Image) -> None:
+        query_id = entry.query.query_id
+        try:
+            checkpoint = self.checkpoint(query_id)
+            plan = compile_query(entry.query, image,
+                                 table_state=checkpoint.holds_table_state(),
+                                 stream_state=checkpoint.holds_stream_state())
+            self.skipped.started(query_id, plan.earliest)
+            entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
+                                     listener=self.skipped.listener())
+            entry.state = QueryState(query_id, RUNNING)
+            entry.failed_at = None
+            log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
+        except Exception as error:  # compile or Spark start failure: ERROR, retried later
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            entry.state = QueryState(query_id, ERROR, first[:1000])
+            entry.failed_at = time.monotonic()
+            log.warning("%s could not start: %s", query_id, first[:300])
+
+    def _pause(self, entry: _Entry) -> None:
+        """Stop a PAUSEd query; its checkpoint stays, for RESUME to go on from."""
+        if entry.state.state != PAUSED:
+            self._halt(entry)
+            entry.state = QueryState(entry.query.query_id, PAUSED)
+            entry.failed_at = None
+            log.info("%s paused: stopped, checkpoint kept", entry.query.query_id)
+
+    def _check(self, entry: _Entry) -> None:
+        handle = entry.handle
+        if handle is None or handle.isActive:
+            return
+        reason = job.failure(handle) or "the Spark query stopped"
+        entry.handle = None
+        entry.state = QueryState(entry.query.query_id, ERROR, reason)
+        entry.failed_at = time.monotonic()
+        log.warning("%s failed: %s", entry.query.query_id, reason[:300])
+
+    def _halt(self, entry: _Entry) -> None:
+        handle, entry.handle = entry.handle, None
+        if handle is not None:
+            try:
+                handle.stop()
+            except Exception as error:  # already stopped or Spark gone: nothing left to stop
+                log.warning("stopping %s: %s", entry.query.query_id, error)
+
+    def _collect_orphans(self, image: Image, owned: Partitions, partitions: int) -> None:
+        """Delete checkpoints of queries terminated while no node ran them."""
+        try:
+            query_ids = self.checkpoint_root.query_ids()
+        except Exception as error:  # storage out of reach: the next reconcile tries again
+            log.warning("listing the query checkpoints: %s", error)
+            return
+        for query_id in query_ids:
+            match = _ID_OFFSET.search(query_id)
+            if (match is None or query_id in image.queries or query_id in self._entries
+                    or int(match.group(1)) > image.offset
+                    or partition_of(query_id, partitions) not in owned):
+                continue
+            log.info("deleting the checkpoint of terminated query %s", query_id)
+            self._delete(query_id)
+
+    def _delete(self, query_id: str) -> None:
+        try:
+            self.checkpoint(query_id).delete()
+        except Exception as error:  # storage out of reach: left for the orphan collection
+            log.warning("deleting the checkpoint of %s: %s", query_id, error)
+
+    # -- lag -------------------------------------------------------------------------------------
+    def _measure_lag(self) -> None:
+        """Lag per query: the sources' last stable offsets minus what its last batch reached."""
+        with self._lock:
+            progress = {qid: job.progress(e.handle) for qid, e in self._entries.items()
+                        if e.handle is not None}
+        if self._offsets is None:
+            self._offsets = EndOffsets(self._settings, group_id=self._lag_group)
+        lags: dict[str, int | None] = {}
+        for query_id, reached in progress.items():
+            lags[query_id] = None
+            if reached is None or not reached.offsets:
+                continue
+            try:
+                ends = self._offsets.end_offsets(reached.offsets, timeout=5)
+            except KafkaUnavailableError:
+                continue
+            lags[query_id] = sum(max(end - reached.offsets[partition], 0)
+                                 for partition, end in ends.items())
+        with self._lock:
+            for query_id, lag in lags.items():
+                entry = self._entries.get(query_id)
+                if entry is not None and entry.state.state == RUNNING:
+                    entry.state.lag = lag
+            for query_id, entry in self._entries.items():
+                entry.state.skipped = self.skipped.of(query_id)
+            self._publish()

@@ -1,0 +1,127 @@
+"""Records a query skipped because it cannot read them, counted per query and source.
+
+A query's streaming read of a source drops the records it cannot decode in a step Spark
+observes (:mod:`metastore.planner.observed_reads`): each micro-batch's progress then carries
+how many records it skipped and where the first one was. :class:`SkippedRecords`, a
+StreamingQueryListener of the node's session, adds those up per query and source, and logs one
+warning per micro-batch that skipped any, naming the query, the topic, the partition and the
+offset, and hands the micro-batch's offsets to the processing log
+(:mod:`metastore.runtime.processing_log`). With ``ksql.fail.on.deserialization.error`` true, a
+query fails on such a record instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from metastore.planner.observed_reads import observed_read
+from metastore.runtime.processing_log import SkippedBatch, batch_offsets
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+log = logging.getLogger(__name__)
+
+class SkippedRecords:
+    """Counts of skipped records by query name and source, from the observed progress."""
+
+    def __init__(self) -> None:
+        self._report: Callable[[SkippedBatch], None] | None = None
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, int]] = defaultdict(dict)
+        self._transient: dict[str, int] = {}
+        """Push queries' skips by source: they come and go, so they are not kept per query."""
+        self._from_start: dict[str, bool] = {}
+        """Whether each running query reads its sources from the start (for the processing
+        log, where the progress does not say where a first micro-batch began)."""
+
+    def of(self, query: str) -> dict[str, int]:
+        """Records ``query`` skipped so far on this node, by source (none skipped: empty)."""
+        with self._lock:
+            return dict(self._counts.get(query, {}))
+
+    def report_to(self, report: Callable[[SkippedBatch], None]) -> None:
+        """Hand each micro-batch's skips, with the offsets it read, to ``report`` (the
+        processing log)."""
+        self._report = report
+
+    def started(self, query: str, from_start: bool) -> None:
+        """``query`` starts (again), reading its sources from the start or not."""
+        with self._lock:
+            self._from_start[query] = from_start
+
+    def stopped(self, query: str) -> None:
+        """A push query ended: nothing more of it is counted."""
+        with self._lock:
+            self._from_start.pop(query, None)
+
+    def total(self) -> int:
+        """Records skipped on this node, by its persistent queries and push queries alike."""
+        with self._lock:
+            return (sum(sum(by_source.values()) for by_source in self._counts.values())
+                    + sum(self._transient.values()))
+
+    def count(self, query: str, metrics: Mapping[str, Any], transient: bool = False,
+              sources: Sequence[tuple[str | None, str | None]] = ()) -> None:
+        """Add one micro-batch's observed metrics of ``query`` (a push query when
+        ``transient``); ``sources``: the start and end offsets (Spark's JSON) of each source it
+        read, for the processing log."""
+        for name, row in metrics.items():
+            observed = observed_read(name)
+            skipped = int(row["skipped"] or 0) if observed is not None else 0
+            if observed is None or not skipped:
+                continue
+            source, topic = observed
+            with self._lock:
+                counts = self._transient if transient else self._counts[query]
+                counts[source] = counts.get(source, 0) + skipped
+            first = row["first"]
+            log.warning("query %s skipped %d record(s) of %s it cannot deserialize (topic %s, "
+                        "the first at partition %s, offset %s)", query, skipped, source, topic,
+                        first["partition"] if first else "?", first["offset"] if first else "?")
+            self._log(query, source, topic, sources, first)
+
+    def _log(self, query: str, source: str, topic: str,
+             sources: Sequence[tuple[str | None, str | None]], first: Any) -> None:
+        """Hand a micro-batch's unreadable records of ``source`` to the processing log."""
+        with self._lock:
+            from_start = self._from_start.get(query, False)
+        offsets = batch_offsets(sources, topic, (int(first["partition"]), int(first["offset"]))
+                                if first else None, from_start)
+        if self._report is not None and offsets is not None:
+            self._report(SkippedBatch(query, source, topic, *offsets))
+
+    def listener(self, transient: bool = False) -> StreamingQueryListener:
+        """A StreamingQueryListener that counts here, for one query's session (PySpark ties a
+        listener to the JVM it was first added in, which a restart of Spark replaces); for a
+        push query's when ``transient``."""
+        from pyspark.sql.streaming.listener import StreamingQueryListener
+
+        def count(query: str, metrics: Mapping[str, Any],
+                  sources: Sequence[tuple[str | None, str | None]]) -> None:
+            self.count(query, metrics, transient, sources)
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
+                """Nothing to count yet."""
+
+            def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+                progress = event.progress
+                if progress.name and progress.observedMetrics:
+                    count(progress.name, progress.observedMetrics,
+                          [(source.startOffset, source.endOffset) for source in progress.sources])
+
+            def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+                """Nothing read, nothing skipped."""
+
+            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+                """The counts stay: the query may start again on this node."""
+
+        return Listener()
+
+
+__all__ = ["SkippedRecords"]

@@ -1,0 +1,53 @@
+"""Every query's state, owner node and lag, as any node sees it.
+
+The owner of a query knows its state first hand; it publishes the states of the queries it
+owns in its membership heartbeat (every 2 s). Any node, with or without Spark, merges the live
+heartbeats: a query claimed by a live node has that node as owner; a query nobody claims is
+PENDING (not started yet, or its owner died and the group has not moved its partition yet). A
+query PAUSEd in the log is PAUSED whatever its owner last reported.
+While a partition moves, two nodes can both report a query for one heartbeat; the one running
+it wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from metastore.catalog.image import Image
+from metastore.runtime.runner import PAUSED, PENDING, RUNNING, QueryState
+
+Status = dict[str, Any]
+
+
+def report(states: Mapping[str, QueryState]) -> dict[str, Any]:
+    """What a node puts in its heartbeat: the queries it owns."""
+    return {query_id: state.to_json() for query_id, state in sorted(states.items())}
+
+
+def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Status]:
+    """Each query of ``image``: ``{state, ownerNode, lag, message, skipped}`` from the nodes'
+    claims (``skipped``: records its owner skipped because it cannot read them, by source).
+
+    ``claims`` are ``(node id, report)`` pairs of live nodes (this node's own report first).
+    """
+    best: dict[str, Status] = {}
+    for node_id, claimed in claims:
+        for query_id, state in claimed.items():
+            if query_id not in image.queries or not isinstance(state, Mapping):
+                continue
+            skipped = state.get("skipped")
+            candidate = {"state": str(state.get("state", PENDING)), "ownerNode": node_id,
+                         "lag": state.get("lag"), "message": state.get("message"),
+                         "skipped": dict(skipped) if isinstance(skipped, Mapping) else {}}
+            current = best.get(query_id)
+            if current is None or (current["state"] != RUNNING and candidate["state"] == RUNNING):
+                best[query_id] = candidate
+    merged: dict[str, Status] = {}
+    for query_id, query in sorted(image.queries.items()):
+        status = best.get(query_id) or {"state": PENDING, "ownerNode": None, "lag": None,
+                                        "message": None, "skipped": {}}
+        if query.paused:  # the log says so, whatever an owner last reported
+            status = {**status, "state": PAUSED}
+        merged[query_id] = status
+    return merged

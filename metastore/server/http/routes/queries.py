@@ -1,0 +1,176 @@
+"""``POST /query`` (a pull query's rows, a push query streamed as ksqlDB streams it, or
+``PRINT``), ``POST /query-stream`` (the HTTP/2 API's queries) and ``POST /close-query``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from metastore.core.exceptions import MetastoreError
+from metastore.engine import overrides
+from metastore.planner.exceptions import UnknownPushQueryError
+from metastore.runtime.push import PushQuery
+from metastore.server.http import error_codes as codes
+from metastore.server.http import streaming
+from metastore.server.http.answers import KSQL_MEDIA_TYPE, KsqlResponse, error_response, failure
+from metastore.server.http.concurrency import Lane, client_of
+from metastore.server.http.context import ServerContext
+from metastore.server.http.streaming import PrintSlots
+from metastore.spark.exceptions import SparkUnavailableError, UnsupportedQueryError
+from metastore.spark.query import QueryResult
+from metastore.sql import variables
+from metastore.sql.statements import PrintTopic, SelectStatement
+
+MAX_PRINTS = 20
+"""PRINTs a node runs at once (each holds a Kafka consumer); more are refused with 40003."""
+NO_SPARK = "This node runs without Spark (--spark-master none); send queries to a node with Spark."
+
+
+def router(context: ServerContext) -> APIRouter:
+    api = APIRouter()
+    queries = Queries(context)
+    gate = context.gate
+    with_auth = gate.auth is not None
+
+    @api.post("/query", response_class=KsqlResponse)
+    async def query(request: Request) -> Response:
+        body = await gate.read_body(request)
+        if isinstance(body, KsqlResponse):
+            return body
+        return await context.threads.run(Lane.QUERIES, queries.query, body, gate.user_of(request),
+                                         client_of(request.scope, with_auth))
+
+    @api.post("/query-stream")
+    async def query_stream(request: Request) -> Response:
+        body = await gate.read_body(request)
+        if isinstance(body, KsqlResponse):
+            return body
+        return await context.threads.run(Lane.QUERIES, queries.query_stream, body,
+                                         streaming.wants_delimited(request),
+                                         gate.user_of(request),
+                                         client_of(request.scope, with_auth))
+
+    @api.post("/close-query")
+    async def close_query(request: Request) -> Response:
+        body = await gate.read_body(request)
+        if isinstance(body, KsqlResponse):
+            return body
+        parsed = streaming.parse_body(streaming.CloseQueryRequest, body, context.limits)
+        if isinstance(parsed, str):
+            return error_response(codes.BAD_REQUEST, parsed)
+        assert isinstance(parsed, streaming.CloseQueryRequest)
+        try:
+            if context.push_queries is None:
+                raise UnknownPushQueryError(f"No query with id {parsed.queryId}")
+            await context.threads.run(Lane.QUERIES, context.push_queries.close, parsed.queryId,
+                                      gate.user_of(request))
+        except MetastoreError as error:
+            return failure(error, parsed.queryId)
+        return Response(status_code=200)
+
+    return api
+
+
+class Queries:
+    """The answers of ``/query`` and ``/query-stream``, on the queries lane's threads."""
+
+    def __init__(self, context: ServerContext) -> None:
+        self._context = context
+        self._node = context.node
+        self._threads = context.threads
+        self._write_timeout = context.limits.stream_write_timeout_seconds
+        self._prints = PrintSlots(MAX_PRINTS)
+
+    def query(self, body: bytes, user: str | None, client: str) -> Response:
+        parsed = self._context.gate.parse_request(body)
+        if isinstance(parsed, KsqlResponse):
+            return parsed
+        try:
+            if parsed.commandSequenceNumber is not None:
+                self._node.wait_for(parsed.commandSequenceNumber, self._node.config.read_timeout)
+            statement, config = self._prepare(parsed.ksql, parsed.streamsProperties,
+                                              parsed.sessionVariables, printable=True)
+            if isinstance(statement, PrintTopic):
+                return self._start_print(statement)
+            if statement.query.emit_changes:
+                push = self._start_push(statement, config, user, client)
+                return streaming.ChunkedResponse(streaming.v1_chunks(push, self._threads),
+                                                 KSQL_MEDIA_TYPE, push.close, self._threads,
+                                                 self._write_timeout)
+            result = self._run_pull(statement, config)
+        except MetastoreError as error:
+            return failure(error, parsed.ksql)
+        header = {"header": {"queryId": result.query_id, "schema": result.schema}}
+        return KsqlResponse([header, *({"row": {"columns": row}} for row in result.rows)])
+
+    def query_stream(self, body: bytes, delimited: bool, user: str | None,
+                     client: str) -> Response:
+        parsed = streaming.parse_body(streaming.QueryStreamRequest, body, self._context.limits)
+        if isinstance(parsed, str):
+            return error_response(codes.BAD_REQUEST, parsed)
+        assert isinstance(parsed, streaming.QueryStreamRequest)
+        media_type = streaming.DELIMITED if delimited else "application/json"
+        try:
+            statement, config = self._prepare(parsed.sql, parsed.properties,
+                                              parsed.sessionVariables)
+            assert isinstance(statement, SelectStatement)
+            if statement.query.emit_changes:
+                push = self._start_push(statement, config, user, client)
+                return streaming.ChunkedResponse(
+                    streaming.stream_chunks(push, delimited, self._threads), media_type,
+                    push.close, self._threads, self._write_timeout)
+            result = self._run_pull(statement, config)
+        except MetastoreError as error:
+            return failure(error, parsed.sql)
+        return Response(streaming.pull_stream_body(result, delimited), media_type=media_type)
+
+    @staticmethod
+    def _prepare(text: str, properties: Mapping[str, Any], session_variables: Mapping[str, Any],
+                 printable: bool = False
+                 ) -> tuple[SelectStatement | PrintTopic, overrides.ConfigOverrides]:
+        """The one query of a /query (``printable``: or PRINT) or /query-stream request, its
+        variables substituted (ksqlDB's QueryStreamHandler prepares it with them), and the
+        request's overrides."""
+        config = overrides.resolve(properties, strict=True)
+        statements = variables.parse_request(text, session_variables,
+                                             variables.substitution_enabled(properties))
+        kinds = (SelectStatement, PrintTopic) if printable else (SelectStatement,)
+        if len(statements) != 1 or not isinstance(statements[0], kinds):
+            raise UnsupportedQueryError(
+                "/query takes exactly one SELECT or PRINT statement" if printable else
+                "/query-stream takes exactly one SELECT statement")
+        return statements[0], config
+
+    def _run_pull(self, statement: SelectStatement,
+                  config: overrides.ConfigOverrides) -> QueryResult:
+        if self._context.query_runner is None:
+            raise SparkUnavailableError(NO_SPARK)
+        result: QueryResult = self._context.query_runner(statement.text, config)
+        return result
+
+    def _start_push(self, statement: SelectStatement, config: overrides.ConfigOverrides,
+                    user: str | None, client: str) -> PushQuery:
+        if self._context.push_queries is None:
+            raise SparkUnavailableError(NO_SPARK)
+        return self._context.push_queries.start(statement, self._node.replica.image, config,
+                                                 owner=user, client=client)
+
+    def _start_print(self, statement: PrintTopic) -> Response:
+        """ksqlDB's PRINT over /query: the topic's records as text lines as they arrive, a
+        blank line each second without any, until LIMIT or the client leaves."""
+        self._prints.acquire()
+        try:
+            printer = self._node.open_print(statement)
+        except BaseException:
+            self._prints.release()
+            raise
+
+        def end() -> None:
+            printer.close()
+            self._prints.release()
+
+        return streaming.ChunkedResponse(streaming.print_chunks(printer, self._threads),
+                                         "text/plain", end, self._threads, self._write_timeout)

@@ -1,0 +1,329 @@
+"""How a node process is configured: one frozen value, built from named settings.
+
+:func:`server_settings` takes the settings by name (``bootstrap_servers``, ``spark_master``, the
+``kafka`` / ``limits`` / ``http_limits`` tables, ...), as the TOML config file spells them and as
+``metastore server`` collects them from its options and environment variables, and fills in
+what is missing from the defaults of the dataclasses (``NodeConfig``, ``WriterOptions``,
+``CheckpointPolicy``, ``RequestLimits``, ``HttpLimits``, :class:`SparkSettings`): those defaults
+are the only ones. Bad values raise :class:`SettingsError` naming the setting.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from metastore.checkpoint.checkpointer import CheckpointPolicy
+from metastore.core.exceptions import MetastoreError
+from metastore.core.faults import NO_FAULTS, Faults
+from metastore.core.limits import RequestLimits
+from metastore.dev.paths import dev_dir
+from metastore.log.writer import WriterOptions
+from metastore.runtime.processing_log_settings import (
+    ProcessingLogSettingError,
+    ProcessingLogSettings,
+)
+from metastore.server.http.forwarding import ForwardingSettings
+from metastore.server.http.http_limits import HttpLimits
+from metastore.server.node import NodeConfig
+
+DEFAULT_LISTEN = "127.0.0.1:8088"
+DEFAULT_SERVICE_ID = "default_"
+"""ksqlDB's default ``ksql.service.id``."""
+
+
+class SettingsError(MetastoreError):
+    """A setting with a value the node cannot use; ``setting`` names it."""
+
+    code = "bad_setting"
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How a node runs Spark: the master, its catalog, and its persistent queries."""
+
+    master: str = "local[1]"
+    persistent_catalog: bool = True
+    """Spark's Hive catalog in the data directory, kept across restarts (else in memory)."""
+    query_checkpoints: str | None = None
+    """Root of the queries' Spark checkpoints, a directory or a Hadoop file system URI (default
+    ``<data dir>/query-checkpoints``); shared between nodes, so one can take a query over, and
+    with the Spark workers (:mod:`metastore.runtime.checkpoints`)."""
+    query_session_timeout_ms: int = 10_000
+    """How long a node that stopped answering keeps its queries before the group moves them."""
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """Spark settings of the node's application (``spark.*``), over the node's own defaults:
+    executors' size on a cluster, the driver's address, the UI..."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Everything one ``metastore server`` process is built from."""
+
+    node: NodeConfig
+    directory: Path
+    """The node's own directory: checkpoints (when on), the Spark warehouse and catalog."""
+    host: str = "127.0.0.1"
+    port: int = 8088
+    spark: SparkSettings | None = field(default_factory=SparkSettings)
+    """None: the node runs without Spark (no catalog projection, pull or persistent queries)."""
+    http: HttpLimits = field(default_factory=HttpLimits)
+    auth_file: Path | None = None
+    """``user:password`` lines; basic auth on every endpoint but /healthcheck when set."""
+    function_modules: tuple[str, ...] = ()
+    """Python modules of user-defined functions the node loads before it replays the command
+    log (:mod:`metastore.functions.extensions`); every node of a service must load the same."""
+    forwarding: ForwardingSettings = field(default_factory=ForwardingSettings)
+    """Whether (and how long) write requests go to the service's current writer."""
+    processing_log: ProcessingLogSettings = field(default_factory=ProcessingLogSettings)
+    """ksqlDB's ``ksql.logging.processing.*`` properties (:mod:`metastore.runtime.
+    processing_log`)."""
+
+    advertised_url: str | None = None
+    """The URL other nodes and clients reach this node at (heartbeats, forwarded writes,
+    /clusterStatus); None: ``http://<host>:<port>`` of the listen address."""
+
+    @property
+    def url(self) -> str:
+        if self.advertised_url:
+            return self.advertised_url.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def query_checkpoints(self) -> str:
+        chosen = self.spark.query_checkpoints if self.spark is not None else None
+        return chosen or str(self.directory / "query-checkpoints")
+
+
+def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> ServerSettings:
+    """The settings named in ``values`` (absent or None: the default)."""
+    given = {name: value for name, value in values.items() if value is not None}
+    unknown = sorted(set(given) - _KNOWN)
+    if unknown:
+        raise SettingsError(unknown[0], f"unknown setting; known: {', '.join(sorted(_KNOWN))}")
+    bootstrap = given.get("bootstrap_servers")
+    if not bootstrap:
+        raise SettingsError("bootstrap_servers", "no Kafka given (pass --bootstrap-servers or "
+                            "set KAFKA_BOOTSTRAP_SERVERS; start a local one with: metastore dev "
+                            "kafka start)")
+    host, port = _listen(str(given.get("listen", DEFAULT_LISTEN)))
+    node_id = str(given.get("node_id") or f"{socket.gethostname()}-{port}")
+    directory = Path(given.get("data_dir") or dev_dir() / "nodes" / node_id)
+    checkpoint, checkpoints_on = _checkpoints(given)
+    node = NodeConfig(
+        service_id=str(given.get("service_id", DEFAULT_SERVICE_ID)),
+        bootstrap_servers=str(bootstrap), node_id=node_id,
+        kafka_client={str(k): str(v) for k, v in _table(given, "kafka").items()},
+        data_dir=directory if checkpoints_on else None, checkpoint=checkpoint,
+        writer=_writer(given), limits=_limits(_table(given, "limits")), faults=faults,
+        schema_registry_url=_registry_url(given.get("schema_registry_url")),
+        **_pick(given, {"read_timeout": float, "fetch_wait_ms": int, "snapshots": _boolean}))
+    try:
+        http = HttpLimits.from_settings(_table(given, "http_limits"))
+    except ValueError as error:
+        raise SettingsError("http_limits", str(error)) from error
+    auth = given.get("auth_file")
+    return ServerSettings(node=node, directory=directory, host=host, port=port,
+                          spark=_spark(given), http=http,
+                          auth_file=Path(auth) if auth else None,
+                          function_modules=_modules(given.get("function_modules", ())),
+                          forwarding=_forwarding(given),
+                          processing_log=_processing_log(given),
+                          advertised_url=_advertised(given.get("advertised_url")))
+
+
+def _registry_url(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    url = str(value).rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError("schema_registry_url", "it is not an http:// or https:// URL")
+    return url
+
+
+def _advertised(value: Any) -> str | None:
+    if value is None:
+        return None
+    url = str(value).strip()
+    parsed = urlsplit(url)
+    wrong = SettingsError("advertised_url", f"expected http(s)://HOST:PORT (a port, and no "
+                                            f"user or path); got {url!r}")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in (
+            "", "/") or parsed.query or parsed.fragment or "@" in parsed.netloc:
+        raise wrong  # heartbeats publish it: no credentials; other nodes need its port
+    try:
+        if parsed.port is None:
+            raise wrong
+    except ValueError as error:
+        raise wrong from error
+    return url
+
+
+def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
+    """The ``ksql_properties`` table (TOML booleans as ksqlDB writes them)."""
+    properties = {str(name): str(value).lower() if isinstance(value, bool) else str(value)
+                  for name, value in _table(given, "ksql_properties").items()}
+    try:
+        return ProcessingLogSettings.of(properties)
+    except ProcessingLogSettingError as error:
+        raise SettingsError("ksql_properties", str(error)) from error
+
+
+def _forwarding(given: Mapping[str, Any]) -> ForwardingSettings:
+    picked = _pick(given, {"write_forwarding": _boolean, "forward_timeout_seconds": float},
+                   {"write_forwarding": "enabled", "forward_timeout_seconds": "timeout"})
+    if not 0.1 <= picked.get("timeout", 1.0) <= 300:
+        raise SettingsError("forward_timeout_seconds", "must be between 0.1 and 300")
+    return ForwardingSettings(**picked)
+
+
+_KNOWN = frozenset({
+    "bootstrap_servers", "service_id", "node_id", "listen", "data_dir", "kafka", "spark_master",
+    "spark_conf",
+    "spark_catalog", "query_checkpoint_dir", "query_session_timeout_ms", "request_timeout",
+    "read_timeout", "fetch_wait_ms", "writer_mode", "write_batch_max_requests",
+    "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds", "advertised_url",
+    "checkpoint_every_records",
+    "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
+    "function_modules", "schema_registry_url", "ksql_properties",
+})
+
+
+def _modules(value: Any) -> tuple[str, ...]:
+    """``function_modules``: a list of importable module names (one name alone too)."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list | tuple) or not all(
+            isinstance(n, str) and n.strip() for n in names):
+        raise SettingsError("function_modules", "expected a list of Python module names")
+    return tuple(dict.fromkeys(n.strip() for n in names))
+
+
+def _listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise SettingsError("listen", f"expected HOST:PORT, e.g. {DEFAULT_LISTEN}; got {listen!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _table(given: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    table = given.get(name, {})
+    if not isinstance(table, Mapping):
+        raise SettingsError(name, "expected a table of NAME = value")
+    return table
+
+
+def _convert(given: Mapping[str, Any], name: str, kind: Callable[[Any], Any]) -> Any:
+    try:
+        return kind(given[name])
+    except (TypeError, ValueError) as error:
+        raise SettingsError(name, f"invalid value {given[name]!r}") from error
+
+
+def _pick(given: Mapping[str, Any], converters: Mapping[str, Callable[[Any], Any]],
+          rename: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The given settings among ``converters``, converted, under their field names."""
+    return {(rename or {}).get(name, name): _convert(given, name, kind)
+            for name, kind in converters.items() if name in given}
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(text)
+    return text in ("true", "1", "yes")
+
+
+def _writer(given: Mapping[str, Any]) -> WriterOptions:
+    mode = given.get("writer_mode", "reuse")
+    if mode not in ("reuse", "per-statement"):
+        raise SettingsError("writer_mode", "must be 'reuse' or 'per-statement'")
+    picked = _pick(given, {"request_timeout": float, "write_batch_max_requests": int,
+                           "write_batch_linger_ms": float},
+                   {"write_batch_max_requests": "max_batch_requests",
+                    "write_batch_linger_ms": "batch_linger_ms"})
+    if not 1 <= picked.get("max_batch_requests", 1) <= 1000:
+        raise SettingsError("write_batch_max_requests", "must be between 1 and 1000")
+    if not 0 <= picked.get("batch_linger_ms", 0) <= 1000:
+        raise SettingsError("write_batch_linger_ms", "must be between 0 and 1000")
+    if mode == "per-statement":  # ksqlDB's way: each request a transaction of its own
+        if picked.get("max_batch_requests", 1) != 1:
+            raise SettingsError("write_batch_max_requests", "writer_mode 'per-statement' "
+                                "writes each request in a transaction of its own")
+        picked["max_batch_requests"] = 1
+    return WriterOptions(reuse_producer=mode == "reuse", **picked)
+
+
+def _checkpoints(given: Mapping[str, Any]) -> tuple[CheckpointPolicy, bool]:
+    """The policy, and whether checkpoints are on (``checkpoint_every_records`` 0 turns off)."""
+    picked = _pick(given, {"checkpoint_every_records": int, "checkpoint_every_seconds": float},
+                   {"checkpoint_every_records": "every_records",
+                    "checkpoint_every_seconds": "every_seconds"})
+    records = picked.get("every_records")
+    if records is not None and records < 0:
+        raise SettingsError("checkpoint_every_records", "must be 0 or more")
+    if records == 0:
+        return CheckpointPolicy(), False
+    return CheckpointPolicy(**picked), True
+
+
+def _limits(values: Mapping[str, Any]) -> RequestLimits:
+    known = {spec.name for spec in fields(RequestLimits)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise SettingsError("limits", f"unknown limit(s) {', '.join(unknown)}; known: "
+                            f"{', '.join(sorted(known))}")
+    try:
+        return RequestLimits(**{name: int(value) for name, value in values.items()})
+    except ValueError as error:
+        raise SettingsError("limits", str(error)) from error
+
+
+def _spark(given: Mapping[str, Any]) -> SparkSettings | None:
+    master = str(given.get("spark_master", SparkSettings.master))
+    if master == "none":
+        return None
+    catalog = given.get("spark_catalog", "persistent")
+    if catalog not in ("persistent", "in-memory"):
+        raise SettingsError("spark_catalog", "must be 'persistent' or 'in-memory'")
+    checkpoints = given.get("query_checkpoint_dir")
+    conf = _flat(_table(given, "spark_conf"))
+    for key in conf:
+        if not key.startswith("spark."):
+            raise SettingsError("spark_conf", f"{key}: a Spark setting starts with 'spark.'")
+        if key in _SPARK_CONF_OWNED:
+            raise SettingsError("spark_conf", f"{key}: the node sets it itself (and "
+                                f"{', '.join(sorted(_SPARK_CONF_OWNED - {key}))})")
+    return SparkSettings(master=master, persistent_catalog=catalog == "persistent",
+                         query_checkpoints=str(checkpoints) if checkpoints else None, conf=conf,
+                         **_pick(given, {"query_session_timeout_ms": int}))
+
+
+def _flat(table: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Dotted names of a TOML table: ``spark.executor.memory = "1g"`` is a nested table there."""
+    flat: dict[str, str] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{name}."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+_SPARK_CONF_OWNED = frozenset({"spark.master", "spark.app.name", "spark.jars",
+                               "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
+                               "spark.sql.session.timeZone"})
+"""What the node decides: its master (``spark_master``), its name, its jars, its catalog and the
+time zone ksqlDB's semantics need."""
