@@ -8,7 +8,7 @@ the pass rates: of the plain-format cases (all, in files without joins or window
 the cases that need no registry (plain and PROTOBUF_NOSR, the 644 the file's README counts), and
 of the Schema Registry cases by format (AVRO, PROTOBUF, JSON_SR; a case counts under each it
 uses). ``--quick`` runs every tenth case. The run's own report (every case's status and reason)
-is kept in ``.cache/bench/records-report.json`` for ``python -m integration.records_report``.
+is kept in ``.cache/bench/records-report.json`` for ``python -m integration.conformance.records_report``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from integration.records_report import (
+from integration.conformance.records_report import (
     DEFAULT_RECORDS,
     REGISTRY_FORMATS,
     in_stateless_file,
@@ -32,7 +32,7 @@ from integration.records_report import (
 )
 
 REPORT = Path(__file__).resolve().parents[2] / ".cache" / "bench" / "records-report.json"
-TEST_FUNCTIONS = "integration.ksql_test_functions"
+TEST_FUNCTIONS = "integration.conformance.ksql_test_functions"
 """ksqlDB's test UDFs, on the classpath of ksqlDB's own test harness: loaded by the run."""
 
 

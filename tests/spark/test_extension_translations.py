@@ -1,4 +1,4 @@
-"""ksqlDB's test UDFs (integration.ksql_test_functions, loaded as a function module) computed by
+"""ksqlDB's test UDFs (integration.conformance.ksql_test_functions, loaded as a function module) computed by
 Spark: the values ksqlDB's Java classes return."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.spark.test_function_translations import ROW, SOURCE, _translated, eva
 
 __all__ = ["spark"]
 
-MODULE = "integration.ksql_test_functions"
+MODULE = "integration.conformance.ksql_test_functions"
 
 
 @pytest.fixture(scope="module", autouse=True)

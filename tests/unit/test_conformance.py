@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from integration.conformance import DEFAULT_PATH, TEST_FUNCTIONS, run
+from integration.conformance.statements import DEFAULT_PATH, TEST_FUNCTIONS, run
 from metastore.functions import extensions
 
 CLI = [sys.executable, "-m", "cli.main"]

@@ -1,6 +1,6 @@
 """Function extensions (metastore.functions.extensions): a module's FUNCTIONS join the index,
 type and translate as the built-ins do; a clashing name is refused; loading is idempotent; and
-ksqlDB's test UDFs (integration.ksql_test_functions) resolve as ksqlDB's UdfIndex does."""
+ksqlDB's test UDFs (integration.conformance.ksql_test_functions) resolve as ksqlDB's UdfIndex does."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from metastore.testing.check import run_script
 
 MODULE = "tests_unit_ext_shout"
 OTHER = "tests_unit_ext_other"
-TEST_FUNCTIONS = "integration.ksql_test_functions"
+TEST_FUNCTIONS = "integration.conformance.ksql_test_functions"
 
 
 def _shout(call: Call) -> exp.Expr:

@@ -1,9 +1,9 @@
 """The cases of ksqlDB's test files that the dev records file lacks: what the held-out-style
-measurement runs (integration.records_outside_dev)."""
+measurement runs (integration.conformance.records_outside_dev)."""
 
 from __future__ import annotations
 
-from integration.records_outside_dev import outside
+from integration.conformance.records_outside_dev import outside
 
 
 def test_only_unseen_tests_and_format_variants_are_kept() -> None:

@@ -1,6 +1,6 @@
 """Pass rates of a `metastore test --json` report over ksqlDB's records file, by family.
 
-``python -m integration.records_report REPORT.json [RECORDS.jsonl] [--reasons N] [--file F]``
+``python -m integration.conformance.records_report REPORT.json [RECORDS.jsonl] [--reasons N] [--file F]``
 prints the overall and plain-format rates (plain: KAFKA, JSON, DELIMITED or NONE only), those of
 files without joins or windows (by name) and of stateless cases (no JOIN, WINDOW or HAVING, no
 query reading a table's changelog), the Schema Registry cases by format, the rate per test file,
@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-DEFAULT_RECORDS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / (
+DEFAULT_RECORDS = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / (
     "ksql-records-dev.jsonl")
 PLAIN = {"KAFKA", "JSON", "DELIMITED", "NONE"}
 NO_REGISTRY = PLAIN | {"PROTOBUF_NOSR"}

@@ -6,7 +6,7 @@ repository::
 
     git -C <ksql repository> archive HEAD ksqldb-functional-tests/src/test/resources \\
         | tar -x -C /tmp/ksql
-    python -m integration.ksql_suite /tmp/ksql/ksqldb-functional-tests/src/test/resources
+    python -m integration.conformance.ksql_suite /tmp/ksql/ksqldb-functional-tests/src/test/resources
 
 Each test (per format variant) counts once: a test expecting an error passes when a statement
 fails with the expected text in its message; any other test passes when every statement is
@@ -86,7 +86,7 @@ def evaluate(file: str, name: str, statements: list[str], test: dict[str, Any]) 
     return Outcome(file, name, "pass")
 
 
-TEST_FUNCTIONS = "integration.ksql_test_functions"
+TEST_FUNCTIONS = "integration.conformance.ksql_test_functions"
 """ksqlDB's test UDFs, on the classpath of ksqlDB's own test harness."""
 
 

@@ -19,7 +19,7 @@ from metastore.functions import extensions
 from metastore.testing.check import run_script
 from metastore.testing.post import normalise_schema
 
-DEFAULT_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "ksql-dev.jsonl"
+DEFAULT_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "ksql-dev.jsonl"
 
 
 @dataclass
@@ -122,7 +122,7 @@ def run(path: Path) -> Report:
     return report
 
 
-TEST_FUNCTIONS = "integration.ksql_test_functions"
+TEST_FUNCTIONS = "integration.conformance.ksql_test_functions"
 """ksqlDB's test UDFs, on the classpath of ksqlDB's own test harness."""
 
 

@@ -3,14 +3,14 @@
 
     git -C <ksql repository> archive HEAD ksqldb-functional-tests/src/test/resources \\
         | tar -x -C /tmp/ksql
-    python -m integration.records_outside_dev \\
+    python -m integration.conformance.records_outside_dev \\
         /tmp/ksql/ksqldb-functional-tests/src/test/resources /tmp/outside
     metastore test /tmp/outside/*.json --json \\
-        --function-module integration.ksql_test_functions > outside.json
+        --function-module integration.conformance.ksql_test_functions > outside.json
 
 Each query-validation test file that feeds records and checks outputs is written again with
 only its tests (and format variants) that the dev file lacks; tests that expect an exception
-are left out (``integration.ksql_suite`` checks those). Prints how many cases it wrote.
+are left out (``integration.conformance.ksql_suite`` checks those). Prints how many cases it wrote.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from integration.records_report import DEFAULT_RECORDS
+from integration.conformance.records_report import DEFAULT_RECORDS
 
 
 def dev_cases(records: Path) -> set[tuple[str, str]]:

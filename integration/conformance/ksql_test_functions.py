@@ -8,9 +8,9 @@ declared here with the Java's signatures (a UDAF's parameters are its column arg
 its factory's arguments, literal constants; a Java ``...`` is variadic wherever it stands) and,
 where their behaviour is simple, a Spark translation: a UDF that throws in ksqlDB yields NULL
 (ksqlDB logs the error and the expression is NULL). These belong to the conformance harnesses
-only (integration.conformance, integration.ksql_suite, the records bench), which load this
+only (integration.conformance, integration.conformance.ksql_suite, the records bench), which load this
 module as ksqlDB's harness has the classes; no node loads it unless told to
-(``--function-module integration.ksql_test_functions``).
+(``--function-module integration.conformance.ksql_test_functions``).
 """
 
 from __future__ import annotations
