@@ -225,44 +225,16 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     """The Spark catalog projection, the persistent-query runner, pull queries (answered from
     the tables kept materialized where they can be), push queries and EXPLAIN's plans, sharing
     one SparkSession that the projection starts."""
-    from metastore.kafka.consumer import EndOffsets
     from metastore.runtime.assignment import QueryAssignment
     from metastore.runtime.checkpoints import checkpoint_root
     from metastore.runtime.explain import SparkExplainer
     from metastore.runtime.materialized import TableStores
     from metastore.runtime.push import PushQueries
     from metastore.runtime.runner import QueryRunner
-    from metastore.spark.avro import registry_conf
-    from metastore.spark.catalog_state import CatalogStateFile
-    from metastore.spark.exceptions import SparkUnavailableError
-    from metastore.spark.projection import ProjectionRunner, SparkProjection
-    from metastore.spark.query import (
-        PullBudget,
-        bounded_rows,
-        check_pull_query,
-        new_query_id,
-        run_analysed,
-    )
-    from metastore.spark.session import discard_session, metastore_db, start_session
-    from metastore.spark.views import database_name, spark_kafka_options
+    from metastore.spark.views import spark_kafka_options
 
-    database = database_name(config.service_id)
     kafka_options = spark_kafka_options(kafka)
-    warehouse = settings.directory / "spark"
-
-    registry = (registry_conf(config.schema_registry_url)
-                if config.schema_registry_url else {})  # for the record codecs, in every JVM
-
-    def start() -> SparkProjection:
-        session = start_session(spark_settings.master,
-                                f"metastore-{config.service_id}-{config.node_id}", warehouse,
-                                persistent_catalog=spark_settings.persistent_catalog,
-                                conf={**registry, **spark_settings.conf})
-        state = CatalogStateFile(warehouse / "catalog-state.json", metastore_db(warehouse),
-                                 database) if spark_settings.persistent_catalog else None
-        return SparkProjection(session, database, kafka_options, state)
-
-    projection = ProjectionRunner(start, config.faults.before_projection, discard_session)
+    projection = _projection(config, spark_settings, settings, kafka_options)
 
     def session() -> SparkSession | None:
         return projection.spark
@@ -275,6 +247,46 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     queries = QueryRunner(config.node_id, session, kafka_options,
                           checkpoint_root(settings.query_checkpoints, session),
                           kafka, assignment, service_id=config.service_id)
+    end_offsets, close_offsets = _end_offsets_reader(config, kafka, admin)
+    stores = TableStores(session, kafka_options, settings.directory / "table-stores",
+                         end_offsets, close=close_offsets)
+    push = PushQueries(session, kafka_options, settings.directory / "push-queries",
+                       skipped=queries.skipped)
+    return (projection, queries, _pull_queries(config, projection, stores, image), push, stores,
+            SparkExplainer(session, kafka_options))
+
+
+def _projection(config: NodeConfig, spark_settings: SparkSettings, settings: ServerSettings,
+                kafka_options: dict[str, str]) -> ProjectionRunner:
+    """The Spark catalog's projection, which starts the node's SparkSession."""
+    from metastore.spark.avro import registry_conf
+    from metastore.spark.catalog_state import CatalogStateFile
+    from metastore.spark.projection import ProjectionRunner, SparkProjection
+    from metastore.spark.session import discard_session, metastore_db, start_session
+    from metastore.spark.views import database_name
+
+    database = database_name(config.service_id)
+    warehouse = settings.directory / "spark"
+    registry = (registry_conf(config.schema_registry_url)
+                if config.schema_registry_url else {})  # for the record codecs, in every JVM
+
+    def start() -> SparkProjection:
+        session = start_session(spark_settings.master,
+                                f"metastore-{config.service_id}-{config.node_id}", warehouse,
+                                persistent_catalog=spark_settings.persistent_catalog,
+                                conf={**registry, **spark_settings.conf})
+        state = CatalogStateFile(warehouse / "catalog-state.json", metastore_db(warehouse),
+                                 database) if spark_settings.persistent_catalog else None
+        return SparkProjection(session, database, kafka_options, state)
+
+    return ProjectionRunner(start, config.faults.before_projection, discard_session)
+
+
+def _end_offsets_reader(config: NodeConfig, kafka: KafkaSettings, admin: Admin
+                        ) -> tuple[Callable[[str], dict[int, int] | None], Callable[[], None]]:
+    """A topic's end offsets by partition (None when it cannot tell) for the table stores, and
+    how to close what reads them."""
+    from metastore.kafka.consumer import EndOffsets
 
     offsets = EndOffsets(kafka, group_id=f"metastore-{config.service_id}-stores")
     offsets_lock = threading.Lock()
@@ -291,9 +303,24 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
             return None
         return {partition: end for (_, partition), end in ends.items()}
 
-    stores = TableStores(session, kafka_options, settings.directory / "table-stores",
-                         end_offsets, close=offsets.close)
+    return end_offsets, offsets.close
 
+
+def _pull_queries(config: NodeConfig, projection: ProjectionRunner, stores: TableStores,
+                  image: Callable[[], Image]) -> PullQuery:
+    """Pull queries: from a table store where one answers, else on Spark's catalog, at most
+    :data:`SPARK_PULL_SLOTS` at once, each bounded by the node's response budget."""
+    from metastore.spark.exceptions import SparkUnavailableError
+    from metastore.spark.query import (
+        PullBudget,
+        bounded_rows,
+        check_pull_query,
+        new_query_id,
+        run_analysed,
+    )
+    from metastore.spark.views import database_name
+
+    database = database_name(config.service_id)
     budget = PullBudget(max_bytes=config.limits.max_response_bytes)
     spark_pulls = threading.BoundedSemaphore(SPARK_PULL_SLOTS)
 
@@ -321,9 +348,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
         finally:
             spark_pulls.release()
 
-    push = PushQueries(session, kafka_options, settings.directory / "push-queries",
-                       skipped=queries.skipped)
-    return projection, queries, pull, push, stores, SparkExplainer(session, kafka_options)
+    return pull
 
 
 def _local_queries(queries: QueryRunner | None) -> dict[str, Any]:
