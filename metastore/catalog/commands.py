@@ -7,6 +7,7 @@ statement's text or the request's configuration overrides.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -45,6 +46,9 @@ class CreateAsSelectCommand(Command):
     replace: bool = False
     config: tuple[tuple[str, str], ...] = ()
     """The query's ksqlDB settings (``ksql.functions.collect_list.limit``, ...), sorted."""
+    plan: str = ""
+    """The query's plan, fixed when it was written (the canonical JSON text of its document,
+    :mod:`metastore.planner.plan_format`); '' in commands written before plans were kept."""
 
     @property
     def command_id(self) -> str:
@@ -58,6 +62,8 @@ class InsertQueryCommand(Command):
     query_sql: str
     config: tuple[tuple[str, str], ...] = ()
     """The query's ksqlDB settings, as :attr:`CreateAsSelectCommand.config`."""
+    plan: str = ""
+    """The query's plan, as :attr:`CreateAsSelectCommand.plan`."""
 
     @property
     def command_id(self) -> str:
@@ -233,6 +239,25 @@ def config_from_json(data: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in data.items()))
 
 
+def canonical_json(value: Any) -> str:
+    """The one JSON text of ``value``: sorted keys, no spaces, characters as they are."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def plan_json(plan: str) -> dict[str, Any]:
+    """A query command's plan field: its document, inline; nothing when it has none."""
+    return {"plan": json.loads(plan)} if plan else {}
+
+
+def plan_from_json(data: Any) -> str:
+    """A query command's plan text from its record: canonical, whatever the record's spacing."""
+    if data is None:
+        return ""
+    if not isinstance(data, dict):
+        raise CommandDecodeError("malformed command: its plan is not a JSON object")
+    return canonical_json(data)
+
+
 def to_json(command: Command) -> dict[str, Any]:
     if isinstance(command, CreateSourceCommand):
         return {"type": "createSource", "source": source_json(command.source),
@@ -241,11 +266,11 @@ def to_json(command: Command) -> dict[str, Any]:
         return {"type": "createAsSelect", "source": source_json(command.source),
                 "queryKind": command.query_kind, "querySources": list(command.query_sources),
                 "querySql": command.query_sql, "replace": command.replace,
-                **config_json(command.config)}
+                **config_json(command.config), **plan_json(command.plan)}
     if isinstance(command, InsertQueryCommand):
         return {"type": "insertQuery", "sink": command.sink,
                 "querySources": list(command.query_sources), "querySql": command.query_sql,
-                **config_json(command.config)}
+                **config_json(command.config), **plan_json(command.plan)}
     if isinstance(command, DropSourceCommand):
         return {"type": "dropSource", "kind": command.kind.value, "name": command.name,
                 "deleteTopic": command.delete_topic, "topic": command.topic}
@@ -274,10 +299,12 @@ def from_json(data: dict[str, Any]) -> Command:
             return CreateAsSelectCommand(source_from_json(data["source"]), data["queryKind"],
                                          tuple(data["querySources"]), data["querySql"],
                                          bool(data.get("replace", False)),
-                                         config_from_json(data.get("config")))
+                                         config_from_json(data.get("config")),
+                                         plan_from_json(data.get("plan")))
         if kind == "insertQuery":
             return InsertQueryCommand(data["sink"], tuple(data["querySources"]), data["querySql"],
-                                      config_from_json(data.get("config")))
+                                      config_from_json(data.get("config")),
+                                      plan_from_json(data.get("plan")))
         if kind == "dropSource":
             return DropSourceCommand(SourceKind(data["kind"]), data["name"],
                                      bool(data.get("deleteTopic", False)), str(data.get("topic", "")))

@@ -75,6 +75,7 @@ class Image:
             "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
                         + ([dict(q.config)] if q.config or q.paused else [])  # as before
                         + (["paused"] if q.paused else [])  # settings and PAUSE existed
+                        + ([{"plan": q.plan}] if q.plan else [])  # and plans were kept
                         for q in (self.queries[i] for i in sorted(self.queries))],
             "requests": [[r, list(o.offsets), list(o.command_ids), o.digest]
                          for r, o in sorted(self.requests.items())],
@@ -214,7 +215,7 @@ class Delta:
             query_id = command.id_at(offset)
             self.queries[query_id] = PersistentQuery(query_id, "INSERT", command.sink,
                                                      command.query_sources, command.query_sql,
-                                                     offset, command.config)
+                                                     offset, command.config, plan=command.plan)
         elif isinstance(command, cmd.DropSourceCommand):
             self.sources.pop(command.name, None)
             for query_id in [q.query_id for q in self.queries.values() if q.sink == command.name]:
@@ -248,7 +249,7 @@ class Delta:
         self.queries[query_id] = PersistentQuery(
             query_id, command.query_kind, command.source.name, command.query_sources,
             command.query_sql, previous.offset if previous else offset, command.config,
-            previous.paused if previous else False)
+            previous.paused if previous else False, command.plan)
 
 
 def apply(image: Image, record: CommandRecord, offset: int) -> Image:

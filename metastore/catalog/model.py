@@ -91,6 +91,10 @@ class PersistentQuery:
     """The ksqlDB settings the query runs with (``ksql.functions.collect_list.limit``), sorted."""
     paused: bool = False
     """PAUSEd: not running, its checkpoint kept, until RESUMEd."""
+    plan: str = ""
+    """Its plan, fixed when its command was written (:mod:`metastore.planner.plan_format`): what
+    every node runs; '' for a query written before plans were kept, which runs what its SQL
+    compiles to."""
 
 
 @dataclass(frozen=True)

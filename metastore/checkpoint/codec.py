@@ -73,8 +73,9 @@ def encode(state: ReplicaState) -> bytes:
         "sourceEnds": ends,
         "types": [[name, sql_type.sql()] for name, sql_type in image.types.items()],
         "queries": [[q.query_id, q.kind, q.sink, list(q.sources), q.sql, q.offset]
-                    + ([dict(q.config)] if q.config or q.paused else [])
-                    + ([True] if q.paused else [])
+                    + ([dict(q.config)] if q.config or q.paused or q.plan else [])
+                    + ([q.paused] if q.paused or q.plan else [])
+                    + ([q.plan] if q.plan else [])
                     for q in image.queries.values()],
         "requests": [[request_id, list(o.offsets), list(o.command_ids), o.digest]
                      for request_id, o in image.requests.items()],
@@ -114,7 +115,8 @@ def decode(payload: bytes, lazy: bool = True) -> ReplicaState:
         types = {name: parse_type(text) for name, text in document["types"]}
         queries = {q[0]: PersistentQuery(q[0], q[1], q[2], tuple(q[3]), q[4], q[5],
                                          cmd.config_from_json(q[6] if len(q) > 6 else None),
-                                         bool(q[7]) if len(q) > 7 else False)
+                                         bool(q[7]) if len(q) > 7 else False,
+                                         str(q[8]) if len(q) > 8 else "")
                    for q in document["queries"]}
         requests = {r[0]: RequestOutcome(tuple(r[1]), tuple(r[2]), str(r[3]) if len(r) > 3 else "")
                     for r in document["requests"]}

@@ -103,6 +103,14 @@ class RuntimeCheck(Protocol):
     def __call__(self, analysis: Analysis, sink: DataSource) -> None: ...
 
 
+class QueryPlanner(Protocol):
+    """The plan of a persistent query on the image its command leaves, as the canonical text
+    its command keeps (:mod:`metastore.planner.plan_format`); raises a :class:`StatementError`
+    for a query it cannot plan."""
+
+    def __call__(self, query: PersistentQuery, image: Image) -> str: ...
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     """A topic a statement creates: its name, partitions, replicas (None: the broker's
@@ -176,7 +184,7 @@ class Validator:
                  encoder: RecordEncoder | None = None,
                  earlier_topics: Mapping[str, int | None] | None = None,
                  schemas: asserts.SchemaFacts | None = None,
-                 schemas_checked: bool = False) -> None:
+                 schemas_checked: bool = False, planner: QueryPlanner | None = None) -> None:
         """``encoder``: how an INSERT VALUES record is encoded; without it an INSERT VALUES is
         checked and typed but its outcome carries no record. ``earlier_topics``: topics that
         requests written before this one in the same transaction create (with their partitions)
@@ -191,6 +199,7 @@ class Validator:
         self._delta = Delta(snapshot)
         self._config = config or NO_OVERRIDES
         self._runtime_check = runtime_check
+        self._planner = planner
         self._facts = facts
         self._limits = limits or RequestLimits()
         self._next_offset = first_offset if first_offset is not None else snapshot.offset + 1
@@ -222,9 +231,24 @@ class Validator:
                 self._topic_changes[topic.name] = topic.partitions
             for name in outcome.topics_to_delete:
                 self._topic_changes[name] = None
+            outcome = self._planned(outcome)
             self._delta.execute(outcome.command, self._next_offset)
             self._next_offset += 1
         return outcome
+
+    def _planned(self, outcome: Write) -> Write:
+        """A persistent query's command with its plan, made on the image the command leaves:
+        the plan every node will run, whatever release it runs."""
+        command = outcome.command
+        if self._planner is None or not isinstance(
+                command, cmd.CreateAsSelectCommand | cmd.InsertQueryCommand):
+            return outcome
+        preview = Delta(self._delta.apply())
+        preview.execute(command, self._next_offset)
+        image = preview.apply()
+        query = _query_of(command, image, self._next_offset)
+        assert query is not None, "a query command creates its query"
+        return replace(outcome, command=replace(command, plan=self._planner(query, image)))
 
     def _validate(self, statement: st.Statement) -> Outcome:
         literals.check_statement(statement)
@@ -717,19 +741,14 @@ class Validator:
                 self.image, select=inner, columns=analysis.columns, sources=analysis.sources))
         if isinstance(inner, st.CreateAsSelect | st.InsertInto):
             sandbox = Validator(self.image, self._facts, self._next_offset, self._runtime_check,
-                                self._limits, self._config, earlier_topics=self._topic_changes)
+                                self._limits, self._config, earlier_topics=self._topic_changes,
+                                planner=self._planner)
             outcome = sandbox.validate(inner)
             image = sandbox.image
-            if isinstance(outcome, Write):
-                if isinstance(outcome.command, cmd.CreateAsSelectCommand):
-                    sink = image.source(outcome.command.source.name)
-                    query = image.queries.get(sink.query_id or "") if sink else None
-                elif isinstance(outcome.command, cmd.InsertQueryCommand):
-                    query = image.queries.get(outcome.command.id_at(self._next_offset))
-                else:
-                    query = None
-                if query is not None:
-                    return Read(statement, explained=Explained(image, query=query))
+            query = _query_of(outcome.command, image, self._next_offset) if isinstance(
+                outcome, Write) else None
+            if query is not None:
+                return Read(statement, explained=Explained(image, query=query))
         raise QueryError("The provided statement does not run a ksql query")
 
     def _pause_resume(self, statement: st.PauseResume) -> Outcome:
@@ -1009,3 +1028,14 @@ def _stored_text(query: st.Query) -> str:
     """A persistent query's text as the log keeps it: its SELECT, and EMIT FINAL, which the
     runtime needs (EMIT CHANGES is a persistent query's default and is left out)."""
     return f"{query.text} EMIT FINAL" if query.emit_final else query.text
+
+
+def _query_of(command: cmd.Command, image: Image, offset: int) -> PersistentQuery | None:
+    """The query a CREATE ... AS SELECT or INSERT INTO ... SELECT command at ``offset`` made in
+    ``image``; None for other commands."""
+    if isinstance(command, cmd.CreateAsSelectCommand):
+        sink = image.source(command.source.name)
+        return image.queries.get(sink.query_id or "") if sink else None
+    if isinstance(command, cmd.InsertQueryCommand):
+        return image.queries.get(command.id_at(offset))
+    return None

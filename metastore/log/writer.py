@@ -68,6 +68,7 @@ from metastore.engine.asserts import SchemaFacts
 from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.engine.validation import (
     Outcome,
+    QueryPlanner,
     Read,
     RuntimeCheck,
     Skip,
@@ -294,11 +295,14 @@ class CommandWriter:
                  replica: LogReplica, admin: Admin, options: WriterOptions | None = None,
                  facts: TopicFacts | None = None, limits: RequestLimits | None = None,
                  faults: Faults = NO_FAULTS, answer_read: ReadAnswer = catalog_answer,
-                 *, runtime_check: RuntimeCheck | None) -> None:
+                 *, runtime_check: RuntimeCheck | None,
+                 planner: QueryPlanner | None = None) -> None:
         """``runtime_check``: whether the query runtime can run a persistent query, asked at
-        validation (the runtime's own rule, given by the node; None: the catalog's rules only)."""
+        validation (the runtime's own rule, given by the node; None: the catalog's rules only);
+        ``planner``: the plan a persistent query's command keeps (None: commands without)."""
         self._settings = settings
         self._runtime_check = runtime_check
+        self._planner = planner
         self._topic = topic
         self._service_id = service_id
         self._node_id = node_id
@@ -700,7 +704,7 @@ class CommandWriter:
         validator = Validator(snapshot, facts, first_offset=first_offset, limits=self._limits,
                               runtime_check=self._runtime_check, config=request.config,
                               earlier_topics=earlier_topics, schemas=request.schemas,
-                              schemas_checked=True)
+                              schemas_checked=True, planner=self._planner)
         outcomes: list[Outcome] = []
         answers: dict[int, Entity] = {}  # of the statements that do not write
         for statement in item.statements:

@@ -72,6 +72,7 @@ from metastore.planner.outer_at_once import (
     keyed_unmatched,
     union_sql,
 )
+from metastore.planner.plan_format import plan_text, read_plan
 from metastore.planner.session_state import keyed_sessions
 from metastore.planner.stages import (
     JOIN_KEY,
@@ -151,6 +152,25 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
         raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")
     return _plan(query.query_id, analysis, sink, config, table_state=table_state,
                  stream_state=stream_state)
+
+
+def stored_plan(query: PersistentQuery, image: Image) -> str:
+    """The plan a query's command keeps (a :class:`~metastore.engine.validation.QueryPlanner`):
+    compiled on the image the command leaves, with keyed table and stream state."""
+    return plan_text(compile_query(query, image))
+
+
+def plan_of(query: PersistentQuery, image: Image, *, table_state: bool = True,
+            stream_state: bool = True) -> QueryPlan:
+    """What runs ``query``: the plan its command keeps (under the image's query id), whatever
+    this release would compile; else, for a query written before plans were kept, or replaced
+    over a checkpoint older than the keyed state its plan keeps, the plan its SQL compiles to
+    with the state the checkpoint holds (``table_state``, ``stream_state``)."""
+    if query.plan:
+        plan = replace(read_plan(query.plan), query_id=query.query_id)
+        if (table_state or not plan.table_state) and (stream_state or not plan.stream_state):
+            return plan
+    return compile_query(query, image, table_state=table_state, stream_state=stream_state)
 
 
 def compile_push(query_id: str, analysis: Analysis, config: dict[str, object]) -> QueryPlan:

@@ -20,7 +20,7 @@ from metastore.core.exceptions import MetastoreError
 from metastore.engine.overrides import ConfigOverrides
 from metastore.engine.pull_queries import check_select
 from metastore.engine.validation import Explained
-from metastore.planner.plan import compile_push, compile_query
+from metastore.planner.plan import compile_push, plan_of
 from metastore.runtime import job
 from metastore.spark.exceptions import SparkQueryError, SparkUnavailableError
 
@@ -41,7 +41,7 @@ class SparkExplainer:
         image = explained.image
         try:
             if explained.query is not None:
-                plan = compile_query(explained.query, image)
+                plan = plan_of(explained.query, image)
             else:
                 assert explained.select is not None, "EXPLAIN of a query or of a SELECT"
                 analysis = check_select(explained.select, image.sources, image.types,

@@ -39,7 +39,7 @@ from metastore.catalog.model import PersistentQuery
 from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
-from metastore.planner.plan import compile_query
+from metastore.planner.plan import plan_of
 from metastore.runtime import job
 from metastore.runtime.assignment import Partitions, QueryAssignment, partition_of
 from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
@@ -246,9 +246,8 @@ class QueryRunner:
         query_id = entry.query.query_id
         try:
             checkpoint = self.checkpoint(query_id)
-            plan = compile_query(entry.query, image,
-                                 table_state=checkpoint.holds_table_state(),
-                                 stream_state=checkpoint.holds_stream_state())
+            plan = plan_of(entry.query, image, table_state=checkpoint.holds_table_state(),
+                           stream_state=checkpoint.holds_stream_state())
             self.skipped.started(query_id, plan.earliest)
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
                                      listener=self.skipped.listener())

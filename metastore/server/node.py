@@ -52,6 +52,7 @@ from metastore.log.writer import (
     WriterOptions,
     catalog_answer,
 )
+from metastore.planner.plan import stored_plan
 from metastore.planner.support import check_runtime
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.spark.projection import ProjectionRunner
@@ -170,7 +171,7 @@ class Node:
                                     self.config.node_id, self.replica, self.admin,
                                     self.config.writer, limits=self.config.limits,
                                     faults=self.config.faults, answer_read=self._read_answerer(),
-                                    runtime_check=check_runtime)
+                                    runtime_check=check_runtime, planner=stored_plan)
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
         if self.config.data_dir is not None:

@@ -16,6 +16,7 @@ from metastore.engine import responses
 from metastore.engine.overrides import ConfigOverrides
 from metastore.engine.validation import Read, Skip, Validator, Write
 from metastore.kafka import row_encoding
+from metastore.planner.plan import stored_plan
 from metastore.planner.support import check_runtime
 from metastore.server.http.error_codes import error_code
 from metastore.sql.exceptions import ParseError
@@ -70,7 +71,8 @@ def run_script(text: str, runtime_check: bool = True,
     for statement in statements:
         try:
             outcome = Validator(image, topics, runtime_check=spark_check, config=config,
-                                encoder=row_encoding.encode_record).validate(statement)
+                                encoder=row_encoding.encode_record,
+                                planner=stored_plan if runtime_check else None).validate(statement)
         except MetastoreError as error:
             results.append(CheckResult(statement.text, False, error_code(error), error.message, None))
             break

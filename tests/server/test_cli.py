@@ -86,3 +86,20 @@ def test_log_dump_and_verify_agree_with_the_node(server: ServerProcess, kafka_bo
     assert verified.returncode == 0, verified.stdout + verified.stderr
     report = json.loads(verified.stdout)
     assert report["node"]["agrees"] is True and report["badRecord"] is None
+
+
+def test_a_query_command_in_the_log_carries_the_plan_every_node_runs(
+        server: ServerProcess, kafka_bootstrap: str) -> None:
+    created = cli("exec", "CREATE STREAM PL (ID INT KEY, V INT) WITH (KAFKA_TOPIC='pl-cli', "
+                          "VALUE_FORMAT='JSON', PARTITIONS=1); CREATE STREAM PLANNED WITH "
+                          "(KAFKA_TOPIC='planned-cli') AS SELECT ID, V FROM PL WHERE V > 1;",
+                  "--server", server.url)
+    assert created.returncode == 0, created.stderr
+    dumped = json.loads(cli("log", "dump", "--bootstrap-servers", kafka_bootstrap,
+                            "--service-id", server.service_id, "--json").stdout)
+    [record] = [r for r in dumped if r["commandId"] == "stream/PLANNED/create"]
+    plan = record["command"]["plan"]
+    assert plan["format"] == 1 and plan["versions"]["QueryPlan"] == 1
+    assert plan["plan"]["@"] == "QueryPlan" and plan["plan"]["topic"] == "planned-cli"
+    assert "pl-cli" in [step.get("topic") for step in plan["plan"]["steps"]]
+    assert record["command"]["querySql"].startswith("SELECT ID, V FROM PL WHERE")

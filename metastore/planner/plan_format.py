@@ -1,0 +1,138 @@
+"""A query's plan as data: the versioned document a persistent query's command carries.
+
+The planner's :class:`~metastore.planner.steps.QueryPlan` (its steps, each a Kafka read, a
+SELECT or a keyed stateful operator, the batch stage, the sink's SQL and the flags the runtime
+runs it with) is written once, when the statement is validated, into the command that creates
+the query; every node then runs that plan, on replay and on takeover, never a plan its own code
+would compile from the SQL. So a release that plans a query differently changes no running
+query.
+
+The document is JSON: ``{"format": 1, "versions": {node: version}, "plan": node}`` where a
+node is an object naming its class (``"@": "Step"``) with its fields; ``versions`` names the
+version of every node class the plan uses. A reader knows the versions in
+:data:`NODE_VERSIONS`; a plan with a format, a class or a version it does not know is refused
+(:class:`UnknownPlanVersionError`), so a node never runs a plan it would misread. What a
+release may change: a new node class, or a field with a default, is a new version of that
+class (older plans still read); a field's meaning never changes within a version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from metastore.catalog.commands import canonical_json
+from metastore.planner.exceptions import QueryRuntimeError
+from metastore.planner.steps import (
+    BatchStage,
+    FinalWindows,
+    ForeignKeyTableJoin,
+    GroupMembers,
+    QueryPlan,
+    RowVersions,
+    SessionMembers,
+    Step,
+    StreamTime,
+    TableJoin,
+    TableSideJoin,
+    UnmatchedRecords,
+)
+
+PLAN_FORMAT = 1
+"""The document's own shape: ``format``, ``versions`` and ``plan``."""
+PLANNER_VERSION = 1
+"""The version of what the planner writes: a release that plans any query differently bumps
+it (and the node versions whose meaning changed) and saves the new plans of ksqlDB's dev cases
+(``python -m integration.plans save``); ``tests/plans/<version>/`` keeps each version's."""
+
+_NODES: tuple[type[Any], ...] = (
+    QueryPlan, Step, BatchStage, TableSideJoin, TableJoin, ForeignKeyTableJoin, RowVersions,
+    GroupMembers, StreamTime, SessionMembers, FinalWindows, UnmatchedRecords)
+NODE_VERSIONS: Mapping[str, int] = {node.__name__: 1 for node in _NODES}
+"""The version of each node class this release writes, and the newest it reads."""
+_CLASSES = {node.__name__: node for node in _NODES}
+
+
+class PlanFormatError(QueryRuntimeError):
+    """A stored plan this node cannot read: malformed, or of a version it does not know."""
+
+
+class UnknownPlanVersionError(PlanFormatError):
+    """A stored plan written by a newer release: a format or node version this node does not
+    know (``unknown``: what it names, as ``Step v2``)."""
+
+    def __init__(self, unknown: str) -> None:
+        super().__init__(f"The query's stored plan uses {unknown}, which this node does not "
+                         f"know (it reads plan format {PLAN_FORMAT}); run it on a node of the "
+                         "release that wrote it, or a newer one.")
+        self.unknown = unknown
+
+
+def plan_document(plan: QueryPlan) -> dict[str, Any]:
+    """``plan`` as its versioned document."""
+    used: set[str] = set()
+    encoded = _encode(plan, used)
+    return {"format": PLAN_FORMAT, "versions": {name: NODE_VERSIONS[name] for name in sorted(used)},
+            "plan": encoded}
+
+
+def plan_text(plan: QueryPlan) -> str:
+    """The canonical JSON text of ``plan``'s document (sorted keys, no spaces): equal plans,
+    equal texts."""
+    return canonical_json(plan_document(plan))
+
+
+def read_plan(text: str) -> QueryPlan:
+    """The plan of a stored document; :class:`PlanFormatError` if this node cannot read it."""
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise PlanFormatError(f"The query's stored plan is not JSON: {error}") from error
+    if not isinstance(document, dict):
+        raise PlanFormatError("The query's stored plan is not a JSON object.")
+    if document.get("format") != PLAN_FORMAT:
+        raise UnknownPlanVersionError(f"plan format {document.get('format')!r}")
+    versions = document.get("versions")
+    if not isinstance(versions, dict):
+        raise PlanFormatError("The query's stored plan names no node versions.")
+    for name, version in sorted(versions.items()):
+        known = NODE_VERSIONS.get(name)
+        if known is None or not isinstance(version, int) or version > known:
+            raise UnknownPlanVersionError(f"{name} v{version}")
+    plan = _decode(document.get("plan"), versions)
+    if not isinstance(plan, QueryPlan):
+        raise PlanFormatError("The query's stored plan holds no query plan.")
+    return plan
+
+
+def _encode(value: Any, used: set[str]) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = type(value).__name__
+        used.add(name)
+        return {"@": name, **{field.name: _encode(getattr(value, field.name), used)
+                              for field in dataclasses.fields(value)}}
+    if isinstance(value, tuple | list):
+        return [_encode(item, used) for item in value]
+    return value
+
+
+def _decode(value: Any, versions: Mapping[str, int]) -> Any:
+    if isinstance(value, list):
+        return tuple(_decode(item, versions) for item in value)
+    if not isinstance(value, dict):
+        return value
+    name = value.get("@")
+    node = _CLASSES.get(str(name))
+    if node is None or name not in versions:
+        raise PlanFormatError(f"The query's stored plan holds an unknown node {name!r}.")
+    known = {field.name for field in dataclasses.fields(node)}
+    fields = {key: _decode(item, versions) for key, item in value.items() if key != "@"}
+    if not fields.keys() <= known:
+        raise PlanFormatError(f"The query's stored plan gives {name} the unknown fields "
+                              f"{sorted(fields.keys() - known)}.")
+    try:
+        return node(**fields)
+    except TypeError as error:
+        raise PlanFormatError(f"The query's stored plan has a malformed {name}: {error}") from error
