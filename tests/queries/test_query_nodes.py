@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,10 @@ import httpx
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from metastore.catalog import commands as cmd
 from metastore.kafka.settings import KafkaSettings
+from metastore.log.record import decode
+from metastore.log.topic import command_topic_name
 from metastore.runtime.assignment import group_name
 from tests.queries.test_spark_jobs import read_all
 from tests.spark.test_spark_catalog import wait_in_sync
@@ -120,3 +124,42 @@ def test_a_pull_query_right_after_its_table_waits_for_the_spark_catalog(
     assert response.status_code == 200, response.text
     _header, *rows = response.json()
     assert [row["row"]["columns"] for row in rows] == [[1, "one"]]
+
+
+def test_a_plan_written_by_a_newer_release_stops_that_query_alone_with_the_reason(
+        server_factory: ServerFactory, kafka_settings: KafkaSettings,
+        producer_factory: Callable[..., Producer]) -> None:
+    """A stored plan naming a node version this release does not know: its query is ERROR,
+    saying so, and the node's other queries run on."""
+    node = server_factory(spark=True)
+    source, sink = unique("src"), unique("kept")
+    ksql(node, f"""
+        CREATE STREAM SRC (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='JSON',
+            PARTITIONS=1);
+        CREATE STREAM KEPT WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, V FROM SRC WHERE V > 0;""")
+    log_topic = command_topic_name(node.service_id)
+    [kept] = [r for r in read_all(kafka_settings, log_topic, 2) if r[0] == b"stream/KEPT/create"]
+    record = decode(kept[1])
+    command = record.command
+    assert isinstance(command, cmd.CreateAsSelectCommand)
+    document = json.loads(command.plan)
+    document["versions"]["Step"] = 99  # as a newer release would write it
+    future = replace(command, source=replace(command.source, name="FUTURE",
+                                             topic=unique("future")),
+                     plan=cmd.canonical_json(document))
+    key, value = replace(record, command=future, statement="CREATE STREAM FUTURE AS ...",
+                         request_id="from-a-newer-release").encode()
+    writer = producer_factory(transactional_id=f"{node.service_id}-newer-release")
+    writer.init_transactions(30)
+    writer.begin_transaction()
+    writer.produce(log_topic, key=key, value=value)
+    writer.commit_transaction(30)
+
+    def settled() -> dict[str, dict[str, Any]] | None:
+        seen = queries(node)
+        states = {q["sinks"][0]: q["state"] for q in seen.values()}
+        return seen if states == {"KEPT": "RUNNING", "FUTURE": "ERROR"} else None
+
+    seen = eventually(settled, 90, "KEPT RUNNING and FUTURE in ERROR", interval=0.5)
+    [failed] = [q for q in seen.values() if q["sinks"] == ["FUTURE"]]
+    assert "stored plan uses Step v99, which this node does not know" in failed["errorMessage"]
