@@ -26,13 +26,15 @@ from integration.conformance.records_report import DEFAULT_RECORDS
 from metastore.catalog.image import EMPTY_IMAGE
 from metastore.core.exceptions import MetastoreError
 from metastore.engine import overrides
-from metastore.engine.validation import Validator
+from metastore.engine.validation import Validator, Write
 from metastore.functions import extensions
+from metastore.log.record import CommandRecord
 from metastore.planner.plan import stored_plan
 from metastore.planner.plan_format import NODE_VERSIONS, PLANNER_VERSION
 from metastore.planner.support import check_runtime
 from metastore.sql.parser import parse
 from metastore.testing.cases import QueryTest, load
+from metastore.testing.check import AssumedTopics
 from metastore.testing.runner import PreexistingTopics
 
 PLANS_DIR = Path(__file__).resolve().parents[1] / "tests" / "plans"
@@ -81,6 +83,31 @@ def _test_functions() -> Iterator[None]:
             extensions.unload(TEST_FUNCTIONS)
 
 
+UPGRADE_SOURCE = ("CREATE STREAM SRC (K INT KEY, G INT) WITH (KAFKA_TOPIC='plan-src', "
+                  "VALUE_FORMAT='JSON', PARTITIONS=1);")
+"""The source of the upgrade fixture's query; its topic is renamed by the test that runs it."""
+UPGRADE_QUERY = ("CREATE TABLE COUNTS WITH (KAFKA_TOPIC='plan-counts', PARTITIONS=1) AS "
+                 "SELECT G, COUNT(*) AS N FROM SRC GROUP BY G;")
+"""The upgrade fixture's query: an aggregation, whose state a takeover must carry."""
+
+
+def upgrade_fixture(version: int = PLANNER_VERSION) -> Path:
+    """The command record of :data:`UPGRADE_QUERY` with the plan ``version`` wrote, which
+    later releases must go on running (``integration/test_plan_upgrade.py``)."""
+    return PLANS_DIR / str(version) / "count-by-group.record.json"
+
+
+def _upgrade_record() -> dict[str, object]:
+    image = EMPTY_IMAGE
+    validator = Validator(image, AssumedTopics({"plan-src": 1}), runtime_check=check_runtime,
+                          planner=stored_plan)
+    [source, query] = parse(UPGRADE_SOURCE + UPGRADE_QUERY)
+    validator.validate(source)
+    outcome = validator.validate(query)
+    assert isinstance(outcome, Write)
+    return CommandRecord(outcome.command, query.text, "planner-upgrade-fixture").to_json()
+
+
 def changed(saved: dict[str, list[str]], now: dict[str, list[str]]) -> list[str]:
     """The cases whose plans differ, appeared or disappeared."""
     return sorted(key for key in saved.keys() | now.keys() if saved.get(key) != now.get(key))
@@ -104,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         target.write_text(json.dumps({"planner": PLANNER_VERSION, "nodes": dict(NODE_VERSIONS),
                                       "cases": now}, indent=1, sort_keys=True) + "\n",
                           encoding="utf-8")
+        upgrade_fixture().write_text(json.dumps(_upgrade_record(), indent=1, sort_keys=True)
+                                     + "\n", encoding="utf-8")
         print(f"saved the plans of {len(now)} cases for planner version {PLANNER_VERSION} "
-              f"in {target}")
+              f"in {target}, and the upgrade fixture {upgrade_fixture().name}")
         return 0
     if not target.is_file():
         print(f"no plans saved for planner version {PLANNER_VERSION}: run save")
