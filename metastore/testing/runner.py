@@ -42,7 +42,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from metastore.catalog import commands as cmd
 from metastore.catalog.image import EMPTY_IMAGE, Image
-from metastore.catalog.model import DataSource
+from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.core.exceptions import MetastoreError
 from metastore.engine import overrides
 from metastore.engine.validation import Read, Validator, Write
@@ -52,7 +52,7 @@ from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import DetailedRecord, PartitionReader
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
-from metastore.planner.plan import compile_query
+from metastore.planner.plan import plan_of, stored_plan
 from metastore.planner.steps import QueryPlan
 from metastore.planner.support import check_runtime
 from metastore.runtime import job
@@ -255,7 +255,7 @@ class QueryTestRunner:
             self._create_topics(test, image, physical)
             queries = sorted(image.queries.values(), key=lambda q: q.offset)
             in_topics = _in_topics(image, physical)
-            plans = [(query.query_id, _namespaced(compile_query(query, in_topics)))
+            plans = [(query.query_id, _namespaced(plan_of(query, in_topics)))
                      for query in queries]
             for rows, arrival in _feeds(test, image, inserted) or [((), [])]:
                 self._produce(image, physical, arrival, test.topics, rows)
@@ -285,9 +285,13 @@ class QueryTestRunner:
         schemas = None if self._registry_client is None else TestRegistry(
             self._registry_client, test.topics, physical, statement_sides(statements, config),
             [record.topic for record in (*test.inputs, *test.outputs)])
+
+        def planner(query: PersistentQuery, image: Image) -> str:  # on this run's topics
+            return stored_plan(query, _in_topics(image, physical))
+
         validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
                               runtime_check=check_runtime, config=config,
-                              encoder=self._encode_record, schemas=schemas)
+                              encoder=self._encode_record, schemas=schemas, planner=planner)
         inserted: list[_Inserted] = []
         for statement in statements:
             try:
