@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from metastore.catalog.exceptions import FormatError, PropertyError, SchemaError
 from metastore.catalog.model import Column
-from metastore.engine import formats
+from metastore.formats import rules as formats
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms

@@ -8,37 +8,36 @@ command, so replay never asks the registry.
 
 The registry is asked before the writer's lock is taken (:func:`prefetch`): validation under the
 lock asks nothing, it translates the answers (:class:`PrefetchedSchemas`; a bounded amount of
-work, :data:`metastore.engine.avro_columns.MAX_TRANSLATED_TYPES`), so a slow registry never
+work, :data:`metastore.formats.avro_columns.MAX_TRANSLATED_TYPES`), so a slow registry never
 holds other writers, and one that does not answer fails the request before anything is written.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.model import Column
 from metastore.core.limits import MAX_TYPE_DEPTH
-from metastore.engine import avro_columns, ddl_rules, json_schema_columns, protobuf_columns, upgrades
+from metastore.engine import ddl_rules, upgrades
 from metastore.engine.asserts import SchemaFacts
 from metastore.engine.overrides import ConfigOverrides
+from metastore.formats import avro_columns, json_schema_columns, protobuf_columns
+from metastore.formats.kept_schemas import (
+    INFERRING_FORMATS,
+    kept_properties,
+    subject_of,
+)
 from metastore.schema_registry.client import (
-    ReferencedSchema,
     RegisteredSchema,
-    SchemaReference,
 )
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 
 MAX_DECIMAL_PRECISION = 38
 """The widest DECIMAL Spark holds (ksqlDB's limit is 1000): an inferred one beyond it is refused."""
-
-INFERRING_FORMATS = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON"}
-"""The formats whose schemas are in the registry, and the registry's name of their schema type."""
-
 
 @dataclass(frozen=True)
 class PrefetchedSchemas:
@@ -55,11 +54,6 @@ class PrefetchedSchemas:
 
     def versions_of(self, schema_id: int) -> list[tuple[str, int]]:
         return []
-
-
-def subject_of(topic: str, is_key: bool) -> str:
-    """The subject of a topic's key or value schema (Kafka's topic-name strategy)."""
-    return f"{topic}-{'key' if is_key else 'value'}"
 
 
 def prefetch(statements: Iterable[st.Statement], registry: SchemaFacts | None,
@@ -138,50 +132,6 @@ class Inferred:
     properties: tuple[tuple[str, str], ...] = ()
 
 
-KEPT_SCHEMA_PROPERTIES = {True: "registry.keySchema", False: "registry.valueSchema"}
-KEPT_REFERENCES_PROPERTIES = {True: "registry.keySchemaReferences",
-                              False: "registry.valueSchemaReferences"}
-"""The schemas a kept schema references, as JSON: ``references``, the schema's own references
-(``name``, ``subject``, ``version``) in the registry's order, which a writer registers it with;
-``dependencies``, the texts of those and of the schemas they reference in turn, each after
-those it references (the same fields and ``schema``)."""
-
-
-def kept_properties(is_key: bool, found: RegisteredSchema) -> list[tuple[str, str]]:
-    """The properties that keep a side's registered schema, and its references if it has any."""
-    kept = [(KEPT_SCHEMA_PROPERTIES[is_key], found.schema)]
-    if found.references:
-        kept.append((KEPT_REFERENCES_PROPERTIES[is_key], json.dumps({
-            "references": [r.as_json() for r in found.references],
-            "dependencies": [{**d.reference.as_json(), "schema": d.schema}
-                             for d in found.dependencies]}, separators=(",", ":"))))
-    return kept
-
-
-def kept_dependencies(properties: Callable[[str], str | None], is_key: bool
-                      ) -> tuple[ReferencedSchema, ...]:
-    """The referenced schemas a source keeps for a side (``properties``: its property of a
-    name), dependencies first."""
-    return tuple(ReferencedSchema(_reference(entry), str(entry["schema"]))
-                 for entry in _kept(properties, is_key).get("dependencies", []))
-
-
-def kept_references(properties: Callable[[str], str | None], is_key: bool
-                    ) -> tuple[SchemaReference, ...]:
-    """The references of the schema a source keeps for a side: what its registration names."""
-    return tuple(_reference(entry)
-                 for entry in _kept(properties, is_key).get("references", []))
-
-
-def _kept(properties: Callable[[str], str | None], is_key: bool) -> dict[str, Any]:
-    text = properties(KEPT_REFERENCES_PROPERTIES[is_key])
-    return dict(json.loads(text)) if text else {}
-
-
-def _reference(entry: Mapping[str, Any]) -> SchemaReference:
-    return SchemaReference(str(entry["name"]), str(entry["subject"]), int(entry["version"]))
-
-
 def infer_columns(statement: st.CreateSource, columns: list[Column], key_format: str,
                   value_format: str, registry: SchemaFacts) -> Inferred:
     """``columns`` with the key columns and the value columns the registry's schemas give the
@@ -213,7 +163,8 @@ def registered_sink_schemas(statement: st.CreateAsSelect, topic: str, columns: l
     """DefaultSchemaInjector for a C*AS: a side given a ``<SIDE>_SCHEMA_ID`` is written with
     that registered schema, whose columns must begin with the query's, in order, with the same
     names and types (more columns after them are written with their defaults, or NULL); the
-    sink's properties that keep the schemas (:data:`KEPT_SCHEMA_PROPERTIES`)."""
+    sink's properties that keep the schemas
+    (:data:`metastore.formats.kept_schemas.KEPT_SCHEMA_PROPERTIES`)."""
     kept: list[tuple[str, str]] = []
     for is_key, fmt in ((True, key_format), (False, value_format)):
         if _schema_id(statement, is_key) is None or fmt not in INFERRING_FORMATS:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from metastore.catalog.exceptions import FormatError
-from metastore.engine import formats
 from metastore.engine.analysis import Analysis
+from metastore.formats import rules as formats
 from metastore.functions import library as functions
 
 MESSAGE = ("One of the functions used in the statement has an intermediate type that the value "

@@ -29,7 +29,8 @@ from sqlglot import exp
 
 from metastore.catalog.exceptions import QueryError
 from metastore.catalog.model import Column, DataSource
-from metastore.engine import formats, references
+from metastore.engine import references
+from metastore.formats import rules as formats
 from metastore.functions import operators
 from metastore.sql import types as ty
 from metastore.sql.statements import ColumnRole, SourceKind

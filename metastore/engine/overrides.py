@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.catalog.exceptions import PropertyError
-from metastore.engine import formats
+from metastore.formats import rules as formats
 
 DEFAULT_KEY_FORMAT = "ksql.persistence.default.format.key"
 DEFAULT_VALUE_FORMAT = "ksql.persistence.default.format.value"

@@ -53,7 +53,6 @@ from metastore.engine import (
     alternatives,
     asserts,
     ddl_rules,
-    formats,
     inference,
     insert_record,
     insert_values,
@@ -72,6 +71,7 @@ from metastore.engine.analysis import (
 from metastore.engine.intermediates import check_intermediate_types
 from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.engine.typer import check_cast_types
+from metastore.formats import rules as formats
 from metastore.functions import library as function_library
 from metastore.sql import literals
 from metastore.sql import statements as st

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from metastore.catalog.model import DataSource
-from metastore.engine.inference import (
+from metastore.formats.avro import schema as avro
+from metastore.formats.json_sr import schema as json_sr
+from metastore.formats.kept_schemas import (
     INFERRING_FORMATS,
     KEPT_SCHEMA_PROPERTIES,
     kept_references,
     subject_of,
 )
-from metastore.formats.avro import schema as avro
-from metastore.formats.json_sr import schema as json_sr
 from metastore.formats.protobuf import proto_text
 from metastore.formats.protobuf import schema as protobuf
 from metastore.schema_registry.client import SchemaReference

@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from metastore.catalog.model import Column, DataSource
-from metastore.engine.formats import SPARK_READABLE
 from metastore.formats.avro import schema as avro
 from metastore.formats.json_sr import schema as json_sr
 from metastore.formats.protobuf import schema as protobuf
+from metastore.formats.rules import SPARK_READABLE
 from metastore.jvm.classes import JSON_KINDS_CLASS
 from metastore.kafka.settings import KafkaSettings
 from metastore.spark import avro as spark_avro

@@ -16,9 +16,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from metastore.catalog.model import DataSource
-from metastore.engine.inference import INFERRING_FORMATS, subject_of
 from metastore.formats.avro import schema as avro
 from metastore.formats.json_sr import schema as json_sr
+from metastore.formats.kept_schemas import INFERRING_FORMATS, subject_of
 from metastore.formats.protobuf import proto_text
 from metastore.formats.protobuf import schema as protobuf
 from metastore.formats.protobuf import values as protobuf_values

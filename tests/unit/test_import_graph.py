@@ -21,15 +21,16 @@ UNITS = {p.stem for p in ROOT.iterdir()
 TYPE_ONLY_EDGES_ALLOWED: set[tuple[str, str]] = set()
 """Type-only imports (under TYPE_CHECKING) that may close a cycle: none."""
 LAYERS: list[tuple[str, set[str]]] = [
-    ("core: errors, limits, faults, the record codecs, the JVM classes' names and jars",
+    ("core: errors, limits, faults, the command record's codec, the JVM classes' names and jars",
      {"core", "jvm"}),
     ("the launcher's Maven jars and paths, which a node's Spark resolves its connector with",
      {"dev"}),
     ("the language: statements, types, functions", {"sql", "functions"}),
     ("the Schema Registry's client", {"schema_registry"}),
     ("the catalog: model, image, commands", {"catalog"}),
+    ("the formats: their rules, the registry formats' schemas and the columns they give",
+     {"formats"}),
     ("the engine: analysis, validation, statement rules", {"engine"}),
-    ("the registry formats' schemas", {"formats"}),
     ("the Kafka clients", {"kafka"}),
     ("the command log, its checkpoints and the cluster's members", {"log", "checkpoint", "cluster"}),
     ("Spark: the session, the catalog's projection, source views, pull queries", {"spark"}),

@@ -13,9 +13,8 @@ from google.protobuf import descriptor_pb2 as pb
 
 from metastore.catalog.exceptions import SchemaError
 from metastore.catalog.model import Column, DataSource
-from metastore.core import proto_files
-from metastore.engine import avro_columns, json_schema_columns, protobuf_columns
 from metastore.engine.inference import PrefetchedSchemas, infer_columns
+from metastore.formats import avro_columns, json_schema_columns, proto_files, protobuf_columns
 from metastore.formats.avro import binary
 from metastore.formats.protobuf import proto_text, values
 from metastore.formats.protobuf.schema import derive, registered

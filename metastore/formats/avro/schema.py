@@ -16,7 +16,7 @@ builds:
   STRUCT a record named after its path (``<parent>_<FIELD>``), its fields optional.
 
 Records are registered under Kafka's topic-name strategy (``<topic>-key``, ``<topic>-value``:
-:func:`metastore.engine.inference.subject_of`).
+:func:`metastore.formats.kept_schemas.subject_of`).
 The schema is a pure function of the columns and properties: every node derives the same text.
 """
 

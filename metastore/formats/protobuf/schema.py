@@ -36,9 +36,9 @@ from typing import TypeAlias
 from google.protobuf import descriptor_pb2 as pb
 
 from metastore.catalog.model import DataSource
-from metastore.core import proto_files
-from metastore.engine.inference import KEPT_SCHEMA_PROPERTIES, kept_dependencies
-from metastore.engine.protobuf_columns import ProtobufColumnsError, root_message
+from metastore.formats import proto_files
+from metastore.formats.kept_schemas import KEPT_SCHEMA_PROPERTIES, kept_dependencies
+from metastore.formats.protobuf_columns import ProtobufColumnsError, root_message
 from metastore.sql import types as ty
 
 FORMAT = "PROTOBUF_NOSR"

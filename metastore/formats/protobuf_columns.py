@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 from google.protobuf import descriptor_pb2 as pb
 
-from metastore.core import proto_files
-from metastore.engine.avro_columns import AvroColumnsError, Budget
+from metastore.formats import proto_files
+from metastore.formats.avro_columns import AvroColumnsError, Budget
 from metastore.sql import types as ty
 
 _F = pb.FieldDescriptorProto

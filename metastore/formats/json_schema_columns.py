@@ -1,7 +1,7 @@
 """ksqlDB's columns of a JSON Schema: what a CREATE of a JSON_SR source without columns infers.
 
 The rules of Confluent's JsonSchemaData (JSON Schema to Connect) under ksqlDB's translation, as
-for Avro (:mod:`metastore.engine.avro_columns`: the record's fields, ``ROWKEY`` / ``ROWVAL``
+for Avro (:mod:`metastore.formats.avro_columns`: the record's fields, ``ROWKEY`` / ``ROWVAL``
 for a key or an unwrapped value, upper-cased names unless named by id):
 
 - an ``object`` with ``properties`` is a STRUCT of them, one with ``additionalProperties`` only
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from metastore.engine.avro_columns import AvroColumnsError, Budget
+from metastore.formats.avro_columns import AvroColumnsError, Budget
 from metastore.sql import types as ty
 
 JsonSchemaColumnsError = AvroColumnsError
