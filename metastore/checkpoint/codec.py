@@ -13,7 +13,9 @@ time to restore grows with the number of names, not with everything the catalog 
 
 The payload's format version (:func:`format_version`, written in the checkpoint's header) is 1
 unless a query is paused: then 2, which a node that does not know PAUSE refuses rather than
-restoring the query as running. Without a paused query the payload is exactly format 1's.
+restoring the query as running; or unless a query keeps its plan: then 3, which a node that does
+not know plans refuses rather than run the query without it. Without either the payload is
+exactly format 1's.
 """
 
 from __future__ import annotations
@@ -39,13 +41,18 @@ __all__ = ["FORMAT_VERSIONS", "ReplicaState", "decode", "encode", "format_versio
 still name it from here."""
 
 _LENGTH = struct.Struct(">I")
-FORMAT_VERSIONS = frozenset({1, 2})
-"""The payload formats this node reads: 1, and 2 (1 with queries' paused flags)."""
+FORMAT_VERSIONS = frozenset({1, 2, 3})
+"""The payload formats this node reads: 1, 2 (1 with queries' paused flags) and 3 (2 with
+queries' plans)."""
 
 
 def format_version(state: ReplicaState) -> int:
-    """The oldest format that holds ``state``: 2 when a query is paused, else 1."""
-    return 2 if any(q.paused for q in state.image.queries.values()) else 1
+    """The oldest format that holds ``state``: 3 when a query keeps its plan, 2 when one is
+    paused, else 1."""
+    queries = state.image.queries.values()
+    if any(q.plan for q in queries):
+        return 3
+    return 2 if any(q.paused for q in queries) else 1
 
 
 def encode(state: ReplicaState) -> bytes:

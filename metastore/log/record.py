@@ -15,7 +15,16 @@ from metastore.catalog import commands as cmd
 from metastore.core import json_records
 from metastore.core.exceptions import MetastoreError
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+"""The newest record version this node reads: 2, a query's command with its plan."""
+
+
+def oldest_version(command: cmd.Command) -> int:
+    """The oldest record version that holds ``command``: 2 for a query's command with its plan
+    (a node of a release before plans refuses it, rather than run the query without), else 1."""
+    if isinstance(command, cmd.CreateAsSelectCommand | cmd.InsertQueryCommand) and command.plan:
+        return 2
+    return 1
 
 
 class RecordError(MetastoreError):
@@ -49,14 +58,16 @@ class CommandRecord:
     submitter: str = ""
     request_digest: str = ""
     """SHA-256 of the request's statements: a request id names one request, never another."""
-    version: int = RECORD_VERSION
+    version: int = 1
+    """The version it was read as; it is written as the oldest that holds it, or this one."""
 
     @property
     def command_id(self) -> str:
         return self.command.command_id
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "commandId": self.command_id,
+        return {"version": max(self.version, oldest_version(self.command)),
+                "commandId": self.command_id,
                 "statement": self.statement, "command": cmd.to_json(self.command),
                 "requestId": self.request_id, "originNode": self.origin_node,
                 "submitter": self.submitter,

@@ -156,8 +156,13 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
 
 def stored_plan(query: PersistentQuery, image: Image) -> str:
     """The plan a query's command keeps (a :class:`~metastore.engine.validation.QueryPlanner`):
-    compiled on the image the command leaves, with keyed table and stream state."""
-    return plan_text(compile_query(query, image))
+    compiled on the image the command leaves, with keyed table and stream state; a query it
+    cannot plan is refused with the reason, and nothing is written."""
+    try:
+        return plan_text(compile_query(query, image))
+    except QueryRuntimeError as error:
+        raise UnsupportedByRuntimeError(explain(f"it cannot be planned: {error}"),
+                                        query.sink) from error
 
 
 def plan_of(query: PersistentQuery, image: Image, *, table_state: bool = True,

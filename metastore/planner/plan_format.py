@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +55,7 @@ _NODES: tuple[type[Any], ...] = (
 NODE_VERSIONS: Mapping[str, int] = {node.__name__: 1 for node in _NODES}
 """The version of each node class this release writes, and the newest it reads."""
 _CLASSES = {node.__name__: node for node in _NODES}
+_FIELD_TYPES = {node.__name__: typing.get_type_hints(node) for node in _NODES}
 
 
 class PlanFormatError(QueryRuntimeError):
@@ -92,14 +95,15 @@ def read_plan(text: str) -> QueryPlan:
         raise PlanFormatError(f"The query's stored plan is not JSON: {error}") from error
     if not isinstance(document, dict):
         raise PlanFormatError("The query's stored plan is not a JSON object.")
-    if document.get("format") != PLAN_FORMAT:
-        raise UnknownPlanVersionError(f"plan format {document.get('format')!r}")
+    plan_format = document.get("format")
+    if type(plan_format) is not int or plan_format != PLAN_FORMAT:
+        raise UnknownPlanVersionError(f"plan format {plan_format!r}")
     versions = document.get("versions")
     if not isinstance(versions, dict):
         raise PlanFormatError("The query's stored plan names no node versions.")
     for name, version in sorted(versions.items()):
         known = NODE_VERSIONS.get(name)
-        if known is None or not isinstance(version, int) or version > known:
+        if known is None or type(version) is not int or not 1 <= version <= known:
             raise UnknownPlanVersionError(f"{name} v{version}")
     plan = _decode(document.get("plan"), versions)
     if not isinstance(plan, QueryPlan):
@@ -132,7 +136,31 @@ def _decode(value: Any, versions: Mapping[str, int]) -> Any:
     if not fields.keys() <= known:
         raise PlanFormatError(f"The query's stored plan gives {name} the unknown fields "
                               f"{sorted(fields.keys() - known)}.")
+    hints = _FIELD_TYPES[node.__name__]
+    wrong = sorted(key for key, item in fields.items() if not _is_a(item, hints[key]))
+    if wrong:
+        raise PlanFormatError(f"The query's stored plan gives {name} fields of the wrong type: "
+                              f"{wrong}.")
     try:
         return node(**fields)
     except TypeError as error:
         raise PlanFormatError(f"The query's stored plan has a malformed {name}: {error}") from error
+
+
+def _is_a(value: Any, hint: Any) -> bool:
+    """Whether a decoded value has the type of a plan node's field (``str``, ``int``, ``bool``,
+    ``None``, a node class, unions of them and tuples)."""
+    if hint is type(None):
+        return value is None
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_is_a(value, option) for option in typing.get_args(hint))
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_is_a(item, args[0]) for item in value)
+        return len(value) == len(args) and all(map(_is_a, value, args))
+    if hint in (bool, int, str):
+        return type(value) is hint
+    return isinstance(hint, type) and isinstance(value, hint)

@@ -221,9 +221,10 @@ class QueryRunner:
                 if self._stopping.is_set():
                     break
                 found = self._entries.get(query_id)
-                if found is not None and (found.query.sql, found.query.config) != (
-                        query.sql, query.config):
-                    self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new SQL
+                if found is not None and (found.query.sql, found.query.config,
+                                          found.query.plan) != (query.sql, query.config,
+                                                                query.plan):
+                    self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new plan
                     found = None
                 entry = found or _Entry(query, QueryState(query_id, PENDING))
                 self._entries[query_id] = entry

@@ -124,8 +124,9 @@ def test_a_paused_query_is_checkpointed_in_a_format_older_nodes_refuse(tmp_path:
     assert formats == {"running": 1, "paused": 2, "resumed": 1}
 
 
-@pytest.mark.parametrize(("fmt", "reason"), [(1, None), (2, None), (3, "newer-format"),
-                                             (0, "corrupt"), (-1, "corrupt")])
+@pytest.mark.parametrize(("fmt", "reason"), [(1, None), (2, None), (3, None),
+                                             (4, "newer-format"), (0, "corrupt"),
+                                             (-1, "corrupt")])
 def test_only_the_formats_this_node_knows_are_read(fmt: int, reason: str | None) -> None:
     data = checkpoint_at(1, fmt=fmt).to_bytes()
     if reason is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from integration.plans import PLANS_DIR, case_digests, changed, digests_file
+from integration.plans import PLANS_DIR, case_digests, changed, digests_file, upgrade_fixture
 from metastore.planner.plan_format import NODE_VERSIONS, PLANNER_VERSION
 
 
@@ -24,9 +24,11 @@ def test_the_planner_writes_the_plans_its_version_saved() -> None:
         f"python -m integration.plans save; first: {differ[:5]}")
 
 
-def test_every_planner_version_keeps_its_saved_plans() -> None:
+def test_every_planner_version_keeps_its_saved_plans_and_its_upgrade_fixture() -> None:
     kept = sorted(int(path.name) for path in PLANS_DIR.iterdir() if path.is_dir())
     assert kept == list(range(1, PLANNER_VERSION + 1))
+    for version in kept:
+        assert digests_file(version).is_file() and upgrade_fixture(version).is_file()
 
 
 def test_a_changed_missing_or_new_plan_is_named() -> None:

@@ -14,7 +14,10 @@ from metastore.catalog.image import Image
 from metastore.catalog.model import PersistentQuery
 from metastore.checkpoint import codec
 from metastore.engine.validation import Validator, Write
+from metastore.log.record import CommandRecord, decode
 from metastore.log.state import ReplicaState
+from metastore.planner import plan as plan_module
+from metastore.planner.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
 from metastore.planner.plan import compile_query, plan_of, stored_plan
 from metastore.planner.plan_format import (
     NODE_VERSIONS,
@@ -143,6 +146,58 @@ def test_a_plan_written_by_a_newer_release_is_refused_naming_what_it_does_not_kn
     assert named in str(refused.value)
 
 
+@pytest.mark.parametrize(("change", "named"), [
+    (lambda d: d.update(format=True), "plan format True"),
+    (lambda d: d.update(format=1.0), "plan format 1.0"),
+    (lambda d: d["versions"].update(Step=True), "Step vTrue"),
+    (lambda d: d["versions"].update(Step=-5), "Step v-5"),
+])
+def test_a_version_that_is_not_a_known_whole_number_is_refused(change: object, named: str) -> None:
+    document = _document(_query(_image(QUERIES["filter"])))
+    change(document)  # type: ignore[operator]
+    with pytest.raises(UnknownPlanVersionError) as refused:
+        read_plan(json.dumps(document))
+    assert refused.value.unknown == named
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("steps", "abc"), ("steps", [{"@": "QueryPlan"}]), ("sql", 5), ("earliest", 1),
+    ("batch", [1]), ("window_key_bytes", "8"),
+])
+def test_a_field_of_the_wrong_type_is_refused_before_anything_runs(field: str,
+                                                                   value: object) -> None:
+    document = _document(_query(_image(QUERIES["windowed count"])))
+    plan = document["plan"]
+    assert isinstance(plan, dict)
+    plan[field] = value
+    with pytest.raises(PlanFormatError, match="stored plan"):
+        read_plan(json.dumps(document))
+
+
+def test_a_paused_query_with_settings_and_a_plan_survives_a_checkpoint() -> None:
+    image = _image("SET 'ksql.functions.collect_list.limit' = '3';" + QUERIES["windowed count"])
+    query = replace(_query(image), paused=True, config=(("ksql.functions.collect_list.limit",
+                                                        "3"),))
+    paused = replace(image, queries={query.query_id: query})
+    state = ReplicaState(paused, {}, {})
+    assert codec.format_version(state) == 3, "a node that does not know plans refuses it"
+    restored = codec.decode(codec.encode(state)).image
+    assert restored.queries[query.query_id] == query
+    assert restored.fingerprint == paused.fingerprint
+
+
+def test_a_query_record_with_its_plan_is_a_version_an_older_node_refuses() -> None:
+    image = _image(QUERIES["filter"])
+    query = _query(image)
+    planned = cmd.CreateAsSelectCommand(replace(image.sources["T"], query_id=None), "CSAS",
+                                        query.sources, query.sql,
+                                        plan=query.plan)
+    assert json.loads(CommandRecord(planned, "x", "r").encode()[1])["version"] == 2
+    unplanned = replace(planned, plan="")
+    assert json.loads(CommandRecord(unplanned, "x", "r").encode()[1])["version"] == 1
+    assert decode(CommandRecord(planned, "x", "r").encode()[1]).command == planned
+
+
 @pytest.mark.parametrize("text", [
     "not json", "[]", '{"format": 1, "versions": {"QueryPlan": 1}, "plan": {"@": "Nope"}}',
     '{"format": 1, "versions": {"QueryPlan": 1}, "plan": {"@": "QueryPlan", "colour": 1}}',
@@ -152,3 +207,17 @@ def test_a_plan_written_by_a_newer_release_is_refused_naming_what_it_does_not_kn
 def test_a_malformed_plan_is_refused_with_a_reason(text: str) -> None:
     with pytest.raises(PlanFormatError, match="stored plan"):
         read_plan(text)
+
+
+def test_a_query_the_planner_cannot_plan_is_refused_as_a_statement_and_nothing_is_written(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object, **__: object) -> None:
+        raise QueryRuntimeError("no plan for this shape")
+
+    monkeypatch.setattr(plan_module, "compile_query", broken)
+    validator = Validator(_image(""), AssumedTopics({}), runtime_check=check_runtime,
+                          planner=stored_plan)
+    [statement] = parse(QUERIES["filter"])
+    with pytest.raises(UnsupportedByRuntimeError, match="cannot be planned: no plan for this"):
+        validator.validate(statement)
+    assert "T" not in validator.image.sources
