@@ -90,7 +90,8 @@ TEST_FUNCTIONS = "integration.conformance.ksql_test_functions"
 """ksqlDB's test UDFs, on the classpath of ksqlDB's own test harness."""
 
 
-def _load_test_functions() -> None:
+def load_test_functions() -> None:
+    """Load ksqlDB's test UDFs, as its harness has them, saying which."""
     added = extensions.load([TEST_FUNCTIONS])
     if added:
         print(f"function module {TEST_FUNCTIONS}: ksqlDB's test functions {', '.join(added)}",
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failures", type=int, default=0, help="print up to N failing tests")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    _load_test_functions()
+    load_test_functions()
     if not all((args.root / suite).is_dir() for suite in SUITES):
         print(f"no {' or '.join(SUITES)} under {args.root}", file=sys.stderr)
         return 2

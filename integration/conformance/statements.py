@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from integration.conformance.ksql_suite import load_test_functions
 from metastore.engine import overrides
-from metastore.functions import extensions
 from metastore.testing.check import run_script
 from metastore.testing.post import normalise_schema
 
@@ -122,17 +122,6 @@ def run(path: Path) -> Report:
     return report
 
 
-TEST_FUNCTIONS = "integration.conformance.ksql_test_functions"
-"""ksqlDB's test UDFs, on the classpath of ksqlDB's own test harness."""
-
-
-def _load_test_functions() -> None:
-    added = extensions.load([TEST_FUNCTIONS])
-    if added:
-        print(f"function module {TEST_FUNCTIONS}: ksqlDB's test functions {', '.join(added)}",
-              file=sys.stderr)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
@@ -141,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pure", action="store_true", help="only pure-DDL cases")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    _load_test_functions()
+    load_test_functions()
     report = run(args.path)
     summary = report.summary()
     if args.json:

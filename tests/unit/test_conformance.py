@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from integration.conformance.statements import DEFAULT_PATH, TEST_FUNCTIONS, run
+from integration.conformance.ksql_suite import TEST_FUNCTIONS
+from integration.conformance.statements import DEFAULT_PATH, run
 from metastore.functions import extensions
 
 CLI = [sys.executable, "-m", "cli.main"]
