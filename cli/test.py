@@ -34,6 +34,9 @@ def test(
         "one, started if a test needs it).")] = None,
     query_timeout: Annotated[float, typer.Option(
         "--query-timeout", help="Seconds a query may take to process a test's inputs.")] = 120.0,
+    parallel: Annotated[int, typer.Option(
+        "--parallel", help="Tests run at once, on the one SparkSession (each on topics of its "
+        "own).", min=1, max=8)] = 1,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     function_module: Annotated[list[str] | None, typer.Option(
         "--function-module", help=FUNCTION_MODULE_HELP)] = None,
@@ -67,7 +70,7 @@ def test(
 
     try:
         report = run_tests(tests, kafka_bootstrap(bootstrap_servers), progress,
-                           query_timeout=query_timeout,
+                           query_timeout=query_timeout, parallel=parallel,
                            registry_url=schema_registry_url(registry_url, tests))
     except MetastoreError as error:
         typer.echo(f"Error: {error}", err=True)

@@ -15,9 +15,11 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,7 +86,10 @@ def needs_schema_registry(test: QueryTest) -> bool:
 def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
               on_result: Callable[[int, int, CaseResult], None] | None = None,
               spark_master: str = "local[2]", query_timeout: float = 120.0,
-              work_dir: Path | None = None, registry_url: str | None = None) -> RunReport:
+              work_dir: Path | None = None, registry_url: str | None = None,
+              parallel: int = 1) -> RunReport:
+    """Run ``tests`` on one SparkSession, ``parallel`` at a time (each on runners of its own:
+    its own topics, producer and query sessions), reported in the order given."""
     from metastore.spark.avro import registry_conf
     from metastore.spark.session import start_session
 
@@ -98,20 +103,49 @@ def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
             spark.sparkContext.setLogLevel("OFF")  # a query's failure is the test's result
             for logger in ("SQLQueryContextLogger", "pyspark"):
                 logging.getLogger(logger).setLevel(logging.CRITICAL)
-            runner = QueryTestRunner(spark, KafkaSettings(bootstrap_servers), root / "queries",
-                                     run_id=report.run_id,
-                                     query_timeout=query_timeout, registry_url=registry_url)
-            try:
-                for index, test in enumerate(tests, start=1):
-                    result = runner.run(test)
-                    report.results.append(result)
-                    if on_result is not None:
-                        on_result(index, len(tests), result)
-            finally:
-                runner.close()
+
+            def runner(lane: int) -> QueryTestRunner:
+                return QueryTestRunner(spark, KafkaSettings(bootstrap_servers),
+                                       root / "queries", run_id=f"{report.run_id}{lane or ''}",
+                                       query_timeout=query_timeout, registry_url=registry_url)
+
+            report.results.extend(_run_lanes(tests, runner, max(1, parallel), on_result))
         finally:
             spark.stop()
     finally:
         if work_dir is None:
             shutil.rmtree(root, ignore_errors=True)
     return report
+
+
+def _run_lanes(tests: Sequence[QueryTest], runner: Callable[[int], QueryTestRunner],
+               lanes: int, on_result: Callable[[int, int, CaseResult], None] | None
+               ) -> list[CaseResult]:
+    """Each test's result, in order: ``lanes`` threads take the next test in turn."""
+    results: list[CaseResult | None] = [None] * len(tests)
+    order = iter(range(len(tests)))
+    lock = threading.Lock()
+    done = 0
+
+    def lane(number: int) -> None:
+        nonlocal done
+        own = runner(number)
+        try:
+            while True:
+                with lock:
+                    index = next(order, None)
+                if index is None:
+                    return
+                result = own.run(tests[index])
+                with lock:
+                    results[index] = result
+                    done += 1
+                    if on_result is not None:
+                        on_result(done, len(tests), result)
+        finally:
+            own.close()
+
+    with futures.ThreadPoolExecutor(lanes, thread_name_prefix="metastore-test") as pool:
+        for finished in [pool.submit(lane, number) for number in range(lanes)]:
+            finished.result()
+    return [result for result in results if result is not None]
