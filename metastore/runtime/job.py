@@ -298,9 +298,22 @@ def progress(streaming_query: StreamingQuery) -> Progress | None:
 
 
 def failure(streaming_query: StreamingQuery) -> str | None:
-    """The reason a stopped query failed (first line), or None."""
+    """The reason a stopped query failed (its first line, and the innermost cause Spark's
+    text names when there is one), or None."""
     error = streaming_query.exception()
     if error is None:
         return None
-    text = str(getattr(error, "desc", None) or error).strip()
-    return text.splitlines()[0][:1000] if text else type(error).__name__
+    return failure_text(str(getattr(error, "desc", None) or error)) or type(error).__name__
+
+
+def failure_text(text: str) -> str:
+    """A JVM failure's text as one line: its first, then its innermost ``Caused by:``; at
+    most 1,000 characters."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    causes = [line.removeprefix("Caused by:").strip() for line in lines
+              if line.startswith("Caused by:")]
+    shown = lines[0] if not causes or causes[-1] in lines[0] else (
+        f"{lines[0][:600]} (caused by {causes[-1][:380]})")
+    return shown[:1000]
