@@ -1,7 +1,7 @@
 """Query tests as ksqlDB writes them, loaded from its three file shapes.
 
 - a ksqlDB test file: ``{"tests": [{"name", "statements", "inputs", "outputs", ...}]}``;
-- JSON Lines, one test a line (each may carry an ``id``);
+- JSON Lines, one test a line (each may carry an ``id``), gzipped when the file ends ``.gz``;
 - ksql-test-runner's trio: a SQL file plus ``{"inputs": [...]}`` and ``{"outputs": [...]}``.
 
 A record is ``{topic, key, value, timestamp?, headers?, window?}``; ``value`` is a JSON value (a
@@ -11,6 +11,7 @@ what the statements mean is the runner's business.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,10 @@ class QueryTest:
     expected_error: Mapping[str, Any] | None = None
     post: Mapping[str, Any] = field(default_factory=dict)
     """Post-conditions: ``{"sources": [{name, type, schema, keyFormat, valueFormat}]}``."""
+    plans: tuple[str, ...] | None = None
+    """Stored plans (``"plans"``, the project's own field): the plan document each persistent
+    query runs, in the order created, on topics named ``qtt-planned-`` + the test's topic; the
+    runner runs them instead of planning, as a node runs the plans its commands keep."""
 
     @property
     def script(self) -> str:
@@ -176,9 +181,13 @@ def _is_json_lines(text: str) -> bool:
 
 def _read(path: Path) -> str:
     try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as compressed:
+                return compressed.read()
         return path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise CaseFileError(f"{path}: {error.strerror or error}") from error
+    except (OSError, EOFError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise CaseFileError(f"{path}: {reason}") from error
 
 
 def _parse(text: str, where: str) -> Any:
@@ -209,7 +218,16 @@ def _test(raw: Any, where: str) -> QueryTest:
         topics=tuple(_topic(t, where) for t in raw.get("topics") or []),
         properties=dict(raw.get("properties") or {}),
         expected_error=expected if isinstance(expected, dict) else None,
-        post=raw["post"] if isinstance(raw.get("post"), dict) else {})
+        post=raw["post"] if isinstance(raw.get("post"), dict) else {},
+        plans=_plans(raw.get("plans"), where))
+
+
+def _plans(raw: Any, where: str) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(plan, str) for plan in raw):
+        raise CaseFileError(f"{where}: \"plans\" is a list of plan documents (JSON texts)")
+    return tuple(raw)
 
 
 def _record(raw: Any, where: str) -> CaseRecord:

@@ -45,7 +45,8 @@ from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.core.exceptions import MetastoreError
 from metastore.engine import overrides
-from metastore.engine.validation import Read, Validator, Write
+from metastore.engine.asserts import SchemaFacts
+from metastore.engine.validation import Read, RecordEncoder, Validator, Write
 from metastore.formats import written_schemas
 from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
@@ -100,6 +101,9 @@ class CaseResult:
     status: str
     reason: str = ""
     seconds: float = 0.0
+    plans: tuple[str, ...] = ()
+    """The plan documents its queries ran, in the order created, on topics named
+    :data:`PLANNED_NAMESPACE` + the test's topic (what ``QueryTest.plans`` takes back)."""
 
     def to_json(self) -> dict[str, object]:
         return {"id": self.test_id, "name": self.name, "status": self.status,
@@ -142,6 +146,20 @@ class PreexistingTopics:
 
     def broker_count(self) -> int | None:
         return None
+
+
+def case_validator(test: QueryTest, statements: Sequence[st.Statement],
+                   config: overrides.ConfigOverrides, physical: Rename, *,
+                   schemas: SchemaFacts | None = None, encoder: RecordEncoder | None = None
+                   ) -> Validator:
+    """The validator of a test's statements, on an empty catalog of their own, as a node
+    validates them: the Spark runtime check, the test's properties as the request's, its
+    queries planned on the topics ``physical`` names."""
+    def planner(query: PersistentQuery, image: Image) -> str:
+        return stored_plan(query, _in_topics(image, physical))
+
+    return Validator(EMPTY_IMAGE, PreexistingTopics(test, statements), runtime_check=check_runtime,
+                     config=config, encoder=encoder, schemas=schemas, planner=planner)
 
 
 def physical_partitions(test: QueryTest, image: Image) -> dict[str, int]:
@@ -206,6 +224,8 @@ class QueryTestRunner:
                                  else SchemaRegistryClient(registry_url, timeout=30))
         self._count = 0
         self._deletions: list[Future[None]] = []
+        self.plans_run: tuple[str, ...] = ()
+        """The plans the last test's queries ran, on :data:`PLANNED_NAMESPACE`'s topics."""
 
     def close(self) -> None:
         try:
@@ -226,6 +246,7 @@ class QueryTestRunner:
 
     def run(self, test: QueryTest) -> CaseResult:
         self._count += 1
+        self.plans_run = ()
         started = time.monotonic()
         namespace = f"qtt-{self._run_id}-{self._count}-"
         try:
@@ -234,7 +255,8 @@ class QueryTestRunner:
             status, reason = ERROR, f"{type(error).__name__}: {_first_line(error)}"
         finally:
             shutil.rmtree(self._work_dir / namespace, ignore_errors=True)
-        return CaseResult(test.test_id, test.name, status, reason, time.monotonic() - started)
+        return CaseResult(test.test_id, test.name, status, reason, time.monotonic() - started,
+                          self.plans_run)
 
     def _run(self, test: QueryTest, namespace: str) -> tuple[str, str]:
         def physical(topic: str) -> str:
@@ -254,9 +276,8 @@ class QueryTestRunner:
         try:
             self._create_topics(test, image, physical)
             queries = sorted(image.queries.values(), key=lambda q: q.offset)
-            in_topics = _in_topics(image, physical)
-            plans = [(query.query_id, _namespaced(plan_of(query, in_topics)))
-                     for query in queries]
+            plans = _query_plans(test, queries, _in_topics(image, physical), namespace)
+            self.plans_run = tuple(planned_text(query.plan, namespace) for query in queries)
             for rows, arrival in _feeds(test, image, inserted) or [((), [])]:
                 self._produce(image, physical, arrival, test.topics, rows)
                 for query_id, plan in plans:
@@ -286,12 +307,8 @@ class QueryTestRunner:
             self._registry_client, test.topics, physical, statement_sides(statements, config),
             [record.topic for record in (*test.inputs, *test.outputs)])
 
-        def planner(query: PersistentQuery, image: Image) -> str:  # on this run's topics
-            return stored_plan(query, _in_topics(image, physical))
-
-        validator = Validator(EMPTY_IMAGE, PreexistingTopics(test, statements),
-                              runtime_check=check_runtime, config=config,
-                              encoder=self._encode_record, schemas=schemas, planner=planner)
+        validator = case_validator(test, statements, config, physical, schemas=schemas,
+                                   encoder=self._encode_record)
         inserted: list[_Inserted] = []
         for statement in statements:
             try:
@@ -448,6 +465,34 @@ def _in_topics(image: Image, physical: Rename) -> Image:
     registers schemas (under the topic's subject) where the test's records are."""
     return replace(image, sources={name: replace(source, topic=physical(source.topic))
                                    for name, source in image.sources.items()})
+
+
+PLANNED_NAMESPACE = "qtt-planned-"
+"""What a stored plan of a test (``QueryTest.plans``) puts before the test's topic names: a run
+puts its own namespace there."""
+
+
+def planned_text(plan: str, namespace: str) -> str:
+    """A plan a run wrote on its ``namespace``'s topics, on :data:`PLANNED_NAMESPACE`'s."""
+    return plan.replace(namespace, PLANNED_NAMESPACE)
+
+
+def _query_plans(test: QueryTest, queries: Sequence[PersistentQuery], image: Image,
+                 namespace: str) -> list[tuple[str, QueryPlan]]:
+    """What runs each query: the plan its command keeps, or the test's stored plan for it, on
+    this run's topics, as a node reads a plan from its command."""
+    stored = test.plans
+    if stored is not None and len(stored) != len(queries):
+        raise StoredPlansError(f"the test keeps {len(stored)} plans; its statements create "
+                               f"{len(queries)} queries")
+    if stored is not None:
+        queries = [replace(query, plan=text.replace(PLANNED_NAMESPACE, namespace))
+                   for query, text in zip(queries, stored, strict=True)]
+    return [(query.query_id, _namespaced(plan_of(query, image))) for query in queries]
+
+
+class StoredPlansError(MetastoreError):
+    """A test's stored plans do not match the queries its statements create."""
 
 
 def _namespaced(plan: QueryPlan) -> QueryPlan:
