@@ -106,9 +106,11 @@ class RuntimeCheck(Protocol):
 class QueryPlanner(Protocol):
     """The plan of a persistent query on the image its command leaves, as the canonical text
     its command keeps (:mod:`metastore.planner.plan_format`); raises a :class:`StatementError`
-    for a query it cannot plan."""
+    for a query it cannot plan, or that cannot go on from the checkpoint of the stored plan it
+    ``replacing`` (CREATE OR REPLACE)."""
 
-    def __call__(self, query: PersistentQuery, image: Image) -> str: ...
+    def __call__(self, query: PersistentQuery, image: Image,
+                 replacing: str | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -243,12 +245,16 @@ class Validator:
         if self._planner is None or not isinstance(
                 command, cmd.CreateAsSelectCommand | cmd.InsertQueryCommand):
             return outcome
-        preview = Delta(self._delta.apply())
+        before = self._delta.apply()
+        preview = Delta(before)
         preview.execute(command, self._next_offset)
         image = preview.apply()
         query = _query_of(command, image, self._next_offset)
         assert query is not None, "a query command creates its query"
-        return replace(outcome, command=replace(command, plan=self._planner(query, image)))
+        running = before.queries.get(query.query_id)
+        replacing = running.plan if running is not None and running.plan else None
+        return replace(outcome, command=replace(command, plan=self._planner(
+            query, image, replacing)))
 
     def _validate(self, statement: st.Statement) -> Outcome:
         literals.check_statement(statement)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
+from metastore.catalog.exceptions import UpgradeError
 from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.engine import overrides
@@ -72,7 +73,8 @@ from metastore.planner.outer_at_once import (
     keyed_unmatched,
     union_sql,
 )
-from metastore.planner.plan_format import plan_text, read_plan
+from metastore.planner.plan_format import PlanFormatError, plan_text, read_plan
+from metastore.planner.replacement import check_replacement
 from metastore.planner.session_state import keyed_sessions
 from metastore.planner.stages import (
     JOIN_KEY,
@@ -154,15 +156,24 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
                  stream_state=stream_state)
 
 
-def stored_plan(query: PersistentQuery, image: Image) -> str:
+def stored_plan(query: PersistentQuery, image: Image, replacing: str | None = None) -> str:
     """The plan a query's command keeps (a :class:`~metastore.engine.validation.QueryPlanner`):
     compiled on the image the command leaves, with keyed table and stream state; a query it
-    cannot plan is refused with the reason, and nothing is written."""
+    cannot plan is refused with the reason, and nothing is written. A replacement must be
+    able to go on from the checkpoint of the plan it is ``replacing``
+    (:func:`~metastore.planner.replacement.check_replacement`)."""
     try:
-        return plan_text(compile_query(query, image))
+        plan = compile_query(query, image)
     except QueryRuntimeError as error:
         raise UnsupportedByRuntimeError(explain(f"it cannot be planned: {error}"),
                                         query.sink) from error
+    if replacing is not None:
+        try:
+            running = read_plan(replacing)
+        except PlanFormatError as error:
+            raise UpgradeError(f"Query is not upgradeable. {error}", query.sink) from error
+        check_replacement(running, plan, query.sink)
+    return plan_text(plan)
 
 
 def plan_of(query: PersistentQuery, image: Image, *, table_state: bool = True,

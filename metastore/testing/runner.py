@@ -155,8 +155,8 @@ def case_validator(test: QueryTest, statements: Sequence[st.Statement],
     """The validator of a test's statements, on an empty catalog of their own, as a node
     validates them: the Spark runtime check, the test's properties as the request's, its
     queries planned on the topics ``physical`` names."""
-    def planner(query: PersistentQuery, image: Image) -> str:
-        return stored_plan(query, _in_topics(image, physical))
+    def planner(query: PersistentQuery, image: Image, replacing: str | None = None) -> str:
+        return stored_plan(query, _in_topics(image, physical), replacing)
 
     return Validator(EMPTY_IMAGE, PreexistingTopics(test, statements), runtime_check=check_runtime,
                      config=config, encoder=encoder, schemas=schemas, planner=planner)
