@@ -13,6 +13,8 @@ answer, or answers 5xx, is :class:`SchemaRegistryUnavailableError`; another refu
 from __future__ import annotations
 
 import json
+import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -44,6 +46,9 @@ refused, so a registry's answers cannot make a statement read without end."""
 
 MAX_KNOWN_REGISTRATIONS = 10_000
 """How many registrations a client remembers (then it forgets them all and asks again)."""
+REGISTER_ATTEMPTS = 5
+"""How often a registration is sent while another one was creating its subject."""
+_REGISTERING = threading.Lock()
 
 
 def redacted(url: str) -> str:
@@ -209,7 +214,7 @@ class SchemaRegistryClient:
             body["schemaType"] = schema_type
         if references:
             body["references"] = [reference.as_json() for reference in references]
-        answer = self._call("POST", f"/subjects/{quote(subject, safe='')}/versions", body)
+        answer = self._register_once(f"/subjects/{quote(subject, safe='')}/versions", body)
         if not isinstance(answer, dict) or not isinstance(answer.get("id"), int):
             raise SchemaRegistryUnavailableError(
                 f"The Schema Registry at {self.url} answered a registration without an id: "
@@ -218,6 +223,21 @@ class SchemaRegistryClient:
             self._ids.clear()
         self._ids[key] = int(answer["id"])
         return int(answer["id"])
+
+    def _register_once(self, path: str, body: dict[str, Any]) -> Any:
+        """POST a registration, one at a time in this process (Apicurio's in-memory database
+        fails writers that wait for each other); again, a few times, when another process was
+        creating the subject at the same moment (Apicurio's Confluent API answers the later of
+        two first registrations 409 "already exists"; registering again finds the subject)."""
+        for attempt in range(1, REGISTER_ATTEMPTS + 1):
+            try:
+                with _REGISTERING:
+                    return self._call("POST", path, body)
+            except SchemaRegistryError as error:
+                if attempt == REGISTER_ATTEMPTS or not _created_meanwhile(error):
+                    raise
+                time.sleep(0.02 * attempt)
+        raise AssertionError("unreachable")
 
     # -- transport -----------------------------------------------------------------------------
     def _get(self, path: str) -> Any:
@@ -274,6 +294,10 @@ class SchemaRegistryClient:
                 f"{_message(answer, bytes(content))}",
                 code if isinstance(code, int) and code > 0 else status * 100)
         return answer
+
+
+def _created_meanwhile(error: SchemaRegistryError) -> bool:
+    return error.error_code in (409, 40900) and "already exists" in str(error)
 
 
 def _registered(answer: Any, subject: str | None) -> RegisteredSchema:

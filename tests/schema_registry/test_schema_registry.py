@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
@@ -167,3 +168,44 @@ def test_a_registry_outage_fails_the_assertion_and_writes_nothing(
         SchemaRegistryClient(state.url, timeout=1.0).subjects()
     assert classify(failure.value).http_status == 503
     assert committed_values(consumer_factory, node.config.topic) == []
+
+
+def _at_once(register: Callable[[str], int], subjects: int, clients: int = 8) -> list[int]:
+    """``clients`` first registrations of one schema under ``subjects`` new subjects, started
+    together."""
+    names = [unique("raced") + "-value" for _ in range(subjects)]
+    start = threading.Barrier(clients)
+    ids: list[int] = []
+
+    def one(subject: str) -> None:
+        start.wait()
+        ids.append(register(subject))
+
+    threads = [threading.Thread(target=one, args=(names[i % subjects],)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return ids
+
+
+def test_registrations_at_once_all_get_their_ids(registry: SchemaRegistryState,
+                                                 spark: Any) -> None:
+    """The registry fails registrations that wait for each other (a 500, or a 409 "already
+    exists" for the later of two first registrations of a subject): the node's client and the
+    JVM's (a query's sink tasks) send theirs one at a time, and again after a 409."""
+    def from_python(subject: str) -> int:
+        client = SchemaRegistryClient(registry.url)  # each its own: no id remembered
+        try:
+            return client.register(subject, AVRO)
+        finally:
+            client.close()
+
+    def from_the_jvm(subject: str) -> int:
+        calls = spark.sparkContext._jvm.io.metastore.avro.RegistryCalls
+        return int(calls.register(registry.url, subject, "AVRO", AVRO))
+
+    for register in (from_python, from_the_jvm):
+        for subjects in (1, 8):
+            ids = _at_once(register, subjects)
+            assert len(ids) == 8 and len(set(ids)) == 1, ids  # one schema: one id

@@ -39,6 +39,19 @@ public final class RegistryCalls {
         }
     }
 
+    /** A registration the registry refused because another one was creating the subject at the
+     * same moment (Apicurio's Confluent API answers 409 "already exists" to the later of two
+     * first registrations): registering again finds the subject. Registrations of one JVM are
+     * sent one at a time ({@link #REGISTERING}): Apicurio's in-memory database fails writers
+     * that wait for each other. */
+    static final class ConcurrentCreationException extends IllegalStateException {
+        ConcurrentCreationException(String message) {
+            super(message);
+        }
+    }
+
+    private static final int REGISTER_ATTEMPTS = 5;
+    private static final Object REGISTERING = new Object();
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final HttpClient CLIENT = HttpClient.newBuilder()
             .connectTimeout(Duration.ofSeconds(10)).build();
@@ -121,7 +134,7 @@ public final class RegistryCalls {
                     }
                     String path = "/subjects/" + URLEncoder.encode(subject, StandardCharsets.UTF_8)
                             .replace("+", "%20") + "/versions";
-                    JsonNode answer = call(url, "POST", path, body.toString());
+                    JsonNode answer = registerOnce(url, path, body.toString());
                     if (!answer.path("id").canConvertToInt()) {
                         throw new IllegalStateException("the Schema Registry answered no id for "
                                 + subject);
@@ -149,6 +162,26 @@ public final class RegistryCalls {
         int id = register(url, subject, schemaType, schema, referencesJson);
         byte[] header = java.nio.ByteBuffer.allocate(5).put((byte) 0).putInt(id).array();
         return Base64.getEncoder().encodeToString(header);
+    }
+
+    private static JsonNode registerOnce(String url, String path, String body) {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                synchronized (REGISTERING) {
+                    return call(url, "POST", path, body);
+                }
+            } catch (ConcurrentCreationException e) {
+                if (attempt == REGISTER_ATTEMPTS) {
+                    throw e;
+                }
+                try {
+                    Thread.sleep(20L * attempt);
+                } catch (InterruptedException interrupted) {
+                    Thread.currentThread().interrupt();
+                    throw e;
+                }
+            }
+        }
     }
 
     private static JsonNode call(String url, String method, String path, String body) {
@@ -199,6 +232,9 @@ public final class RegistryCalls {
             }
             if (response.statusCode() >= 500) {
                 throw new UnavailableException(message, null);
+            }
+            if (response.statusCode() == 409 && text.contains("already exists")) {
+                throw new ConcurrentCreationException(message);
             }
             throw new IllegalStateException(message);
         }
