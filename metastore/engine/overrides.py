@@ -144,6 +144,17 @@ OFFSET_RESET_NAME = "auto.offset.reset"
 OFFSET_RESET_VALUES = frozenset({"earliest", "latest"})
 """The values of ``auto.offset.reset`` ksqlDB accepts."""
 
+PROCESSING_GUARANTEE = frozenset({"processing.guarantee", "ksql.streams.processing.guarantee"})
+"""Kafka Streams' ``processing.guarantee``: how a persistent query delivers its records."""
+GUARANTEE_NAME = "processing.guarantee"
+"""The name a persistent query's command stores its processing guarantee under."""
+AT_LEAST_ONCE = "at_least_once"
+"""The default: a micro-batch run again after a failure may write its records again."""
+EXACTLY_ONCE = frozenset({"exactly_once", "exactly_once_beta", "exactly_once_v2"})
+"""The values that make a query exactly once (Kafka Streams' ``exactly_once_v2``, and the two
+older names ksqlDB still accepts for it)."""
+GUARANTEES = (AT_LEAST_ONCE, "exactly_once", "exactly_once_beta", "exactly_once_v2")
+
 ConfigValue = str | bool | int | None
 
 _INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
@@ -206,7 +217,19 @@ class ConfigOverrides:
             settings[NEW_QUERY_PLANNER] = str(planner).lower()
         if self.flag(FAIL_ON_DESERIALIZATION_ERROR, False):
             settings[FAIL_ON_DESERIALIZATION_ERROR] = "true"
+        guarantee = processing_guarantee(self.values)
+        if guarantee is not None:
+            settings[GUARANTEE_NAME] = guarantee
         return tuple(sorted(settings.items()))
+
+    def with_defaults(self, defaults: Mapping[str, ConfigValue]) -> ConfigOverrides:
+        """These overrides over a node's own ``defaults`` (values a request did not give); what
+        SHOW PROPERTIES lists as the request's is unchanged."""
+        values = dict(self.values)
+        for name, value in defaults.items():
+            if name in PROCESSING_GUARANTEE and processing_guarantee(values) is None:
+                values[name] = value
+        return ConfigOverrides(values, self.given)
 
     def set(self, name: str, value: ConfigValue) -> ConfigOverrides:
         """These overrides after ``SET 'name' = 'value'`` (``UNSET`` when ``value`` is None)."""
@@ -301,15 +324,42 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
         return number
     if name == OUTPUT_TOPIC_PREFIX:
         return _text(name, raw)
-    if name in OFFSET_RESET:
-        text = str(raw).strip()
-        if text.lower() == "none":
-            raise ConfigError("'none' is not valid for this property within KSQL")
-        if text not in OFFSET_RESET_VALUES:  # the consumer's ConfigDef (a ValidString)
-            raise ConfigError(f"Invalid value {_shown(raw)} for configuration auto.offset.reset: "
-                              "String must be one of: latest, earliest, none")
-        return text
+    if name in OFFSET_RESET or name in PROCESSING_GUARANTEE:
+        return _choice(name, raw)
     return None
+
+
+def _choice(name: str, raw: Any) -> str:
+    """A Kafka client setting whose ConfigDef is a ValidString: one of its values."""
+    if name in PROCESSING_GUARANTEE:
+        text = str(raw).strip().lower()
+        if text not in GUARANTEES:
+            raise ConfigError(f"Invalid value {_shown(raw)} for configuration "
+                              f"processing.guarantee: String must be one of: "
+                              f"{', '.join(GUARANTEES)}")
+        return text
+    text = str(raw).strip()
+    if text.lower() == "none":
+        raise ConfigError("'none' is not valid for this property within KSQL")
+    if text not in OFFSET_RESET_VALUES:
+        raise ConfigError(f"Invalid value {_shown(raw)} for configuration auto.offset.reset: "
+                          "String must be one of: latest, earliest, none")
+    return text
+
+
+def processing_guarantee(values: Mapping[str, object]) -> str | None:
+    """The processing guarantee ``values`` (a request's overrides, or a persistent query's
+    settings) give under any of its names (given under several, the first in name order)."""
+    for name in sorted(PROCESSING_GUARANTEE):
+        value = values.get(name)
+        if isinstance(value, str) and value in GUARANTEES:
+            return value
+    return None
+
+
+def exactly_once(query_config: Mapping[str, object]) -> bool:
+    """Whether a persistent query's settings say it runs exactly once."""
+    return processing_guarantee(query_config) in EXACTLY_ONCE
 
 
 def new_query_planner(query_config: Mapping[str, object]) -> bool:

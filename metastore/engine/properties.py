@@ -25,6 +25,7 @@ DEFAULTS: Mapping[str, str] = {
     overrides.PULL_STREAM_ENABLED: "true",
     "ksql.variable.substitution.enable": "true",
     "ksql.streams.auto.offset.reset": "latest",
+    "ksql.streams.processing.guarantee": overrides.AT_LEAST_ONCE,
 }
 """ksqlDB's defaults of the settings with an effect here (settings whose default is null are
 listed only when a request sets them)."""

@@ -13,7 +13,7 @@ from typing import Any
 from metastore.catalog import commands as cmd
 from metastore.catalog.image import Image
 from metastore.catalog.model import Column, DataSource, PersistentQuery
-from metastore.engine import properties
+from metastore.engine import overrides, properties
 from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.functions import describe as describe_functions
 from metastore.sql import statements as st
@@ -176,7 +176,9 @@ def persistent_query_description(query: PersistentQuery, image: Image, plan: str
     implied = {"state": "PAUSED" if query.paused else "RUNNING"}
     return query_description(
         query.query_id, query.sql, sink.columns if sink else (), query.sources, [query.sink],
-        plan, sink.window.kind if sink and sink.window else None, config=dict(query.config),
+        plan, sink.window.kind if sink and sink.window else None, config={
+            **dict(query.config), overrides.GUARANTEE_NAME: overrides.processing_guarantee(
+                dict(query.config)) or overrides.AT_LEAST_ONCE},
         status=status or implied)
 
 

@@ -26,6 +26,7 @@ from metastore.jvm.classes import (
     STREAM_TIME_CLASS,
     TABLE_SIDE_JOIN_CLASS,
     TABLE_TABLE_JOIN_CLASS,
+    TRANSACTIONAL_SINK_CLASS,
     UNMATCHED_RECORDS_CLASS,
     WINDOW_KEY_BYTES_CONFIG,
     WINDOWED_PARTITIONER_CLASS,
@@ -77,12 +78,16 @@ class Progress:
 
 def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
           kafka_options: Mapping[str, str], available_now: bool = False,
-          listener: StreamingQueryListener | None = None) -> StreamingQuery:
+          listener: StreamingQueryListener | None = None,
+          transactional_id: str | None = None) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
     test run wants); otherwise the query runs until stopped. ``listener`` hears its progress
     (it runs in a session of its own, whose queries only that session's listeners hear).
+    With a ``transactional_id`` the query runs exactly once: each micro-batch is written in one
+    Kafka transaction with its id (:func:`transactional_sink`); else Spark's Kafka sink writes
+    it, at least once.
     """
     session = query_session(spark)
     if listener is not None:
@@ -95,16 +100,47 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     checkpoint.prepare(plan.table_state, plan.stream_state, bool(partitioner))
     sink_options = {**kafka_options, **partitioner,
                     "kafka.interceptor.classes": INTERCEPTOR_CLASS, "topic": plan.topic}
-    if plan.batch is None:
+    emit = (transactional_sink(sink_options, transactional_id) if transactional_id is not None
+            else lambda result, _batch_id: result.write.format("kafka").options(
+                **sink_options).save())
+    if plan.batch is None and transactional_id is None:
         writer = (session.sql(plan.sql).writeStream.format("kafka").options(**sink_options)
                   .outputMode(plan.output_mode))
+    elif plan.batch is None:
+        writer = (session.sql(plan.sql).writeStream.foreachBatch(emit)
+                  .outputMode(plan.output_mode))
     else:
-        writer = _stage_writer(session, plan, checkpoint, kafka_options, lambda result: (
-            result.write.format("kafka").options(**sink_options).save()))
+        writer = _stage_writer(session, plan, checkpoint, kafka_options, emit)
     writer = writer.option("checkpointLocation", checkpoint.location).queryName(plan.query_id)
     if available_now:
         writer = writer.trigger(availableNow=True)
     return writer.start()
+
+
+Emit = Callable[["DataFrame", int], None]
+"""Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id."""
+
+
+def transactional_sink(sink_options: Mapping[str, str], transactional_id: str) -> Emit:
+    """Each micro-batch's rows written to the sink topic in one Kafka transaction that commits
+    the micro-batch's id, by the query's producer (``TransactionalSink``, whose source says why a
+    micro-batch Spark runs again is written once)."""
+    config = {name.removeprefix("kafka."): value for name, value in sink_options.items()
+              if name.startswith("kafka.")}
+    topic = sink_options["topic"]
+
+    def write(rows: DataFrame, batch_id: int) -> None:
+        jvm: Any = rows.sparkSession._jvm
+        _java_class(jvm, TRANSACTIONAL_SINK_CLASS).write(rows._jdf, config, topic,
+                                                          transactional_id, batch_id)
+
+    return write
+
+
+def close_transactional_sink(spark: SparkSession, transactional_id: str) -> None:
+    """Close the producer of an exactly-once query this JVM ran (its query stopped)."""
+    jvm: Any = spark.sparkContext._jvm
+    _java_class(jvm, TRANSACTIONAL_SINK_CLASS).close(transactional_id)
 
 
 def sink_partitioner(plan: QueryPlan) -> dict[str, str]:
@@ -130,14 +166,13 @@ def start_transient(session: SparkSession, plan: QueryPlan, checkpoint: Path,
                   .foreachBatch(lambda rows, _batch_id: deliver(rows.collect())))
     else:
         writer = _stage_writer(session, plan, LocalDir(checkpoint), kafka_options,
-                               lambda result: deliver(result.collect()))
+                               lambda result, _batch_id: deliver(result.collect()))
     return (writer.option("checkpointLocation", LocalDir(checkpoint).location)
             .queryName(plan.query_id).start())
 
 
 def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
-                  kafka_options: Mapping[str, str],
-                  emit: Callable[[DataFrame], None]) -> DataStreamWriter:
+                  kafka_options: Mapping[str, str], emit: Emit) -> DataStreamWriter:
     """The stream of a plan with a :class:`~metastore.planner.steps.BatchStage`: per
     micro-batch, its rows as the stage's view, the stage's steps over the source topics read up
     to the micro-batch's end, and the plan's SQL over them, whose result goes to ``emit``."""
@@ -149,7 +184,7 @@ def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: Checkpoint
         rows.createOrReplaceTempView(stage.view)
         _register(batch_session, stage.steps, kafka_options,
                   micro_batch_ends(checkpoint, batch_id))
-        emit(batch_session.sql(plan.sql))
+        emit(batch_session.sql(plan.sql), batch_id)
 
     return (session.sql(stage.source_sql).writeStream.foreachBatch(run_micro_batch)
             .outputMode(plan.output_mode))

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from metastore.catalog.image import Image
 from metastore.catalog.image_worker import ImageChange
 from metastore.catalog.model import PersistentQuery
+from metastore.engine import overrides
 from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
@@ -91,6 +92,7 @@ class QueryRunner:
         self.node_id = node_id
         self._lag_group = f"{service_id}-{node_id}-query-lag" if service_id else (
             f"{node_id}-query-lag")
+        self._service_id = service_id
         self._spark = spark
         self._kafka_options = dict(kafka_options)
         self.checkpoint_root = checkpoint_root
@@ -251,7 +253,8 @@ class QueryRunner:
                            stream_state=checkpoint.holds_stream_state())
             self.skipped.started(query_id, plan.earliest)
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
-                                     listener=self.skipped.listener())
+                                     listener=self.skipped.listener(),
+                                     transactional_id=self._transactional_id(entry.query))
             entry.state = QueryState(query_id, RUNNING)
             entry.failed_at = None
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
@@ -284,8 +287,19 @@ class QueryRunner:
         if handle is not None:
             try:
                 handle.stop()
+                transactional_id = self._transactional_id(entry.query)
+                spark = self._spark()
+                if transactional_id is not None and spark is not None:
+                    job.close_transactional_sink(spark, transactional_id)
             except Exception as error:  # already stopped or Spark gone: nothing left to stop
                 log.warning("stopping %s: %s", entry.query.query_id, error)
+
+    def _transactional_id(self, query: PersistentQuery) -> str | None:
+        """The transactional id of an exactly-once query (None: at least once): the same on
+        every node, so the producer of a node that takes the query over fences the last one."""
+        if not overrides.exactly_once(dict(query.config)):
+            return None
+        return f"{self._service_id or 'metastore'}-query-{query.query_id}"
 
     def _collect_orphans(self, image: Image, owned: Partitions, partitions: int) -> None:
         """Delete checkpoints of queries terminated while no node ran them."""

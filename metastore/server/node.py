@@ -97,6 +97,9 @@ class NodeConfig:
     """A Confluent-compatible Schema Registry's base URL; None: statements that need one fail."""
     faults: Faults = NO_FAULTS
     """Injected faults (tests only); none by default."""
+    query_defaults: Mapping[str, str] = field(default_factory=dict)
+    """The node's defaults of persistent queries' settings a request did not give
+    (``ksql.streams.processing.guarantee``), ksqlDB's names to their parsed values."""
 
     @property
     def topic(self) -> str:
@@ -521,7 +524,8 @@ class Node:
     def server_properties(self) -> dict[str, str]:
         """The node's own settings SHOW PROPERTIES lists (ksqlDB's names)."""
         return {"ksql.service.id": self.config.service_id,
-                "ksql.streams.bootstrap.servers": self.config.bootstrap_servers}
+                "ksql.streams.bootstrap.servers": self.config.bootstrap_servers,
+                **self.config.query_defaults}
 
     def status(self) -> dict[str, Any]:
         degradation = self.replica.degradation

@@ -22,6 +22,7 @@ from metastore.core.exceptions import MetastoreError
 from metastore.core.faults import NO_FAULTS, Faults
 from metastore.core.limits import RequestLimits
 from metastore.dev.paths import dev_dir
+from metastore.engine import overrides
 from metastore.log.writer import WriterOptions
 from metastore.runtime.processing_log_settings import (
     ProcessingLogSettingError,
@@ -126,6 +127,7 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
         data_dir=directory if checkpoints_on else None, checkpoint=checkpoint,
         writer=_writer(given), limits=_limits(_table(given, "limits")), faults=faults,
         schema_registry_url=_registry_url(given.get("schema_registry_url")),
+        query_defaults=_query_defaults(given),
         **_pick(given, {"read_timeout": float, "fetch_wait_ms": int, "snapshots": _boolean}))
     try:
         http = HttpLimits.from_settings(_table(given, "http_limits"))
@@ -169,13 +171,33 @@ def _advertised(value: Any) -> str | None:
     return url
 
 
-def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
+QUERY_DEFAULTS = frozenset({"ksql.streams.processing.guarantee"})
+"""The ``ksql_properties`` that set the node's defaults of persistent queries' settings; the
+others are the processing log's."""
+
+
+def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
     """The ``ksql_properties`` table (TOML booleans as ksqlDB writes them)."""
-    properties = {str(name): str(value).lower() if isinstance(value, bool) else str(value)
-                  for name, value in _table(given, "ksql_properties").items()}
+    return {str(name): str(value).lower() if isinstance(value, bool) else str(value)
+            for name, value in _table(given, "ksql_properties").items()}
+
+
+def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
+    properties = {name: value for name, value in _ksql_properties(given).items()
+                  if name not in QUERY_DEFAULTS}
     try:
         return ProcessingLogSettings.of(properties)
     except ProcessingLogSettingError as error:
+        raise SettingsError("ksql_properties", str(error)) from error
+
+
+def _query_defaults(given: Mapping[str, Any]) -> dict[str, str]:
+    """The node's defaults of persistent queries' settings, checked as a request's are."""
+    defaults = {name: value for name, value in _ksql_properties(given).items()
+                if name in QUERY_DEFAULTS}
+    try:
+        return {name: str(overrides.parse_value(name, value)) for name, value in defaults.items()}
+    except overrides.ConfigError as error:
         raise SettingsError("ksql_properties", str(error)) from error
 
 

@@ -50,7 +50,7 @@ from metastore.engine.validation import Read, RecordEncoder, Validator, Write
 from metastore.formats import written_schemas
 from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
-from metastore.kafka.consumer import DetailedRecord, PartitionReader
+from metastore.kafka.consumer import DetailedRecord, EndOffsets, PartitionReader
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.planner.plan import plan_of, stored_plan
@@ -224,11 +224,15 @@ class QueryTestRunner:
                                  else SchemaRegistryClient(registry_url, timeout=30))
         self._count = 0
         self._deletions: list[Future[None]] = []
+        self._stable_ends = EndOffsets(settings, f"qtt-{run_id}-ends", committed=True)
+        self._high_ends = EndOffsets(settings, f"qtt-{run_id}-ends", committed=False)
         self.plans_run: tuple[str, ...] = ()
         """The plans the last test's queries ran, on :data:`PLANNED_NAMESPACE`'s topics."""
 
     def close(self) -> None:
         try:
+            self._stable_ends.close()
+            self._high_ends.close()
             self._producer.close()
             if self._registry_client is not None:
                 self._registry_client.close()
@@ -273,15 +277,18 @@ class QueryTestRunner:
         processing_error = _processing_error_expected(test)
         if test.expected_error is not None and not processing_error:
             return FAILED, "expected a statement to fail; every statement was accepted"
+        queries = sorted(image.queries.values(), key=lambda q: q.offset)
+        transactional = {query.query_id: f"{namespace}query-{query.query_id}" for query in queries
+                         if overrides.exactly_once(dict(query.config))}
         try:
             self._create_topics(test, image, physical)
-            queries = sorted(image.queries.values(), key=lambda q: q.offset)
             plans = _query_plans(test, queries, _in_topics(image, physical), namespace)
             self.plans_run = tuple(planned_text(query.plan, namespace) for query in queries)
             for rows, arrival in _feeds(test, image, inserted) or [((), [])]:
                 self._produce(image, physical, arrival, test.topics, rows)
                 for query_id, plan in plans:
-                    failure = self._run_query(plan, self._work_dir / namespace / query_id)
+                    failure = self._run_query(plan, self._work_dir / namespace / query_id,
+                                              transactional.get(query_id))
                     if failure is not None:
                         return (PASSED, "") if processing_error else (
                             ERROR, f"{query_id}: {failure}")
@@ -289,6 +296,8 @@ class QueryTestRunner:
                 return FAILED, "expected a query to fail on the records; each one processed them"
             difference = self._compare(test, image, physical) or post_difference(test.post, image)
         finally:
+            for transactional_id in transactional.values():
+                job.close_transactional_sink(self._spark, transactional_id)
             self._delete_topics(test, image, physical)
         return (PASSED, "") if difference is None else (FAILED, difference)
 
@@ -367,10 +376,11 @@ class QueryTestRunner:
             return None
         return lambda value, is_key: registry.encode(value, source, declared, topic, is_key)
 
-    def _run_query(self, plan: QueryPlan, checkpoint: Path) -> str | None:
+    def _run_query(self, plan: QueryPlan, checkpoint: Path,
+                   transactional_id: str | None) -> str | None:
         try:
             handle = job.start(self._spark, plan, LocalDir(checkpoint), self._kafka_options,
-                               available_now=True)
+                               available_now=True, transactional_id=transactional_id)
         except Exception as error:  # Spark's analysis of the plan: the test's error, not the run's
             return _first_line(error)
         try:
@@ -403,6 +413,7 @@ class QueryTestRunner:
         decoder = None if self._registry is None else self._registry.decode
         found: list[verdict.ActualRecord] = []
         for partition in range(described.partitions if described is not None else 0):
+            self._await_markers(topic, partition)
             reader = PartitionReader(self._settings, topic, partition, group_id=f"{topic}-check",
                                      details=True)
             try:
@@ -419,6 +430,21 @@ class QueryTestRunner:
             finally:
                 reader.close()
         return found
+
+
+    def _await_markers(self, topic: str, partition: int) -> None:
+        """Wait (up to :data:`READ_TIMEOUT_SECONDS`) until a read_committed reader sees the whole
+        partition: an exactly-once query's transaction is committed when its producer's commit
+        returns, and the markers that make its records visible follow a moment later."""
+        deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                stable = self._stable_ends.end_offset(topic, partition)
+                if stable >= self._high_ends.end_offset(topic, partition):
+                    return
+            except KafkaUnavailableError as error:
+                raise RunKafkaError(f"reading the end of {topic} failed: {error}") from error
+            time.sleep(0.01)
 
 
 class RunKafkaError(MetastoreError):

@@ -388,6 +388,21 @@ def dev_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+EXACTLY_ONCE = [  # the transactional sink: a stream, a table and a batch stage's writes
+    {**case, "name": f"{case['name']} exactly once",
+     "properties": {"processing.guarantee": "exactly_once_v2"}}
+    for case in ({"name": "passes", "statements": [INPUT, PROJECT], "inputs": INPUTS,
+                  "outputs": OUTPUTS},
+                 {"name": "table", "statements": [
+                     INPUT, "CREATE TABLE COUNTS AS SELECT ID, COUNT(*) AS N FROM INPUT "
+                            "GROUP BY ID;"],
+                  "inputs": INPUTS, "outputs": [
+                      {"topic": "COUNTS", "key": 1, "value": {"N": 1}, "timestamp": 0},
+                      {"topic": "COUNTS", "key": 2, "value": {"N": 1}, "timestamp": 0},
+                      {"topic": "COUNTS", "key": 1, "value": {"N": 2}, "timestamp": 1000}]},
+                 FINAL_OVER_JOIN)]
+
+
 @pytest.mark.timeout(900)  # one run of every case of the slice, a few seconds each
 def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp_path: Path,
                                                        dev_slice: Path,
@@ -422,6 +437,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
         DECIMAL_OVERFLOW,
         HOPPING_SINK_STREAM,
         LATE_RIGHT_STREAM,
+        *EXACTLY_ONCE,
     ]}
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
@@ -452,7 +468,8 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     assert by_name["repeated fields"]["status"] == "passed", by_name["repeated fields"]
     assert by_name["quoted join"]["status"] == "passed", by_name["quoted join"]
     assert by_name["aggregated join"]["status"] == "passed", by_name["aggregated join"]
-    for name in ("aggregated stream join", "aggregated streams and table",
+    for name in (*(case["name"] for case in EXACTLY_ONCE),
+                 "aggregated stream join", "aggregated streams and table",
                  "two-column foreign key", "field named as its source", "nothing aggregated",
                  HOPPING_SINK_STREAM["name"], LATE_RIGHT_STREAM["name"]):
         assert by_name[name]["status"] == "passed", by_name[name]
@@ -460,8 +477,8 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     from_dev = [case for case in report["cases"] if case["id"] in DEV_SLICE]
     assert [case["id"] for case in from_dev] == list(DEV_SLICE)
     assert [case for case in from_dev if case["status"] != "passed"] == []
-    assert report["total"] == 21 + len(DEV_SLICE)
-    assert report["passed"] == 19 + len(DEV_SLICE)
+    assert report["total"] == 21 + len(EXACTLY_ONCE) + len(DEV_SLICE)
+    assert report["passed"] == 19 + len(EXACTLY_ONCE) + len(DEV_SLICE)
 
 
 def test_ksql_test_runner_files(kafka_bootstrap: str, tmp_path: Path) -> None:

@@ -259,3 +259,42 @@ def test_the_output_topic_prefix_names_a_sink_topic_no_statement_names() -> None
     assert (image.sources["S2"].topic, image.sources["S3"].topic) == ("team-a-S2", "named")
     _records, image = run(STREAM + "CREATE STREAM S2 AS SELECT * FROM S;")
     assert image.sources["S2"].topic == "S2"
+
+
+# -- the processing guarantee -------------------------------------------------------------------
+def test_the_processing_guarantee_a_query_is_written_with() -> None:
+    query = "CREATE STREAM T AS SELECT * FROM S;"
+    for properties, stored in [({}, None),
+                               ({"processing.guarantee": "exactly_once_v2"}, "exactly_once_v2"),
+                               ({"ksql.streams.processing.guarantee": " EXACTLY_ONCE "},
+                                "exactly_once"),
+                               ({"processing.guarantee": "at_least_once"}, "at_least_once")]:
+        _, image = run(STREAM + query, properties)
+        [written] = image.queries.values()
+        assert dict(written.config).get("processing.guarantee") == stored
+        assert overrides.exactly_once(dict(written.config)) == (stored or "").startswith(
+            "exactly_once")
+    with pytest.raises(ConfigError, match=r"Invalid value exactly_twice for configuration "
+                                          r"processing\.guarantee: String must be one of: "
+                                          r"at_least_once, exactly_once, exactly_once_beta, "
+                                          r"exactly_once_v2"):
+        overrides.resolve({"processing.guarantee": "exactly_twice"})
+
+
+def test_a_nodes_default_guarantee_applies_where_a_request_gives_none() -> None:
+    from metastore.server.settings import SettingsError, server_settings
+
+    settings = server_settings({"bootstrap_servers": "k:9092", "ksql_properties": {
+        "ksql.streams.processing.guarantee": "exactly_once_v2",
+        "ksql.logging.processing.rows.include": True}})
+    defaults = settings.node.query_defaults
+    assert defaults == {"ksql.streams.processing.guarantee": "exactly_once_v2"}
+    assert settings.processing_log.rows_include
+    given = overrides.resolve({}).with_defaults(defaults)
+    assert dict(given.query_config())["processing.guarantee"] == "exactly_once_v2"
+    assert given.given == {}, "SHOW PROPERTIES lists it as the node's, not the request's"
+    asked = overrides.resolve({"processing.guarantee": "at_least_once"}).with_defaults(defaults)
+    assert dict(asked.query_config())["processing.guarantee"] == "at_least_once"
+    with pytest.raises(SettingsError, match=r"processing\.guarantee"):
+        server_settings({"bootstrap_servers": "k:9092", "ksql_properties": {
+            "ksql.streams.processing.guarantee": "twice"}})

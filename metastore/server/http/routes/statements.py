@@ -79,7 +79,8 @@ class Statements:
         ``budget``: the seconds a forwarded request may take here."""
         started = time.perf_counter()
         try:  # ksqlDB checks the overrides before the statements: a bad request, 40000
-            config = overrides.resolve(body.streamsProperties, strict=True)
+            config = overrides.resolve(body.streamsProperties, strict=True).with_defaults(
+                self._node.config.query_defaults)
         except overrides.ConfigError as error:
             self._metrics.count_request("bad_request")
             return error_response(codes.BAD_REQUEST, error.message)

@@ -1,0 +1,195 @@
+package io.metastore.kafka;
+
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+
+/**
+ * Writes each micro-batch of an exactly-once persistent query to its sink topic in one Kafka
+ * transaction that also commits the micro-batch's id.
+ *
+ * <p>The query's transactional id is stable (the service's and the query's), so a producer
+ * that starts for it fences every earlier one, wherever it runs, and aborts the transaction
+ * that one left open. The same transaction that writes micro-batch {@code n}'s records commits
+ * {@code n + 1} as the offset of the sink's partition 0 in the consumer group named by the
+ * transactional id: the records and the mark are visible together or not at all. Spark runs a
+ * micro-batch again, after a crash, with the same id and the same source offsets, from the
+ * state of the micro-batch before it; a micro-batch whose mark is committed is skipped (its
+ * records were written), so a consumer reading {@code read_committed} sees each record once.
+ * The mark is read when a producer starts (with {@code requireStable}: after the fencing, no
+ * transaction is pending) and then kept: no other producer can commit for the query while this
+ * one is not fenced.
+ *
+ * <p>A micro-batch's rows have Spark's Kafka sink columns {@code key}, {@code value} and
+ * {@code headers}; the producer's configuration is the query's sink options (its interceptor
+ * gives each record its timestamp, its partitioner a windowed key's partition).
+ */
+public final class TransactionalSink {
+    private static final Map<String, Writer> WRITERS = new ConcurrentHashMap<>();
+
+    private TransactionalSink() {
+    }
+
+    /**
+     * Writes micro-batch {@code batchId}'s {@code rows} to {@code topic} with the producer of
+     * {@code transactionalId}; false when an earlier attempt committed the micro-batch.
+     */
+    public static boolean write(Dataset<Row> rows, Map<String, String> config, String topic,
+                                String transactionalId, long batchId) {
+        Writer writer = WRITERS.computeIfAbsent(transactionalId,
+                id -> new Writer(config, topic, id));
+        synchronized (writer) {
+            try {
+                return writer.write(rows, batchId);
+            } catch (RuntimeException e) {
+                close(transactionalId);  // the next attempt starts a producer, which fences
+                throw e;
+            }
+        }
+    }
+
+    /** The next micro-batch id the query of {@code transactionalId} has not committed (0: none). */
+    public static long committed(Map<String, String> config, String topic, String transactionalId) {
+        try (Admin admin = Admin.create(adminConfig(config))) {
+            return markOf(admin, transactionalId, new TopicPartition(topic, 0));
+        }
+    }
+
+    /** Closes the producer of {@code transactionalId}, if this JVM has one. */
+    public static void close(String transactionalId) {
+        Writer writer = WRITERS.remove(transactionalId);
+        if (writer != null) {
+            writer.close();
+        }
+    }
+
+    private static Map<String, Object> adminConfig(Map<String, String> config) {
+        Map<String, Object> admin = new HashMap<>();
+        for (Map.Entry<String, String> entry : config.entrySet()) {
+            if (AdminClientConfig.configNames().contains(entry.getKey())) {
+                admin.put(entry.getKey(), entry.getValue());
+            }
+        }
+        return admin;
+    }
+
+    private static long markOf(Admin admin, String group, TopicPartition mark) {
+        try {
+            Map<TopicPartition, OffsetAndMetadata> offsets = admin.listConsumerGroupOffsets(
+                    group, new ListConsumerGroupOffsetsOptions().requireStable(true))
+                    .partitionsToOffsetAndMetadata().get();
+            OffsetAndMetadata committed = offsets.get(mark);
+            return committed == null ? 0 : committed.offset();
+        } catch (ExecutionException e) {
+            throw new KafkaException("reading the committed micro-batch of " + group, e.getCause());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new KafkaException("interrupted reading the committed micro-batch", e);
+        }
+    }
+
+    private static final class Writer {
+        private final KafkaProducer<byte[], byte[]> producer;
+        private final String topic;
+        private final String group;
+        private final TopicPartition mark;
+        private long next;
+
+        Writer(Map<String, String> config, String topic, String transactionalId) {
+            Map<String, Object> settings = new HashMap<>(config);
+            settings.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+            settings.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+            settings.put(ProducerConfig.ACKS_CONFIG, "all");
+            settings.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+            settings.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
+            this.topic = topic;
+            this.group = transactionalId;
+            this.mark = new TopicPartition(topic, 0);
+            this.producer = new KafkaProducer<>(settings);
+            try {
+                producer.initTransactions();  // fences every earlier producer of the query
+                try (Admin admin = Admin.create(adminConfig(config))) {
+                    this.next = markOf(admin, group, mark);
+                }
+            } catch (RuntimeException e) {
+                producer.close();
+                throw e;
+            }
+        }
+
+        boolean write(Dataset<Row> rows, long batchId) {
+            if (batchId < next) {
+                return false;
+            }
+            producer.beginTransaction();
+            try {
+                Iterator<Row> each = rows.toLocalIterator();
+                while (each.hasNext()) {
+                    producer.send(record(each.next()));
+                }
+                producer.sendOffsetsToTransaction(
+                        Map.of(mark, new OffsetAndMetadata(batchId + 1, "micro-batch " + batchId)),
+                        new ConsumerGroupMetadata(group));
+                producer.commitTransaction();
+            } catch (RuntimeException e) {
+                try {
+                    producer.abortTransaction();
+                } catch (RuntimeException ignored) {
+                    // fenced or failed: the producer is closed, and the next one aborts it
+                }
+                throw e;
+            }
+            next = batchId + 1;
+            return true;
+        }
+
+        private ProducerRecord<byte[], byte[]> record(Row row) {
+            RecordHeaders headers = new RecordHeaders();
+            List<String> columns = List.of(row.schema().fieldNames());
+            int at = columns.indexOf("headers");
+            if (at >= 0 && !row.isNullAt(at)) {
+                List<Row> given = row.getList(at);
+                for (Row header : given) {
+                    headers.add(header.getString(0), (byte[]) header.get(1));
+                }
+            }
+            byte[] key = columns.contains("key") ? bytesOf(row.getAs("key")) : null;
+            return new ProducerRecord<>(topic, null, null, key, bytesOf(row.getAs("value")),
+                    headers);
+        }
+
+        /** A key or value as Spark's Kafka sink takes it: binary, or a string in UTF-8. */
+        private static byte[] bytesOf(Object value) {
+            if (value == null || value instanceof byte[]) {
+                return (byte[]) value;
+            }
+            if (value instanceof String) {
+                return ((String) value).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            }
+            throw new IllegalArgumentException("a sink key or value is binary or a string, not "
+                    + value.getClass().getName());
+        }
+
+        void close() {
+            producer.close(java.time.Duration.ofSeconds(5));
+        }
+    }
+}
