@@ -95,12 +95,17 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     reads = {"startingOffsets": "earliest" if plan.earliest else "latest"}
     if plan.stream_state:
         reads["maxOffsetsPerTrigger"] = str(STREAM_STATE_BATCH_RECORDS)
+    if transactional_id is not None:  # a micro-batch passes through the driver's memory
+        reads["maxOffsetsPerTrigger"] = str(min(EXACTLY_ONCE_BATCH_RECORDS, int(
+            reads.get("maxOffsetsPerTrigger", EXACTLY_ONCE_BATCH_RECORDS))))
+        session.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "1")
     _register(session, plan.steps, kafka_options, reads=reads)
     partitioner = sink_partitioner(plan) if checkpoint.holds_windowed_partitioning() else {}
     checkpoint.prepare(plan.table_state, plan.stream_state, bool(partitioner))
     sink_options = {**kafka_options, **partitioner,
                     "kafka.interceptor.classes": INTERCEPTOR_CLASS, "topic": plan.topic}
-    emit = (transactional_sink(sink_options, transactional_id) if transactional_id is not None
+    emit = (transactional_sink(sink_options, transactional_id, checkpoint)
+            if transactional_id is not None
             else lambda result, _batch_id: result.write.format("kafka").options(
                 **sink_options).save())
     if plan.batch is None and transactional_id is None:
@@ -121,18 +126,34 @@ Emit = Callable[["DataFrame", int], None]
 """Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id."""
 
 
-def transactional_sink(sink_options: Mapping[str, str], transactional_id: str) -> Emit:
+EXACTLY_ONCE_BATCH_RECORDS = 50_000
+"""The source records an exactly-once micro-batch reads at most: its result passes through the
+driver, one partition at a time, under ``spark.driver.maxResultSize``."""
+
+
+def transactional_id(scope: str, query_id: str) -> str:
+    """The transactional id of an exactly-once query: the same wherever it runs in ``scope``
+    (a service, or a test run's namespace), so a producer that starts fences the last one."""
+    return f"{scope.rstrip('-') or 'metastore'}-query-{query_id}"
+
+
+def transactional_sink(sink_options: Mapping[str, str], transactional_id: str,
+                       checkpoint: CheckpointDir) -> Emit:
     """Each micro-batch's rows written to the sink topic in one Kafka transaction that commits
-    the micro-batch's id, by the query's producer (``TransactionalSink``, whose source says why a
-    micro-batch Spark runs again is written once)."""
+    the micro-batch's id (with the id of the query's checkpoint), by the query's producer
+    (``TransactionalSink``, whose source says why a micro-batch Spark runs again is written
+    once)."""
     config = {name.removeprefix("kafka."): value for name, value in sink_options.items()
               if name.startswith("kafka.")}
     topic = sink_options["topic"]
+    checkpoint_id: list[str] = []
 
     def write(rows: DataFrame, batch_id: int) -> None:
+        if not checkpoint_id:  # Spark writes it when the query first starts, before a batch
+            checkpoint_id.append(str(json.loads(checkpoint.read_text("metadata"))["id"]))
         jvm: Any = rows.sparkSession._jvm
-        _java_class(jvm, TRANSACTIONAL_SINK_CLASS).write(rows._jdf, config, topic,
-                                                          transactional_id, batch_id)
+        _java_class(jvm, TRANSACTIONAL_SINK_CLASS).write(
+            rows._jdf, config, topic, transactional_id, checkpoint_id[0], batch_id)
 
     return write
 

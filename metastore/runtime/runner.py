@@ -278,28 +278,36 @@ class QueryRunner:
             return
         reason = job.failure(handle) or "the Spark query stopped"
         entry.handle = None
+        self._close_producer(entry.query)
         entry.state = QueryState(entry.query.query_id, ERROR, reason)
         entry.failed_at = time.monotonic()
         log.warning("%s failed: %s", entry.query.query_id, reason[:300])
 
     def _halt(self, entry: _Entry) -> None:
         handle, entry.handle = entry.handle, None
-        if handle is not None:
-            try:
+        try:
+            if handle is not None:
                 handle.stop()
-                transactional_id = self._transactional_id(entry.query)
-                spark = self._spark()
-                if transactional_id is not None and spark is not None:
-                    job.close_transactional_sink(spark, transactional_id)
-            except Exception as error:  # already stopped or Spark gone: nothing left to stop
-                log.warning("stopping %s: %s", entry.query.query_id, error)
+        except Exception as error:  # already stopped or Spark gone: nothing left to stop
+            log.warning("stopping %s: %s", entry.query.query_id, error)
+        finally:
+            self._close_producer(entry.query)
+
+    def _close_producer(self, query: PersistentQuery) -> None:
+        """Close an exactly-once query's producer, if this node's JVM has one."""
+        transactional_id = self._transactional_id(query)
+        spark = self._spark() if transactional_id is not None else None
+        if transactional_id is not None and spark is not None:
+            try:
+                job.close_transactional_sink(spark, transactional_id)
+            except Exception as error:  # Spark gone: so is the producer
+                log.warning("closing the producer of %s: %s", query.query_id, error)
 
     def _transactional_id(self, query: PersistentQuery) -> str | None:
-        """The transactional id of an exactly-once query (None: at least once): the same on
-        every node, so the producer of a node that takes the query over fences the last one."""
+        """The transactional id of an exactly-once query (None: at least once)."""
         if not overrides.exactly_once(dict(query.config)):
             return None
-        return f"{self._service_id or 'metastore'}-query-{query.query_id}"
+        return job.transactional_id(self._service_id, query.query_id)
 
     def _collect_orphans(self, image: Image, owned: Partitions, partitions: int) -> None:
         """Delete checkpoints of queries terminated while no node ran them."""

@@ -227,7 +227,8 @@ class QueryTestRunner:
         self._stable_ends = EndOffsets(settings, f"qtt-{run_id}-ends", committed=True)
         self._high_ends = EndOffsets(settings, f"qtt-{run_id}-ends", committed=False)
         self.plans_run: tuple[str, ...] = ()
-        """The plans the last test's queries ran, on :data:`PLANNED_NAMESPACE`'s topics."""
+        """The plans the last test's statements planned (what its queries ran, unless it
+        carries stored plans), on :data:`PLANNED_NAMESPACE`'s topics."""
 
     def close(self) -> None:
         try:
@@ -278,8 +279,8 @@ class QueryTestRunner:
         if test.expected_error is not None and not processing_error:
             return FAILED, "expected a statement to fail; every statement was accepted"
         queries = sorted(image.queries.values(), key=lambda q: q.offset)
-        transactional = {query.query_id: f"{namespace}query-{query.query_id}" for query in queries
-                         if overrides.exactly_once(dict(query.config))}
+        transactional = {query.query_id: job.transactional_id(namespace, query.query_id)
+                         for query in queries if overrides.exactly_once(dict(query.config))}
         try:
             self._create_topics(test, image, physical)
             plans = _query_plans(test, queries, _in_topics(image, physical), namespace)
@@ -445,6 +446,8 @@ class QueryTestRunner:
             except KafkaUnavailableError as error:
                 raise RunKafkaError(f"reading the end of {topic} failed: {error}") from error
             time.sleep(0.01)
+        raise RunKafkaError(f"a transaction on {topic} stayed open for {READ_TIMEOUT_SECONDS} s "
+                            "after the test's queries finished")
 
 
 class RunKafkaError(MetastoreError):

@@ -34,6 +34,8 @@ from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 from tests.support.waiting import eventually
 
+CHECKPOINT = "6f1c2d0e-checkpoint"
+"""The id of the query's Spark checkpoint its marks name."""
 ROWS = "key BINARY, value STRING, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 
 
@@ -77,15 +79,19 @@ def sink_topic(topic_factory: Callable[..., str]) -> str:
 def test_a_micro_batch_is_written_once_with_its_id(spark: Any, kafka_bootstrap: str,
                                                    sink_topic: str) -> None:
     sink, config, query = _sink(spark), {"bootstrap.servers": kafka_bootstrap}, unique("eos")
-    assert sink.write(_rows(spark, "a", "b"), config, sink_topic, query, 0)
-    assert not sink.write(_rows(spark, "a", "b"), config, sink_topic, query, 0), (
+    assert sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0)
+    assert not sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0), (
         "Spark runs a micro-batch again after a crash: it is written already")
     sink.close(query)  # another node takes the query over: its producer reads the mark
-    assert not sink.write(_rows(spark, "a", "b"), config, sink_topic, query, 0)
-    assert sink.write(_rows(spark, "c"), config, sink_topic, query, 1)
-    assert sink.write(_rows(spark), config, sink_topic, query, 2), "an empty micro-batch"
-    assert sink.committed(config, sink_topic, query) == 3
+    assert not sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0)
+    assert sink.write(_rows(spark, "c"), config, sink_topic, query, CHECKPOINT, 1)
+    assert sink.write(_rows(spark), config, sink_topic, query, CHECKPOINT, 2), "an empty one"
+    assert sink.committed(config, sink_topic, query, CHECKPOINT) == 3
     assert _values(kafka_bootstrap, sink_topic) == [b"a", b"b", b"c"]
+    sink.close(query)  # the query's checkpoint starts over: its micro-batch ids from 0 again
+    assert sink.committed(config, sink_topic, query, "another checkpoint") == 0
+    assert sink.write(_rows(spark, "d"), config, sink_topic, query, "another checkpoint", 0)
+    assert _values(kafka_bootstrap, sink_topic) == [b"a", b"b", b"c", b"d"]
     sink.close(query)
 
 
@@ -98,17 +104,17 @@ def test_a_zombie_is_fenced_and_what_it_left_open_is_aborted(spark: Any, kafka_b
     zombie.produce(sink_topic, key=b"z", value=b"zombie", partition=1)
     zombie.flush(30)
     group = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": query})
-    zombie.send_offsets_to_transaction([TopicPartition(sink_topic, 0, 6)],  # micro-batch 5 marked
+    zombie.send_offsets_to_transaction([TopicPartition(sink_topic, 0, 6, CHECKPOINT)],  # 0 to 5
                                        group.consumer_group_metadata(), 30)
     group.close()
-    assert sink.write(_rows(spark, "a"), config, sink_topic, query, 0), (
+    assert sink.write(_rows(spark, "a"), config, sink_topic, query, CHECKPOINT, 0), (
         "the mark the zombie sent was never committed: micro-batch 0 is written")
     with pytest.raises(KafkaException, match=r"(?i)fenced|epoch"):
         zombie.commit_transaction(30)  # late: a newer producer of the query started
     assert _values(kafka_bootstrap, sink_topic) == [b"a"]
     assert b"zombie" in _values(kafka_bootstrap, sink_topic, "read_uncommitted"), (
         "the zombie's record is in the log, aborted")
-    assert sink.committed(config, sink_topic, query) == 1
+    assert sink.committed(config, sink_topic, query, CHECKPOINT) == 1
     sink.close(query)
 
 

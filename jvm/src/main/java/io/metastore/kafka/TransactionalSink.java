@@ -30,10 +30,13 @@ import org.apache.spark.sql.Row;
  * that starts for it fences every earlier one, wherever it runs, and aborts the transaction
  * that one left open. The same transaction that writes micro-batch {@code n}'s records commits
  * {@code n + 1} as the offset of the sink's partition 0 in the consumer group named by the
- * transactional id: the records and the mark are visible together or not at all. Spark runs a
- * micro-batch again, after a crash, with the same id and the same source offsets, from the
- * state of the micro-batch before it; a micro-batch whose mark is committed is skipped (its
- * records were written), so a consumer reading {@code read_committed} sees each record once.
+ * transactional id, with the id of the query's Spark checkpoint as the offset's metadata (a
+ * mark of another checkpoint says nothing: micro-batch ids start over with a checkpoint): the
+ * records and the mark are visible together or not at all. Spark runs a
+ * micro-batch again, after a crash, with the same id and the same source offsets; a
+ * micro-batch whose mark is committed is skipped (its records were written, and the state its
+ * tasks wrote while they ran is in the checkpoint), so a consumer reading
+ * {@code read_committed} sees each record once.
  * The mark is read when a producer starts (with {@code requireStable}: after the fencing, no
  * transaction is pending) and then kept: no other producer can commit for the query while this
  * one is not fenced.
@@ -53,23 +56,34 @@ public final class TransactionalSink {
      * {@code transactionalId}; false when an earlier attempt committed the micro-batch.
      */
     public static boolean write(Dataset<Row> rows, Map<String, String> config, String topic,
-                                String transactionalId, long batchId) {
-        Writer writer = WRITERS.computeIfAbsent(transactionalId,
-                id -> new Writer(config, topic, id));
+                                String transactionalId, String checkpointId, long batchId) {
+        Writer writer = WRITERS.get(transactionalId);
+        if (writer == null) {  // built outside the map: a producer's start may take a while
+            Writer started = new Writer(config, topic, transactionalId, checkpointId);
+            writer = WRITERS.putIfAbsent(transactionalId, started);
+            if (writer == null) {
+                writer = started;
+            } else {
+                started.close();
+            }
+        }
         synchronized (writer) {
             try {
                 return writer.write(rows, batchId);
-            } catch (RuntimeException e) {
-                close(transactionalId);  // the next attempt starts a producer, which fences
+            } catch (Exception e) {  // Spark's own failures are checked exceptions in Java
+                WRITERS.remove(transactionalId, writer);
+                writer.close();  // the next attempt starts a producer, which fences this one
                 throw e;
             }
         }
     }
 
-    /** The next micro-batch id the query of {@code transactionalId} has not committed (0: none). */
-    public static long committed(Map<String, String> config, String topic, String transactionalId) {
+    /** The next micro-batch id the query of {@code transactionalId}, from the checkpoint
+     * {@code checkpointId}, has not committed (0: none). */
+    public static long committed(Map<String, String> config, String topic, String transactionalId,
+                                 String checkpointId) {
         try (Admin admin = Admin.create(adminConfig(config))) {
-            return markOf(admin, transactionalId, new TopicPartition(topic, 0));
+            return markOf(admin, transactionalId, new TopicPartition(topic, 0), checkpointId);
         }
     }
 
@@ -77,7 +91,9 @@ public final class TransactionalSink {
     public static void close(String transactionalId) {
         Writer writer = WRITERS.remove(transactionalId);
         if (writer != null) {
-            writer.close();
+            synchronized (writer) {
+                writer.close();
+            }
         }
     }
 
@@ -91,13 +107,18 @@ public final class TransactionalSink {
         return admin;
     }
 
-    private static long markOf(Admin admin, String group, TopicPartition mark) {
+    /** The next micro-batch the mark says, when the checkpoint it names is {@code checkpointId}:
+     * a mark of another checkpoint (the query's checkpoint started over, its micro-batch ids
+     * from 0 again) says nothing. */
+    private static long markOf(Admin admin, String group, TopicPartition mark,
+                               String checkpointId) {
         try {
             Map<TopicPartition, OffsetAndMetadata> offsets = admin.listConsumerGroupOffsets(
                     group, new ListConsumerGroupOffsetsOptions().requireStable(true))
                     .partitionsToOffsetAndMetadata().get();
             OffsetAndMetadata committed = offsets.get(mark);
-            return committed == null ? 0 : committed.offset();
+            return committed == null || !checkpointId.equals(committed.metadata())
+                    ? 0 : committed.offset();
         } catch (ExecutionException e) {
             throw new KafkaException("reading the committed micro-batch of " + group, e.getCause());
         } catch (InterruptedException e) {
@@ -111,9 +132,11 @@ public final class TransactionalSink {
         private final String topic;
         private final String group;
         private final TopicPartition mark;
+        private final String checkpointId;
         private long next;
 
-        Writer(Map<String, String> config, String topic, String transactionalId) {
+        Writer(Map<String, String> config, String topic, String transactionalId,
+               String checkpointId) {
             Map<String, Object> settings = new HashMap<>(config);
             settings.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
             settings.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
@@ -123,11 +146,12 @@ public final class TransactionalSink {
             this.topic = topic;
             this.group = transactionalId;
             this.mark = new TopicPartition(topic, 0);
+            this.checkpointId = checkpointId;
             this.producer = new KafkaProducer<>(settings);
             try {
                 producer.initTransactions();  // fences every earlier producer of the query
                 try (Admin admin = Admin.create(adminConfig(config))) {
-                    this.next = markOf(admin, group, mark);
+                    this.next = markOf(admin, group, mark, checkpointId);
                 }
             } catch (RuntimeException e) {
                 producer.close();
@@ -146,10 +170,10 @@ public final class TransactionalSink {
                     producer.send(record(each.next()));
                 }
                 producer.sendOffsetsToTransaction(
-                        Map.of(mark, new OffsetAndMetadata(batchId + 1, "micro-batch " + batchId)),
+                        Map.of(mark, new OffsetAndMetadata(batchId + 1, checkpointId)),
                         new ConsumerGroupMetadata(group));
                 producer.commitTransaction();
-            } catch (RuntimeException e) {
+            } catch (Exception e) {  // Spark's own failures are checked exceptions in Java
                 try {
                     producer.abortTransaction();
                 } catch (RuntimeException ignored) {
