@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from metastore.catalog.exceptions import PropertyError
@@ -175,6 +175,8 @@ class ConfigOverrides:
     given: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Every override as given (name to its text), with an effect here or not: what SHOW
     PROPERTIES lists (:mod:`metastore.engine.properties`)."""
+    defaults: Mapping[str, ConfigValue] = field(default_factory=dict, compare=False)
+    """The node's defaults of persistent queries' settings (:meth:`with_defaults`)."""
 
     @property
     def default_key_format(self) -> str:
@@ -217,33 +219,32 @@ class ConfigOverrides:
             settings[NEW_QUERY_PLANNER] = str(planner).lower()
         if self.flag(FAIL_ON_DESERIALIZATION_ERROR, False):
             settings[FAIL_ON_DESERIALIZATION_ERROR] = "true"
-        guarantee = processing_guarantee(self.values)
+        guarantee = processing_guarantee(self.values) or processing_guarantee(self.defaults)
         if guarantee is not None:
             settings[GUARANTEE_NAME] = guarantee
         return tuple(sorted(settings.items()))
 
     def with_defaults(self, defaults: Mapping[str, ConfigValue]) -> ConfigOverrides:
-        """These overrides over a node's own ``defaults`` (values a request did not give); what
-        SHOW PROPERTIES lists as the request's is unchanged."""
-        values = dict(self.values)
-        for name, value in defaults.items():
-            if name in PROCESSING_GUARANTEE and processing_guarantee(values) is None:
-                values[name] = value
-        return ConfigOverrides(values, self.given)
+        """These overrides over a node's own ``defaults`` of persistent queries' settings (the
+        processing guarantee), which apply where the request gives none; the request's own
+        values (what SHOW PROPERTIES lists as its, and what a retry is compared by) do not
+        change."""
+        return replace(self, defaults=dict(defaults))
 
     def set(self, name: str, value: ConfigValue) -> ConfigOverrides:
         """These overrides after ``SET 'name' = 'value'`` (``UNSET`` when ``value`` is None)."""
         if resolve_name(name) is None:
             raise ConfigError(f"Unknown property: {name[:200]}")
         _check_allowed(name)
-        values = {k: v for k, v in self.values.items() if k != name}
-        given = {k: v for k, v in self.given.items() if k != name}
+        replaced = PROCESSING_GUARANTEE if name in PROCESSING_GUARANTEE else {name}
+        values = {k: v for k, v in self.values.items() if k not in replaced}
+        given = {k: v for k, v in self.given.items() if k not in replaced}
         if value is not None:
             parsed = parse_value(name, value)
             if parsed is not None:
                 values[name] = parsed
             given[name] = given_text(value)
-        return ConfigOverrides(values, given)
+        return ConfigOverrides(values, given, self.defaults)
 
     def to_json(self) -> dict[str, Any]:
         return {name: self.values[name] for name in sorted(self.values)}
@@ -332,8 +333,8 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
 def _choice(name: str, raw: Any) -> str:
     """A Kafka client setting whose ConfigDef is a ValidString: one of its values."""
     if name in PROCESSING_GUARANTEE:
-        text = str(raw).strip().lower()
-        if text not in GUARANTEES:
+        text = str(raw).strip()
+        if text not in GUARANTEES:  # as Kafka Streams' ConfigDef: the exact names
             raise ConfigError(f"Invalid value {_shown(raw)} for configuration "
                               f"processing.guarantee: String must be one of: "
                               f"{', '.join(GUARANTEES)}")

@@ -266,7 +266,7 @@ def test_the_processing_guarantee_a_query_is_written_with() -> None:
     query = "CREATE STREAM T AS SELECT * FROM S;"
     for properties, stored in [({}, None),
                                ({"processing.guarantee": "exactly_once_v2"}, "exactly_once_v2"),
-                               ({"ksql.streams.processing.guarantee": " EXACTLY_ONCE "},
+                               ({"ksql.streams.processing.guarantee": " exactly_once "},
                                 "exactly_once"),
                                ({"processing.guarantee": "at_least_once"}, "at_least_once")]:
         _, image = run(STREAM + query, properties)
@@ -279,6 +279,8 @@ def test_the_processing_guarantee_a_query_is_written_with() -> None:
                                           r"at_least_once, exactly_once, exactly_once_beta, "
                                           r"exactly_once_v2"):
         overrides.resolve({"processing.guarantee": "exactly_twice"})
+    with pytest.raises(ConfigError, match="Invalid value EXACTLY_ONCE_V2"):  # Kafka's exact names
+        overrides.resolve({"processing.guarantee": "EXACTLY_ONCE_V2"})
 
 
 def test_a_nodes_default_guarantee_applies_where_a_request_gives_none() -> None:
@@ -295,6 +297,13 @@ def test_a_nodes_default_guarantee_applies_where_a_request_gives_none() -> None:
     assert given.given == {}, "SHOW PROPERTIES lists it as the node's, not the request's"
     asked = overrides.resolve({"processing.guarantee": "at_least_once"}).with_defaults(defaults)
     assert dict(asked.query_config())["processing.guarantee"] == "at_least_once"
+    assert asked.values == overrides.resolve({"processing.guarantee": "at_least_once"}).values, (
+        "a retry is compared by the request's own overrides")
+    set_later = given.set("processing.guarantee", "at_least_once")  # SET in the request
+    assert dict(set_later.query_config())["processing.guarantee"] == "at_least_once"
+    both = overrides.resolve({"ksql.streams.processing.guarantee": "exactly_once_v2"}).set(
+        "processing.guarantee", "at_least_once")
+    assert dict(both.query_config())["processing.guarantee"] == "at_least_once", "SET replaces"
     with pytest.raises(SettingsError, match=r"processing\.guarantee"):
         server_settings({"bootstrap_servers": "k:9092", "ksql_properties": {
             "ksql.streams.processing.guarantee": "twice"}})
