@@ -48,7 +48,14 @@ MAX_KNOWN_REGISTRATIONS = 10_000
 """How many registrations a client remembers (then it forgets them all and asks again)."""
 REGISTER_ATTEMPTS = 5
 """How often a registration is sent while another one was creating its subject."""
-_REGISTERING = threading.Lock()
+_REGISTERING: dict[str, threading.Lock] = {}
+_REGISTERING_GUARD = threading.Lock()
+
+
+def _registering(url: str) -> threading.Lock:
+    """The lock this process's registrations to the registry at ``url`` take turns with."""
+    with _REGISTERING_GUARD:
+        return _REGISTERING.setdefault(url, threading.Lock())
 
 
 def redacted(url: str) -> str:
@@ -225,13 +232,14 @@ class SchemaRegistryClient:
         return int(answer["id"])
 
     def _register_once(self, path: str, body: dict[str, Any]) -> Any:
-        """POST a registration, one at a time in this process (Apicurio's in-memory database
-        fails writers that wait for each other); again, a few times, when another process was
+        """POST a registration, one at a time per registry in this process (Apicurio's
+        in-memory database fails writers that wait for each other); again, a few times, when
+        another process was
         creating the subject at the same moment (Apicurio's Confluent API answers the later of
         two first registrations 409 "already exists"; registering again finds the subject)."""
         for attempt in range(1, REGISTER_ATTEMPTS + 1):
             try:
-                with _REGISTERING:
+                with _registering(self.url):
                     return self._call("POST", path, body)
             except SchemaRegistryError as error:
                 if attempt == REGISTER_ATTEMPTS or not _created_meanwhile(error):

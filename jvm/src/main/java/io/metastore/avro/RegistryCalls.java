@@ -41,9 +41,9 @@ public final class RegistryCalls {
 
     /** A registration the registry refused because another one was creating the subject at the
      * same moment (Apicurio's Confluent API answers 409 "already exists" to the later of two
-     * first registrations): registering again finds the subject. Registrations of one JVM are
-     * sent one at a time ({@link #REGISTERING}): Apicurio's in-memory database fails writers
-     * that wait for each other. */
+     * first registrations): registering again finds the subject. Registrations of one JVM to one
+     * registry are sent one at a time ({@link #REGISTERING}): Apicurio's in-memory database
+     * fails writers that wait for each other. */
     static final class ConcurrentCreationException extends IllegalStateException {
         ConcurrentCreationException(String message) {
             super(message);
@@ -51,7 +51,7 @@ public final class RegistryCalls {
     }
 
     private static final int REGISTER_ATTEMPTS = 5;
-    private static final Object REGISTERING = new Object();
+    private static final Map<String, Object> REGISTERING = new ConcurrentHashMap<>();
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final HttpClient CLIENT = HttpClient.newBuilder()
             .connectTimeout(Duration.ofSeconds(10)).build();
@@ -167,7 +167,7 @@ public final class RegistryCalls {
     private static JsonNode registerOnce(String url, String path, String body) {
         for (int attempt = 1; ; attempt++) {
             try {
-                synchronized (REGISTERING) {
+                synchronized (REGISTERING.computeIfAbsent(url, ignored -> new Object())) {
                     return call(url, "POST", path, body);
                 }
             } catch (ConcurrentCreationException e) {
