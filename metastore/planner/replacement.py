@@ -8,8 +8,12 @@ in a Streaming Query" in Spark's guide): the same streaming reads in the same or
 keyed stateful operators with the same state layout (their classes, columns, windows, grace and
 retention), and the same kind of state and output (the output mode, the batch stage, kept
 table and stream state, a windowed sink's key). Filters and projections may change. A plan
-written by an earlier planner version is compared the same way, so a release that keeps state
-differently refuses the replacement instead of starting it on state it cannot read.
+written by an earlier planner version is compared the same way, so a release that keeps its
+keyed state differently refuses the replacement instead of starting it on state it cannot read.
+Spark's own stateful operators inside a plan's SQL (a streaming aggregation's buffers, a
+stream-stream join's buffers) are not compared here: ksqlDB's rules refuse every replacement
+that would change them within a release, and Spark checks their state's schema when the
+replacement starts (the query is ERROR with Spark's reason if it differs).
 """
 
 from __future__ import annotations
