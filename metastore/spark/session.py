@@ -93,11 +93,6 @@ MAX_RESULT_SIZE = "128m"
 eighth of the driver's heap, so that a job asking for more fails alone, with Spark's reason,
 where Spark's default (1g, the whole heap) would let it take the JVM down; a node answers at
 most four pull queries with Spark at once (``metastore.server.build.SPARK_PULL_SLOTS``)."""
-MAX_DIRECT_RESULT_SIZE = "64m"
-"""A task result up to this size goes to the driver in the task's own message; Spark's default
-(1 MB) puts a larger one in the block manager for the driver to fetch, which under memory
-pressure failed a pull query's job with ``TaskResultLost (result lost from block manager)`` in
-a loaded suite. Below ``spark.rpc.message.maxSize`` (128 MB), as Spark requires."""
 
 
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
@@ -123,7 +118,6 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "1g")
                .config("spark.driver.maxResultSize", MAX_RESULT_SIZE)
-               .config("spark.task.maxDirectResultSize", MAX_DIRECT_RESULT_SIZE)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.extraJavaOptions", driver_options))
     for key, value in {**JSON_READING, **IDLE_POLLING}.items():
