@@ -442,7 +442,7 @@ def test_a_run_reports_passed_failed_and_refused_tests(kafka_bootstrap: str, tmp
     test_file = tmp_path / "tests.json"
     test_file.write_text(json.dumps(tests))
     code, report = invoke(kafka_bootstrap, str(test_file), str(dev_slice),  # PROTOBUF cases
-                          "--schema-registry-url", registry.url)
+                          "--schema-registry-url", registry.url, "--parallel", "3")
 
     def left() -> set[str]:  # other runs of the suite may be making topics of their own
         return {t for t in qtt_topics(kafka_bootstrap) if t.startswith(f"qtt-{report['runId']}-")}
