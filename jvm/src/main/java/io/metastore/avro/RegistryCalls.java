@@ -170,12 +170,14 @@ public final class RegistryCalls {
                 synchronized (REGISTERING.computeIfAbsent(url, ignored -> new Object())) {
                     return call(url, "POST", path, body);
                 }
-            } catch (ConcurrentCreationException e) {
+            } catch (ConcurrentCreationException | UnavailableException e) {
+                // a registration is idempotent: sent again, it finds what the first one made;
+                // Apicurio's database answers 500 to writers it timed out on each other's locks
                 if (attempt == REGISTER_ATTEMPTS) {
                     throw e;
                 }
                 try {
-                    Thread.sleep(20L * attempt);
+                    Thread.sleep(200L * attempt);
                 } catch (InterruptedException interrupted) {
                     Thread.currentThread().interrupt();
                     throw e;
