@@ -40,7 +40,7 @@ from metastore.planner.plan import stored_plan
 from metastore.planner.plan_format import NODE_VERSIONS, PLANNER_VERSION
 from metastore.planner.support import check_runtime
 from metastore.sql.parser import parse
-from metastore.testing.cases import QueryTest, load
+from metastore.testing.cases import QueryTest, from_json, load
 from metastore.testing.check import AssumedTopics
 from metastore.testing.runner import PASSED, PLANNED_NAMESPACE, CaseResult, case_validator
 
@@ -133,12 +133,7 @@ def _features(case: dict[str, Any]) -> set[object]:
 
 def as_tests(cases: Sequence[dict[str, Any]]) -> list[QueryTest]:
     """Saved cases as the runner's tests, each with its stored plans."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="plans-") as directory:
-        lines = Path(directory) / "cases.jsonl"
-        lines.write_text("".join(json.dumps(case) + "\n" for case in cases), encoding="utf-8")
-        return load([lines])
+    return [from_json(case, str(saved_file())) for case in cases]
 
 
 def run_cases(tests: Sequence[QueryTest], lanes: int = LANES, bootstrap: str | None = None,

@@ -101,6 +101,12 @@ def load(paths: Sequence[Path]) -> list[QueryTest]:
     return tests
 
 
+def from_json(raw: Any, where: str) -> QueryTest:
+    """One test from its JSON object (a line of a JSON Lines file); ``where`` names it in
+    errors and, without an ``id``, in its id."""
+    return _test(raw, where)
+
+
 def load_runner_files(sql_file: Path, input_file: Path | None, output_file: Path | None
                       ) -> QueryTest:
     """One test from ksql-test-runner's files: statements, inputs and expected outputs."""

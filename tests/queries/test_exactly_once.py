@@ -27,6 +27,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.settings import KafkaSettings
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_spark_jobs import read_all
@@ -120,11 +121,11 @@ def test_a_zombie_is_fenced_and_what_it_left_open_is_aborted(spark: Any, kafka_b
 
 def _end_offset(bootstrap: str, topic: str) -> int:
     """The end offset of ``topic``'s partition 0: its records and transaction markers."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("ends")})
+    ends = EndOffsets(KafkaSettings(bootstrap), unique("ends"), committed=False)
     try:
-        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), 10)[1])
+        return ends.end_offset(topic)
     finally:
-        consumer.close()
+        ends.close()
 
 
 def _marks(bootstrap: str, group: str, topic: str) -> int | None:
