@@ -399,7 +399,8 @@ class QueryTestRunner:
         for topic in expected_topics:
             sink = _sink_source(image, topic)
             expected = [r for r in test.outputs if r.topic == topic]
-            actual = self._read(physical(topic), topic, sink)
+            actual = self._read(physical(topic), topic, sink,
+                                transactional=_written_in_transactions(image, topic))
             if sink is not None and sink.kind is st.SourceKind.TABLE:
                 difference = verdict.table_difference(expected, actual)
             else:
@@ -408,13 +409,16 @@ class QueryTestRunner:
                 problems.append(f"{topic}: {difference}")
         return "\n".join(problems) if problems else None
 
-    def _read(self, topic: str, shown: str, sink: DataSource | None) -> list[verdict.ActualRecord]:
-        """The sink's records up to its end offsets, in (partition, offset) order."""
+    def _read(self, topic: str, shown: str, sink: DataSource | None,
+              transactional: bool = False) -> list[verdict.ActualRecord]:
+        """The sink's records up to its end offsets, in (partition, offset) order
+        (``transactional``: once its transactions' markers are written)."""
         described = self._admin.describe(topic)
         decoder = None if self._registry is None else self._registry.decode
         found: list[verdict.ActualRecord] = []
         for partition in range(described.partitions if described is not None else 0):
-            self._await_markers(topic, partition)
+            if transactional:
+                self._await_markers(topic, partition)
             reader = PartitionReader(self._settings, topic, partition, group_id=f"{topic}-check",
                                      details=True)
             try:
@@ -526,6 +530,12 @@ class StoredPlansError(MetastoreError):
 
 def _namespaced(plan: QueryPlan) -> QueryPlan:
     return replace(plan, query_id=re.sub(r"\W", "_", plan.query_id))
+
+
+def _written_in_transactions(image: Image, topic: str) -> bool:
+    """Whether an exactly-once query of the test writes ``topic`` (a test's topic name)."""
+    return any(overrides.exactly_once(dict(query.config)) for query in image.queries.values()
+               if (sink := image.source(query.sink)) is not None and sink.topic == topic)
 
 
 def _input_source(image: Image, topic: str) -> DataSource | None:
