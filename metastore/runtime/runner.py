@@ -259,8 +259,8 @@ class QueryRunner:
             entry.failed_at = None
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            entry.state = QueryState(query_id, ERROR, first[:1000])
+            first = job.failure_text(str(error)) or type(error).__name__
+            entry.state = QueryState(query_id, ERROR, first)
             entry.failed_at = time.monotonic()
             log.warning("%s could not start: %s", query_id, first[:300])
 
