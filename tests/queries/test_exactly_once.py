@@ -5,7 +5,8 @@ micro-batch's records in one Kafka transaction with the micro-batch's id; a micr
 runs again (after a crash, on this node or another) is skipped; a producer that starts fences a
 zombie of the query, aborts what it left open (records, and a mark it sent but did not commit),
 and the zombie cannot commit late. Then a node's query asked for ``exactly_once_v2`` writes its
-sink in transactions, with its micro-batches marked, where an at-least-once query does not.
+sink in transactions, with its micro-batches marked, where an at-least-once query does not, and
+a query downstream reads that sink to its end.
 """
 
 from __future__ import annotations
@@ -162,6 +163,15 @@ def test_a_query_asked_for_exactly_once_writes_its_sink_in_transactions(
                "the exactly-once query's micro-batches to be marked")
     assert _end_offset(kafka_bootstrap, once) > 10, "commit markers follow the records"
     assert _end_offset(kafka_bootstrap, twice) == 10, "no transactions: no markers"
+    downstream = unique("after")
+    [created] = ksql(spark_node, f"CREATE STREAM EOS_AFTER WITH (KAFKA_TOPIC='{downstream}', "
+                                 "PARTITIONS=1) AS SELECT ID, V * 2 AS W FROM EOS_ONCE;")
+    assert sorted(json.loads(v or b"")["W"] for _, v, _ in read_all(
+        kafka_settings, downstream, 10)) == [2 * i for i in range(10)], (
+            "a query reads what an exactly-once query wrote, past its commit markers")
+    after = created["commandStatus"]["queryId"]
+    eventually(lambda: queries(spark_node)[after].get("lag") == 0, 60,
+               "the downstream query's lag to reach 0: the markers are no records to wait for")
 
 
 def _ksql_with(server: ServerProcess, text: str, properties: dict[str, str]) -> Any:

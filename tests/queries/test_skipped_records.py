@@ -94,9 +94,9 @@ def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
     assert {q["state"] for q in _refreshed(spark_node, reading)} == {"RUNNING"}
     for query_id in reading:
         [explained] = ksql(spark_node, f"EXPLAIN {query_id};")
-        assert explained["queryDescription"]["overriddenProperties"].get(
-            "processing.guarantee") == GUARANTEES.get(value_format, {}).get(
-                "processing.guarantee", "at_least_once"), explained["queryDescription"]["overriddenProperties"]
+        properties = explained["queryDescription"]["overriddenProperties"]
+        assert properties.get("processing.guarantee") == GUARANTEES.get(value_format, {}).get(
+            "processing.guarantee", "at_least_once"), properties
     [described] = ksql(spark_node, f"DESCRIBE {name} EXTENDED;")
     assert described["sourceDescription"]["errorStats"] == (
         f"consumer-failed-messages: {len(reading) * len(bad)}")
