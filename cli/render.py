@@ -115,6 +115,12 @@ def render_function(entity: dict[str, Any]) -> None:
             typer.echo(f"\tDescription : {variation['description']}")
 
 
+def _query_label(query: dict[str, Any]) -> str:
+    """A query's id, with its processing guarantee when it is not the default."""
+    guarantee = query.get("processingGuarantee")
+    return str(query["id"]) + (f" ({guarantee})" if guarantee not in (None, "at_least_once") else "")
+
+
 def render_description(description: dict[str, Any]) -> None:
     typer.echo(f"Name                 : {description['name']}")
     typer.echo(f"Type                 : {description['type']}")
@@ -129,4 +135,4 @@ def render_description(description: dict[str, Any]) -> None:
                        ("Queries that write into this source", "writeQueries")):
         queries = description.get(key) or []
         if queries:
-            typer.echo(f"{label}: " + ", ".join(q["id"] for q in queries))
+            typer.echo(f"{label}: " + ", ".join(_query_label(q) for q in queries))

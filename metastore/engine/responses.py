@@ -110,7 +110,8 @@ def source_summary(source: DataSource) -> dict[str, Any]:
 def query_summary(query: PersistentQuery, image: Image,
                   status: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """ksqlDB's ``RunningQuery``, plus where it runs: ``ownerNode``, ``lag``, ``errorMessage``,
-    and ``skippedRecords`` (records it could not deserialize, on its owner).
+    ``skippedRecords`` (records it could not deserialize, on its owner), and how it delivers
+    them: ``processingGuarantee`` (DESCRIBE EXTENDED's queries show it).
 
     ``status`` is the runtime's view (``state``, ``ownerNode``, ``lag``, ``message``); without
     one (offline checks) the query is reported RUNNING (or PAUSED), as the catalog alone implies.
@@ -124,7 +125,13 @@ def query_summary(query: PersistentQuery, image: Image,
             "ownerNode": status.get("ownerNode") if status else None,
             "lag": status.get("lag") if status else None,
             "skippedRecords": sum(_skipped(status).values()),
-            "errorMessage": status.get("message") if status else None}
+            "errorMessage": status.get("message") if status else None,
+            "processingGuarantee": guarantee(query)}
+
+
+def guarantee(query: PersistentQuery) -> str:
+    """The processing guarantee ``query`` runs with: its command's, else at-least-once."""
+    return overrides.processing_guarantee(dict(query.config)) or overrides.AT_LEAST_ONCE
 
 
 def _skipped(status: Mapping[str, Any] | None) -> Mapping[str, int]:
@@ -177,8 +184,7 @@ def persistent_query_description(query: PersistentQuery, image: Image, plan: str
     return query_description(
         query.query_id, query.sql, sink.columns if sink else (), query.sources, [query.sink],
         plan, sink.window.kind if sink and sink.window else None, config={
-            **dict(query.config), overrides.GUARANTEE_NAME: overrides.processing_guarantee(
-                dict(query.config)) or overrides.AT_LEAST_ONCE},
+            **dict(query.config), overrides.GUARANTEE_NAME: guarantee(query)},
         status=status or implied)
 
 

@@ -158,6 +158,10 @@ def test_a_query_asked_for_exactly_once_writes_its_sink_in_transactions(
         assert sorted(json.loads(v or b"")["V"] for _, v, _ in read_all(
             kafka_settings, topic, 10)) == list(range(10)), [
                 (q["id"], q.get("state")) for q in queries(spark_node).values()]
+    for sink, guarantee in (("EOS_ONCE", "exactly_once_v2"), ("EOS_LEAST", "at_least_once")):
+        [described] = ksql(spark_node, f"DESCRIBE {sink} EXTENDED;")
+        [writer] = described["sourceDescription"]["writeQueries"]
+        assert writer["processingGuarantee"] == guarantee, writer
     service = spark_node.service_id
     eventually(lambda: _marks(kafka_bootstrap, f"{service}-query-{query_id}", once), 30,
                "the exactly-once query's micro-batches to be marked")
