@@ -1,9 +1,11 @@
 """`pipeline`: persistent queries on Spark, against the same queries written by hand in PySpark.
 
 One source topic of JSON records (1,000,000; 100,000 with ``--quick``) is read by two queries,
-each run twice in the same run on the same broker: as a persistent query of a `metastore server`
-node (``local[1]``, as a node runs them by default), and as the floor, the query written by hand
-(:mod:`integration.bench.pipeline_floor`, a Spark session like a node's). Each engine first runs
+each run three times in the same run on the same broker: as the floor, the query written by hand
+(:mod:`integration.bench.pipeline_floor`, a Spark session like a node's), then as a persistent
+query of a `metastore server` node (``local[1]``, as a node runs them by default) at-least-once,
+its default, and exactly-once (``processing.guarantee='exactly_once_v2'``, a node of its own: its
+micro-batches written in Kafka transactions). Each engine first runs
 the filter over a tenth as many records, unmeasured, so both are measured with a warm JVM:
 
 - ``filter``: ``CREATE STREAM ... AS SELECT ID, AMOUNT, SENT FROM EVENTS WHERE KEEP`` (half the
@@ -30,7 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -181,7 +183,10 @@ def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int,
 
 
 @contextmanager
-def metastore_node(bootstrap: str, *node_args: str) -> Iterator[Start]:
+def metastore_node(bootstrap: str, *node_args: str,
+                   properties: Mapping[str, str] | None = None) -> Iterator[Start]:
+    """A node whose persistent queries run with the request ``properties`` (none: its
+    defaults, at-least-once)."""
     with node_processes(bootstrap, 1, *node_args) as state:
         [node] = state.nodes
         with httpx.Client(base_url=node.url, timeout=120) as client:
@@ -196,7 +201,8 @@ def metastore_node(bootstrap: str, *node_args: str) -> Iterator[Start]:
                                  "VALUE_FORMAT='JSON');")
                 name = f"{query.upper()}_{uuid.uuid4().hex[:6].upper()}"
                 answer = ksql(client, STATEMENTS[query].format(name=name, topic=sink,
-                                                               source=streams[source]))
+                                                               source=streams[source]),
+                              properties)
                 query_id = answer[0]["commandStatus"]["queryId"]
 
                 def stop() -> None:
@@ -236,8 +242,20 @@ def hand_written(bootstrap: str) -> Iterator[Start]:
             process.wait(30)
 
 
-def ksql(client: httpx.Client, text: str) -> list[dict[str, Any]]:
-    response = client.post("/ksql", json={"ksql": text})
+ENGINES: dict[str, Callable[[str], contextlib.AbstractContextManager[Start]]] = {
+    "spark_by_hand": hand_written,
+    "metastore": metastore_node,
+    "metastore_exactly_once": lambda bootstrap: metastore_node(
+        bootstrap, properties={"processing.guarantee": "exactly_once_v2"}),
+}
+"""Each engine the same run measures: the floor, then a node's queries at-least-once (its
+default) and exactly-once."""
+
+
+def ksql(client: httpx.Client, text: str, properties: Mapping[str, str] | None = None
+         ) -> list[dict[str, Any]]:
+    response = client.post("/ksql", json={"ksql": text,
+                                          "streamsProperties": dict(properties or {})})
     assert response.status_code == 200, response.text
     return list(response.json())
 
@@ -282,15 +300,20 @@ def run(quick: bool) -> dict[str, Any]:
     with kafka() as bootstrap:
         source, warm = _topics(bootstrap, backlog, warm_records)
         runs = 0
-        for engine, starter in (("spark_by_hand", hand_written), ("metastore", metastore_node)):
+        for engine, starter in ENGINES.items():
             with starter(bootstrap) as start:
                 results[engine] = _measure_engine(engine, bootstrap, source, warm, start,
                                                   quick, runs)
                 runs += len(STATEMENTS)
     for query in STATEMENTS:
         ours, floor = results["metastore"][query], results["spark_by_hand"][query]
+        once = results["metastore_exactly_once"][query]
         results[f"{query}_throughput_ratio"] = round(
             ours["records_per_s"] / floor["records_per_s"], 2)
+        results[f"{query}_exactly_once_throughput_ratio"] = round(
+            once["records_per_s"] / ours["records_per_s"], 2)
+        results[f"{query}_exactly_once_p99_ratio"] = round(
+            once["latency"]["p99_ms"] / ours["latency"]["p99_ms"], 2)
     return results
 
 
