@@ -165,9 +165,10 @@ public final class TransactionalSink {
             }
             producer.beginTransaction();
             try {
+                Columns columns = new Columns(rows.schema().fieldNames());
                 Iterator<Row> each = rows.toLocalIterator();
                 while (each.hasNext()) {
-                    producer.send(record(each.next()));
+                    producer.send(columns.record(topic, each.next()));
                 }
                 producer.sendOffsetsToTransaction(
                         Map.of(mark, new OffsetAndMetadata(batchId + 1, checkpointId)),
@@ -185,21 +186,6 @@ public final class TransactionalSink {
             return true;
         }
 
-        private ProducerRecord<byte[], byte[]> record(Row row) {
-            RecordHeaders headers = new RecordHeaders();
-            List<String> columns = List.of(row.schema().fieldNames());
-            int at = columns.indexOf("headers");
-            if (at >= 0 && !row.isNullAt(at)) {
-                List<Row> given = row.getList(at);
-                for (Row header : given) {
-                    headers.add(header.getString(0), (byte[]) header.get(1));
-                }
-            }
-            byte[] key = columns.contains("key") ? bytesOf(row.getAs("key")) : null;
-            return new ProducerRecord<>(topic, null, null, key, bytesOf(row.getAs("value")),
-                    headers);
-        }
-
         /** A key or value as Spark's Kafka sink takes it: binary, or a string in UTF-8. */
         private static byte[] bytesOf(Object value) {
             if (value == null || value instanceof byte[]) {
@@ -214,6 +200,33 @@ public final class TransactionalSink {
 
         void close() {
             producer.close(java.time.Duration.ofSeconds(5));
+        }
+    }
+
+    /** Where a micro-batch's rows hold Spark's Kafka sink columns (found once a batch). */
+    private static final class Columns {
+        private final int key;
+        private final int value;
+        private final int headers;
+
+        Columns(String[] names) {
+            List<String> columns = List.of(names);
+            this.key = columns.indexOf("key");
+            this.value = columns.indexOf("value");
+            this.headers = columns.indexOf("headers");
+        }
+
+        ProducerRecord<byte[], byte[]> record(String topic, Row row) {
+            RecordHeaders recordHeaders = new RecordHeaders();
+            if (headers >= 0 && !row.isNullAt(headers)) {
+                List<Row> given = row.getList(headers);
+                for (Row header : given) {
+                    recordHeaders.add(header.getString(0), (byte[]) header.get(1));
+                }
+            }
+            byte[] keyBytes = key >= 0 ? Writer.bytesOf(row.get(key)) : null;
+            byte[] valueBytes = Writer.bytesOf(row.get(value));
+            return new ProducerRecord<>(topic, null, null, keyBytes, valueBytes, recordHeaders);
         }
     }
 }
