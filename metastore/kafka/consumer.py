@@ -188,10 +188,16 @@ class EndOffsets:
     def end_offsets(self, partitions: Iterable[tuple[str, int]],
                     timeout: float = 10.0) -> dict[tuple[str, int], int]:
         """The end offset of every ``(topic, partition)``; ``timeout`` bounds each request."""
-        ends: dict[tuple[str, int], int] = {}
+        return {partition: high for partition, (_low, high)
+                in self.watermarks(partitions, timeout).items()}
+
+    def watermarks(self, partitions: Iterable[tuple[str, int]],
+                   timeout: float = 10.0) -> dict[tuple[str, int], tuple[int, int]]:
+        """The log start and end offsets of every ``(topic, partition)``."""
+        marks: dict[tuple[str, int], tuple[int, int]] = {}
         for topic, partition in partitions:
             try:
-                _low, high = self._consumer.get_watermark_offsets(
+                low, high = self._consumer.get_watermark_offsets(
                     TopicPartition(topic, partition), timeout=timeout, cached=False)
             except KafkaException as exc:
                 # Start over with fresh metadata.
@@ -199,8 +205,8 @@ class EndOffsets:
                 self._consumer = create_client(Consumer, self._config)
                 raise KafkaUnavailableError(
                     f"reading the end offset of {topic} failed: {exc}") from exc
-            ends[topic, partition] = int(high)
-        return ends
+            marks[topic, partition] = (int(low), int(high))
+        return marks
 
     def end_offset(self, topic: str, partition: int = 0, timeout: float = 10.0) -> int:
         return self.end_offsets([(topic, partition)], timeout)[topic, partition]

@@ -41,10 +41,11 @@ from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
 from metastore.planner.plan import plan_of
-from metastore.runtime import job
+from metastore.runtime import job, progress_listener
 from metastore.runtime.assignment import Partitions, QueryAssignment, partition_of
 from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
 from metastore.runtime.skipped import SkippedRecords
+from metastore.runtime.statistics import QueryStatistics
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -67,10 +68,15 @@ class QueryState:
     since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     skipped: dict[str, int] = field(default_factory=dict)
     """Records it skipped on this node because it cannot read them, by source."""
+    statistics: dict[str, Any] | None = None
+    """What it did on this node (:meth:`QueryFigures.to_json`), once a micro-batch ran."""
+    offsets: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    """Where it is in each source: topic, partition, [log start, consumer, log end]."""
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "message": self.message, "lag": self.lag,
-                "sinceMs": self.since_ms, "skipped": dict(self.skipped)}
+                "sinceMs": self.since_ms, "skipped": dict(self.skipped),
+                "statistics": self.statistics, "offsets": self.offsets}
 
 
 @dataclass
@@ -79,6 +85,21 @@ class _Entry:
     state: QueryState
     handle: StreamingQuery | None = None
     failed_at: float | None = None
+
+
+def _positions(reached: Mapping[tuple[str, int], int],
+               marks: Mapping[tuple[str, int], tuple[int, int]]
+               ) -> dict[str, dict[str, list[int]]]:
+    """Topic, partition: [log start, consumer, log end] offsets."""
+    positions: dict[str, dict[str, list[int]]] = {}
+    for (topic, partition), (low, high) in sorted(marks.items()):
+        positions.setdefault(topic, {})[str(partition)] = [low, reached[topic, partition], high]
+    return positions
+
+
+def _lag(positions: Mapping[str, Mapping[str, list[int]]]) -> int:
+    return sum(max(end - consumer, 0) for partitions in positions.values()
+               for _start, consumer, end in partitions.values())
 
 
 class QueryRunner:
@@ -110,6 +131,8 @@ class QueryRunner:
         """Whether the image's queries changed since the last reconcile."""
         self.skipped = SkippedRecords()
         """Records this node's queries skipped (:mod:`metastore.runtime.skipped`)."""
+        self.statistics = QueryStatistics()
+        """What this node's queries did (:mod:`metastore.runtime.statistics`)."""
         self._reconciled: Partitions | None = None
         """The partitions of the last reconcile: the same again, with no query changed and every
         query running, is no work."""
@@ -253,7 +276,9 @@ class QueryRunner:
                            stream_state=checkpoint.holds_stream_state())
             self.skipped.started(query_id, plan.earliest)
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
-                                     listener=self.skipped.listener(),
+                                     listener=progress_listener.listener(
+                                         self.skipped.hear, self.statistics.hear,
+                                         idle=self.statistics.idle),
                                      transactional_id=self._transactional_id(entry.query))
             entry.state = QueryState(query_id, RUNNING)
             entry.failed_at = None
@@ -326,6 +351,7 @@ class QueryRunner:
             self._delete(query_id)
 
     def _delete(self, query_id: str) -> None:
+        self.statistics.forget(query_id)
         try:
             self.checkpoint(query_id).delete()
         except Exception as error:  # storage out of reach: left for the orphan collection
@@ -333,28 +359,31 @@ class QueryRunner:
 
     # -- lag -------------------------------------------------------------------------------------
     def _measure_lag(self) -> None:
-        """Lag per query: the sources' last stable offsets minus what its last batch reached."""
+        """Lag per query: the sources' last stable offsets minus what its last batch reached;
+        with its figures, published."""
         with self._lock:
             progress = {qid: job.progress(e.handle) for qid, e in self._entries.items()
                         if e.handle is not None}
         if self._offsets is None:
             self._offsets = EndOffsets(self._settings, group_id=self._lag_group)
-        lags: dict[str, int | None] = {}
+        positions: dict[str, dict[str, dict[str, list[int]]] | None] = {}
         for query_id, reached in progress.items():
-            lags[query_id] = None
+            positions[query_id] = None
             if reached is None or not reached.offsets:
                 continue
             try:
-                ends = self._offsets.end_offsets(reached.offsets, timeout=5)
+                marks = self._offsets.watermarks(reached.offsets, timeout=5)
             except KafkaUnavailableError:
                 continue
-            lags[query_id] = sum(max(end - reached.offsets[partition], 0)
-                                 for partition, end in ends.items())
+            positions[query_id] = _positions(reached.offsets, marks)
         with self._lock:
-            for query_id, lag in lags.items():
+            for query_id, position in positions.items():
                 entry = self._entries.get(query_id)
                 if entry is not None and entry.state.state == RUNNING:
-                    entry.state.lag = lag
+                    entry.state.lag = _lag(position) if position is not None else None
+                    entry.state.offsets = position or {}
             for query_id, entry in self._entries.items():
                 entry.state.skipped = self.skipped.of(query_id)
+                figures = self.statistics.of(query_id)
+                entry.state.statistics = figures.to_json() if figures is not None else None
             self._publish()

@@ -2,8 +2,9 @@
 
 A query's streaming read of a source drops the records it cannot decode in a step Spark
 observes (:mod:`metastore.planner.observed_reads`): each micro-batch's progress then carries
-how many records it skipped and where the first one was. :class:`SkippedRecords`, a
-StreamingQueryListener of the node's session, adds those up per query and source, and logs one
+how many records it skipped and where the first one was. :class:`SkippedRecords`, which
+each query's progress listener (:mod:`metastore.runtime.progress_listener`) feeds, adds those
+up per query and source, and logs one
 warning per micro-batch that skipped any, naming the query, the topic, the partition and the
 offset, and hands the micro-batch's offsets to the processing log
 (:mod:`metastore.runtime.processing_log`). With ``ksql.fail.on.deserialization.error`` true, a
@@ -19,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from metastore.planner.observed_reads import observed_read
+from metastore.runtime import progress_listener
 from metastore.runtime.processing_log import SkippedBatch, batch_offsets
 
 if TYPE_CHECKING:
@@ -95,33 +97,16 @@ class SkippedRecords:
         if self._report is not None and offsets is not None:
             self._report(SkippedBatch(query, source, topic, *offsets))
 
+    def hear(self, progress: Any, transient: bool = False) -> None:
+        """Count one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""
+        if progress.name and progress.observedMetrics:
+            self.count(progress.name, progress.observedMetrics, transient,
+                       [(source.startOffset, source.endOffset) for source in progress.sources])
+
     def listener(self, transient: bool = False) -> StreamingQueryListener:
-        """A StreamingQueryListener that counts here, for one query's session (PySpark ties a
-        listener to the JVM it was first added in, which a restart of Spark replaces); for a
-        push query's when ``transient``."""
-        from pyspark.sql.streaming.listener import StreamingQueryListener
-
-        def count(query: str, metrics: Mapping[str, Any],
-                  sources: Sequence[tuple[str | None, str | None]]) -> None:
-            self.count(query, metrics, transient, sources)
-
-        class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
-                """Nothing to count yet."""
-
-            def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-                progress = event.progress
-                if progress.name and progress.observedMetrics:
-                    count(progress.name, progress.observedMetrics,
-                          [(source.startOffset, source.endOffset) for source in progress.sources])
-
-            def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-                """Nothing read, nothing skipped."""
-
-            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-                """The counts stay: the query may start again on this node."""
-
-        return Listener()
+        """A listener that counts here, for one query's session (a push query's when
+        ``transient``)."""
+        return progress_listener.listener(lambda progress: self.hear(progress, transient))
 
 
 __all__ = ["SkippedRecords"]

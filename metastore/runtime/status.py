@@ -16,6 +16,7 @@ from typing import Any
 
 from metastore.catalog.image import Image
 from metastore.runtime.runner import PAUSED, PENDING, RUNNING, QueryState
+from metastore.runtime.statistics import QueryFigures
 
 Status = dict[str, Any]
 
@@ -26,8 +27,10 @@ def report(states: Mapping[str, QueryState]) -> dict[str, Any]:
 
 
 def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Status]:
-    """Each query of ``image``: ``{state, ownerNode, lag, message, skipped}`` from the nodes'
-    claims (``skipped``: records its owner skipped because it cannot read them, by source).
+    """Each query of ``image``: ``{state, ownerNode, lag, message, skipped, statistics,
+    offsets}`` from the nodes' claims (``skipped``: records its owner skipped because it
+    cannot read them, by source; ``statistics``: its owner's :class:`QueryFigures` as JSON;
+    ``offsets``: where it is in each source, as :class:`QueryState` keeps them).
 
     ``claims`` are ``(node id, report)`` pairs of live nodes (this node's own report first).
     """
@@ -36,18 +39,26 @@ def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict
         for query_id, state in claimed.items():
             if query_id not in image.queries or not isinstance(state, Mapping):
                 continue
-            skipped = state.get("skipped")
+            skipped, offsets = state.get("skipped"), state.get("offsets")
             candidate = {"state": str(state.get("state", PENDING)), "ownerNode": node_id,
                          "lag": state.get("lag"), "message": state.get("message"),
-                         "skipped": dict(skipped) if isinstance(skipped, Mapping) else {}}
+                         "skipped": dict(skipped) if isinstance(skipped, Mapping) else {},
+                         "statistics": _figures(state.get("statistics")),
+                         "offsets": dict(offsets) if isinstance(offsets, Mapping) else {}}
             current = best.get(query_id)
             if current is None or (current["state"] != RUNNING and candidate["state"] == RUNNING):
                 best[query_id] = candidate
     merged: dict[str, Status] = {}
     for query_id, query in sorted(image.queries.items()):
         status = best.get(query_id) or {"state": PENDING, "ownerNode": None, "lag": None,
-                                        "message": None, "skipped": {}}
+                                        "message": None, "skipped": {},
+                                        "statistics": _figures(None), "offsets": {}}
         if query.paused:  # the log says so, whatever an owner last reported
             status = {**status, "state": PAUSED}
         merged[query_id] = status
     return merged
+
+
+def _figures(reported: Any) -> dict[str, Any]:
+    """A query's figures as its owner reported them, whatever a heartbeat carried."""
+    return QueryFigures.from_json(reported).to_json()

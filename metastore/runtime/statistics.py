@@ -1,0 +1,181 @@
+"""What each persistent query has done on this node, from Spark's progress of its micro-batches.
+
+Per query: the records it read from each source topic (in all, per second in its last
+micro-batch, and when it last read one), the records it wrote when Spark counts them (its Kafka
+sink does; an exactly-once query's writer reports none), its last micro-batch's duration and
+the rows its state keeps. :class:`QueryStatistics` adds up the progress events of the queries'
+listeners (:mod:`metastore.runtime.progress_listener`); an idle query's rates fall to 0.
+
+The owner publishes its queries' figures in its heartbeat with their states, so that any node
+reports them (DESCRIBE EXTENDED, SHOW QUERIES EXTENDED, ``metastore status``), and its own
+``/metrics`` exports them per query.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass
+class Flow:
+    """Records through one topic: in all, per second in the last micro-batch, the last one's
+    time (epoch ms, the micro-batch's start)."""
+
+    total: int = 0
+    per_second: float = 0.0
+    last_ms: int | None = None
+
+    def add(self, records: int, per_second: float, at_ms: int | None) -> None:
+        self.total += records
+        self.per_second = per_second
+        if records > 0 and at_ms is not None:
+            self.last_ms = at_ms
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": self.total, "perSecond": round(self.per_second, 2),
+                "lastMs": self.last_ms}
+
+    @staticmethod
+    def from_json(data: Any) -> Flow:
+        if not isinstance(data, dict):
+            return Flow()
+        last = data.get("lastMs")
+        return Flow(int(data.get("total") or 0), float(data.get("perSecond") or 0.0),
+                    int(last) if isinstance(last, int | float) else None)
+
+
+@dataclass
+class QueryFigures:
+    """One query's figures on this node."""
+
+    consumed: dict[str, Flow] = field(default_factory=dict)
+    """By source topic."""
+    produced: Flow | None = None
+    """Records written to its sink, when Spark counts them."""
+    batches: int = 0
+    batch_ms: int | None = None
+    state_rows: int | None = None
+
+    def consumed_total(self) -> float:
+        return float(sum(flow.total for flow in self.consumed.values()))
+
+    def consumed_per_second(self) -> float:
+        return sum(flow.per_second for flow in self.consumed.values())
+
+    def produced_total(self) -> float | None:
+        return float(self.produced.total) if self.produced is not None else None
+
+    def batch_seconds(self) -> float | None:
+        return self.batch_ms / 1000 if self.batch_ms is not None else None
+
+    def kept_rows(self) -> float | None:
+        return float(self.state_rows) if self.state_rows is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"consumed": {topic: flow.to_json() for topic, flow in sorted(self.consumed.items())},
+                "produced": self.produced.to_json() if self.produced is not None else None,
+                "batches": self.batches, "batchMs": self.batch_ms, "stateRows": self.state_rows}
+
+    @staticmethod
+    def from_json(data: Any) -> QueryFigures:
+        """Figures a heartbeat carried (anything malformed reads as none)."""
+        if not isinstance(data, dict):
+            return QueryFigures()
+        consumed = data.get("consumed")
+        produced = data.get("produced")
+        return QueryFigures(
+            consumed={str(t): Flow.from_json(f) for t, f in consumed.items()}
+            if isinstance(consumed, dict) else {},
+            produced=Flow.from_json(produced) if isinstance(produced, dict) else None,
+            batches=int(data.get("batches") or 0), batch_ms=_int_or_none(data.get("batchMs")),
+            state_rows=_int_or_none(data.get("stateRows")))
+
+
+class QueryStatistics:
+    """Figures of this node's persistent queries, by query id (a Spark query's name)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._figures: dict[str, QueryFigures] = {}
+
+    def of(self, query: str) -> QueryFigures | None:
+        with self._lock:
+            figures = self._figures.get(query)
+            return QueryFigures.from_json(figures.to_json()) if figures is not None else None
+
+    def forget(self, query: str) -> None:
+        """``query`` is gone from this node for good (terminated, dropped)."""
+        with self._lock:
+            self._figures.pop(query, None)
+
+    def hear(self, progress: Any) -> None:
+        """Add one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""
+        name = progress.name
+        if not name:
+            return
+        at_ms = _epoch_ms(progress.timestamp)
+        with self._lock:
+            figures = self._figures.setdefault(name, QueryFigures())
+            for source in progress.sources or []:
+                topic = _topic(source.endOffset)
+                if topic is not None:
+                    figures.consumed.setdefault(topic, Flow()).add(
+                        int(source.numInputRows or 0), _rate(source.inputRowsPerSecond), at_ms)
+            sink = progress.sink
+            written = getattr(sink, "numOutputRows", -1) if sink is not None else -1
+            if written is not None and written >= 0:
+                figures.produced = figures.produced or Flow()
+                figures.produced.add(int(written), _rate(progress.processedRowsPerSecond)
+                                     if written else 0.0, at_ms)
+            figures.batches += 1
+            figures.batch_ms = int(progress.batchDuration or 0)
+            operators = progress.stateOperators or []
+            figures.state_rows = (sum(int(o.numRowsTotal or 0) for o in operators)
+                                  if operators else None)
+
+    def idle(self, query: str) -> None:
+        """``query`` waits for records: its rates are 0."""
+        with self._lock:
+            figures = self._figures.get(query)
+            if figures is not None:
+                for flow in (*figures.consumed.values(), figures.produced):
+                    if flow is not None:
+                        flow.per_second = 0.0
+
+
+def _topic(end_offset: Any) -> str | None:
+    """The topic a Kafka source's end offsets (Spark's JSON) name."""
+    try:
+        offsets = json.loads(end_offset) if isinstance(end_offset, str) else end_offset
+    except ValueError:
+        return None
+    return next(iter(offsets), None) if isinstance(offsets, dict) else None
+
+
+def _rate(value: Any) -> float:
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return rate if math.isfinite(rate) and rate >= 0 else 0.0
+
+
+def _epoch_ms(timestamp: Any) -> int | None:
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
+
+
+__all__ = ["Flow", "QueryFigures", "QueryStatistics"]
