@@ -170,12 +170,15 @@ def list_(what: Annotated[str, typer.Argument(help="streams, tables, queries, ty
 
 
 def status(server: Server = None, json_output: Json = False, user: User = None) -> None:
-    """Show every node of the service (alive or not) and this node's log position."""
+    """Show every node of the service (alive or not), this node's log position, and each
+    persistent query: its state, where it runs, its lag and what it reads."""
     with connected(server, user) as client:
         cluster = run_or_exit(lambda: client.get("/clusterStatus"))
         node = run_or_exit(lambda: client.get("/v1/metastore"))
+        [listed] = run_or_exit(lambda: client.ksql("SHOW QUERIES;"))
+    queries = listed.get("queries") or []
     if json_output:
-        print_json({"clusterStatus": cluster["clusterStatus"], "node": node})
+        print_json({"clusterStatus": cluster["clusterStatus"], "node": node, "queries": queries})
         return
     rows = [[info.get("nodeId"), host, "yes" if info["hostAlive"] else "NO", info.get("state"),
              info.get("appliedOffset")] for host, info in cluster["clusterStatus"].items()]
@@ -187,6 +190,11 @@ def status(server: Server = None, json_output: Json = False, user: User = None) 
         position = "caught up" if applied + 1 >= end else f"lag {end - applied - 1}"
     typer.echo(f"{node['nodeId']}: {node['state']}, applied through offset {applied} ({position}), "
                f"image {node['imageFingerprint'][:16]}")
+    if queries:
+        print_table(["Query", "State", "Node", "Lag", "Records/s", "Records read", "Skipped"],
+                    [[q["id"], q.get("state"), q.get("ownerNode") or "-",
+                      "-" if q.get("lag") is None else q["lag"], q.get("recordsPerSecond", 0),
+                      q.get("recordsRead", 0), q.get("skippedRecords", 0)] for q in queries])
 
 
 class ShellSession:

@@ -14,6 +14,7 @@ from metastore.catalog import commands as cmd
 from metastore.catalog.image import Image
 from metastore.catalog.model import Column, DataSource, PersistentQuery
 from metastore.engine import overrides, properties
+from metastore.engine import source_statistics as stats
 from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.functions import describe as describe_functions
 from metastore.sql import statements as st
@@ -110,8 +111,9 @@ def source_summary(source: DataSource) -> dict[str, Any]:
 def query_summary(query: PersistentQuery, image: Image,
                   status: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """ksqlDB's ``RunningQuery``, plus where it runs: ``ownerNode``, ``lag``, ``errorMessage``,
-    ``skippedRecords`` (records it could not deserialize, on its owner), and how it delivers
-    them: ``processingGuarantee`` (DESCRIBE EXTENDED's queries show it).
+    ``skippedRecords`` (records it could not deserialize, on its owner), how it delivers
+    them: ``processingGuarantee`` (DESCRIBE EXTENDED's queries show it), and what it read on
+    its owner: ``recordsRead``, ``recordsPerSecond``.
 
     ``status`` is the runtime's view (``state``, ``ownerNode``, ``lag``, ``message``); without
     one (offline checks) the query is reported RUNNING (or PAUSED), as the catalog alone implies.
@@ -126,7 +128,27 @@ def query_summary(query: PersistentQuery, image: Image,
             "lag": status.get("lag") if status else None,
             "skippedRecords": sum(_skipped(status).values()),
             "errorMessage": status.get("message") if status else None,
-            "processingGuarantee": guarantee(query)}
+            "processingGuarantee": guarantee(query), **_throughput(status)}
+
+
+def _throughput(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the query read on its owner: in all, and per second in its last micro-batch."""
+    flows = _consumed(status)
+    return {"recordsRead": sum(int(flow.get("total") or 0) for flow in flows),
+            "recordsPerSecond": round(sum(float(flow.get("perSecond") or 0.0)
+                                          for flow in flows), 2)}
+
+
+def _consumed(status: Mapping[str, Any] | None, topic: str | None = None
+              ) -> list[Mapping[str, Any]]:
+    """The owner's figures of what the query read (of ``topic``, or of every source topic):
+    ``{total, perSecond, lastMs}`` each (the runtime's statistics, as its status carries them)."""
+    statistics = status.get("statistics") if status else None
+    consumed = statistics.get("consumed") if isinstance(statistics, Mapping) else None
+    if not isinstance(consumed, Mapping):
+        return []
+    return [flow for name, flow in consumed.items()
+            if isinstance(flow, Mapping) and topic in (None, name)]
 
 
 def guarantee(query: PersistentQuery) -> str:
@@ -138,13 +160,6 @@ def _skipped(status: Mapping[str, Any] | None) -> Mapping[str, int]:
     """Records a query skipped because it cannot read them, by source, as its owner reports."""
     skipped = status.get("skipped") if status else None
     return skipped if isinstance(skipped, Mapping) else {}
-
-
-def error_stats(source: str, statuses: Sequence[Mapping[str, Any] | None]) -> str:
-    """ksqlDB's ``errorStats`` of a source: the records of it that the queries reading it could
-    not deserialize (empty when none)."""
-    failed = sum(int(_skipped(status).get(source, 0)) for status in statuses)
-    return f"consumer-failed-messages: {failed}" if failed else ""
 
 
 def query_description(query_id: str, statement_text: str, columns: Sequence[Column],
@@ -193,19 +208,29 @@ def source_description(source: DataSource, image: Image, extended: bool,
     def summaries(queries: Sequence[PersistentQuery]) -> list[dict[str, Any]]:
         return [query_summary(q, image, _status(query_status, q.query_id)) for q in queries]
 
+    readers = [q.query_id for q in image.queries_reading(source.name)]
+    writers = [q.query_id for q in image.queries_writing(source.name)]
+    statuses = {query_id: _status(query_status, query_id) or {}
+                for query_id in (*readers, *writers)} if extended else {}
+    traffic = stats.traffic(source.topic, [statuses[q] for q in readers if q in statuses],
+                            [statuses[q] for q in writers if q in statuses])
+    failed = stats.failures(source.name, [statuses[q] for q in readers if q in statuses])
     return {
         "name": source.name, "windowType": source.window.kind if source.window else None,
         "readQueries": summaries(image.queries_reading(source.name)),
         "writeQueries": summaries(image.queries_writing(source.name)),
         "fields": [field_json(c) for c in source.columns], "type": source.kind.value,
-        "timestamp": source.timestamp_column or "", "statistics": "",
-        "errorStats": error_stats(source.name, [_status(query_status, q.query_id) for q in
-                                                image.queries_reading(source.name)]),
+        "timestamp": source.timestamp_column or "",
+        "statistics": stats.statistics_text(traffic),
+        "errorStats": stats.error_stats_text(failed),
         "extended": extended, "keyFormat": source.key_format, "valueFormat": source.value_format,
         "topic": source.topic, "partitions": source.partitions or 0, "replication": 0,
-        "statement": source.statement, "queryOffsetSummaries": [], "sourceConstraints": [
-            q.sink for q in image.queries_reading(source.name)],
-        "clusterStatistics": [], "clusterErrorStats": [],
+        "statement": source.statement,
+        "queryOffsetSummaries": stats.offset_summaries(
+            {q: statuses[q] for q in writers if q in statuses}),
+        "sourceConstraints": [q.sink for q in image.queries_reading(source.name)],
+        "clusterStatistics": [stat.to_json() for stat in traffic],
+        "clusterErrorStats": [stat.to_json() for stat in failed],
     }
 
 

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from metastore.engine.source_statistics import ERROR_STATS_NOTICE
 from metastore.kafka.settings import KafkaSettings
 from metastore.runtime.processing_log import logger
 from metastore.runtime.processing_log_settings import ProcessingLogSettings
@@ -98,8 +99,9 @@ def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
         assert properties.get("processing.guarantee") == GUARANTEES.get(value_format, {}).get(
             "processing.guarantee", "at_least_once"), properties
     [described] = ksql(spark_node, f"DESCRIBE {name} EXTENDED;")
-    assert described["sourceDescription"]["errorStats"] == (
-        f"consumer-failed-messages: {len(reading) * len(bad)}")
+    assert described["sourceDescription"]["errorStats"] == (  # as ksqlDB's server prints it
+        ERROR_STATS_NOTICE + f"consumer-failed-messages:{len(reading) * len(bad):>10} "
+        "     last-failed:       n/a\n")
     assert gauge(spark_node, "metastore_records_skipped_total") >= len(reading) * len(bad)
     entries = eventually(lambda: _logged(kafka_settings, spark_node, set(reading), len(bad)),
                          90, f"each query to log its {len(bad)} unreadable records", interval=1)

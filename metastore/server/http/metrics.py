@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -35,6 +36,28 @@ class Histogram:
         return out
 
 
+@dataclass(frozen=True)
+class Series:
+    """One metric with labels: a value for each label set (``counter`` when named ``_total``)."""
+
+    name: str
+    help: str
+    samples: Sequence[tuple[Mapping[str, str], float]]
+
+    def lines(self) -> list[str]:
+        kind = "counter" if self.name.endswith("_total") else "gauge"
+        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {kind}"]
+        for labels, value in self.samples:
+            text = ",".join(f'{key}="{_escaped(label)}"' for key, label in sorted(labels.items()))
+            out.append(f"{self.name}{{{text}}} {value}")
+        return out
+
+
+def _escaped(label: str) -> str:
+    """A label value as Prometheus' text format writes it."""
+    return label.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
 class NodeMetrics:
     def __init__(self) -> None:
         self.statement_latency = Histogram()
@@ -46,7 +69,7 @@ class NodeMetrics:
             self.requests_by_outcome[outcome] = self.requests_by_outcome.get(outcome, 0) + 1
 
     def render(self, gauges: dict[str, tuple[str, float]], state: str,
-               states: Sequence[str]) -> str:
+               states: Sequence[str], series: Sequence[Series] = ()) -> str:
         lines = ["# HELP metastore_statement_latency_seconds Time to answer POST /ksql requests "
                  "that write the log.",
                  "# TYPE metastore_statement_latency_seconds histogram",
@@ -61,4 +84,6 @@ class NodeMetrics:
         lines += ["# HELP metastore_state The node's state (1 for the current one).",
                   "# TYPE metastore_state gauge"]
         lines += [f'metastore_state{{state="{s}"}} {1 if s == state else 0}' for s in states]
+        for one in series:
+            lines += one.lines()
         return "\n".join(lines) + "\n"

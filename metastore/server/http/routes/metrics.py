@@ -4,12 +4,17 @@ the Spark projection) and the request counters and latency of :class:`NodeMetric
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 
 from metastore.log.reader import NodeState
+from metastore.runtime.runner import RUNNING, QueryState
+from metastore.runtime.statistics import QueryFigures
 from metastore.server.http.concurrency import Lane
 from metastore.server.http.context import ServerContext
+from metastore.server.http.metrics import Series
 
 Gauges = dict[str, tuple[str, float]]
 """Name: (help, value)."""
@@ -24,7 +29,7 @@ def router(context: ServerContext) -> APIRouter:
         gauges = {**_log_gauges(context), **_lane_gauges(context), **_query_gauges(context),
                   **_spark_gauges(context)}
         text = context.metrics.render(gauges, context.node.state.value,
-                                      [s.value for s in NodeState])
+                                      [s.value for s in NodeState], _query_series(context))
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     return api
@@ -98,6 +103,48 @@ def _query_gauges(context: ServerContext) -> Gauges:
             "Pull queries answered from a materialized table, not by Spark.",
             float(stores.answered))
     return gauges
+
+
+QUERY_SERIES: dict[str, tuple[str, Callable[[QueryState], float | None]]] = {
+    "metastore_query_up": (
+        "1 when the query runs on this node, 0 when it failed here (ERROR) or is paused.",
+        lambda q: float(q.state == RUNNING)),
+    "metastore_query_lag": ("Source records the query has not read yet.",
+                            lambda q: None if q.lag is None else float(q.lag)),
+    "metastore_query_records_in_total": ("Source records the query read on this node.",
+                                         lambda q: _figures(q).consumed_total()),
+    "metastore_query_records_in_per_second": (
+        "Source records per second in the query's last micro-batch (0 when idle).",
+        lambda q: _figures(q).consumed_per_second()),
+    "metastore_query_records_out_total": (
+        "Records the query wrote to its sink on this node, where Spark counts them.",
+        lambda q: _figures(q).produced_total()),
+    "metastore_query_records_skipped_total": (
+        "Source records the query skipped because it cannot deserialize them.",
+        lambda q: float(sum(q.skipped.values()))),
+    "metastore_query_batch_duration_seconds": (
+        "Duration of the query's last micro-batch.",
+        lambda q: _figures(q).batch_seconds()),
+    "metastore_query_state_rows": (
+        "Rows the query's state keeps (aggregations, joins), as its last micro-batch left it.",
+        lambda q: _figures(q).kept_rows()),
+}
+"""Per query this node owns, labelled ``query_id``: name, (help, value or None for none)."""
+
+
+def _query_series(context: ServerContext) -> list[Series]:
+    runner = context.node.queries
+    owned = sorted(runner.statuses().items()) if runner is not None else []
+    series = []
+    for name, (help_text, value_of) in QUERY_SERIES.items():
+        samples = [({"query_id": query_id}, value) for query_id, state in owned
+                   if (value := value_of(state)) is not None]
+        series.append(Series(name, help_text, samples))
+    return series
+
+
+def _figures(state: QueryState) -> QueryFigures:
+    return QueryFigures.from_json(state.statistics)
 
 
 def _spark_gauges(context: ServerContext) -> Gauges:

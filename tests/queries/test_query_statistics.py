@@ -1,0 +1,87 @@
+"""What a persistent query did, reported where ksqlDB's users look for it, on the suite's Spark
+node: after a known number of records, DESCRIBE EXTENDED's ``statistics`` (as ksqlDB prints
+them) and ``clusterStatistics`` of the source, the records written and ``queryOffsetSummaries``
+of the sink (each source partition read to its end), SHOW QUERIES' records read and lag,
+``/metrics``' series labelled by query id, and ``metastore status``' queries table."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from confluent_kafka import Producer
+
+from metastore.engine.source_statistics import STATISTICS_NOTICE
+from metastore.kafka.settings import KafkaSettings
+from tests.queries.test_query_nodes import ksql, queries
+from tests.queries.test_skipped_records import earliest
+from tests.queries.test_spark_jobs import read_all
+from tests.server.test_cli import cli
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
+
+RECORDS = 20
+
+
+def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_settings: KafkaSettings) -> None:
+    name = unique("STATS").upper().replace("-", "_")
+    source, sink = name.lower(), f"{name.lower()}-out"
+    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{source}', "
+                     "VALUE_FORMAT='JSON', PARTITIONS=2);")
+    producer = producer_factory()
+    for i in range(RECORDS):
+        producer.produce(source, key=struct.pack(">i", i), value=json.dumps({"V": i}))
+    assert producer.flush(30) == 0
+    [created] = earliest(spark_node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}') AS "
+                                     f"SELECT ID, V FROM {name};")
+    query_id = created["commandStatus"]["queryId"]
+    assert len(read_all(kafka_settings, sink, RECORDS)) == RECORDS
+
+    listed: dict[str, Any] = {}
+
+    def read_everything() -> bool:
+        listed.update(queries(spark_node)[query_id])
+        return listed["recordsRead"] == RECORDS and listed["lag"] == 0
+
+    eventually(read_everything, 60, lambda: f"SHOW QUERIES to say {RECORDS} read: {listed}",
+               interval=1)
+    owner = listed["ownerNode"]
+
+    [described] = ksql(spark_node, f"DESCRIBE {name} EXTENDED;")
+    description = described["sourceDescription"]
+    assert description["statistics"].startswith(STATISTICS_NOTICE), description["statistics"]
+    assert f"consumer-total-messages:{RECORDS:>10} " in description["statistics"]
+    assert "    last-message: 20" in description["statistics"], "an ISO-8601 UTC time"
+    assert {"name": "consumer-total-messages", "host": owner, "value": float(RECORDS)} in [
+        {k: v for k, v in stat.items() if k != "timestamp"}
+        for stat in description["clusterStatistics"]]
+    assert description["errorStats"] == "" and description["clusterErrorStats"] == []
+
+    [written] = ksql(spark_node, f"DESCRIBE {name}_OUT EXTENDED;")
+    assert f"  total-messages:{RECORDS:>10} " in written["sourceDescription"]["statistics"], (
+        "Spark's Kafka sink counts what the query wrote")
+    [summary] = written["sourceDescription"]["queryOffsetSummaries"]
+    assert summary["groupId"] == query_id
+    [topic] = summary["topicSummaries"]
+    assert topic["kafkaTopic"] == source
+    assert [p["partition"] for p in topic["offsets"]] == [0, 1]
+    assert all(p["consumerOffset"] == p["logEndOffset"] for p in topic["offsets"])
+    assert sum(p["logEndOffset"] - p["logStartOffset"] for p in topic["offsets"]) == RECORDS
+
+    metrics = httpx.get(f"{spark_node.url}/metrics", timeout=10).text
+    label = f'{{query_id="{query_id}"}}'
+    assert f"metastore_query_records_in_total{label} {float(RECORDS)}" in metrics
+    assert f"metastore_query_lag{label} 0.0" in metrics
+    assert f"metastore_query_up{label} 1.0" in metrics
+    assert f"metastore_query_batch_duration_seconds{label} " in metrics
+
+    status = cli("status", "--server", spark_node.url)
+    assert status.returncode == 0, status.stderr
+    [row] = [line for line in status.stdout.splitlines() if query_id in line]
+    assert "RUNNING" in row and f" {RECORDS} " in row, status.stdout
