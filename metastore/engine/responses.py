@@ -178,8 +178,17 @@ def query_description(query_id: str, statement_text: str, columns: Sequence[Colu
             "overriddenProperties": dict(config or {}),
             "ksqlHostQueryStatus": {owner: state} if owner and state else {},
             "queryType": query_type,
-            "queryErrors": [{"errorMessage": message, "type": "UNKNOWN"}] if message else [],
+            "queryErrors": _errors(status, message),
             "tasksMetadata": [], "state": state, "consumerGroupId": ""}
+
+
+def _errors(status: Mapping[str, Any] | None, message: str | None) -> list[dict[str, Any]]:
+    """ksqlDB's ``queryErrors``: the owner's recent errors of the query (its current failure
+    alone when the owner reported none)."""
+    errors = status.get("errors") if status else None
+    if isinstance(errors, list) and errors:
+        return [dict(e) for e in errors if isinstance(e, Mapping)]
+    return [{"errorMessage": message, "type": "UNKNOWN"}] if message else []
 
 
 def explain_entity(statement: st.Statement, description: dict[str, Any]) -> Entity:

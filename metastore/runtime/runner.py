@@ -15,8 +15,8 @@ assignment partition this node owns) with *running* (the StreamingQuery objects 
   (``<checkpoint root>/<service id>/<command topic id>/<query id>``: query ids derive from
   offsets, so they repeat in another service or a re-created command log); one whose SQL
   changed (CREATE OR REPLACE) is restarted on the same checkpoint;
-- a query that failed is reported ERROR with Spark's reason and retried after
-  ``retry_seconds``;
+- a query that failed is reported ERROR with Spark's reason and ksqlDB's query errors, and
+  started again after a backoff (:mod:`metastore.runtime.query_health`);
 - a PAUSEd query is stopped and reported PAUSED, its checkpoint kept: RESUME starts it again
   from where it stopped.
 
@@ -44,6 +44,7 @@ from metastore.planner.plan import plan_of
 from metastore.runtime import job, progress_listener
 from metastore.runtime.assignment import Partitions, QueryAssignment, partition_of
 from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
+from metastore.runtime.query_health import QueryHealth, RetrySettings
 from metastore.runtime.skipped import SkippedRecords
 from metastore.runtime.statistics import QueryStatistics
 
@@ -72,19 +73,22 @@ class QueryState:
     """What it did on this node (:meth:`QueryFigures.to_json`), once a micro-batch ran."""
     offsets: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     """Where it is in each source: topic, partition, [log start, consumer, log end]."""
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    """ksqlDB's ``QueryError``s of its recent failures on this node."""
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "message": self.message, "lag": self.lag,
                 "sinceMs": self.since_ms, "skipped": dict(self.skipped),
-                "statistics": self.statistics, "offsets": self.offsets}
+                "statistics": self.statistics, "offsets": self.offsets,
+                "errors": list(self.errors)}
 
 
 @dataclass
 class _Entry:
     query: PersistentQuery
     state: QueryState
+    health: QueryHealth
     handle: StreamingQuery | None = None
-    failed_at: float | None = None
 
 
 def _positions(reached: Mapping[tuple[str, int], int],
@@ -108,7 +112,7 @@ class QueryRunner:
                  settings: KafkaSettings,
                  assignment: Callable[[Callable[[Partitions], None],
                                        Callable[[Partitions], None]], QueryAssignment],
-                 retry_seconds: float = 10.0,
+                 retry: RetrySettings | None = None,
                  service_id: str = "") -> None:
         self.node_id = node_id
         self._lag_group = f"{service_id}-{node_id}-query-lag" if service_id else (
@@ -120,7 +124,7 @@ class QueryRunner:
         self._settings = settings
         self._make_assignment = assignment
         self.assignment: QueryAssignment | None = None
-        self._retry = retry_seconds
+        self._retry = retry or RetrySettings()
         self._latest: Image | None = None
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.RLock()
@@ -251,7 +255,8 @@ class QueryRunner:
                                                                 query.plan):
                     self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new plan
                     found = None
-                entry = found or _Entry(query, QueryState(query_id, PENDING))
+                entry = found or _Entry(query, QueryState(query_id, PENDING),
+                                        QueryHealth(self._retry))
                 self._entries[query_id] = entry
                 entry.query = query
                 if query.paused:
@@ -260,8 +265,7 @@ class QueryRunner:
                 if entry.state.state == PAUSED:
                     entry.state = QueryState(query_id, PENDING)
                 self._check(entry)
-                if entry.handle is None and (entry.failed_at is None or
-                                             time.monotonic() - entry.failed_at >= self._retry):
+                if entry.handle is None and entry.health.may_start():
                     self._launch(spark, entry, image)
             self._collect_orphans(image, owned, assignment.partitions)
             self._publish()
@@ -281,20 +285,18 @@ class QueryRunner:
                                          idle=self.statistics.idle),
                                      transactional_id=self._transactional_id(entry.query))
             entry.state = QueryState(query_id, RUNNING)
-            entry.failed_at = None
+            entry.health.started()
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
-            first = job.failure_text(str(error)) or type(error).__name__
-            entry.state = QueryState(query_id, ERROR, first)
-            entry.failed_at = time.monotonic()
-            log.warning("%s could not start: %s", query_id, first[:300])
+            self._failed(entry, job.failure_text(str(error)) or type(error).__name__,
+                         "could not start")
 
     def _pause(self, entry: _Entry) -> None:
         """Stop a PAUSEd query; its checkpoint stays, for RESUME to go on from."""
         if entry.state.state != PAUSED:
             self._halt(entry)
             entry.state = QueryState(entry.query.query_id, PAUSED)
-            entry.failed_at = None
+            entry.health.started()
             log.info("%s paused: stopped, checkpoint kept", entry.query.query_id)
 
     def _check(self, entry: _Entry) -> None:
@@ -304,9 +306,15 @@ class QueryRunner:
         reason = job.failure(handle) or "the Spark query stopped"
         entry.handle = None
         self._close_producer(entry.query)
-        entry.state = QueryState(entry.query.query_id, ERROR, reason)
-        entry.failed_at = time.monotonic()
-        log.warning("%s failed: %s", entry.query.query_id, reason[:300])
+        self._failed(entry, reason, "failed")
+
+    def _failed(self, entry: _Entry, reason: str, what: str) -> None:
+        """``entry``'s query failed: ERROR, with its error recorded, until its backoff ends."""
+        wait = entry.health.failed(reason)
+        entry.state = QueryState(entry.query.query_id, ERROR, reason,
+                                 errors=entry.health.reported_errors())
+        log.warning("%s %s (failure %d in a row; starting again in %.0f s): %s",
+                    entry.query.query_id, what, entry.health.failures, wait, reason[:300])
 
     def _halt(self, entry: _Entry) -> None:
         handle, entry.handle = entry.handle, None
@@ -379,10 +387,13 @@ class QueryRunner:
         with self._lock:
             for query_id, position in positions.items():
                 entry = self._entries.get(query_id)
+                if entry is not None and progress[query_id] is not None:
+                    entry.health.ran()
                 if entry is not None and entry.state.state == RUNNING:
                     entry.state.lag = _lag(position) if position is not None else None
                     entry.state.offsets = position or {}
             for query_id, entry in self._entries.items():
+                entry.state.errors = entry.health.reported_errors()
                 entry.state.skipped = self.skipped.of(query_id)
                 figures = self.statistics.of(query_id)
                 entry.state.statistics = figures.to_json() if figures is not None else None

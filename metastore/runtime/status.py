@@ -28,9 +28,10 @@ def report(states: Mapping[str, QueryState]) -> dict[str, Any]:
 
 def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Status]:
     """Each query of ``image``: ``{state, ownerNode, lag, message, skipped, statistics,
-    offsets}`` from the nodes' claims (``skipped``: records its owner skipped because it
+    offsets, errors}`` from the nodes' claims (``skipped``: records its owner skipped because it
     cannot read them, by source; ``statistics``: its owner's :class:`QueryFigures` as JSON;
-    ``offsets``: where it is in each source, as :class:`QueryState` keeps them).
+    ``offsets``: where it is in each source, as :class:`QueryState` keeps them; ``errors``:
+    ksqlDB's ``QueryError``s of its owner).
 
     ``claims`` are ``(node id, report)`` pairs of live nodes (this node's own report first).
     """
@@ -39,12 +40,15 @@ def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict
         for query_id, state in claimed.items():
             if query_id not in image.queries or not isinstance(state, Mapping):
                 continue
-            skipped, offsets = state.get("skipped"), state.get("offsets")
+            skipped, offsets, errors = (state.get("skipped"), state.get("offsets"),
+                                        state.get("errors"))
             candidate = {"state": str(state.get("state", PENDING)), "ownerNode": node_id,
                          "lag": state.get("lag"), "message": state.get("message"),
                          "skipped": dict(skipped) if isinstance(skipped, Mapping) else {},
                          "statistics": _figures(state.get("statistics")),
-                         "offsets": dict(offsets) if isinstance(offsets, Mapping) else {}}
+                         "offsets": dict(offsets) if isinstance(offsets, Mapping) else {},
+                         "errors": [dict(e) for e in errors if isinstance(e, Mapping)]
+                         if isinstance(errors, list) else []}
             current = best.get(query_id)
             if current is None or (current["state"] != RUNNING and candidate["state"] == RUNNING):
                 best[query_id] = candidate
@@ -52,7 +56,8 @@ def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict
     for query_id, query in sorted(image.queries.items()):
         status = best.get(query_id) or {"state": PENDING, "ownerNode": None, "lag": None,
                                         "message": None, "skipped": {},
-                                        "statistics": _figures(None), "offsets": {}}
+                                        "statistics": _figures(None), "offsets": {},
+                                        "errors": []}
         if query.paused:  # the log says so, whatever an owner last reported
             status = {**status, "state": PAUSED}
         merged[query_id] = status

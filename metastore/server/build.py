@@ -246,7 +246,8 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
 
     queries = QueryRunner(config.node_id, session, kafka_options,
                           checkpoint_root(settings.query_checkpoints, session),
-                          kafka, assignment, service_id=config.service_id)
+                          kafka, assignment, retry=settings.query_retry,
+                          service_id=config.service_id)
     end_offsets, close_offsets = _end_offsets_reader(config, kafka, admin)
     stores = TableStores(session, kafka_options, settings.directory / "table-stores",
                          end_offsets, close=close_offsets)

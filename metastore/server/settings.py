@@ -24,10 +24,12 @@ from metastore.core.limits import RequestLimits
 from metastore.dev.paths import dev_dir
 from metastore.engine import overrides
 from metastore.log.writer import WriterOptions
+from metastore.runtime import query_health
 from metastore.runtime.processing_log_settings import (
     ProcessingLogSettingError,
     ProcessingLogSettings,
 )
+from metastore.runtime.query_health import RetrySettingError, RetrySettings
 from metastore.server.http.forwarding import ForwardingSettings
 from metastore.server.http.http_limits import HttpLimits
 from metastore.server.node import NodeConfig
@@ -87,6 +89,9 @@ class ServerSettings:
     processing_log: ProcessingLogSettings = field(default_factory=ProcessingLogSettings)
     """ksqlDB's ``ksql.logging.processing.*`` properties (:mod:`metastore.runtime.
     processing_log`)."""
+    query_retry: RetrySettings = field(default_factory=RetrySettings)
+    """ksqlDB's ``ksql.query.retry.backoff.*`` and ``ksql.query.error.max.queue.size``
+    (:mod:`metastore.runtime.query_health`)."""
 
     advertised_url: str | None = None
     """The URL other nodes and clients reach this node at (heartbeats, forwarded writes,
@@ -140,6 +145,7 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           function_modules=_modules(given.get("function_modules", ())),
                           forwarding=_forwarding(given),
                           processing_log=_processing_log(given),
+                          query_retry=_query_retry(given),
                           advertised_url=_advertised(given.get("advertised_url")))
 
 
@@ -172,8 +178,10 @@ def _advertised(value: Any) -> str | None:
 
 
 QUERY_DEFAULTS = frozenset({"ksql.streams.processing.guarantee"})
-"""The ``ksql_properties`` that set the node's defaults of persistent queries' settings; the
-others are the processing log's."""
+"""The ``ksql_properties`` that set the node's defaults of persistent queries' settings."""
+QUERY_RETRY = frozenset(query_health.PROPERTIES)
+"""The ``ksql_properties`` of a failed query's errors and retries; the others are the
+processing log's."""
 
 
 def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
@@ -184,10 +192,19 @@ def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
 
 def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
     properties = {name: value for name, value in _ksql_properties(given).items()
-                  if name not in QUERY_DEFAULTS}
+                  if name not in QUERY_DEFAULTS | QUERY_RETRY}
     try:
         return ProcessingLogSettings.of(properties)
     except ProcessingLogSettingError as error:
+        raise SettingsError("ksql_properties", str(error)) from error
+
+
+def _query_retry(given: Mapping[str, Any]) -> RetrySettings:
+    properties = {name: value for name, value in _ksql_properties(given).items()
+                  if name in QUERY_RETRY}
+    try:
+        return RetrySettings.of(properties)
+    except RetrySettingError as error:
         raise SettingsError("ksql_properties", str(error)) from error
 
 

@@ -1,0 +1,133 @@
+"""A persistent query that fails: its errors as ksqlDB reports them, and when it runs again.
+
+A query whose Spark query fails (or cannot start) is ERROR on its owner, with ksqlDB's
+``QueryError`` for each failure (``{timestamp, errorMessage, type}``, the last
+``ksql.query.error.max.queue.size`` of the last hour, in EXPLAIN and SHOW QUERIES EXTENDED's
+``queryErrors``), and starts again after a backoff: ``ksql.query.retry.backoff.initial.ms``
+after its first failure, twice as long after each next one, at most
+``ksql.query.retry.backoff.max.ms`` (ksqlDB's defaults: 15 s and 900 s). A query that completes
+a micro-batch after it started again is healthy: its next failure waits the initial backoff.
+
+The type is ksqlDB's classification: USER when the cause is the user's to fix (a topic that
+does not exist, a permission Kafka or the registry refuses, a record too large for the topic, a
+registry subject or schema that does not exist, a value the sink's format cannot hold), else
+UNKNOWN. ksqlDB marks nothing SYSTEM by itself (its operators add classifiers); neither does
+this.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from metastore.core.exceptions import MetastoreError
+
+INITIAL_BACKOFF = "ksql.query.retry.backoff.initial.ms"
+MAX_BACKOFF = "ksql.query.retry.backoff.max.ms"
+ERRORS_KEPT = "ksql.query.error.max.queue.size"
+PROPERTIES = (INITIAL_BACKOFF, MAX_BACKOFF, ERRORS_KEPT)
+ERRORS_FOR_MS = 3_600_000
+"""How long an error is reported (ksqlDB's time-bounded queue: an hour)."""
+
+USER, SYSTEM, UNKNOWN = "USER", "SYSTEM", "UNKNOWN"
+_USER_CAUSES = re.compile(
+    r"UnknownTopicOrPartition|MissingSourceTopic|[Tt]opic[^\n]{0,200}(does not exist|not present)"
+    r"|AuthorizationException|[Nn]ot authorized|RecordTooLargeException"
+    r"|[Ss]ubject[^\n]{0,200}not found|[Ss]chema[^\n]{0,200}not found|error code: 4010[12]"
+    r"|SerializationException|cannot be (serialized|encoded)")
+
+
+class RetrySettingError(MetastoreError):
+    """A query retry property with a value it cannot take."""
+
+    code = "bad_query_retry_setting"
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    initial_ms: int = 15_000
+    max_ms: int = 900_000
+    errors_kept: int = 10
+
+    @classmethod
+    def of(cls, properties: Mapping[str, str]) -> RetrySettings:
+        """The settings ``properties`` name (ksqlDB's names); the others' defaults."""
+        default = cls()
+        settings = cls(_positive(properties, INITIAL_BACKOFF, default.initial_ms),
+                       _positive(properties, MAX_BACKOFF, default.max_ms),
+                       _positive(properties, ERRORS_KEPT, default.errors_kept))
+        if settings.max_ms < settings.initial_ms:
+            raise RetrySettingError(MAX_BACKOFF, f"{settings.max_ms} is less than "
+                                                 f"{INITIAL_BACKOFF} ({settings.initial_ms})")
+        return settings
+
+    def wait_seconds(self, failures: int) -> float:
+        """The wait before the next start after ``failures`` failures in a row (1 or more)."""
+        doublings = min(max(failures - 1, 0), 40)
+        return float(min(self.initial_ms * (1 << doublings), self.max_ms)) / 1000
+
+
+def classify(text: str) -> str:
+    """ksqlDB's type of an error whose text (with its causes) is ``text``."""
+    return USER if _USER_CAUSES.search(text) else UNKNOWN
+
+
+@dataclass
+class QueryHealth:
+    """One query's failures on this node: how many in a row, and its recent errors."""
+
+    settings: RetrySettings
+    failures: int = 0
+    retry_at: float | None = None
+    """When it may start again (``time.monotonic()``); None: now."""
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def failed(self, message: str) -> float:
+        """Record a failure with Spark's ``message``; the seconds until it starts again."""
+        self.failures += 1
+        now_ms = int(time.time() * 1000)
+        self.errors = [e for e in self.errors if now_ms - e["timestamp"] < ERRORS_FOR_MS]
+        self.errors.append({"timestamp": now_ms, "errorMessage": message,
+                            "type": classify(message)})
+        del self.errors[:-self.settings.errors_kept]
+        wait = self.settings.wait_seconds(self.failures)
+        self.retry_at = time.monotonic() + wait
+        return wait
+
+    def may_start(self) -> bool:
+        return self.retry_at is None or time.monotonic() >= self.retry_at
+
+    def started(self) -> None:
+        self.retry_at = None
+
+    def ran(self) -> None:
+        """It completed a micro-batch since it started: its next failure starts over."""
+        self.failures = 0
+
+    def reported_errors(self) -> list[dict[str, Any]]:
+        now_ms = int(time.time() * 1000)
+        return [dict(e) for e in self.errors if now_ms - e["timestamp"] < ERRORS_FOR_MS]
+
+
+def _positive(properties: Mapping[str, str], name: str, default: int) -> int:
+    value = properties.get(name)
+    if value is None:
+        return default
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise RetrySettingError(name, f"not a whole number: {value!r}") from None
+    if number <= 0:
+        raise RetrySettingError(name, f"must be positive, not {number}")
+    return number
+
+
+__all__ = ["PROPERTIES", "QueryHealth", "RetrySettingError", "RetrySettings", "classify"]
