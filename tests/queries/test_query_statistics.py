@@ -2,7 +2,8 @@
 node: after a known number of records, DESCRIBE EXTENDED's ``statistics`` (as ksqlDB prints
 them) and ``clusterStatistics`` of the source, the records written and ``queryOffsetSummaries``
 of the sink (each source partition read to its end), SHOW QUERIES' records read and lag,
-``/metrics``' series labelled by query id, and ``metastore status``' queries table."""
+``/metrics``' series labelled by query id, ``/clusterStatus``' placement of each query and its
+state's lag, and ``metastore status``' queries table."""
 
 from __future__ import annotations
 
@@ -80,6 +81,28 @@ def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
     assert f"metastore_query_lag{label} 0.0" in metrics
     assert f"metastore_query_up{label} 1.0" in metrics
     assert f"metastore_query_batch_duration_seconds{label} " in metrics
+
+    [counting] = earliest(spark_node, f"CREATE TABLE {name}_N AS SELECT ID, COUNT(*) AS N "
+                                      f"FROM {name} GROUP BY ID;")
+    counter = counting["commandStatus"]["queryId"]
+    host: dict[str, Any] = {}
+
+    def counted_everything() -> bool:
+        cluster = httpx.get(f"{spark_node.url}/clusterStatus", timeout=10).json()
+        host.update(next(h for h in cluster["clusterStatus"].values()
+                         if h["nodeId"] == owner))
+        lags = host["hostStoreLags"]["stateStoreLags"].get(f"{counter}#state")
+        return lags is not None and sum(
+            p["endOffsetPosition"] for p in lags["lagByPartition"].values()) == RECORDS and all(
+                p["offsetLag"] == 0 for p in lags["lagByPartition"].values())
+
+    eventually(counted_everything, 60, lambda: f"the count's store lag in /clusterStatus: {host}",
+               interval=1)
+    placed = host["activeStandbyPerQuery"]
+    assert placed[counter]["activeStores"] == ["state"], "an aggregation keeps state"
+    assert placed[query_id]["activeStores"] == [], "a projection keeps none"
+    assert placed[query_id]["activePartitions"] == [{"topic": source, "partition": 0},
+                                                    {"topic": source, "partition": 1}]
 
     status = cli("status", "--server", spark_node.url)
     assert status.returncode == 0, status.stderr

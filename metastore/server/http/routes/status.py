@@ -6,6 +6,7 @@ this node's log position and fingerprints."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter
@@ -15,6 +16,7 @@ from metastore import __version__
 from metastore.cluster.health import PROBE_TIMEOUT_SECONDS, HealthProbe, KafkaHealth
 from metastore.kafka.admin import Admin
 from metastore.log.reader import NodeState
+from metastore.runtime import query_placement
 from metastore.server.http import error_codes as codes
 from metastore.server.http.answers import KsqlResponse, error_response
 from metastore.server.http.concurrency import Lane
@@ -77,10 +79,12 @@ def router(context: ServerContext) -> APIRouter:
 
 
 def _host(node_id: str, alive: bool, updated_ms: int, state: str,
-          applied: int | None) -> dict[str, Any]:
+          applied: int | None, queries: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    running = query_placement.running(queries or {}) if alive else {}
     return {"hostAlive": alive, "lastStatusUpdateMs": updated_ms, "nodeId": node_id,
-            "state": state, "appliedOffset": applied, "activeStandbyPerQuery": {},
-            "hostStoreLags": {}}
+            "state": state, "appliedOffset": applied,
+            "activeStandbyPerQuery": query_placement.active_standby(running),
+            "hostStoreLags": query_placement.store_lags(running, updated_ms if alive else 0)}
 
 
 def _hosts(context: ServerContext) -> dict[str, Any]:
@@ -93,14 +97,15 @@ def _hosts(context: ServerContext) -> dict[str, Any]:
     for beat, alive in members:
         seen.add(beat.node_id)
         hosts[beat.url or beat.node_id] = _host(beat.node_id, alive, beat.timestamp_ms,
-                                                beat.state, beat.applied_offset)
+                                                beat.state, beat.applied_offset, beat.queries)
     for node_id in sorted(node.replica.origin_nodes):
         if node_id not in seen:
             hosts[node_id] = _host(node_id, False, 0, "UNKNOWN", None)
     if node.config.node_id not in seen:
+        own = node.queries.statuses() if node.queries is not None else {}
         hosts[context.url or node.config.node_id] = _host(
             node.config.node_id, True, int(time.time() * 1000), node.state.value,
-            node.replica.position - 1)
+            node.replica.position - 1, {qid: state.to_json() for qid, state in own.items()})
     return hosts
 
 
