@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -158,6 +159,28 @@ def _start_nodes(nodes_cluster: LocalNodeCluster, service_id: str, bootstrap: st
     return tuple(state.nodes)
 
 
+def show_query_figures(nodes: tuple[LocalNode, ...], timeout: float = 60) -> bool:
+    """``metastore status`` lists each query with its lag and the records it read; the owner's
+    ``/metrics`` has the same count, labelled by query id."""
+    deadline = time.monotonic() + timeout
+    counted: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not counted:
+        status = json.loads(cli("status", "--server", nodes[0].url, "--json").stdout or "{}")
+        counted = [q for q in status.get("queries", []) if q.get("recordsRead", 0) > 0]
+        time.sleep(0 if counted else 1)
+    say(cli("status", "--server", nodes[0].url).stdout.rstrip())
+    by_name = {node.name: node for node in nodes}
+    for query in counted:
+        owner = by_name.get(str(query.get("ownerNode")))
+        if owner is not None:
+            text = httpx.get(f"{owner.url}/metrics", timeout=10).text
+            say("  " + "\n  ".join(line for line in text.splitlines()
+                                    if f'query_id="{query["id"]}"' in line
+                                    and line.startswith(("metastore_query_records_in_total",
+                                                         "metastore_query_lag"))))
+    return bool(counted)
+
+
 def _show_catalog(nodes: tuple[LocalNode, ...], bootstrap: str, checks: list[tuple[str, bool]],
                   spark_workers: int) -> None:
     """Steps 2 to 4: statements through the CLI, one catalog on every node, Spark reading it
@@ -180,8 +203,12 @@ def _show_catalog(nodes: tuple[LocalNode, ...], bootstrap: str, checks: list[tup
     checks.append(("a persistent query moved data into its sink topic",
                    query_moves_data(nodes[2], bootstrap)))
 
+    say("\n== 4c. What each query did: metastore status, and /metrics on its owner")
+    checks.append(("the queries' figures are live in status and /metrics",
+                   show_query_figures(nodes)))
+
     if spark_workers:
-        say("\n== 4c. The Spark work ran on the cluster's workers")
+        say("\n== 4d. The Spark work ran on the cluster's workers")
         checks.append(("Spark tasks ran on the workers", tasks_on_workers(nodes)))
 
 

@@ -231,6 +231,8 @@ def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:
     assert "metastore_statement_latency_seconds_count 1" in metrics
     assert 'metastore_state{state="READY"} 1' in metrics
     assert "metastore_fenced_retries_total 0" in metrics
+    assert (f'metastore_image_info{{fingerprint="{status["imageFingerprint"][:16]}",'
+            f'offset="{status["appliedOffset"]}"}} 1.0') in metrics
     assert httpx.get(f"{server.url}/openapi.json").json()["paths"]["/ksql"]
 
 

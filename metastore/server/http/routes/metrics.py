@@ -29,7 +29,8 @@ def router(context: ServerContext) -> APIRouter:
         gauges = {**_log_gauges(context), **_lane_gauges(context), **_query_gauges(context),
                   **_spark_gauges(context)}
         text = context.metrics.render(gauges, context.node.state.value,
-                                      [s.value for s in NodeState], _query_series(context))
+                                      [s.value for s in NodeState],
+                                      [_image_series(context), *_query_series(context)])
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     return api
@@ -130,6 +131,16 @@ QUERY_SERIES: dict[str, tuple[str, Callable[[QueryState], float | None]]] = {
         lambda q: _figures(q).kept_rows()),
 }
 """Per query this node owns, labelled ``query_id``: name, (help, value or None for none)."""
+
+
+def _image_series(context: ServerContext) -> Series:
+    """The catalog's fingerprint at the applied offset: nodes at one offset must agree."""
+    node = context.node
+    return Series("metastore_image_info",
+                  "1, labelled with the catalog's fingerprint and the offset applied; nodes of "
+                  "a service at the same offset have the same fingerprint.",
+                  [({"fingerprint": node.replica.image.fingerprint[:16],
+                     "offset": str(node.replica.position - 1)}, 1.0)])
 
 
 def _query_series(context: ServerContext) -> list[Series]:
