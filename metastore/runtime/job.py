@@ -79,7 +79,8 @@ class Progress:
 def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
           kafka_options: Mapping[str, str], available_now: bool = False,
           listener: StreamingQueryListener | None = None,
-          transactional_id: str | None = None) -> StreamingQuery:
+          transactional_id: str | None = None,
+          producer_options: Mapping[str, str] | None = None) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
@@ -87,7 +88,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     (it runs in a session of its own, whose queries only that session's listeners hear).
     With a ``transactional_id`` the query runs exactly once: each micro-batch is written in one
     Kafka transaction with its id (:func:`transactional_sink`); else Spark's Kafka sink writes
-    it, at least once.
+    it, at least once. ``producer_options`` are its sink producer's own (``kafka.*``).
     """
     session = query_session(spark)
     if listener is not None:
@@ -102,7 +103,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     _register(session, plan.steps, kafka_options, reads=reads)
     partitioner = sink_partitioner(plan) if checkpoint.holds_windowed_partitioning() else {}
     checkpoint.prepare(plan.table_state, plan.stream_state, bool(partitioner))
-    sink_options = {**kafka_options, **partitioner,
+    sink_options = {**kafka_options, **partitioner, **(producer_options or {}),
                     "kafka.interceptor.classes": INTERCEPTOR_CLASS, "topic": plan.topic}
     emit = (transactional_sink(sink_options, transactional_id, checkpoint)
             if transactional_id is not None

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 from metastore.catalog.image import Image
 from metastore.catalog.image_worker import ImageChange
 from metastore.catalog.model import PersistentQuery
+from metastore.core.exceptions import MetastoreError
 from metastore.engine import overrides
+from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PENDING, RUNNING, ERROR, PAUSED = "PENDING", "RUNNING", "ERROR", "PAUSED"
+PRODUCER_BATCH_BYTES = 16_384
+"""Kafka's producers' default ``batch.size``."""
 _ID_OFFSET = re.compile(r"_(\d+)$")
 
 
@@ -130,6 +134,7 @@ class QueryRunner:
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._offsets: EndOffsets | None = None
+        self._admin: Admin | None = None
         self._published: dict[str, QueryState] = {}
         self._queries_changed = True
         """Whether the image's queries changed since the last reconcile."""
@@ -283,13 +288,28 @@ class QueryRunner:
                                      listener=progress_listener.listener(
                                          self.skipped.hear, self.statistics.hear,
                                          idle=self.statistics.idle),
-                                     transactional_id=self._transactional_id(entry.query))
+                                     transactional_id=self._transactional_id(entry.query),
+                                     producer_options=self._producer_options(plan.topic))
             entry.state = QueryState(query_id, RUNNING)
             entry.health.started()
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
             self._failed(entry, job.failure_text(str(error)) or type(error).__name__,
                          "could not start")
+
+    def _producer_options(self, topic: str) -> dict[str, str]:
+        """Batches no larger than the sink topic takes: a producer whose batch holds records
+        the topic refuses as too large splits it into the same batch again, forever (the
+        query would hang), where batches of at most the topic's ``max.message.bytes`` fail
+        with RecordTooLargeException, and the query with them."""
+        if self._admin is None:
+            self._admin = Admin(self._settings)
+        try:
+            limit = int(self._admin.topic_config(topic).get("max.message.bytes", "0"))
+        except (MetastoreError, ValueError) as error:
+            log.warning("the size limit of topic %s is unknown: %s", topic, error)
+            return {}
+        return {"kafka.batch.size": str(limit)} if 0 < limit < PRODUCER_BATCH_BYTES else {}
 
     def _pause(self, entry: _Entry) -> None:
         """Stop a PAUSEd query; its checkpoint stays, for RESUME to go on from."""
