@@ -104,12 +104,14 @@ class QueryStatistics:
         self._figures: dict[str, QueryFigures] = {}
 
     def of(self, query: str) -> QueryFigures | None:
+        """A copy of ``query``'s figures, or None before its first micro-batch here."""
         with self._lock:
             figures = self._figures.get(query)
             return QueryFigures.from_json(figures.to_json()) if figures is not None else None
 
     def forget(self, query: str) -> None:
-        """``query`` is gone from this node for good (terminated, dropped)."""
+        """``query`` no longer runs here (terminated, dropped, or moved to another node): its
+        counts start from 0 if it runs here again."""
         with self._lock:
             self._figures.pop(query, None)
 
@@ -121,17 +123,20 @@ class QueryStatistics:
         at_ms = _epoch_ms(progress.timestamp)
         with self._lock:
             figures = self._figures.setdefault(name, QueryFigures())
-            for source in progress.sources or []:
+            read: dict[str, tuple[int, float]] = {}
+            for source in progress.sources or []:  # a self-join reads one topic twice
                 topic = _topic(source.endOffset)
-                if topic is not None:
-                    figures.consumed.setdefault(topic, Flow()).add(
-                        int(source.numInputRows or 0), _rate(source.inputRowsPerSecond), at_ms)
+                if topic is not None and topic not in read:
+                    read[topic] = (int(source.numInputRows or 0),
+                                   _rate(source.inputRowsPerSecond))
+            for topic, (records, per_second) in read.items():
+                figures.consumed.setdefault(topic, Flow()).add(records, per_second, at_ms)
             sink = progress.sink
             written = getattr(sink, "numOutputRows", -1) if sink is not None else -1
+            seconds = int(progress.batchDuration or 0) / 1000
             if written is not None and written >= 0:
                 figures.produced = figures.produced or Flow()
-                figures.produced.add(int(written), _rate(progress.processedRowsPerSecond)
-                                     if written else 0.0, at_ms)
+                figures.produced.add(int(written), written / seconds if seconds else 0.0, at_ms)
             figures.batches += 1
             figures.batch_ms = int(progress.batchDuration or 0)
             operators = progress.stateOperators or []

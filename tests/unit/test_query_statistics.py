@@ -1,6 +1,7 @@
 """A query's figures from Spark's progress events: records per source topic, rates, the last
-record's time, records written when Spark counts them, state rows; idle rates fall to 0; the
-figures survive a heartbeat's JSON, and malformed JSON reads as none."""
+record's time, records written when Spark counts them, state rows; idle rates fall to 0 (the
+listener knows an idle query by its id); the figures survive a heartbeat's JSON, and
+malformed JSON reads as none."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+from metastore.runtime import progress_listener
 from metastore.runtime.statistics import QueryFigures, QueryStatistics
 
 
@@ -57,3 +59,27 @@ def test_figures_survive_a_heartbeat_and_malformed_ones_read_as_none() -> None:
     assert QueryFigures.from_json(carried) == figures
     assert QueryFigures.from_json("nonsense") == QueryFigures()
     assert QueryFigures.from_json({"consumed": [1], "batches": None}) == QueryFigures()
+
+
+def test_the_listener_names_an_idle_query_by_its_id_and_a_failing_part_costs_no_other() -> None:
+    statistics = QueryStatistics()
+
+    def broken(_progress: Any) -> None:
+        raise ValueError("a bug in one part")
+
+    listener = progress_listener.listener(broken, statistics.hear, idle=statistics.idle)
+    listener.onQueryStarted(SimpleNamespace(id="4f1c", name="CSAS_D_4"))
+    listener.onQueryProgress(SimpleNamespace(progress=progress("CSAS_D_4", 5)))
+    listener.onQueryIdle(SimpleNamespace(id="4f1c"))  # Spark's idle event has no name
+    figures = statistics.of("CSAS_D_4")
+    assert figures is not None and figures.consumed["orders"].total == 5
+    assert figures.consumed["orders"].per_second == 0.0
+
+
+def test_a_topic_read_twice_in_one_micro_batch_counts_once() -> None:
+    statistics = QueryStatistics()
+    twice = progress("CSAS_E_5", 4)
+    twice.sources = [*twice.sources, *twice.sources]  # a self-join
+    statistics.hear(twice)
+    figures = statistics.of("CSAS_E_5")
+    assert figures is not None and figures.consumed["orders"].total == 4
