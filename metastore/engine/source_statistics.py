@@ -9,9 +9,9 @@ owner's figures: records read per source topic, records written, skipped records
   ``last-message``, each stat as ksqlDB formats it (``%16s:%10.0f``, or ``%10.2f`` for a
   fraction), after the notice ksqlDB's server puts before it;
 - ``errorStats``: its records the reading queries could not deserialize
-  (``consumer-failed-messages``);
-- ``clusterStatistics`` and ``clusterErrorStats``: the same per stat and owner node
-  (``{name, host, value, timestamp}``);
+  (``consumer-failed-messages``; ``last-failed`` is ``n/a``: the time of a skip is not kept);
+- ``clusterStatistics`` and ``clusterErrorStats``: the same per stat and owner
+  (``{name, host, value, timestamp}``, the host as ksqlDB's clients read it: ``host:port``);
 - ``queryOffsetSummaries``: where each query writing the source is in its own sources, per
   partition (log start, the query's offset, log end). A query keeps its offsets in its Spark
   checkpoint, not in a consumer group: the summary's ``groupId`` is the query's id.
@@ -61,14 +61,14 @@ def traffic(topic: str, readers: Sequence[Status], writers: Sequence[Status]) ->
     for status in readers:
         flow = _consumed(status, topic)
         if flow is not None:
-            host = str(status.get("ownerNode") or "")
+            host = _host(status)
             stats += [Stat("consumer-messages-per-sec", host, _number(flow, "perSecond"),
                            _last(flow)),
                       Stat("consumer-total-messages", host, _number(flow, "total"), _last(flow))]
     for status in writers:
         flow = _produced(status)
         if flow is not None:
-            host = str(status.get("ownerNode") or "")
+            host = _host(status)
             stats += [Stat("messages-per-sec", host, _number(flow, "perSecond"), _last(flow)),
                       Stat("total-messages", host, _number(flow, "total"), _last(flow))]
     return stats
@@ -81,7 +81,7 @@ def failures(source: str, readers: Sequence[Status]) -> list[Stat]:
         skipped = status.get("skipped")
         count = skipped.get(source, 0) if isinstance(skipped, Mapping) else 0
         if count:
-            stats.append(Stat("consumer-failed-messages", str(status.get("ownerNode") or ""),
+            stats.append(Stat("consumer-failed-messages", _host(status),
                               float(count), 0))
     return stats
 
@@ -102,17 +102,31 @@ def offset_summaries(writers: Mapping[str, Status]) -> list[dict[str, Any]]:
     """ksqlDB's ``queryOffsetSummaries``: per writing query (by id), its sources' partitions."""
     summaries = []
     for query_id, status in sorted(writers.items()):
-        offsets = status.get("offsets")
-        if not isinstance(offsets, Mapping) or not offsets:
-            continue
-        summaries.append({"groupId": query_id, "topicSummaries": [
-            {"kafkaTopic": topic, "offsets": [
-                {"partition": int(partition), "logStartOffset": start,
-                 "logEndOffset": end, "consumerOffset": consumer}
-                for partition, (start, consumer, end) in sorted(
-                    partitions.items(), key=lambda item: int(item[0]))]}
-            for topic, partitions in sorted(offsets.items())]})
+        topics = _offsets(status.get("offsets"))
+        if topics:
+            summaries.append({"groupId": query_id, "topicSummaries": [
+                {"kafkaTopic": topic, "offsets": partitions}
+                for topic, partitions in sorted(topics.items())]})
     return summaries
+
+
+def _offsets(reported: Any) -> dict[str, list[dict[str, int]]]:
+    """A status' offsets (topic, partition: [log start, consumer, log end]) as ksqlDB's
+    ``ConsumerPartitionOffsets``; what is malformed is left out."""
+    topics: dict[str, list[dict[str, int]]] = {}
+    if not isinstance(reported, Mapping):
+        return topics
+    for topic, partitions in reported.items():
+        if not isinstance(partitions, Mapping):
+            continue
+        rows = [{"partition": int(partition), "logStartOffset": int(marks[0]),
+                 "logEndOffset": int(marks[2]), "consumerOffset": int(marks[1])}
+                for partition, marks in partitions.items()
+                if str(partition).isdigit() and isinstance(marks, list) and len(marks) == 3
+                and all(isinstance(mark, int) for mark in marks)]
+        if rows:
+            topics[str(topic)] = sorted(rows, key=lambda row: row["partition"])
+    return topics
 
 
 def _formatted(stats: Sequence[Stat], last_label: str) -> str:
@@ -121,7 +135,7 @@ def _formatted(stats: Sequence[Stat], last_label: str) -> str:
     for stat in stats:
         first = summed.get(stat.name)
         summed[stat.name] = stat if first is None else Stat(
-            first.name, first.host, first.value + stat.value, max(first.timestamp, stat.timestamp))
+            first.name, first.host, first.value + stat.value, first.timestamp)
     if not summed:
         return ""
     text = "".join(stat.formatted() + " " for stat in summed.values())
@@ -129,10 +143,18 @@ def _formatted(stats: Sequence[Stat], last_label: str) -> str:
 
 
 def _instant(epoch_ms: int) -> str:
+    """As Java's ``ISO_OFFSET_DATE_TIME`` prints an instant in UTC: the fraction of a second
+    without its trailing zeros, none when whole."""
     if epoch_ms == 0:
         return "n/a"
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+    moment = datetime.fromtimestamp(epoch_ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    fraction = f"{epoch_ms % 1000:03d}".rstrip("0")
+    return moment + (f".{fraction}" if fraction else "") + "Z"
+
+
+def _host(status: Status) -> str:
+    """The owner as ksqlDB names a host: ``host:port``."""
+    return str(status.get("ownerHost") or status.get("ownerNode") or "")
 
 
 def _consumed(status: Status, topic: str) -> Mapping[str, Any] | None:

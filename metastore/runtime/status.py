@@ -12,7 +12,8 @@ it wins.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 from metastore.catalog.image import Image
 from metastore.runtime.runner import PAUSED, PENDING, RUNNING, QueryState
@@ -26,23 +27,34 @@ def report(states: Mapping[str, QueryState]) -> dict[str, Any]:
     return {query_id: state.to_json() for query_id, state in sorted(states.items())}
 
 
-def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, Status]:
+class Claim(NamedTuple):
+    """What a live node reports of the queries it runs."""
+
+    node_id: str
+    url: str
+    """Where it serves (``http://host:port``); empty when unknown."""
+    queries: Mapping[str, Any]
+
+
+def merge(image: Image, claims: Iterable[Claim]) -> dict[str, Status]:
     """Each query of ``image``: ``{state, ownerNode, lag, message, skipped, statistics,
     offsets, errors}`` from the nodes' claims (``skipped``: records its owner skipped because it
     cannot read them, by source; ``statistics``: its owner's :class:`QueryFigures` as JSON;
     ``offsets``: where it is in each source, as :class:`QueryState` keeps them; ``errors``:
     ksqlDB's ``QueryError``s of its owner).
 
-    ``claims`` are ``(node id, report)`` pairs of live nodes (this node's own report first).
+    ``claims`` are those of live nodes (this node's own first); ``ownerHost`` is the owner's
+    ``host:port``, as ksqlDB names hosts.
     """
     best: dict[str, Status] = {}
-    for node_id, claimed in claims:
+    for node_id, url, claimed in claims:
         for query_id, state in claimed.items():
             if query_id not in image.queries or not isinstance(state, Mapping):
                 continue
             skipped, offsets, errors = (state.get("skipped"), state.get("offsets"),
                                         state.get("errors"))
             candidate = {"state": str(state.get("state", PENDING)), "ownerNode": node_id,
+                         "ownerHost": urlsplit(url).netloc or node_id,
                          "lag": state.get("lag"), "message": state.get("message"),
                          "skipped": dict(skipped) if isinstance(skipped, Mapping) else {},
                          "statistics": _figures(state.get("statistics")),
@@ -54,7 +66,8 @@ def merge(image: Image, claims: Iterable[tuple[str, Mapping[str, Any]]]) -> dict
                 best[query_id] = candidate
     merged: dict[str, Status] = {}
     for query_id, query in sorted(image.queries.items()):
-        status = best.get(query_id) or {"state": PENDING, "ownerNode": None, "lag": None,
+        status = best.get(query_id) or {"state": PENDING, "ownerNode": None,
+                                        "ownerHost": None, "lag": None,
                                         "message": None, "skipped": {},
                                         "statistics": _figures(None), "offsets": {},
                                         "errors": []}

@@ -160,7 +160,7 @@ def build(settings: ServerSettings) -> NodeServices:
     membership: Membership | None = None
 
     def cluster_queries() -> Mapping[str, Mapping[str, Any]]:
-        return _cluster_queries(node, queries, membership)
+        return _cluster_queries(node, settings.url, queries, membership)
 
     node = Node(config, progress=log.info, admin=admin, projection=projection, queries=queries,
                 query_status=cluster_queries, explainer=explainer)
@@ -358,14 +358,15 @@ def _local_queries(queries: QueryRunner | None) -> dict[str, Any]:
     return report(queries.statuses()) if queries is not None else {}
 
 
-def _cluster_queries(node: Node, queries: QueryRunner | None,
+def _cluster_queries(node: Node, url: str, queries: QueryRunner | None,
                      membership: Membership | None) -> Mapping[str, Mapping[str, Any]]:
     """Every query's state, owner and lag: this node's own view first, then live heartbeats."""
-    from metastore.runtime.status import merge
+    from metastore.runtime.status import Claim, merge
 
-    claims = [(node.config.node_id, _local_queries(queries))]
+    claims = [Claim(node.config.node_id, url, _local_queries(queries))]
     if membership is not None:
-        claims += [(beat.node_id, beat.queries) for beat, alive in membership.nodes()
+        claims += [Claim(beat.node_id, beat.url, beat.queries)
+                   for beat, alive in membership.nodes()
                    if alive and beat.node_id != node.config.node_id]
     return merge(node.replica.image, claims)
 

@@ -11,6 +11,7 @@ import json
 import struct
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from confluent_kafka import Producer
@@ -31,14 +32,9 @@ RECORDS = 20
 def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings) -> None:
-    name = unique("STATS").upper().replace("-", "_")
-    source, sink = name.lower(), f"{name.lower()}-out"
-    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{source}', "
-                     "VALUE_FORMAT='JSON', PARTITIONS=2);")
-    producer = producer_factory()
-    for i in range(RECORDS):
-        producer.produce(source, key=struct.pack(">i", i), value=json.dumps({"V": i}))
-    assert producer.flush(30) == 0
+    name, source = numbered_stream(spark_node, "STATS", partitions=2)
+    sink = f"{source}-out"
+    send_numbered(producer_factory(), source, range(RECORDS))
     [created] = earliest(spark_node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}') AS "
                                      f"SELECT ID, V FROM {name};")
     query_id = created["commandStatus"]["queryId"]
@@ -59,7 +55,8 @@ def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
     assert description["statistics"].startswith(STATISTICS_NOTICE), description["statistics"]
     assert f"consumer-total-messages:{RECORDS:>10} " in description["statistics"]
     assert "    last-message: 20" in description["statistics"], "an ISO-8601 UTC time"
-    assert {"name": "consumer-total-messages", "host": owner, "value": float(RECORDS)} in [
+    host_port = urlsplit(spark_node.url).netloc  # as ksqlDB names hosts
+    assert {"name": "consumer-total-messages", "host": host_port, "value": float(RECORDS)} in [
         {k: v for k, v in stat.items() if k != "timestamp"}
         for stat in description["clusterStatistics"]]
     assert description["errorStats"] == "" and description["clusterErrorStats"] == []
@@ -108,3 +105,19 @@ def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
     assert status.returncode == 0, status.stderr
     [row] = [line for line in status.stdout.splitlines() if query_id in line]
     assert "RUNNING" in row and f" {RECORDS} " in row, status.stdout
+
+
+def numbered_stream(server: ServerProcess, prefix: str, partitions: int = 1) -> tuple[str, str]:
+    """A new stream ``(ID INT KEY, V INT)`` over a JSON topic of its own: its name and topic."""
+    name = unique(prefix).upper().replace("-", "_")
+    ksql(server, f"CREATE STREAM {name} (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{name.lower()}', "
+                 f"VALUE_FORMAT='JSON', PARTITIONS={partitions});")
+    return name, name.lower()
+
+
+def send_numbered(producer: Producer, topic: str, numbers: range) -> None:
+    """A record of each number: its ID key and its V value."""
+    for i in numbers:
+        producer.produce(topic, key=struct.pack(">i", i), value=json.dumps({"V": i}))
+    assert producer.flush(30) == 0
+
