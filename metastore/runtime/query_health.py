@@ -103,9 +103,16 @@ class QueryHealth:
         return wait
 
     def may_start(self) -> bool:
+        """Whether its backoff is over."""
         return self.retry_at is None or time.monotonic() >= self.retry_at
 
     def started(self) -> None:
+        """It runs: no backoff pending."""
+        self.retry_at = None
+
+    def reset(self) -> None:
+        """PAUSEd: a RESUME starts it as new, its next failure waiting the initial backoff."""
+        self.failures = 0
         self.retry_at = None
 
     def ran(self) -> None:
@@ -113,6 +120,7 @@ class QueryHealth:
         self.failures = 0
 
     def reported_errors(self) -> list[dict[str, Any]]:
+        """Its errors of the last hour, oldest first."""
         now_ms = int(time.time() * 1000)
         return [dict(e) for e in self.errors if now_ms - e["timestamp"] < ERRORS_FOR_MS]
 

@@ -25,6 +25,7 @@ def running(queries: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def active_standby(queries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """ksqlDB's ``activeStandbyPerQuery`` of a host running ``queries``."""
     return {query_id: {"activeStores": [STORE] if _keeps_state(state) else [],
                        "activePartitions": [{"topic": topic, "partition": partition}
                                             for topic, partition, _ in _positions(state)],
@@ -33,6 +34,9 @@ def active_standby(queries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def store_lags(queries: Mapping[str, Mapping[str, Any]], updated_ms: int) -> dict[str, Any]:
+    """ksqlDB's ``hostStoreLags`` of a host running ``queries``, as of ``updated_ms``. A
+    query reading several topics sums their partitions of one number (ksqlDB's lags are per
+    partition of a store)."""
     lags: dict[str, Any] = {}
     for query_id, state in sorted(queries.items()):
         if not _keeps_state(state):

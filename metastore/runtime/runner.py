@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 from metastore.catalog.image import Image
 from metastore.catalog.image_worker import ImageChange
 from metastore.catalog.model import PersistentQuery
-from metastore.core.exceptions import MetastoreError
 from metastore.engine import overrides
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsets
@@ -57,8 +56,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PENDING, RUNNING, ERROR, PAUSED = "PENDING", "RUNNING", "ERROR", "PAUSED"
-PRODUCER_BATCH_BYTES = 16_384
+PRODUCER_BATCH_BYTES = "16384"
 """Kafka's producers' default ``batch.size``."""
+HEARTBEAT_ERRORS, HEARTBEAT_ERROR_CHARS = 3, 500
+"""The errors of a query its owner's heartbeat carries, each cut to so many characters: a
+heartbeat stays far below Kafka's record size however many queries fail."""
 _ID_OFFSET = re.compile(r"_(\d+)$")
 
 
@@ -79,12 +81,14 @@ class QueryState:
     """Where it is in each source: topic, partition, [log start, consumer, log end]."""
     errors: list[dict[str, Any]] = field(default_factory=list)
     """ksqlDB's ``QueryError``s of its recent failures on this node."""
+    failures: int = 0
+    """Its failures in a row (0 once it completes a micro-batch)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "message": self.message, "lag": self.lag,
                 "sinceMs": self.since_ms, "skipped": dict(self.skipped),
                 "statistics": self.statistics, "offsets": self.offsets,
-                "errors": list(self.errors)}
+                "errors": list(self.errors), "failures": self.failures}
 
 
 @dataclass
@@ -103,6 +107,11 @@ def _positions(reached: Mapping[tuple[str, int], int],
     for (topic, partition), (low, high) in sorted(marks.items()):
         positions.setdefault(topic, {})[str(partition)] = [low, reached[topic, partition], high]
     return positions
+
+
+def _heartbeat_errors(health: QueryHealth) -> list[dict[str, Any]]:
+    return [{**error, "errorMessage": error["errorMessage"][:HEARTBEAT_ERROR_CHARS]}
+            for error in health.reported_errors()[-HEARTBEAT_ERRORS:]]
 
 
 def _lag(positions: Mapping[str, Mapping[str, list[int]]]) -> int:
@@ -135,6 +144,9 @@ class QueryRunner:
         self._stopping = threading.Event()
         self._offsets: EndOffsets | None = None
         self._admin: Admin | None = None
+        self._health: dict[str, QueryHealth] = {}
+        """Each owned query's failures: kept when Spark is lost (a query that brings Spark
+        down waits its backoff after the restart too), dropped when the query leaves."""
         self._published: dict[str, QueryState] = {}
         self._queries_changed = True
         """Whether the image's queries changed since the last reconcile."""
@@ -230,6 +242,8 @@ class QueryRunner:
             for query_id in [q for q in self._entries if partition_of(q, count) in partitions]:
                 log.info("stopping %s: its partition moves to another node", query_id)
                 self._halt(self._entries.pop(query_id))
+                self._health.pop(query_id, None)
+                self.statistics.forget(query_id)
             self._publish()
 
     # -- reconciling ----------------------------------------------------------------------------
@@ -261,7 +275,8 @@ class QueryRunner:
                     self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new plan
                     found = None
                 entry = found or _Entry(query, QueryState(query_id, PENDING),
-                                        QueryHealth(self._retry))
+                                        self._health.setdefault(query_id,
+                                                                QueryHealth(self._retry)))
                 self._entries[query_id] = entry
                 entry.query = query
                 if query.paused:
@@ -303,20 +318,21 @@ class QueryRunner:
         query would hang), where batches of at most the topic's ``max.message.bytes`` fail
         with RecordTooLargeException, and the query with them."""
         if self._admin is None:
-            self._admin = Admin(self._settings)
+            self._admin = Admin(self._settings, timeout=5.0)
         try:
             limit = int(self._admin.topic_config(topic).get("max.message.bytes", "0"))
-        except (MetastoreError, ValueError) as error:
+        except Exception as error:  # Kafka slow or away: the producer's own batches, then
             log.warning("the size limit of topic %s is unknown: %s", topic, error)
             return {}
-        return {"kafka.batch.size": str(limit)} if 0 < limit < PRODUCER_BATCH_BYTES else {}
+        batch = int(self._kafka_options.get("kafka.batch.size", PRODUCER_BATCH_BYTES))
+        return {"kafka.batch.size": str(limit)} if 0 < limit < batch else {}
 
     def _pause(self, entry: _Entry) -> None:
         """Stop a PAUSEd query; its checkpoint stays, for RESUME to go on from."""
         if entry.state.state != PAUSED:
             self._halt(entry)
             entry.state = QueryState(entry.query.query_id, PAUSED)
-            entry.health.started()
+            entry.health.reset()
             log.info("%s paused: stopped, checkpoint kept", entry.query.query_id)
 
     def _check(self, entry: _Entry) -> None:
@@ -332,7 +348,8 @@ class QueryRunner:
         """``entry``'s query failed: ERROR, with its error recorded, until its backoff ends."""
         wait = entry.health.failed(reason)
         entry.state = QueryState(entry.query.query_id, ERROR, reason,
-                                 errors=entry.health.reported_errors())
+                                 errors=_heartbeat_errors(entry.health),
+                                 failures=entry.health.failures)
         log.warning("%s %s (failure %d in a row; starting again in %.0f s): %s",
                     entry.query.query_id, what, entry.health.failures, wait, reason[:300])
 
@@ -380,6 +397,7 @@ class QueryRunner:
 
     def _delete(self, query_id: str) -> None:
         self.statistics.forget(query_id)
+        self._health.pop(query_id, None)
         try:
             self.checkpoint(query_id).delete()
         except Exception as error:  # storage out of reach: left for the orphan collection
@@ -413,7 +431,8 @@ class QueryRunner:
                     entry.state.lag = _lag(position) if position is not None else None
                     entry.state.offsets = position or {}
             for query_id, entry in self._entries.items():
-                entry.state.errors = entry.health.reported_errors()
+                entry.state.errors = _heartbeat_errors(entry.health)
+                entry.state.failures = entry.health.failures
                 entry.state.skipped = self.skipped.of(query_id)
                 figures = self.statistics.of(query_id)
                 entry.state.statistics = figures.to_json() if figures is not None else None

@@ -41,12 +41,12 @@ class Series:
     """One metric with labels: a value for each label set (``counter`` when named ``_total``)."""
 
     name: str
-    help: str
+    description: str
     samples: Sequence[tuple[Mapping[str, str], float]]
 
     def lines(self) -> list[str]:
         kind = "counter" if self.name.endswith("_total") else "gauge"
-        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {kind}"]
+        out = [f"# HELP {self.name} {self.description}", f"# TYPE {self.name} {kind}"]
         for labels, value in self.samples:
             text = ",".join(f'{key}="{_escaped(label)}"' for key, label in sorted(labels.items()))
             out.append(f"{self.name}{{{text}}} {value}")

@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 
 from metastore.log.reader import NodeState
-from metastore.runtime.runner import RUNNING, QueryState
+from metastore.runtime.runner import ERROR, RUNNING, QueryState
 from metastore.runtime.statistics import QueryFigures
 from metastore.server.http.concurrency import Lane
 from metastore.server.http.context import ServerContext
@@ -108,8 +108,11 @@ def _query_gauges(context: ServerContext) -> Gauges:
 
 QUERY_SERIES: dict[str, tuple[str, Callable[[QueryState], float | None]]] = {
     "metastore_query_up": (
-        "1 when the query runs on this node, 0 when it failed here (ERROR) or is paused.",
-        lambda q: float(q.state == RUNNING)),
+        "1 when the query runs on this node, 0 when it failed here (ERROR); none when paused.",
+        lambda q: {RUNNING: 1.0, ERROR: 0.0}.get(q.state)),
+    "metastore_query_failures": (
+        "The query's failures in a row on this node: 0 once it completes a micro-batch.",
+        lambda q: float(q.failures)),
     "metastore_query_lag": ("Source records the query has not read yet.",
                             lambda q: None if q.lag is None else float(q.lag)),
     "metastore_query_records_in_total": ("Source records the query read on this node.",
