@@ -47,6 +47,8 @@ import org.apache.spark.sql.Row;
  */
 public final class TransactionalSink {
     private static final Map<String, Writer> WRITERS = new ConcurrentHashMap<>();
+    /** How long a micro-batch's transaction may stay open (the broker allows 15 minutes). */
+    private static final String TRANSACTION_TIMEOUT_MS = "300000";
 
     private TransactionalSink() {
     }
@@ -141,6 +143,10 @@ public final class TransactionalSink {
             settings.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
             settings.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
             settings.put(ProducerConfig.ACKS_CONFIG, "all");
+            // a micro-batch of up to 200,000 records is computed while its transaction is
+            // open: Kafka's default of 60 s would abort a slow one, and the retry again
+            settings.putIfAbsent(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG,
+                    TRANSACTION_TIMEOUT_MS);
             settings.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
             settings.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class);
             this.topic = topic;
