@@ -175,8 +175,7 @@ def status(server: Server = None, json_output: Json = False, user: User = None) 
     with connected(server, user) as client:
         cluster = run_or_exit(lambda: client.get("/clusterStatus"))
         node = run_or_exit(lambda: client.get("/v1/metastore"))
-        [listed] = run_or_exit(lambda: client.ksql("SHOW QUERIES;"))
-    queries = listed.get("queries") or []
+        queries = _queries_or_none(client)
     if json_output:
         print_json({"clusterStatus": cluster["clusterStatus"], "node": node, "queries": queries})
         return
@@ -190,11 +189,23 @@ def status(server: Server = None, json_output: Json = False, user: User = None) 
         position = "caught up" if applied + 1 >= end else f"lag {end - applied - 1}"
     typer.echo(f"{node['nodeId']}: {node['state']}, applied through offset {applied} ({position}), "
                f"image {node['imageFingerprint'][:16]}")
-    if queries:
+    if queries is None:
+        typer.echo("queries: the node did not list them (SHOW QUERIES failed)", err=True)
+    elif queries:
         print_table(["Query", "State", "Node", "Lag", "Records/s", "Records read", "Skipped"],
                     [[q["id"], q.get("state"), q.get("ownerNode") or "-",
                       "-" if q.get("lag") is None else q["lag"], q.get("recordsPerSecond", 0),
                       q.get("recordsRead", 0), q.get("skippedRecords", 0)] for q in queries])
+
+
+def _queries_or_none(client: KsqlClient) -> list[dict[str, Any]] | None:
+    """SHOW QUERIES' entries, or None when the node refused it (the rest of the status
+    stands without them)."""
+    try:
+        [listed] = client.ksql("SHOW QUERIES;")
+    except (StatementFailedError, ClientError, ValueError):
+        return None
+    return list(listed.get("queries") or [])
 
 
 class ShellSession:
