@@ -113,11 +113,13 @@ def test_exactly_once_queries_write_every_result_once_through_crashes(
     ]
     started = time.monotonic()
     for phase, fault in enumerate(faults):
-        producing = _produce(cluster.bootstrap, source, phase * PER_PHASE, PER_PHASE)
+        failed: list[BaseException] = []
+        producing = _produce(cluster.bootstrap, source, phase * PER_PHASE, PER_PHASE, failed)
         time.sleep(PER_PHASE * PAUSE / 3)
         recover = fault()
         producing.join(120)
         assert not producing.is_alive(), f"phase {phase + 1}'s records within 120 s"
+        assert not failed, f"phase {phase + 1}'s records: {failed}"
         recover()
         _all_running(cluster, sinks.values())
 
@@ -170,17 +172,24 @@ def _create(cluster: Cluster, source: str, users: str) -> dict[tuple[str, bool],
     return sinks
 
 
-def _produce(bootstrap: str, topic: str, first: int, count: int) -> threading.Thread:
+def _produce(bootstrap: str, topic: str, first: int, count: int,
+             failed: list[BaseException]) -> threading.Thread:
     """Records ``first`` to ``first + count - 1`` at a steady pace, from a thread, by an
-    idempotent producer (a broker restart does not double them in the source)."""
+    idempotent producer (a broker restart does not double them in the source); what goes
+    wrong is put in ``failed``."""
     def run() -> None:
-        producer = Producer(KafkaSettings(bootstrap).config(enable_idempotence=True,
-                                                            linger_ms=5))
-        for i in range(first, first + count):
-            producer.produce(topic, key=struct.pack(">i", i % KEYS), value=json.dumps({"ID": i}))
-            producer.poll(0)
-            time.sleep(PAUSE)
-        assert producer.flush(90) == 0
+        try:
+            producer = Producer(KafkaSettings(bootstrap).config(enable_idempotence=True,
+                                                                linger_ms=5))
+            for i in range(first, first + count):
+                producer.produce(topic, key=struct.pack(">i", i % KEYS),
+                                 value=json.dumps({"ID": i}))
+                producer.poll(0)
+                time.sleep(PAUSE)
+            if producer.flush(90) != 0:
+                failed.append(RuntimeError("records not acknowledged within 90 s"))
+        except BaseException as error:  # reported by the phase
+            failed.append(error)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -226,9 +235,10 @@ def _refuse_commits(cluster: Cluster, sinks: list[Sink]) -> Callable[[], None]:
     held: list[tuple[Path, Path]] = []
     for sink in sinks:
         [commits] = cluster.nodes.root.glob(f"query-checkpoints/**/{sink.query_id}/commits")
-        aside = commits.with_name("commits.held")
+        aside, refusing = commits.with_name("commits.held"), commits.with_name("commits.file")
+        refusing.write_text("a disk that refuses writes\n")
         commits.rename(aside)
-        commits.write_text("a disk that refuses writes\n")
+        refusing.rename(commits)  # at once: Spark may make the directory again otherwise
         held.append((commits, aside))
     failed: set[str] = set()
 
@@ -249,14 +259,21 @@ def _refuse_commits(cluster: Cluster, sinks: list[Sink]) -> Callable[[], None]:
 
 
 def _all_running(cluster: Cluster, sinks: Iterable[Sink]) -> None:
+    """Every query RUNNING on a node that runs (a killed node's last claim lasts until its
+    heartbeats expire), caught up (or before its first micro-batch)."""
     wanted = {sink.query_id for sink in sinks}
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str, object]] = {}
 
     def running() -> bool:
+        state = cluster.nodes.state()
+        assert state is not None
+        live = {n.name for n in state.nodes if cluster.nodes.is_running(n)}
         seen.clear()
-        seen.update({q["id"]: str(q.get("state")) for q in
-                     show_queries(cluster, _live_node(cluster)).values()})
-        return all(seen.get(query_id) == "RUNNING" for query_id in wanted)
+        seen.update({q["id"]: (str(q.get("state")), str(q.get("ownerNode")), q.get("lag"))
+                     for q in show_queries(cluster, _live_node(cluster)).values()})
+        return all(query_id in seen and seen[query_id][0] == "RUNNING"
+                   and seen[query_id][1] in live and seen[query_id][2] in (0, None)
+                   for query_id in wanted)
 
     eventually(running, 240, lambda: f"every query RUNNING: {seen}", interval=1)
 
