@@ -39,6 +39,32 @@ Offsets = Mapping[int, int]
 
 DESERIALIZATION_ERROR = 0
 """ksqlDB's ``MessageType.DESERIALIZATION_ERROR``."""
+KAFKA_STREAMS_THREAD_ERROR = 4
+"""ksqlDB's ``MessageType.KAFKA_STREAMS_THREAD_ERROR``: a query's failure."""
+UNCAUGHT = "Unhandled exception caught in streams thread"
+"""The message of ksqlDB's entry for a query's failure."""
+
+
+@dataclass(frozen=True)
+class QueryFailure:
+    """A persistent query failed at ``time_ms`` (its Spark query stopped with ``causes``, the
+    failure's first line and innermost cause)."""
+
+    query: str
+    causes: tuple[str, ...]
+    time_ms: int
+
+    def entry(self) -> str:
+        """ksqlDB's KAFKA_STREAMS_THREAD_ERROR entry, as its JSON layout writes it."""
+        error = {"errorMessage": UNCAUGHT,
+                 "threadName": f"stream execution thread for {self.query}",
+                 "cause": list(self.causes)}
+        message = {"type": KAFKA_STREAMS_THREAD_ERROR, "deserializationError": None,
+                   "recordProcessingError": None, "productionError": None,
+                   "serializationError": None, "kafkaStreamsThreadError": error}
+        return json.dumps({"logger": f"processing.{self.query}.ksql.logger.thread.exception."
+                                     "uncaught", "level": "ERROR", "time": self.time_ms,
+                           "message": message})
 
 
 @dataclass(frozen=True)
@@ -111,7 +137,8 @@ class ProcessingLog:
         self.topic = topic
         self._source = source
         self._rows_include = rows_include
-        self._pending: queue.Queue[SkippedBatch | None] = queue.Queue(max_pending)
+        self._pending: queue.Queue[SkippedBatch | QueryFailure | None] = queue.Queue(
+            max_pending)
         self._thread: threading.Thread | None = None
         self._session: tuple[SparkSession, SparkSession] | None = None
         """The node's session and the log's own of it (a session per job would leave Spark a
@@ -122,6 +149,13 @@ class ProcessingLog:
     def skipped(self, batch: SkippedBatch) -> None:
         """Log the unreadable records of ``batch`` (Spark's listener thread: returns at once;
         once the log is stopped, does nothing)."""
+        self._enqueue(batch)
+
+    def failed(self, failure: QueryFailure) -> None:
+        """Log a query's failure (returns at once)."""
+        self._enqueue(failure)
+
+    def _enqueue(self, item: SkippedBatch | QueryFailure) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -130,11 +164,10 @@ class ProcessingLog:
                                                 daemon=True)
                 self._thread.start()
         try:
-            self._pending.put_nowait(batch)
+            self._pending.put_nowait(item)
         except queue.Full:
-            log.warning("processing log: %d micro-batches wait already; the unreadable records "
-                        "of %s in %s (topic %s) are not logged", self._pending.maxsize,
-                        batch.query, batch.source, batch.topic)
+            log.warning("processing log: %d entries wait already; %s is not logged",
+                        self._pending.maxsize, item)
 
     def stop(self) -> None:
         """Stop logging: what waits is dropped (said in the node's log), the job under way
@@ -157,14 +190,26 @@ class ProcessingLog:
 
     def _run(self) -> None:
         """Write each batch that waits until :meth:`stop` puts None."""
-        while (batch := self._pending.get()) is not None:
+        while (item := self._pending.get()) is not None:
             try:
-                self._write(batch)
+                if isinstance(item, QueryFailure):
+                    self._write_failure(item)
+                else:
+                    self._write(item)
             except Exception as error:  # Spark or Kafka gone: the node's log says so
                 lines = str(error).strip().splitlines()
-                log.warning("processing log: logging the unreadable records of %s in %s "
-                            "failed: %s", batch.query, batch.source,
+                log.warning("processing log: logging %s failed: %s", item,
                             lines[0] if lines else type(error).__name__)
+
+    def _write_failure(self, failure: QueryFailure) -> None:
+        spark = self._spark()
+        if spark is None or not self._topic_exists(self.topic):
+            log.warning("processing log: Spark is down or its topic %s does not exist; %s is "
+                        "not logged", self.topic, failure)
+            return
+        session = self._session_of(spark)
+        session.createDataFrame([(failure.entry(),)], "value STRING").write.format(
+            "kafka").options(**self._kafka_options, topic=self.topic).save()
 
     def _write(self, batch: SkippedBatch) -> None:
         spark = self._spark()

@@ -45,6 +45,7 @@ from metastore.planner.plan import plan_of
 from metastore.runtime import job, progress_listener
 from metastore.runtime.assignment import Partitions, QueryAssignment, partition_of
 from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
+from metastore.runtime.processing_log import QueryFailure
 from metastore.runtime.query_health import QueryHealth, RetrySettings
 from metastore.runtime.skipped import SkippedRecords
 from metastore.runtime.statistics import QueryStatistics
@@ -154,6 +155,7 @@ class QueryRunner:
         """Records this node's queries skipped (:mod:`metastore.runtime.skipped`)."""
         self.statistics = QueryStatistics()
         """What this node's queries did (:mod:`metastore.runtime.statistics`)."""
+        self._report_failure: Callable[[QueryFailure], None] | None = None
         self._reconciled: Partitions | None = None
         """The partitions of the last reconcile: the same again, with no query changed and every
         query running, is no work."""
@@ -344,8 +346,16 @@ class QueryRunner:
         self._close_producer(entry.query)
         self._failed(entry, reason, "failed")
 
+    def report_failures_to(self, report: Callable[[QueryFailure], None]) -> None:
+        """Hand each query's failure to ``report`` (the processing log)."""
+        self._report_failure = report
+
     def _failed(self, entry: _Entry, reason: str, what: str) -> None:
-        """``entry``'s query failed: ERROR, with its error recorded, until its backoff ends."""
+        """``entry``'s query failed: ERROR, with its error recorded (and logged in the
+        processing log), until its backoff ends."""
+        if self._report_failure is not None:
+            self._report_failure(QueryFailure(entry.query.query_id, (reason,),
+                                              int(time.time() * 1000)))
         wait = entry.health.failed(reason)
         entry.state = QueryState(entry.query.query_id, ERROR, reason,
                                  errors=_heartbeat_errors(entry.health),

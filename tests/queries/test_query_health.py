@@ -4,7 +4,7 @@ the cause is gone, every record written:
 
 - its checkpoint's commit log cannot be written (a disk that refuses writes): its next
   micro-batch fails after writing its records, an UNKNOWN error (no cause the user can fix in a
-  statement);
+  statement), which the processing log also has, as ksqlDB's KAFKA_STREAMS_THREAD_ERROR;
 - its sink topic takes records of at most 200 bytes and the query's are larger: a USER error
   (RecordTooLargeException), where a producer left to its own batches would split them into
   the same batch forever and the query would hang."""
@@ -28,9 +28,10 @@ from confluent_kafka.admin import (
 )
 
 from metastore.kafka.settings import KafkaSettings
+from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_query_statistics import numbered_stream, send_numbered
-from tests.queries.test_skipped_records import earliest
+from tests.queries.test_skipped_records import earliest, values_to_end
 from tests.queries.test_spark_jobs import read_all
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
@@ -62,6 +63,14 @@ def test_a_failing_query_is_error_with_its_cause_and_starts_again_after_its_back
         assert all(isinstance(e["timestamp"], int) for e in errors)
         metrics = httpx.get(f"{spark_node.url}/metrics", timeout=10).text
         assert f'metastore_query_up{{query_id="{query_id}"}} 0.0' in metrics
+        [logged, *_] = eventually(lambda: _failures_logged(kafka_settings, spark_node, query_id),
+                                  60, "the failure in the processing log", interval=1)
+        assert logged["level"] == "ERROR" and logged["message"]["type"] == 4
+        thread_error = logged["message"]["kafkaStreamsThreadError"]
+        assert thread_error["errorMessage"] == "Unhandled exception caught in streams thread"
+        assert seen["errorMessage"] in [cause for entry in _failures_logged(
+            kafka_settings, spark_node, query_id) or [] for cause in
+            entry["message"]["kafkaStreamsThreadError"]["cause"]]
     finally:
         _give_back(commits, aside)
     _until_state(spark_node, query_id, "RUNNING", timeout=120)
@@ -108,6 +117,17 @@ def _set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None
         ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
+
+
+def _failures_logged(settings: KafkaSettings, server: ServerProcess, query_id: str
+                     ) -> list[dict[str, Any]] | None:
+    """The processing log's entries of ``query_id``'s failures (ksqlDB's
+    KAFKA_STREAMS_THREAD_ERROR), once there is one."""
+    entries = [json.loads(value) for value in
+               values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
+    found = [e for e in entries
+             if e["logger"] == f"processing.{query_id}.ksql.logger.thread.exception.uncaught"]
+    return found or None
 
 
 def _until_state(server: ServerProcess, query_id: str, state: str,

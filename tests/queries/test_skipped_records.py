@@ -191,7 +191,7 @@ def _logged(settings: KafkaSettings, server: ServerProcess, query_ids: set[str],
     """The processing log's entries of ``query_ids``, once each query has ``each`` of them
     (None before: more may come)."""
     entries = [json.loads(value) for value in
-               _values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
+               values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
     by_query = {query_id: [e for e in entries if e["logger"] == logger(query_id)]
                 for query_id in query_ids}
     counts = {query_id: len(found) for query_id, found in by_query.items()}
@@ -205,11 +205,11 @@ def _push_entries(settings: KafkaSettings, server: ServerProcess, source: str
                   ) -> list[dict[str, Any]]:
     """The processing log's entries of the push queries over ``source``."""
     entries = [json.loads(value) for value in
-               _values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
+               values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
     return [e for e in entries if e["logger"].startswith(f"processing.transient_{source}_")]
 
 
-def _values_to_end(settings: KafkaSettings, topic: str) -> list[bytes]:
+def values_to_end(settings: KafkaSettings, topic: str) -> list[bytes]:
     """The values of a topic of one partition, up to its end now."""
     consumer = Consumer(settings.config(group_id=unique("log"), enable_auto_commit=False))
     try:

@@ -1,12 +1,16 @@
 """A failed query's backoff and errors, as ksqlDB's ``ksql.query.retry.backoff.*`` and
 ``QueryError``: the waits double from the initial one up to the maximum, a micro-batch after a
 restart starts them over, the errors kept are the last ones of the hour, typed USER when the
-cause is the user's to fix, and the settings refuse values they cannot take."""
+cause is the user's to fix, a failure's processing-log entry is ksqlDB's, and the settings
+refuse values they cannot take."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from metastore.runtime.processing_log import QueryFailure
 from metastore.runtime.query_health import (
     ERRORS_KEPT,
     INITIAL_BACKOFF,
@@ -68,3 +72,14 @@ def test_settings_refuse_what_they_cannot_take(properties: dict[str, str], named
 
 def test_ksqldbs_defaults() -> None:
     assert RetrySettings.of({}) == RetrySettings(15_000, 900_000, 10)
+
+
+def test_a_failure_is_logged_as_ksqldbs_thread_error() -> None:
+    entry = json.loads(QueryFailure("CSAS_A_1", ("java.io.IOException: disk",), 1_000).entry())
+    assert entry["logger"] == "processing.CSAS_A_1.ksql.logger.thread.exception.uncaught"
+    assert (entry["level"], entry["time"], entry["message"]["type"]) == ("ERROR", 1_000, 4)
+    assert entry["message"]["deserializationError"] is None
+    assert entry["message"]["kafkaStreamsThreadError"] == {
+        "errorMessage": "Unhandled exception caught in streams thread",
+        "threadName": "stream execution thread for CSAS_A_1",
+        "cause": ["java.io.IOException: disk"]}
