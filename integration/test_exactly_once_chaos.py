@@ -5,7 +5,8 @@ CTAS count by key and a stream-table join twice over one source: once with
 ``processing.guarantee='exactly_once_v2'``, once at-least-once. 3,000 records arrive in five
 phases, each with a fault in its middle:
 
-1. the node that owns the exactly-once filter is SIGKILLed (and started again after the phase);
+1. the node that owns the exactly-once filter is SIGKILLed (and started again after the phase,
+   while the next phases run);
 2. the Spark driver of the node that owns the exactly-once count is SIGKILLed;
 3. the broker restarts;
 4. the disk refuses every query's commit log: each micro-batch with records writes its output,
@@ -101,11 +102,12 @@ def test_exactly_once_queries_write_every_result_once_through_crashes(
     state = own_broker.state()
     assert state is not None
     cluster = cluster_factory(state.bootstrap_servers)
-    cluster.up(2, "--spark-master", "local[2]", "--query-session-timeout-ms", "6000")
+    cluster.up(2, "--spark-master", "local[2]", "--query-session-timeout-ms", "6000",
+               "--ksql-property", "ksql.query.retry.backoff.initial.ms=3000")
     source = unique("events")
     sinks = _create(cluster, source, unique("users"))
     faults: list[Callable[[], Callable[[], None]]] = [
-        lambda: _kill_owner(cluster, sinks["FILTERED", True].query_id),
+        lambda: _kill_owner(cluster, sinks["FILTERED", True].query_id, start_again=True),
         lambda: _kill_driver(cluster, sinks["COUNTS", True].query_id),
         lambda: _restart_broker(own_broker),
         lambda: _refuse_commits(cluster, list(sinks.values())),
@@ -206,14 +208,22 @@ def _live_node(cluster: Cluster) -> str:
     return next(n.name for n in state.nodes if cluster.nodes.is_running(n))
 
 
-def _kill_owner(cluster: Cluster, query_id: str) -> Callable[[], None]:
+def _kill_owner(cluster: Cluster, query_id: str, start_again: bool = False
+                ) -> Callable[[], None]:
+    """SIGKILL the node that owns ``query_id``, once every node is READY (the other takes its
+    queries over); started again in the background when ``start_again``."""
+    state = cluster.nodes.state()
+    assert state is not None
+    for node in state.nodes:
+        cluster.nodes.wait_ready(node, 240)
     owner = _owner(cluster, query_id)
     assert cluster.nodes.stop_node(owner, signal.SIGKILL)
 
-    def start_again() -> None:
-        cluster.nodes.start_node(owner, timeout=240)
+    def recover() -> None:
+        if start_again:
+            cluster.nodes.start_node(owner, wait=False)
 
-    return start_again
+    return recover
 
 
 def _kill_driver(cluster: Cluster, query_id: str) -> Callable[[], None]:
