@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka import Message, Producer
 
@@ -203,9 +204,21 @@ def _owner(cluster: Cluster, query_id: str) -> str:
 
 
 def _live_node(cluster: Cluster) -> str:
-    state = cluster.nodes.state()
-    assert state is not None
-    return next(n.name for n in state.nodes if cluster.nodes.is_running(n))
+    """A node that is READY and healthy (one started again may not listen yet, or still
+    catch up with the log)."""
+    def answering() -> str | None:
+        state = cluster.nodes.state()
+        assert state is not None
+        for node in state.nodes:
+            try:
+                if cluster.nodes.is_running(node) and httpx.get(
+                        f"{node.url}/healthcheck", timeout=5).status_code == 200:
+                    return node.name
+            except httpx.TransportError:
+                continue
+        return None
+
+    return eventually(answering, 120, "a node of the cluster to answer", interval=0.5)
 
 
 def _kill_owner(cluster: Cluster, query_id: str, start_again: bool = False
