@@ -7,7 +7,9 @@ phases, each with a fault in its middle:
 
 1. the node that owns the exactly-once filter is SIGKILLed (and started again after the phase,
    while the next phases run);
-2. the Spark driver of the node that owns the exactly-once count is SIGKILLed;
+2. the Spark driver of the node that owns the exactly-once count is SIGKILLed: the node's
+   health says so at once (503, its metrics still served), the count moves to the other node,
+   and the node runs a Spark of its own again;
 3. the broker restarts;
 4. the disk refuses every query's commit log: each micro-batch with records writes its output,
    fails to commit and runs again once the disk is back (a crash between the two, made certain);
@@ -39,8 +41,9 @@ import pytest
 from confluent_kafka import Message, Producer
 
 from integration.conftest import Cluster
-from integration.test_queries import read_to_end, show_queries, wait_owner
+from integration.query_cluster import read_to_end, show_queries, wait_owner
 from metastore.dev.kafka_cluster import LocalKafkaCluster
+from metastore.dev.node_cluster import LocalNode
 from metastore.kafka.settings import KafkaSettings
 from metastore.planner.encoding import SOURCE_HEADER
 from tests.support.kafka import unique
@@ -240,9 +243,48 @@ def _kill_owner(cluster: Cluster, query_id: str, start_again: bool = False
 
 
 def _kill_driver(cluster: Cluster, query_id: str) -> Callable[[], None]:
+    """SIGKILL the Spark driver JVM of the node that owns ``query_id`` (as the kernel's OOM
+    killer would): the node says at once that its Spark is lost and still serves its metrics;
+    once the phase's records are in, it has a Spark of its own again."""
     owner = _owner(cluster, query_id)
-    os.kill(int(cluster.status(owner)["sparkApplication"]["driverPid"]), signal.SIGKILL)
-    return lambda: None  # the node starts a Spark of its own again
+    driver = int(cluster.status(owner)["sparkApplication"]["driverPid"])
+    os.kill(driver, signal.SIGKILL)
+    eventually(lambda: _unhealthy_spark(cluster, owner), 10,
+               "the owner's health to say its Spark is lost", interval=0.2)
+    assert httpx.get(f"{cluster.url(owner)}/metrics", timeout=10).status_code == 200
+    survivor = next(n.name for n in _nodes(cluster) if n.name != owner)
+    assert wait_owner(cluster, survivor, query_id, 120, not_owner=owner) == survivor
+
+    def recover() -> None:
+        eventually(lambda: _spark_restarted(cluster, owner, driver), 180,
+                   "the owner to restart its Spark and be healthy again", interval=1)
+
+    return recover
+
+
+def _nodes(cluster: Cluster) -> list[LocalNode]:
+    state = cluster.nodes.state()
+    assert state is not None
+    return list(state.nodes)
+
+
+def _unhealthy_spark(cluster: Cluster, node: str) -> str | None:
+    """The reason the node's health gives for its Spark, once it answers 503 for it."""
+    response = httpx.get(f"{cluster.url(node)}/healthcheck", timeout=5)
+    spark = response.json()["details"]["spark"]
+    if response.status_code == 503 and not spark["isHealthy"]:
+        return str(spark["reason"])
+    return None
+
+
+def _spark_restarted(cluster: Cluster, node: str, dead_pid: int) -> int | None:
+    """The new driver's pid, once the node's health is good again and its catalog in sync."""
+    if httpx.get(f"{cluster.url(node)}/healthcheck", timeout=5).status_code != 200:
+        return None
+    status = cluster.status(node)
+    application = status.get("sparkApplication") or {}
+    pid = application.get("driverPid")
+    return int(pid) if status.get("sparkInSync") and pid not in (None, dead_pid) else None
 
 
 def _restart_broker(broker: LocalKafkaCluster) -> Callable[[], None]:

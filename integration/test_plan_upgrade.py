@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from integration.conftest import Cluster
 from integration.plans import UPGRADE_SOURCE, upgrade_fixture
-from integration.test_queries import (
+from integration.query_cluster import (
     ClusterFactory,
     latest_by_key,
     show_queries,

@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Producer
 
 from integration.conftest import Cluster
-from integration.test_queries import (
+from integration.query_cluster import (
     WINDOW_BASE_MS,
     latest_by_key,
     read_to_end,

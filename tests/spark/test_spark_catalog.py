@@ -112,25 +112,6 @@ def test_streams_and_tables_are_queryable_and_follow_the_catalog(
             "transient_CLICKS_")
 
 
-def test_two_nodes_report_the_same_spark_catalog_fingerprint(server_factory: ServerFactory) -> None:
-    first = server_factory(node_id="a", spark=True)
-    topic = unique("shared")
-    ksql(first, f"CREATE STREAM S1 (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
-                "VALUE_FORMAT='JSON', PARTITIONS=1);"
-                "CREATE TABLE T1 AS SELECT V, COUNT(*) AS C FROM S1 GROUP BY V;")
-    second = server_factory(service_id=first.service_id, node_id="b", spark=True)
-    ksql(second, f"CREATE STREAM S2 (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
-                 "VALUE_FORMAT='DELIMITED');")
-
-    def same_image() -> tuple[dict[str, Any], dict[str, Any]] | None:
-        one, two = wait_in_sync(first), wait_in_sync(second)
-        return (one, two) if one["imageFingerprint"] == two["imageFingerprint"] else None
-
-    one, two = eventually(same_image, 60, "both nodes to apply the same image", interval=0)
-    assert one["sparkCatalogFingerprint"] == two["sparkCatalogFingerprint"]
-    assert one["sparkCatalogFingerprint"] is not None
-
-
 def test_restart_after_200_statements_reconciles_in_one_pass(server_factory: ServerFactory) -> None:
     writer = server_factory(node_id="writer")
     topic = unique("many")
@@ -151,9 +132,12 @@ def test_restart_after_200_statements_reconciles_in_one_pass(server_factory: Ser
     assert calls == 1 + 1 + 8 + 2 + 1, calls
 
 
-def test_a_restart_whose_catalog_matches_makes_no_spark_catalog_calls(
+def test_a_restart_whose_catalog_matches_makes_no_spark_catalog_calls_and_a_new_node_agrees(
         server_factory: ServerFactory, producer_factory: Callable[..., Producer],
         tmp_path: Path) -> None:
+    """A node restarted over its persistent catalog calls Spark's catalog for nothing, then
+    for what it applies live; a node that joins later and replays the whole log has the same
+    Spark catalog fingerprint, whichever node wrote which statement."""
     directory = tmp_path / "kept-node"
     node = server_factory(spark=True, persistent=True, data_dir=directory)
     topic = unique("kept")
@@ -185,9 +169,17 @@ def test_a_restart_whose_catalog_matches_makes_no_spark_catalog_calls(
     rows = eventually(kept_rows, 150, "KEPT's rows from Spark", interval=0)
     assert rows == [[1, "kept"]]  # the objects are really in Spark's catalog
 
-    ksql(restarted, f"CREATE STREAM LATER (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
-                    "VALUE_FORMAT='JSON');")
+    joined = server_factory(service_id=node.service_id, node_id="joined", spark=True)
+    ksql(joined, f"CREATE STREAM LATER (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{topic}', "
+                 "VALUE_FORMAT='DELIMITED');")
     eventually(lambda: metastore_status(restarted)["sparkCatalogCalls"] != 0, 60,
                "the Spark catalog calls for LATER")
     # the templates (8), the table and the view, one read back
     assert wait_in_sync(restarted)["sparkCatalogCalls"] == 8 + 2 + 1
+
+    def same_image() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        one, two = wait_in_sync(restarted), wait_in_sync(joined)
+        return (one, two) if one["imageFingerprint"] == two["imageFingerprint"] else None
+
+    one, two = eventually(same_image, 60, "both nodes to apply the same image", interval=0)
+    assert one["sparkCatalogFingerprint"] == two["sparkCatalogFingerprint"] is not None

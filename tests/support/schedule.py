@@ -29,7 +29,7 @@ SPARK_FIXTURES = frozenset({"spark", "own_spark", "spark_node_process",
                             "registry_node_process"})
 # Modules whose tests start Spark themselves (node processes with Spark, Spark clusters).
 SPARK_MODULES = ("tests/spark/", "tests/queries/", "tests/query_tests/",
-                 "integration/test_queries.py", "integration/test_spark_cluster.py",
+                 "integration/test_spark_cluster.py",
                  "integration/test_exactly_once_chaos.py")
 UNKNOWN_SECONDS = 1.0
 
