@@ -37,18 +37,23 @@ class Heartbeat:
     timestamp_ms: int
     queries: dict[str, Any] = field(default_factory=dict)
     """The persistent queries the node runs, with state and lag (metastore.runtime.status)."""
+    stores: dict[str, Any] = field(default_factory=dict)
+    """The tables the node keeps materialized for pull queries, with how far each has read
+    (metastore.runtime.materialized.TableStores.positions)."""
 
 
 class Membership:
     def __init__(self, settings: KafkaSettings, admin: Admin, service_id: str, node_id: str,
                  url: str, status: Callable[[], tuple[str, int]], interval: float = 2.0,
-                 queries: Callable[[], dict[str, Any]] | None = None) -> None:
+                 queries: Callable[[], dict[str, Any]] | None = None,
+                 stores: Callable[[], dict[str, Any]] | None = None) -> None:
         self._topic = CompactedTopic(settings, admin, membership_topic_name(service_id))
         self._group = f"{service_id}-{node_id}-membership"
         self._node_id = node_id
         self._url = url
         self._status = status
         self._queries = queries
+        self._stores = stores
         self.interval = interval
         self._heartbeats: dict[str, Heartbeat] = {}
         self._stop = threading.Event()
@@ -80,7 +85,8 @@ class Membership:
                 state, applied = self._status()
                 beat = {"nodeId": self._node_id, "url": self._url, "state": state,
                         "appliedOffset": applied, "timestampMs": int(time.time() * 1000),
-                        "queries": self._queries() if self._queries is not None else {}}
+                        "queries": self._queries() if self._queries is not None else {},
+                        "stores": self._stores() if self._stores is not None else {}}
                 try:
                     producer.send(self._topic.topic, self._node_id.encode(),
                                   json.dumps(beat).encode())
@@ -126,6 +132,6 @@ def _decode(value: bytes | None) -> Heartbeat | None:
         data: dict[str, Any] = json.loads(value or b"")
         return Heartbeat(str(data["nodeId"]), str(data["url"]), str(data["state"]),
                          int(data["appliedOffset"]), int(data["timestampMs"]),
-                         dict(data.get("queries") or {}))
+                         dict(data.get("queries") or {}), dict(data.get("stores") or {}))
     except (ValueError, KeyError, TypeError):
         return None

@@ -422,6 +422,22 @@ class TableStores:
             log.info("table %s is now materialized for pull queries", source.name)
         return store
 
+    def positions(self) -> dict[str, dict[str, list[int]]]:
+        """How far each store has read its table's topic: ``{table: {partition: [read up
+        to, end offset]}}``, the end as Kafka gives it now (the read position when Kafka
+        does not answer)."""
+        with self._lock:
+            stores = [store for store in self._stores.values() if store.failed is None]
+        found: dict[str, dict[str, list[int]]] = {}
+        for store in stores:
+            with store.lock:
+                read = dict(store.positions)
+            ends = self._end_offsets(store.source.topic) or {}
+            found[store.source.name] = {
+                str(partition): [read.get(partition, 0), ends.get(partition, read.get(partition, 0))]
+                for partition in sorted(set(read) | set(ends))}
+        return found
+
     def spark_lost(self) -> None:
         """Spark died: forget every store (their queries died with it); the next pull query
         of a table starts a new one on the new session."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,10 +40,18 @@ Offsets = Mapping[int, int]
 
 DESERIALIZATION_ERROR = 0
 """ksqlDB's ``MessageType.DESERIALIZATION_ERROR``."""
+PRODUCTION_ERROR = 3
+"""ksqlDB's ``MessageType.PRODUCTION_ERROR``: the sink's producer could not send a record."""
 KAFKA_STREAMS_THREAD_ERROR = 4
 """ksqlDB's ``MessageType.KAFKA_STREAMS_THREAD_ERROR``: a query's failure."""
 UNCAUGHT = "Unhandled exception caught in streams thread"
 """The message of ksqlDB's entry for a query's failure."""
+
+
+_PRODUCER_CAUSE = re.compile(
+    r"\b((?:RecordTooLarge|Timeout|TopicAuthorization|UnknownTopicOrPartition|InvalidTopic"
+    r"|ProducerFenced)Exception):\s*(.*)")
+_SEND_TIMEOUT = re.compile(r"Expiring \d+ record|not present in metadata|update metadata")
 
 
 @dataclass(frozen=True)
@@ -54,17 +63,44 @@ class QueryFailure:
     causes: tuple[str, ...]
     time_ms: int
 
-    def entry(self) -> str:
-        """ksqlDB's KAFKA_STREAMS_THREAD_ERROR entry, as its JSON layout writes it."""
-        error = {"errorMessage": UNCAUGHT,
-                 "threadName": f"stream execution thread for {self.query}",
-                 "cause": list(self.causes)}
-        message = {"type": KAFKA_STREAMS_THREAD_ERROR, "deserializationError": None,
-                   "recordProcessingError": None, "productionError": None,
-                   "serializationError": None, "kafkaStreamsThreadError": error}
-        return json.dumps({"logger": f"processing.{self.query}.ksql.logger.thread.exception."
-                                     "uncaught", "level": "ERROR", "time": self.time_ms,
-                           "message": message})
+    def entries(self) -> list[str]:
+        """ksqlDB's entries for the failure, as its JSON layout writes them: a
+        PRODUCTION_ERROR when the sink's producer failed to send (ksqlDB's production
+        exception handler logs it, then fails the query), and the KAFKA_STREAMS_THREAD_ERROR
+        of the failure."""
+        thread_error = {"errorMessage": UNCAUGHT,
+                        "threadName": f"stream execution thread for {self.query}",
+                        "cause": list(self.causes)}
+        failed = _entry(f"processing.{self.query}.ksql.logger.thread.exception.uncaught",
+                        self.time_ms, KAFKA_STREAMS_THREAD_ERROR, "kafkaStreamsThreadError",
+                        thread_error)
+        sending = self.production_error()
+        if sending is None:
+            return [failed]
+        return [_entry(f"processing.{self.query}", self.time_ms, PRODUCTION_ERROR,
+                       "productionError", {"errorMessage": sending}), failed]
+
+    def production_error(self) -> str | None:
+        """The producer's message, when a cause is its failure to send a record."""
+        for line in (line for cause in self.causes for line in cause.splitlines()):
+            found = _PRODUCER_CAUSE.search(line)
+            if found is not None and (found.group(1) != "TimeoutException"
+                                      or _SEND_TIMEOUT.search(found.group(2))):
+                return found.group(2).strip()
+        return None
+
+
+_MESSAGE_FIELDS = ("deserializationError", "recordProcessingError", "productionError",
+                   "serializationError", "kafkaStreamsThreadError")
+
+
+def _entry(logger_name: str, time_ms: int, message_type: int, field: str,
+           error: Mapping[str, object]) -> str:
+    message: dict[str, object] = {"type": message_type,
+                                  **{name: None for name in _MESSAGE_FIELDS}}
+    message[field] = dict(error)
+    return json.dumps({"logger": logger_name, "level": "ERROR", "time": time_ms,
+                       "message": message})
 
 
 @dataclass(frozen=True)
@@ -208,7 +244,8 @@ class ProcessingLog:
                         "not logged", self.topic, failure)
             return
         session = self._session_of(spark)
-        session.createDataFrame([(failure.entry(),)], "value STRING").write.format(
+        session.createDataFrame([(entry,) for entry in failure.entries()],
+                                "value STRING").coalesce(1).write.format(
             "kafka").options(**self._kafka_options, topic=self.topic).save()
 
     def _write(self, batch: SkippedBatch) -> None:

@@ -8,22 +8,18 @@ after its first failure, twice as long after each next one, at most
 ``ksql.query.retry.backoff.max.ms`` (ksqlDB's defaults: 15 s and 900 s). A query that completes
 a micro-batch after it started again is healthy: its next failure waits the initial backoff.
 
-The type is ksqlDB's classification: USER when the cause is the user's to fix (a topic that
-does not exist, a permission Kafka or the registry refuses, a record too large for the topic, a
-registry subject or schema that does not exist, a value the sink's format cannot hold), else
-UNKNOWN. ksqlDB marks nothing SYSTEM by itself (its operators add classifiers); neither does
-this.
+Each error's type is ksqlDB's (:mod:`metastore.runtime.error_types`).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.core.exceptions import MetastoreError
+from metastore.runtime.error_types import ErrorClassifier
 
 INITIAL_BACKOFF = "ksql.query.retry.backoff.initial.ms"
 MAX_BACKOFF = "ksql.query.retry.backoff.max.ms"
@@ -32,12 +28,6 @@ PROPERTIES = (INITIAL_BACKOFF, MAX_BACKOFF, ERRORS_KEPT)
 ERRORS_FOR_MS = 3_600_000
 """How long an error is reported (ksqlDB's time-bounded queue: an hour)."""
 
-USER, SYSTEM, UNKNOWN = "USER", "SYSTEM", "UNKNOWN"
-_USER_CAUSES = re.compile(
-    r"UnknownTopicOrPartition|MissingSourceTopic|[Tt]opic[^\n]{0,200}(does not exist|not present)"
-    r"|AuthorizationException|[Nn]ot authorized|RecordTooLargeException"
-    r"|[Ss]ubject[^\n]{0,200}not found|[Ss]chema[^\n]{0,200}not found|error code: 4010[12]"
-    r"|SerializationException|cannot be (serialized|encoded)")
 
 
 class RetrySettingError(MetastoreError):
@@ -75,16 +65,13 @@ class RetrySettings:
         return float(min(self.initial_ms * (1 << doublings), self.max_ms)) / 1000
 
 
-def classify(text: str) -> str:
-    """ksqlDB's type of an error whose text (with its causes) is ``text``."""
-    return USER if _USER_CAUSES.search(text) else UNKNOWN
-
-
 @dataclass
 class QueryHealth:
     """One query's failures on this node: how many in a row, and its recent errors."""
 
     settings: RetrySettings
+    classifier: ErrorClassifier = field(default_factory=ErrorClassifier)
+    source_topics: frozenset[str] = frozenset()
     failures: int = 0
     retry_at: float | None = None
     """When it may start again (``time.monotonic()``); None: now."""
@@ -96,7 +83,7 @@ class QueryHealth:
         now_ms = int(time.time() * 1000)
         self.errors = [e for e in self.errors if now_ms - e["timestamp"] < ERRORS_FOR_MS]
         self.errors.append({"timestamp": now_ms, "errorMessage": message,
-                            "type": classify(message)})
+                            "type": self.classifier.classify(message, self.source_topics)})
         del self.errors[:-self.settings.errors_kept]
         wait = self.settings.wait_seconds(self.failures)
         self.retry_at = time.monotonic() + wait
@@ -138,4 +125,4 @@ def _positive(properties: Mapping[str, str], name: str, default: int) -> int:
     return number
 
 
-__all__ = ["PROPERTIES", "QueryHealth", "RetrySettingError", "RetrySettings", "classify"]
+__all__ = ["PROPERTIES", "QueryHealth", "RetrySettingError", "RetrySettings"]

@@ -7,6 +7,10 @@ state (an aggregation, a join: its last micro-batch reported state rows) has one
 after the query's sink in ``<query id>#<store>`` as ksqlDB keys its stores, whose lag per
 source partition is the log end offset less the offset the query's last micro-batch reached.
 There are no standbys: a query's state is in its checkpoint, which the next owner reads.
+
+A table a node keeps materialized for pull queries (:mod:`metastore.runtime.materialized`) is a
+store of that node too, ``<table>#materialized``, whose lag per partition is the topic's end
+offset less the offset the store has read up to.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Any
 
 STORE = "state"
 """The name of a query's one store: its Spark state (``<query id>#state``)."""
+TABLE_STORE = "materialized"
+"""The name of a table's store for pull queries (``<table>#materialized``)."""
 
 
 def running(queries: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -33,11 +39,19 @@ def active_standby(queries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
             for query_id, state in sorted(queries.items())}
 
 
-def store_lags(queries: Mapping[str, Mapping[str, Any]], updated_ms: int) -> dict[str, Any]:
-    """ksqlDB's ``hostStoreLags`` of a host running ``queries``, as of ``updated_ms``. A
+def store_lags(queries: Mapping[str, Mapping[str, Any]], tables: Mapping[str, Any],
+               updated_ms: int) -> dict[str, Any]:
+    """ksqlDB's ``hostStoreLags`` of a host running ``queries`` and keeping ``tables``
+    materialized (``{table: {partition: [read up to, end]}}``), as of ``updated_ms``. A
     query reading several topics sums their partitions of one number (ksqlDB's lags are per
     partition of a store)."""
     lags: dict[str, Any] = {}
+    for table, partitions in sorted(tables.items()):
+        if isinstance(partitions, Mapping):
+            read = {str(p): _lag(int(marks[0]), int(marks[1]))
+                    for p, marks in sorted(partitions.items())
+                    if isinstance(marks, list) and len(marks) == 2}
+            lags[f"{table}#{TABLE_STORE}"] = {"lagByPartition": read, "size": len(read)}
     for query_id, state in sorted(queries.items()):
         if not _keeps_state(state):
             continue
@@ -51,6 +65,11 @@ def store_lags(queries: Mapping[str, Mapping[str, Any]], updated_ms: int) -> dic
         lags[f"{query_id}#{STORE}"] = {"lagByPartition": by_partition,
                                        "size": len(by_partition)}
     return {"stateStoreLags": lags, "updateTimeMs": updated_ms}
+
+
+def _lag(current: int, end: int) -> dict[str, int]:
+    return {"currentOffsetPosition": current, "endOffsetPosition": end,
+            "offsetLag": max(end - current, 0)}
 
 
 def _keeps_state(state: Mapping[str, Any]) -> bool:

@@ -45,6 +45,7 @@ from metastore.planner.plan import plan_of
 from metastore.runtime import job, progress_listener
 from metastore.runtime.assignment import Partitions, QueryAssignment, partition_of
 from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
+from metastore.runtime.error_types import ErrorClassifier
 from metastore.runtime.processing_log import QueryFailure
 from metastore.runtime.query_health import QueryHealth, RetrySettings
 from metastore.runtime.skipped import SkippedRecords
@@ -110,6 +111,11 @@ def _positions(reached: Mapping[tuple[str, int], int],
     return positions
 
 
+def _source_topics(image: Image, query: PersistentQuery) -> frozenset[str]:
+    return frozenset(source.topic for source in map(image.source, query.sources)
+                     if source is not None)
+
+
 def _heartbeat_errors(health: QueryHealth) -> list[dict[str, Any]]:
     return [{**error, "errorMessage": error["errorMessage"][:HEARTBEAT_ERROR_CHARS]}
             for error in health.reported_errors()[-HEARTBEAT_ERRORS:]]
@@ -127,6 +133,8 @@ class QueryRunner:
                  assignment: Callable[[Callable[[Partitions], None],
                                        Callable[[Partitions], None]], QueryAssignment],
                  retry: RetrySettings | None = None,
+                 classifier: ErrorClassifier | None = None,
+                 sink_producer: Mapping[str, str] | None = None,
                  service_id: str = "") -> None:
         self.node_id = node_id
         self._lag_group = f"{service_id}-{node_id}-query-lag" if service_id else (
@@ -139,6 +147,8 @@ class QueryRunner:
         self._make_assignment = assignment
         self.assignment: QueryAssignment | None = None
         self._retry = retry or RetrySettings()
+        self._classifier = classifier or ErrorClassifier()
+        self._sink_producer = dict(sink_producer or {})
         self._latest: Image | None = None
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.RLock()
@@ -277,8 +287,9 @@ class QueryRunner:
                     self._halt(found)  # CREATE OR REPLACE: same id and checkpoint, new plan
                     found = None
                 entry = found or _Entry(query, QueryState(query_id, PENDING),
-                                        self._health.setdefault(query_id,
-                                                                QueryHealth(self._retry)))
+                                        self._health.setdefault(query_id, QueryHealth(
+                                            self._retry, self._classifier,
+                                            _source_topics(image, query))))
                 self._entries[query_id] = entry
                 entry.query = query
                 if query.paused:
@@ -315,19 +326,22 @@ class QueryRunner:
                          "could not start")
 
     def _producer_options(self, topic: str) -> dict[str, str]:
-        """Batches no larger than the sink topic takes: a producer whose batch holds records
-        the topic refuses as too large splits it into the same batch again, forever (the
-        query would hang), where batches of at most the topic's ``max.message.bytes`` fail
-        with RecordTooLargeException, and the query with them."""
+        """The node's sink producer settings, with batches no larger than the sink topic
+        takes: a producer whose batch holds records the topic refuses as too large splits it
+        into the same batch again, forever (the query would hang), where batches of at most
+        the topic's ``max.message.bytes`` fail with RecordTooLargeException, and the query
+        with them."""
+        options = dict(self._sink_producer)
         if self._admin is None:
             self._admin = Admin(self._settings, timeout=5.0)
         try:
             limit = int(self._admin.topic_config(topic).get("max.message.bytes", "0"))
         except Exception as error:  # Kafka slow or away: the producer's own batches, then
             log.warning("the size limit of topic %s is unknown: %s", topic, error)
-            return {}
-        batch = int(self._kafka_options.get("kafka.batch.size", PRODUCER_BATCH_BYTES))
-        return {"kafka.batch.size": str(limit)} if 0 < limit < batch else {}
+            return options
+        batch = int(options.get("kafka.batch.size")
+                    or self._kafka_options.get("kafka.batch.size", PRODUCER_BATCH_BYTES))
+        return {**options, "kafka.batch.size": str(limit)} if 0 < limit < batch else options
 
     def _pause(self, entry: _Entry) -> None:
         """Stop a PAUSEd query; its checkpoint stays, for RESUME to go on from."""

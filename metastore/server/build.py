@@ -166,7 +166,8 @@ def build(settings: ServerSettings) -> NodeServices:
                 query_status=cluster_queries, explainer=explainer)
     membership = Membership(kafka, admin, config.service_id, config.node_id, settings.url,
                             lambda: (node.state.value, node.replica.position - 1),
-                            queries=lambda: _local_queries(queries))
+                            queries=lambda: _local_queries(queries),
+                            stores=stores.positions if stores is not None else None)
     forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
                                membership.nodes, settings.forwarding)
     return NodeServices(settings, node, membership, projection, queries, push, stores,
@@ -248,6 +249,8 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     queries = QueryRunner(config.node_id, session, kafka_options,
                           checkpoint_root(settings.query_checkpoints, session),
                           kafka, assignment, retry=settings.query_retry,
+                          classifier=settings.error_classifier,
+                          sink_producer=settings.sink_producer,
                           service_id=config.service_id)
     end_offsets, close_offsets = _end_offsets_reader(config, kafka, admin)
     stores = TableStores(session, kafka_options, settings.directory / "table-stores",

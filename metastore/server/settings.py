@@ -24,7 +24,8 @@ from metastore.core.limits import RequestLimits
 from metastore.dev.paths import dev_dir
 from metastore.engine import overrides
 from metastore.log.writer import WriterOptions
-from metastore.runtime import query_health
+from metastore.runtime import error_types, query_health
+from metastore.runtime.error_types import ErrorClassifier, ErrorClassifierSettingError
 from metastore.runtime.processing_log_settings import (
     ProcessingLogSettingError,
     ProcessingLogSettings,
@@ -92,6 +93,12 @@ class ServerSettings:
     query_retry: RetrySettings = field(default_factory=RetrySettings)
     """ksqlDB's ``ksql.query.retry.backoff.*`` and ``ksql.query.error.max.queue.size``
     (:mod:`metastore.runtime.query_health`)."""
+    sink_producer: Mapping[str, str] = field(default_factory=dict)
+    """ksqlDB's ``ksql.streams.producer.*``: settings of every persistent query's sink
+    producer, as Spark's Kafka sink options (``kafka.max.block.ms``)."""
+    error_classifier: ErrorClassifier = field(default_factory=ErrorClassifier)
+    """ksqlDB's ``ksql.error.classifier.regex.*``: the operator's types of query errors
+    (:mod:`metastore.runtime.error_types`)."""
 
     advertised_url: str | None = None
     """The URL other nodes and clients reach this node at (heartbeats, forwarded writes,
@@ -146,6 +153,8 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           forwarding=_forwarding(given),
                           processing_log=_processing_log(given),
                           query_retry=_query_retry(given),
+                          error_classifier=_error_classifier(given),
+                          sink_producer=_sink_producer(given),
                           advertised_url=_advertised(given.get("advertised_url")))
 
 
@@ -192,7 +201,8 @@ def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
 
 def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
     properties = {name: value for name, value in _ksql_properties(given).items()
-                  if name not in QUERY_DEFAULTS | QUERY_RETRY}
+                  if name not in QUERY_DEFAULTS | QUERY_RETRY
+                  and not name.startswith((error_types.REGEX_PREFIX, SINK_PRODUCER_PREFIX))}
     try:
         return ProcessingLogSettings.of(properties)
     except ProcessingLogSettingError as error:
@@ -205,6 +215,32 @@ def _query_retry(given: Mapping[str, Any]) -> RetrySettings:
     try:
         return RetrySettings.of(properties)
     except RetrySettingError as error:
+        raise SettingsError("ksql_properties", str(error)) from error
+
+
+SINK_PRODUCER_PREFIX = "ksql.streams.producer."
+OWNED_PRODUCER_SETTINGS = frozenset({"bootstrap.servers", "key.serializer", "value.serializer",
+                                     "transactional.id", "interceptor.classes"})
+"""Settings a query's sink producer has from the node and its guarantee, whatever is asked."""
+
+
+def _sink_producer(given: Mapping[str, Any]) -> dict[str, str]:
+    chosen: dict[str, str] = {}
+    for name, value in _ksql_properties(given).items():
+        setting = name.removeprefix(SINK_PRODUCER_PREFIX)
+        if setting == name:
+            continue
+        if not setting or setting in OWNED_PRODUCER_SETTINGS or not value.strip():
+            raise SettingsError("ksql_properties", f"{name}: a query's sink producer takes no "
+                                f"{setting or 'unnamed'} setting of {value!r}")
+        chosen[f"kafka.{setting}"] = value.strip()
+    return chosen
+
+
+def _error_classifier(given: Mapping[str, Any]) -> ErrorClassifier:
+    try:
+        return ErrorClassifier.of(_ksql_properties(given))
+    except ErrorClassifierSettingError as error:
         raise SettingsError("ksql_properties", str(error)) from error
 
 

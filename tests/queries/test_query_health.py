@@ -7,11 +7,14 @@ the cause is gone, every record written:
   statement), which the processing log also has, as ksqlDB's KAFKA_STREAMS_THREAD_ERROR;
 - its sink topic takes records of at most 200 bytes and the query's are larger: a USER error
   (RecordTooLargeException), where a producer left to its own batches would split them into
-  the same batch forever and the query would hang."""
+  the same batch forever and the query would hang;
+- its sink topic is deleted: a SYSTEM error, as the node's operator classified it, and a
+  PRODUCTION_ERROR in the processing log, until the topic is back."""
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from tests.queries.test_query_nodes import ksql, queries
@@ -105,10 +109,47 @@ def test_records_too_large_for_the_sink_are_a_user_error_until_the_topic_takes_t
     [explained] = ksql(spark_node, f"EXPLAIN {query_id};")
     errors = explained["queryDescription"]["queryErrors"]
     assert errors[-1]["type"] == "USER", errors
+    [logged, *_] = eventually(
+        lambda: _entries_of(kafka_settings, spark_node, f"processing.{query_id}"), 60,
+        "the production error in the processing log", interval=1)
+    assert logged["message"]["type"] == 3 and logged["message"]["productionError"]["errorMessage"]
 
     _set_topic_config(kafka_bootstrap, sink, "max.message.bytes", "1048588")
     _until_state(spark_node, query_id, "RUNNING", timeout=120)
     assert len(read_all(kafka_settings, sink, 3)) == 3
+
+
+def test_a_query_whose_sink_is_deleted_is_a_system_error_until_the_topic_is_back(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_admin: Admin, kafka_settings: KafkaSettings) -> None:
+    """The suite's Spark node classifies a sink its producer cannot deliver to as SYSTEM
+    (its ``ksql.error.classifier.regex.sink``; ksqlDB's own classifiers leave a missing sink
+    UNKNOWN), and its sink producers give up on a record after 20 s
+    (``ksql.streams.producer.delivery.timeout.ms``; Kafka's default is 120 s)."""
+    name, source = numbered_stream(spark_node, "SINKLESS")
+    sink = f"{source}-out"
+    producer = producer_factory()
+    send_numbered(producer, source, range(3))
+    [created] = earliest(spark_node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}') AS "
+                                     f"SELECT ID, V FROM {name};")
+    query_id = created["commandStatus"]["queryId"]
+    assert len(read_all(kafka_settings, sink, 3)) == 3
+    assert kafka_admin.delete_until_gone(sink, 30)
+    send_numbered(producer, source, range(3, 6))
+    seen = _until_state(spark_node, query_id, "ERROR", timeout=120)
+    [explained] = ksql(spark_node, f"EXPLAIN {query_id};")
+    errors = explained["queryDescription"]["queryErrors"]
+    assert errors[-1]["type"] == "SYSTEM", errors
+    assert re.search("not present in metadata|Expiring [0-9]+ record", seen["errorMessage"]), seen
+    logged = eventually(lambda: _entries_of(kafka_settings, spark_node, f"processing.{query_id}"),
+                        60, "the production error in the processing log", interval=1)
+    assert logged[0]["message"]["type"] == 3
+    assert sink in logged[0]["message"]["productionError"]["errorMessage"]
+
+    kafka_admin.create(sink, partitions=1)
+    _until_state(spark_node, query_id, "RUNNING", timeout=120)
+    written = {json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, sink, 3)}
+    assert written == {3, 4, 5}, "the records sent while the sink was gone, once it is back"
 
 
 def _set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None:
@@ -117,6 +158,13 @@ def _set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None
         ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
+
+
+def _entries_of(settings: KafkaSettings, server: ServerProcess, logger_name: str
+                ) -> list[dict[str, Any]] | None:
+    entries = [json.loads(value) for value in
+               values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
+    return [e for e in entries if e["logger"] == logger_name] or None
 
 
 def _failures_logged(settings: KafkaSettings, server: ServerProcess, query_id: str

@@ -70,6 +70,17 @@ def test_key_lookups_come_from_the_store_and_see_updates_and_deletes(
     assert pull(node, f"SELECT ID, UCASE(V) AS U FROM {name} WHERE ID = 3;") == [[3, "NEW"]]
     assert gauge(node, "metastore_pull_queries_from_stores_total") - before == store_answers
 
+    def store_lags() -> dict[str, Any] | None:  # the store, in /clusterStatus, caught up
+        hosts = httpx.get(f"{node.url}/clusterStatus", timeout=10).json()["clusterStatus"]
+        return next((host["hostStoreLags"]["stateStoreLags"][f"{name}#materialized"]
+                     for host in hosts.values()
+                     if f"{name}#materialized" in host["hostStoreLags"]["stateStoreLags"]), None)
+
+    lags = eventually(store_lags, 30, "the table's store in /clusterStatus")
+    assert lags["size"] == 2 and {p: (v["endOffsetPosition"], v["offsetLag"])
+                                  for p, v in lags["lagByPartition"].items()} == {
+        "0": (5, 0), "1": (4, 0)}, "9 records in its 2 partitions, every one read"
+
 
 def test_a_windowed_table_answers_with_its_windows(
         node: ServerProcess, producer_factory: Callable[..., Producer]  # noqa: F811

@@ -124,12 +124,23 @@ WRITE_TIMEOUT = 5
 default): short, so that a test sees a client that stops reading dropped."""
 
 
+SINK_TIMEOUTS = ("--ksql-property", "ksql.streams.producer.delivery.timeout.ms=20000",
+                 "--ksql-property", "ksql.streams.producer.request.timeout.ms=10000",
+                 "--ksql-property", "ksql.streams.producer.max.block.ms=10000")
+"""The shared Spark node's sink producers give up on a record after 20 s (Kafka's default:
+120 s), so that a query whose sink is gone fails within a test's patience."""
+SINK_GONE_RULE = ("ksql.error.classifier.regex.sink="
+                  "SYSTEM .*(not present in metadata|Expiring [0-9]+ record).*")
+"""The shared Spark node's operator rule: a sink its producer cannot deliver to is SYSTEM."""
+
+
 @pytest.fixture(scope="session")
 def spark_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory,
                        ) -> Iterator[ServerProcess]:
     yield from session_node(kafka_bootstrap, tmp_path_factory, "spark", True,
                             "--http-limit", f"stream_write_timeout_seconds={WRITE_TIMEOUT}",
-                            "--ksql-property", "ksql.logging.processing.topic.auto.create=true")
+                            "--ksql-property", "ksql.logging.processing.topic.auto.create=true",
+                            *SINK_TIMEOUTS, "--ksql-property", f"{SINK_GONE_RULE}")
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """A failed query's backoff and errors, as ksqlDB's ``ksql.query.retry.backoff.*`` and
 ``QueryError``: the waits double from the initial one up to the maximum, a micro-batch after a
-restart starts them over, the errors kept are the last ones of the hour, typed USER when the
-cause is the user's to fix, a failure's processing-log entry is ksqlDB's, and the settings
-refuse values they cannot take."""
+restart starts them over, the errors kept are the last ones of the hour, typed
+(tests/unit/test_error_types.py), a failure's processing-log entry is ksqlDB's, and the
+settings refuse values they cannot take."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from metastore.runtime.query_health import (
     QueryHealth,
     RetrySettingError,
     RetrySettings,
-    classify,
 )
 
 
@@ -41,23 +40,6 @@ def test_the_last_errors_are_kept_typed() -> None:
     assert all(isinstance(e["timestamp"], int) for e in errors)
 
 
-@pytest.mark.parametrize("text", [
-    "Caused by: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: gone",
-    "org.apache.kafka.common.errors.TimeoutException: Topic out-1 not present in metadata "
-    "after 60000 ms.",
-    "org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access "
-    "topics: [out]",
-    "io.confluent.kafka.schemaregistry.client.rest.exceptions.RestClientException: Subject "
-    "'out-value' not found.; error code: 40401",
-])
-def test_causes_the_user_must_fix_are_user_errors(text: str) -> None:
-    assert classify(text) == "USER"
-
-
-def test_other_causes_are_unknown() -> None:
-    assert classify("java.lang.OutOfMemoryError: Java heap space") == "UNKNOWN"
-
-
 @pytest.mark.parametrize(("properties", "named"), [
     ({INITIAL_BACKOFF: "0"}, INITIAL_BACKOFF),
     ({MAX_BACKOFF: "soon"}, MAX_BACKOFF),
@@ -75,7 +57,8 @@ def test_ksqldbs_defaults() -> None:
 
 
 def test_a_failure_is_logged_as_ksqldbs_thread_error() -> None:
-    entry = json.loads(QueryFailure("CSAS_A_1", ("java.io.IOException: disk",), 1_000).entry())
+    [entry] = map(json.loads, QueryFailure("CSAS_A_1", ("java.io.IOException: disk",),
+                                           1_000).entries())
     assert entry["logger"] == "processing.CSAS_A_1.ksql.logger.thread.exception.uncaught"
     assert (entry["level"], entry["time"], entry["message"]["type"]) == ("ERROR", 1_000, 4)
     assert entry["message"]["deserializationError"] is None
@@ -83,3 +66,28 @@ def test_a_failure_is_logged_as_ksqldbs_thread_error() -> None:
         "errorMessage": "Unhandled exception caught in streams thread",
         "threadName": "stream execution thread for CSAS_A_1",
         "cause": ["java.io.IOException: disk"]}
+
+
+@pytest.mark.parametrize(("cause", "sent"), [
+    ("Caused by: org.apache.kafka.common.errors.RecordTooLargeException: The request included "
+     "a message larger than the max message size the server will accept.",
+     "The request included a message larger than the max message size the server will accept."),
+    ("org.apache.kafka.common.errors.TimeoutException: Topic out not present in metadata after "
+     "10000 ms.", "Topic out not present in metadata after 10000 ms."),
+    ("org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired before the "
+     "position for partition in-0 could be determined", None),
+    ("java.io.IOException: disk", None),
+])
+def test_a_failure_to_send_is_also_a_production_error(cause: str, sent: str | None) -> None:
+    failure = QueryFailure("CSAS_A_1", ("org.apache.spark.SparkException: Job aborted.", cause),
+                           1_000)
+    entries = [json.loads(text) for text in failure.entries()]
+    assert entries[-1]["message"]["type"] == 4, "the failure itself, last"
+    if sent is None:
+        assert len(entries) == 1
+        return
+    production, _ = entries
+    assert production["logger"] == "processing.CSAS_A_1"
+    assert production["message"]["type"] == 3
+    assert production["message"]["productionError"] == {"errorMessage": sent}
+    assert production["message"]["deserializationError"] is None

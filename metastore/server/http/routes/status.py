@@ -79,12 +79,14 @@ def router(context: ServerContext) -> APIRouter:
 
 
 def _host(node_id: str, alive: bool, updated_ms: int, state: str,
-          applied: int | None, queries: Mapping[str, Any] | None = None) -> dict[str, Any]:
+          applied: int | None, queries: Mapping[str, Any] | None = None,
+          stores: Mapping[str, Any] | None = None) -> dict[str, Any]:
     running = query_placement.running(queries or {}) if alive else {}
     return {"hostAlive": alive, "lastStatusUpdateMs": updated_ms, "nodeId": node_id,
             "state": state, "appliedOffset": applied,
             "activeStandbyPerQuery": query_placement.active_standby(running),
-            "hostStoreLags": query_placement.store_lags(running, updated_ms if alive else 0)}
+            "hostStoreLags": query_placement.store_lags(
+                running, (stores or {}) if alive else {}, updated_ms if alive else 0)}
 
 
 def _hosts(context: ServerContext) -> dict[str, Any]:
@@ -97,7 +99,8 @@ def _hosts(context: ServerContext) -> dict[str, Any]:
     for beat, alive in members:
         seen.add(beat.node_id)
         hosts[beat.url or beat.node_id] = _host(beat.node_id, alive, beat.timestamp_ms,
-                                                beat.state, beat.applied_offset, beat.queries)
+                                                beat.state, beat.applied_offset, beat.queries,
+                                                beat.stores)
     for node_id in sorted(node.replica.origin_nodes):
         if node_id not in seen:
             hosts[node_id] = _host(node_id, False, 0, "UNKNOWN", None)
@@ -105,7 +108,8 @@ def _hosts(context: ServerContext) -> dict[str, Any]:
         own = node.queries.statuses() if node.queries is not None else {}
         hosts[context.url or node.config.node_id] = _host(
             node.config.node_id, True, int(time.time() * 1000), node.state.value,
-            node.replica.position - 1, {qid: state.to_json() for qid, state in own.items()})
+            node.replica.position - 1, {qid: state.to_json() for qid, state in own.items()},
+            context.table_stores.positions() if context.table_stores is not None else {})
     return hosts
 
 
