@@ -339,9 +339,11 @@ class QueryRunner:
         except Exception as error:  # Kafka slow or away: the producer's own batches, then
             log.warning("the size limit of topic %s is unknown: %s", topic, error)
             return options
-        batch = int(options.get("kafka.batch.size")
+        batch = str(options.get("kafka.batch.size")
                     or self._kafka_options.get("kafka.batch.size", PRODUCER_BATCH_BYTES))
-        return {**options, "kafka.batch.size": str(limit)} if 0 < limit < batch else options
+        if not batch.strip().isdigit():  # the producer refuses it, with Kafka's reason
+            return options
+        return {**options, "kafka.batch.size": str(limit)} if 0 < limit < int(batch) else options
 
     def _pause(self, entry: _Entry) -> None:
         """Stop a PAUSEd query; its checkpoint stays, for RESUME to go on from."""
