@@ -246,6 +246,9 @@ def _kill_driver(cluster: Cluster, query_id: str) -> Callable[[], None]:
     """SIGKILL the Spark driver JVM of the node that owns ``query_id`` (as the kernel's OOM
     killer would): the node says at once that its Spark is lost and still serves its metrics;
     once the phase's records are in, it has a Spark of its own again."""
+    eventually(lambda: all(_healthy(node) for node in _nodes(cluster)), 240,
+               "every node healthy, its Spark up: the one started again in phase 1 takes the "
+               "query over", interval=1)
     owner = _owner(cluster, query_id)
     driver = int(cluster.status(owner)["sparkApplication"]["driverPid"])
     os.kill(driver, signal.SIGKILL)
@@ -260,6 +263,13 @@ def _kill_driver(cluster: Cluster, query_id: str) -> Callable[[], None]:
                    "the owner to restart its Spark and be healthy again", interval=1)
 
     return recover
+
+
+def _healthy(node: LocalNode) -> bool:
+    try:
+        return httpx.get(f"{node.url}/healthcheck", timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def _nodes(cluster: Cluster) -> list[LocalNode]:

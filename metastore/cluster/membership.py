@@ -85,8 +85,8 @@ class Membership:
                 state, applied = self._status()
                 beat = {"nodeId": self._node_id, "url": self._url, "state": state,
                         "appliedOffset": applied, "timestampMs": int(time.time() * 1000),
-                        "queries": self._queries() if self._queries is not None else {},
-                        "stores": self._stores() if self._stores is not None else {}}
+                        "queries": _reported(self._queries, "queries"),
+                        "stores": _reported(self._stores, "table stores")}
                 try:
                     producer.send(self._topic.topic, self._node_id.encode(),
                                   json.dumps(beat).encode())
@@ -107,6 +107,17 @@ class Membership:
                     self._stop.wait(0.5)
         finally:
             reader.close()
+
+
+def _reported(report: Callable[[], dict[str, Any]] | None, what: str) -> dict[str, Any]:
+    """What ``report`` gives for the heartbeat; nothing when it fails (the beat goes out)."""
+    if report is None:
+        return {}
+    try:
+        return report()
+    except Exception as error:  # a part of the node failing must not stop its heartbeats
+        log.warning("heartbeat: the %s are left out: %s", what, error)
+        return {}
 
 
 def read_heartbeats(settings: KafkaSettings, admin: Admin, service_id: str, group_id: str,

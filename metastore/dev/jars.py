@@ -29,6 +29,8 @@ class JarSet:
     name: str
     pom: str
     properties: dict[str, str] = field(default_factory=dict)
+    package: str = "metastore.dev"
+    """The package whose ``poms/`` holds the pom (the benchmarks keep theirs)."""
 
 
 def kafka_broker() -> JarSet:
@@ -65,12 +67,12 @@ def require_java() -> str:
     return require_tool("java", "Install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre).")
 
 
-def _pom_text(pom: str) -> str:
-    return resources.files("metastore.dev").joinpath("poms", pom).read_text(encoding="utf-8")
+def _pom_text(pom: str, package: str = "metastore.dev") -> str:
+    return resources.files(package).joinpath("poms", pom).read_text(encoding="utf-8")
 
 
 def _stamp_for(jar_set: JarSet) -> dict[str, object]:
-    digest = hashlib.sha256(_pom_text(jar_set.pom).encode()).hexdigest()
+    digest = hashlib.sha256(_pom_text(jar_set.pom, jar_set.package).encode()).hexdigest()
     return {"pom_sha256": digest, "properties": jar_set.properties}
 
 
@@ -105,7 +107,7 @@ def _download(jar_set: JarSet, target: Path, progress: TextIO | None) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     pom_path = staging / "pom.xml"
-    pom_path.write_text(_pom_text(jar_set.pom), encoding="utf-8")
+    pom_path.write_text(_pom_text(jar_set.pom, jar_set.package), encoding="utf-8")
     settings = staging / "maven-settings.xml"
     settings.write_text(_pom_text("maven-settings.xml"), encoding="utf-8")
     command = [

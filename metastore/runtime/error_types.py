@@ -4,11 +4,13 @@ An error is USER when ksqlDB's own classifiers say the cause is the user's to fi
 topic that does not exist, a permission Kafka or the registry refuses, a record too large for
 its topic, a registry subject or schema that does not exist, a value the sink's format cannot
 hold. Else the operator's classifiers decide, ksqlDB's ``ksql.error.classifier.regex.<name>``
-properties, each ``<TYPE> <REGEX>`` (``SYSTEM .*not present in metadata.*``): the first whose
-regex matches the whole of a cause's class name or message (Java's ``Pattern.DOTALL``) gives
-its type. Else UNKNOWN: ksqlDB marks nothing SYSTEM by itself, and neither does this.
+properties, each ``<TYPE> <REGEX>`` (``SYSTEM .*not present in metadata.*``): a rule gives its
+type when its regex matches the whole of a cause's class name or message (Java's
+``Pattern.DOTALL``); the types are chained as ksqlDB chains its classifiers, so rules that
+disagree with each other or with ksqlDB's own give UNKNOWN. Else UNKNOWN: ksqlDB marks nothing
+SYSTEM by itself, and neither does this.
 
-A query's error reaches here as Spark's text of its failure, a Java exception per line
+A query's error reaches here as Spark's whole text of its failure, a Java exception a line
 (``Caused by: <class>: <message>``); each line is a cause.
 """
 
@@ -29,7 +31,8 @@ _USER_CAUSES = re.compile(
     r"|[Ss]ubject[^\n]{0,200}not found|[Ss]chema[^\n]{0,200}not found|error code: 4010[12]"
     r"|SerializationException|cannot be (serialized|encoded)")
 _MISSING_TOPIC = re.compile(
-    r"UnknownTopicOrPartition|[Tt]opic[^\n]{0,200}(does not exist|not present)")
+    r"[Tt]opics?:?\s+\[?'?([\w.-]+)'?\]?\s+(?:does not exist|not present)"
+    r"|UnknownTopicOrPartitionException:[^\n]*?\b([\w.-]+)-\d+\b")
 _CAUSE = re.compile(r"^\s*(?:Caused by:\s*)?([\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
 
 
@@ -104,9 +107,10 @@ def _chained(first: str, second: str) -> str:
 
 def _missing_source(text: str, source_topics: Iterable[str]) -> bool:
     """A topic the query reads is gone (ksqlDB's MissingTopicClassifier: a missing sink is no
-    user error of its own)."""
-    return any(_MISSING_TOPIC.search(line) and any(topic in line for topic in source_topics)
-               for line in text.splitlines())
+    user error of its own): one the text names missing is one of ``source_topics``."""
+    sources = set(source_topics)
+    return any(name in sources for found in _MISSING_TOPIC.finditer(text)
+               for name in found.groups() if name)
 
 
 def _causes(text: str) -> Iterator[str]:

@@ -339,22 +339,40 @@ def _java_class(jvm: Any, name: str) -> Any:
 
 def progress(streaming_query: StreamingQuery) -> Progress | None:
     """The offsets the last micro-batch reached, or None before the first one."""
+    data = _last_progress(streaming_query)
+    if data is None:
+        return None
+    return Progress(int(data.get("batchId", -1)), _source_offsets(data, "endOffset"))
+
+
+def latest_offsets(streaming_query: StreamingQuery) -> dict[tuple[str, int], int]:
+    """The end offsets Spark saw in its sources at the last trigger (none before one)."""
+    data = _last_progress(streaming_query)
+    return {} if data is None else _source_offsets(data, "latestOffset")
+
+
+def _last_progress(streaming_query: StreamingQuery) -> dict[str, Any] | None:
     last = streaming_query.lastProgress
     if last is None:
         return None
-    data: dict[str, Any] = json.loads(last.json) if hasattr(last, "json") else dict(last)
+    return json.loads(last.json) if hasattr(last, "json") else dict(last)
+
+
+def _source_offsets(data: dict[str, Any], field: str) -> dict[tuple[str, int], int]:
     offsets: dict[tuple[str, int], int] = {}
     for source in data.get("sources") or []:
-        end = source.get("endOffset")
-        if isinstance(end, str):
+        marks = source.get(field)
+        if isinstance(marks, str):
             try:
-                end = json.loads(end)
+                marks = json.loads(marks)
             except ValueError:
                 continue
-        for topic, partitions in (end or {}).items():
-            for partition, offset in partitions.items():
+        if not isinstance(marks, dict):
+            continue
+        for topic, partitions in marks.items():
+            for partition, offset in (partitions or {}).items():
                 offsets[(topic, int(partition))] = int(offset)
-    return Progress(int(data.get("batchId", -1)), offsets)
+    return offsets
 
 
 def failure(streaming_query: StreamingQuery) -> str | None:
@@ -364,6 +382,19 @@ def failure(streaming_query: StreamingQuery) -> str | None:
     if error is None:
         return None
     return failure_text(str(getattr(error, "desc", None) or error)) or type(error).__name__
+
+
+FAILURE_DETAIL_CHARS = 20_000
+"""How much of a failure's whole text (its causes, one a line) is kept to classify it."""
+
+
+def failure_detail(streaming_query: StreamingQuery) -> str | None:
+    """A stopped query's whole failure text, its ``Caused by:`` lines included (at most
+    :data:`FAILURE_DETAIL_CHARS`), or None."""
+    error = streaming_query.exception()
+    if error is None:
+        return None
+    return str(getattr(error, "desc", None) or error)[:FAILURE_DETAIL_CHARS]
 
 
 def failure_text(text: str) -> str:

@@ -424,18 +424,25 @@ class TableStores:
 
     def positions(self) -> dict[str, dict[str, list[int]]]:
         """How far each store has read its table's topic: ``{table: {partition: [read up
-        to, end offset]}}``, the end as Kafka gives it now (the read position when Kafka
-        does not answer)."""
+        to, end offset]}}``, the end as its Spark query last saw it (no Kafka request: the
+        heartbeat asks); a store before its first trigger is left out."""
         with self._lock:
             stores = [store for store in self._stores.values() if store.failed is None]
         found: dict[str, dict[str, list[int]]] = {}
         for store in stores:
+            handle = store.handle
+            try:
+                latest = job.latest_offsets(handle) if handle is not None else {}
+            except Exception as error:  # Spark going away: the store is left out
+                log.debug("table store of %s: no progress: %s", store.source.name, error)
+                continue
+            ends = {p: o for (topic, p), o in latest.items() if topic == store.source.topic}
+            if not ends:
+                continue
             with store.lock:
                 read = dict(store.positions)
-            ends = self._end_offsets(store.source.topic) or {}
-            found[store.source.name] = {
-                str(partition): [read.get(partition, 0), ends.get(partition, read.get(partition, 0))]
-                for partition in sorted(set(read) | set(ends))}
+            found[store.source.name] = {str(p): [read.get(p, 0), end]
+                                        for p, end in sorted(ends.items())}
         return found
 
     def spark_lost(self) -> None:

@@ -48,20 +48,23 @@ UNCAUGHT = "Unhandled exception caught in streams thread"
 """The message of ksqlDB's entry for a query's failure."""
 
 
-_PRODUCER_CAUSE = re.compile(
-    r"\b((?:RecordTooLarge|Timeout|TopicAuthorization|UnknownTopicOrPartition|InvalidTopic"
-    r"|ProducerFenced)Exception):\s*(.*)")
-_SEND_TIMEOUT = re.compile(r"Expiring \d+ record|not present in metadata|update metadata")
+_TOO_LARGE = re.compile(r"RecordTooLargeException:\s*(.+)")
+_SEND_TIMEOUT = re.compile(
+    r"TimeoutException:\s*((?:Expiring \d+ record\(s\) for (\S+)-\d+|Topic (\S+) not "
+    r"present in metadata).*)")
 
 
 @dataclass(frozen=True)
 class QueryFailure:
     """A persistent query failed at ``time_ms`` (its Spark query stopped with ``causes``, the
-    failure's first line and innermost cause)."""
+    failure's first line and innermost cause; ``detail``, its whole text, a cause a line)
+    writing to ``sink_topic``."""
 
     query: str
     causes: tuple[str, ...]
     time_ms: int
+    detail: str = ""
+    sink_topic: str = ""
 
     def entries(self) -> list[str]:
         """ksqlDB's entries for the failure, as its JSON layout writes them: a
@@ -81,12 +84,18 @@ class QueryFailure:
                        "productionError", {"errorMessage": sending}), failed]
 
     def production_error(self) -> str | None:
-        """The producer's message, when a cause is its failure to send a record."""
-        for line in (line for cause in self.causes for line in cause.splitlines()):
-            found = _PRODUCER_CAUSE.search(line)
-            if found is not None and (found.group(1) != "TimeoutException"
-                                      or _SEND_TIMEOUT.search(found.group(2))):
-                return found.group(2).strip()
+        """The sink producer's message, when a cause is its failure to send a record: one
+        too large, or a send to the sink topic that timed out (the failures Kafka Streams
+        hands ksqlDB's production exception handler; a source's are no production error)."""
+        lines = (self.detail or "\n".join(self.causes)).splitlines()
+        for line in sorted(lines, key=lambda text: not text.lstrip().startswith("Caused by:")):
+            too_large = _TOO_LARGE.search(line)
+            if too_large is not None:
+                return too_large.group(1).strip()
+            timed_out = _SEND_TIMEOUT.search(line)
+            if timed_out is not None and self.sink_topic in (timed_out.group(2),
+                                                             timed_out.group(3)):
+                return timed_out.group(1).strip()
         return None
 
 

@@ -48,9 +48,9 @@ def store_lags(queries: Mapping[str, Mapping[str, Any]], tables: Mapping[str, An
     lags: dict[str, Any] = {}
     for table, partitions in sorted(tables.items()):
         if isinstance(partitions, Mapping):
-            read = {str(p): _lag(int(marks[0]), int(marks[1]))
-                    for p, marks in sorted(partitions.items())
-                    if isinstance(marks, list) and len(marks) == 2}
+            read = {str(p): _lag(marks[0], marks[1]) for p, marks in sorted(partitions.items())
+                    if isinstance(marks, list) and len(marks) == 2
+                    and all(isinstance(m, int) for m in marks)}
             lags[f"{table}#{TABLE_STORE}"] = {"lagByPartition": read, "size": len(read)}
     for query_id, state in sorted(queries.items()):
         if not _keeps_state(state):
@@ -87,9 +87,9 @@ def _positions(state: Mapping[str, Any]) -> list[tuple[str, int, tuple[int, int,
         if not isinstance(partitions, Mapping):
             continue
         for partition, marks in partitions.items():
-            if isinstance(marks, list) and len(marks) == 3 and str(partition).isdigit():
-                found.append((str(topic), int(partition), (int(marks[0]), int(marks[1]),
-                                                           int(marks[2]))))
+            if (isinstance(marks, list) and len(marks) == 3 and str(partition).isdigit()
+                    and all(isinstance(mark, int) for mark in marks)):
+                found.append((str(topic), int(partition), (marks[0], marks[1], marks[2])))
     return sorted(found)
 
 

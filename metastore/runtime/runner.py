@@ -288,8 +288,7 @@ class QueryRunner:
                     found = None
                 entry = found or _Entry(query, QueryState(query_id, PENDING),
                                         self._health.setdefault(query_id, QueryHealth(
-                                            self._retry, self._classifier,
-                                            _source_topics(image, query))))
+                                            self._retry, self._classifier)))
                 self._entries[query_id] = entry
                 entry.query = query
                 if query.paused:
@@ -307,6 +306,7 @@ class QueryRunner:
 
     def _launch(self, spark: SparkSession, entry: _Entry, image: Image) -> None:
         query_id = entry.query.query_id
+        entry.health.source_topics = _source_topics(image, entry.query)
         try:
             checkpoint = self.checkpoint(query_id)
             plan = plan_of(entry.query, image, table_state=checkpoint.holds_table_state(),
@@ -323,7 +323,12 @@ class QueryRunner:
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
             self._failed(entry, job.failure_text(str(error)) or type(error).__name__,
-                         "could not start")
+                         "could not start", str(error)[:job.FAILURE_DETAIL_CHARS])
+
+    def _sink_topic(self, query: PersistentQuery) -> str:
+        image = self._latest
+        sink = image.source(query.sink) if image is not None else None
+        return sink.topic if sink is not None else ""
 
     def _producer_options(self, topic: str) -> dict[str, str]:
         """The node's sink producer settings, with batches no larger than the sink topic
@@ -358,21 +363,24 @@ class QueryRunner:
         if handle is None or handle.isActive:
             return
         reason = job.failure(handle) or "the Spark query stopped"
+        detail = job.failure_detail(handle) or reason
         entry.handle = None
         self._close_producer(entry.query)
-        self._failed(entry, reason, "failed")
+        self._failed(entry, reason, "failed", detail)
 
     def report_failures_to(self, report: Callable[[QueryFailure], None]) -> None:
         """Hand each query's failure to ``report`` (the processing log)."""
         self._report_failure = report
 
-    def _failed(self, entry: _Entry, reason: str, what: str) -> None:
-        """``entry``'s query failed: ERROR, with its error recorded (and logged in the
-        processing log), until its backoff ends."""
+    def _failed(self, entry: _Entry, reason: str, what: str, detail: str) -> None:
+        """``entry``'s query failed: ERROR, with its error (``reason``, one line; ``detail``,
+        the whole text it is classified by) recorded and logged in the processing log, until
+        its backoff ends."""
         if self._report_failure is not None:
             self._report_failure(QueryFailure(entry.query.query_id, (reason,),
-                                              int(time.time() * 1000)))
-        wait = entry.health.failed(reason)
+                                              int(time.time() * 1000), detail,
+                                              self._sink_topic(entry.query)))
+        wait = entry.health.failed(reason, detail)
         entry.state = QueryState(entry.query.query_id, ERROR, reason,
                                  errors=_heartbeat_errors(entry.health),
                                  failures=entry.health.failures)

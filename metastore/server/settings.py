@@ -220,7 +220,8 @@ def _query_retry(given: Mapping[str, Any]) -> RetrySettings:
 
 SINK_PRODUCER_PREFIX = "ksql.streams.producer."
 OWNED_PRODUCER_SETTINGS = frozenset({"bootstrap.servers", "key.serializer", "value.serializer",
-                                     "transactional.id", "interceptor.classes"})
+                                     "transactional.id", "interceptor.classes",
+                                     "partitioner.class", "enable.idempotence"})
 """Settings a query's sink producer has from the node and its guarantee, whatever is asked."""
 
 

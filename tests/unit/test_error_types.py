@@ -12,13 +12,16 @@ from metastore.runtime.error_types import (
     ErrorClassifierSettingError,
 )
 
-SINK_GONE = ("org.apache.spark.SparkException: Job aborted.\n"
+SINK_GONE = ("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job "
+             "aborted due to stage failure: Task 0 in stage 3.0 failed 1 times\n"
+             "Caused by: org.apache.spark.SparkException: Job aborted.\n"
              "Caused by: org.apache.kafka.common.errors.TimeoutException: Topic out-1 not "
              "present in metadata after 60000 ms.")
 
 
 @pytest.mark.parametrize("text", [
-    "Caused by: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: in-1 gone",
+    "Caused by: org.apache.kafka.common.errors.TimeoutException: Topic in-1 not present in "
+    "metadata after 60000 ms.",
     "org.apache.kafka.streams.errors.MissingSourceTopicException: one or more source topics",
     "org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access "
     "topics: [out]",
@@ -33,6 +36,8 @@ def test_causes_the_user_must_fix_are_user_errors(text: str) -> None:
 def test_a_missing_topic_is_the_users_when_the_query_reads_it() -> None:
     assert ErrorClassifier().classify(SINK_GONE, {"out-1"}) == "USER"
     assert ErrorClassifier().classify(SINK_GONE, {"in-1"}) == "UNKNOWN", "a sink gone"
+    assert ErrorClassifier().classify(SINK_GONE, {"out"}) == "UNKNOWN", (
+        "the sink out-1 is no source out, whose name it starts with")
 
 
 def test_other_causes_are_unknown() -> None:
@@ -47,6 +52,9 @@ def test_the_operators_rules_type_what_ksqldbs_leave_unknown() -> None:
     assert classifier.classify(SINK_GONE, {"in-1"}) == "SYSTEM"
     assert classifier.classify("java.lang.OutOfMemoryError: Java heap space") == "SYSTEM", (
         "a cause's class name matched whole")
+    by_class = ErrorClassifier.of({"ksql.error.classifier.regex.t":
+                                   "SYSTEM org.apache.kafka.common.errors.TimeoutException"})
+    assert by_class.classify(SINK_GONE, {"in-1"}) == "SYSTEM", "an inner cause's class, whole"
     assert classifier.classify("java.io.IOException: OutOfMemoryError elsewhere") == "UNKNOWN"
 
 

@@ -72,15 +72,23 @@ def test_a_failure_is_logged_as_ksqldbs_thread_error() -> None:
     ("Caused by: org.apache.kafka.common.errors.RecordTooLargeException: The request included "
      "a message larger than the max message size the server will accept.",
      "The request included a message larger than the max message size the server will accept."),
-    ("org.apache.kafka.common.errors.TimeoutException: Topic out not present in metadata after "
-     "10000 ms.", "Topic out not present in metadata after 10000 ms."),
+    ("Caused by: org.apache.kafka.common.errors.TimeoutException: Topic out not present in "
+     "metadata after 10000 ms.", "Topic out not present in metadata after 10000 ms."),
+    ("Caused by: org.apache.kafka.common.errors.TimeoutException: Expiring 3 record(s) for "
+     "out-0:20001 ms has passed since batch creation",
+     "Expiring 3 record(s) for out-0:20001 ms has passed since batch creation"),
+    ("Caused by: org.apache.kafka.common.errors.TimeoutException: Topic in not present in "
+     "metadata after 10000 ms.", None),  # the source's: no production error
+    ("Caused by: org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized "
+     "to access topics: [out]", None),  # fatal in Kafka Streams, never the handler's
     ("org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired before the "
      "position for partition in-0 could be determined", None),
     ("java.io.IOException: disk", None),
 ])
 def test_a_failure_to_send_is_also_a_production_error(cause: str, sent: str | None) -> None:
-    failure = QueryFailure("CSAS_A_1", ("org.apache.spark.SparkException: Job aborted.", cause),
-                           1_000)
+    failure = QueryFailure("CSAS_A_1", ("org.apache.spark.SparkException: Job aborted.",),
+                           1_000, f"org.apache.spark.SparkException: Job aborted.\n{cause}",
+                           "out")
     entries = [json.loads(text) for text in failure.entries()]
     assert entries[-1]["message"]["type"] == 4, "the failure itself, last"
     if sent is None:

@@ -9,12 +9,13 @@ from metastore.runtime.query_placement import active_standby, store_lags
 COUNTING = {"state": "RUNNING", "statistics": {"stateRows": 3},
             "offsets": {"in": {"0": [0, 7, 9], "1": [2, 4, 4]}}}
 PROJECTING = {"state": "RUNNING", "statistics": {"stateRows": None},
-              "offsets": {"in": {"0": [0, 9, 9]}}}
+              "offsets": {"in": {"0": [0, 9, 9], "1": [0, "nine", 9]}}}
 
 
 def test_stores_of_queries_and_materialized_tables_with_their_lags() -> None:
     lags = store_lags({"CTAS_C_1": COUNTING, "CSAS_P_2": PROJECTING},
-                      {"USERS": {"0": [5, 8], "1": [3, 3]}, "BAD": {"0": [1]}}, 1_000)
+                      {"USERS": {"0": [5, 8], "1": [3, 3]}, "BAD": {"0": [1], "1": ["x", 2]}},
+                      1_000)
     assert lags["updateTimeMs"] == 1_000
     stores = lags["stateStoreLags"]
     assert sorted(stores) == ["BAD#materialized", "CTAS_C_1#state", "USERS#materialized"]
