@@ -27,6 +27,7 @@ from integration.bench import (
     records,
     replay,
     stateful,
+    streams_peer,
     suite_cpu,
 )
 
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "idle-queries": idle_queries.run,
     "fetch-wait": fetch_wait.run,
     "suite-cpu": suite_cpu.run,
+    "streams-peer": streams_peer.run,
 }
 ON_REQUEST = {"suite-cpu"}
 """Benchmarks run only when named: ``suite-cpu`` runs the whole test suite."""

@@ -83,9 +83,9 @@ class SinkWatcher:
             now = time.time()
             for message in batch:
                 raw_key = message.key()
-                if message.error() is not None or raw_key is None or len(raw_key) != 4:
+                if message.error() is not None or raw_key is None or len(raw_key) not in (4, 12):
                     continue
-                (key,) = struct.unpack(">i", raw_key)
+                (key,) = struct.unpack(">i", raw_key[:4])  # a windowed key: then its start
                 self.latest[key] = message.value()
                 self.first_seen.setdefault(key, now)
             self.records += len(batch)
@@ -105,7 +105,8 @@ class SinkWatcher:
         self._consumer.close()
 
 
-def produce_backlog(bootstrap: str, topic: str, count: int) -> None:
+def produce_backlog(bootstrap: str, topic: str, count: int, timestamp_ms: int = 0) -> None:
+    """``count`` records over GROUPS keys; at ``timestamp_ms`` (0: their produce time)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "batch.num.messages": 10_000, "compression.type": "lz4"})
     for index in range(count):
@@ -113,7 +114,7 @@ def produce_backlog(bootstrap: str, topic: str, count: int) -> None:
         while True:
             try:
                 producer.produce(topic, key=struct.pack(">i", index % GROUPS), value=value,
-                                 partition=index % PARTITIONS)
+                                 partition=index % PARTITIONS, timestamp=timestamp_ms)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -156,15 +157,16 @@ def warm_up(bootstrap: str, source: str, records: int, start: Start) -> None:
 def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int, extra: int,
             latency_keys: range, rate: float) -> dict[str, Any]:
     """Run one query: throughput over the backlog (``extra``: records of earlier latency
-    phases, which the filter also passes), then latency at ``rate`` records/s."""
+    phases, which the filter also passes and a join joins), then latency at ``rate``
+    records/s. A count is done when every key's count is the backlog's."""
     sink = f"pipeline-{query}-{uuid.uuid4().hex[:6]}"
     Admin(KafkaSettings(bootstrap)).create(sink, PARTITIONS)
     watcher = SinkWatcher(bootstrap, sink)
     try:
         started = time.time()
         stop = start(query, source, sink)
-        if query == "filter":
-            expected = backlog // 2 + extra
+        if query in ("filter", "join"):  # half the records pass; every one joins its user
+            expected = (backlog // 2 if query == "filter" else backlog) + extra
             done = watcher.wait(lambda: watcher.records >= expected, 1800, query)
         else:
             final = json.dumps({"N": backlog // GROUPS}, separators=(",", ":")).encode()
@@ -184,13 +186,17 @@ def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int,
 
 @contextmanager
 def metastore_node(bootstrap: str, *node_args: str,
-                   properties: Mapping[str, str] | None = None) -> Iterator[Start]:
+                   properties: Mapping[str, str] | None = None,
+                   statements: Mapping[str, str] = STATEMENTS,
+                   preamble: str = "") -> Iterator[Start]:
     """A node whose persistent queries run with the request ``properties`` (none: its
-    defaults, at-least-once)."""
+    defaults, at-least-once): each query one of ``statements``, after the ``preamble``."""
     with node_processes(bootstrap, 1, *node_args) as state:
         [node] = state.nodes
         with httpx.Client(base_url=node.url, timeout=120) as client:
             wait_for_spark(client)
+            if preamble:
+                ksql(client, preamble)
             streams: dict[str, str] = {}
 
             def start(query: str, source: str, sink: str) -> Callable[[], None]:
@@ -200,7 +206,7 @@ def metastore_node(bootstrap: str, *node_args: str,
                                  f"KEEP BOOLEAN, SENT BIGINT) WITH (KAFKA_TOPIC='{source}', "
                                  "VALUE_FORMAT='JSON');")
                 name = f"{query.upper()}_{uuid.uuid4().hex[:6].upper()}"
-                answer = ksql(client, STATEMENTS[query].format(name=name, topic=sink,
+                answer = ksql(client, statements[query].format(name=name, topic=sink,
                                                                source=streams[source]),
                               properties)
                 query_id = answer[0]["commandStatus"]["queryId"]

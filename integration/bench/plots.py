@@ -81,7 +81,33 @@ def write(results: dict[str, Any], directory: Path) -> list[Path]:
         _label(axis, "commands in the log", "seconds", "Replay time against log length",
                log_y=True)
         written.append(_save(figure, directory / "replay.png"))
+    peer = results.get("streams-peer")
+    if peer:
+        written.append(_streams_peer(plt, peer, directory / "streams-peer.png"))
     return written
+
+
+def _streams_peer(plt: Any, peer: dict[str, Any], path: Path) -> Path:
+    """Records/s per core and p99 latency, per query and cores, Kafka Streams beside the node."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    runs = [(engine, cores) for cores in (1, 2) for engine in ("kafka_streams", "metastore")
+            if f"{engine}_{cores}_core{'s' if cores > 1 else ''}" in peer]
+    queries = ("filter", "count", "join")
+    width = 0.8 / max(len(runs), 1)
+    for index, (engine, cores) in enumerate(runs):
+        figures = peer[f"{engine}_{cores}_core{'s' if cores > 1 else ''}"]
+        label = f"{'Kafka Streams' if engine == 'kafka_streams' else 'metastore'}, {cores} core" \
+                f"{'s' if cores > 1 else ''}"
+        places = [q + index * width for q in range(len(queries))]
+        left.bar(places, [figures[q]["records_per_s_per_core"] for q in queries], width,
+                 label=label)
+        right.bar(places, [figures[q]["latency"]["p99_ms"] for q in queries], width, label=label)
+    for axis, title in ((left, "records/s per core"), (right, "end-to-end p99 latency (ms)")):
+        axis.set_xticks([q + 0.4 - width / 2 for q in range(len(queries))], queries)
+        axis.set_title(title)
+        axis.grid(True, axis="y", alpha=0.3)
+    left.legend()
+    return _save(figure, path)
 
 
 def _save(figure: Any, path: Path) -> Path:
