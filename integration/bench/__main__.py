@@ -23,6 +23,7 @@ from integration.bench import (
     one_query,
     pipeline,
     plots,
+    realtime,
     reconcile,
     records,
     replay,
@@ -49,6 +50,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "fetch-wait": fetch_wait.run,
     "suite-cpu": suite_cpu.run,
     "streams-peer": streams_peer.run,
+    "realtime": realtime.run,
 }
 ON_REQUEST = {"suite-cpu"}
 """Benchmarks run only when named: ``suite-cpu`` runs the whole test suite."""
