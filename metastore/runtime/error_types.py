@@ -3,12 +3,12 @@
 An error is USER when ksqlDB's own classifiers say the cause is the user's to fix: a source
 topic that does not exist, a permission Kafka or the registry refuses, a record too large for
 its topic, a registry subject or schema that does not exist, a value the sink's format cannot
-hold. Else the operator's classifiers decide, ksqlDB's ``ksql.error.classifier.regex.<name>``
-properties, each ``<TYPE> <REGEX>`` (``SYSTEM .*not present in metadata.*``): a rule gives its
-type when its regex matches the whole of a cause's class name or message (Java's
-``Pattern.DOTALL``); the types are chained as ksqlDB chains its classifiers, so rules that
-disagree with each other or with ksqlDB's own give UNKNOWN. Else UNKNOWN: ksqlDB marks nothing
-SYSTEM by itself, and neither does this.
+hold (or a registry refusing its schema). Else the operator's classifiers decide, ksqlDB's
+``ksql.error.classifier.regex.<name>`` properties, each ``<TYPE> <REGEX>`` (``SYSTEM .*not
+present in metadata.*``): a rule gives its type when its regex matches the whole of a cause's
+class name or message (Java's ``Pattern.DOTALL``); the types are chained as ksqlDB chains its
+classifiers, so rules that disagree with each other or with ksqlDB's own give UNKNOWN. Else
+UNKNOWN: ksqlDB marks nothing SYSTEM by itself, and neither does this.
 
 A query's error reaches here as Spark's whole text of its failure, a Java exception a line
 (``Caused by: <class>: <message>``); each line is a cause.
@@ -29,7 +29,8 @@ REGEX_PREFIX = "ksql.error.classifier.regex."
 _USER_CAUSES = re.compile(
     r"MissingSourceTopic|AuthorizationException|[Nn]ot authorized|RecordTooLargeException"
     r"|[Ss]ubject[^\n]{0,200}not found|[Ss]chema[^\n]{0,200}not found|error code: 4010[12]"
-    r"|SerializationException|cannot be (serialized|encoded)")
+    r"|SerializationException|cannot be (serialized|encoded)"
+    r"|the Schema Registry answered 4(?:09|22) to POST")
 _MISSING_TOPIC = re.compile(
     r"[Tt]opics?:?\s+\[?'?([\w.-]+)'?\]?\s+(?:does not exist|not present)"
     r"|UnknownTopicOrPartitionException:[^\n]*?\b([\w.-]+)-\d+\b")

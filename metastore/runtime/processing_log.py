@@ -20,6 +20,7 @@ import logging
 import queue
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -40,6 +41,9 @@ Offsets = Mapping[int, int]
 
 DESERIALIZATION_ERROR = 0
 """ksqlDB's ``MessageType.DESERIALIZATION_ERROR``."""
+SERIALIZATION_ERROR = 2
+"""ksqlDB's ``MessageType.SERIALIZATION_ERROR``: the sink's serializer could not write a record
+(its format's registry refused the schema)."""
 PRODUCTION_ERROR = 3
 """ksqlDB's ``MessageType.PRODUCTION_ERROR``: the sink's producer could not send a record."""
 KAFKA_STREAMS_THREAD_ERROR = 4
@@ -52,6 +56,10 @@ _TOO_LARGE = re.compile(r"RecordTooLargeException:\s*(.+)")
 _SEND_TIMEOUT = re.compile(
     r"TimeoutException:\s*((?:Expiring \d+ record\(s\) for (\S+)-\d+|Topic (\S+) not "
     r"present in metadata).*)")
+REGISTRY_REFUSAL = re.compile(
+    r"the Schema Registry answered (4\d\d) to POST \S*/subjects/([^/\s]+)/versions: ?(.*)")
+"""The runtime's registration of a sink's schema, refused (``RegistryCalls``): its status, the
+URL-encoded subject, the registry's answer."""
 
 
 @dataclass(frozen=True)
@@ -77,18 +85,51 @@ class QueryFailure:
         failed = _entry(f"processing.{self.query}.ksql.logger.thread.exception.uncaught",
                         self.time_ms, KAFKA_STREAMS_THREAD_ERROR, "kafkaStreamsThreadError",
                         thread_error)
+        return [*self._sink_errors(), failed]
+
+    def _sink_errors(self) -> list[str]:
+        """The entry of ksqlDB's serializer or producer for the record the failure is about,
+        when a cause says the sink refused it."""
+        refused = self.serialization_error()
+        if refused is not None:
+            target, answer = refused
+            error = {"target": target, "errorMessage": "Error serializing message to topic: "
+                     f"{self.sink_topic}. {answer}", "record": None, "cause": [answer],
+                     "topic": self.sink_topic}
+            return [_entry(f"processing.{self.query}.OUTPUT.serializer", self.time_ms,
+                           SERIALIZATION_ERROR, "serializationError", error)]
         sending = self.production_error()
         if sending is None:
-            return [failed]
+            return []
         return [_entry(f"processing.{self.query}", self.time_ms, PRODUCTION_ERROR,
-                       "productionError", {"errorMessage": sending}), failed]
+                       "productionError", {"errorMessage": sending})]
+
+    def serialization_error(self) -> tuple[str, str] | None:
+        """The target (``key`` or ``value``) and the registry's answer, when a cause is the
+        registry refusing the schema of the sink topic's key or value subject (ksqlDB's
+        serializer registers it as it writes the first record, and fails the query)."""
+        for line in self._lines():
+            refused = REGISTRY_REFUSAL.search(line)
+            if refused is None:
+                continue
+            subject = urllib.parse.unquote(refused.group(2))
+            for target in ("key", "value"):
+                if subject == f"{self.sink_topic}-{target}":
+                    return target, (f"The Schema Registry refused the schema of subject "
+                                    f"{subject} ({refused.group(1)}): "
+                                    f"{refused.group(3).strip()}")
+        return None
+
+    def _lines(self) -> list[str]:
+        """The failure's lines, its ``Caused by`` lines first."""
+        lines = (self.detail or "\n".join(self.causes)).splitlines()
+        return sorted(lines, key=lambda text: not text.lstrip().startswith("Caused by:"))
 
     def production_error(self) -> str | None:
         """The sink producer's message, when a cause is its failure to send a record: one
         too large, or a send to the sink topic that timed out (the failures Kafka Streams
         hands ksqlDB's production exception handler; a source's are no production error)."""
-        lines = (self.detail or "\n".join(self.causes)).splitlines()
-        for line in sorted(lines, key=lambda text: not text.lstrip().startswith("Caused by:")):
+        for line in self._lines():
             too_large = _TOO_LARGE.search(line)
             if too_large is not None:
                 return too_large.group(1).strip()
@@ -337,5 +378,5 @@ def _topic_offsets(text: str | None, topic: str) -> dict[int, int]:
     return {int(p): int(o) for p, o in partitions.items() if str(p).isdigit()}
 
 
-__all__ = ["DESERIALIZATION_ERROR", "ProcessingLog", "SkippedBatch", "batch_offsets",
-           "entries_select", "logger"]
+__all__ = ["DESERIALIZATION_ERROR", "SERIALIZATION_ERROR", "ProcessingLog", "SkippedBatch",
+           "batch_offsets", "entries_select", "logger"]

@@ -59,7 +59,7 @@ def test_a_failing_query_is_error_with_its_cause_and_starts_again_after_its_back
     commits.write_text("a disk that refuses writes\n")
     try:
         send_numbered(producer, source, range(3, 6))
-        seen = _until_state(spark_node, query_id, "ERROR")
+        seen = until_state(spark_node, query_id, "ERROR")
         [explained] = ksql(spark_node, f"EXPLAIN {query_id};")
         errors = explained["queryDescription"]["queryErrors"]
         assert seen["errorMessage"] in [e["errorMessage"] for e in errors], errors
@@ -77,7 +77,7 @@ def test_a_failing_query_is_error_with_its_cause_and_starts_again_after_its_back
             entry["message"]["kafkaStreamsThreadError"]["cause"]]
     finally:
         _give_back(commits, aside)
-    _until_state(spark_node, query_id, "RUNNING", timeout=120)
+    until_state(spark_node, query_id, "RUNNING", timeout=120)
     send_numbered(producer, source, range(6, 9))
     written: set[int] = set()
 
@@ -104,18 +104,18 @@ def test_records_too_large_for_the_sink_are_a_user_error_until_the_topic_takes_t
     [created] = earliest(spark_node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}') AS "
                                      f"SELECT ID, PAD FROM {name};")
     query_id = created["commandStatus"]["queryId"]
-    seen = _until_state(spark_node, query_id, "ERROR", timeout=120)
+    seen = until_state(spark_node, query_id, "ERROR", timeout=120)
     assert "RecordTooLarge" in (seen["errorMessage"] or ""), seen
     [explained] = ksql(spark_node, f"EXPLAIN {query_id};")
     errors = explained["queryDescription"]["queryErrors"]
     assert errors[-1]["type"] == "USER", errors
     [logged, *_] = eventually(
-        lambda: _entries_of(kafka_settings, spark_node, f"processing.{query_id}"), 60,
+        lambda: entries_of(kafka_settings, spark_node, f"processing.{query_id}"), 60,
         "the production error in the processing log", interval=1)
     assert logged["message"]["type"] == 3 and logged["message"]["productionError"]["errorMessage"]
 
     _set_topic_config(kafka_bootstrap, sink, "max.message.bytes", "1048588")
-    _until_state(spark_node, query_id, "RUNNING", timeout=120)
+    until_state(spark_node, query_id, "RUNNING", timeout=120)
     assert len(read_all(kafka_settings, sink, 3)) == 3
 
 
@@ -136,18 +136,18 @@ def test_a_query_whose_sink_is_deleted_is_a_system_error_until_the_topic_is_back
     assert len(read_all(kafka_settings, sink, 3)) == 3
     assert kafka_admin.delete_until_gone(sink, 30)
     send_numbered(producer, source, range(3, 6))
-    seen = _until_state(spark_node, query_id, "ERROR", timeout=120)
+    seen = until_state(spark_node, query_id, "ERROR", timeout=120)
     [explained] = ksql(spark_node, f"EXPLAIN {query_id};")
     errors = explained["queryDescription"]["queryErrors"]
     assert errors[-1]["type"] == "SYSTEM", errors
     assert re.search("not present in metadata|Expiring [0-9]+ record", seen["errorMessage"]), seen
-    logged = eventually(lambda: _entries_of(kafka_settings, spark_node, f"processing.{query_id}"),
+    logged = eventually(lambda: entries_of(kafka_settings, spark_node, f"processing.{query_id}"),
                         60, "the production error in the processing log", interval=1)
     assert logged[0]["message"]["type"] == 3
     assert sink in logged[0]["message"]["productionError"]["errorMessage"]
 
     kafka_admin.create(sink, partitions=1)
-    _until_state(spark_node, query_id, "RUNNING", timeout=120)
+    until_state(spark_node, query_id, "RUNNING", timeout=120)
     written = {json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, sink, 3)}
     assert written == {3, 4, 5}, "the records sent while the sink was gone, once it is back"
 
@@ -160,7 +160,7 @@ def _set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None
         future.result(30)
 
 
-def _entries_of(settings: KafkaSettings, server: ServerProcess, logger_name: str
+def entries_of(settings: KafkaSettings, server: ServerProcess, logger_name: str
                 ) -> list[dict[str, Any]] | None:
     entries = [json.loads(value) for value in
                values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
@@ -178,7 +178,7 @@ def _failures_logged(settings: KafkaSettings, server: ServerProcess, query_id: s
     return found or None
 
 
-def _until_state(server: ServerProcess, query_id: str, state: str,
+def until_state(server: ServerProcess, query_id: str, state: str,
                  timeout: float = 60) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 

@@ -2,8 +2,9 @@
 registry, its AVRO records (written by a Confluent-framed producer) answered by a pull query,
 a CTAS that aggregates them into an AVRO table, which registers its schema under its topic's
 subject and answers pull queries too (records no codec can decode skipped by both, and
-counted), INSERT VALUES in each registry format read back, and a Protobuf schema that imports
-another registered schema."""
+counted), INSERT VALUES in each registry format read back, a Protobuf schema that imports
+another registered schema, and a query whose sink schema the registry refuses as it runs (ksqlDB's
+SERIALIZATION_ERROR, then a USER error until the subject takes it)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from collections.abc import Callable
 import httpx
 from confluent_kafka import Consumer, Producer
 
+from metastore.kafka.settings import KafkaSettings
 from metastore.schema_registry.client import SchemaReference, SchemaRegistryClient
+from tests.queries.test_query_health import entries_of, until_state
 from tests.queries.test_query_nodes import ksql
+from tests.queries.test_skipped_records import earliest
+from tests.queries.test_spark_jobs import read_all
 from tests.spark.test_spark_catalog import query, wait_in_sync
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
@@ -143,3 +148,53 @@ def test_a_protobuf_schema_that_imports_another_is_read_and_written(
     value = record.value() or b""
     assert value[0] == 0 and struct.unpack(">i", value[1:5])[0] == schema_id, (
         "written with the registered schema, registered again with its reference")
+
+
+def test_a_sink_schema_the_registry_refuses_is_a_serialization_error_until_it_takes_it(
+        registry_node: ServerProcess, client: SchemaRegistryClient,
+        producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings) -> None:
+    """The node registers the sink's schema when the CSAS is written; the query registers it
+    again as it writes its first record (ksqlDB's serializer does), and by then the subject
+    holds an incompatible schema under BACKWARD compatibility."""
+    name = unique("REFUSED").upper().replace("-", "_")
+    topic, sink = name.lower(), f"{name.lower()}-out"
+    node = registry_node
+    ksql(node, f"CREATE STREAM {name} (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topic}', "
+               "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    [created] = earliest(node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}', "
+                               f"VALUE_FORMAT='AVRO') AS SELECT ID, V FROM {name};")
+    query_id = created["commandStatus"]["queryId"]
+    subject = f"{sink}-value"
+    eventually(lambda: client.latest(subject) is not None, 60, "the sink's schema", interval=0.5)
+    for permanent in ("false", "true"):
+        httpx.delete(f"{client.url}/subjects/{subject}", params={"permanent": permanent},
+                     timeout=10).raise_for_status()
+    client.register(subject, json.dumps({"type": "record", "name": "Other", "fields": [
+        {"name": "V", "type": "string"}]}))
+    _compatibility(client, subject, "BACKWARD")
+    producer = producer_factory()
+    for number in range(3):
+        producer.produce(topic, key=struct.pack(">i", number), value=json.dumps({"V": number}))
+    assert producer.flush(30) == 0
+
+    seen = until_state(node, query_id, "ERROR", timeout=120)
+    assert "the Schema Registry answered 409" in (seen["errorMessage"] or ""), seen
+    [explained] = ksql(node, f"EXPLAIN {query_id};")
+    assert explained["queryDescription"]["queryErrors"][-1]["type"] == "USER"
+    [logged, *_] = eventually(
+        lambda: entries_of(kafka_settings, node, f"processing.{query_id}.OUTPUT.serializer"),
+        60, "the serialization error in the processing log", interval=1)
+    assert logged["level"] == "ERROR" and logged["message"]["type"] == 2
+    error = logged["message"]["serializationError"]
+    assert (error["target"], error["topic"]) == ("value", sink)
+    assert error["errorMessage"].startswith(f"Error serializing message to topic: {sink}. ")
+    assert subject in error["errorMessage"] and error["cause"]
+
+    _compatibility(client, subject, "NONE")
+    until_state(node, query_id, "RUNNING", timeout=120)
+    assert len(read_all(kafka_settings, sink, 3)) == 3
+
+
+def _compatibility(client: SchemaRegistryClient, subject: str, level: str) -> None:
+    httpx.put(f"{client.url}/config/{subject}", json={"compatibility": level},
+              timeout=10).raise_for_status()

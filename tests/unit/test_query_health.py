@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from metastore.runtime.error_types import USER, ErrorClassifier
 from metastore.runtime.processing_log import QueryFailure
 from metastore.runtime.query_health import (
     ERRORS_KEPT,
@@ -99,3 +100,33 @@ def test_a_failure_to_send_is_also_a_production_error(cause: str, sent: str | No
     assert production["message"]["type"] == 3
     assert production["message"]["productionError"] == {"errorMessage": sent}
     assert production["message"]["deserializationError"] is None
+
+
+_REFUSED = ("Caused by: java.lang.IllegalStateException: the Schema Registry answered 409 to "
+            "POST /apis/ccompat/v7/subjects/{subject}/versions: {{\"error_code\":409,"
+            "\"message\":\"Schema being registered is incompatible with an earlier schema\"}}")
+
+
+@pytest.mark.parametrize(("subject", "target"), [
+    ("out-value", "value"), ("out-key", "key"), ("o%75t-value", "value"),
+    ("other-value", None),  # not the sink's subject: no serializer of this query's
+])
+def test_a_registry_refusing_the_sinks_schema_is_a_serialization_error(
+        subject: str, target: str | None) -> None:
+    detail = "org.apache.spark.SparkException: Job aborted.\n" + _REFUSED.format(subject=subject)
+    failure = QueryFailure("CSAS_A_1", ("org.apache.spark.SparkException: Job aborted.",),
+                           1_000, detail, "out")
+    entries = [json.loads(text) for text in failure.entries()]
+    assert entries[-1]["message"]["type"] == 4, "the failure itself, last"
+    if target is None:
+        assert len(entries) == 1
+        return
+    refused, _ = entries
+    assert refused["logger"] == "processing.CSAS_A_1.OUTPUT.serializer"
+    assert refused["message"]["type"] == 2
+    error = refused["message"]["serializationError"]
+    assert (error["target"], error["topic"], error["record"]) == (target, "out", None)
+    assert error["errorMessage"].startswith("Error serializing message to topic: out. The "
+                                            "Schema Registry refused the schema of subject out-")
+    assert "incompatible with an earlier schema" in error["cause"][0]
+    assert ErrorClassifier().classify(detail) == USER
