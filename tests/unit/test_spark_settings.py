@@ -95,6 +95,7 @@ def test_a_nodes_kafka_settings_reach_spark_under_the_java_clients_names() -> No
     assert tuned == {"kafka.bootstrap.servers": "k:9092", "kafka.fetch.max.wait.ms": "250",
                      "kafka.security.protocol": "SSL"}
     assert raw_options("t", tuned)["kafka.fetch.max.wait.ms"] == "250"
+    assert raw_options("t", plain)["kafka.fetch.max.wait.ms"] == "10", "a micro-batch's wait"
 
 
 class _Recorded:
