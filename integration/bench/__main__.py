@@ -23,6 +23,7 @@ from integration.bench import (
     one_query,
     pipeline,
     plots,
+    queries_per_node,
     realtime,
     reconcile,
     records,
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "suite-cpu": suite_cpu.run,
     "streams-peer": streams_peer.run,
     "realtime": realtime.run,
+    "queries-per-node": queries_per_node.run,
 }
 ON_REQUEST = {"suite-cpu"}
 """Benchmarks run only when named: ``suite-cpu`` runs the whole test suite."""

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from integration.bench.common import kafka, node_processes
+from integration.bench.common import kafka, node_processes, rss_mib
 from integration.misbehaving_registry import MODES, misbehaving_registry
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.schema_registry.exceptions import SchemaRegistryError
@@ -114,13 +114,6 @@ def registry_calls() -> dict[str, Any]:
     return figures
 
 
-def _rss_mib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) // 1024
-    return 0
-
-
 def _fill(bootstrap: str, topic: str, rows: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     value = json.dumps({"V": "x" * 1000}).encode()
@@ -139,7 +132,7 @@ def unread_push_queries(bootstrap: str, rows: int, clients: int = 4) -> dict[str
             "ksql": f"CREATE STREAM U (V STRING) WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
                     "VALUE_FORMAT='JSON');"}).raise_for_status()
         _fill(bootstrap, topic, rows)
-        before = _rss_mib(node.pid or 0)
+        before = rss_mib(node.pid or 0)
         query = {"sql": "SELECT * FROM U EMIT CHANGES;",
                  "properties": {"auto.offset.reset": "earliest"}}
         with contextlib.ExitStack() as open_streams:
@@ -150,11 +143,11 @@ def unread_push_queries(bootstrap: str, rows: int, clients: int = 4) -> dict[str
                 next(response.iter_bytes())  # the header, then nothing more is read
             peak = before
             for _ in range(60):
-                peak = max(peak, _rss_mib(node.pid or 0))
+                peak = max(peak, rss_mib(node.pid or 0))
                 time.sleep(0.5)
         time.sleep(10)
         return {"rows": rows, "clients": clients, "rss_before_mib": before, "rss_peak_mib": peak,
-                "rss_after_close_mib": _rss_mib(node.pid or 0)}
+                "rss_after_close_mib": rss_mib(node.pid or 0)}
 
 
 def run(quick: bool) -> dict[str, Any]:

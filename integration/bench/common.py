@@ -106,3 +106,29 @@ def fill(bootstrap: str, topic: str, count: int) -> None:
                 producer.poll(0.1)
         producer.poll(0)
     assert producer.flush(120) == 0, "not every record was acknowledged"
+
+
+def rss_mib(pid: int | None) -> int:
+    """A process's resident memory in MiB (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
+
+
+def jvm_of(pid: int) -> int | None:
+    """The java process among ``pid``'s children (the node's Spark driver)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid and b"java" in command.split(b"\0")[0]:
+            return int(entry.name)
+    return None

@@ -41,35 +41,10 @@ from urllib.parse import urlsplit
 import httpx
 from confluent_kafka import Producer
 
-from integration.bench.common import kafka, node_processes
+from integration.bench.common import jvm_of, kafka, node_processes, rss_mib
 
 KILLERS = ("SELECT EXPLODE(GENERATE_SERIES(1, 30000000)) FROM {s};",
            "SELECT LEN(LPAD(V, 1500000000, 'y')) FROM {s};")
-
-
-def _rss_mib(pid: int | None) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _jvm_of(pid: int) -> int | None:
-    """The java process among ``pid``'s children (the node's Spark driver)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == pid and b"java" in command.split(b"\0")[0]:
-            return int(entry.name)
-    return None
 
 
 def _stream(url: str, rows: int = 0, value: str = "x") -> str:
@@ -89,7 +64,7 @@ def _spark_node(bootstrap: str) -> Iterator[tuple[str, int]]:
                         "--spark-catalog", "in-memory") as state:
         node = state.nodes[0]
         deadline = time.monotonic() + 180
-        while _jvm_of(node.pid or 0) is None or not _in_sync(node.url):
+        while jvm_of(node.pid or 0) is None or not _in_sync(node.url):
             if time.monotonic() > deadline:
                 raise RuntimeError("the node's Spark did not start")
             time.sleep(0.5)
@@ -113,7 +88,7 @@ def _health(url: str) -> int | str:
 def killer_pulls(bootstrap: str) -> dict[str, Any]:
     with _spark_node(bootstrap) as (url, pid):
         stream = _stream(url, rows=1)
-        jvm = _jvm_of(pid)
+        jvm = jvm_of(pid)
         answers = []
         for query in KILLERS:
             started = time.monotonic()
@@ -131,7 +106,7 @@ def killer_pulls(bootstrap: str) -> dict[str, Any]:
         time.sleep(3)  # a JVM that died is noticed within this
         after = httpx.post(f"{url}/query", json={"ksql": f"SELECT * FROM {stream};"},
                            timeout=120)
-        return {"answers": answers, "same_spark_driver": _jvm_of(pid) == jvm,
+        return {"answers": answers, "same_spark_driver": jvm_of(pid) == jvm,
                 "next_pull_status": after.status_code, "health_after": _health(url)}
 
 
@@ -148,15 +123,15 @@ def huge_answer(bootstrap: str, rows: int = 2_000, size: int = 10_000) -> dict[s
     with _spark_node(bootstrap) as (url, pid):
         stream = _stream(url)
         _fill(bootstrap, stream, rows, size)
-        jvm = _jvm_of(pid) or 0
-        before = {"node_mib": _rss_mib(pid), "jvm_mib": _rss_mib(jvm)}
+        jvm = jvm_of(pid) or 0
+        before = {"node_mib": rss_mib(pid), "jvm_mib": rss_mib(jvm)}
         peak = dict(before)
         done = threading.Event()
 
         def sample() -> None:
             while not done.wait(0.05):
-                peak["node_mib"] = max(peak["node_mib"], _rss_mib(pid))
-                peak["jvm_mib"] = max(peak["jvm_mib"], _rss_mib(jvm))
+                peak["node_mib"] = max(peak["node_mib"], rss_mib(pid))
+                peak["jvm_mib"] = max(peak["jvm_mib"], rss_mib(jvm))
 
         sampler = threading.Thread(target=sample)
         sampler.start()
@@ -177,7 +152,7 @@ def huge_answer(bootstrap: str, rows: int = 2_000, size: int = 10_000) -> dict[s
 
 def spark_killed(bootstrap: str) -> dict[str, Any]:
     with _spark_node(bootstrap) as (url, pid):
-        jvm = _jvm_of(pid)
+        jvm = jvm_of(pid)
         assert jvm is not None
         os.kill(jvm, signal.SIGKILL)
         killed = time.monotonic()
@@ -190,7 +165,7 @@ def spark_killed(bootstrap: str) -> dict[str, Any]:
             metrics_status = httpx.get(f"{url}/metrics", timeout=10).status_code
         healthy_after = None
         while time.monotonic() - killed < 240 and healthy_after is None:
-            new = _jvm_of(pid)
+            new = jvm_of(pid)
             if _health(url) == 200 and new not in (None, jvm) and _in_sync(url):
                 healthy_after = round(time.monotonic() - killed, 2)
             time.sleep(0.5)
