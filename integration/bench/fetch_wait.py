@@ -1,5 +1,5 @@
 """`fetch-wait`: what a micro-batch of a few records costs by ``kafka.fetch.max.wait.ms`` of the
-query's Kafka read (Kafka's 500 ms default, and every Spark read's
+query's Kafka read (Kafka's 500 ms default, and every query read's
 :data:`metastore.spark.views.FETCH_MAX_WAIT_MS`).
 
 One local[2] session like a node's runs a running projection (Kafka source over one partition,

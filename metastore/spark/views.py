@@ -123,24 +123,31 @@ def spark_kafka_options(settings: KafkaSettings) -> dict[str, str]:
     return {f"kafka.{name}": value for name, value in settings.java_config().items()}
 
 
-FETCH_MAX_WAIT_MS = "10"
-"""How long the broker may hold a fetch of a Spark read that finds no records (Kafka's default:
-500 ms). A micro-batch reads offset ranges known to hold records, but the consumer's fetch
-beyond a range's end is still in flight when the next micro-batch reads that partition, which
-then waits it out: a filter's micro-batch of a few records took 403 ms at 500 ms and 208 ms at
-10 (``python -m integration.bench fetch-wait``; ``queries-per-node`` shows it across a node's
-queries). A node's ``fetch.wait.max.ms`` setting still wins."""
-
-
 def raw_options(topic: str, kafka_options: Mapping[str, str]) -> dict[str, str]:
     """The options of every Spark read of ``topic`` (the raw table over it, a query's streaming
     and batch reads): read_committed, with its headers, from the earliest offset unless the
-    query says otherwise, the broker's fetch wait :data:`FETCH_MAX_WAIT_MS`, the node's client
-    settings last."""
+    query says otherwise, the node's client settings last."""
     return {"subscribe": topic, "startingOffsets": "earliest",
             "kafka.isolation.level": "read_committed", "includeHeaders": "true",
-            "failOnDataLoss": "false", "kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
-            **kafka_options}
+            "failOnDataLoss": "false", **kafka_options}
+
+
+FETCH_MAX_WAIT_MS = "10"
+"""How long the broker may hold a fetch of a query's read that finds no records (Kafka's
+default: 500 ms). A micro-batch reads offset ranges known to hold records, but the consumer's
+fetch past a range's end is still in flight when the next micro-batch reads that partition,
+which then waits it out: a filter's micro-batch of a few records took 403 ms at 500 ms and
+208 ms at 10 (``python -m integration.bench fetch-wait`` and ``queries-per-node``)."""
+
+
+def query_read_options(topic: str, kafka_options: Mapping[str, str]) -> dict[str, str]:
+    """The options of a query's read of ``topic`` (persistent, push, ``metastore test``'s): the
+    :func:`raw_options`, and the broker's fetch wait :data:`FETCH_MAX_WAIT_MS` unless the
+    node's settings give one. The catalog's raw tables keep :func:`raw_options` alone, so their
+    specs, and a node's catalog, are those of earlier releases."""
+    options = raw_options(topic, kafka_options)
+    options.setdefault("kafka.fetch.max.wait.ms", FETCH_MAX_WAIT_MS)
+    return options
 
 
 def view_columns(source: DataSource) -> list[tuple[str, str]]:
