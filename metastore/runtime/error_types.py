@@ -29,8 +29,13 @@ REGEX_PREFIX = "ksql.error.classifier.regex."
 _USER_CAUSES = re.compile(
     r"MissingSourceTopic|AuthorizationException|[Nn]ot authorized|RecordTooLargeException"
     r"|[Ss]ubject[^\n]{0,200}not found|[Ss]chema[^\n]{0,200}not found|error code: 4010[12]"
-    r"|SerializationException|cannot be (serialized|encoded)"
-    r"|the Schema Registry answered 4(?:09|22) to POST")
+    r"|SerializationException|cannot be (serialized|encoded)")
+REGISTRY_REFUSAL = re.compile(
+    r"the Schema Registry answered (409|422) to POST \S*/subjects/([^/\s]+)/versions: "
+    r"(?![^\n]*already exists)([^\n]*)")
+"""The registry refusing a schema a query registers as it writes (``RegistryCalls``): its
+status (incompatible, invalid), the subject, its answer. A 409 "already exists" is a
+registration racing another, sent again, not a refusal."""
 _MISSING_TOPIC = re.compile(
     r"[Tt]opics?:?\s+\[?'?([\w.-]+)'?\]?\s+(?:does not exist|not present)"
     r"|UnknownTopicOrPartitionException:[^\n]*?\b([\w.-]+)-\d+\b")
@@ -89,8 +94,8 @@ class ErrorClassifier:
     def classify(self, text: str, source_topics: Iterable[str] = ()) -> str:
         """The type of an error whose text (with its causes) is ``text``, in a query that
         reads ``source_topics``."""
-        own = USER if _USER_CAUSES.search(text) or _missing_source(text, source_topics) \
-            else UNKNOWN
+        own = USER if (_USER_CAUSES.search(text) or REGISTRY_REFUSAL.search(text)
+                       or _missing_source(text, source_topics)) else UNKNOWN
         if not self.rules:
             return own
         types = [rule.type if rule.matches(text) else UNKNOWN for rule in self.rules]

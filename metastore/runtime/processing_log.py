@@ -2,6 +2,8 @@
 a stream ``KSQL_PROCESSING_LOG`` over it (its settings: :mod:`metastore.runtime.
 processing_log_settings`).
 
+A query's failure (:class:`QueryFailure`) is logged as ksqlDB logs a streams thread's, after
+the SERIALIZATION_ERROR or PRODUCTION_ERROR of the sink record it failed on, if a cause says so.
 A query that skips a record it cannot deserialize (:mod:`metastore.runtime.skipped`) hands the
 offsets of that micro-batch's source to :class:`ProcessingLog`, whose thread reads them again in
 a Spark batch job with the same decoding (:func:`metastore.spark.views.decode_select`) and writes
@@ -20,12 +22,12 @@ import logging
 import queue
 import re
 import threading
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from metastore.catalog.model import DataSource
+from metastore.runtime.error_types import REGISTRY_REFUSAL
 from metastore.spark.session import query_session
 from metastore.spark.types import quote, string_literal
 from metastore.spark.views import decode_select, raw_options
@@ -56,10 +58,6 @@ _TOO_LARGE = re.compile(r"RecordTooLargeException:\s*(.+)")
 _SEND_TIMEOUT = re.compile(
     r"TimeoutException:\s*((?:Expiring \d+ record\(s\) for (\S+)-\d+|Topic (\S+) not "
     r"present in metadata).*)")
-REGISTRY_REFUSAL = re.compile(
-    r"the Schema Registry answered (4\d\d) to POST \S*/subjects/([^/\s]+)/versions: ?(.*)")
-"""The runtime's registration of a sink's schema, refused (``RegistryCalls``): its status, the
-URL-encoded subject, the registry's answer."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,10 @@ class QueryFailure:
 
     def entries(self) -> list[str]:
         """ksqlDB's entries for the failure, as its JSON layout writes them: a
-        PRODUCTION_ERROR when the sink's producer failed to send (ksqlDB's production
-        exception handler logs it, then fails the query), and the KAFKA_STREAMS_THREAD_ERROR
-        of the failure."""
+        SERIALIZATION_ERROR when the registry refused the sink's schema (ksqlDB's serializer
+        logs it, then fails the query), else a PRODUCTION_ERROR when the sink's producer
+        failed to send (ksqlDB's production exception handler logs it, then fails the query),
+        and the KAFKA_STREAMS_THREAD_ERROR of the failure."""
         thread_error = {"errorMessage": UNCAUGHT,
                         "threadName": f"stream execution thread for {self.query}",
                         "cause": list(self.causes)}
@@ -112,7 +111,7 @@ class QueryFailure:
             refused = REGISTRY_REFUSAL.search(line)
             if refused is None:
                 continue
-            subject = urllib.parse.unquote(refused.group(2))
+            subject = refused.group(2)
             for target in ("key", "value"):
                 if subject == f"{self.sink_topic}-{target}":
                     return target, (f"The Schema Registry refused the schema of subject "

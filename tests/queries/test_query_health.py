@@ -161,7 +161,7 @@ def _set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None
 
 
 def entries_of(settings: KafkaSettings, server: ServerProcess, logger_name: str
-                ) -> list[dict[str, Any]] | None:
+               ) -> list[dict[str, Any]] | None:
     entries = [json.loads(value) for value in
                values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
     return [e for e in entries if e["logger"] == logger_name] or None
@@ -179,7 +179,7 @@ def _failures_logged(settings: KafkaSettings, server: ServerProcess, query_id: s
 
 
 def until_state(server: ServerProcess, query_id: str, state: str,
-                 timeout: float = 60) -> dict[str, Any]:
+                timeout: float = 60) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
     def reached() -> bool:

@@ -172,7 +172,7 @@ def test_a_sink_schema_the_registry_refuses_is_a_serialization_error_until_it_ta
     client.register(subject, json.dumps({"type": "record", "name": "Other", "fields": [
         {"name": "V", "type": "string"}]}))
     _compatibility(client, subject, "BACKWARD")
-    producer = producer_factory()
+    producer = producer_factory()  # the source's first records: the query has written none
     for number in range(3):
         producer.produce(topic, key=struct.pack(">i", number), value=json.dumps({"V": number}))
     assert producer.flush(30) == 0

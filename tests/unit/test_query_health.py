@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from metastore.runtime.error_types import USER, ErrorClassifier
+from metastore.runtime.error_types import UNKNOWN, USER, ErrorClassifier
 from metastore.runtime.processing_log import QueryFailure
 from metastore.runtime.query_health import (
     ERRORS_KEPT,
@@ -108,7 +108,7 @@ _REFUSED = ("Caused by: java.lang.IllegalStateException: the Schema Registry ans
 
 
 @pytest.mark.parametrize(("subject", "target"), [
-    ("out-value", "value"), ("out-key", "key"), ("o%75t-value", "value"),
+    ("out-value", "value"), ("out-key", "key"),
     ("other-value", None),  # not the sink's subject: no serializer of this query's
 ])
 def test_a_registry_refusing_the_sinks_schema_is_a_serialization_error(
@@ -130,3 +130,12 @@ def test_a_registry_refusing_the_sinks_schema_is_a_serialization_error(
                                             "Schema Registry refused the schema of subject out-")
     assert "incompatible with an earlier schema" in error["cause"][0]
     assert ErrorClassifier().classify(detail) == USER
+
+
+def test_a_registration_racing_another_is_no_refusal() -> None:
+    detail = ("Caused by: io.metastore.avro.RegistryCalls$ConcurrentCreationException: the "
+              "Schema Registry answered 409 to POST /apis/ccompat/v7/subjects/out-value/versions:"
+              " {\"message\":\"Artifact with name out-value already exists\"}")
+    failure = QueryFailure("CSAS_A_1", ("x",), 1_000, detail, "out")
+    assert failure.serialization_error() is None
+    assert ErrorClassifier().classify(detail) == UNKNOWN
