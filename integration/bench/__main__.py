@@ -54,8 +54,9 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "realtime": realtime.run,
     "queries-per-node": queries_per_node.run,
 }
-ON_REQUEST = {"suite-cpu"}
-"""Benchmarks run only when named: ``suite-cpu`` runs the whole test suite."""
+ON_REQUEST = {"suite-cpu", "queries-per-node"}
+"""Benchmarks run only when named: ``suite-cpu`` runs the whole test suite, ``queries-per-node``
+adds queries to a node until it gives out."""
 
 
 def machine() -> str:

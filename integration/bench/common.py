@@ -132,3 +132,12 @@ def jvm_of(pid: int) -> int | None:
         if parent == pid and b"java" in command.split(b"\0")[0]:
             return int(entry.name)
     return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has taken, user and system (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

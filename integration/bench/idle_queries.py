@@ -11,7 +11,6 @@ same with no query at all.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -20,15 +19,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from integration.bench.common import kafka
+from integration.bench.common import cpu_seconds, kafka
 
 DELAYS = ("10ms", "100ms", "500ms")
 """Spark's default, the node's, and a slower one."""
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(bootstrap: str, delay: str, queries: int, seconds: float) -> dict[str, Any]:
@@ -54,9 +48,9 @@ def measure(bootstrap: str, delay: str, queries: int, seconds: float) -> dict[st
                            .start())
         time.sleep(10)  # the queries' first micro-batches and the JIT's warm-up
         process = driver_process()
-        before, began = _cpu_seconds(process.pid), time.monotonic()
+        before, began = cpu_seconds(process.pid), time.monotonic()
         time.sleep(seconds)
-        share = (_cpu_seconds(process.pid) - before) / (time.monotonic() - began)
+        share = (cpu_seconds(process.pid) - before) / (time.monotonic() - began)
     finally:
         for query in started:
             query.stop()

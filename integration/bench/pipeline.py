@@ -65,17 +65,23 @@ class SinkWatcher:
     """A read_committed consumer of a sink topic on a thread of its own: each key's latest value
     and the time it was first seen."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, from_end: bool = False) -> None:
+        """Reads ``topic`` from its start, or only what arrives from now with ``from_end``."""
         self.records = 0
         self.latest: dict[int, bytes | None] = {}
         self.first_seen: dict[int, float] = {}
         self._consumer = Consumer(KafkaSettings(bootstrap).config(
             group_id=f"bench-{uuid.uuid4().hex[:8]}", enable_auto_commit=False,
             isolation_level="read_committed", fetch_wait_max_ms=5))
-        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        self._consumer.assign([TopicPartition(topic, p, self._end(topic, p) if from_end else 0)
+                               for p in range(PARTITIONS)])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
+
+    def _end(self, topic: str, partition: int) -> int:
+        return int(self._consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                        timeout=10)[1])
 
     def _run(self) -> None:
         while not self._stop.is_set():

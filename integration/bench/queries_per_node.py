@@ -17,7 +17,8 @@ query (10,000 with ``--quick``): the first query's catch-up warms the JVM. After
   node and its Spark driver JVM take (percent of one core over 10 s), and their memory (RSS).
 
 The run stops at the first step whose queries do not all run (a query in ERROR, the driver
-gone) or do not catch up within ``LIMIT_S``; that step is reported with its reason. Each sink's
+gone, a statement refused) or do not catch up within ``LIMIT_S``; that step is reported with
+its reason. It runs only when named (a full run takes half an hour or more). Each sink's
 records are counted by its end offsets (the queries write at-least-once, so a query that ran a
 micro-batch twice would count twice: none does here).
 """
@@ -29,13 +30,19 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 from confluent_kafka import Consumer, TopicPartition
 
-from integration.bench.common import jvm_of, kafka, node_processes, rss_mib, summary_ms
+from integration.bench.common import (
+    cpu_seconds,
+    jvm_of,
+    kafka,
+    node_processes,
+    rss_mib,
+    summary_ms,
+)
 from integration.bench.interactive import wait_for_spark
 from integration.bench.pipeline import (
     LATENCY_KEYS,
@@ -87,20 +94,12 @@ class _Sinks:
         self._consumer.close()
 
 
-def _cpu_ticks(pid: int) -> int:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])  # utime, stime
-
-
 def _idle_cpu(pids: tuple[int, ...]) -> list[float]:
     """Each process's CPU over IDLE_S, in percent of one core."""
-    before = [_cpu_ticks(pid) for pid in pids]
+    before, began = [cpu_seconds(pid) for pid in pids], time.monotonic()
     time.sleep(IDLE_S)
-    ticks_per_s = 100  # os.sysconf("SC_CLK_TCK") on Linux
-    return [round(100 * (_cpu_ticks(pid) - start) / ticks_per_s / IDLE_S, 1)
+    elapsed = time.monotonic() - began
+    return [round(100 * (cpu_seconds(pid) - start) / elapsed, 1)
             for pid, start in zip(pids, before, strict=True)]
 
 
@@ -133,7 +132,7 @@ def _step(bootstrap: str, topics: tuple[str, str], sinks: _Sinks, passed: int,
     produce_backlog(bootstrap, source, ROUND)
     sinks.wait_for(passed + (SETTLE + ROUND) // 2, "the round")
     seconds = time.monotonic() - started
-    watcher = SinkWatcher(bootstrap, first_sink)
+    watcher = SinkWatcher(bootstrap, first_sink, from_end=True)
     try:
         keys = range(LATENCY_KEYS + probes_sent, LATENCY_KEYS + probes_sent + PROBES)
         sent = produce_timed(bootstrap, source, keys, PROBE_RATE)
@@ -174,13 +173,16 @@ def run(quick: bool) -> dict[str, Any]:
                 try:
                     figures = _step(bootstrap, (source, sinks.topics[0]), sinks, passed,
                                     probes_sent)
-                except TimeoutError as error:
-                    results["steps"].append({"queries": count, "stopped": str(error),
-                                             "not_running": _not_running(client)})
+                except Exception as error:
+                    results["steps"].append({"queries": count, "stopped": str(error)[:500],
+                                             "not_running": _not_running(client),
+                                             "spark_driver_now": jvm_of(node_pid)})
                     break
-                finally:
-                    passed += (SETTLE + ROUND) // 2 + PROBES
-                    probes_sent += PROBES
+                passed += (SETTLE + ROUND) // 2 + PROBES
+                probes_sent += PROBES
+                if jvm_of(node_pid) != jvm_pid:
+                    results["steps"].append({**figures, "stopped": "the Spark driver restarted"})
+                    break
                 node_cpu, jvm_cpu = _idle_cpu((node_pid, jvm_pid))
                 figures.update(idle_cpu_percent={"node": node_cpu, "spark_driver": jvm_cpu},
                                rss_mib={"node": rss_mib(node_pid),
