@@ -23,8 +23,7 @@ def client(registry: SchemaRegistryState) -> Iterator[SchemaRegistryClient]:
 def registry_node_process(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory,
                           registry: SchemaRegistryState) -> Iterator[ServerProcess]:
     yield from session_node(kafka_bootstrap, tmp_path_factory, "registry", True,
-                            "--schema-registry-url", registry.url,
-                            "--ksql-property", "ksql.logging.processing.topic.auto.create=true")
+                            "--schema-registry-url", registry.url)
 
 
 @pytest.fixture

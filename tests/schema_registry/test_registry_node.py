@@ -15,7 +15,9 @@ from collections.abc import Callable
 import httpx
 from confluent_kafka import Consumer, Producer
 
+from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
+from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from metastore.schema_registry.client import SchemaReference, SchemaRegistryClient
 from tests.queries.test_query_health import entries_of, until_state
 from tests.queries.test_query_nodes import ksql
@@ -152,13 +154,26 @@ def test_a_protobuf_schema_that_imports_another_is_read_and_written(
 
 def test_a_sink_schema_the_registry_refuses_is_a_serialization_error_until_it_takes_it(
         registry_node: ServerProcess, client: SchemaRegistryClient,
-        producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings) -> None:
+        producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings,
+        kafka_admin: Admin) -> None:
     """The node registers the sink's schema when the CSAS is written; the query registers it
     again as it writes its first record (ksqlDB's serializer does), and by then the subject
-    holds an incompatible schema under BACKWARD compatibility."""
+    holds an incompatible schema under BACKWARD compatibility. The node's processing log is
+    there for this test alone: its other tests skip records on purpose, and logging them
+    would cost the node's one Spark core jobs they are timed against."""
+    log_topic = ProcessingLogSettings().topic(registry_node.service_id)
+    kafka_admin.create(log_topic, partitions=1)
+    try:
+        _refused_then_taken(registry_node, client, producer_factory, kafka_settings)
+    finally:
+        kafka_admin.delete_until_gone(log_topic, 30)
+
+
+def _refused_then_taken(node: ServerProcess, client: SchemaRegistryClient,
+                        producer_factory: Callable[..., Producer],
+                        kafka_settings: KafkaSettings) -> None:
     name = unique("REFUSED").upper().replace("-", "_")
     topic, sink = name.lower(), f"{name.lower()}-out"
-    node = registry_node
     ksql(node, f"CREATE STREAM {name} (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topic}', "
                "VALUE_FORMAT='JSON', PARTITIONS=1);")
     [created] = earliest(node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}', "
