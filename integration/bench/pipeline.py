@@ -226,32 +226,41 @@ def metastore_node(bootstrap: str, *node_args: str,
 
 
 @contextmanager
+def line_engine(command: list[str], name: str, *args: str) -> Iterator[Start]:
+    """An engine in a process of its own that speaks a line protocol: ``ready`` once started,
+    ``<query> <source> <sink> [args]`` answered ``started``, ``stop`` answered ``stopped``;
+    ``name`` says which engine did not answer. The process group is killed afterwards."""
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, start_new_session=True)
+
+    def ask(line: str, answer: str) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(line + "\n")
+        process.stdin.flush()
+        if process.stdout.readline().strip() != answer:
+            raise RuntimeError(f"{name} did not answer {answer!r}")
+
+    def start(query: str, source: str, sink: str) -> Callable[[], None]:
+        ask(" ".join((query, source, sink, *args)), "started")
+        return lambda: ask("stop", "stopped")
+
+    try:
+        assert process.stdout is not None
+        if process.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{name} did not start")
+        yield start
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+
+
+@contextmanager
 def hand_written(bootstrap: str) -> Iterator[Start]:
-    with tempfile.TemporaryDirectory(prefix="metastore-bench-floor-") as root:
-        process = subprocess.Popen(
+    with tempfile.TemporaryDirectory(prefix="metastore-bench-floor-") as root, line_engine(
             [sys.executable, "-m", "integration.bench.pipeline_floor", bootstrap, root],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
-
-        def ask(command: str, answer: str) -> None:
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write(command + "\n")
-            process.stdin.flush()
-            if process.stdout.readline().strip() != answer:
-                raise RuntimeError(f"the hand-written query did not answer {answer!r}")
-
-        def start(query: str, source: str, sink: str) -> Callable[[], None]:
-            ask(f"{query} {source} {sink}", "started")
-            return lambda: ask("stop", "stopped")
-
-        try:
-            assert process.stdout is not None
-            if process.stdout.readline().strip() != "ready":
-                raise RuntimeError("the hand-written queries' Spark did not start")
-            yield start
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
+            "the hand-written query") as start:
+        yield start
 
 
 ENGINES: dict[str, Callable[[str], contextlib.AbstractContextManager[Start]]] = {

@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from integration.bench.pipeline import (
     LATENCY_KEYS,
     PARTITIONS,
     Start,
+    line_engine,
     measure,
     metastore_node,
     produce_backlog,
@@ -98,32 +98,10 @@ def peer_classpath() -> str:
 def kafka_streams(bootstrap: str, cores: int, users: str) -> Iterator[Start]:
     """The peer's JVM with ``cores`` stream threads: a query started per command."""
     classpath = peer_classpath()
-    with tempfile.TemporaryDirectory(prefix="metastore-bench-streams-") as state:
-        process = subprocess.Popen(
-            [jars.require_java(), "-cp", classpath, "StreamsPeer", bootstrap, state,
-             str(cores)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
-
-        def ask(command: str, answer: str) -> None:
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write(command + "\n")
-            process.stdin.flush()
-            if process.stdout.readline().strip() != answer:
-                raise RuntimeError(f"the Kafka Streams peer did not answer {answer!r}")
-
-        def start(query: str, source: str, sink: str) -> Callable[[], None]:
-            ask(f"{query} {source} {sink} {users}", "started")
-            return lambda: ask("stop", "stopped")
-
-        try:
-            assert process.stdout is not None
-            if process.stdout.readline().strip() != "ready":
-                raise RuntimeError("the Kafka Streams peer did not start")
-            yield start
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
+    with tempfile.TemporaryDirectory(prefix="metastore-bench-streams-") as state, line_engine(
+            [jars.require_java(), "-cp", classpath, "StreamsPeer", bootstrap, state, str(cores)],
+            "the Kafka Streams peer", users) as start:
+        yield start
 
 
 # -- the node ----------------------------------------------------------------------------------
