@@ -45,14 +45,8 @@ from tests.support.waiting import eventually
 def test_a_failing_query_is_error_with_its_cause_and_starts_again_after_its_backoff(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings) -> None:
-    name, source = numbered_stream(spark_node, "HEALTH")
-    sink = f"{source}-out"
-    producer = producer_factory()
-    send_numbered(producer, source, range(3))
-    [created] = earliest(spark_node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}') AS "
-                                     f"SELECT ID, V FROM {name};")
-    query_id = created["commandStatus"]["queryId"]
-    assert len(read_all(kafka_settings, sink, 3)) == 3
+    source, sink, producer, query_id = _copying(spark_node, "HEALTH", producer_factory,
+                                                kafka_settings)
     [commits] = (spark_node.log.parent / "data").glob(f"query-checkpoints/**/{query_id}/commits")
     aside = commits.with_name("commits.held")
     commits.rename(aside)
@@ -126,14 +120,8 @@ def test_a_query_whose_sink_is_deleted_is_a_system_error_until_the_topic_is_back
     (its ``ksql.error.classifier.regex.sink``; ksqlDB's own classifiers leave a missing sink
     UNKNOWN), and its sink producers give up on a record after 20 s
     (``ksql.streams.producer.delivery.timeout.ms``; Kafka's default is 120 s)."""
-    name, source = numbered_stream(spark_node, "SINKLESS")
-    sink = f"{source}-out"
-    producer = producer_factory()
-    send_numbered(producer, source, range(3))
-    [created] = earliest(spark_node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}') AS "
-                                     f"SELECT ID, V FROM {name};")
-    query_id = created["commandStatus"]["queryId"]
-    assert len(read_all(kafka_settings, sink, 3)) == 3
+    source, sink, producer, query_id = _copying(spark_node, "SINKLESS", producer_factory,
+                                                kafka_settings)
     assert kafka_admin.delete_until_gone(sink, 30)
     send_numbered(producer, source, range(3, 6))
     seen = until_state(spark_node, query_id, "ERROR", timeout=120)
@@ -150,6 +138,20 @@ def test_a_query_whose_sink_is_deleted_is_a_system_error_until_the_topic_is_back
     until_state(spark_node, query_id, "RUNNING", timeout=120)
     written = {json.loads(v or b"")["V"] for _, v, _ in read_all(kafka_settings, sink, 3)}
     assert written == {3, 4, 5}, "the records sent while the sink was gone, once it is back"
+
+
+def _copying(server: ServerProcess, prefix: str, producer_factory: Callable[..., Producer],
+             kafka_settings: KafkaSettings) -> tuple[str, str, Producer, str]:
+    """A numbered stream's source topic, the sink of a CSAS copying it, a producer and the
+    CSAS's query id, once its first three records are in the sink."""
+    name, source = numbered_stream(server, prefix)
+    sink = f"{source}-out"
+    producer = producer_factory()
+    send_numbered(producer, source, range(3))
+    [created] = earliest(server, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}') AS "
+                                 f"SELECT ID, V FROM {name};")
+    assert len(read_all(kafka_settings, sink, 3)) == 3
+    return source, sink, producer, str(created["commandStatus"]["queryId"])
 
 
 def _set_topic_config(bootstrap: str, topic: str, name: str, value: str) -> None:

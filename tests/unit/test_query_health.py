@@ -7,6 +7,7 @@ settings refuse values they cannot take."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -87,15 +88,11 @@ def test_a_failure_is_logged_as_ksqldbs_thread_error() -> None:
     ("java.io.IOException: disk", None),
 ])
 def test_a_failure_to_send_is_also_a_production_error(cause: str, sent: str | None) -> None:
-    failure = QueryFailure("CSAS_A_1", ("org.apache.spark.SparkException: Job aborted.",),
-                           1_000, f"org.apache.spark.SparkException: Job aborted.\n{cause}",
-                           "out")
-    entries = [json.loads(text) for text in failure.entries()]
-    assert entries[-1]["message"]["type"] == 4, "the failure itself, last"
+    production = _sink_entry(cause)
     if sent is None:
-        assert len(entries) == 1
+        assert production is None
         return
-    production, _ = entries
+    assert production is not None
     assert production["logger"] == "processing.CSAS_A_1"
     assert production["message"]["type"] == 3
     assert production["message"]["productionError"] == {"errorMessage": sent}
@@ -113,15 +110,11 @@ _REFUSED = ("Caused by: java.lang.IllegalStateException: the Schema Registry ans
 ])
 def test_a_registry_refusing_the_sinks_schema_is_a_serialization_error(
         subject: str, target: str | None) -> None:
-    detail = "org.apache.spark.SparkException: Job aborted.\n" + _REFUSED.format(subject=subject)
-    failure = QueryFailure("CSAS_A_1", ("org.apache.spark.SparkException: Job aborted.",),
-                           1_000, detail, "out")
-    entries = [json.loads(text) for text in failure.entries()]
-    assert entries[-1]["message"]["type"] == 4, "the failure itself, last"
+    refused = _sink_entry(_REFUSED.format(subject=subject))
     if target is None:
-        assert len(entries) == 1
+        assert refused is None
         return
-    refused, _ = entries
+    assert refused is not None
     assert refused["logger"] == "processing.CSAS_A_1.OUTPUT.serializer"
     assert refused["message"]["type"] == 2
     error = refused["message"]["serializationError"]
@@ -129,7 +122,7 @@ def test_a_registry_refusing_the_sinks_schema_is_a_serialization_error(
     assert error["errorMessage"].startswith("Error serializing message to topic: out. The "
                                             "Schema Registry refused the schema of subject out-")
     assert "incompatible with an earlier schema" in error["cause"][0]
-    assert ErrorClassifier().classify(detail) == USER
+    assert ErrorClassifier().classify(_REFUSED.format(subject=subject)) == USER
 
 
 def test_a_registration_racing_another_is_no_refusal() -> None:
@@ -139,3 +132,15 @@ def test_a_registration_racing_another_is_no_refusal() -> None:
     failure = QueryFailure("CSAS_A_1", ("x",), 1_000, detail, "out")
     assert failure.serialization_error() is None
     assert ErrorClassifier().classify(detail) == UNKNOWN
+
+
+def _sink_entry(cause: str) -> dict[str, Any] | None:
+    """The entry logged before the thread error of a CSAS_A_1 failure into ``out`` with
+    ``cause``; None when the thread error is alone."""
+    failure = QueryFailure("CSAS_A_1", ("org.apache.spark.SparkException: Job aborted.",),
+                           1_000, f"org.apache.spark.SparkException: Job aborted.\n{cause}",
+                           "out")
+    entries = [json.loads(text) for text in failure.entries()]
+    assert entries[-1]["message"]["type"] == 4, "the failure itself, last"
+    assert len(entries) <= 2
+    return entries[0] if len(entries) == 2 else None
