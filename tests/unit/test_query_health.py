@@ -125,6 +125,15 @@ def test_a_registry_refusing_the_sinks_schema_is_a_serialization_error(
     assert ErrorClassifier().classify(_REFUSED.format(subject=subject)) == USER
 
 
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_registry_refusing_the_querys_credentials_is_a_user_error(status: int) -> None:
+    """ksqlDB's schema authorization classifier: the user's to fix, as Kafka's refusals are."""
+    detail = (f"Caused by: java.lang.IllegalStateException: the Schema Registry answered {status}"
+              " to POST /subjects/out-value/versions: {\"error_code\":40101}")
+    assert ErrorClassifier().classify(detail) == USER
+    assert ErrorClassifier().classify(detail.replace(str(status), "400")) == UNKNOWN
+
+
 def test_a_registration_racing_another_is_no_refusal() -> None:
     detail = ("Caused by: io.metastore.avro.RegistryCalls$ConcurrentCreationException: the "
               "Schema Registry answered 409 to POST /apis/ccompat/v7/subjects/out-value/versions:"
