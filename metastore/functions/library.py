@@ -22,6 +22,7 @@ from metastore.functions import (
     collections,
     conditionals,
     datetime,
+    failures,
     json,
     maths,
     operators,
@@ -194,6 +195,9 @@ class SparkContext:
     (a query's own unknown functions were refused when it was analysed)."""
     config: Mapping[str, object] = field(default_factory=dict)
     """The ksqlDB configuration of the query (``ksql.functions.collect_set.limit``, ...)."""
+    failures: list[failures.Failure] | None = None
+    """Where to record the nodes whose NULL stands for ksqlDB's exception
+    (:mod:`metastore.functions.failures`); None: not recorded."""
 
 
 def to_spark(node: exp.Expr, context: SparkContext | None = None) -> exp.Expr:
@@ -217,6 +221,7 @@ class _Translator:
                       and ksql_type(node) not in (None, ty.STRING))
         element_types = tuple(_operand_type(e) for e in node.expressions) \
             if isinstance(node, exp.Array) else ()
+        cast_source = _operand_type(node.this) if isinstance(node, exp.Cast) else None
         for child in list(node.iter_expressions()):
             new = self.translate(child)
             if new is not child:
@@ -225,6 +230,7 @@ class _Translator:
             result = operator()
             if arithmetic and isinstance(node, exp.Binary):
                 result.meta[ARITHMETIC_OPERANDS] = SharedOperands((node.left, node.right))
+            self._record(node, result, cast_source)
             return result
         if isinstance(node, exp.Array) and (array := lookup("ARRAY")) is not None \
                 and array.spark is not None:
@@ -263,9 +269,27 @@ class _Translator:
                           for t, p in zip(types, wanted, strict=True))
         call = Call(function.name, args, types, ksql_type(node), self.context.row_offset,
                     self.context.config)
-        result = function.spark(call)
-        nullable = [args[i] for i in function.null_if_null if i < len(args)]
-        return sql.null_if_any_null(result, *nullable)
+        result = sql.null_if_any_null(function.spark(call), *(
+            args[i] for i in function.null_if_null if i < len(args)))
+        if function.raises and self.context.failures is not None:
+            self._keep(failures.of_call(node, function.name, args, result))
+        return result
+
+    def _record(self, node: exp.Expr, result: exp.Expr, cast_source: ty.SqlType | None) -> None:
+        """Record the failure an operator or CAST ``node`` (its operands translated, in place;
+        a CAST's of type ``cast_source``) may stand for, when failures are recorded."""
+        if self.context.failures is None:
+            return
+        target = ksql_type(node)
+        if isinstance(node, exp.Cast) and target is not None:
+            self._keep(failures.of_cast(node, cast_source, target, node.this, result))
+        elif isinstance(node, exp.Binary) and (symbol := operators.arithmetic_symbol(node)):
+            self._keep(failures.of_arithmetic(node, symbol, ksql_type(node), node.left,
+                                              node.right, result))
+
+    def _keep(self, failure: failures.Failure | None) -> None:
+        if failure is not None and self.context.failures is not None:
+            self.context.failures.append(failure)
 
 
 def _element_at(node: exp.Bracket) -> exp.Expr:

@@ -436,7 +436,25 @@ def ksql_text(expression: exp.Expr, column: ColumnText | None = None) -> str:
         return f"{str(expression.name).upper()}({', '.join(text(a) for a in expression.expressions)})"
     if isinstance(expression, exp.Paren):
         return text(expression.this)
+    return _logical_text(expression, text)
+
+
+def _logical_text(expression: exp.Expr, text: Callable[[exp.Expr], str]) -> str:
+    """AND, OR, NOT and CAST as ksqlDB's messages print them; other nodes as sqlglot does."""
+    if isinstance(expression, exp.And | exp.Or):
+        word = "AND" if isinstance(expression, exp.And) else "OR"
+        return f"({text(expression.left)} {word} {text(expression.right)})"
+    if isinstance(expression, exp.Not):
+        return f"(NOT {text(expression.this)})"
+    if isinstance(expression, exp.Cast) and (target := expression.args.get("to")) is not None:
+        return f"CAST({text(expression.this)} AS {_cast_target(target)})"
     return expression.sql()
+
+
+def _cast_target(target: exp.Expr) -> str:
+    """A CAST's type as ksqlDB prints it (``INTEGER``, ``DECIMAL(4, 2)``)."""
+    written = target.sql().upper()
+    return {"INT": "INTEGER"}.get(written, written.replace(",", ", ").replace(",  ", ", "))
 
 
 # -- translation ----------------------------------------------------------------------------------

@@ -266,6 +266,10 @@ class FunctionSpec:
     intermediate: IntermediateRule | None = None
     """An aggregate's intermediate type (ksqlDB's ``Udaf`` aggregate type, which the query's
     value format must be able to hold), when it is not its return type."""
+    raises: bool = False
+    """ksqlDB's function throws where its translation gives NULL from arguments none of which
+    is NULL (text its pattern does not match, an unknown encoding): a record processing error
+    (:mod:`metastore.functions.failures`)."""
 
     @property
     def name(self) -> str:
@@ -280,18 +284,19 @@ class FunctionSpec:
 def spec(names: str | tuple[str, ...], kind: Kind, signatures: Sequence[Signature],
          spark: Translation | None = None, *, unsupported: str = "",
          null_if_null: tuple[int, ...] = (), variadic_any: bool = False,
-         undoable: bool = False, intermediate: IntermediateRule | None = None) -> FunctionSpec:
+         undoable: bool = False, intermediate: IntermediateRule | None = None,
+         raises: bool = False) -> FunctionSpec:
     named = (names,) if isinstance(names, str) else names
     return FunctionSpec(named, kind, tuple(signatures), spark,
                         unsupported or "no Spark translation is declared", null_if_null,
-                        variadic_any, undoable, intermediate)
+                        variadic_any, undoable, intermediate, raises)
 
 
 def scalar(names: str | tuple[str, ...], *signatures: Signature,
            spark: Translation | None = None, unsupported: str = "",
-           null_if_null: tuple[int, ...] = ()) -> FunctionSpec:
+           null_if_null: tuple[int, ...] = (), raises: bool = False) -> FunctionSpec:
     return spec(names, Kind.SCALAR, signatures, spark, unsupported=unsupported,
-                null_if_null=null_if_null)
+                null_if_null=null_if_null, raises=raises)
 
 
 # -- resolution -----------------------------------------------------------------------------------

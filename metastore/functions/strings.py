@@ -414,11 +414,11 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
     scalar("elt", sig(INTEGER, STRING, returns=STRING, variadic=True), spark=_builtin("elt")),
     scalar("field", sig(STRING, STRING, returns=INTEGER, variadic=True), spark=_field),
     scalar("encode", sig(STRING, STRING, STRING, returns=STRING), spark=_encode,
-           null_if_null=(0, 1, 2)),
+           null_if_null=(0, 1, 2), raises=True),
     scalar("from_bytes", sig(BYTES, STRING, returns=STRING), spark=_from_bytes),
-    scalar("to_bytes", sig(STRING, STRING, returns=BYTES), spark=_to_bytes),
+    scalar("to_bytes", sig(STRING, STRING, returns=BYTES), spark=_to_bytes, raises=True),
     *(scalar(name, sig(BYTES, returns=result), sig(BYTES, STRING, returns=result),
-             spark=_number_from_bytes(size, result))
+             spark=_number_from_bytes(size, result), raises=True)
       for name, size, result in (("int_from_bytes", 4, INTEGER),
                                  ("bigint_from_bytes", 8, ty.BIGINT),
                                  ("double_from_bytes", 8, ty.DOUBLE))),

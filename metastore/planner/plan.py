@@ -50,9 +50,10 @@ from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.engine import overrides
 from metastore.engine.analysis import Analysis, analyse
 from metastore.engine.scope import SourceRead
+from metastore.functions import failures
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
-from metastore.planner import encoding
+from metastore.planner import encoding, record_checks
 from metastore.planner.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
 from metastore.planner.final_windows import (
     close_sessions,
@@ -103,6 +104,7 @@ from metastore.planner.steps import (
     WINDOW_END,
     WINDOW_START,
     BatchStage,
+    CheckedRows,
     QueryPlan,
     Step,
     formatted_time,
@@ -256,6 +258,9 @@ class _Planner:
         self.having: exp.Expr | None = None
         self.generated: list[exp.Expr] = []
         self.joined_rows = f"{self.prefix}_stream_joined"
+        self.stream_reads: tuple[str, ...] = ()  # the steps of the first stream's view
+        self.failures: list[failures.Failure] = []  # what ksqlDB would throw on
+        self.texts = record_checks.ClauseTexts({}, None)
         self.joined_at = 0  # where the step of those rows goes
         for index, read in enumerate(analysis.reads):
             self._read(index, read)
@@ -315,9 +320,10 @@ class _Planner:
         # a stream joined with tables as keyed state falls into windows after the join
         later_windows = strategy.session is not None or strategy.final is not None or (
             strategy.keys_tables or strategy.split_streams)
-        self.steps += stream_steps(source, view, None if later_windows else
-                                   self.analysis.windowing, watermark,
-                                   fail_on_error=strategy.fail_on_error)
+        read = stream_steps(source, view, None if later_windows else self.analysis.windowing,
+                            watermark, fail_on_error=strategy.fail_on_error)
+        self.steps += read
+        self.stream_reads = self.stream_reads or tuple(step.view for step in read)
         self.stream_views[alias] = view
         if strategy.at_once is not None:  # and its records read in batch, for the other side's
             self.batch_views[alias] = f"{view}_all"
@@ -367,6 +373,8 @@ class _Planner:
         if analysis.aggregate:  # an aggregate's record carries the newest input's time
             rowtime = exp.Max(this=rowtime)
         items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
+        self.texts = record_checks.clause_texts(analysis.projection, self.key_names,
+                                                select.args.get("where"))
         null_value = self._null_value()
         self.having = select.args.get("having")
         items += (self._aggregate_items(null_value) if analysis.aggregate
@@ -383,7 +391,7 @@ class _Planner:
         own_windows = frozenset(read.alias for read in analysis.reads if read.source.window
                                 is not None) if analysis.joins and not analysis.aggregate else None
         _rewrite(select, JOINED if self.strategy.split_streams else self.stream_alias,
-                 self.config, self.bounds, own_windows or frozenset())
+                 self.config, self.bounds, own_windows or frozenset(), self.failures)
 
     def _projection_items(self) -> list[exp.Expr]:
         """The query's own columns, by the sink's names."""
@@ -644,13 +652,13 @@ class _Planner:
                 for c in self.sink.columns if c.role.is_key or c.role.value == "VALUE"]
 
     def _query_plan(self, sql: str, topic: str, *, earliest: bool = True,
-                    window_key_bytes: int = 0) -> QueryPlan:
+                    window_key_bytes: int = 0, checked: CheckedRows | None = None) -> QueryPlan:
         return QueryPlan(
             self.query_id, tuple(self.steps), sql, self.mode, topic,
             tuple(dict.fromkeys(self.source_topics)), self.batch, earliest=earliest,
             table_state=bool(self.keyed or self.strategy.keyed_rows or self.changelog_view),
             stream_state=bool(self.session_stream or self.final_stream or self.unmatched_state),
-            window_key_bytes=window_key_bytes)
+            window_key_bytes=window_key_bytes, checked=checked)
 
     def result_plan(self) -> QueryPlan:
         """A push query's plan: its rows are the result's columns and whether they delete."""
@@ -663,6 +671,7 @@ class _Planner:
 
     def sink_plan(self) -> QueryPlan:
         """A persistent query's plan: its rows are the sink's Kafka records."""
+        checked = self._checked_rows()
         windowed = self.analysis.windowed or self.source_window is not None
         sql = self._time_checked(self._records_sql())
         if self.strategy.join_windows and self.batch is None:
@@ -671,7 +680,25 @@ class _Planner:
             self.batch, sql = _in_time_order(sql, self.prefix, WINDOWED_RECORD_ORDER)
         return self._query_plan(
             sql, self.sink.topic, earliest=overrides.offset_reset(self.config or {}) != "latest",
-            window_key_bytes=(16 if self._session_key else 8) if windowed else 0)
+            window_key_bytes=(16 if self._session_key else 8) if windowed else 0, checked=checked)
+
+    def _checked_rows(self) -> CheckedRows | None:
+        """The checks of the query's stream rows (observed on its stream view), for a query
+        that reads one stream without a join, a table function or a stateful stage before its
+        WHERE (:mod:`metastore.planner.record_checks`)."""
+        reads, source = self.stream_reads, self.analysis.reads[0].source
+        if (len(self.analysis.reads) != 1 or source.kind is not SourceKind.STREAM or not reads
+                or self.generated or self.batch is not None or self.sessions_view
+                or self.final_stream or self.changelog_view):
+            return None
+        where = self.select.args.get("where")
+        checked = record_checks.checked_rows(
+            self.failures, self.texts, where.this if isinstance(where, exp.Where) else None,
+            bool(self.analysis.aggregate), (reads[-1], self.stream_alias), source, reads)
+        if checked is not None:
+            self.steps = [replace(step, observed=record_checks.observed(checked))
+                          if step.view == checked.view else step for step in self.steps]
+        return checked
 
     @property
     def _session_key(self) -> bool:
@@ -836,8 +863,10 @@ def _skip_ungroupable(select: exp.Select, null_value: exp.Expr) -> None:
     """ksqlDB's aggregations skip tombstones and rows any GROUP BY expression is NULL for."""
     conditions: list[exp.Expr] = [exp.Not(this=null_value)]
     group = select.args.get("group")
-    for expression in group.expressions if group is not None else []:
-        conditions.append(exp.Not(this=exp.Is(this=expression.copy(), expression=exp.Null())))
+    for index, expression in enumerate(group.expressions if group is not None else []):
+        grouped = exp.Not(this=exp.Is(this=expression.copy(), expression=exp.Null()))
+        grouped.meta[failures.GROUP_KEY] = index  # its failures are the GROUP BY's
+        conditions.append(grouped)
     for condition in conditions:
         select.where(condition, copy=False)
 
@@ -863,11 +892,13 @@ class _Bounds:
 
 
 def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | None = None,
-             bounds: _Bounds | None = None, own_windows: frozenset[str] = frozenset()) -> None:
+             bounds: _Bounds | None = None, own_windows: frozenset[str] = frozenset(),
+             found: list[failures.Failure] | None = None) -> None:
     """ksqlDB expressions as Spark SQL with ksqlDB's meaning: every function call, array index
     and division through :func:`metastore.functions.library.to_spark`; window bounds and
     struct access as the query's views hold them. ``own_windows``: the aliases of joined
-    windowed sources, whose qualified bounds are their own records' windows."""
+    windowed sources, whose qualified bounds are their own records' windows; ``found``: where
+    to record the nodes whose NULL stands for ksqlDB's exception."""
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and node.name.upper() in ("WINDOWSTART", "WINDOWEND"):
@@ -883,7 +914,7 @@ def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | No
 
     offset = exp.column("ROWOFFSET", table=stream_alias, quoted=True)
     context = functions.SparkContext(row_offset=offset, rewrite=rewrite, keep_undeclared=True,
-                                     config=config or {})
+                                     config=config or {}, failures=found)
     try:
         functions.to_spark(select, context)
     except UntranslatableError as error:

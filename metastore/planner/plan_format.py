@@ -29,10 +29,12 @@ from metastore.catalog.commands import canonical_json
 from metastore.planner.exceptions import QueryRuntimeError
 from metastore.planner.steps import (
     BatchStage,
+    CheckedRows,
     FinalWindows,
     ForeignKeyTableJoin,
     GroupMembers,
     QueryPlan,
+    RecordCheck,
     RowVersions,
     SessionMembers,
     Step,
@@ -44,15 +46,22 @@ from metastore.planner.steps import (
 
 PLAN_FORMAT = 1
 """The document's own shape: ``format``, ``versions`` and ``plan``."""
-PLANNER_VERSION = 1
+PLANNER_VERSION = 2
 """The version of what the planner writes: a release that plans any query differently bumps
 it (and the node versions whose meaning changed) and saves the new plans of ksqlDB's dev cases
 (``python -m integration.plans save``); ``tests/plans/<version>/`` keeps each version's."""
 
 _NODES: tuple[type[Any], ...] = (
     QueryPlan, Step, BatchStage, TableSideJoin, TableJoin, ForeignKeyTableJoin, RowVersions,
-    GroupMembers, StreamTime, SessionMembers, FinalWindows, UnmatchedRecords)
-NODE_VERSIONS: Mapping[str, int] = {node.__name__: 1 for node in _NODES}
+    GroupMembers, StreamTime, SessionMembers, FinalWindows, UnmatchedRecords, CheckedRows,
+    RecordCheck)
+_FIELDS_SINCE: Mapping[tuple[str, str], int] = {("QueryPlan", "checked"): 2}
+"""The fields a later version of a class added (with a default), by the version that added
+them: a node that leaves them at their default is written without them, as the earliest version
+that reads it, so a plan that needs no new field runs on the nodes of an earlier release too."""
+NODE_VERSIONS: Mapping[str, int] = {node.__name__: max(
+    [1, *(v for (name, _), v in _FIELDS_SINCE.items() if name == node.__name__)])
+    for node in _NODES}
 """The version of each node class this release writes, and the newest it reads."""
 _CLASSES = {node.__name__: node for node in _NODES}
 _FIELD_TYPES = {node.__name__: typing.get_type_hints(node) for node in _NODES}
@@ -75,10 +84,9 @@ class UnknownPlanVersionError(PlanFormatError):
 
 def plan_document(plan: QueryPlan) -> dict[str, Any]:
     """``plan`` as its versioned document."""
-    used: set[str] = set()
+    used: dict[str, int] = {}
     encoded = _encode(plan, used)
-    return {"format": PLAN_FORMAT, "versions": {name: NODE_VERSIONS[name] for name in sorted(used)},
-            "plan": encoded}
+    return {"format": PLAN_FORMAT, "versions": dict(sorted(used.items())), "plan": encoded}
 
 
 def plan_text(plan: QueryPlan) -> str:
@@ -111,12 +119,18 @@ def read_plan(text: str) -> QueryPlan:
     return plan
 
 
-def _encode(value: Any, used: set[str]) -> Any:
+def _encode(value: Any, used: dict[str, int]) -> Any:
+    """``value`` as JSON; ``used``: each node class it holds, with the earliest version that
+    reads what it holds of it."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         name = type(value).__name__
-        used.add(name)
+        written = [field for field in dataclasses.fields(value)
+                   if (name, field.name) not in _FIELDS_SINCE
+                   or getattr(value, field.name) != field.default]
+        used[name] = max([used.get(name, 1), *(_FIELDS_SINCE.get((name, field.name), 1)
+                                                for field in written)])
         return {"@": name, **{field.name: _encode(getattr(value, field.name), used)
-                              for field in dataclasses.fields(value)}}
+                              for field in written}}
     if isinstance(value, tuple | list):
         return [_encode(item, used) for item in value]
     return value

@@ -172,6 +172,34 @@ class BatchStage:
 
 
 @dataclass(frozen=True)
+class RecordCheck:
+    """A condition under which ksqlDB's evaluation of a row throws where Spark's gives NULL: a
+    record processing error of the processing log (:mod:`metastore.planner.record_checks`)."""
+
+    logger: str
+    """The step of ksqlDB's logger name: ``Project``, ``WhereFilter``, ``Aggregate.GroupBy``."""
+    message: str
+    condition: str
+    """Spark SQL over the checked view's columns."""
+    cause: str
+    """Spark SQL of the exception's message, a STRING."""
+
+
+@dataclass(frozen=True)
+class CheckedRows:
+    """The checks of a query's stream rows (each micro-batch counts the rows that fail one, by
+    an observation of ``view``); ``reads``: the steps that make ``view`` from a read of
+    ``topic``, which the processing log runs again over a micro-batch's offsets to log each
+    failing row; ``record``: Spark SQL of the row as ksqlDB's log prints it."""
+
+    view: str
+    reads: tuple[str, ...]
+    topic: str
+    record: str
+    checks: tuple[RecordCheck, ...]
+
+
+@dataclass(frozen=True)
 class QueryPlan:
     query_id: str
     steps: tuple[Step, ...]
@@ -194,6 +222,8 @@ class QueryPlan:
     """The bytes of the window its sink's keys end with (8, the start, for TUMBLING and
     HOPPING; 16, end and start, for SESSION; 0 unwindowed): its records go to the partition of
     the key without them, as Kafka Streams partitions a windowed sink."""
+    checked: CheckedRows | None = None
+    """Its stream rows' checks, when ksqlDB would log their failures (QueryPlan v2)."""
 
 
 def stream_steps(source: DataSource, view: str, window: WindowSpec | None,

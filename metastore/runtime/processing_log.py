@@ -27,13 +27,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from metastore.catalog.model import DataSource
+from metastore.planner.steps import CheckedRows, Step
 from metastore.runtime.error_types import REGISTRY_REFUSAL
 from metastore.spark.session import query_session
 from metastore.spark.types import quote, string_literal
 from metastore.spark.views import decode_select, raw_options
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,9 @@ Offsets = Mapping[int, int]
 
 DESERIALIZATION_ERROR = 0
 """ksqlDB's ``MessageType.DESERIALIZATION_ERROR``."""
+RECORD_PROCESSING_ERROR = 1
+"""ksqlDB's ``MessageType.RECORD_PROCESSING_ERROR``: a row a query's expressions could not
+compute (:mod:`metastore.runtime.record_errors`)."""
 SERIALIZATION_ERROR = 2
 """ksqlDB's ``MessageType.SERIALIZATION_ERROR``: the sink's serializer could not write a record
 (its format's registry refused the schema)."""
@@ -164,6 +168,20 @@ class SkippedBatch:
     end: Offsets
 
 
+@dataclass(frozen=True)
+class FailedRows:
+    """Rows of a micro-batch of ``query`` that failed its checks (ksqlDB's record processing
+    errors): ``failed``, the count per check of ``checked``; ``steps``, those that make its
+    view from its topic, which read ``start`` to ``end`` of it again."""
+
+    query: str
+    checked: CheckedRows
+    steps: tuple[Step, ...]
+    failed: tuple[int, ...]
+    start: Offsets
+    end: Offsets
+
+
 READABLE = "__MS_LOG_READABLE"
 KEY_READABLE = "__MS_LOG_KEY_READABLE"
 _VALUE = "__MS_LOG_RECORD_VALUE"
@@ -200,6 +218,27 @@ def entries_select(source: DataSource, raw_table: str, query: str, rows_include:
             f"FROM ({targeted})")
 
 
+def failed_rows_select(batch: FailedRows, query: str, rows_include: bool) -> str:
+    """The processing log's entries (a ``value`` column of JSON) for the rows of the view of
+    ``batch``'s checks that fail them: ksqlDB's RECORD_PROCESSING_ERROR, one per row and
+    failed check, logged as ``processing.<query>.<step>``."""
+    checked = batch.checked
+    record = checked.record if rows_include else "CAST(NULL AS STRING)"
+    selects = []
+    for check, failed in zip(checked.checks, batch.failed, strict=True):
+        if not failed:
+            continue
+        error = (f"named_struct('errorMessage', {string_literal(check.message)}, 'record', "
+                 f"{record}, 'cause', array({check.cause}))")
+        entry = (f"named_struct('logger', {string_literal(f'processing.{query}.{check.logger}')}"
+                 ", 'level', 'ERROR', 'time', unix_millis(current_timestamp()), 'message', "
+                 f"named_struct('type', {RECORD_PROCESSING_ERROR}, 'recordProcessingError', "
+                 f"{error}))")
+        selects.append(f"SELECT to_json({entry}, map('ignoreNullFields', 'false')) AS value "
+                       f"FROM {quote(checked.view)} WHERE {check.condition}")
+    return " UNION ALL ".join(selects)
+
+
 def logger(query: str) -> str:
     """The logger of a query's source deserializer, as ksqlDB names it."""
     return f"processing.{query}.KsqlTopic.Source.deserializer"
@@ -222,7 +261,7 @@ class ProcessingLog:
         self.topic = topic
         self._source = source
         self._rows_include = rows_include
-        self._pending: queue.Queue[SkippedBatch | QueryFailure | None] = queue.Queue(
+        self._pending: queue.Queue[SkippedBatch | QueryFailure | FailedRows | None] = queue.Queue(
             max_pending)
         self._thread: threading.Thread | None = None
         self._session: tuple[SparkSession, SparkSession] | None = None
@@ -240,7 +279,11 @@ class ProcessingLog:
         """Log a query's failure (returns at once)."""
         self._enqueue(failure)
 
-    def _enqueue(self, item: SkippedBatch | QueryFailure) -> None:
+    def failed_rows(self, batch: FailedRows) -> None:
+        """Log the rows of ``batch`` a query could not process (returns at once)."""
+        self._enqueue(batch)
+
+    def _enqueue(self, item: SkippedBatch | QueryFailure | FailedRows) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -279,6 +322,8 @@ class ProcessingLog:
             try:
                 if isinstance(item, QueryFailure):
                     self._write_failure(item)
+                elif isinstance(item, FailedRows):
+                    self._write_failed_rows(item)
                 else:
                     self._write(item)
             except Exception as error:  # Spark or Kafka gone: the node's log says so
@@ -297,6 +342,34 @@ class ProcessingLog:
                                 "value STRING").coalesce(1).write.format(
             "kafka").options(**self._kafka_options, topic=self.topic).save()
 
+    def _write_failed_rows(self, batch: FailedRows) -> None:
+        spark = self._spark()
+        if spark is None or not self._topic_exists(self.topic):
+            log.warning("processing log: Spark is down or its topic %s does not exist; the "
+                        "rows %s could not process are not logged", self.topic, batch.query)
+            return
+        session = self._session_of(spark)
+        for step in batch.steps:
+            if step.topic is not None:
+                frame = self._read_offsets(session, step.topic, batch.start, batch.end)
+            else:
+                assert step.sql is not None, "a step reads a topic or runs a SELECT"
+                frame = session.sql(step.sql)
+            frame.createOrReplaceTempView(step.view)
+        entries = session.sql(failed_rows_select(batch, batch.query, self._rows_include))
+        entries.write.format("kafka").options(**self._kafka_options, topic=self.topic).save()
+
+    def _read_offsets(self, session: SparkSession, topic: str, start: Offsets,
+                      end: Offsets) -> DataFrame:
+        """A batch read of ``topic`` from ``start`` to ``end``, of the partitions ``end``
+        names (even if the topic has more now)."""
+        options = {**raw_options(topic, self._kafka_options),
+                   "startingOffsets": _offsets_json(topic, start, end),
+                   "endingOffsets": _offsets_json(topic, end, end)}
+        del options["subscribe"]
+        options["assign"] = json.dumps({topic: sorted(end)})
+        return session.read.format("kafka").options(**options).load()
+
     def _write(self, batch: SkippedBatch) -> None:
         spark = self._spark()
         source = self._source(batch.source)
@@ -309,12 +382,7 @@ class ProcessingLog:
                         "of %s in %s are not logged", self.topic, batch.query, batch.source)
             return
         session = self._session_of(spark)
-        options = {**raw_options(batch.topic, self._kafka_options),
-                   "startingOffsets": _offsets_json(batch.topic, batch.start, batch.end),
-                   "endingOffsets": _offsets_json(batch.topic, batch.end, batch.end)}
-        del options["subscribe"]  # the batch's partitions, even if the topic has more now
-        options["assign"] = json.dumps({batch.topic: sorted(batch.end)})
-        session.read.format("kafka").options(**options).load().createOrReplaceTempView(
+        self._read_offsets(session, batch.topic, batch.start, batch.end).createOrReplaceTempView(
             "__ms_log_raw")
         entries = session.sql(entries_select(source, quote("__ms_log_raw"), batch.query,
                                              self._rows_include))
@@ -377,5 +445,6 @@ def _topic_offsets(text: str | None, topic: str) -> dict[int, int]:
     return {int(p): int(o) for p, o in partitions.items() if str(p).isdigit()}
 
 
-__all__ = ["DESERIALIZATION_ERROR", "SERIALIZATION_ERROR", "ProcessingLog", "SkippedBatch",
-           "batch_offsets", "entries_select", "logger"]
+__all__ = ["DESERIALIZATION_ERROR", "RECORD_PROCESSING_ERROR", "SERIALIZATION_ERROR",
+           "FailedRows", "ProcessingLog", "SkippedBatch", "batch_offsets", "entries_select",
+           "failed_rows_select", "logger"]

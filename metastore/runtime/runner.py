@@ -48,6 +48,7 @@ from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
 from metastore.runtime.error_types import ErrorClassifier
 from metastore.runtime.processing_log import QueryFailure
 from metastore.runtime.query_health import QueryHealth, RetrySettings
+from metastore.runtime.record_errors import RecordErrors
 from metastore.runtime.skipped import SkippedRecords
 from metastore.runtime.statistics import QueryStatistics
 
@@ -77,6 +78,8 @@ class QueryState:
     since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     skipped: dict[str, int] = field(default_factory=dict)
     """Records it skipped on this node because it cannot read them, by source."""
+    record_errors: int = 0
+    """Rows it could not process on this node (ksqlDB's record processing errors)."""
     statistics: dict[str, Any] | None = None
     """What it did on this node (:meth:`QueryFigures.to_json`), once a micro-batch ran."""
     offsets: dict[str, dict[str, list[int]]] = field(default_factory=dict)
@@ -89,6 +92,7 @@ class QueryState:
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "message": self.message, "lag": self.lag,
                 "sinceMs": self.since_ms, "skipped": dict(self.skipped),
+                "recordErrors": self.record_errors,
                 "statistics": self.statistics, "offsets": self.offsets,
                 "errors": list(self.errors), "failures": self.failures}
 
@@ -163,6 +167,8 @@ class QueryRunner:
         """Whether the image's queries changed since the last reconcile."""
         self.skipped = SkippedRecords()
         """Records this node's queries skipped (:mod:`metastore.runtime.skipped`)."""
+        self.record_errors = RecordErrors()
+        """Rows this node's queries could not process (:mod:`metastore.runtime.record_errors`)."""
         self.statistics = QueryStatistics()
         """What this node's queries did (:mod:`metastore.runtime.statistics`)."""
         self._report_failure: Callable[[QueryFailure], None] | None = None
@@ -312,9 +318,11 @@ class QueryRunner:
             plan = plan_of(entry.query, image, table_state=checkpoint.holds_table_state(),
                            stream_state=checkpoint.holds_stream_state())
             self.skipped.started(query_id, plan.earliest)
+            self.record_errors.started(query_id, plan)
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
                                      listener=progress_listener.listener(
-                                         self.skipped.hear, self.statistics.hear,
+                                         self.skipped.hear, self.record_errors.hear,
+                                         self.statistics.hear,
                                          idle=self.statistics.idle),
                                      transactional_id=self._transactional_id(entry.query),
                                      producer_options=self._producer_options(plan.topic))
@@ -468,6 +476,7 @@ class QueryRunner:
                 entry.state.errors = _heartbeat_errors(entry.health)
                 entry.state.failures = entry.health.failures
                 entry.state.skipped = self.skipped.of(query_id)
+                entry.state.record_errors = self.record_errors.of(query_id)
                 figures = self.statistics.of(query_id)
                 entry.state.statistics = figures.to_json() if figures is not None else None
             self._publish()

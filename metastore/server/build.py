@@ -188,6 +188,7 @@ def _processing_log(settings: ServerSettings, kafka: KafkaSettings, admin: Admin
         lambda topic: admin.describe(topic) is not None,
         rows_include=settings.processing_log.rows_include)
     queries.skipped.report_to(processing_log.skipped)
+    queries.record_errors.report_to(processing_log.failed_rows)
     queries.report_failures_to(processing_log.failed)
     return processing_log
 

@@ -89,6 +89,9 @@ def _query_gauges(context: ServerContext) -> Gauges:
         gauges["metastore_records_skipped_total"] = (
             "Records this node's persistent and push queries skipped because they cannot "
             "deserialize them.", float(context.node.queries.skipped.total()))
+        gauges["metastore_record_processing_errors_total"] = (
+            "Rows this node's persistent queries could not process (ksqlDB's record "
+            "processing errors).", float(context.node.queries.record_errors.total()))
     push_queries = context.push_queries
     if push_queries is not None:
         gauges["metastore_push_queries"] = ("Push queries running on this node.",
@@ -126,6 +129,10 @@ QUERY_SERIES: dict[str, tuple[str, Callable[[QueryState], float | None]]] = {
     "metastore_query_records_skipped_total": (
         "Source records the query skipped because it cannot deserialize them.",
         lambda q: float(sum(q.skipped.values()))),
+    "metastore_query_processing_errors_total": (
+        "Rows the query could not process (a CAST, a division, a function that fails on "
+        "them): ksqlDB's record processing errors, each in the processing log.",
+        lambda q: float(q.record_errors)),
     "metastore_query_batch_duration_seconds": (
         "Duration of the query's last micro-batch.",
         lambda q: _figures(q).batch_seconds()),

@@ -1,0 +1,179 @@
+"""Where ksqlDB's generated code throws on a record and the Spark translation gives NULL instead.
+
+ksqlDB evaluates a query's expressions in Java: a CAST of text that is no number, an integer or
+DECIMAL division by zero, a function refusing its arguments (PARSE_TIMESTAMP of text its pattern
+does not match) throw, and ksqlDB logs a RECORD_PROCESSING_ERROR to the processing log and goes
+on with NULL. The translation (:func:`metastore.functions.library.to_spark`) gives the same NULL
+without a trace; asked to, it records a :class:`Failure` for each such node: the Spark condition
+under which its NULL stands for ksqlDB's exception, the exception's message, and where the node
+sits, so the planner can name the failure as ksqlDB's logger would
+(:mod:`metastore.planner.record_checks`).
+
+Which nodes can fail: a CAST of text to a number, a time or bytes, and of a number to a DECIMAL
+too small for it; ``/`` and ``%`` of INTEGER, BIGINT or DECIMAL operands; a function declared
+``raises`` (a NULL result from arguments none of which is NULL is its exception). Nodes inside a
+lambda are not recorded (their condition would name the lambda's variables), and a node inside a
+CASE branch or behind AND / OR carries the condition under which Java would evaluate it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from metastore.functions import sparksql as sql
+from metastore.sql import types as ty
+
+PROJECT, WHERE, GROUP = "expressions", "where", "group"
+"""The clauses of a SELECT a failure can sit in (its ``arg_key`` under the SELECT)."""
+GROUP_KEY = "ksql_group_key"
+"""Where a planner's condition on a GROUP BY expression (that it is not NULL, which the planner
+adds to the WHERE) keeps the expression's index, in the condition node's ``meta``: a failure in
+it is the GROUP BY's."""
+
+_PARSED = frozenset({"INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "TIME", "TIMESTAMP",
+                     "BYTES"})
+_NUMBERS = frozenset({"INTEGER", "BIGINT", "DOUBLE", "DECIMAL"})
+_WRAPPING = (exp.Anonymous, exp.Cast, exp.Array, exp.Struct, exp.Map, exp.Dot, exp.JSONExtract)
+"""Where ksqlDB's ``ksql.nested.error.set.null`` catches a failing child: the arguments of a
+function call, a CAST's operand, a constructor's elements, a dereferenced struct."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A node of a query's expression that stands for a Java exception where ``condition``
+    holds (Spark SQL over the row, qualified as the query's SELECT is)."""
+
+    name: str
+    """What ksqlDB's ``Error processing <name>`` names: the function, or a CAST's target type."""
+    condition: exp.Expr
+    cause: exp.Expr
+    """The exception's message, as Spark SQL of a STRING."""
+    wrapped: bool
+    """ksqlDB catches it where it is (a CAST, or a call nested in a call, a CAST or a
+    constructor) and logs ``Error processing <name>``; otherwise the clause's whole expression
+    fails (``Error computing expression ...``)."""
+    clause: str
+    """:data:`PROJECT`, :data:`WHERE` or :data:`GROUP`; empty elsewhere (HAVING, a join's
+    condition): the planner does not check those."""
+    index: int
+    """Its expression's position in the clause's list (0 for WHERE)."""
+    column: str
+    """The name of the SELECT item it sits in (empty outside the SELECT list)."""
+
+
+def of_cast(node: exp.Cast, source: ty.SqlType | None, target: ty.SqlType,
+            operand: exp.Expr, result: exp.Expr) -> Failure | None:
+    """The failure of ``CAST(operand AS target)`` (translated to ``result``), if it can fail."""
+    text_parsed = source == ty.STRING and target.base in _PARSED
+    overflow = (isinstance(target, ty.DecimalType) and source is not None
+                and source.base in _NUMBERS and source != target)
+    if not (text_parsed or overflow):
+        return None
+    value = sql.fn("trim", operand.copy()) if text_parsed else sql.cast(operand.copy(), ty.STRING)
+    return _failure(node, target.sql(), _null_from(result, operand), _cast_cause(value, target,
+                    text_parsed), wrapped=True)
+
+
+def of_arithmetic(node: exp.Binary, symbol: str, result_type: ty.SqlType | None,
+                  left: exp.Expr, right: exp.Expr, result: exp.Expr) -> Failure | None:
+    """The failure of ``left <symbol> right`` (translated to ``result``): an integer or DECIMAL
+    division or remainder by zero (or a DECIMAL quotient its type cannot hold exactly)."""
+    if symbol not in ("/", "%") or result_type is None or \
+            result_type.base not in ("INTEGER", "BIGINT", "DECIMAL"):
+        return None
+    if result_type.base == "DECIMAL":
+        by_zero = sql.if_(sql.eq(left.copy(), sql.lit(0)), sql.lit("Division undefined"),
+                          sql.lit("Division by zero")) if symbol == "/" \
+            else sql.lit("Division by zero")
+        cause = sql.if_(sql.eq(right.copy(), sql.lit(0)), by_zero, sql.lit("Rounding necessary"))
+    else:
+        cause = sql.lit("/ by zero")
+    return _failure(node, symbol, _null_from(result, left, right), cause, wrapped=False)
+
+
+def of_call(node: exp.Anonymous, name: str, args: tuple[exp.Expr, ...],
+            result: exp.Expr) -> Failure | None:
+    """The failure of a call of a function declared ``raises``: NULL from non-NULL arguments
+    (None inside a lambda)."""
+    cause = sql.lit(f"Failed to invoke function {name}")
+    wrapped = isinstance(node.parent, _WRAPPING)
+    return _failure(node, name, _null_from(result, *args), cause, wrapped=wrapped)
+
+
+def _null_from(result: exp.Expr, *arguments: exp.Expr) -> exp.Expr:
+    condition: exp.Expr = sql.is_null(result.copy())
+    for argument in arguments:
+        condition = exp.and_(condition, exp.Not(this=sql.is_null(argument.copy())), copy=False)
+    return condition
+
+
+def _cast_cause(value: exp.Expr, target: ty.SqlType, text_parsed: bool) -> exp.Expr:
+    """The message of the Java exception ksqlDB's CAST of ``value`` to ``target`` throws."""
+    if not text_parsed:
+        assert isinstance(target, ty.DecimalType)
+        return sql.fn("concat", sql.lit(
+            f"Numeric field overflow: A field with precision {target.precision} and scale "
+            f"{target.scale} must round to an absolute value less than "
+            f"10^{target.precision - target.scale}. Got "), value)
+    if target.base in ("INTEGER", "BIGINT", "DOUBLE"):
+        return sql.fn("concat", sql.lit('For input string: "'), value, sql.lit('"'))
+    if target.base in ("DATE", "TIME", "TIMESTAMP"):
+        return sql.fn("concat", sql.lit(f"Failed to parse {target.base.lower()} '"), value,
+                      sql.lit("'"))
+    if target.base == "BYTES":
+        return sql.fn("concat", sql.lit("Illegal base64 text: '"), value, sql.lit("'"))
+    return sql.fn("concat", sql.lit("Character array is not a valid "), sql.lit(target.sql()),
+                  sql.lit(": '"), value, sql.lit("'"))
+
+
+def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
+             wrapped: bool) -> Failure | None:
+    """``node``'s failure where it sits (None inside a lambda): its clause, and the condition
+    under which Java evaluates it at all (its CASE branch taken, AND / OR not decided before)."""
+    clause, index, column = "", 0, ""
+    child: exp.Expr = node
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.Lambda):
+            return None
+        guard = _guard(parent, child)
+        if guard is not None:
+            condition = exp.and_(guard, condition, copy=False)
+        grouped = parent.meta.get(GROUP_KEY) if parent._meta is not None else None
+        if isinstance(grouped, int):
+            return Failure(name, condition, cause, wrapped, GROUP, grouped, "")
+        if isinstance(parent, exp.Select):
+            clause = child.arg_key if child.arg_key in (PROJECT, WHERE, GROUP) else ""
+            index = child.index or 0
+            column = child.alias if isinstance(child, exp.Alias) else ""
+            break
+        if isinstance(parent, exp.Group):
+            index = child.index or 0
+        child, parent = parent, parent.parent
+    return Failure(name, condition, cause, wrapped, clause, index, column)
+
+
+def _guard(parent: exp.Expr, child: exp.Expr) -> exp.Expr | None:
+    """The condition under which ``parent`` evaluates ``child``, when it may not: the operands
+    before it are translated already (the translation runs left to right)."""
+    if isinstance(parent, exp.And) and child is parent.right:
+        return sql.fn("coalesce", parent.left.copy(), exp.true())
+    if isinstance(parent, exp.Or) and child is parent.right:
+        return exp.Not(this=sql.fn("coalesce", parent.left.copy(), exp.false()))
+    if isinstance(parent, exp.If) and child is parent.args.get("true"):
+        return sql.fn("coalesce", parent.this.copy(), exp.false())
+    if isinstance(parent, exp.If) and child is parent.args.get("false"):
+        return exp.Not(this=sql.fn("coalesce", parent.this.copy(), exp.false()))
+    if isinstance(parent, exp.Case):  # a branch after those not taken
+        branches = parent.args.get("ifs") or []
+        position = next((i for i, branch in enumerate(branches) if branch is child), None)
+        earlier = branches[:position] if position is not None else \
+            branches if child is parent.args.get("default") else []
+        untaken = [exp.Not(this=sql.fn("coalesce", b.this.copy(), exp.false())) for b in earlier]
+        return exp.and_(*untaken, copy=False) if untaken else None
+    return None
+
+
+__all__ = ["GROUP", "PROJECT", "WHERE", "Failure", "of_arithmetic", "of_call", "of_cast"]

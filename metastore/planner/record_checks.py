@@ -1,0 +1,167 @@
+"""The checks a persistent query's plan makes of its stream's rows, for ksqlDB's record
+processing errors.
+
+ksqlDB logs a RECORD_PROCESSING_ERROR to the processing log for each row whose evaluation
+throws (a CAST of text that is no number, a division by zero, a function refusing its
+arguments) and goes on with NULL, or drops the row where its WHERE failed. The translation
+records where its NULL stands for such an exception (:mod:`metastore.functions.failures`);
+this module turns those records into the plan's :class:`~metastore.planner.steps.CheckedRows`:
+one :class:`~metastore.planner.steps.RecordCheck` per failing node, worded as ksqlDB's logger
+words it:
+
+- a node ksqlDB catches where it is (a CAST, a call nested in a call): ``Error processing
+  <function or type>``;
+- else the clause's expression: ``Error computing expression <expr> for column <name> with
+  index <i>`` (the SELECT, logger ``Project``), ``Error evaluating predicate <expr>``
+  (``WhereFilter``), ``Error calculating group-by column with index <i>. The source row will be
+  excluded from the table.`` (``Aggregate.GroupBy``).
+
+Each check's condition is over the query's stream view (a query reading one stream, without a
+join or a table function): the SELECT's and GROUP BY's only for rows its WHERE keeps. Each
+micro-batch counts the rows that fail a check by an observation of that view
+(:func:`observed`); the runtime then logs each of them (:mod:`metastore.runtime.record_errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from metastore.catalog.model import DataSource
+from metastore.functions import failures as failed
+from metastore.functions.operators import ksql_text
+from metastore.planner.steps import CheckedRows, RecordCheck
+from metastore.sql.statements import ColumnRole
+
+_PREFIX = "__ms_checked"
+_SEPARATOR = "\u001f"
+FIRST = "first"
+"""The observed metric of the first failing row's partition and offset."""
+
+
+@dataclass(frozen=True)
+class ClauseTexts:
+    """What ksqlDB's messages quote of a query, written down before its translation: each
+    SELECT column's expression and index (key columns have none in a persistent query's
+    projection), and the WHERE's predicate."""
+
+    columns: dict[str, tuple[str, int]]
+    where: str | None
+
+
+def clause_texts(projection: Sequence[tuple[str, exp.Expr]], keys: Iterable[str],
+                 where: exp.Expr | None) -> ClauseTexts:
+    key_names = set(keys)
+    values = [(name, expression) for name, expression in projection if name not in key_names]
+    return ClauseTexts({name: (_text(expression), index)
+                        for index, (name, expression) in enumerate(values)},
+                       _text(where.this) if isinstance(where, exp.Where) else None)
+
+
+def _text(expression: exp.Expr) -> str:
+    return ksql_text(expression, lambda column: column.name)
+
+
+def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp.Expr | None,
+                 aggregate: bool, stream: tuple[str, str], source: DataSource,
+                 reads: tuple[str, ...]) -> CheckedRows | None:
+    """The checks of ``found`` failures (of a query over ``source``, read as the view
+    ``reads[-1]`` under the alias ``stream[1]`` ... as ``stream``: its view and alias; its
+    ``where``, translated); None when there is none to make."""
+    view, alias = stream
+    users = _users_where(where) if where is not None else None
+    kept = _spark(users, alias) if users is not None else None
+    checks: dict[tuple[str, str], RecordCheck] = {}
+    for failure in found:
+        named = _logged(failure, texts, aggregate)
+        if named is None:
+            continue
+        logger, message = named
+        condition = _spark(failure.condition, alias)
+        if kept is not None and failure.clause != failed.WHERE:
+            condition = f"coalesce({kept}, false) AND ({condition})"
+        checks.setdefault((message, condition), RecordCheck(
+            logger, message, condition, _spark(failure.cause, alias)))
+    if not checks:
+        return None
+    return CheckedRows(view, reads, source.topic, record_json(source), tuple(checks.values()))
+
+
+def _logged(failure: failed.Failure, texts: ClauseTexts, aggregate: bool
+            ) -> tuple[str, str] | None:
+    """The logger step and message ksqlDB logs ``failure`` with; None where not checked."""
+    if failure.clause == failed.WHERE:
+        logger, whole = "WhereFilter", f"Error evaluating predicate {texts.where}"
+    elif failure.clause == failed.GROUP:
+        logger, whole = "Aggregate.GroupBy", (
+            f"Error calculating group-by column with index {failure.index}. The source row "
+            "will be excluded from the table.")
+    elif failure.clause == failed.PROJECT and not aggregate and failure.column in texts.columns:
+        text, index = texts.columns[failure.column]
+        logger, whole = "Project", (f"Error computing expression {text} for column "
+                                    f"{failure.column} with index {index}")
+    else:
+        return None
+    return logger, f"Error processing {failure.name}" if failure.wrapped else whole
+
+
+def _users_where(where: exp.Expr) -> exp.Expr | None:
+    """The conditions of a translated WHERE the query's own, without those the planner added
+    on its GROUP BY expressions (which a GROUP BY check must not be gated by)."""
+    conditions = [condition for condition in where.flatten() if not (
+        condition._meta is not None and failed.GROUP_KEY in condition.meta)] \
+        if isinstance(where, exp.And) else [where]
+    return exp.and_(*conditions, copy=True) if conditions else None
+
+
+def _spark(expression: exp.Expr, alias: str) -> str:
+    """Spark SQL of ``expression`` over the stream view itself: its columns unqualified."""
+    def unqualified(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table == alias:
+            return exp.column(node.name, quoted=True)
+        return node
+
+    return expression.copy().transform(unqualified).sql(dialect="spark", identify=True)
+
+
+def record_json(source: DataSource) -> str:
+    """Spark SQL of a row of ``source``'s stream view as ksqlDB's processing log prints the
+    record of a step's input row: a JSON array of its value columns, its header columns,
+    ROWTIME, ROWPARTITION, ROWOFFSET and its key columns."""
+    names = [*(c.name for c in source.columns if c.role is ColumnRole.VALUE),
+             *(c.name for c in source.columns if c.role is ColumnRole.HEADER),
+             "ROWTIME", "ROWPARTITION", "ROWOFFSET", *(c.name for c in source.key_columns)]
+    values = [f"to_json(named_struct('v', {_quoted(name)}), map('ignoreNullFields', 'false'))"
+              for name in names]
+    inner = ", ".join(f"substring({value}, 6, length({value}) - 6)" for value in values)
+    return f"concat('[', concat_ws(',', {inner}), ']')"
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def observation(view: str) -> str:
+    """The name the checks of the stream view ``view`` are observed under."""
+    return _SEPARATOR.join((_PREFIX, view))
+
+
+def is_observation(name: str) -> bool:
+    return name.startswith(_PREFIX + _SEPARATOR)
+
+
+def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
+    """The observation of ``checked``'s view: per check (in order), the rows failing it
+    (``failed<i>``), and the first failing row's partition and offset (:data:`FIRST`)."""
+    counts = tuple(f"count_if({check.condition}) AS failed{i}"
+                   for i, check in enumerate(checked.checks))
+    any_failed = " OR ".join(f"({check.condition})" for check in checked.checks)
+    first = (f"min(CASE WHEN {any_failed} THEN struct(ROWPARTITION AS partition, ROWOFFSET AS "
+             f"offset) END) AS {FIRST}")
+    return observation(checked.view), (*counts, first)
+
+
+__all__ = ["ClauseTexts", "checked_rows", "clause_texts", "is_observation", "observation",
+           "observed", "record_json"]

@@ -1,0 +1,91 @@
+"""Rows a query could not process, as ksqlDB's record processing errors, counted per query.
+
+A plan that checks its stream rows (:mod:`metastore.planner.record_checks`) has each
+micro-batch count the rows failing each check in an observation of its stream view.
+:class:`RecordErrors`, which each persistent query's progress listener feeds, adds those counts
+up per query, logs a warning per micro-batch that had any, and hands the micro-batch's offsets
+with the checks that failed to the processing log (:mod:`metastore.runtime.processing_log`),
+which runs the stream's steps again over those offsets and logs each failing row.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from metastore.planner.record_checks import FIRST, is_observation
+from metastore.planner.steps import CheckedRows, QueryPlan
+from metastore.runtime.processing_log import FailedRows, batch_offsets
+
+log = logging.getLogger(__name__)
+
+
+class RecordErrors:
+    """Counts of the rows each persistent query of this node could not process."""
+
+    def __init__(self) -> None:
+        self._report: Callable[[FailedRows], None] | None = None
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = defaultdict(int)
+        self._plans: dict[str, QueryPlan] = {}
+
+    def report_to(self, report: Callable[[FailedRows], None]) -> None:
+        """Hand each micro-batch's failing rows to ``report`` (the processing log)."""
+        self._report = report
+
+    def started(self, query: str, plan: QueryPlan) -> None:
+        """``query`` starts (again) with ``plan``."""
+        with self._lock:
+            self._plans[query] = plan
+
+    def of(self, query: str) -> int:
+        """Rows ``query`` could not process on this node so far."""
+        with self._lock:
+            return self._counts.get(query, 0)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def hear(self, progress: Any) -> None:
+        """Count one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""
+        if progress.name and progress.observedMetrics:
+            self.count(progress.name, progress.observedMetrics,
+                       [(source.startOffset, source.endOffset) for source in progress.sources])
+
+    def count(self, query: str, metrics: Mapping[str, Any],
+              sources: Sequence[tuple[str | None, str | None]] = ()) -> None:
+        """Add one micro-batch's observed metrics of ``query``; ``sources``: the start and end
+        offsets (Spark's JSON) of each source it read, for the processing log."""
+        with self._lock:
+            plan = self._plans.get(query)
+        checked = plan.checked if plan is not None else None
+        for name, row in metrics.items():
+            if checked is None or not is_observation(name):
+                continue
+            failed = tuple(int(row[f"failed{i}"] or 0) for i in range(len(checked.checks)))
+            if not any(failed):
+                continue
+            with self._lock:
+                self._counts[query] += sum(failed)
+            first = row[FIRST]
+            log.warning("query %s could not process %d row(s) of topic %s (%s)", query,
+                        sum(failed), checked.topic, "; ".join(
+                            f"{check.message}: {n}" for check, n in zip(
+                                checked.checks, failed, strict=True) if n))
+            assert plan is not None
+            self._log(plan, checked, failed, sources, first)
+
+    def _log(self, plan: QueryPlan, checked: CheckedRows, failed: tuple[int, ...],
+             sources: Sequence[tuple[str | None, str | None]], first: Any) -> None:
+        offsets = batch_offsets(sources, checked.topic, (int(first["partition"]), int(
+            first["offset"])) if first else None, plan.earliest)
+        steps = tuple(step for step in plan.steps if step.view in checked.reads)
+        if self._report is not None and offsets is not None:
+            self._report(FailedRows(plan.query_id, checked, steps, failed, *offsets))
+
+
+__all__ = ["RecordErrors"]

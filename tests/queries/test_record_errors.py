@@ -1,0 +1,81 @@
+"""A row a query's expressions cannot compute is ksqlDB's RECORD_PROCESSING_ERROR, on the suite's
+Spark node: its column is NULL (or the row is dropped, when its WHERE failed), the query goes on,
+the processing log has one entry per failed row with ksqlDB's logger and message, and /metrics
+counts them per query."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from confluent_kafka import Producer
+
+from metastore.kafka.settings import KafkaSettings
+from metastore.runtime.processing_log_settings import ProcessingLogSettings
+from tests.queries.test_query_nodes import ksql, queries
+from tests.queries.test_skipped_records import _values, earliest, values_to_end
+from tests.support.kafka import unique
+from tests.support.servers import ServerProcess
+from tests.support.waiting import eventually
+
+ROWS = [  # (ID, TXT, A, B)
+    (1, "5", 4, 2),
+    (2, "x", 4, 2),  # CAST('x' AS INT) fails: N is NULL
+    (3, "7", 4, 0),  # A % B fails: the WHERE drops the row
+    (4, "9", 6, 3),
+]
+
+
+def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_on(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_settings: KafkaSettings) -> None:
+    name = unique("RPE").upper().replace("-", "_")
+    sink = f"{name}_OUT"
+    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, TXT STRING, A INT, B INT) WITH ("
+                     f"KAFKA_TOPIC='{name}', PARTITIONS=1, VALUE_FORMAT='JSON');")
+    producer = producer_factory()
+    for key, text, a, b in ROWS:
+        producer.produce(name, key=struct.pack(">i", key),
+                         value=json.dumps({"TXT": text, "A": a, "B": b}).encode())
+    assert producer.flush(30) == 0
+    earliest(spark_node, f"CREATE STREAM {sink} WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, "
+                         f"CAST(TXT AS INT) AS N, A / B AS Q FROM {name} WHERE A % B = 0;")
+    assert _values(kafka_settings, sink, 3) == [{"N": 5, "Q": 2}, {"N": None, "Q": 2},
+                                                 {"N": 9, "Q": 2}]
+    [query_id] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [sink]]
+
+    entries = eventually(lambda: _entries(kafka_settings, spark_node, query_id, 2), 90,
+                         "the query's two failed rows in the processing log", interval=1)
+    assert {(e["logger"], e["level"], e["message"]["type"]) for e in entries} == {
+        (f"processing.{query_id}.Project", "ERROR", 1),
+        (f"processing.{query_id}.WhereFilter", "ERROR", 1)}
+    errors = sorted((e["message"]["recordProcessingError"] for e in entries),
+                    key=lambda error: str(error["errorMessage"]))
+    assert errors == [
+        {"errorMessage": "Error evaluating predicate ((A % B) = 0)", "record": None,
+         "cause": ["/ by zero"]},
+        {"errorMessage": "Error processing INTEGER", "record": None,
+         "cause": ['For input string: "x"']}], "rows.include is false on the suite's node"
+    assert eventually(lambda: _processing_errors(spark_node, query_id) == 2 or None, 60,
+                      "/metrics to count the query's two failed rows", interval=1)
+    assert queries(spark_node)[query_id]["state"] == "RUNNING"
+
+
+def _entries(settings: KafkaSettings, server: ServerProcess, query_id: str,
+             expected: int) -> list[dict[str, Any]] | None:
+    entries = [json.loads(value) for value in
+               values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
+    mine = [e for e in entries if e["logger"].startswith(f"processing.{query_id}.")]
+    assert len(mine) <= expected, f"logged more than once: {mine}"
+    return mine if len(mine) == expected else None
+
+
+def _processing_errors(server: ServerProcess, query_id: str) -> float | None:
+    text = httpx.get(f"{server.url}/metrics", timeout=30).text
+    found = re.search(r'^metastore_query_processing_errors_total\{query_id="'
+                      + re.escape(query_id) + r'"\} (\S+)$', text, re.MULTILINE)
+    return float(found.group(1)) if found else None

@@ -1,0 +1,156 @@
+"""A persistent query's plan checks its stream rows where ksqlDB's evaluation would throw (a CAST
+of text that is no number, a division by zero, a function refusing its arguments): each check,
+evaluated by Spark over rows of the query's stream view, holds for exactly the rows ksqlDB logs
+a RECORD_PROCESSING_ERROR for, named as ksqlDB's logger names it; and the record it logs is the
+row as a JSON array, as ksqlDB prints it."""
+
+from __future__ import annotations
+
+import decimal
+import json
+from typing import Any
+
+import pytest
+
+from metastore.planner.plan import compile_query
+from metastore.planner.steps import CheckedRows
+from metastore.testing.check import run_script
+
+SOURCE = ("CREATE STREAM S (ID INT KEY, S STRING, N INT, B BIGINT, BY BYTES, DE DECIMAL(4, 2)) "
+          "WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');")
+_SCHEMA = ("ID INT, S STRING, N INT, B BIGINT, BY BINARY, DE DECIMAL(4, 2), ROWTIME BIGINT, "
+           "ROWPARTITION INT, ROWOFFSET BIGINT, __MS_NULL_VALUE BOOLEAN")
+
+
+@pytest.fixture
+def spark(spark: Any) -> Any:
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    return spark
+
+
+def _checked(statement: str) -> CheckedRows | None:
+    results, image = run_script(SOURCE + statement)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    [query] = image.queries.values()
+    return compile_query(query, image).checked
+
+
+def _row(**values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {"ID": 1, "S": None, "N": 1, "B": 1, "BY": None, "DE": None,
+                           "ROWTIME": 1000, "ROWPARTITION": 0, "ROWOFFSET": 7,
+                           "__MS_NULL_VALUE": False}
+    return {**row, **values}
+
+
+def _failing(spark: Any, checked: CheckedRows, rows: list[dict[str, Any]]
+             ) -> list[list[tuple[str, str, str]]]:
+    """Per row, the (logger, message, cause) of each check it fails."""
+    spark.createDataFrame(rows, _SCHEMA).createOrReplaceTempView(checked.view)
+    columns = ", ".join(f"IF({c.condition}, {c.cause}, NULL) AS c{i}"
+                        for i, c in enumerate(checked.checks))
+    found = spark.sql(f"SELECT {columns} FROM `{checked.view}` ORDER BY ROWOFFSET").collect()
+    return [[(c.logger, c.message, cause) for c, cause in zip(checked.checks, row, strict=True)
+             if cause is not None] for row in found]
+
+
+CASES: list[tuple[str, dict[str, Any], list[tuple[str, str, str]]]] = [
+    ("CAST(S AS INT) AS X", {"S": "x1"},
+     [("Project", "Error processing INTEGER", 'For input string: "x1"')]),
+    ("CAST(S AS INT) AS X", {"S": " 42 "}, []),
+    ("CAST(S AS INT) AS X", {"S": None}, []),
+    ("CAST(S AS BIGINT) AS X", {"S": "4.5"},
+     [("Project", "Error processing BIGINT", 'For input string: "4.5"')]),
+    ("CAST(S AS DECIMAL(2, 1)) AS X", {"S": "12345"},
+     [("Project", "Error processing DECIMAL(2, 1)", "Character array is not a valid "
+       "DECIMAL(2, 1): '12345'")]),
+    ("CAST(S AS DECIMAL(2, 1)) AS X", {"S": "1.25"}, []),
+    ("CAST(N AS DECIMAL(2, 1)) AS X", {"N": 100},
+     [("Project", "Error processing DECIMAL(2, 1)", "Numeric field overflow: A field with "
+       "precision 2 and scale 1 must round to an absolute value less than 10^1. Got 100")]),
+    ("CAST(S AS DATE) AS X", {"S": "someday"},
+     [("Project", "Error processing DATE", "Failed to parse date 'someday'")]),
+    ("CAST(S AS BOOLEAN) AS X", {"S": "x"}, []),  # false, as ksqlDB's
+    ("N / B AS X", {"N": 4, "B": 0},
+     [("Project", "Error computing expression (N / B) for column X with index 0",
+       "/ by zero")]),
+    ("N % B AS X", {"N": 4, "B": 0},
+     [("Project", "Error computing expression (N % B) for column X with index 0",
+       "/ by zero")]),
+    ("N / B AS X", {"N": 4, "B": 3}, []),
+    ("DE / DE AS X", {"DE": decimal.Decimal("0.00")},
+     [("Project", "Error computing expression (DE / DE) for column X with index 0",
+       "Division undefined")]),
+    ("CAST(N AS DOUBLE) / 0 AS X", {"N": 4}, []),  # Infinity, as Java's double arithmetic
+    ("PARSE_DATE(S, 'yyyy-MM-dd') AS X", {"S": "nope"},
+     [("Project", "Error computing expression PARSE_DATE(S, 'yyyy-MM-dd') for column X with "
+       "index 0", "Failed to invoke function PARSE_DATE")]),
+    ("PARSE_DATE(S, 'yyyy-MM-dd') AS X", {"S": "2020-01-02"}, []),
+    ("UCASE(CAST(PARSE_TIMESTAMP(S, 'yyyy-MM-dd HH:mm') AS STRING)) AS X", {"S": "x"},
+     [("Project", "Error processing PARSE_TIMESTAMP", "Failed to invoke function "
+       "PARSE_TIMESTAMP")]),
+    ("ENCODE(S, 'hex', 'utf8') AS X", {"S": "zz"},
+     [("Project", "Error computing expression ENCODE(S, 'hex', 'utf8') for column X with "
+       "index 0", "Failed to invoke function ENCODE")]),
+    ("ENCODE(S, 'hex', 'utf8') AS X", {"S": "6869"}, []),
+    ("TO_BYTES(S, 'hex') AS X", {"S": "xyz"},
+     [("Project", "Error computing expression TO_BYTES(S, 'hex') for column X with index 0",
+       "Failed to invoke function TO_BYTES")]),
+    ("TO_BYTES(S, 'hex') AS X", {"S": "0aff"}, []),
+    ("INT_FROM_BYTES(BY) AS X", {"BY": bytearray(b"abc")},
+     [("Project", "Error computing expression INT_FROM_BYTES(BY) for column X with index 0",
+       "Failed to invoke function INT_FROM_BYTES")]),
+    ("INT_FROM_BYTES(BY) AS X", {"BY": bytearray(b"abcd")}, []),
+    ("CASE WHEN S = 'x' THEN NULL ELSE CAST(S AS INT) END AS X", {"S": "x"}, []),
+    ("CASE WHEN S = 'x' THEN NULL ELSE CAST(S AS INT) END AS X", {"S": "y"},
+     [("Project", "Error processing INTEGER", 'For input string: "y"')]),
+]
+
+
+@pytest.mark.parametrize(("select", "values", "logged"), CASES,
+                         ids=[f"{s} {v}" for s, v, _ in CASES])
+def test_a_check_holds_for_the_rows_ksqldb_logs_a_record_processing_error_for(
+        spark: Any, select: str, values: dict[str, Any],
+        logged: list[tuple[str, str, str]]) -> None:
+    checked = _checked(f"CREATE STREAM T AS SELECT ID, {select} FROM S;")
+    if checked is None:  # nothing in it can fail
+        assert not logged
+        return
+    assert _failing(spark, checked, [_row(**values)]) == [logged]
+
+
+def test_a_where_is_checked_once_its_operands_are_evaluated_and_gates_the_projection(
+        spark: Any) -> None:
+    checked = _checked("CREATE STREAM T AS SELECT ID, CAST(S AS INT) AS X FROM S "
+                       "WHERE N > 0 AND N / B > 1;")
+    assert checked is not None
+    predicate = "Error evaluating predicate ((N > 0) AND ((N / B) > 1))"
+    assert _failing(spark, checked, [
+        _row(N=0, B=0, S="a", ROWOFFSET=1),  # N > 0 is false: nothing else is evaluated
+        _row(N=5, B=0, S="5", ROWOFFSET=2),  # the division fails: the row is dropped
+        _row(N=5, B=1, S="a", ROWOFFSET=3),  # kept, its CAST fails
+        _row(N=5, B=5, S="a", ROWOFFSET=4),  # dropped by the WHERE: its CAST is not computed
+    ]) == [[], [("WhereFilter", predicate, "/ by zero")],
+           [("Project", "Error processing INTEGER", 'For input string: "a"')], []]
+
+
+def test_a_group_by_expression_is_checked_for_the_rows_the_where_keeps(spark: Any) -> None:
+    checked = _checked("CREATE TABLE T AS SELECT CAST(S AS INT) AS K, COUNT(*) AS C FROM S "
+                       "WHERE N > 0 GROUP BY CAST(S AS INT);")
+    assert checked is not None
+    assert _failing(spark, checked, [_row(S="x", N=1, ROWOFFSET=1),
+                                     _row(S="x", N=0, ROWOFFSET=2)]) == [
+        [("Aggregate.GroupBy", "Error processing INTEGER", 'For input string: "x"')], []]
+
+
+def test_a_query_without_an_expression_that_can_fail_has_no_checks() -> None:
+    assert _checked("CREATE STREAM T AS SELECT ID, UCASE(S) AS U, N + 1 AS M FROM S "
+                    "WHERE N > 1;") is None
+
+
+def test_the_record_is_the_rows_values_then_its_pseudo_columns_then_its_key(spark: Any) -> None:
+    checked = _checked("CREATE STREAM T AS SELECT ID, CAST(S AS INT) AS X FROM S;")
+    assert checked is not None
+    spark.createDataFrame([_row(S='say "hi"', DE=decimal.Decimal("1.50"))], _SCHEMA) \
+        .createOrReplaceTempView(checked.view)
+    [[record]] = spark.sql(f"SELECT {checked.record} FROM `{checked.view}`").collect()
+    assert json.loads(record) == ['say "hi"', 1, 1, None, 1.5, 1000, 0, 7, 1]
