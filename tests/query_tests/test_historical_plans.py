@@ -1,9 +1,9 @@
 """Every saved planner version's plans run on this release: the cases of each version that
 cover every plan shape and format (``integration.plans.shape_sample``; a case two versions
-planned alike once), each run from its stored plans by ``metastore test``'s runner on the real broker, Spark and Schema Registry, must
-give the records ksqlDB's case expects; ``python -m integration.plans replay`` runs all of them
-(CI does, after the suite). A stored plan, not the SQL, is what runs: a plan this release
-cannot read is the case's error."""
+planned alike once), each run from its stored plans by ``metastore test``'s runner on the real
+broker, Spark and Schema Registry, must give the records ksqlDB's case expects; ``python -m
+integration.plans replay`` runs all of them (CI does, after the suite). A stored plan, not the
+SQL, is what runs: a plan this release cannot read is the case's error."""
 
 from __future__ import annotations
 
