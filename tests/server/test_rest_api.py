@@ -168,6 +168,11 @@ def test_not_ready_during_catch_up(server_factory: Callable[..., ServerProcess],
     wait_until_serving(late, ready=False)
     health = httpx.get(f"{late.url}/healthcheck", timeout=10)
     assert health.status_code == 503
+    live, ready = (httpx.get(f"{late.url}/chc/{probe}", timeout=10) for probe in ("live", "ready"))
+    assert (live.status_code, live.json()) == (200, {})
+    assert (ready.status_code, ready.json()) == (503, {
+        "@type": "generic_error", "error_code": 50302,
+        "message": "KSQL is not yet ready to serve requests."}), "no traffic while catching up"
     response = ksql(late, stream("DURING"))
     assert response.status_code == 503, response.text
     assert response.json()["error_code"] == 50302
@@ -236,6 +241,35 @@ def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:
     assert httpx.get(f"{server.url}/openapi.json").json()["paths"]["/ksql"]
 
 
+def test_probes_metadata_the_root_and_property_checks_answer_as_ksqldbs(
+        plain_node: ServerProcess) -> None:
+    for probe in ("live", "ready"):
+        answer = httpx.get(f"{plain_node.url}/chc/{probe}")
+        assert (answer.status_code, answer.json()) == (200, {})
+    cluster_id = {"scope": {"path": [], "clusters": {
+        "kafka-cluster": httpx.get(f"{plain_node.url}/info").json()["KsqlServerInfo"][
+            "kafkaClusterId"], "ksql-cluster": plain_node.service_id}}, "id": ""}
+    metadata = httpx.get(f"{plain_node.url}/v1/metadata").json()
+    assert metadata == {"version": metadata["version"], "clusterId": cluster_id}
+    assert httpx.get(f"{plain_node.url}/v1/metadata/id").json() == cluster_id
+    root = httpx.get(f"{plain_node.url}/", follow_redirects=False)
+    assert (root.status_code, root.headers["location"]) == (307, "/info")
+
+    def valid(name: str) -> tuple[int, Any]:
+        answer = httpx.get(f"{plain_node.url}/is_valid_property/{name}")
+        return answer.status_code, answer.json()
+
+    assert valid("ksql.streams.auto.offset.reset") == (200, True)
+    assert valid("auto.offset.reset") == (200, True)
+    assert valid("ksql.service.id") == (400, {
+        "@type": "generic_error", "error_code": 40000, "message": "One or more properties "
+        "overrides set locally are prohibited by the KSQL server denylist (use UNSET to reset "
+        "their default value): [ksql.service.id]"})
+    assert valid("ksql.no.such.setting") == (400, {
+        "@type": "generic_error", "error_code": 40000, "message": "Not recognizable as ksql, "
+        "streams, consumer, or producer property: 'ksql.no.such.setting'"})
+
+
 def test_basic_auth(server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
     credentials = tmp_path / "users"
     credentials.write_text("alice:s3cret\n")
@@ -245,6 +279,9 @@ def test_basic_auth(server_factory: Callable[..., ServerProcess], tmp_path: Path
     assert httpx.get(f"{server.url}/info", auth=("alice", "s3cret")).status_code == 200
     assert httpx.post(f"{server.url}/ksql", json={"ksql": "SHOW STREAMS;"}).status_code == 401
     assert httpx.get(f"{server.url}/healthcheck").status_code == 200
+    for path in ("/chc/live", "/chc/ready", "/v1/metadata", "/v1/metadata/id"):
+        assert httpx.get(f"{server.url}{path}").status_code == 200, path
+    assert httpx.get(f"{server.url}/is_valid_property/auto.offset.reset").status_code == 401
     open_server = server_factory()
     assert httpx.get(f"{open_server.url}/info").status_code == 200
 

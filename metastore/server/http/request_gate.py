@@ -26,8 +26,10 @@ from metastore.server.http.answers import (
 from metastore.server.http.auth import BasicAuth, LoginThrottle, claimed_user
 from metastore.server.http.http_limits import HttpLimits, decode_json
 
-UNAUTHENTICATED_PATHS = frozenset({"/healthcheck"})
-"""Load balancers and orchestrators probe health without credentials."""
+UNAUTHENTICATED_PATHS = frozenset({"/healthcheck", "/chc/live", "/chc/ready", "/v1/metadata",
+                                   "/v1/metadata/id"})
+"""Load balancers and orchestrators probe health, and read the server's metadata, without
+credentials (ksqlDB's skipped paths, and its probes)."""
 INSERTS_STREAM_PATH = "/inserts-stream"
 """Its body is not bounded as a whole: it streams rows, each bounded on its own."""
 
