@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from confluent_kafka import Producer
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from metastore.server.build import ShutdownSignals
 from tests.support.kafka import unique
@@ -282,6 +287,14 @@ def test_basic_auth(server_factory: Callable[..., ServerProcess], tmp_path: Path
     for path in ("/chc/live", "/chc/ready", "/v1/metadata", "/v1/metadata/id"):
         assert httpx.get(f"{server.url}{path}").status_code == 200, path
     assert httpx.get(f"{server.url}/is_valid_property/auto.offset.reset").status_code == 401
+    socket_url = server.url.replace("http://", "ws://") + "/ws/query?request=" + (
+        urllib.parse.quote(json.dumps({"ksql": "SELECT * FROM X EMIT CHANGES;"})))
+    with pytest.raises(InvalidStatus) as refused:
+        connect(socket_url, open_timeout=10)
+    assert refused.value.response.status_code == 403, "the handshake needs credentials"
+    with connect(socket_url, open_timeout=10, additional_headers={
+            "Authorization": "Basic " + base64.b64encode(b"alice:s3cret").decode()}) as socket:
+        assert "runs without Spark" in json.loads(socket.recv(timeout=10))["error"]
     open_server = server_factory()
     assert httpx.get(f"{open_server.url}/info").status_code == 200
 

@@ -27,10 +27,18 @@ from metastore.server.http.forwarding import WriteForwarder
 from metastore.server.http.http_limits import HttpLimits
 from metastore.server.http.metrics import NodeMetrics
 from metastore.server.http.request_gate import Guard, RequestGate
-from metastore.server.http.routes import inserts, metrics, queries, server, statements, status
+from metastore.server.http.routes import (
+    inserts,
+    metrics,
+    queries,
+    server,
+    statements,
+    status,
+    websocket,
+)
 from metastore.server.node import Node
 
-ROUTES = (statements, queries, inserts, status, metrics, server)
+ROUTES = (statements, queries, inserts, status, metrics, server, websocket)
 
 
 def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",

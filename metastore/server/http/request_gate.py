@@ -12,7 +12,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.datastructures import MutableHeaders
-from starlette.requests import ClientDisconnect
+from starlette.requests import ClientDisconnect, HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from metastore.server.http import error_codes as codes
@@ -49,7 +49,7 @@ class RequestGate:
         """The answer refusing ``request`` before its body is read, or None."""
         return self.authenticate(request) or self.check_length(request)
 
-    def authenticate(self, request: Request) -> KsqlResponse | None:
+    def authenticate(self, request: HTTPConnection) -> KsqlResponse | None:
         """Refuse a request without valid credentials; count and limit failed logins.
 
         Only a request that presents credentials is a login attempt: clients that send none
@@ -70,7 +70,7 @@ class RequestGate:
         return generic_error(401, codes.UNAUTHORIZED, "Unauthorized",
                              {"WWW-Authenticate": 'Basic realm="metastore"'})
 
-    def user_of(self, request: Request) -> str | None:
+    def user_of(self, request: HTTPConnection) -> str | None:
         """The authenticated user of a request (None without authentication)."""
         if self.auth is None:
             return None

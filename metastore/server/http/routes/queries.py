@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -11,11 +12,18 @@ from fastapi.responses import Response
 
 from metastore.core.exceptions import MetastoreError
 from metastore.engine import overrides
+from metastore.kafka.topic_printer import TopicPrinter
 from metastore.planner.exceptions import UnknownPushQueryError
 from metastore.runtime.push import PushQuery
 from metastore.server.http import error_codes as codes
 from metastore.server.http import streaming
-from metastore.server.http.answers import KSQL_MEDIA_TYPE, KsqlResponse, error_response, failure
+from metastore.server.http.answers import (
+    KSQL_MEDIA_TYPE,
+    KsqlRequest,
+    KsqlResponse,
+    error_response,
+    failure,
+)
 from metastore.server.http.concurrency import Lane, client_of
 from metastore.server.http.context import ServerContext
 from metastore.server.http.streaming import PrintSlots
@@ -74,6 +82,18 @@ def router(context: ServerContext) -> APIRouter:
     return api
 
 
+@dataclass(frozen=True)
+class Printing:
+    """A PRINT under way: its printer, and ``close`` to stop it and free its slot."""
+
+    printer: TopicPrinter
+    close: Callable[[], None]
+
+
+Started = QueryResult | PushQuery | Printing
+"""What a request's query is once started: a pull query's answer, a push query, a PRINT."""
+
+
 class Queries:
     """The answers of ``/query`` and ``/query-stream``, on the queries lane's threads."""
 
@@ -89,22 +109,32 @@ class Queries:
         if isinstance(parsed, KsqlResponse):
             return parsed
         try:
-            if parsed.commandSequenceNumber is not None:
-                self._node.wait_for(parsed.commandSequenceNumber, self._node.config.read_timeout)
-            statement, config = self._prepare(parsed.ksql, parsed.streamsProperties,
-                                              parsed.sessionVariables, printable=True)
-            if isinstance(statement, PrintTopic):
-                return self._start_print(statement)
-            if statement.query.emit_changes:
-                push = self._start_push(statement, config, user, client)
-                return streaming.ChunkedResponse(streaming.v1_chunks(push, self._threads),
-                                                 KSQL_MEDIA_TYPE, push.close, self._threads,
-                                                 self._write_timeout)
-            result = self._run_pull(statement, config)
+            started = self.start_any(parsed, user, client)
         except MetastoreError as error:
             return failure(error, parsed.ksql)
-        header = {"header": {"queryId": result.query_id, "schema": result.schema}}
-        return KsqlResponse([header, *({"row": {"columns": row}} for row in result.rows)])
+        if isinstance(started, Printing):
+            return streaming.ChunkedResponse(streaming.print_chunks(started.printer,
+                                                                    self._threads),
+                                             "text/plain", started.close, self._threads,
+                                             self._write_timeout)
+        if isinstance(started, PushQuery):
+            return streaming.ChunkedResponse(streaming.v1_chunks(started, self._threads),
+                                             KSQL_MEDIA_TYPE, started.close, self._threads,
+                                             self._write_timeout)
+        header = {"header": {"queryId": started.query_id, "schema": started.schema}}
+        return KsqlResponse([header, *({"row": {"columns": row}} for row in started.rows)])
+
+    def start_any(self, parsed: KsqlRequest, user: str | None, client: str) -> Started:
+        """The query of a ``/query`` or ``/ws/query`` request, started (a pull query run)."""
+        if parsed.commandSequenceNumber is not None:
+            self._node.wait_for(parsed.commandSequenceNumber, self._node.config.read_timeout)
+        statement, config = self._prepare(parsed.ksql, parsed.streamsProperties,
+                                          parsed.sessionVariables, printable=True)
+        if isinstance(statement, PrintTopic):
+            return self._start_print(statement)
+        if statement.query.emit_changes:
+            return self._start_push(statement, config, user, client)
+        return self._run_pull(statement, config)
 
     def query_stream(self, body: bytes, delimited: bool, user: str | None,
                      client: str) -> Response:
@@ -158,9 +188,9 @@ class Queries:
         return self._context.push_queries.start(statement, self._node.replica.image, config,
                                                  owner=user, client=client)
 
-    def _start_print(self, statement: PrintTopic) -> Response:
-        """ksqlDB's PRINT over /query: the topic's records as text lines as they arrive, a
-        blank line each second without any, until LIMIT or the client leaves."""
+    def _start_print(self, statement: PrintTopic) -> Printing:
+        """ksqlDB's PRINT: the topic's records as text lines as they arrive, until LIMIT or
+        the client leaves; a slot of the node's PRINTs held until it is closed."""
         self._prints.acquire()
         try:
             printer = self._node.open_print(statement)
@@ -172,5 +202,4 @@ class Queries:
             printer.close()
             self._prints.release()
 
-        return streaming.ChunkedResponse(streaming.print_chunks(printer, self._threads),
-                                         "text/plain", end, self._threads, self._write_timeout)
+        return Printing(printer, end)
