@@ -111,7 +111,8 @@ def source_summary(source: DataSource) -> dict[str, Any]:
 def query_summary(query: PersistentQuery, image: Image,
                   status: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """ksqlDB's ``RunningQuery``, plus where it runs: ``ownerNode``, ``lag``, ``errorMessage``,
-    ``skippedRecords`` (records it could not deserialize, on its owner), how it delivers
+    ``skippedRecords`` (records it could not deserialize, on its owner), ``processingErrors``
+    (rows it could not compute, ksqlDB's record processing errors, on its owner), how it delivers
     them: ``processingGuarantee`` (DESCRIBE EXTENDED's queries show it), and what it read on
     its owner: ``recordsRead``, ``recordsPerSecond``.
 
@@ -127,6 +128,7 @@ def query_summary(query: PersistentQuery, image: Image,
             "ownerNode": status.get("ownerNode") if status else None,
             "lag": status.get("lag") if status else None,
             "skippedRecords": sum(_skipped(status).values()),
+            "processingErrors": _count(status, "recordErrors"),
             "errorMessage": status.get("message") if status else None,
             "processingGuarantee": guarantee(query), **_throughput(status)}
 
@@ -154,6 +156,11 @@ def _consumed(status: Mapping[str, Any] | None, topic: str | None = None
 def guarantee(query: PersistentQuery) -> str:
     """The processing guarantee ``query`` runs with: its command's, else at-least-once."""
     return overrides.processing_guarantee(dict(query.config)) or overrides.AT_LEAST_ONCE
+
+
+def _count(status: Mapping[str, Any] | None, name: str) -> int:
+    found = status.get(name) if status else None
+    return found if isinstance(found, int) else 0
 
 
 def _skipped(status: Mapping[str, Any] | None) -> Mapping[str, int]:

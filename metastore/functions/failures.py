@@ -68,7 +68,8 @@ def of_cast(node: exp.Cast, source: ty.SqlType | None, target: ty.SqlType,
     """The failure of ``CAST(operand AS target)`` (translated to ``result``), if it can fail."""
     text_parsed = source == ty.STRING and target.base in _PARSED
     overflow = (isinstance(target, ty.DecimalType) and source is not None
-                and source.base in _NUMBERS and source != target)
+                and source.base in _NUMBERS and source != target
+                and not _holds(target, source))
     if not (text_parsed or overflow):
         return None
     value = sql.fn("trim", operand.copy()) if text_parsed else sql.cast(operand.copy(), ty.STRING)
@@ -83,6 +84,10 @@ def of_arithmetic(node: exp.Binary, symbol: str, result_type: ty.SqlType | None,
     if symbol not in ("/", "%") or result_type is None or \
             result_type.base not in ("INTEGER", "BIGINT", "DECIMAL"):
         return None
+    divisor = node.right.this if isinstance(node.right, exp.Paren) else node.right
+    if result_type.base != "DECIMAL" and isinstance(divisor, exp.Literal) and \
+            not divisor.is_string and divisor.this not in ("0", "0.0"):
+        return None  # an integer division by a number that is not 0 never throws
     if result_type.base == "DECIMAL":
         by_zero = sql.if_(sql.eq(left.copy(), sql.lit(0)), sql.lit("Division undefined"),
                           sql.lit("Division by zero")) if symbol == "/" \
@@ -97,12 +102,31 @@ def of_call(node: exp.Anonymous, name: str, args: tuple[exp.Expr, ...],
             result: exp.Expr) -> Failure | None:
     """The failure of a call of a function declared ``raises``: NULL from non-NULL arguments
     (None inside a lambda)."""
+    if args and all(isinstance(argument, exp.Literal) for argument in args):
+        return None  # the same for every row: constant, and checked by ksqlDB's own tests
     cause = sql.lit(f"Failed to invoke function {name}")
-    wrapped = isinstance(node.parent, _WRAPPING)
-    return _failure(node, name, _null_from(result, *args), cause, wrapped=wrapped)
+    return _failure(node, name, _null_from(result, *args), cause, wrapped=_wrapped(node))
+
+
+def _wrapped(node: exp.Expr) -> bool:
+    """Whether ksqlDB catches ``node``'s exception where it is: as an argument of a call, a
+    CAST, a constructor's element or field (a STRUCT's ``F := ...``), a dereferenced struct."""
+    parent = node.parent
+    while isinstance(parent, exp.PropertyEQ | exp.Paren):
+        parent = parent.parent
+    return isinstance(parent, _WRAPPING)
+
+
+def _holds(target: ty.DecimalType, source: ty.SqlType) -> bool:
+    """Whether every value of ``source`` fits ``target``'s integer digits (a widening CAST)."""
+    digits = {"INTEGER": 10, "BIGINT": 19}.get(source.base)
+    if isinstance(source, ty.DecimalType):  # rounding to a smaller scale may carry a digit
+        digits = source.precision - source.scale + (source.scale > target.scale)
+    return digits is not None and target.precision - target.scale >= digits
 
 
 def _null_from(result: exp.Expr, *arguments: exp.Expr) -> exp.Expr:
+    """Whether ``result`` is NULL though none of ``arguments`` is."""
     condition: exp.Expr = sql.is_null(result.copy())
     for argument in arguments:
         condition = exp.and_(condition, exp.Not(this=sql.is_null(argument.copy())), copy=False)
@@ -144,13 +168,13 @@ def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
         grouped = parent.meta.get(GROUP_KEY) if parent._meta is not None else None
         if isinstance(grouped, int):
             return Failure(name, condition, cause, wrapped, GROUP, grouped, "")
+        if isinstance(parent, exp.Group):
+            return None  # the planner's copy of the expression in the WHERE is checked
         if isinstance(parent, exp.Select):
-            clause = child.arg_key if child.arg_key in (PROJECT, WHERE, GROUP) else ""
+            clause = child.arg_key if child.arg_key in (PROJECT, WHERE) else ""
             index = child.index or 0
             column = child.alias if isinstance(child, exp.Alias) else ""
             break
-        if isinstance(parent, exp.Group):
-            index = child.index or 0
         child, parent = parent, parent.parent
     return Failure(name, condition, cause, wrapped, clause, index, column)
 
@@ -162,18 +186,30 @@ def _guard(parent: exp.Expr, child: exp.Expr) -> exp.Expr | None:
         return sql.fn("coalesce", parent.left.copy(), exp.true())
     if isinstance(parent, exp.Or) and child is parent.right:
         return exp.Not(this=sql.fn("coalesce", parent.left.copy(), exp.false()))
+    case = parent.parent if isinstance(parent, exp.If) else None
+    operand = case.args.get("this") if isinstance(case, exp.Case) else None
     if isinstance(parent, exp.If) and child is parent.args.get("true"):
-        return sql.fn("coalesce", parent.this.copy(), exp.false())
+        return _taken(parent, operand)
     if isinstance(parent, exp.If) and child is parent.args.get("false"):
-        return exp.Not(this=sql.fn("coalesce", parent.this.copy(), exp.false()))
-    if isinstance(parent, exp.Case):  # a branch after those not taken
-        branches = parent.args.get("ifs") or []
+        return exp.Not(this=_taken(parent, operand))
+    if isinstance(parent, exp.Case) and child is not parent.args.get("this"):
+        branches = parent.args.get("ifs") or []  # a branch after those not taken
         position = next((i for i, branch in enumerate(branches) if branch is child), None)
         earlier = branches[:position] if position is not None else \
             branches if child is parent.args.get("default") else []
-        untaken = [exp.Not(this=sql.fn("coalesce", b.this.copy(), exp.false())) for b in earlier]
+        operand = parent.args.get("this")
+        untaken = [exp.Not(this=_taken(branch, operand)) for branch in earlier]
         return exp.and_(*untaken, copy=False) if untaken else None
     return None
+
+
+def _taken(branch: exp.Expr, operand: exp.Expr | None) -> exp.Expr:
+    """Whether a CASE's branch (or an IF) is taken: its condition true, or, in a simple CASE
+    (``CASE x WHEN 1 THEN ...``), its value equal to the operand."""
+    when = branch.this.copy()
+    if operand is not None:
+        when = sql.eq(operand.copy(), when)
+    return sql.fn("coalesce", when, exp.false())
 
 
 __all__ = ["GROUP", "PROJECT", "WHERE", "Failure", "of_arithmetic", "of_call", "of_cast"]

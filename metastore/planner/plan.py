@@ -671,7 +671,7 @@ class _Planner:
 
     def sink_plan(self) -> QueryPlan:
         """A persistent query's plan: its rows are the sink's Kafka records."""
-        checked = self._checked_rows()
+        checked = self._checked_rows()  # before a batch stage of time order is added
         windowed = self.analysis.windowed or self.source_window is not None
         sql = self._time_checked(self._records_sql())
         if self.strategy.join_windows and self.batch is None:
@@ -687,14 +687,15 @@ class _Planner:
         that reads one stream without a join, a table function or a stateful stage before its
         WHERE (:mod:`metastore.planner.record_checks`)."""
         reads, source = self.stream_reads, self.analysis.reads[0].source
+        hopping = self.analysis.windowing is not None and bool(self.analysis.windowing.advance_ms)
         if (len(self.analysis.reads) != 1 or source.kind is not SourceKind.STREAM or not reads
                 or self.generated or self.batch is not None or self.sessions_view
-                or self.final_stream or self.changelog_view):
-            return None
+                or self.final_stream or self.changelog_view or hopping):
+            return None  # (a HOPPING window's view holds a record once per window)
         where = self.select.args.get("where")
         checked = record_checks.checked_rows(
             self.failures, self.texts, where.this if isinstance(where, exp.Where) else None,
-            bool(self.analysis.aggregate), (reads[-1], self.stream_alias), source, reads)
+            bool(self.analysis.aggregate), self.stream_alias, source, reads)
         if checked is not None:
             self.steps = [replace(step, observed=record_checks.observed(checked))
                           if step.view == checked.view else step for step in self.steps]

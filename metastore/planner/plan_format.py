@@ -147,9 +147,12 @@ def _decode(value: Any, versions: Mapping[str, int]) -> Any:
         raise PlanFormatError(f"The query's stored plan holds an unknown node {name!r}.")
     known = {field.name for field in dataclasses.fields(node)}
     fields = {key: _decode(item, versions) for key, item in value.items() if key != "@"}
-    if not fields.keys() <= known:
-        raise PlanFormatError(f"The query's stored plan gives {name} the unknown fields "
-                              f"{sorted(fields.keys() - known)}.")
+    declared = versions[node.__name__]
+    newer = {key for key in fields if _FIELDS_SINCE.get((node.__name__, key), 1) > declared}
+    if not fields.keys() <= known or newer:
+        raise PlanFormatError(f"The query's stored plan gives {name} v{declared} the unknown "
+                              "fields "
+                              f"{sorted((fields.keys() - known) | newer)}.")
     hints = _FIELD_TYPES[node.__name__]
     wrong = sorted(key for key, item in fields.items() if not _is_a(item, hints[key]))
     if wrong:

@@ -24,6 +24,8 @@ micro-batch counts the rows that fail a check by an observation of that view
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -32,7 +34,8 @@ from sqlglot import exp
 from metastore.catalog.model import DataSource
 from metastore.functions import failures as failed
 from metastore.functions.operators import ksql_text
-from metastore.planner.steps import CheckedRows, RecordCheck
+from metastore.planner.steps import NULL_VALUE, CheckedRows, RecordCheck
+from metastore.spark.types import quote
 from metastore.sql.statements import ColumnRole
 
 _PREFIX = "__ms_checked"
@@ -65,28 +68,61 @@ def _text(expression: exp.Expr) -> str:
 
 
 def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp.Expr | None,
-                 aggregate: bool, stream: tuple[str, str], source: DataSource,
+                 aggregate: bool, alias: str, source: DataSource,
                  reads: tuple[str, ...]) -> CheckedRows | None:
-    """The checks of ``found`` failures (of a query over ``source``, read as the view
-    ``reads[-1]`` under the alias ``stream[1]`` ... as ``stream``: its view and alias; its
-    ``where``, translated); None when there is none to make."""
-    view, alias = stream
+    """The checks of the ``found`` failures of a query over ``source``, whose stream it reads
+    as the view ``reads[-1]`` (the last of ``reads``) under ``alias``, ``where`` its translated
+    WHERE; None when there is none to make.
+
+    ksqlDB evaluates nothing of a tombstone, nor a row's SELECT and GROUP BY when its WHERE
+    dropped it. A node it catches where it is is logged there, once per SELECT column; the
+    failures it does not catch are one failure of their clause's expression, one check."""
     users = _users_where(where) if where is not None else None
     kept = _spark(users, alias) if users is not None else None
-    checks: dict[tuple[str, str], RecordCheck] = {}
+    parts: dict[tuple[object, ...], dict[str, str]] = {}
     for failure in found:
         named = _logged(failure, texts, aggregate)
         if named is None:
             continue
-        logger, message = named
         condition = _spark(failure.condition, alias)
         if kept is not None and failure.clause != failed.WHERE:
             condition = f"coalesce({kept}, false) AND ({condition})"
-        checks.setdefault((message, condition), RecordCheck(
-            logger, message, condition, _spark(failure.cause, alias)))
-    if not checks:
+        condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"
+        place = (*named, failure.clause, failure.index, failure.column)
+        key = (*place, condition) if failure.wrapped else place
+        parts.setdefault(key, {})[condition] = _spark(failure.cause, alias)
+    if not parts:
         return None
-    return CheckedRows(view, reads, source.topic, record_json(source), tuple(checks.values()))
+    checks = tuple(_check(str(key[0]), str(key[1]), causes) for key, causes in parts.items())
+    return CheckedRows(reads[-1], reads, source.topic, record_json(source), checks)
+
+
+def _check(logger: str, message: str, causes: dict[str, str]) -> RecordCheck:
+    """One check of the failures whose conditions are ``causes``' keys: any of them, with the
+    cause of the first that holds."""
+    if len(causes) == 1:
+        [(condition, cause)] = causes.items()
+        return RecordCheck(logger, message, condition, cause)
+    either = " OR ".join(f"({condition})" for condition in causes)
+    which = " ".join(f"WHEN {condition} THEN {cause}" for condition, cause in causes.items())
+    return RecordCheck(logger, message, either, f"CASE {which} END")
+
+
+def _users_where(where: exp.Expr) -> exp.Expr | None:
+    """The query's own conditions of its translated WHERE: not those the planner added, on its
+    GROUP BY expressions (a GROUP BY check must not be gated by them) and on tombstones."""
+    conditions = [condition for condition in _conjuncts(where) if not (
+        (condition._meta is not None and failed.GROUP_KEY in condition.meta)
+        or any(column.name == NULL_VALUE for column in condition.find_all(exp.Column)))]
+    return exp.and_(*conditions, copy=True) if conditions else None
+
+
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+    if isinstance(condition, exp.Paren) and isinstance(condition.this, exp.And):
+        return _conjuncts(condition.this)
+    if isinstance(condition, exp.And):
+        return [*_conjuncts(condition.left), *_conjuncts(condition.right)]
+    return [condition]
 
 
 def _logged(failure: failed.Failure, texts: ClauseTexts, aggregate: bool
@@ -105,15 +141,6 @@ def _logged(failure: failed.Failure, texts: ClauseTexts, aggregate: bool
     else:
         return None
     return logger, f"Error processing {failure.name}" if failure.wrapped else whole
-
-
-def _users_where(where: exp.Expr) -> exp.Expr | None:
-    """The conditions of a translated WHERE the query's own, without those the planner added
-    on its GROUP BY expressions (which a GROUP BY check must not be gated by)."""
-    conditions = [condition for condition in where.flatten() if not (
-        condition._meta is not None and failed.GROUP_KEY in condition.meta)] \
-        if isinstance(where, exp.And) else [where]
-    return exp.and_(*conditions, copy=True) if conditions else None
 
 
 def _spark(expression: exp.Expr, alias: str) -> str:
@@ -143,13 +170,12 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def observation(view: str) -> str:
-    """The name the checks of the stream view ``view`` are observed under."""
-    return _SEPARATOR.join((_PREFIX, view))
-
-
-def is_observation(name: str) -> bool:
-    return name.startswith(_PREFIX + _SEPARATOR)
+def observation(checked: CheckedRows) -> str:
+    """The name ``checked``'s view is observed under: its view and a digest of its checks, so
+    that a micro-batch of a query's earlier plan (replaced) is not read with the new one's."""
+    digest = hashlib.sha256(json.dumps([[c.message, c.condition] for c in checked.checks])
+                            .encode()).hexdigest()[:16]
+    return _SEPARATOR.join((_PREFIX, checked.view, digest))
 
 
 def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
@@ -160,8 +186,8 @@ def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
     any_failed = " OR ".join(f"({check.condition})" for check in checked.checks)
     first = (f"min(CASE WHEN {any_failed} THEN struct(ROWPARTITION AS partition, ROWOFFSET AS "
              f"offset) END) AS {FIRST}")
-    return observation(checked.view), (*counts, first)
+    return observation(checked), (*counts, first)
 
 
-__all__ = ["ClauseTexts", "checked_rows", "clause_texts", "is_observation", "observation",
+__all__ = ["ClauseTexts", "checked_rows", "clause_texts", "observation",
            "observed", "record_json"]

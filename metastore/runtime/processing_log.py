@@ -218,7 +218,7 @@ def entries_select(source: DataSource, raw_table: str, query: str, rows_include:
             f"FROM ({targeted})")
 
 
-def failed_rows_select(batch: FailedRows, query: str, rows_include: bool) -> str:
+def failed_rows_select(batch: FailedRows, rows_include: bool) -> str:
     """The processing log's entries (a ``value`` column of JSON) for the rows of the view of
     ``batch``'s checks that fail them: ksqlDB's RECORD_PROCESSING_ERROR, one per row and
     failed check, logged as ``processing.<query>.<step>``."""
@@ -230,7 +230,7 @@ def failed_rows_select(batch: FailedRows, query: str, rows_include: bool) -> str
             continue
         error = (f"named_struct('errorMessage', {string_literal(check.message)}, 'record', "
                  f"{record}, 'cause', array({check.cause}))")
-        entry = (f"named_struct('logger', {string_literal(f'processing.{query}.{check.logger}')}"
+        entry = (f"named_struct('logger', {string_literal(f'processing.{batch.query}.{check.logger}')}"
                  ", 'level', 'ERROR', 'time', unix_millis(current_timestamp()), 'message', "
                  f"named_struct('type', {RECORD_PROCESSING_ERROR}, 'recordProcessingError', "
                  f"{error}))")
@@ -310,8 +310,8 @@ class ProcessingLog:
             except queue.Empty:
                 break
         if dropped:
-            log.warning("processing log: the node stops; %d micro-batches' unreadable records "
-                        "are not logged", dropped)
+            log.warning("processing log: the node stops; %d micro-batches' entries (records "
+                        "unreadable, rows not computed) are not logged", dropped)
         if thread is not None:
             self._pending.put(None)
             thread.join(timeout=30)
@@ -356,7 +356,7 @@ class ProcessingLog:
                 assert step.sql is not None, "a step reads a topic or runs a SELECT"
                 frame = session.sql(step.sql)
             frame.createOrReplaceTempView(step.view)
-        entries = session.sql(failed_rows_select(batch, batch.query, self._rows_include))
+        entries = session.sql(failed_rows_select(batch, self._rows_include))
         entries.write.format("kafka").options(**self._kafka_options, topic=self.topic).save()
 
     def _read_offsets(self, session: SparkSession, topic: str, start: Offsets,

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from metastore.planner.record_checks import FIRST, is_observation
+from metastore.planner.record_checks import FIRST, observation
 from metastore.planner.steps import CheckedRows, QueryPlan
 from metastore.runtime.processing_log import FailedRows, batch_offsets
 
@@ -47,6 +47,7 @@ class RecordErrors:
             return self._counts.get(query, 0)
 
     def total(self) -> int:
+        """Rows this node's queries could not process so far."""
         with self._lock:
             return sum(self._counts.values())
 
@@ -63,9 +64,10 @@ class RecordErrors:
         with self._lock:
             plan = self._plans.get(query)
         checked = plan.checked if plan is not None else None
+        expected = observation(checked) if checked is not None else None
         for name, row in metrics.items():
-            if checked is None or not is_observation(name):
-                continue
+            if checked is None or name != expected:
+                continue  # not a check, or one of the query's earlier plan
             failed = tuple(int(row[f"failed{i}"] or 0) for i in range(len(checked.checks)))
             if not any(failed):
                 continue
@@ -81,6 +83,7 @@ class RecordErrors:
 
     def _log(self, plan: QueryPlan, checked: CheckedRows, failed: tuple[int, ...],
              sources: Sequence[tuple[str | None, str | None]], first: Any) -> None:
+        """Hand the micro-batch's failed rows, with the offsets it read, to the log."""
         offsets = batch_offsets(sources, checked.topic, (int(first["partition"]), int(
             first["offset"])) if first else None, plan.earliest)
         steps = tuple(step for step in plan.steps if step.view in checked.reads)

@@ -37,11 +37,12 @@ class Claim(NamedTuple):
 
 
 def merge(image: Image, claims: Iterable[Claim]) -> dict[str, Status]:
-    """Each query of ``image``: ``{state, ownerNode, lag, message, skipped, statistics,
-    offsets, errors}`` from the nodes' claims (``skipped``: records its owner skipped because it
-    cannot read them, by source; ``statistics``: its owner's :class:`QueryFigures` as JSON;
-    ``offsets``: where it is in each source, as :class:`QueryState` keeps them; ``errors``:
-    ksqlDB's ``QueryError``s of its owner).
+    """Each query of ``image``: ``{state, ownerNode, lag, message, skipped, recordErrors,
+    statistics, offsets, errors}`` from the nodes' claims (``skipped``: records its owner
+    skipped because it cannot read them, by source; ``recordErrors``: rows it could not
+    process; ``statistics``: its owner's :class:`QueryFigures` as JSON; ``offsets``: where it
+    is in each source, as :class:`QueryState` keeps them; ``errors``: ksqlDB's ``QueryError``s
+    of its owner).
 
     ``claims`` are those of live nodes (this node's own first); ``ownerHost`` is the owner's
     ``host:port``, as ksqlDB names hosts.
@@ -57,6 +58,7 @@ def merge(image: Image, claims: Iterable[Claim]) -> dict[str, Status]:
                          "ownerHost": urlsplit(url).netloc or node_id,
                          "lag": state.get("lag"), "message": state.get("message"),
                          "skipped": dict(skipped) if isinstance(skipped, Mapping) else {},
+                         "recordErrors": _count(state.get("recordErrors")),
                          "statistics": _figures(state.get("statistics")),
                          "offsets": dict(offsets) if isinstance(offsets, Mapping) else {},
                          "errors": [dict(e) for e in errors if isinstance(e, Mapping)]
@@ -69,12 +71,17 @@ def merge(image: Image, claims: Iterable[Claim]) -> dict[str, Status]:
         status = best.get(query_id) or {"state": PENDING, "ownerNode": None,
                                         "ownerHost": None, "lag": None,
                                         "message": None, "skipped": {},
+                                        "recordErrors": 0,
                                         "statistics": _figures(None), "offsets": {},
                                         "errors": []}
         if query.paused:  # the log says so, whatever an owner last reported
             status = {**status, "state": PAUSED}
         merged[query_id] = status
     return merged
+
+
+def _count(reported: Any) -> int:
+    return reported if type(reported) is int and reported >= 0 else 0
 
 
 def _figures(reported: Any) -> dict[str, Any]:

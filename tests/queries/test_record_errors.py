@@ -62,7 +62,9 @@ def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_o
          "cause": ['For input string: "x"']}], "rows.include is false on the suite's node"
     assert eventually(lambda: _processing_errors(spark_node, query_id) == 2 or None, 60,
                       "/metrics to count the query's two failed rows", interval=1)
-    assert queries(spark_node)[query_id]["state"] == "RUNNING"
+    shown = eventually(lambda: queries(spark_node)[query_id] if queries(spark_node)[query_id][
+        "processingErrors"] == 2 else None, 60, "SHOW QUERIES to count them", interval=1)
+    assert shown["state"] == "RUNNING" and shown["skippedRecords"] == 0
 
 
 def _entries(settings: KafkaSettings, server: ServerProcess, query_id: str,

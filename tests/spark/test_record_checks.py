@@ -103,6 +103,15 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str, str]]]] = [
     ("CASE WHEN S = 'x' THEN NULL ELSE CAST(S AS INT) END AS X", {"S": "x"}, []),
     ("CASE WHEN S = 'x' THEN NULL ELSE CAST(S AS INT) END AS X", {"S": "y"},
      [("Project", "Error processing INTEGER", 'For input string: "y"')]),
+    ("CASE N WHEN 1 THEN 0 WHEN 2 THEN CAST(S AS INT) END AS X", {"N": 1, "S": "y"}, []),
+    ("CASE N WHEN 1 THEN 0 WHEN 2 THEN CAST(S AS INT) END AS X", {"N": 2, "S": "y"},
+     [("Project", "Error processing INTEGER", 'For input string: "y"')]),
+    ("STRUCT(F := PARSE_DATE(S, 'yyyy')) AS X", {"S": "y"},
+     [("Project", "Error processing PARSE_DATE", "Failed to invoke function PARSE_DATE")]),
+    ("N / B + B / N AS X", {"N": 0, "B": 0},  # one failure of the expression, not two
+     [("Project", "Error computing expression ((N / B) + (B / N)) for column X with index 0",
+       "/ by zero")]),
+    ("N / 3 AS X, N % 2 AS Y, CAST(N AS DECIMAL(12, 2)) AS Z", {"N": 1}, []),
 ]
 
 
@@ -133,13 +142,40 @@ def test_a_where_is_checked_once_its_operands_are_evaluated_and_gates_the_projec
            [("Project", "Error processing INTEGER", 'For input string: "a"')], []]
 
 
-def test_a_group_by_expression_is_checked_for_the_rows_the_where_keeps(spark: Any) -> None:
-    checked = _checked("CREATE TABLE T AS SELECT CAST(S AS INT) AS K, COUNT(*) AS C FROM S "
-                       "WHERE N > 0 GROUP BY CAST(S AS INT);")
+def test_each_group_by_expression_is_checked_for_the_rows_the_where_keeps(spark: Any) -> None:
+    checked = _checked("CREATE TABLE T WITH (KEY_FORMAT='JSON') AS SELECT N, B / N AS Q, "
+                       "COUNT(*) AS C FROM S "
+                       "WHERE B > 0 GROUP BY N, B / N;")
     assert checked is not None
-    assert _failing(spark, checked, [_row(S="x", N=1, ROWOFFSET=1),
-                                     _row(S="x", N=0, ROWOFFSET=2)]) == [
-        [("Aggregate.GroupBy", "Error processing INTEGER", 'For input string: "x"')], []]
+    failed = ("Aggregate.GroupBy", "Error calculating group-by column with index 1. The source "
+              "row will be excluded from the table.", "/ by zero")
+    assert _failing(spark, checked, [_row(N=0, B=1, ROWOFFSET=1), _row(N=0, B=0, ROWOFFSET=2),
+                                     _row(N=2, B=4, ROWOFFSET=3)]) == [[failed], [], []]
+    checked = _checked("CREATE TABLE T AS SELECT CAST(S AS INT) AS K, COUNT(*) AS C FROM S "
+                       "GROUP BY CAST(S AS INT);")
+    assert checked is not None
+    assert _failing(spark, checked, [_row(S="x")]) == [
+        [("Aggregate.GroupBy", "Error processing INTEGER", 'For input string: "x"')]]
+
+
+def test_a_failure_in_two_columns_is_logged_for_each_and_a_tombstone_for_none(
+        spark: Any) -> None:
+    checked = _checked("CREATE STREAM T AS SELECT ID, PARSE_DATE(S, 'yyyy') AS X, "
+                       "CAST(PARSE_DATE(S, 'yyyy') AS STRING) AS Y FROM S;")
+    assert checked is not None
+    parse = ("Failed to invoke function PARSE_DATE")
+    assert _failing(spark, checked, [_row(S="y", ROWOFFSET=1),
+                                     _row(S="y", ROWOFFSET=2, __MS_NULL_VALUE=True)]) == [
+        [("Project", "Error computing expression PARSE_DATE(S, 'yyyy') for column X with "
+          "index 0", parse), ("Project", "Error processing PARSE_DATE", parse)], []]
+
+
+def test_a_hopping_window_has_no_checks_its_view_holds_a_record_once_per_window() -> None:
+    assert _checked("CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S WINDOW HOPPING "
+                    "(SIZE 60 SECONDS, ADVANCE BY 10 SECONDS) WHERE N / B > 0 GROUP BY ID;") \
+        is None
+    assert _checked("CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S WINDOW TUMBLING "
+                    "(SIZE 60 SECONDS) WHERE N / B > 0 GROUP BY ID;") is not None
 
 
 def test_a_query_without_an_expression_that_can_fail_has_no_checks() -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from metastore.catalog.image import Image
 from metastore.planner.plan import compile_query
-from metastore.planner.plan_format import plan_document, read_plan
+from metastore.planner.plan_format import PlanFormatError, plan_document, read_plan
 from metastore.planner.record_checks import FIRST
 from metastore.planner.steps import QueryPlan
 from metastore.runtime.processing_log import FailedRows
@@ -40,6 +42,11 @@ def test_a_plan_with_checks_is_query_plan_v2_and_one_without_is_the_v1_document(
     assert checked_document["versions"]["RecordCheck"] == 1
     assert read_plan(json.dumps(checked_document)) == checked
     assert read_plan(json.dumps(plain_document)) == plain
+    claimed_v1 = {**checked_document, "versions": {**checked_document["versions"],
+                                                   "QueryPlan": 1}}
+    with pytest.raises(PlanFormatError, match=r"gives QueryPlan v1 the unknown fields "
+                                              r"\['checked'\]"):
+        read_plan(json.dumps(claimed_v1))
 
 
 class _Source:
