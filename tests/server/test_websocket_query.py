@@ -13,7 +13,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from tests.support.kafka import unique
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, gauge
+from tests.support.waiting import eventually
 
 EARLIEST = {"auto.offset.reset": "earliest"}
 
@@ -64,6 +65,22 @@ def test_a_push_query_a_pull_query_and_a_print_over_the_websocket(
     formats, record = frames[1:3], frames[3]  # ksqlDB prints the formats it took first
     assert formats == ["Key format: KAFKA_INT or KAFKA_STRING", "Value format: JSON or KAFKA_STRING"]
     assert record.endswith(', key: 1, value: {"V":"a"}, partition: 0'), record
+
+
+def test_a_client_closing_the_socket_stops_its_push_query_even_without_rows(
+        spark_node: ServerProcess) -> None:
+    name = unique("WS_IDLE").upper().replace("-", "_")
+    _ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{name}', "
+                      "PARTITIONS=1, VALUE_FORMAT='JSON');")
+    before = gauge(spark_node, "metastore_push_queries")
+    request = urllib.parse.quote(json.dumps({"ksql": f"SELECT * FROM {name} EMIT CHANGES;"}))
+    with connect(spark_node.url.replace("http://", "ws://") + f"/ws/query?request={request}",
+                 open_timeout=30) as socket:
+        schema = json.loads(socket.recv(timeout=120))
+        assert [field["name"] for field in schema] == ["ID", "V"]
+        assert gauge(spark_node, "metastore_push_queries") >= 1
+    eventually(lambda: gauge(spark_node, "metastore_push_queries") <= before or None, 30,
+               "the push query to stop once its client closed the socket", interval=0.5)
 
 
 def test_a_request_the_node_refuses_is_a_last_error_frame_and_close_1003(

@@ -19,10 +19,12 @@ those of the upgrade request; without valid ones the handshake is refused (HTTP 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
@@ -79,23 +81,44 @@ def router(context: ServerContext) -> APIRouter:
 
 
 async def _answer(socket: WebSocket, started: Started, context: ServerContext) -> None:
-    """Send what ``started`` answers, then close; a push query or PRINT stops with the socket."""
+    """Send what ``started`` answers, then close; a push query or PRINT stops when the client
+    closes the socket, even while it has no row to send."""
     if isinstance(started, QueryResult):
-        await _send_all(socket, _pull_frames(started))
-        await _close(socket, 1000, "done")
+        with contextlib.suppress(WebSocketDisconnect, OSError):  # else the client is gone
+            await _send_all(socket, _pull_frames(started))
+            await _close(socket, 1000, "done")
         return
     try:
-        if isinstance(started, PushQuery):
-            await _send_all(socket, _push_frames(started, context))
-            failure = await context.threads.run(Lane.QUERIES, started.failure)
-        else:
-            failure = await _send_print(socket, started, context)
-        await _close(socket, INTERNAL_ERROR, failure) if failure is not None else \
-            await _close(socket, 1000, "done")
-    except WebSocketDisconnect:
-        pass
+        async with anyio.create_task_group() as group:
+            group.start_soon(_watch_close, socket, group.cancel_scope)
+            with contextlib.suppress(WebSocketDisconnect, OSError):
+                await _stream(socket, started, context)
+            group.cancel_scope.cancel()
     finally:
-        await context.threads.run(Lane.QUERIES, started.close)
+        with anyio.CancelScope(shield=True):
+            await context.threads.run(Lane.QUERIES, started.close)
+
+
+async def _stream(socket: WebSocket, started: PushQuery | Printing,
+                  context: ServerContext) -> None:
+    """A push query's or a PRINT's frames, then the close: ``done``, or its failure."""
+    if isinstance(started, PushQuery):
+        await _send_all(socket, _push_frames(started, context))
+        failure = await context.threads.run(Lane.QUERIES, started.failure)
+    else:
+        failure = await _send_print(socket, started, context)
+    if failure is not None:
+        await _close(socket, INTERNAL_ERROR, failure)
+    else:
+        await _close(socket, 1000, "done")
+
+
+async def _watch_close(socket: WebSocket, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` when the client closes the socket (what it sends is ignored)."""
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # closed already
+        while (await socket.receive())["type"] != "websocket.disconnect":
+            pass
+    scope.cancel()
 
 
 async def _send_all(socket: WebSocket, frames: AsyncIterator[str]) -> None:
