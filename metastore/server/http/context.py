@@ -5,7 +5,7 @@ write forwarder). Built once by :func:`metastore.server.http.app.create_app`."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from metastore.cluster.membership import Membership
@@ -17,6 +17,7 @@ from metastore.server.http.forwarding import WriteForwarder
 from metastore.server.http.http_limits import HttpLimits
 from metastore.server.http.metrics import NodeMetrics
 from metastore.server.http.request_gate import RequestGate
+from metastore.server.http.streaming import MAX_PRINTS, PrintSlots
 from metastore.server.node import Node
 
 PullRunner = Callable[[str, ConfigOverrides], Any]
@@ -39,3 +40,5 @@ class ServerContext:
     push_queries: PushQueries | None = None
     table_stores: TableStores | None = None
     forwarder: WriteForwarder | None = None
+    prints: PrintSlots = field(default_factory=lambda: PrintSlots(MAX_PRINTS))
+    """The node's PRINTs under way, over ``/query`` and ``/ws/query`` alike."""

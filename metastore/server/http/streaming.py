@@ -215,6 +215,10 @@ async def stream_chunks(query: PushQuery, delimited: bool,
     yield ending
 
 
+MAX_PRINTS = 20
+"""PRINTs a node runs at once (each holds a Kafka consumer); more are refused with 40003."""
+
+
 class PrintSlots:
     """At most ``limit`` PRINTs at once on a node (ksqlDB counts them as push queries)."""
 

@@ -26,14 +26,11 @@ from metastore.server.http.answers import (
 )
 from metastore.server.http.concurrency import Lane, client_of
 from metastore.server.http.context import ServerContext
-from metastore.server.http.streaming import PrintSlots
 from metastore.spark.exceptions import SparkUnavailableError, UnsupportedQueryError
 from metastore.spark.query import QueryResult
 from metastore.sql import variables
 from metastore.sql.statements import PrintTopic, SelectStatement
 
-MAX_PRINTS = 20
-"""PRINTs a node runs at once (each holds a Kafka consumer); more are refused with 40003."""
 NO_SPARK = "This node runs without Spark (--spark-master none); send queries to a node with Spark."
 
 
@@ -102,7 +99,7 @@ class Queries:
         self._node = context.node
         self._threads = context.threads
         self._write_timeout = context.limits.stream_write_timeout_seconds
-        self._prints = PrintSlots(MAX_PRINTS)
+        self._prints = context.prints
 
     def query(self, body: bytes, user: str | None, client: str) -> Response:
         parsed = self._context.gate.parse_request(body)
