@@ -15,6 +15,8 @@ persistent queries ran, as a command keeps it, on topics named ``qtt-planned-`` 
 - ``check`` plans the saved cases again, offline, and names those whose plan changed: a release
   that changes what the planner writes must say so with a new version.
 - ``sizes`` prints how large the saved plans are.
+- ``changes`` prints, for each saved version after the first, how many of its cases it planned
+  differently from the version before (and how many that one did not keep).
 """
 
 from __future__ import annotations
@@ -231,7 +233,7 @@ def _upgrade_record() -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m integration.plans", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=("save", "replay", "check", "sizes"))
+    parser.add_argument("action", choices=("save", "replay", "check", "sizes", "changes"))
     parser.add_argument("--records", type=Path, default=DEFAULT_RECORDS,
                         help="the cases save runs (default: the dev records file)")
     parser.add_argument("--version", type=int, action="append",
@@ -245,6 +247,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "replay":
         return _print_replay(replay(args.version or saved_versions(), args.sample,
                                     args.parallel))
+    if args.action == "changes":
+        for version in saved_versions()[1:]:
+            before = {case["id"]: case["plans"] for case in saved_cases(version - 1)}
+            cases = saved_cases(version)
+            differ = sum(case["id"] in before and before[case["id"]] != case["plans"]
+                         for case in cases)
+            new = sum(case["id"] not in before for case in cases)
+            print(f"planner version {version}: {len(cases)} cases, {differ} planned differently "
+                  f"from version {version - 1}, {new} it did not keep")
+        return 0
     if args.action == "sizes":
         sizes = sorted(len(plan.encode()) for case in saved_cases() for plan in case["plans"])
         print(f"{len(sizes)} plans: median {sizes[len(sizes) // 2]} bytes, p99 "

@@ -211,11 +211,9 @@ def entries_select(source: DataSource, raw_table: str, query: str, rows_include:
                "', offset ', __MS_LOG_offset, ').')")
     error = (f"named_struct('target', {target}, 'errorMessage', {message}, 'recordB64', "
              f"{record}, 'cause', CAST(array() AS ARRAY<STRING>), 'topic', __MS_LOG_topic)")
-    entry = (f"named_struct('logger', {string_literal(logger(query))}, 'level', 'ERROR', "
-             "'time', unix_millis(current_timestamp()), 'message', named_struct('type', "
-             f"{DESERIALIZATION_ERROR}, 'deserializationError', {error}))")
-    return (f"SELECT to_json({entry}, map('ignoreNullFields', 'false')) AS value "
-            f"FROM ({targeted})")
+    entry = _entry_sql(string_literal(logger(query)), DESERIALIZATION_ERROR,
+                       "deserializationError", error)
+    return f"SELECT {entry} AS value FROM ({targeted})"
 
 
 def failed_rows_select(batch: FailedRows, rows_include: bool) -> str:
@@ -230,13 +228,20 @@ def failed_rows_select(batch: FailedRows, rows_include: bool) -> str:
             continue
         error = (f"named_struct('errorMessage', {string_literal(check.message)}, 'record', "
                  f"{record}, 'cause', array({check.cause}))")
-        entry = (f"named_struct('logger', {string_literal(f'processing.{batch.query}.{check.logger}')}"
-                 ", 'level', 'ERROR', 'time', unix_millis(current_timestamp()), 'message', "
-                 f"named_struct('type', {RECORD_PROCESSING_ERROR}, 'recordProcessingError', "
-                 f"{error}))")
-        selects.append(f"SELECT to_json({entry}, map('ignoreNullFields', 'false')) AS value "
-                       f"FROM {quote(checked.view)} WHERE {check.condition}")
+        entry = _entry_sql(string_literal(f"processing.{batch.query}.{check.logger}"),
+                           RECORD_PROCESSING_ERROR, "recordProcessingError", error)
+        selects.append(f"SELECT {entry} AS value FROM {quote(checked.view)} "
+                       f"WHERE {check.condition}")
     return " UNION ALL ".join(selects)
+
+
+def _entry_sql(logger_sql: str, message_type: int, field: str, error_sql: str) -> str:
+    """Spark SQL of an entry's JSON, in ksqlDB's layout: ``error_sql`` as the ``field`` of a
+    message of ``message_type``, logged now by ``logger_sql``."""
+    entry = (f"named_struct('logger', {logger_sql}, 'level', 'ERROR', 'time', "
+             "unix_millis(current_timestamp()), 'message', named_struct('type', "
+             f"{message_type}, '{field}', {error_sql}))")
+    return f"to_json({entry}, map('ignoreNullFields', 'false'))"
 
 
 def logger(query: str) -> str:

@@ -23,6 +23,11 @@ IdleHearer = Callable[[str], None]
 """Takes the name of a query that waits for records."""
 
 
+def source_offsets(progress: Any) -> list[tuple[str | None, str | None]]:
+    """The start and end offsets (Spark's JSON) of each source a micro-batch's progress read."""
+    return [(source.startOffset, source.endOffset) for source in progress.sources]
+
+
 def listener(*hearers: Hearer, idle: IdleHearer | None = None) -> StreamingQueryListener:
     """A listener giving each progress to every one of ``hearers`` (one failing does not keep
     it from the others), and the name of a query that goes idle to ``idle``."""
@@ -55,4 +60,4 @@ def listener(*hearers: Hearer, idle: IdleHearer | None = None) -> StreamingQuery
     return Listener()
 
 
-__all__ = ["listener"]
+__all__ = ["listener", "source_offsets"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from metastore.planner.record_checks import FIRST, observation
 from metastore.planner.steps import CheckedRows, QueryPlan
+from metastore.runtime import progress_listener
 from metastore.runtime.processing_log import FailedRows, batch_offsets
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class RecordErrors:
         """Count one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""
         if progress.name and progress.observedMetrics:
             self.count(progress.name, progress.observedMetrics,
-                       [(source.startOffset, source.endOffset) for source in progress.sources])
+                       progress_listener.source_offsets(progress))
 
     def count(self, query: str, metrics: Mapping[str, Any],
               sources: Sequence[tuple[str | None, str | None]] = ()) -> None:

@@ -101,7 +101,7 @@ class SkippedRecords:
         """Count one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""
         if progress.name and progress.observedMetrics:
             self.count(progress.name, progress.observedMetrics, transient,
-                       [(source.startOffset, source.endOffset) for source in progress.sources])
+                       progress_listener.source_offsets(progress))
 
     def listener(self, transient: bool = False) -> StreamingQueryListener:
         """A listener that counts here, for one query's session (a push query's when
