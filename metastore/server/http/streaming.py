@@ -166,12 +166,8 @@ async def v1_chunks(query: PushQuery, threads: LaneThreads) -> AsyncIterator[byt
         if not rows:
             yield b"\n"
             continue
-        out = bytearray()
-        for row in rows[:left] if left is not None else rows:
-            out += b'{"row":{"columns":' + row.columns
-            out += b',"tombstone":true}}' if row.tombstone else b"}}"
-            out += JSON_LINES_BREAK
-        yield bytes(out)
+        yield b"".join(row_json(row) + JSON_LINES_BREAK
+                       for row in (rows[:left] if left is not None else rows))
         if left is not None:
             left -= min(left, len(rows))
             if left == 0:
@@ -181,6 +177,12 @@ async def v1_chunks(query: PushQuery, threads: LaneThreads) -> AsyncIterator[byt
     if failure is not None:
         yield b"\n" + _json({"errorMessage": _error(failure)}) + JSON_LINES_BREAK
     yield b"]\n"
+
+
+def row_json(row: PushRow) -> bytes:
+    """A push query's row as ksqlDB's ``StreamedRow`` (``/query``, ``/ws/query``)."""
+    return (b'{"row":{"columns":' + row.columns
+            + (b',"tombstone":true}}' if row.tombstone else b"}}"))
 
 
 def metadata(query_id: str, names: list[str], types: list[str]) -> dict[str, Any]:

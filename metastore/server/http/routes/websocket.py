@@ -146,8 +146,7 @@ async def _push_frames(query: PushQuery, context: ServerContext) -> AsyncIterato
     left = query.limit
     async for rows in streaming.batches(query, streaming.HEARTBEAT_SECONDS, context.threads):
         for row in rows[:left] if left is not None else rows:
-            tombstone = ',"tombstone":true' if row.tombstone else ""
-            yield '{"row":{"columns":' + row.columns.decode() + tombstone + "}}"
+            yield streaming.row_json(row).decode()
         if left is not None:
             left -= min(left, len(rows))
             if left == 0:
