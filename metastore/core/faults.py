@@ -68,7 +68,7 @@ class Faults:
         if spec == "die-during-checkpoint":
             return Faults(during_checkpoint_write=die_during_checkpoint)
         if spec == "slow-replay":
-            return Faults(replay_pace=ReplayPace(batch=50, pause=0.05))
+            return Faults(replay_pace=ReplayPace(batch=10, pause=0.1))
         if spec.startswith("slow-projection:"):
             seconds = float(spec.split(":", 1)[1])
             return Faults(before_projection=lambda: time.sleep(seconds))
