@@ -40,13 +40,16 @@ class Heartbeat:
     stores: dict[str, Any] = field(default_factory=dict)
     """The tables the node keeps materialized for pull queries, with how far each has read
     (metastore.runtime.materialized.TableStores.positions)."""
+    push_queries: dict[str, Any] = field(default_factory=dict)
+    """The push queries the node runs, by id (metastore.runtime.push.PushQueries.listing)."""
 
 
 class Membership:
     def __init__(self, settings: KafkaSettings, admin: Admin, service_id: str, node_id: str,
                  url: str, status: Callable[[], tuple[str, int]], interval: float = 2.0,
                  queries: Callable[[], dict[str, Any]] | None = None,
-                 stores: Callable[[], dict[str, Any]] | None = None) -> None:
+                 stores: Callable[[], dict[str, Any]] | None = None,
+                 push_queries: Callable[[], dict[str, Any]] | None = None) -> None:
         self._topic = CompactedTopic(settings, admin, membership_topic_name(service_id))
         self._group = f"{service_id}-{node_id}-membership"
         self._node_id = node_id
@@ -54,6 +57,7 @@ class Membership:
         self._status = status
         self._queries = queries
         self._stores = stores
+        self._push_queries = push_queries
         self.interval = interval
         self._heartbeats: dict[str, Heartbeat] = {}
         self._stop = threading.Event()
@@ -86,7 +90,8 @@ class Membership:
                 beat = {"nodeId": self._node_id, "url": self._url, "state": state,
                         "appliedOffset": applied, "timestampMs": int(time.time() * 1000),
                         "queries": _reported(self._queries, "queries"),
-                        "stores": _reported(self._stores, "table stores")}
+                        "stores": _reported(self._stores, "table stores"),
+                        "pushQueries": _reported(self._push_queries, "push queries")}
                 try:
                     producer.send(self._topic.topic, self._node_id.encode(),
                                   json.dumps(beat).encode())
@@ -143,6 +148,7 @@ def _decode(value: bytes | None) -> Heartbeat | None:
         data: dict[str, Any] = json.loads(value or b"")
         return Heartbeat(str(data["nodeId"]), str(data["url"]), str(data["state"]),
                          int(data["appliedOffset"]), int(data["timestampMs"]),
-                         dict(data.get("queries") or {}), dict(data.get("stores") or {}))
+                         dict(data.get("queries") or {}), dict(data.get("stores") or {}),
+                         dict(data.get("pushQueries") or {}))
     except (ValueError, KeyError, TypeError):
         return None

@@ -133,6 +133,16 @@ def query_summary(query: PersistentQuery, image: Image,
             "processingGuarantee": guarantee(query), **_throughput(status)}
 
 
+def push_query_summaries(statuses: QueryStatuses | None) -> list[dict[str, Any]]:
+    """ksqlDB's ``RunningQuery`` of each push query running in the service (``statuses``'
+    entries of ``queryType`` PUSH), with the node it runs on."""
+    return [{"queryString": status.get("queryString", ""), "sinks": [], "sinkKafkaTopics": [],
+             "id": query_id, "statusCount": {"RUNNING": 1}, "queryType": "PUSH", "state": "RUNNING",
+             "ownerNode": status.get("ownerNode")}
+            for query_id, status in sorted((statuses or {}).items())
+            if status.get("queryType") == "PUSH"]
+
+
 def _throughput(status: Mapping[str, Any] | None) -> dict[str, Any]:
     """What the query read on its owner: in all, and per second in its last micro-batch."""
     flows = _consumed(status)
@@ -330,7 +340,7 @@ def _list_entity(statement: st.ListObjects, image: Image, topics: Sequence[Topic
     if what == "QUERIES":
         return {**_base(statement, "queries"), "queries": [
             query_summary(image.queries[q], image, _status(query_status, q))
-            for q in sorted(image.queries)]}
+            for q in sorted(image.queries)] + push_query_summaries(query_status)}
     if what == "TYPES":
         return {**_base(statement, "type_list"), "types": {
             name: schema_json(image.types[name]) for name in sorted(image.types)}}

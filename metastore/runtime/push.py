@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+LISTED_TEXT_CHARS = 2_000
+"""The characters of a push query's statement its node lists for the service's other nodes."""
+
+
 @dataclass(frozen=True)
 class PushRow:
     """One row of a push query's result: its columns' values as a JSON array, encoded once on
@@ -83,8 +87,10 @@ class PushQuery:
     def __init__(self, query_id: str, columns: tuple[Column, ...], limit: int | None,
                  settings: PushSettings, checkpoint: Path,
                  on_close: Callable[[PushQuery], None], owner: str | None = None,
-                 client: str = "") -> None:
+                 client: str = "", statement_text: str = "") -> None:
         self.query_id = query_id
+        self.statement_text = statement_text
+        """The SELECT it runs, as its client sent it (what SHOW QUERIES lists)."""
         self.columns = columns
         self.limit = limit
         self.owner = owner
@@ -208,6 +214,14 @@ class PushQueries:
         with self._lock:
             return len(self._running)
 
+    def listing(self) -> dict[str, dict[str, Any]]:
+        """The running push queries by id, with their statement as SHOW QUERIES shows it (cut
+        at :data:`LISTED_TEXT_CHARS`: the listing travels in the node's heartbeats)."""
+        with self._lock:
+            running = list(self._running.values())
+        return {query.query_id: {"queryString": query.statement_text[:LISTED_TEXT_CHARS]}
+                for query in running if not query.closed}
+
     def active_spark_queries(self) -> int:
         """How many StreamingQueries the node's Spark runs, in all its sessions (-1 without
         Spark): Spark's shared state lists every active one."""
@@ -238,7 +252,7 @@ class PushQueries:
                                         "need it")
         checkpoint = self._root / query_id
         query = PushQuery(query_id, columns, limit, self._settings, checkpoint, self._forget,
-                          owner, client)
+                          owner, client, statement.text)
         with self._lock:
             if len(self._running) >= self._settings.max_queries:
                 raise PushQueryLimitError("Maximum number of push queries exceeded")

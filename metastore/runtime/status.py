@@ -4,7 +4,8 @@ The owner of a query knows its state first hand; it publishes the states of the 
 owns in its membership heartbeat (every 2 s). Any node, with or without Spark, merges the live
 heartbeats: a query claimed by a live node has that node as owner; a query nobody claims is
 PENDING (not started yet, or its owner died and the group has not moved its partition yet). A
-query PAUSEd in the log is PAUSED whatever its owner last reported.
+query PAUSEd in the log is PAUSED whatever its owner last reported. The push queries a node
+runs travel in its heartbeats too, so that every node lists them.
 While a partition moves, two nodes can both report a query for one heartbeat; the one running
 it wins.
 """
@@ -78,6 +79,24 @@ def merge(image: Image, claims: Iterable[Claim]) -> dict[str, Status]:
             status = {**status, "state": PAUSED}
         merged[query_id] = status
     return merged
+
+
+PUSH = "PUSH"
+
+
+def push_queries(claims: Iterable[Claim]) -> dict[str, Status]:
+    """Each push query a live node reports it runs (``claims`` of push query listings):
+    ``{queryType: PUSH, queryString, state, ownerNode, ownerHost, ownerUrl}``, by id. A push
+    query runs on the node its client asked, so one node claims it."""
+    found: dict[str, Status] = {}
+    for node_id, url, claimed in claims:
+        for query_id, listed in claimed.items():
+            if not isinstance(listed, Mapping) or query_id in found:
+                continue
+            found[query_id] = {"queryType": PUSH, "queryString": str(listed.get("queryString", "")),
+                               "state": RUNNING, "ownerNode": node_id,
+                               "ownerHost": urlsplit(url).netloc or node_id, "ownerUrl": url}
+    return dict(sorted(found.items()))
 
 
 def _count(reported: Any) -> int:

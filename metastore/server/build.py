@@ -160,14 +160,15 @@ def build(settings: ServerSettings) -> NodeServices:
     membership: Membership | None = None
 
     def cluster_queries() -> Mapping[str, Mapping[str, Any]]:
-        return _cluster_queries(node, settings.url, queries, membership)
+        return _cluster_queries(node, settings.url, queries, push, membership)
 
     node = Node(config, progress=log.info, admin=admin, projection=projection, queries=queries,
                 query_status=cluster_queries, explainer=explainer)
     membership = Membership(kafka, admin, config.service_id, config.node_id, settings.url,
                             lambda: (node.state.value, node.replica.position - 1),
                             queries=lambda: _local_queries(queries),
-                            stores=stores.positions if stores is not None else None)
+                            stores=stores.positions if stores is not None else None,
+                            push_queries=push.listing if push is not None else None)
     forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
                                membership.nodes, settings.forwarding)
     return NodeServices(settings, node, membership, projection, queries, push, stores,
@@ -364,16 +365,20 @@ def _local_queries(queries: QueryRunner | None) -> dict[str, Any]:
 
 
 def _cluster_queries(node: Node, url: str, queries: QueryRunner | None,
-                     membership: Membership | None) -> Mapping[str, Mapping[str, Any]]:
-    """Every query's state, owner and lag: this node's own view first, then live heartbeats."""
-    from metastore.runtime.status import Claim, merge
+                     push: PushQueries | None, membership: Membership | None,
+                     ) -> Mapping[str, Mapping[str, Any]]:
+    """Every query's state, owner and lag: this node's own view first, then live heartbeats;
+    and every push query running in the service, by the same ids (``queryType`` PUSH)."""
+    from metastore.runtime.status import Claim, merge, push_queries
 
-    claims = [Claim(node.config.node_id, url, _local_queries(queries))]
-    if membership is not None:
-        claims += [Claim(beat.node_id, beat.url, beat.queries)
-                   for beat, alive in membership.nodes()
-                   if alive and beat.node_id != node.config.node_id]
-    return merge(node.replica.image, claims)
+    here = node.config.node_id
+    peers = [beat for beat, alive in membership.nodes()
+             if alive and beat.node_id != here] if membership is not None else []
+    claims = [Claim(here, url, _local_queries(queries))]
+    claims += [Claim(beat.node_id, beat.url, beat.queries) for beat in peers]
+    pushed = [Claim(here, url, push.listing() if push is not None else {})]
+    pushed += [Claim(beat.node_id, beat.url, beat.push_queries) for beat in peers]
+    return {**push_queries(pushed), **merge(node.replica.image, claims)}
 
 
 class ShutdownSignals:

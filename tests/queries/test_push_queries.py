@@ -134,6 +134,44 @@ def test_query_stream_reads_earliest_when_asked_and_close_query_stops_it(
                "Spark to stop the query", interval=0.5)
 
 
+def test_show_queries_lists_push_queries_and_terminate_stops_one_from_any_node(
+        node: ServerProcess, server_factory: ServerFactory) -> None:
+    stream = create_stream(node)
+    insert(node, stream, (1, "x"))
+    peer = server_factory(service_id=node.service_id, node_id="push-peer")
+    text = f"SELECT * FROM {stream} EMIT CHANGES;"
+    body = {"sql": text, "properties": {"auto.offset.reset": "earliest"}}
+    for terminated_on in (node, peer):
+        with httpx.stream("POST", f"{node.url}/query-stream", json=body,
+                          timeout=120) as response:
+            lines = Lines(response)
+            query_id = json.loads(lines.next_data())["queryId"]
+            assert json.loads(lines.next_data()) == [1, "x"]
+
+            def listed(on: ServerProcess = terminated_on, query: str = query_id
+                       ) -> dict[str, Any] | None:
+                [entity] = ksql(on, "SHOW QUERIES;")
+                return next((q for q in entity["queries"] if q["id"] == query), None)
+
+            eventually(lambda: listed() is not None, 30,
+                       f"{terminated_on.node_id} to list the push query", interval=0.5)
+            assert listed(terminated_on) == {
+                "queryString": text, "sinks": [], "sinkKafkaTopics": [], "id": query_id,
+                "statusCount": {"RUNNING": 1}, "queryType": "PUSH", "state": "RUNNING",
+                "ownerNode": node.node_id}
+            assert ksql(terminated_on, f"TERMINATE {query_id};") == [{  # ids without case
+                "@type": "terminate_query", "statementText": f"TERMINATE {query_id};",
+                "queryId": query_id.upper(), "wasTerminated": True, "warnings": []}]
+            assert list(lines._lines) == []  # the response ends
+        eventually(lambda: gauge(node, "metastore_push_queries") == 0, 30,
+                   "the push query to stop", interval=0.5)
+        again = httpx.post(f"{terminated_on.url}/ksql", json={"ksql": f"TERMINATE {query_id};"},
+                           timeout=60)
+        assert again.status_code == 400 and again.json()["message"] in (
+            f"Unknown queryId: {query_id.upper()}",  # the heartbeats no longer list it
+            f"Failed to terminate query with query ID: '{query_id.upper()}'"), again.text
+
+
 def test_a_client_that_disconnects_stops_its_push_query(node: ServerProcess) -> None:
     stream = create_stream(node)
     baseline = gauge(node, "metastore_spark_streaming_queries")

@@ -206,7 +206,8 @@ def _ksql(server: ServerProcess, text: str, check: bool = True) -> list[dict[str
 
 def _listed(server: ServerProcess, kind: str) -> list[str]:
     [entity] = _ksql(server, f"SHOW {kind};")
-    return [str(item.get("id") or item["name"]) for item in entity[kind.lower()]]
+    return [str(item.get("id") or item["name"]) for item in entity[kind.lower()]
+            if item.get("queryType") != "PUSH"]  # a push query ends with its client
 
 
 def _sources(server: ServerProcess) -> list[tuple[str, str]]:

@@ -26,6 +26,7 @@ from metastore.server.http.answers import (
 from metastore.server.http.concurrency import Lane
 from metastore.server.http.context import ServerContext
 from metastore.server.http.forwarding import FORWARDED_BY, Forwarded, forwarded_budget
+from metastore.server.http.push_termination import push_query_named, terminate_push_query
 from metastore.sql import variables
 from metastore.sql.statements import InsertValues, PrintTopic, SelectStatement, Statement
 
@@ -51,7 +52,8 @@ def router(context: ServerContext) -> APIRouter:
         may_forward = FORWARDED_BY not in request.headers
         budget = None if may_forward else forwarded_budget(request.headers)
         return await context.threads.run(Lane.STATEMENTS, statements.execute_body, body,
-                                         credentials, may_forward, budget)
+                                         credentials, may_forward, budget,
+                                         context.gate.user_of(request))
 
     return api
 
@@ -65,18 +67,20 @@ class Statements:
         self._metrics = context.metrics
 
     def execute_body(self, body: bytes, credentials: Mapping[str, str],
-                     may_forward: bool, budget: float | None) -> Response:
+                     may_forward: bool, budget: float | None, user: str | None) -> Response:
         parsed = self._context.gate.parse_request(body)
         if isinstance(parsed, KsqlResponse):
             self._metrics.count_request("bad_request")
             return parsed
-        return self.execute(parsed, credentials, may_forward, budget)
+        return self.execute(parsed, credentials, may_forward, budget, user)
 
     def execute(self, body: KsqlRequest, credentials: Mapping[str, str],
-                may_forward: bool, budget: float | None = None) -> Response:
+                may_forward: bool, budget: float | None = None,
+                user: str | None = None) -> Response:
         """Answer a /ksql request; ``may_forward``: a write may go to the service's current
         writer (:mod:`metastore.server.http.forwarding`) with the client's ``credentials``;
-        ``budget``: the seconds a forwarded request may take here."""
+        ``budget``: the seconds a forwarded request may take here; ``user``: who asks (None
+        without authentication)."""
         started = time.perf_counter()
         try:  # ksqlDB checks the overrides before the statements: a bad request, 40000
             config = overrides.resolve(body.streamsProperties, strict=True).with_defaults(
@@ -91,6 +95,10 @@ class Statements:
             refused = self._refused(statements, body.ksql)
             if refused is not None:
                 return refused
+            push_query = push_query_named(self._context, statements)
+            if push_query is not None:
+                return terminate_push_query(self._context, *push_query, body, credentials,
+                                            user, may_forward)
             return self._write(body, statements, config, credentials, may_forward, budget,
                                started)
         except MetastoreError as error:
