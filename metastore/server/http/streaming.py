@@ -1,5 +1,5 @@
-"""Streamed query answers: push queries over ``POST /query`` and ``POST /query-stream``, pull
-queries over ``/query-stream``, and ``POST /close-query``, in ksqlDB's wire shapes.
+"""Query answers: push queries over ``POST /query`` and ``POST /query-stream``, pull
+queries over both, and ``POST /close-query``, in ksqlDB's wire shapes.
 
 - ``/query`` (ksqlDB's ``QueryStreamWriter``): a JSON array written as it grows, ``[`` then a
   ``header`` object, one ``row`` object per row (``"tombstone": true`` for a table's deleted
@@ -9,6 +9,11 @@ queries over ``/query-stream``, and ``POST /close-query``, in ksqlDB's wire shap
 - ``/query-stream`` (ksqlDB's ``DelimitedQueryStreamResponseWriter``, or the JSON writer when
   the client accepts ``application/json``): a metadata object (``queryId``, ``columnNames``,
   ``columnTypes``), then each row as a JSON array; tombstones are dropped, as ksqlDB drops them.
+
+A client that accepts ``application/vnd.ksql.v1+protobuf`` gets ``/query``'s shape from either
+endpoint, its header with ``protoSchema`` and its rows as ``protobufBytes``
+(:mod:`metastore.server.http.protobuf_rows`); one that accepts the delimited type gets
+``/query-stream``'s delimited shape from ``/query`` too (:class:`Shape`).
 
 ``/query`` also answers PRINT: the topic's records as ksqlDB's text lines (see
 :mod:`metastore.kafka.topic_printer`), a blank line after each second without any.
@@ -26,6 +31,7 @@ import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
+from enum import Enum
 from typing import Any
 
 import anyio
@@ -41,7 +47,10 @@ from metastore.runtime.push import PushQuery, PushRow
 from metastore.server.http import error_codes as codes
 from metastore.server.http.concurrency import Lane, LaneThreads
 from metastore.server.http.http_limits import HttpLimits, decode_json
+from metastore.server.http.protobuf_rows import MEDIA_TYPE as PROTOBUF
+from metastore.server.http.protobuf_rows import ProtobufRows, wants_protobuf
 from metastore.spark.query import QueryResult
+from metastore.sql.parser import parse_type
 
 WRITE_TIMEOUT_SECONDS = 60.0
 """How long a streamed answer waits for its client to take a chunk before it ends."""
@@ -49,6 +58,7 @@ HEARTBEAT_SECONDS = 1.0
 """How long ``/query`` waits for rows before it writes a bare newline (ksqlDB's
 ``disconnectCheckInterval``)."""
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
+KSQL_V1_JSON = "application/vnd.ksql.v1+json"
 JSON_LINES_BREAK = b",\n"
 
 _log = logging.getLogger(__name__)
@@ -157,16 +167,20 @@ def schema_text(query: PushQuery) -> str:
     return ", ".join(f"`{c.name}` {c.type.sql()}" for c in query.columns)
 
 
-async def v1_chunks(query: PushQuery, threads: LaneThreads) -> AsyncIterator[bytes]:
-    """A push query's answer in ``/query``'s shape (ksqlDB's QueryStreamWriter)."""
-    yield b"[" + _json({"header": {"queryId": query.query_id,
-                                   "schema": schema_text(query)}}) + JSON_LINES_BREAK
+async def v1_chunks(query: PushQuery, threads: LaneThreads,
+                    protobuf: ProtobufRows | None = None) -> AsyncIterator[bytes]:
+    """A push query's answer in ``/query``'s shape (ksqlDB's QueryStreamWriter); with
+    ``protobuf``, its rows as Protobuf messages (:mod:`~metastore.server.http.protobuf_rows`)."""
+    header = {"header": {"queryId": query.query_id, "schema": schema_text(query)}} \
+        if protobuf is None else protobuf.header(query.query_id, schema_text(query))
+    yield b"[" + _json(header) + JSON_LINES_BREAK
+    written = row_json if protobuf is None else _protobuf_row(protobuf)
     left = query.limit
     async for rows in batches(query, HEARTBEAT_SECONDS, threads):
         if not rows:
             yield b"\n"
             continue
-        yield b"".join(row_json(row) + JSON_LINES_BREAK
+        yield b"".join(written(row) + JSON_LINES_BREAK
                        for row in (rows[:left] if left is not None else rows))
         if left is not None:
             left -= min(left, len(rows))
@@ -183,6 +197,26 @@ def row_json(row: PushRow) -> bytes:
     """A push query's row as ksqlDB's ``StreamedRow`` (``/query``, ``/ws/query``)."""
     return (b'{"row":{"columns":' + row.columns
             + (b',"tombstone":true}}' if row.tombstone else b"}}"))
+
+
+def _protobuf_row(protobuf: ProtobufRows) -> Callable[[PushRow], bytes]:
+    """A push query's row as a Protobuf ``StreamedRow`` (a table's deleted row keeps its JSON
+    columns and ``tombstone``, as no message of the schema says it)."""
+    def written(row: PushRow) -> bytes:
+        if row.tombstone:
+            return row_json(row)
+        return _json(protobuf.row(json.loads(row.columns)))
+
+    return written
+
+
+def pull_v1_body(result: QueryResult, protobuf: ProtobufRows | None) -> list[dict[str, Any]]:
+    """A pull query's answer in ``/query``'s shape (``protobuf``: its rows as messages)."""
+    if protobuf is None:
+        return [{"header": {"queryId": result.query_id, "schema": result.schema}},
+                *({"row": {"columns": row}} for row in result.rows)]
+    return [protobuf.header(result.query_id, result.schema),
+            *(protobuf.row(row) for row in result.rows)]
 
 
 def metadata(query_id: str, names: list[str], types: list[str]) -> dict[str, Any]:
@@ -260,6 +294,42 @@ def pull_stream_body(result: QueryResult, delimited: bool) -> bytes:
     if delimited:
         return b"".join([head + b"\n", *(_json(row) + b"\n" for row in result.rows)])
     return b"[" + b",".join([head, *(_json(row) for row in result.rows)]) + b"]"
+
+
+class Shape(Enum):
+    """The wire shape of a query's answer, by the media type its client accepts."""
+
+    V1 = KSQL_V1_JSON
+    """``/query``'s ``StreamedRow`` array, rows as JSON columns."""
+    PROTOBUF = PROTOBUF
+    """The ``StreamedRow`` array, rows as Protobuf messages (``/query`` and ``/query-stream``)."""
+    DELIMITED = DELIMITED
+    """``/query-stream``'s metadata line, then a JSON array per line."""
+    JSON = "application/json"
+    """``/query-stream``'s metadata and rows as one JSON array."""
+
+    @property
+    def media_type(self) -> str:
+        return str(self.value)
+
+
+def shape_of(request: Request, query_endpoint: bool) -> Shape:
+    """The shape a request's ``Accept`` header asks of ``/query`` (``query_endpoint``) or
+    ``/query-stream``, as ksqlDB's routes pick their writer."""
+    accept = request.headers.get("accept", "")
+    if wants_protobuf(accept):
+        return Shape.PROTOBUF
+    if query_endpoint:
+        return Shape.DELIMITED if DELIMITED in accept else Shape.V1
+    return Shape.DELIMITED if wants_delimited(request) else Shape.JSON
+
+
+def protobuf_rows(started: QueryResult | PushQuery) -> ProtobufRows:
+    """The Protobuf schema of a query's columns; ValueError when one cannot be a field."""
+    if isinstance(started, PushQuery):
+        return ProtobufRows.of([(column.name, column.type) for column in started.columns])
+    return ProtobufRows.of([(name, parse_type(text))
+                            for name, text in zip(started.names, started.types, strict=True)])
 
 
 def wants_delimited(request: Request) -> bool:

@@ -18,7 +18,6 @@ from metastore.runtime.push import PushQuery
 from metastore.server.http import error_codes as codes
 from metastore.server.http import streaming
 from metastore.server.http.answers import (
-    KSQL_MEDIA_TYPE,
     KsqlRequest,
     KsqlResponse,
     error_response,
@@ -26,6 +25,7 @@ from metastore.server.http.answers import (
 )
 from metastore.server.http.concurrency import Lane, client_of
 from metastore.server.http.context import ServerContext
+from metastore.server.http.protobuf_rows import MEDIA_TYPE as PROTOBUF_MEDIA_TYPE
 from metastore.spark.exceptions import SparkUnavailableError, UnsupportedQueryError
 from metastore.spark.query import QueryResult
 from metastore.sql import variables
@@ -46,7 +46,8 @@ def router(context: ServerContext) -> APIRouter:
         if isinstance(body, KsqlResponse):
             return body
         return await context.threads.run(Lane.QUERIES, queries.query, body, gate.user_of(request),
-                                         client_of(request.scope, with_auth))
+                                         client_of(request.scope, with_auth),
+                                         streaming.shape_of(request, query_endpoint=True))
 
     @api.post("/query-stream")
     async def query_stream(request: Request) -> Response:
@@ -54,7 +55,7 @@ def router(context: ServerContext) -> APIRouter:
         if isinstance(body, KsqlResponse):
             return body
         return await context.threads.run(Lane.QUERIES, queries.query_stream, body,
-                                         streaming.wants_delimited(request),
+                                         streaming.shape_of(request, query_endpoint=False),
                                          gate.user_of(request),
                                          client_of(request.scope, with_auth))
 
@@ -101,7 +102,8 @@ class Queries:
         self._write_timeout = context.limits.stream_write_timeout_seconds
         self._prints = context.prints
 
-    def query(self, body: bytes, user: str | None, client: str) -> Response:
+    def query(self, body: bytes, user: str | None, client: str,
+              shape: streaming.Shape = streaming.Shape.V1) -> Response:
         parsed = self._context.gate.parse_request(body)
         if isinstance(parsed, KsqlResponse):
             return parsed
@@ -114,12 +116,32 @@ class Queries:
                                                                     self._threads),
                                              "text/plain", started.close, self._threads,
                                              self._write_timeout)
+        return self._answer(started, shape, parsed.ksql)
+
+    def _answer(self, started: QueryResult | PushQuery, shape: streaming.Shape,
+                text: str) -> Response:
+        """A query's answer in the ``shape`` its client accepts."""
+        try:
+            protobuf = streaming.protobuf_rows(started) if shape is streaming.Shape.PROTOBUF \
+                else None
+        except ValueError as error:
+            if isinstance(started, PushQuery):
+                started.close()
+            return error_response(codes.BAD_REQUEST, f"The query's rows cannot be answered "
+                                  f"as {PROTOBUF_MEDIA_TYPE}: {error}", text)
         if isinstance(started, PushQuery):
-            return streaming.ChunkedResponse(streaming.v1_chunks(started, self._threads),
-                                             KSQL_MEDIA_TYPE, started.close, self._threads,
-                                             self._write_timeout)
-        header = {"header": {"queryId": started.query_id, "schema": started.schema}}
-        return KsqlResponse([header, *({"row": {"columns": row}} for row in started.rows)])
+            if shape in (streaming.Shape.DELIMITED, streaming.Shape.JSON):
+                chunks = streaming.stream_chunks(started, shape is streaming.Shape.DELIMITED,
+                                                 self._threads)
+            else:
+                chunks = streaming.v1_chunks(started, self._threads, protobuf)
+            return streaming.ChunkedResponse(chunks, shape.media_type, started.close,
+                                             self._threads, self._write_timeout)
+        if shape in (streaming.Shape.DELIMITED, streaming.Shape.JSON):
+            return Response(streaming.pull_stream_body(started, shape is streaming.Shape.DELIMITED),
+                            media_type=shape.media_type)
+        return KsqlResponse(streaming.pull_v1_body(started, protobuf),
+                            media_type=shape.media_type)
 
     def start_any(self, parsed: KsqlRequest, user: str | None, client: str) -> Started:
         """The query of a ``/query`` or ``/ws/query`` request, started (a pull query run)."""
@@ -133,26 +155,22 @@ class Queries:
             return self._start_push(statement, config, user, client)
         return self._run_pull(statement, config)
 
-    def query_stream(self, body: bytes, delimited: bool, user: str | None,
+    def query_stream(self, body: bytes, shape: streaming.Shape, user: str | None,
                      client: str) -> Response:
         parsed = streaming.parse_body(streaming.QueryStreamRequest, body, self._context.limits)
         if isinstance(parsed, str):
             return error_response(codes.BAD_REQUEST, parsed)
         assert isinstance(parsed, streaming.QueryStreamRequest)
-        media_type = streaming.DELIMITED if delimited else "application/json"
         try:
             statement, config = self._prepare(parsed.sql, parsed.properties,
                                               parsed.sessionVariables)
             assert isinstance(statement, SelectStatement)
-            if statement.query.emit_changes:
-                push = self._start_push(statement, config, user, client)
-                return streaming.ChunkedResponse(
-                    streaming.stream_chunks(push, delimited, self._threads), media_type,
-                    push.close, self._threads, self._write_timeout)
-            result = self._run_pull(statement, config)
+            started: QueryResult | PushQuery = (
+                self._start_push(statement, config, user, client)
+                if statement.query.emit_changes else self._run_pull(statement, config))
         except MetastoreError as error:
             return failure(error, parsed.sql)
-        return Response(streaming.pull_stream_body(result, delimited), media_type=media_type)
+        return self._answer(started, shape, parsed.sql)
 
     @staticmethod
     def _prepare(text: str, properties: Mapping[str, Any], session_variables: Mapping[str, Any],
