@@ -27,7 +27,12 @@ def ksql(server: ServerProcess, text: str) -> list[dict[str, Any]]:
 
 
 def query(server: ServerProcess, text: str) -> tuple[str, list[list[Any]]]:
-    response = httpx.post(f"{server.url}/query", json={"ksql": text}, timeout=120)
+    """A pull query's schema and rows; asked again after a 408: a node's first Spark jobs,
+    on a machine running the whole suite, can outlast the 30 s a pull query may take."""
+    for _ in range(3):
+        response = httpx.post(f"{server.url}/query", json={"ksql": text}, timeout=120)
+        if response.status_code != 408:
+            break
     assert response.status_code == 200, response.text
     header, *rows = response.json()
     return header["header"]["schema"], sorted(row["row"]["columns"] for row in rows)
