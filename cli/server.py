@@ -105,6 +105,10 @@ def server(
              "ksql.logging.processing.topic.name, .topic.auto.create, .topic.partitions, "
              ".topic.replication.factor, .stream.auto.create, .stream.name, .rows.include; "
              "repeatable.")] = None,
+    queries_file: Annotated[Path | None, Opt(
+        help="Headless mode (ksqlDB's ksql.queries.file): write this file's statements to the "
+             "command log once for the service, and serve no statements or queries over REST. "
+             "Start every node of the service with the same file.")] = None,
     config: Annotated[Path | None, Opt(envvar="METASTORE_CONFIG",
                                        help="TOML file with any of these settings.")] = None,
     fault_injection: Annotated[str | None, Opt(hidden=True)] = None,
@@ -129,7 +133,7 @@ def server(
         "checkpoint_every_records": checkpoint_every_records,
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
         "auth_file": auth_file, "function_modules": function_module or None,
-        "schema_registry_url": schema_registry_url,
+        "schema_registry_url": schema_registry_url, "queries_file": queries_file,
     }
     tables = {"kafka": _pairs(kafka, "--kafka"), "spark_conf": _pairs(spark_conf, "--spark-conf"),
               "limits": _pairs(limit, "--limit"),

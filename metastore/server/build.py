@@ -95,15 +95,22 @@ class NodeServices:
         return create_app(self.node, auth=self.auth, url=self.settings.url,
                           membership=self.membership, query_runner=self.pull_query,
                           limits=self.settings.http, push_queries=self.push_queries,
-                          table_stores=self.table_stores, forwarder=self.forwarder)
+                          table_stores=self.table_stores, forwarder=self.forwarder,
+                          headless=str(self.settings.queries_file)
+                          if self.settings.queries_file is not None else None)
 
     def start(self) -> None:
-        """Check Kafka and the command topic, replay, then project, run queries, heartbeat."""
+        """Check Kafka and the command topic, replay, then project, run queries, heartbeat;
+        in headless mode, write the queries file (the node does not start when it cannot)."""
         self.node.start()
         self.membership.start()
         if self.liveness is not None:
             self.liveness.start()
         self._create_processing_log()
+        if self.settings.queries_file is not None:
+            from metastore.server.headless import run_queries_file
+
+            run_queries_file(self.node, self.settings.queries_file)
 
     def _create_processing_log(self) -> None:
         """The processing log's topic and stream, when the settings say to create them (as

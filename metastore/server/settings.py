@@ -103,6 +103,9 @@ class ServerSettings:
     advertised_url: str | None = None
     """The URL other nodes and clients reach this node at (heartbeats, forwarded writes,
     /clusterStatus); None: ``http://<host>:<port>`` of the listen address."""
+    queries_file: Path | None = None
+    """Headless mode's file of statements (ksqlDB's ``ksql.queries.file``): written to the log
+    once, and no statement or query served (:mod:`metastore.server.headless`)."""
 
     @property
     def url(self) -> str:
@@ -155,7 +158,8 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           query_retry=_query_retry(given),
                           error_classifier=_error_classifier(given),
                           sink_producer=_sink_producer(given),
-                          advertised_url=_advertised(given.get("advertised_url")))
+                          advertised_url=_advertised(given.get("advertised_url")),
+                          queries_file=_queries_file(given))
 
 
 def _registry_url(value: Any) -> str | None:
@@ -193,6 +197,20 @@ QUERY_RETRY = frozenset(query_health.PROPERTIES)
 processing log's."""
 
 
+QUERIES_FILE_PROPERTY = "ksql.queries.file"
+"""ksqlDB's property of headless mode's file (``queries_file`` wins, as ``--queries-file``)."""
+
+
+def _queries_file(given: Mapping[str, Any]) -> Path | None:
+    chosen = given.get("queries_file") or _ksql_properties(given).get(QUERIES_FILE_PROPERTY)
+    if not chosen:
+        return None
+    path = Path(str(chosen))
+    if not path.is_file():
+        raise SettingsError("queries_file", f"{path} is not a file")
+    return path
+
+
 def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
     """The ``ksql_properties`` table (TOML booleans as ksqlDB writes them)."""
     return {str(name): str(value).lower() if isinstance(value, bool) else str(value)
@@ -201,7 +219,7 @@ def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
 
 def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
     properties = {name: value for name, value in _ksql_properties(given).items()
-                  if name not in QUERY_DEFAULTS | QUERY_RETRY
+                  if name not in QUERY_DEFAULTS | QUERY_RETRY | {QUERIES_FILE_PROPERTY}
                   and not name.startswith((error_types.REGEX_PREFIX, SINK_PRODUCER_PREFIX))}
     try:
         return ProcessingLogSettings.of(properties)
@@ -271,7 +289,7 @@ _KNOWN = frozenset({
     "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds", "advertised_url",
     "checkpoint_every_records",
     "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
-    "function_modules", "schema_registry_url", "ksql_properties",
+    "function_modules", "schema_registry_url", "ksql_properties", "queries_file",
 })
 
 

@@ -47,11 +47,14 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                limits: HttpLimits | None = None,
                push_queries: PushQueries | None = None,
                table_stores: TableStores | None = None,
-               forwarder: WriteForwarder | None = None) -> FastAPI:
+               forwarder: WriteForwarder | None = None,
+               headless: str | None = None) -> FastAPI:
+    """``headless``: the queries file of a node in headless mode, which serves no statements
+    or queries (:mod:`metastore.server.headless`)."""
     app = FastAPI(title="metastore", version=__version__,
                   description="A ksqlDB-compatible REST API over a replicated command log.")
     limits = limits or HttpLimits()
-    gate = RequestGate(limits, auth)
+    gate = RequestGate(limits, auth, headless)
     context = ServerContext(
         node=node, gate=gate, limits=limits, metrics=NodeMetrics(),
         threads=LaneThreads({Lane.HEALTH: limits.health_threads,

@@ -30,24 +30,41 @@ UNAUTHENTICATED_PATHS = frozenset({"/healthcheck", "/chc/live", "/chc/ready", "/
                                    "/v1/metadata/id"})
 """Load balancers and orchestrators probe health, and read the server's metadata, without
 credentials (ksqlDB's skipped paths, and its probes)."""
+INTERACTIVE_PATHS = frozenset({"/ksql", "/query", "/query-stream", "/close-query",
+                               "/inserts-stream", "/ws/query"})
+"""What a node in headless mode does not serve: statements and queries (its health, status
+and metrics stay)."""
 INSERTS_STREAM_PATH = "/inserts-stream"
 """Its body is not bounded as a whole: it streams rows, each bounded on its own."""
 
 
 class RequestGate:
     """The checks of a request before its route, and the reading of its body, under ``limits``;
-    ``auth``: the users (None: every request is let in)."""
+    ``auth``: the users (None: every request is let in); ``headless``: the queries file a node
+    in headless mode runs (None: the node is interactive)."""
 
-    def __init__(self, limits: HttpLimits, auth: BasicAuth | None) -> None:
+    def __init__(self, limits: HttpLimits, auth: BasicAuth | None,
+                 headless: str | None = None) -> None:
         self.limits = limits
         self.auth = auth
+        self.headless = headless
         self._logins = LoginThrottle(limits.max_failed_logins, limits.failed_login_window_seconds,
                                      limits.login_lockout_seconds, limits.max_tracked_clients,
                                      limits.max_failed_users_per_address)
 
     def refuse(self, request: Request) -> KsqlResponse | None:
         """The answer refusing ``request`` before its body is read, or None."""
-        return self.authenticate(request) or self.check_length(request)
+        return self.authenticate(request) or self.refuse_interactive(request) \
+            or self.check_length(request)
+
+    def refuse_interactive(self, request: HTTPConnection) -> KsqlResponse | None:
+        """A statement or query sent to a node in headless mode: refused, as the node runs
+        its queries file only."""
+        if self.headless is None or request.url.path not in INTERACTIVE_PATHS:
+            return None
+        return generic_error(403, codes.FORBIDDEN, f"This node runs in headless mode, from the "
+                             f"queries file {self.headless}: interactive statements and "
+                             "queries are disabled.")
 
     def authenticate(self, request: HTTPConnection) -> KsqlResponse | None:
         """Refuse a request without valid credentials; count and limit failed logins.
