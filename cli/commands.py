@@ -1,9 +1,9 @@
-"""Client commands: exec, run-script, shell, describe, list, status."""
+"""Client commands: exec, run-script, describe, list, query, status (and ``shell``, from
+:mod:`cli.shell`)."""
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -11,28 +11,21 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from cli.client import ClientError, KsqlClient, StatementFailedError, server_url
+from cli.options import Json, Property, Server, User, basic_auth
 from cli.output import print_json, print_table
 from cli.render import render_entity
+from cli.shell import main as shell_main
+from cli.shell.script import ScriptError, read_script
 from cli.stream import print_lines, print_rows
 
 T = TypeVar("T")
-Server = Annotated[str | None, typer.Option("--server", "-s", envvar="METASTORE_SERVER",
-                                            help="Node URL (default http://127.0.0.1:8088).")]
-Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-User = Annotated[str | None, typer.Option("--user", "-u", envvar="METASTORE_USER",
-                                          help="USER:PASSWORD for HTTP basic auth.")]
-Property = Annotated[list[str] | None, typer.Option(
-    "--property", "-p", help="A ksqlDB configuration override NAME=VALUE for the request "
-    "(streamsProperties), e.g. ksql.persistence.default.format.value=JSON (repeatable).")]
+shell = shell_main.shell
+"""``metastore shell``, registered by :mod:`cli.main` with the commands here."""
 
 
 @contextlib.contextmanager
 def connected(server: str | None, user: str | None) -> Iterator[KsqlClient]:
-    auth = None
-    if user:
-        name, _, password = user.partition(":")
-        auth = (name, password)
-    client = KsqlClient(server_url(server), auth=auth)
+    client = KsqlClient(server_url(server), auth=basic_auth(user))
     try:
         yield client
     finally:
@@ -81,25 +74,6 @@ def exec_(sql: Annotated[str, typer.Argument(help="Statements, each ending in ';
     with connected(server, user) as client:
         show(run_or_exit(lambda: client.ksql(sql, command_sequence_number,
                                              properties=properties)), json_output)
-
-
-RUN_SCRIPT = re.compile(r"\s*RUN\s+SCRIPT\s+'((?:[^']|'')*)'\s*;\s*", re.IGNORECASE)
-"""ksqlDB CLI's ``RUN SCRIPT '<path>';``."""
-MAX_SCRIPT_BYTES = 1 << 20
-"""A node refuses a larger request anyway (its body limit)."""
-
-
-class ScriptError(Exception):
-    """A script file that cannot be read."""
-
-
-def read_script(file: Path) -> str:
-    try:
-        if file.stat().st_size > MAX_SCRIPT_BYTES:
-            raise ScriptError(f"{file} is larger than {MAX_SCRIPT_BYTES} bytes")
-        return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScriptError(f"cannot read {file}: {error}") from error
 
 
 def run_script(file: Annotated[Path, typer.Argument(help="A .sql file.")], server: Server = None,
@@ -206,89 +180,3 @@ def _queries_or_none(client: KsqlClient) -> list[dict[str, Any]] | None:
     except (StatementFailedError, ClientError, ValueError):
         return None
     return list(listed.get("queries") or [])
-
-
-class ShellSession:
-    """What a shell keeps between requests, as ksqlDB's CLI does: the variables DEFINE and
-    UNDEFINE leave, sent as ``sessionVariables``, and the properties SET and UNSET leave, sent as
-    ``streamsProperties``."""
-
-    def __init__(self) -> None:
-        self.variables: dict[str, str] = {}
-        self.properties: dict[str, Any] = {}
-
-    def query_kind(self, text: str) -> str | None:
-        """``"select"`` or ``"print"`` when ``text`` is one SELECT or PRINT, which ksqlDB's CLI
-        sends to the query endpoint, not to /ksql; else None."""
-        return query_kind(text, self.variables)
-
-    def update(self, text: str) -> None:
-        """Take the session statements of ``text``, a request the node accepted."""
-        from metastore.core.exceptions import MetastoreError
-        from metastore.sql import statements as st
-        from metastore.sql.variables import Variables, parse_request
-
-        try:
-            statements = parse_request(text, self.variables)
-        except MetastoreError:
-            return
-        known = Variables(self.variables)
-        for statement in statements:
-            if isinstance(statement, st.DefineVariable):
-                known.define(statement.name, statement.value)
-            elif isinstance(statement, st.UndefineVariable):
-                known.undefine(statement.name)
-            elif isinstance(statement, st.SetProperty) and statement.value is not None:
-                self.properties[statement.name] = statement.value
-            elif isinstance(statement, st.SetProperty):
-                self.properties.pop(statement.name, None)
-        self.variables = dict(known.items())
-
-
-def shell(server: Server = None, user: User = None) -> None:
-    """An interactive session: statements end with ';', 'exit' or Ctrl-D leaves."""
-    import readline
-
-    history = Path.home() / ".metastore_history"
-    with contextlib.suppress(OSError):
-        readline.read_history_file(history)
-    with connected(server, user) as client:
-        typer.echo(f"Connected to {client.url}. End statements with ';'. 'exit' to leave.")
-        buffer: list[str] = []
-        session = ShellSession()
-        while True:
-            try:
-                line = input("metastore> " if not buffer else "        -> ")
-            except (EOFError, KeyboardInterrupt):
-                typer.echo("")
-                break
-            if not buffer and line.strip().lower() in ("exit", "quit", "exit;", "quit;"):
-                break
-            buffer.append(line)
-            text = "\n".join(buffer).strip()
-            if not text.endswith(";"):
-                continue
-            buffer = []
-            try:
-                script = RUN_SCRIPT.fullmatch(text)
-                if script is not None:  # as ksqlDB's CLI: the file's statements, one request
-                    text = read_script(Path(script.group(1).replace("''", "'")))
-                kind = session.query_kind(text)
-                if kind == "print":
-                    print_lines(client.print_topic(text, session.properties, session.variables),
-                                json_output=False)
-                    continue
-                if kind == "select":
-                    print_rows(client.stream_query(text, session.properties, session.variables),
-                               json_output=False)
-                    continue
-                for entity in client.ksql(text, properties=session.properties,
-                                          variables=session.variables):
-                    render_entity(entity)
-                session.update(text)
-            except StatementFailedError as error:
-                typer.echo(f"Error {error.error_code}: {error.message}")
-            except (ClientError, ScriptError) as error:
-                typer.echo(f"Error: {error}")
-    with contextlib.suppress(OSError):
-        readline.write_history_file(history)

@@ -11,41 +11,72 @@ from typing import Any
 
 import typer
 
+from cli.output import fitted_widths, table_line, table_row, table_width
+
 MIN_WIDTH = 12
 
 
-def print_rows(items: Iterator[Any], json_output: bool) -> int:
-    """Print a streamed query (metadata first, then rows) until it ends or Ctrl-C; the number
-    of rows printed."""
-    count = 0
-    widths: list[int] = []
+def print_rows(items: Iterator[Any], json_output: bool, row_limit: int | None = None) -> int:
+    """Print a streamed query (metadata first, then rows) until it ends, ``row_limit`` rows were
+    printed, or Ctrl-C; the number of rows printed."""
+    table = _StreamedTable()
     try:
         for item in items:
             if json_output:
                 sys.stdout.write(json.dumps(item) + "\n")
                 sys.stdout.flush()
-                count += isinstance(item, list)
-                continue
-            if isinstance(item, dict) and "columnNames" in item:
-                names = [str(name) for name in item["columnNames"]]
-                widths = [max(len(name), MIN_WIDTH) for name in names]
-                _line(widths)
-                _cells(names, widths)
-                _line(widths)
-            elif isinstance(item, list):
-                _cells(["null" if c is None else _text(c) for c in item], widths)
-                count += 1
+            else:
+                table.show(item)
+            table.count += isinstance(item, list)
+            if row_limit is not None and table.count >= row_limit:
+                break
+        else:
+            if not json_output:
+                typer.echo(table_line(table.widths))
+                typer.echo(f"{table.count} row(s)")
+            return table.count
     except KeyboardInterrupt:
-        items_close = getattr(items, "close", None)
-        if items_close is not None:
-            items_close()
-        if not json_output:
-            typer.echo("Query terminated")
-        return count
+        pass
+    close = getattr(items, "close", None)
+    if close is not None:
+        close()
     if not json_output:
-        _line(widths)
-        typer.echo(f"{count} row(s)")
-    return count
+        typer.echo("Query terminated")
+    return table.count
+
+
+class _StreamedTable:
+    """A table printed row by row: its widths are fixed by the header (fitted to the width of
+    :func:`cli.output.tables_within`, whose cells wrap)."""
+
+    def __init__(self) -> None:
+        self.widths: list[int] = []
+        self.count = 0
+        self.wrap = table_width() is not None
+
+    def show(self, item: Any) -> None:
+        if isinstance(item, dict) and "columnNames" in item:
+            names = [str(name) for name in item["columnNames"]]
+            self.widths = _widths(names, table_width())
+            typer.echo(table_line(self.widths))
+            self._cells(names)
+            typer.echo(table_line(self.widths))
+        elif isinstance(item, list):
+            self._cells(["null" if c is None else _text(c) for c in item])
+
+    def _cells(self, cells: list[str]) -> None:
+        typer.echo("\n".join(table_row(cells, self.widths, self.wrap)))
+        sys.stdout.flush()
+
+
+def _widths(names: list[str], width: int | None) -> list[int]:
+    """The columns' widths: each as wide as its name (at least :data:`MIN_WIDTH`); within a
+    width, an equal share of it, as ksqlDB's console shares it (rows are not known yet)."""
+    natural = [max(len(name), MIN_WIDTH) for name in names]
+    if width is None or not names:
+        return natural
+    share = (width - 3 * len(names) - 1) // len(names)
+    return fitted_widths([max(w, share) for w in natural], width)
 
 
 def print_lines(lines: Iterator[str], json_output: bool) -> int:
@@ -68,13 +99,3 @@ def print_lines(lines: Iterator[str], json_output: bool) -> int:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
-
-
-def _line(widths: list[int]) -> None:
-    typer.echo("+" + "+".join("-" * (w + 2) for w in widths) + "+")
-
-
-def _cells(cells: list[str], widths: list[int]) -> None:
-    padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=False)]
-    typer.echo("| " + " | ".join(padded) + " |")
-    sys.stdout.flush()

@@ -1,18 +1,31 @@
-"""The metastore CLI against a real node: output, --json, exit codes, log dump and verify."""
+"""The metastore CLI against a real node: output, --json, exit codes, log dump and verify, and
+the shell as ksqlDB's CLI (-e, -f, SPOOL, OUTPUT, SERVER, HISTORY)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 
+UNREACHABLE = "http://127.0.0.1:1"
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+
+def cli(*args: str, stdin: str | None = None,
+        history: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``history``: the shell's history file (else the user's own)."""
+    env = None if history is None else {**os.environ, "METASTORE_HISTORY_FILE": str(history)}
     return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True,
-                          text=True, timeout=120, input=stdin, check=False)
+                          text=True, timeout=120, input=stdin, check=False, env=env)
+
+
+def stream_ddl(name: str) -> str:
+    return (f"CREATE STREAM {name} (ID INT KEY, V STRING) WITH (KAFKA_TOPIC='{name.lower()}', "
+            "VALUE_FORMAT='JSON', PARTITIONS=1);")
 
 
 def test_exec_list_describe_status(server: ServerProcess, tmp_path: Path) -> None:
@@ -103,3 +116,73 @@ def test_a_query_command_in_the_log_carries_the_plan_every_node_runs(
     assert plan["plan"]["@"] == "QueryPlan" and plan["plan"]["topic"] == "planned-cli"
     assert "pl-cli" in [step.get("topic") for step in plan["plan"]["steps"]]
     assert record["command"]["querySql"].startswith("SELECT ID, V FROM PL WHERE")
+
+
+def test_shell_file_stops_at_the_first_failure_and_execute_runs_each_statement(
+        plain_node: ServerProcess, tmp_path: Path) -> None:
+    first, second = unique("SHF").upper().replace("-", "_"), unique("SHG").upper().replace("-", "_")
+    script = tmp_path / "script.sql"
+    script.write_text(f"{stream_ddl(first)}\nDROP STREAM NOPE_{first};\n{stream_ddl(second)}\n")
+    failed = cli("shell", "-s", plain_node.url, "-f", str(script))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "Stream created" in failed.stdout and f"NOPE_{first}" in failed.stdout
+
+    shown = cli("shell", "-s", plain_node.url, "-e", f"SHOW STREAMS; DESCRIBE {first}")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert first in shown.stdout and second not in shown.stdout
+    assert "Key format" in shown.stdout
+
+
+def test_shell_commands_spool_output_server_history(plain_node: ServerProcess,
+                                                    tmp_path: Path) -> None:
+    name = unique("SHC").upper().replace("-", "_")
+    spool = tmp_path / "spooled.txt"
+    session = cli("shell", "-s", plain_node.url, history=tmp_path / "history", stdin="\n".join([
+        f"spool '{spool}'", "SET 'auto.offset.reset' = 'earliest';", stream_ddl(name),
+        "OUTPUT JSON", f"DESCRIBE {name};", "spool off", "output", f"SERVER {UNREACHABLE}",
+        "SHOW STREAMS;", f"server {plain_node.url}", "server", "HISTORY", "exit", ""]))
+    assert session.returncode == 0, session.stderr
+    out = session.stdout
+    assert "Successfully changed local property 'auto.offset.reset' to 'earliest'." in out
+    assert "Output format set to JSON" in out and "Current output format: JSON" in out
+    assert f"Server now: {UNREACHABLE}" in out
+    assert f"Remote server at {UNREACHABLE} does not appear to be a valid" in out
+    assert f"Error: cannot reach {UNREACHABLE}" in out
+    assert out.count(f"Server now: {plain_node.url}\n") == 1
+    assert f"\nmetastore> {plain_node.url}\n" in out
+    assert f"   1: spool '{spool}'" in out and "  12: HISTORY" in out
+    spooled = spool.read_text()
+    assert f"metastore> {stream_ddl(name)}\nStream created" in spooled
+    described = json.loads(spooled[spooled.index("["):spooled.rindex("]") + 1])
+    assert described[0]["sourceDescription"]["name"] == name
+    assert "metastore> spool off" in spooled and "Current output format" not in spooled
+
+
+def test_shell_names_an_unreachable_server() -> None:
+    result = cli("shell", "-s", UNREACHABLE, "-e", "SHOW STREAMS")
+    assert result.returncode == 2
+    assert f"Remote server at {UNREACHABLE} does not appear to be a valid" in result.stdout
+    assert f"Error: cannot reach {UNREACHABLE}" in result.stdout
+
+
+def test_shell_file_runs_a_push_query_to_its_limit_between_statements(
+        spark_node: ServerProcess, tmp_path: Path) -> None:
+    name = unique("SHQ").upper().replace("-", "_")
+    config = tmp_path / "cli.properties"
+    config.write_text("# read the stream from its start\nauto.offset.reset=earliest\n")
+    script = tmp_path / "script.sql"
+    script.write_text(f"{stream_ddl(name)}\n"
+                      "INSERT INTO ${s} (ID, V) VALUES (1, 'one');\n"
+                      "INSERT INTO ${s} (ID, V) VALUES (2, 'two');\n"
+                      "INSERT INTO ${s} (ID, V) VALUES (3, 'three');\n"
+                      "SELECT ID, V FROM ${s} EMIT CHANGES LIMIT 2;\n"
+                      "DESCRIBE ${s};\n")
+    ran = cli("shell", "-s", spark_node.url, "-f", str(script), "--define", f"s={name}",
+              "--config-file", str(config), "--query-timeout", "90000")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = ran.stdout
+    queried, described = out.split("2 row(s)\n")
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in queried.splitlines() if line.startswith("| ")]
+    assert rows == [["ID", "V"], ["1", "one"], ["2", "two"]]
+    assert f"Name                 : {name}" in described

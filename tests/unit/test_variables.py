@@ -185,18 +185,6 @@ def test_functions_are_listed_and_described_from_the_registry() -> None:
             parse_request("DESCRIBE FUNCTION nope;")[0])
 
 
-def test_the_shell_keeps_variables_and_properties_between_requests() -> None:
-    from cli.commands import ShellSession
-
-    session = ShellSession()
-    session.update("DEFINE a = 'x'; SET 'auto.offset.reset' = 'earliest';")
-    session.update("DEFINE b = '${a}y'; UNDEFINE a; UNSET 'ksql.streams.cache.max.bytes';")
-    assert session.variables == {"b": "xy"}
-    assert session.properties == {"auto.offset.reset": "earliest"}
-    session.update("UNSET 'auto.offset.reset'; DESCRIBE ${undefined};")  # refused: unchanged
-    assert session.properties == {"auto.offset.reset": "earliest"}
-
-
 def test_huge_expansion_is_refused_without_building_it() -> None:
     import tracemalloc
 

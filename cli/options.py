@@ -1,0 +1,25 @@
+"""The options several commands share: the node, its credentials, JSON output, request
+properties."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+Server = Annotated[str | None, typer.Option("--server", "-s", envvar="METASTORE_SERVER",
+                                            help="Node URL (default http://127.0.0.1:8088).")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+User = Annotated[str | None, typer.Option("--user", "-u", envvar="METASTORE_USER",
+                                          help="USER:PASSWORD for HTTP basic auth.")]
+Property = Annotated[list[str] | None, typer.Option(
+    "--property", "-p", help="A ksqlDB configuration override NAME=VALUE for the request "
+    "(streamsProperties), e.g. ksql.persistence.default.format.value=JSON (repeatable).")]
+
+
+def basic_auth(user: str | None) -> tuple[str, str] | None:
+    """``--user USER:PASSWORD`` as httpx's basic auth."""
+    if not user:
+        return None
+    name, _, password = user.partition(":")
+    return name, password
