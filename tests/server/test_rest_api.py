@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from metastore.kafka.admin import Admin
 from metastore.server.build import ShutdownSignals
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess, start_server, wait_until_serving
@@ -206,6 +207,35 @@ def test_degraded_node_refuses_writes_with_the_reason(
     assert response.status_code == 500
     assert response.json()["error_code"] == 50000 and "DEGRADED" in response.json()["message"]
     assert ksql(server, "SHOW STREAMS;").status_code == 200
+
+
+def test_terminate_cluster_empties_the_catalog_and_deletes_the_matched_sinks(
+        server: ServerProcess, kafka_admin: Admin) -> None:
+    source, kept, deleted = unique("src"), unique("kept"), unique("gone")
+    assert ksql(server, f"""{stream("SRC", source)}
+        CREATE STREAM KEPT WITH (KAFKA_TOPIC='{kept}') AS SELECT * FROM SRC;
+        CREATE STREAM GONE WITH (KAFKA_TOPIC='{deleted}') AS SELECT * FROM SRC;
+        CREATE TYPE ADDRESS AS STRUCT<STREET STRING>;""").status_code == 200
+    terminate = f"{server.url}/ksql/terminate"
+    bad = httpx.post(terminate, json={"deleteTopicList": ["[oops"]}, timeout=30)
+    assert (bad.status_code, bad.json()) == (400, {
+        "@type": "generic_error", "error_code": 40000, "message": "Invalid pattern: [oops"})
+    assert httpx.post(terminate, content=b"not json", timeout=30).status_code == 400
+    assert kafka_admin.describe(deleted) is not None, "a refused request changes nothing"
+
+    answer = httpx.post(terminate, json={"deleteTopicList": [f"{deleted[:-3]}.*", source]},
+                        timeout=60)
+    assert answer.status_code == 200, answer.text
+    [status] = answer.json()
+    assert (status["statementText"], status["commandId"], status["commandStatus"]["status"]) \
+        == ("TERMINATE CLUSTER;", "cluster/TerminateCluster/terminate", "SUCCESS")
+    listed = ksql(server, "SHOW STREAMS; SHOW QUERIES; SHOW TYPES;",
+                  commandSequenceNumber=status["commandSequenceNumber"]).json()
+    assert [listed[0]["streams"], listed[1]["queries"], listed[2]["types"]] == [[], [], {}]
+    eventually(lambda: kafka_admin.describe(deleted) is None, 30, "the matched sink's topic")
+    assert kafka_admin.describe(kept) is not None, "a sink no pattern matches keeps its topic"
+    assert kafka_admin.describe(source) is not None, "only query sinks' topics are deleted"
+    assert ksql(server, stream("SRC", source)).status_code == 200, "the service serves on"
 
 
 def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:

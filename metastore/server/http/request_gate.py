@@ -30,8 +30,8 @@ UNAUTHENTICATED_PATHS = frozenset({"/healthcheck", "/chc/live", "/chc/ready", "/
                                    "/v1/metadata/id"})
 """Load balancers and orchestrators probe health, and read the server's metadata, without
 credentials (ksqlDB's skipped paths, and its probes)."""
-INTERACTIVE_PATHS = frozenset({"/ksql", "/query", "/query-stream", "/close-query",
-                               "/inserts-stream", "/ws/query"})
+INTERACTIVE_PATHS = frozenset({"/ksql", "/ksql/terminate", "/query", "/query-stream",
+                               "/close-query", "/inserts-stream", "/ws/query"})
 """What a node in headless mode does not serve: statements and queries (its health, status
 and metrics stay)."""
 INSERTS_STREAM_PATH = "/inserts-stream"

@@ -1,8 +1,11 @@
 """``POST /ksql``: statements validated and written through the node (or forwarded to the
-service's writer), answered with ksqlDB's entities; a SELECT or PRINT is sent to ``/query``."""
+service's writer), answered with ksqlDB's entities; a SELECT or PRINT is sent to ``/query``.
+``POST /ksql/terminate`` empties the catalog the same way (:mod:`~metastore.server.http.
+cluster_termination`)."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -14,6 +17,7 @@ from metastore.core.exceptions import MetastoreError
 from metastore.engine import overrides
 from metastore.log.exceptions import NotReadyError, NotWrittenError, OutcomeUnknownError
 from metastore.log.reader import NodeState
+from metastore.server.http import cluster_termination
 from metastore.server.http import error_codes as codes
 from metastore.server.http.answers import (
     KSQL_MEDIA_TYPE,
@@ -23,9 +27,11 @@ from metastore.server.http.answers import (
     failure,
     outcome_label,
 )
+from metastore.server.http.cluster_termination import TerminateRequestError
 from metastore.server.http.concurrency import Lane
 from metastore.server.http.context import ServerContext
 from metastore.server.http.forwarding import FORWARDED_BY, Forwarded, forwarded_budget
+from metastore.server.http.http_limits import decode_json
 from metastore.server.http.push_termination import push_query_named, terminate_push_query
 from metastore.sql import variables
 from metastore.sql.statements import InsertValues, PrintTopic, SelectStatement, Statement
@@ -54,6 +60,16 @@ def router(context: ServerContext) -> APIRouter:
         return await context.threads.run(Lane.STATEMENTS, statements.execute_body, body,
                                          credentials, may_forward, budget,
                                          context.gate.user_of(request))
+
+    @api.post("/ksql/terminate", response_class=KsqlResponse)
+    async def terminate(request: Request) -> Response:
+        body = await context.gate.read_body(request)
+        if isinstance(body, KsqlResponse):
+            return body
+        credentials = {name: request.headers[name] for name in ("authorization",)
+                       if name in request.headers}
+        return await context.threads.run(Lane.STATEMENTS, statements.terminate_cluster, body,
+                                         credentials, context.gate.user_of(request))
 
     return api
 
@@ -104,6 +120,30 @@ class Statements:
         except MetastoreError as error:
             self._metrics.count_request(outcome_label(error))
             return self._write_failed(error, body.ksql)
+
+    def terminate_cluster(self, body: bytes, credentials: Mapping[str, str],
+                          user: str | None) -> Response:
+        """``/ksql/terminate`` (:mod:`~metastore.server.http.cluster_termination`): the
+        statements that empty the catalog, written as any request's."""
+        try:
+            patterns = cluster_termination.delete_patterns(
+                decode_json(body, self._context.limits.max_json_depth))
+        except (TerminateRequestError, ValueError) as error:
+            message = str(error) if isinstance(error, TerminateRequestError) \
+                else f"Invalid JSON in request: {error}"
+            return error_response(codes.BAD_REQUEST, message)
+        texts = cluster_termination.requests(self._node.replica.image, patterns,
+                                             self._node.config.limits.max_statements)
+        sequence = self._node.replica.position - 1
+        for text in texts:
+            answer = self.execute(KsqlRequest(ksql=text), credentials, may_forward=True,
+                                  user=user)
+            if answer.status_code != 200:
+                return answer
+            sequence = max([sequence, *(entity.get("commandSequenceNumber", -1)
+                                        for entity in json.loads(bytes(answer.body)))])
+        dropped = sum(text.count(";") for text in texts)
+        return KsqlResponse(cluster_termination.terminated(sequence, dropped))
 
     def _refused(self, statements: list[Statement], text: str) -> KsqlResponse | None:
         """The answer to statements this endpoint does not take now, or None."""
