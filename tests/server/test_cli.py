@@ -186,3 +186,35 @@ def test_shell_file_runs_a_push_query_to_its_limit_between_statements(
             for line in queried.splitlines() if line.startswith("| ")]
     assert rows == [["ID", "V"], ["1", "one"], ["2", "two"]]
     assert f"Name                 : {name}" in described
+
+
+def test_an_interactive_shell_on_a_terminal(plain_node: ServerProcess, tmp_path: Path) -> None:
+    """The shell as a user meets it: a terminal (pexpect's pseudo-terminal), its prompts, a
+    statement over two lines, the CLI's commands, the history of an earlier session."""
+    import pexpect
+
+    name = unique("TTY").upper().replace("-", "_")
+    env = {**os.environ, "METASTORE_HISTORY_FILE": str(tmp_path / "history")}
+    shell = pexpect.spawn(sys.executable, ["-m", "cli.main", "shell", "-s", plain_node.url],
+                          env=env, encoding="utf-8", timeout=60, dimensions=(40, 120))
+    shell.expect_exact("metastore> ")
+    shell.sendline(f"CREATE STREAM {name} (ID INT KEY, V STRING)")
+    shell.expect_exact("        -> ")  # the statement goes on until its ';'
+    shell.sendline(f"WITH (KAFKA_TOPIC='{name.lower()}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    shell.expect_exact("Stream created")
+    shell.sendline("OUTPUT JSON")
+    shell.expect_exact("Output format set to JSON")
+    shell.sendline(f"DESCRIBE {name};")
+    shell.expect_exact(f'"name": "{name}"')
+    shell.sendline("exit")
+    shell.expect(pexpect.EOF)
+    shell.close()
+    assert shell.exitstatus == 0
+
+    again = pexpect.spawn(sys.executable, ["-m", "cli.main", "shell", "-s", plain_node.url],
+                          env=env, encoding="utf-8", timeout=60)
+    again.expect_exact("metastore> ")
+    again.sendline("HISTORY")
+    again.expect_exact(f"DESCRIBE {name};")  # kept from the session before
+    again.sendeof()
+    again.expect(pexpect.EOF)
