@@ -6,7 +6,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +38,12 @@ def server_url(explicit: str | None) -> str:
 
 
 class KsqlClient:
-    def __init__(self, url: str, auth: tuple[str, str] | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, auth: tuple[str, str] | None = None, timeout: float = 60.0,
+                 headers: Mapping[str, str] | None = None) -> None:
+        """``headers``: sent with every request (the Accept header excepted)."""
         self.url = url
         self._http = httpx.Client(base_url=url, timeout=timeout, auth=auth,
-                                  headers={"Accept": MEDIA_TYPE})
+                                  headers={**(headers or {}), "Accept": MEDIA_TYPE})
 
     def close(self) -> None:
         self._http.close()

@@ -6,6 +6,7 @@ import typer
 
 from cli import commands, dev, log
 from cli.check import check
+from cli.migrations.commands import app as migrations_app
 from cli.server import server
 from cli.test import test
 
@@ -23,6 +24,7 @@ app.command("list")(commands.list_)
 app.command()(commands.query)
 app.command()(commands.status)
 app.add_typer(log.app, name="log")
+app.add_typer(migrations_app, name="migrations")
 
 
 def main() -> None:
