@@ -139,7 +139,11 @@ def _server(shell: Shell, args: tuple[str, ...]) -> None:
     if not args[0].startswith(("http://", "https://")):
         console.echo("Server URL must begin with protocol (e.g., http:// or https://)")
         return
-    shell.connection.switch(args[0])
+    try:
+        shell.connection.switch(args[0])
+    except ClientError as error:
+        console.echo(f"Error: {error}")
+        return
     console.echo(f"Server now: {shell.connection.url}")
     problem = shell.connection.problem()
     if problem:

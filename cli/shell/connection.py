@@ -8,6 +8,8 @@ import textwrap
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
 from cli.client import ClientError, KsqlClient, StatementFailedError
 
 CONSOLE_WIDTH = 80
@@ -24,8 +26,14 @@ class Connection:
         return self.client.url
 
     def switch(self, url: str) -> None:
+        """Talk to ``url`` from now on; raises ClientError, the current node kept, when it is
+        not a URL."""
+        try:
+            switched = KsqlClient(url.rstrip("/"), auth=self._auth)
+        except (httpx.InvalidURL, ValueError) as error:
+            raise ClientError(f"not a server URL: {url!r} ({error})") from error
         self.client.close()
-        self.client = KsqlClient(url.rstrip("/"), auth=self._auth)
+        self.client = switched
 
     def close(self) -> None:
         self.client.close()

@@ -25,6 +25,9 @@ from metastore.catalog.model import DataSource
 
 STATEMENT_TEXT = "TERMINATE CLUSTER;"
 COMMAND_ID = "cluster/TerminateCluster/terminate"
+MAX_PATTERNS = 100
+MAX_PATTERN_CHARS = 249
+"""A topic name's longest, as Kafka bounds it: a pattern longer has no use here."""
 
 
 class TerminateRequestError(ValueError):
@@ -40,11 +43,14 @@ def delete_patterns(body: object) -> list[re.Pattern[str]]:
     if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
         raise TerminateRequestError("Invalid JSON in request: deleteTopicList is a list of "
                                     "strings")
+    if len(listed) > MAX_PATTERNS or any(len(p) > MAX_PATTERN_CHARS for p in listed):
+        raise TerminateRequestError(f"deleteTopicList takes at most {MAX_PATTERNS} patterns of "
+                                    f"at most {MAX_PATTERN_CHARS} characters each")
     patterns = []
     for pattern in listed:
         try:
             patterns.append(re.compile(pattern))
-        except re.error as error:
+        except (re.error, RecursionError, OverflowError) as error:
             raise TerminateRequestError(f"Invalid pattern: {pattern}") from error
     return patterns
 
