@@ -142,7 +142,9 @@ class Statements:
                 return answer
             sequence = max([sequence, *(entity.get("commandSequenceNumber", -1)
                                         for entity in json.loads(bytes(answer.body)))])
-        dropped = sum(text.count(";") for text in texts)
+        if self._context.push_queries is not None:  # as ksqlDB's engine closes its transient
+            self._context.push_queries.stop()     # queries (this node's; a peer's end with
+        dropped = sum(text.count(";") for text in texts)  # their sources)
         return KsqlResponse(cluster_termination.terminated(sequence, dropped))
 
     def _refused(self, statements: list[Statement], text: str) -> KsqlResponse | None:
