@@ -85,6 +85,17 @@ def _config(ctx: typer.Context, config_file: Path | None) -> MigrationConfig:
     return load_config(given[0])
 
 
+@contextlib.contextmanager
+def _initialized(config: MigrationConfig, headers: dict[str, str] | None = None
+                 ) -> Iterator[MetadataStore]:
+    """The metadata of ``config``'s node, which must be initialized; the connection closes
+    after."""
+    with Server(config, headers) as server:
+        store = MetadataStore(server)
+        store.ensure_initialized()
+        yield store
+
+
 @app.command("new-project")
 def new_project(ctx: typer.Context,
                 project_path: Annotated[Path, typer.Argument(
@@ -147,9 +158,7 @@ def apply(ctx: typer.Context,
         config = _config(ctx, config_file)
         target.check()
         defines = parse_defines(define)
-        with Server(config, load_headers(headers)) as server:
-            store = MetadataStore(server)
-            store.ensure_initialized()
+        with _initialized(config, load_headers(headers)) as store:
             if dry_run:
                 log.info("This is a dry run. No ksqlDB statements will be submitted to the "
                          "ksqlDB server.")
@@ -175,9 +184,7 @@ def info(ctx: typer.Context, config_file: ConfigFile = None, json_output: Json =
     """Show the current version and every migration file's state."""
     with _reported(json_output):
         config = _config(ctx, config_file)
-        with Server(config) as server:
-            store = MetadataStore(server)
-            store.ensure_initialized()
+        with _initialized(config) as store:
             current = store.current_version()
             migrations = files.all_migrations(config.migrations_dir)
             recorded = store.infos_for([migration.version for migration in migrations])
@@ -200,9 +207,7 @@ def validate(ctx: typer.Context, config_file: ConfigFile = None, json_output: Js
     """Check that the applied migrations' files are unchanged (their checksums)."""
     with _reported(json_output):
         config = _config(ctx, config_file)
-        with Server(config) as server:
-            store = MetadataStore(server)
-            store.ensure_initialized()
+        with _initialized(config) as store:
             result = validate_chain(store, config.migrations_dir)
         if json_output:
             print_json(result.as_json())
