@@ -32,10 +32,12 @@ log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 1 << 20
 READY_PATIENCE_SECONDS = 300.0
-HEADLESS_STATEMENTS = (st.CreateSource, st.CreateAsSelect, st.InsertInto, st.CreateType,
-                       st.SetProperty, st.DefineVariable, st.UndefineVariable)
-SUPPORTED = ("CREATE STREAM, CREATE TABLE, CREATE STREAM AS SELECT, CREATE TABLE AS SELECT, "
-             "INSERT INTO ... SELECT, CREATE TYPE, SET, UNSET, DEFINE, UNDEFINE")
+HEADLESS_STATEMENTS: dict[type[st.Statement], str] = {
+    st.CreateSource: "CREATE STREAM, CREATE TABLE",
+    st.CreateAsSelect: "CREATE STREAM AS SELECT, CREATE TABLE AS SELECT",
+    st.InsertInto: "INSERT INTO ... SELECT", st.CreateType: "CREATE TYPE",
+    st.SetProperty: "SET, UNSET", st.DefineVariable: "DEFINE", st.UndefineVariable: "UNDEFINE"}
+"""The statements a queries file may hold, with their names in the refusal's message."""
 
 
 class QueriesFileError(MetastoreError):
@@ -66,11 +68,11 @@ def run_queries_file(node: Node, path: Path) -> None:
     written, when the file cannot run."""
     text = read_queries_file(path)
     statements = parse_request(text, {})
-    refused = [s for s in statements if not isinstance(s, HEADLESS_STATEMENTS)]
+    refused = [s for s in statements if not isinstance(s, tuple(HEADLESS_STATEMENTS))]
     if refused:
         raise UnsupportedStatementError(
             f"Unsupported statement. Only the following statements are supported in headless "
-            f"mode: {SUPPORTED}. Found: {refused[0].text}")
+            f"mode: {', '.join(HEADLESS_STATEMENTS.values())}. Found: {refused[0].text}")
     if not statements:
         raise QueriesFileError(f"the queries file {path} holds no statement")
     if not node.replica.wait_ready(READY_PATIENCE_SECONDS):

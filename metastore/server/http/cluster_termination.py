@@ -56,9 +56,9 @@ def delete_patterns(body: object) -> list[re.Pattern[str]]:
 
 
 def requests(image: Image, patterns: Sequence[re.Pattern[str]], max_statements: int
-             ) -> list[str]:
+             ) -> tuple[list[str], int]:
     """The requests that empty the catalog of ``image``, in order, none over
-    ``max_statements`` statements."""
+    ``max_statements`` statements, and how many statements they hold."""
     deleting = [s for s in image.sources.values() if _deletes_topic(s, patterns)]
     keeping = [s for s in image.sources.values() if not _deletes_topic(s, patterns)]
     statements = ["TERMINATE ALL;"] if image.queries else []
@@ -69,7 +69,7 @@ def requests(image: Image, patterns: Sequence[re.Pattern[str]], max_statements: 
     statements += [f"DROP TYPE {_quoted(name)};" for name in sorted(image.types)]
     size = max(1, max_statements)
     return [" ".join(statements[start:start + size])
-            for start in range(0, len(statements), size)]
+            for start in range(0, len(statements), size)], len(statements)
 
 
 def terminated(sequence_number: int, dropped: int) -> list[dict[str, Any]]:

@@ -132,8 +132,8 @@ class Statements:
             message = str(error) if isinstance(error, TerminateRequestError) \
                 else f"Invalid JSON in request: {error}"
             return error_response(codes.BAD_REQUEST, message)
-        texts = cluster_termination.requests(self._node.replica.image, patterns,
-                                             self._node.config.limits.max_statements)
+        texts, dropped = cluster_termination.requests(self._node.replica.image, patterns,
+                                                      self._node.config.limits.max_statements)
         sequence = self._node.replica.position - 1
         for text in texts:
             answer = self.execute(KsqlRequest(ksql=text), credentials, may_forward=True,
@@ -142,9 +142,8 @@ class Statements:
                 return answer
             sequence = max([sequence, *(entity.get("commandSequenceNumber", -1)
                                         for entity in json.loads(bytes(answer.body)))])
-        if self._context.push_queries is not None:  # as ksqlDB's engine closes its transient
-            self._context.push_queries.stop()     # queries (this node's; a peer's end with
-        dropped = sum(text.count(";") for text in texts)  # their sources)
+        if self._context.push_queries is not None:  # as ksqlDB's engine closes its
+            self._context.push_queries.stop()     # transient queries (this node's)
         return KsqlResponse(cluster_termination.terminated(sequence, dropped))
 
     def _refused(self, statements: list[Statement], text: str) -> KsqlResponse | None:
