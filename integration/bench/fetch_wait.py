@@ -1,5 +1,6 @@
 """`fetch-wait`: what a micro-batch of a few records costs by ``kafka.fetch.max.wait.ms`` of the
-query's Kafka read (Kafka's 500 ms default, and `metastore test`'s :data:`FETCH_MAX_WAIT_MS`).
+query's Kafka read (Kafka's 500 ms default, and every query read's
+:data:`metastore.spark.views.FETCH_MAX_WAIT_MS`).
 
 One local[2] session like a node's runs a running projection (Kafka source over one partition,
 Kafka sink, the default trigger) per setting; each round produces three records and waits until
@@ -141,7 +142,7 @@ def _steady(spark: SparkSession, bootstrap: str, wait_ms: str, seconds: float,
 
 def run(quick: bool) -> dict[str, Any]:
     from metastore.spark.session import start_session
-    from metastore.testing.runner import FETCH_MAX_WAIT_MS
+    from metastore.spark.views import FETCH_MAX_WAIT_MS
 
     rounds = 4 if quick else 11
     work = Path(tempfile.mkdtemp(prefix="bench-fetch-wait-"))

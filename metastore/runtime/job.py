@@ -46,7 +46,7 @@ from metastore.planner.steps import (
 )
 from metastore.runtime.checkpoints import CheckpointDir, LocalDir
 from metastore.spark.session import query_session
-from metastore.spark.views import raw_options
+from metastore.spark.views import query_read_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -269,7 +269,7 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
     for step in steps:
         if step.topic is not None:
             reader = session.readStream if step.streaming else session.read
-            options = raw_options(step.topic, kafka_options)
+            options = query_read_options(step.topic, kafka_options)
             if step.streaming and reads:
                 options.update(reads)
             if step.from_start:

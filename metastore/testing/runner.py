@@ -79,14 +79,6 @@ if TYPE_CHECKING:
 
 PASSED, FAILED, REFUSED, ERROR = "passed", "failed", "refused", "error"
 
-FETCH_MAX_WAIT_MS = "10"
-"""How long the broker may hold a fetch of a test's query that finds no records. Each arrival
-runs its queries with ``availableNow`` over offsets known to hold records, and with Kafka's
-500 ms each run waited it out once (0.94 s a run against 0.24 s, ``python -m integration.bench
-fetch-wait``). A node's queries keep Kafka's default for now (docs/benchmarks.md, "fetch-wait").
-``fetch.wait.max.ms`` among the run's Kafka settings overrides it."""
-
-
 READ_TIMEOUT_SECONDS = 60
 """How long reading a sink up to its end offsets may take."""
 
@@ -216,8 +208,7 @@ class QueryTestRunner:
         self._run_id = run_id
         self._query_timeout = query_timeout
         self._admin = Admin(settings, timeout=30)
-        self._kafka_options = {"kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
-                               **spark_kafka_options(settings)}
+        self._kafka_options = spark_kafka_options(settings)
         self._producer = _JvmProducer(spark, settings)
         self._registry = None if registry_url is None else RegistryCodec(spark, registry_url)
         self._registry_client = (None if registry_url is None

@@ -85,7 +85,7 @@ def test_a_checkpoint_root_is_a_uri_when_it_has_a_scheme(root: str, uri: bool) -
 
 def test_a_nodes_kafka_settings_reach_spark_under_the_java_clients_names() -> None:
     from metastore.kafka.settings import KafkaSettings
-    from metastore.spark.views import raw_options, spark_kafka_options
+    from metastore.spark.views import query_read_options, raw_options, spark_kafka_options
 
     plain = spark_kafka_options(KafkaSettings("k:9092"))
     assert plain == {"kafka.bootstrap.servers": "k:9092"}
@@ -95,6 +95,9 @@ def test_a_nodes_kafka_settings_reach_spark_under_the_java_clients_names() -> No
     assert tuned == {"kafka.bootstrap.servers": "k:9092", "kafka.fetch.max.wait.ms": "250",
                      "kafka.security.protocol": "SSL"}
     assert raw_options("t", tuned)["kafka.fetch.max.wait.ms"] == "250"
+    assert query_read_options("t", tuned)["kafka.fetch.max.wait.ms"] == "250"
+    assert query_read_options("t", plain)["kafka.fetch.max.wait.ms"] == "10", "a micro-batch's"
+    assert "kafka.fetch.max.wait.ms" not in raw_options("t", plain), "the catalog's specs"
 
 
 class _Recorded:
@@ -118,12 +121,12 @@ class _Recorded:
         self.reads[view] = self.options_given
 
 
-def test_a_querys_reads_take_the_raw_tables_options_then_their_own() -> None:
+def test_a_querys_reads_take_the_raw_tables_options_its_fetch_wait_then_their_own() -> None:
     from types import SimpleNamespace
 
     from metastore.planner.steps import Step
     from metastore.runtime.job import _register
-    from metastore.spark.views import raw_options
+    from metastore.spark.views import query_read_options
 
     reads: dict[str, dict[str, str]] = {}
     session = SimpleNamespace(readStream=_Recorded(reads), read=_Recorded(reads))
@@ -131,6 +134,7 @@ def test_a_querys_reads_take_the_raw_tables_options_then_their_own() -> None:
     _register(session, (Step("LIVE", topic="a"), Step("HISTORY", topic="b", streaming=False),  # type: ignore[arg-type]
                         Step("FIRST", topic="c", from_start=True)),
               kafka, ends={"b": {"0": 5}}, reads={"startingOffsets": "latest"})
-    assert reads["LIVE"] == {**raw_options("a", kafka), "startingOffsets": "latest"}
-    assert reads["HISTORY"] == {**raw_options("b", kafka), "endingOffsets": '{"b": {"0": 5}}'}
-    assert reads["FIRST"] == raw_options("c", kafka)
+    assert reads["LIVE"] == {**query_read_options("a", kafka), "startingOffsets": "latest"}
+    assert reads["HISTORY"] == {**query_read_options("b", kafka),
+                                "endingOffsets": '{"b": {"0": 5}}'}
+    assert reads["FIRST"] == query_read_options("c", kafka)
