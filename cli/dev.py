@@ -14,6 +14,7 @@ from metastore.dev.schema_registry import is_built as schema_registry_built
 from metastore.dev.stack import (
     ensure_kafka,
     external_bootstrap,
+    local_connect,
     local_kafka,
     local_nodes,
     local_schema_registry,
@@ -31,16 +32,16 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 @app.command()
 def fetch(
     everything: Annotated[bool, typer.Option(
-        "--all", help="Also build the optional components ahead of time (the local Schema "
-                      "Registry), for offline use.")] = False,
+        "--all", help="Also fetch the optional components ahead of time (the local Schema "
+                      "Registry, the Kafka Connect worker), for offline use.")] = False,
 ) -> None:
     """Resolve the Kafka broker's and the Spark connector's jars from Maven Central and build
     the project's JVM classes (jvm/, in a checkout), once. The optional components are fetched the first time
     something needs them, or now with --all."""
     listed = prefetch.steps(None)
     try:
-        prefetch.run([*listed, *([prefetch.schema_registry_step()] if everything else [])],
-                     typer.echo)
+        optional = [prefetch.schema_registry_step(), prefetch.connect_step()] if everything else []
+        prefetch.run([*listed, *optional], typer.echo)
     except LocalInfraError as error:
         fail(str(error), 2)
     if not everything and not schema_registry_built():
@@ -127,6 +128,10 @@ def up(
     schema_registry: Annotated[bool, typer.Option(
         "--schema-registry", help="Start a local Schema Registry (Apicurio, in memory; built "
         "from Maven Central on first use) and point the nodes at it.")] = False,
+    connect: Annotated[bool, typer.Option(
+        "--connect", help="Start a local Kafka Connect worker (Apache Kafka's, distributed "
+        "mode, with the FileStream and Debezium PostgreSQL plugins) and point the nodes at "
+        "it.")] = False,
 ) -> None:
     """Start local Kafka (if needed) and N nodes of one service; wait until all are READY."""
     if spark_workers and no_spark:
@@ -146,6 +151,8 @@ def up(
         if schema_registry:
             registry = local_schema_registry().start()
             extra += ("--schema-registry-url", registry.url)
+        if connect:
+            extra += ("--connect-url", local_connect().start(bootstrap).url)
         typer.echo(f"Starting {nodes} node(s) of service '{service_id}'...", err=True)
         state = local_nodes().up(nodes, service_id, bootstrap, extra)
     except LocalInfraError as error:
@@ -171,11 +178,15 @@ def nodes_status(json_output: JsonOption = False) -> None:
     registry_state = registry.state()
     registry_row = None if registry_state is None else {
         "url": registry_state.url, "pid": registry_state.pid, "running": registry.is_running()}
+    worker = local_connect()
+    worker_state = worker.state()
+    connect_row = None if worker_state is None else {
+        "url": worker_state.url, "pid": worker_state.pid, "running": worker.is_running()}
     if json_output:
         print_json({"serviceId": state.service_id if state else None, "nodes": rows,
                     "spark": None if spark_state is None else {
                         "masterUrl": spark_state.master_url, "daemons": daemons},
-                    "schemaRegistry": registry_row})
+                    "schemaRegistry": registry_row, "connect": connect_row})
         return
     if not rows:
         typer.echo("No local cluster; start one with: metastore dev up")
@@ -190,6 +201,10 @@ def nodes_status(json_output: JsonOption = False) -> None:
         typer.echo("")
         print_table(["schema registry", "pid", "running"],
                     [[registry_row["url"], registry_row["pid"], registry_row["running"]]])
+    if connect_row is not None:
+        typer.echo("")
+        print_table(["kafka connect", "pid", "running"],
+                    [[connect_row["url"], connect_row["pid"], connect_row["running"]]])
 
 
 def _signal_node(node: str, sig: signal.Signals, verb: str) -> None:
@@ -224,14 +239,15 @@ def start(node: Annotated[str, typer.Argument(help="Node name, e.g. node-2.")]) 
 
 @app.command()
 def down() -> None:
-    """Stop every node, the local Spark cluster, the local Schema Registry and the local Kafka
-    this tool started (nothing else)."""
+    """Stop every node, the local Spark cluster, the local Schema Registry, the local Kafka
+    Connect worker and the local Kafka this tool started (nothing else)."""
     stopped = local_nodes().down()
     spark = local_spark().stop()
     registry = local_schema_registry().stop()
+    connect = local_connect().stop()
     brokers = local_kafka().stop()
     typer.echo(f"Stopped {stopped} node(s), {spark} Spark daemon(s), {registry} Schema "
-               f"Registry and {brokers} broker(s).")
+               f"Registry, {connect} Kafka Connect worker and {brokers} broker(s).")
 
 
 @app.command()

@@ -111,15 +111,17 @@ def run(argv: list[str]) -> int:
     return run_pytest(bin_dir, extra, env)
 
 
-def start_prefetch(schema_registry: bool, jvm_tests: bool) -> subprocess.Popen[bytes]:
+def start_prefetch(optional: bool, jvm_tests: bool) -> subprocess.Popen[bytes]:
     """Maven's part of the set-up, beside pip's: the jars, the project's JVM jars (with their
-    JUnit tests for the test command) and the local Schema Registry, with this Python, which
-    needs nothing installed (``metastore.dev.prefetch``)."""
+    JUnit tests for the test command) and, when ``optional``, the local Schema Registry and the
+    Kafka Connect worker, with this Python, which needs nothing installed
+    (``metastore.dev.prefetch``)."""
     command = [sys.executable, "-m", "metastore.dev.prefetch",
-               *(["--schema-registry"] if schema_registry else []),
+               *(["--schema-registry", "--connect"] if optional else []),
                *(["--jvm-tests"] if jvm_tests else [])]
-    say("fetching the jars from Maven Central" + (" and building the local Schema Registry"
-                                                  if schema_registry else "") + " beside the Python packages")
+    say("fetching the jars from Maven Central" + (
+        ", the local Schema Registry and Kafka Connect" if optional else "")
+        + " beside the Python packages")
     return subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             start_new_session=True)
 

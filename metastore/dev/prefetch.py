@@ -1,10 +1,10 @@
 """What a first run fetches from Maven Central while pip installs the project: the Kafka
 broker's and the Spark connector's jars, the project's own JVM jars (built from ``jvm/``, with
-their tests on request), and on request the local Schema Registry.
+their tests on request), and on request the local Schema Registry and the Kafka Connect worker.
 
 Standard library only (with the rest of ``metastore.dev``'s launchers it needs), so that the
 bootstrap can run it with the system Python beside ``pip install``:
-``python3 -m metastore.dev.prefetch [--schema-registry] [--jvm-tests]``. Each step
+``python3 -m metastore.dev.prefetch [--schema-registry] [--connect] [--jvm-tests]``. Each step
 prints what it did and how long it took; a step already done costs a file read.
 """
 
@@ -49,6 +49,14 @@ def schema_registry_step() -> Step:
     return ("the local Schema Registry", lambda: registry.build(progress=None))
 
 
+def connect_step() -> Step:
+    """The optional Kafka Connect worker's jars and its plugins (about 45 MB)."""
+    from metastore.dev import connect_worker
+
+    return ("the Kafka Connect worker and its plugins",
+            lambda: connect_worker.resolve(progress=None))
+
+
 def run(listed: list[Step], say: Callable[[str], None]) -> None:
     for name, step in listed:
         started = time.monotonic()
@@ -78,11 +86,14 @@ def main(argv: list[str] | None = None) -> int:
                              "one pyproject.toml pins)")
     parser.add_argument("--schema-registry", action="store_true",
                         help="also build the local Schema Registry")
+    parser.add_argument("--connect", action="store_true",
+                        help="also resolve the Kafka Connect worker's jars and plugins")
     parser.add_argument("--jvm-tests", action="store_true",
                         help="run the JVM module's JUnit tests as its jars are built")
     args = parser.parse_args(argv)
     try:
-        optional = [schema_registry_step()] if args.schema_registry else []
+        optional = [*([schema_registry_step()] if args.schema_registry else []),
+                    *([connect_step()] if args.connect else [])]
         run([*steps(args.spark_version, args.jvm_tests), *optional],
             lambda line: print(f"[fetch] {line}", flush=True))
     except LocalInfraError as error:

@@ -21,10 +21,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -32,20 +31,12 @@ from typing import TextIO
 
 from metastore.dev import jars
 from metastore.dev.exceptions import JavaBuildError, LocalInfraError
+from metastore.dev.jvm_service import LocalJvmService, ServiceState, say
 from metastore.dev.kafka_cluster import free_ports
 from metastore.dev.paths import jar_dir
-from metastore.dev.processes import (
-    log_tail,
-    pid_alive,
-    pid_exists,
-    read_state,
-    terminate,
-    write_state,
-)
 
 APP_DIR = "schema_registry_app"
 RUNNER_JAR = "schema-registry-1-runner.jar"
-STATE_FILE = "schema-registry.json"
 CCOMPAT_PATH = "/apis/ccompat/v7"
 HEAP = "-Xmx256m"
 
@@ -57,22 +48,11 @@ class SchemaRegistryStartError(LocalInfraError):
 
 
 @dataclass(frozen=True)
-class SchemaRegistryState:
-    port: int
-    pid: int | None = None
-
+class SchemaRegistryState(ServiceState):
     @property
     def url(self) -> str:
         """The Confluent Schema Registry API's base URL."""
         return f"http://127.0.0.1:{self.port}{CCOMPAT_PATH}"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @staticmethod
-    def from_json(text: str) -> SchemaRegistryState:
-        data = json.loads(text)
-        return SchemaRegistryState(port=int(data["port"]), pid=data.get("pid"))
 
 
 # -- build ---------------------------------------------------------------------------------------
@@ -170,34 +150,13 @@ def _maven_package(sources: dict[str, str], staging: Path, progress: TextIO | No
 
 
 # -- run -----------------------------------------------------------------------------------------
-class LocalSchemaRegistry:
+class LocalSchemaRegistry(LocalJvmService[SchemaRegistryState]):
     """One in-memory registry process under ``root``."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-
-    @property
-    def marker(self) -> str:
-        return str(self.root)
-
-    @property
-    def state_path(self) -> Path:
-        return self.root / STATE_FILE
-
-    @property
-    def log_path(self) -> Path:
-        return self.root / "schema-registry.log"
-
-    def state(self) -> SchemaRegistryState | None:
-        return read_state(self.state_path, SchemaRegistryState.from_json)
-
-    def is_running(self) -> bool:
-        return self._running_pid(self.state()) is not None
-
-    def _running_pid(self, state: SchemaRegistryState | None) -> int | None:
-        if state is None or state.pid is None or not pid_alive(state.pid, self.marker):
-            return None
-        return state.pid
+    title = "Schema Registry"
+    file_stem = "schema-registry"
+    start_error = SchemaRegistryStartError
+    state_type = SchemaRegistryState
 
     def start(self, progress: TextIO | None = sys.stderr,
               timeout: float = 60.0) -> SchemaRegistryState:
@@ -208,48 +167,15 @@ class LocalSchemaRegistry:
         self.stop()
         runner = build(progress)
         java = jars.require_java()
-        self.root.mkdir(parents=True, exist_ok=True)
         [chosen] = free_ports(1)
-        if progress is not None:
-            print(f"Starting a Schema Registry on 127.0.0.1:{chosen}...", file=progress, flush=True)
+        say(progress, f"Starting a Schema Registry on 127.0.0.1:{chosen}...")
         command = [java, HEAP, f"-Dmetastore.local.root={self.root}",
                    f"-Dquarkus.http.port={chosen}", "-Dquarkus.http.host=127.0.0.1",
                    "-Dquarkus.log.level=WARN", "-jar", str(runner)]
-        with self.log_path.open("ab") as log:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True,
-                                       cwd=self.root)
-        state = SchemaRegistryState(chosen, process.pid)
-        write_state(self.state_path, state.to_json())
-        try:
-            self._wait_ready(state, timeout)
-        except SchemaRegistryStartError:
-            self.stop()
-            raise
-        if progress is not None:
-            print(f"Schema Registry is ready at {state.url}", file=progress, flush=True)
-        return state
+        return self.launch(command, SchemaRegistryState(chosen), progress, timeout)
 
-    def _wait_ready(self, state: SchemaRegistryState, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            if state.pid is None or not pid_exists(state.pid):
-                raise SchemaRegistryStartError(
-                    f"the Schema Registry exited during start-up:\n{log_tail(self.log_path)}")
-            if answers(state.url):
-                return
-            if time.monotonic() > deadline:
-                raise SchemaRegistryStartError(f"the Schema Registry did not answer within "
-                                               f"{timeout:.0f}s; see {self.log_path}")
-            time.sleep(0.2)
-
-    def stop(self, timeout: float = 20.0) -> int:
-        """Stop the registry this launcher started; how many processes were running (0 or 1)."""
-        pid = self._running_pid(self.state())
-        if pid is None:
-            return 0
-        terminate([pid], self.marker, timeout)
-        return 1
+    def answers(self, state: SchemaRegistryState) -> bool:
+        return answers(state.url)
 
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))

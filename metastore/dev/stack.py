@@ -1,10 +1,11 @@
 """The local development environment: where `metastore dev` keeps Kafka, Spark, the Schema
-Registry and nodes."""
+Registry, the Kafka Connect worker and nodes."""
 
 from __future__ import annotations
 
 import os
 
+from metastore.dev.connect_worker import LocalConnect
 from metastore.dev.kafka_cluster import LocalKafkaCluster
 from metastore.dev.node_cluster import LocalNodeCluster
 from metastore.dev.paths import dev_dir
@@ -61,3 +62,7 @@ def ensure_schema_registry() -> str:
     if external:
         return external
     return local_schema_registry().start().url
+
+
+def local_connect() -> LocalConnect:
+    return LocalConnect(dev_dir() / "connect")

@@ -27,7 +27,7 @@ def test_the_spark_connector_follows_the_pyspark_the_checkout_pins() -> None:
     assert prefetch.pinned_spark_version(Path("/nonexistent/pyproject.toml")) is None
 
 
-def test_dev_fetch_builds_the_schema_registry_only_when_asked(
+def test_dev_fetch_builds_the_optional_components_only_when_asked(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
@@ -44,7 +44,8 @@ def test_dev_fetch_builds_the_schema_registry_only_when_asked(
     built = CliRunner().invoke(app, ["dev", "fetch"])
     assert plain.exit_code == everything.exit_code == built.exit_code == 0, plain.output
     core = ["the Kafka broker jars", "the Spark connector jars", "the project's JVM classes"]
-    assert ran == [core, [*core, "the local Schema Registry"], core]
+    assert ran == [core, [*core, "the local Schema Registry",
+                          "the Kafka Connect worker and its plugins"], core]
     assert "built the first time it is needed" in plain.output
     assert "built the first time" not in everything.output + built.output
 
