@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 
+from cli import render_connectors as connectors
 from cli.output import print_table
 
 
@@ -44,6 +45,8 @@ def render_entity(entity: dict[str, Any]) -> None:
     elif kind == "source_descriptions":
         for description in entity["sourceDescriptions"]:
             render_description(description)
+    elif kind in connectors.KINDS:
+        connectors.render_connector_entity(entity)
     else:
         typer.echo(str(entity))
 

@@ -43,6 +43,10 @@ def server(
         envvar="METASTORE_SCHEMA_REGISTRY_URL",
         help="A Confluent-compatible Schema Registry's base URL (http://host:8081; Apicurio: "
         "http://host:8080/apis/ccompat/v7), for ASSERT SCHEMA.")] = None,
+    connect_url: Annotated[str | None, Opt(
+        envvar="METASTORE_CONNECT_URL",
+        help="Kafka Connect's REST URL, where the connector statements run (ksqlDB's "
+        "ksql.connect.url; default http://localhost:8083).")] = None,
     query_session_timeout_ms: Annotated[int | None, Opt(
         help="How long (ms) a node that stopped answering keeps its persistent queries before "
         "the query group gives them to another node (default 10000).")] = None,
@@ -134,6 +138,7 @@ def server(
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
         "auth_file": auth_file, "function_modules": function_module or None,
         "schema_registry_url": schema_registry_url, "queries_file": queries_file,
+        "connect_url": connect_url,
     }
     tables = {"kafka": _pairs(kafka, "--kafka"), "spark_conf": _pairs(spark_conf, "--spark-conf"),
               "limits": _pairs(limit, "--limit"),

@@ -1,5 +1,5 @@
 """The properties files of a migrations project (``ksql-migrations.properties``, ``apply
---headers``), read as Java reads them (ISO-8859-1, :mod:`cli.properties_file`) and refused
+--headers``), read as Java reads them (ISO-8859-1, :mod:`metastore.core.java_properties`) and refused
 (exit 2) as ksqlDB's ``PropertiesUtil`` refuses them."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli.migrations.errors import usage_error
-from cli.properties_file import PropertiesFormatError
-from cli.properties_file import parse_properties as parse_java_properties
+from metastore.core.java_properties import PropertiesFormatError
+from metastore.core.java_properties import parse_properties as parse_java_properties
 
 _FORBIDDEN_PREFIXES = ("java.", "os.", "sun.", "user.", "line.separator", "path.separator",
                        "file.separator")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.properties_file import PropertiesFormatError, parse_properties
 from cli.shell.console import OutputFormat, output_format
+from metastore.core.java_properties import PropertiesFormatError, parse_properties
 
 CLIENT_SIDE_PREFIXES = ("ssl.", "sasl.")
 CLIENT_SIDE_NAMES = frozenset({"security.protocol"})

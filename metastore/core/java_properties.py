@@ -1,6 +1,6 @@
 """Java's ``.properties`` format, as ``java.util.Properties.load`` reads it: the format of
-``ksql-migrations.properties``, of ``migrations apply --headers`` files and of the shell's
-``--config-file``.
+``ksql-migrations.properties``, of ``migrations apply --headers`` files, of the shell's
+``--config-file`` and of a node's Kafka Connect credentials file.
 
 A logical line continues onto the next natural line after an odd number of trailing
 backslashes; blank lines and lines whose first visible character is ``#`` or ``!`` are comments;

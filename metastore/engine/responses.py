@@ -51,7 +51,7 @@ def field_json(column: Column) -> dict[str, Any]:
     return data
 
 
-def _base(statement: st.Statement, kind: str) -> Entity:
+def base_entity(statement: st.Statement, kind: str) -> Entity:
     return {"@type": kind, "statementText": statement.text, "warnings": []}
 
 
@@ -85,21 +85,21 @@ def status_message(command: cmd.Command, image: Image, offset: int) -> tuple[str
 def current_status(statement: st.Statement, command: cmd.Command, image_after: Image,
                    offset: int) -> Entity:
     message, query_id = status_message(command, image_after, offset)
-    return {**_base(statement, "currentStatus"), "commandId": command.command_id,
+    return {**base_entity(statement, "currentStatus"), "commandId": command.command_id,
             "commandStatus": {"status": "SUCCESS", "message": message, "queryId": query_id},
             "commandSequenceNumber": offset}
 
 
 def already_written(statement: st.Statement, command_id: str, offset: int) -> Entity:
     """The answer to a retried request whose record is already in the log (same request id)."""
-    return {**_base(statement, "currentStatus"), "commandId": command_id,
+    return {**base_entity(statement, "currentStatus"), "commandId": command_id,
             "commandStatus": {"status": "SUCCESS", "message": "Already written by an earlier "
                               "attempt of this request (same request id).", "queryId": None},
             "commandSequenceNumber": offset}
 
 
 def warning(statement: st.Statement, message: str) -> Entity:
-    return {**_base(statement, "warning_entity"), "message": message}
+    return {**base_entity(statement, "warning_entity"), "message": message}
 
 
 def source_summary(source: DataSource) -> dict[str, Any]:
@@ -210,12 +210,12 @@ def _errors(status: Mapping[str, Any] | None, message: str | None) -> list[dict[
 
 def explain_entity(statement: st.Statement, description: dict[str, Any]) -> Entity:
     """ksqlDB's ``QueryDescriptionEntity`` (EXPLAIN)."""
-    return {**_base(statement, "queryDescription"), "queryDescription": description}
+    return {**base_entity(statement, "queryDescription"), "queryDescription": description}
 
 
 def query_descriptions(statement: st.Statement, descriptions: list[dict[str, Any]]) -> Entity:
     """ksqlDB's ``QueryDescriptionList`` (SHOW QUERIES EXTENDED)."""
-    return {**_base(statement, "query_descriptions"), "queryDescriptions": descriptions}
+    return {**base_entity(statement, "query_descriptions"), "queryDescriptions": descriptions}
 
 
 def persistent_query_description(query: PersistentQuery, image: Image, plan: str,
@@ -281,11 +281,11 @@ class TopicListing:
 def topics_entity(statement: st.ListObjects, topics: Sequence[TopicListing]) -> Entity:
     """ksqlDB's ``KafkaTopicsList``, or with EXTENDED its ``KafkaTopicsListExtended``."""
     if statement.extended:
-        return {**_base(statement, "kafka_topics_extended"), "topics": [
+        return {**base_entity(statement, "kafka_topics_extended"), "topics": [
             {"name": t.name, "replicaInfo": [t.replicas] * t.partitions,
              "consumerCount": t.consumers, "consumerGroupCount": t.consumer_groups}
             for t in topics]}
-    return {**_base(statement, "kafka_topics"), "topics": [
+    return {**base_entity(statement, "kafka_topics"), "topics": [
         {"name": t.name, "replicaInfo": [t.replicas] * t.partitions} for t in topics]}
 
 
@@ -299,27 +299,27 @@ def read_entity(statement: st.Statement, image: Image,
     ``config``: the request's configuration overrides in force at the statement, ``server``:
     the node's own settings (both for SHOW PROPERTIES)."""
     if isinstance(statement, st.ListVariables):  # ksqlDB's VariablesList
-        return {**_base(statement, "variables"), "variables": [
+        return {**base_entity(statement, "variables"), "variables": [
             {"name": name, "value": value} for name, value in statement.variables]}
     if isinstance(statement, st.UndefineVariable):  # ksqlDB's VariableExecutor.unset
         return warning(statement, f"Cannot undefine variable '{statement.name}' which was "
                                   "never defined")
     if isinstance(statement, st.DescribeFunction):  # ksqlDB's FunctionDescriptionList
-        return {**_base(statement, "describe_function"),
+        return {**base_entity(statement, "describe_function"),
                 **describe_functions.describe(statement.name)}
     if isinstance(statement, st.ListObjects):
         return _list_entity(statement, image, topics, query_status, config, server)
     if isinstance(statement, st.Describe):
         source = image.sources[statement.name]
-        return {**_base(statement, "sourceDescription"),
+        return {**base_entity(statement, "sourceDescription"),
                 "sourceDescription": source_description(source, image, statement.extended,
                                                         query_status)}
     if isinstance(statement, st.SetProperty):
-        return {**_base(statement, "currentStatus"), "commandStatus": {
+        return {**base_entity(statement, "currentStatus"), "commandStatus": {
             "status": "SUCCESS", "message": f"Property {statement.name} set", "queryId": None}}
     if isinstance(statement, st.AssertTopic | st.AssertSchema | st.AssertSource):
         return _assertion_entity(statement)
-    return {**_base(statement, "currentStatus"), "commandStatus": {
+    return {**base_entity(statement, "currentStatus"), "commandStatus": {
         "status": "SUCCESS", "message": "Validated", "queryId": None}}
 
 
@@ -330,23 +330,23 @@ def _list_entity(statement: st.ListObjects, image: Image, topics: Sequence[Topic
     properties."""
     what = statement.what
     if what == "FUNCTIONS":
-        return {**_base(statement, "function_names"),
+        return {**base_entity(statement, "function_names"),
                 "functions": describe_functions.function_names()}
     if what == "PROPERTIES":
-        return {**_base(statement, "properties"),
+        return {**base_entity(statement, "properties"),
                 **properties.properties_fields(config or NO_OVERRIDES, server)}
     if what in ("STREAMS", "TABLES"):
         return _sources_entity(statement, image, query_status)
     if what == "QUERIES":
-        return {**_base(statement, "queries"), "queries": [
+        return {**base_entity(statement, "queries"), "queries": [
             query_summary(image.queries[q], image, _status(query_status, q))
             for q in sorted(image.queries)] + push_query_summaries(query_status)}
     if what == "TYPES":
-        return {**_base(statement, "type_list"), "types": {
+        return {**base_entity(statement, "type_list"), "types": {
             name: schema_json(image.types[name]) for name in sorted(image.types)}}
     if what == "TOPICS":
         return topics_entity(statement, topics or [])
-    return {**_base(statement, what.lower()), what.lower(): []}
+    return {**base_entity(statement, what.lower()), what.lower(): []}
 
 
 def _sources_entity(statement: st.ListObjects, image: Image,
@@ -355,19 +355,19 @@ def _sources_entity(statement: st.ListObjects, image: Image,
     kind = st.SourceKind.STREAM if what == "STREAMS" else st.SourceKind.TABLE
     chosen = [image.sources[n] for n in sorted(image.sources) if image.sources[n].kind is kind]
     if statement.extended:
-        return {**_base(statement, "source_descriptions"), "sourceDescriptions": [
+        return {**base_entity(statement, "source_descriptions"), "sourceDescriptions": [
             source_description(s, image, True, query_status) for s in chosen]}
-    return {**_base(statement, what.lower()), what.lower(): [source_summary(s) for s in chosen]}
+    return {**base_entity(statement, what.lower()), what.lower(): [source_summary(s) for s in chosen]}
 
 
 def _assertion_entity(statement: st.AssertTopic | st.AssertSchema | st.AssertSource) -> Entity:
     """ksqlDB's AssertTopicEntity and AssertSchemaEntity; an asserted source's status."""
     if isinstance(statement, st.AssertTopic):  # ksqlDB's AssertTopicEntity
-        return {**_base(statement, "assert_topic"), "topicName": statement.topic,
+        return {**base_entity(statement, "assert_topic"), "topicName": statement.topic,
                 "exists": statement.exists}
     if isinstance(statement, st.AssertSchema):  # ksqlDB's AssertSchemaEntity
-        return {**_base(statement, "assert_schema"), "subject": statement.subject,
+        return {**base_entity(statement, "assert_schema"), "subject": statement.subject,
                 "id": statement.schema_id, "exists": statement.exists}
-    return {**_base(statement, "currentStatus"), "commandStatus": {
+    return {**base_entity(statement, "currentStatus"), "commandStatus": {
             "status": "SUCCESS", "message": f"{statement.kind.label.capitalize()} "
                                             f"{statement.name} is as asserted", "queryId": None}}

@@ -297,7 +297,8 @@ class Validator:
                         | st.AssertSchema):
             self._assert(statement)
         elif not isinstance(statement, st.ListObjects | st.ListVariables | st.DefineVariable
-                            | st.UndefineVariable):  # variables were substituted at parsing
+                            | st.UndefineVariable  # variables were substituted at parsing
+                            | st.ConnectorStatement):  # Kafka Connect checks them
             raise UnsupportedStatementError(f"Unsupported statement: {statement.text}")
 
     def _assert(self, statement: st.AssertSource | st.AssertValues | st.AssertTopic

@@ -26,6 +26,9 @@ from metastore.checkpoint.checkpointer import Checkpointer, CheckpointPolicy
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.checkpoint.snapshots import SnapshotTopic, snapshot_topic_name
 from metastore.checkpoint.store import CheckpointStore, Incarnation
+from metastore.connect.client import ConnectClient
+from metastore.connect.settings import ConnectSettings
+from metastore.connect.statements import ConnectorStatements
 from metastore.core.faults import NO_FAULTS, Faults
 from metastore.core.limits import RequestLimits
 from metastore.engine import asserts, inference, insert_record, insert_values, responses, topics
@@ -57,6 +60,7 @@ from metastore.planner.support import check_runtime
 from metastore.schema_registry.client import SchemaRegistryClient
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.statements import (
+    ConnectorStatement,
     CreateAsSelect,
     CreateSource,
     Describe,
@@ -100,6 +104,8 @@ class NodeConfig:
     query_defaults: Mapping[str, str] = field(default_factory=dict)
     """The node's defaults of persistent queries' settings a request did not give
     (``ksql.streams.processing.guarantee``), ksqlDB's names to their parsed values."""
+    connect: ConnectSettings = field(default_factory=ConnectSettings)
+    """The Kafka Connect cluster the connector statements are executed on."""
 
     @property
     def topic(self) -> str:
@@ -136,6 +142,8 @@ class Node:
         self.schema_registry = SchemaRegistryClient(config.schema_registry_url) \
             if config.schema_registry_url else None
         """The Schema Registry ASSERT SCHEMA asks, when the node has one."""
+        self.connectors = ConnectorStatements(ConnectClient(config.connect))
+        """Executes the connector statements on Kafka Connect."""
         self.kafka_cluster_id: str | None = None
         self.projection = projection
         """The Spark catalog projection, when this node runs Spark."""
@@ -242,6 +250,7 @@ class Node:
         self._data_writer.close()
         if self.schema_registry is not None:
             self.schema_registry.close()
+        self.connectors.client.close()
         self.replica.stop()
         if self.checkpointer is not None:
             self.checkpointer.stop(self.replica if checkpoint else None)
@@ -285,7 +294,8 @@ class Node:
         asserts.check_schemas(statements, self.schema_registry)  # waits: not under the lock
         schemas = inference.prefetch(statements, self.schema_registry, config)  # likewise
         request_id = request_id or str(uuid.uuid4())
-        if not any(isinstance(statement, InsertValues) for statement in statements):
+        if not any(isinstance(statement, InsertValues | ConnectorStatement)
+                   for statement in statements):
             entities = self.writer.submit(statements, request_id, submitter, timeout, config,
                                           schemas)
         else:
@@ -323,11 +333,11 @@ class Node:
     def _execute_in_parts(self, statements: list[Statement], request_id: str, submitter: str,
                           timeout: float | None, config: ConfigOverrides,
                           schemas: SchemaFacts | None) -> list[Entity]:
-        """A request mixing log writes and INSERT VALUES, in statement order as ksqlDB runs it:
-        each run of statements up to an INSERT VALUES is written (request id ``<id>/<n>``, so
-        a retry does not write it twice), then the INSERT VALUES produce their records on the
-        image that includes it. A retry produces the records again (ksqlDB has no request
-        ids at all)."""
+        """A request mixing log writes and statements that act outside the log (INSERT VALUES,
+        the connector statements), in statement order as ksqlDB runs it: each run of statements
+        up to one of those is written (request id ``<id>/<n>``, so a retry does not write it
+        twice), then it acts on the image that includes it. A retry acts again (ksqlDB has no
+        request ids at all)."""
         assert self.writer is not None
         entities: list[Entity] = []
         part: list[Statement] = []
@@ -335,8 +345,8 @@ class Node:
         for index, statement in enumerate(statements):
             part.append(statement)
             last = index == len(statements) - 1
-            if not (last or isinstance(statements[index + 1], InsertValues)
-                    or isinstance(statement, InsertValues)):
+            if not (last or isinstance(statements[index + 1], InsertValues | ConnectorStatement)
+                    or isinstance(statement, InsertValues | ConnectorStatement)):
                 continue
             if any(s.writes_log for s in part):
                 entities += self.writer.submit(part, f"{request_id}/{parts}", submitter, timeout,
@@ -369,6 +379,11 @@ class Node:
         status = self._query_statuses(statements)
         records: list[tuple[str, insert_record.EncodedRecord]] = []
         for statement in statements:
+            if isinstance(statement, ConnectorStatement):
+                entities.append(self.connectors.answer(
+                    statement, image, lambda name: responses.source_description(
+                        image.sources[name], image, extended=False)))
+                continue
             outcome = validator.validate(statement)
             if isinstance(outcome, Skip):
                 entity = responses.warning(statement, outcome.message)

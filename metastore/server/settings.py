@@ -18,6 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from metastore.checkpoint.checkpointer import CheckpointPolicy
+from metastore.connect.settings import PROPERTIES as CONNECT_PROPERTIES
+from metastore.connect.settings import ConnectSettings, ConnectSettingsError, connect_settings
 from metastore.core.exceptions import MetastoreError
 from metastore.core.faults import NO_FAULTS, Faults
 from metastore.core.limits import RequestLimits
@@ -142,7 +144,7 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
         data_dir=directory if checkpoints_on else None, checkpoint=checkpoint,
         writer=_writer(given), limits=_limits(_table(given, "limits")), faults=faults,
         schema_registry_url=_registry_url(given.get("schema_registry_url")),
-        query_defaults=_query_defaults(given),
+        query_defaults=_query_defaults(given), connect=_connect(given),
         **_pick(given, {"read_timeout": float, "fetch_wait_ms": int, "snapshots": _boolean}))
     try:
         http = HttpLimits.from_settings(_table(given, "http_limits"))
@@ -211,6 +213,13 @@ def _queries_file(given: Mapping[str, Any]) -> Path | None:
     return path
 
 
+def _connect(given: Mapping[str, Any]) -> ConnectSettings:
+    try:
+        return connect_settings(given.get("connect_url"), _ksql_properties(given))
+    except ConnectSettingsError as error:
+        raise SettingsError("connect_url", str(error)) from error
+
+
 def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
     """The ``ksql_properties`` table (TOML booleans as ksqlDB writes them)."""
     return {str(name): str(value).lower() if isinstance(value, bool) else str(value)
@@ -219,7 +228,8 @@ def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
 
 def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
     properties = {name: value for name, value in _ksql_properties(given).items()
-                  if name not in QUERY_DEFAULTS | QUERY_RETRY | {QUERIES_FILE_PROPERTY}
+                  if name not in QUERY_DEFAULTS | QUERY_RETRY | CONNECT_PROPERTIES
+                  | {QUERIES_FILE_PROPERTY}
                   and not name.startswith((error_types.REGEX_PREFIX, SINK_PRODUCER_PREFIX))}
     try:
         return ProcessingLogSettings.of(properties)
@@ -289,7 +299,7 @@ _KNOWN = frozenset({
     "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds", "advertised_url",
     "checkpoint_every_records",
     "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
-    "function_modules", "schema_registry_url", "ksql_properties", "queries_file",
+    "function_modules", "schema_registry_url", "ksql_properties", "queries_file", "connect_url",
 })
 
 

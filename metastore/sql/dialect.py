@@ -20,7 +20,7 @@ from sqlglot.errors import ErrorLevel
 from sqlglot.errors import ParseError as SqlglotParseError
 
 from metastore.core.limits import MAX_EXPRESSION_DEPTH, MAX_TYPE_DEPTH
-from metastore.sql import literals
+from metastore.sql import connector_config, literals
 from metastore.sql import statements as st
 from metastore.sql import types as ty
 from metastore.sql.durations import DurationError, parse_duration_ms
@@ -183,6 +183,12 @@ class KsqlParser(parser.Parser):
     def _create(self, start: Token) -> st.Statement:
         or_replace = self._match_text_seq("OR", "REPLACE")
         is_source = self._match_text_seq("SOURCE")
+        if not or_replace and (is_source or self._match_text_seq("SINK")):
+            if self._match_text_seq("CONNECTOR"):
+                return self._create_connector(
+                    start, st.ConnectorKind.SOURCE if is_source else st.ConnectorKind.SINK)
+            if not is_source:
+                self._fail("Expecting CONNECTOR after SINK", self._prev)
         if self._match_text_seq("TYPE"):
             if or_replace or is_source:
                 self._fail("CREATE TYPE takes neither OR REPLACE nor SOURCE", self._prev)
@@ -220,6 +226,10 @@ class KsqlParser(parser.Parser):
         return self._fail(f"Expecting STREAM or TABLE, found {found}")  # type: ignore[no-any-return]
 
     def _drop(self, start: Token) -> st.Statement:
+        if self._match_text_seq("CONNECTOR"):
+            if_exists = self._match_text_seq("IF", "EXISTS")
+            return st.DropConnector(self._text(start), self._where(start),
+                                    self._identifier("a connector name"), if_exists)
         if self._match_text_seq("TYPE"):
             if_exists = self._match_text_seq("IF", "EXISTS")
             return st.DropType(self._text(start), self._where(start),
@@ -298,13 +308,17 @@ class KsqlParser(parser.Parser):
     """What ksqlDB's grammar lets SHOW ... EXTENDED list."""
 
     def _list(self, start: Token) -> st.Statement:
+        connectors = self._list_connectors(start)
+        if connectors is not None:
+            return connectors
         show_all = self._match_text_seq("ALL")
         if show_all and not (self._curr and self._curr.text.upper() == "TOPICS"):
             found = f"'{self._curr.text}'" if self._curr else "end of statement"
             self._fail(f"Expecting TOPICS, found {found}")
         if not self._curr or self._curr.text.upper() not in self.LISTABLE:
             found = f"'{self._curr.text}'" if self._curr else "end of statement"
-            self._fail(f"Expecting one of {', '.join(sorted(self.LISTABLE))}, found {found}")
+            listable = sorted({*self.LISTABLE, "CONNECTORS", "CONNECTOR PLUGINS"})
+            self._fail(f"Expecting one of {', '.join(listable)}, found {found}")
         what = self._curr.text.upper()
         self._advance()
         if what == "VARIABLES":
@@ -319,6 +333,11 @@ class KsqlParser(parser.Parser):
             self._advance()
             extended = self._match_text_seq("EXTENDED")
             return st.ListObjects(self._text(start), self._where(start), what, extended)
+        if (self._curr and self._curr.text.upper() == "CONNECTOR"
+                and self._curr.token_type != TokenType.IDENTIFIER and self._next):
+            self._advance()
+            return st.DescribeConnector(self._text(start), self._where(start),
+                                        self._identifier("a connector name"))
         if (self._curr and self._curr.text.upper() == "FUNCTION"
                 and self._curr.token_type != TokenType.IDENTIFIER and self._next):
             self._advance()
@@ -484,6 +503,58 @@ class KsqlParser(parser.Parser):
         "SELECT": _select_statement, "SET": _set, "UNSET": _unset, "ASSERT": _assert,
         "DEFINE": _define, "UNDEFINE": _undefine,
     }
+
+    # -- connectors ----------------------------------------------------------------------------
+    def _create_connector(self, start: Token, kind: st.ConnectorKind) -> st.Statement:
+        """CREATE SOURCE|SINK CONNECTOR [IF NOT EXISTS] name WITH (key = literal, ...): the
+        statement's text is masked (:func:`connector_config.masked_create`)."""
+        if_not_exists = self._match_text_seq("IF", "NOT", "EXISTS")
+        name = self._identifier("a connector name")
+        if not self._match(TokenType.WITH):
+            found = f"'{self._curr.text}'" if self._curr else "end of statement"
+            self._fail(f"Expecting WITH, found {found}")
+        self._expect(TokenType.L_PAREN, "'('")
+        config: dict[str, str] = {}
+        while True:
+            key_token = self._curr
+            key = (self._prev.text if self._match(TokenType.STRING)
+                   else self._identifier("a property name"))
+            self._expect(TokenType.EQ, "'='")
+            if key in config:
+                self._fail(f"Duplicate property: {key}", key_token)
+            config[key] = self._connector_value()
+            if not self._match(TokenType.COMMA):
+                break
+        self._expect(TokenType.R_PAREN, "')'")
+        text = connector_config.masked_create(kind.value, name, config, if_not_exists)
+        return st.CreateConnector(text, self._where(start), kind, name,
+                                  connector_config.with_name(config, name), if_not_exists)
+
+    def _connector_value(self) -> str:
+        """A property's literal as the Connect string ksqlDB makes of it: NULL is ``null``."""
+        if self._match(TokenType.NULL):
+            return "null"
+        negative = self._match(TokenType.DASH)
+        if self._match(TokenType.NUMBER):
+            text = ("-" if negative else "") + self._prev.text
+            if not any(c in text for c in ".eE") and not literals.fits_long(text):
+                return self._fail(f"Invalid numeric literal: {text[:100]}")  # type: ignore[no-any-return]
+            return connector_config.java_number(text)
+        if negative:
+            self._fail("Expecting a number after '-'", self._prev)
+        value = self._property_value()
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    def _list_connectors(self, start: Token) -> st.Statement | None:
+        """SHOW | LIST [SOURCE | SINK] CONNECTORS, SHOW | LIST CONNECTOR PLUGINS; None when the
+        statement lists something else."""
+        if self._match_text_seq("CONNECTOR", "PLUGINS"):
+            return st.ListConnectorPlugins(self._text(start), self._where(start))
+        for kind in (st.ConnectorKind.SOURCE, st.ConnectorKind.SINK, None):
+            words = ("CONNECTORS",) if kind is None else (kind.value, "CONNECTORS")
+            if self._match_text_seq(*words):
+                return st.ListConnectors(self._text(start), self._where(start), kind)
+        return None
 
     # -- pieces --------------------------------------------------------------------------------
     def _csv(self, item: Callable[[], T]) -> list[T]:

@@ -10,7 +10,7 @@ from sqlglot.errors import TokenError
 from metastore.core.limits import MAX_NESTING, MAX_STATEMENT_CHARS
 from metastore.sql.dialect import Ksql, KsqlParser, KsqlTokenizer
 from metastore.sql.exceptions import ParseError, TooComplexError
-from metastore.sql.statements import Statement
+from metastore.sql.statements import CreateConnector, Statement
 from metastore.sql.types import SqlType
 
 
@@ -92,8 +92,11 @@ def _check_bounds(chunk: list[Token], text: str, sql: str) -> None:
 
 
 def _with_text(statement: Statement, text: str) -> Statement:
+    """``statement`` with its own text; a CREATE CONNECTOR keeps the masked text it was given."""
     from dataclasses import replace
 
+    if isinstance(statement, CreateConnector):
+        return statement
     return replace(statement, text=text)
 
 

@@ -284,6 +284,58 @@ class DescribeFunction(Statement):
         return False
 
 
+# -- connectors (ksqlDB's CreateConnector, DropConnector, ListConnectors, DescribeConnector,
+# ListConnectorPlugins): executed against Kafka Connect, never written to the log ---------------
+class ConnectorKind(StrEnum):
+    SOURCE = "SOURCE"
+    SINK = "SINK"
+
+
+@dataclass(frozen=True)
+class ConnectorStatement(Statement):
+    """A statement Kafka Connect answers; its ``text`` is masked where it holds a config
+    (every value but ``connector.class``, as ksqlDB's QueryMask), so that no answer, error or
+    log line shows a connector's credentials."""
+
+    @property
+    def writes_log(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class CreateConnector(ConnectorStatement):
+    """CREATE SOURCE|SINK CONNECTOR [IF NOT EXISTS] name WITH (...): ``config`` holds the
+    properties as the Connect strings ksqlDB makes of them, and ``name``."""
+
+    kind: ConnectorKind
+    name: str
+    config: dict[str, str]
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropConnector(ConnectorStatement):
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DescribeConnector(ConnectorStatement):
+    name: str
+
+
+@dataclass(frozen=True)
+class ListConnectors(ConnectorStatement):
+    """SHOW | LIST [SOURCE | SINK] CONNECTORS; ``kind`` None: both."""
+
+    kind: ConnectorKind | None = None
+
+
+@dataclass(frozen=True)
+class ListConnectorPlugins(ConnectorStatement):
+    """SHOW | LIST CONNECTOR PLUGINS."""
+
+
 # -- session variables (ksqlDB's DefineVariable, UndefineVariable, ListVariables) ----------------
 @dataclass(frozen=True)
 class DefineVariable(Statement):

@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("the formats: their rules, the registry formats' schemas and the columns they give",
      {"formats"}),
     ("the engine: analysis, validation, statement rules", {"engine"}),
+    ("Kafka Connect: its client and the connector statements", {"connect"}),
     ("the Kafka clients", {"kafka"}),
     ("the command log, its checkpoints and the cluster's members", {"log", "checkpoint", "cluster"}),
     ("Spark: the session, the catalog's projection, source views, pull queries", {"spark"}),

@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from metastore.catalog import exceptions as catalog
 from metastore.checkpoint.exceptions import CheckpointError
+from metastore.connect import exceptions as connect
 from metastore.core.exceptions import MetastoreError
 from metastore.dev import exceptions as local
 from metastore.jvm.exceptions import JvmJarsError
@@ -39,6 +40,7 @@ QUERY_ENDPOINT = 40002
 MAX_PUSH_QUERIES_EXCEEDED = 40003
 FORBIDDEN = 40300
 NOT_FOUND = 40400
+CONFLICT = 40900
 UNAUTHORIZED = 40100
 REQUEST_TIMEOUT = 40800
 PAYLOAD_TOO_LARGE = 41300
@@ -136,6 +138,12 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     schema_registry.SchemaRegistryError: STATEMENT_ERROR,  # the registry refused what it was sent
     schema_registry.SchemaRegistryUnavailableError: ErrorCode(503, SERVICE_UNAVAILABLE),
     schema_registry.SchemaRegistryAccessError: SERVER_FAILURE,
+    # Kafka Connect: what it refused is the statement's error, as is a Connect that is down
+    connect.ConnectError: STATEMENT_ERROR,
+    connect.ConnectorExistsError: ErrorCode(409, CONFLICT),
+    connect.ConnectorNotFoundError: ErrorCode(404, NOT_FOUND),
+    connect.ConnectorValidationError: ErrorCode(400, BAD_REQUEST),
+    connect.ConnectUnavailableError: STATEMENT_ERROR,
     # local development infrastructure
     JvmJarsError: SERVER_FAILURE,
     local.LocalInfraError: SERVER_FAILURE,

@@ -1,0 +1,1 @@
+"""Kafka Connect: the connector statements, executed against a Connect cluster's REST API."""
