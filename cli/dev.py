@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import signal
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from cli.output import fail, print_json, print_table
 from metastore.dev import prefetch
 from metastore.dev.exceptions import LocalInfraError
+from metastore.dev.local_service import LocalService
 from metastore.dev.schema_registry import is_built as schema_registry_built
 from metastore.dev.stack import (
     ensure_kafka,
@@ -17,6 +18,7 @@ from metastore.dev.stack import (
     local_connect,
     local_kafka,
     local_nodes,
+    local_postgres,
     local_schema_registry,
     local_spark,
     spark_node_args,
@@ -132,6 +134,9 @@ def up(
         "--connect", help="Start a local Kafka Connect worker (Apache Kafka's, distributed "
         "mode, with the FileStream and Debezium PostgreSQL plugins) and point the nodes at "
         "it.")] = False,
+    postgres: Annotated[bool, typer.Option(
+        "--postgres", help="Start a local PostgreSQL (the machine's, with logical decoding on) "
+        "for the change-data-capture walkthrough (metastore dev cdc).")] = False,
 ) -> None:
     """Start local Kafka (if needed) and N nodes of one service; wait until all are READY."""
     if spark_workers and no_spark:
@@ -153,6 +158,8 @@ def up(
             extra += ("--schema-registry-url", registry.url)
         if connect:
             extra += ("--connect-url", local_connect().start(bootstrap).url)
+        if postgres:
+            local_postgres().start()
         typer.echo(f"Starting {nodes} node(s) of service '{service_id}'...", err=True)
         state = local_nodes().up(nodes, service_id, bootstrap, extra)
     except LocalInfraError as error:
@@ -178,15 +185,17 @@ def nodes_status(json_output: JsonOption = False) -> None:
     registry_state = registry.state()
     registry_row = None if registry_state is None else {
         "url": registry_state.url, "pid": registry_state.pid, "running": registry.is_running()}
-    worker = local_connect()
-    worker_state = worker.state()
-    connect_row = None if worker_state is None else {
-        "url": worker_state.url, "pid": worker_state.pid, "running": worker.is_running()}
+    services: dict[str, LocalService[Any]] = {"connect": local_connect(),
+                                              "postgres": local_postgres()}
+    service_rows = {name: {"url": state.url, "pid": state.pid, "running": service.is_running()}
+                    for name, service in services.items()
+                    if (state := service.state()) is not None}
     if json_output:
         print_json({"serviceId": state.service_id if state else None, "nodes": rows,
                     "spark": None if spark_state is None else {
                         "masterUrl": spark_state.master_url, "daemons": daemons},
-                    "schemaRegistry": registry_row, "connect": connect_row})
+                    "schemaRegistry": registry_row, "connect": service_rows.get("connect"),
+                    "postgres": service_rows.get("postgres")})
         return
     if not rows:
         typer.echo("No local cluster; start one with: metastore dev up")
@@ -201,10 +210,10 @@ def nodes_status(json_output: JsonOption = False) -> None:
         typer.echo("")
         print_table(["schema registry", "pid", "running"],
                     [[registry_row["url"], registry_row["pid"], registry_row["running"]]])
-    if connect_row is not None:
+    for name, row in service_rows.items():
         typer.echo("")
-        print_table(["kafka connect", "pid", "running"],
-                    [[connect_row["url"], connect_row["pid"], connect_row["running"]]])
+        print_table([{"connect": "kafka connect", "postgres": "postgresql"}[name], "pid",
+                     "running"], [[row["url"], row["pid"], row["running"]]])
 
 
 def _signal_node(node: str, sig: signal.Signals, verb: str) -> None:
@@ -240,14 +249,39 @@ def start(node: Annotated[str, typer.Argument(help="Node name, e.g. node-2.")]) 
 @app.command()
 def down() -> None:
     """Stop every node, the local Spark cluster, the local Schema Registry, the local Kafka
-    Connect worker and the local Kafka this tool started (nothing else)."""
+    Connect worker, the local PostgreSQL and the local Kafka this tool started (nothing
+    else)."""
     stopped = local_nodes().down()
     spark = local_spark().stop()
     registry = local_schema_registry().stop()
     connect = local_connect().stop()
+    postgres = local_postgres().stop()
     brokers = local_kafka().stop()
     typer.echo(f"Stopped {stopped} node(s), {spark} Spark daemon(s), {registry} Schema "
-               f"Registry, {connect} Kafka Connect worker and {brokers} broker(s).")
+               f"Registry, {connect} Kafka Connect worker, {postgres} PostgreSQL and "
+               f"{brokers} broker(s).")
+
+
+@app.command()
+def cdc() -> None:
+    """The change-data-capture walkthrough on the local cluster (metastore dev up --connect
+    --postgres): a PostgreSQL table streamed by Debezium, a table over its changes, a CTAS
+    counting it and pull queries following inserts, updates and deletes."""
+    from metastore.dev.cdc import Walkthrough
+
+    nodes = local_nodes().state()
+    postgres = local_postgres().state()
+    if nodes is None or not nodes.nodes or postgres is None or not (
+            local_connect().is_running() and local_postgres().is_running()):
+        fail("the walkthrough needs the local cluster with Kafka Connect and PostgreSQL: run "
+             "'metastore dev up --connect --postgres' first", 3)
+        return
+    url = nodes.nodes[0].url
+    try:
+        Walkthrough(postgres, url, url, say=typer.echo).run()
+    except (LocalInfraError, RuntimeError, TimeoutError) as error:
+        fail(str(error), 1)
+    typer.echo("The counts followed every change in PostgreSQL.")
 
 
 @app.command()

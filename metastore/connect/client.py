@@ -1,10 +1,12 @@
 """A thin typed client of Kafka Connect's REST API: the calls the connector statements make.
 
-Each call is one HTTP request (up to three attempts, as ksqlDB's client makes them, when Connect
-answers 409, a rebalance in progress, or a 5xx, or does not answer), bounded by the settings'
-timeout. An answer that is not the one expected raises :class:`ConnectError` with Connect's
-body as its reason, and its status; no answer raises :class:`ConnectUnavailableError` naming the
-URL. Credentials go in the Authorization header only, and no message shows them.
+Each call is one HTTP request, bounded by the settings' timeout, made up to three times as
+ksqlDB's client makes it when Connect answers 409 (a rebalance in progress); a call that only
+reads (GET, and PUT of a config to validate) also when Connect answers a 5xx or not at all, but a
+POST or DELETE is not sent again after an answer that may have followed its effect. An answer
+that is not the one expected raises :class:`ConnectError` with Connect's body as its reason, and
+its status; no answer raises :class:`ConnectUnavailableError` naming the URL. Credentials go in
+the Authorization header only, and no message shows them.
 """
 
 from __future__ import annotations
@@ -73,19 +75,20 @@ class ConnectClient:
     def _call(self, method: str, path: str, what: str, json: Any = None,
               expect: tuple[int, ...] = (200,)) -> Any:
         """The JSON Connect answers ``method path`` with (None for an empty body)."""
+        reads = method in ("GET", "PUT")
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 response = self._http.request(method, path, json=json)
             except httpx.HTTPError as error:
-                if attempt == ATTEMPTS:
+                if attempt == ATTEMPTS or not reads:
                     raise ConnectUnavailableError(
                         f"Failed to {what}: Kafka Connect at {self.url} did not answer "
                         f"({type(error).__name__}: {_reason(str(error))})") from error
             else:
                 if response.status_code in expect:
                     return _json(response, what, self.url)
-                if attempt == ATTEMPTS or not (response.status_code == 409
-                                               or response.status_code >= 500):
+                again = response.status_code == 409 or (reads and response.status_code >= 500)
+                if attempt == ATTEMPTS or not again:
                     raise ConnectError(f"Failed to {what}: {_reason(response.text)}",
                                        response.status_code)
             time.sleep(RETRY_PAUSE_SECONDS * attempt)

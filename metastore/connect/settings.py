@@ -1,7 +1,8 @@
 """Where a node finds Kafka Connect, as ksqlDB's ``ksql.connect.*`` properties say.
 
 ``ksql.connect.url`` (``--connect-url`` wins; ksqlDB's default ``http://localhost:8083``),
-``ksql.connect.request.timeout.ms`` (5,000), and basic auth from a file
+``ksql.connect.request.timeout.ms`` (30,000: ksqlDB's 5,000 is less than a connector that checks
+its database, as Debezium's does, may take to validate on a loaded machine), and basic auth from a file
 (``ksql.connect.basic.auth.credentials.source=FILE`` with ``ksql.connect.basic.auth.credentials
 .file``, a properties file of ``username`` and ``password``). The credentials are read once, at
 start, and never shown: a setting's error names the file, not what it holds.
@@ -34,7 +35,7 @@ class ConnectSettingsError(MetastoreError):
 @dataclass(frozen=True)
 class ConnectSettings:
     url: str = DEFAULT_URL
-    timeout_seconds: float = 5.0
+    timeout_seconds: float = 30.0
     credentials: tuple[str, str] | None = field(default=None, repr=False)
     """(username, password) of basic auth; None: none sent."""
 
@@ -47,7 +48,7 @@ def connect_settings(url: str | None, properties: Mapping[str, str]) -> ConnectS
         raise ConnectSettingsError(f"{URL} must be an http:// or https:// URL without "
                                    f"credentials; got {chosen!r}")
     try:
-        timeout = int(properties.get(TIMEOUT, "5000")) / 1000
+        timeout = int(properties.get(TIMEOUT, "30000")) / 1000
     except ValueError as error:
         raise ConnectSettingsError(f"{TIMEOUT} must be a number of milliseconds") from error
     if timeout <= 0:

@@ -25,8 +25,8 @@ from typing import TextIO
 
 from metastore.dev import jars
 from metastore.dev.exceptions import LocalInfraError
-from metastore.dev.jvm_service import LocalJvmService, ServiceState, say
 from metastore.dev.kafka_cluster import free_ports
+from metastore.dev.local_service import LocalService, ServiceState, say
 from metastore.dev.paths import jar_dir
 
 HEAP = "-Xmx384m"
@@ -102,7 +102,7 @@ class ConnectState(ServiceState):
     """The worker's REST API is its base URL."""
 
 
-class LocalConnect(LocalJvmService[ConnectState]):
+class LocalConnect(LocalService[ConnectState]):
     """One Kafka Connect worker process under ``root``, in ``group``."""
 
     title = "Kafka Connect worker"

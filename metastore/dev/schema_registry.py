@@ -31,8 +31,8 @@ from typing import TextIO
 
 from metastore.dev import jars
 from metastore.dev.exceptions import JavaBuildError, LocalInfraError
-from metastore.dev.jvm_service import LocalJvmService, ServiceState, say
 from metastore.dev.kafka_cluster import free_ports
+from metastore.dev.local_service import LocalService, ServiceState, say
 from metastore.dev.paths import jar_dir
 
 APP_DIR = "schema_registry_app"
@@ -150,7 +150,7 @@ def _maven_package(sources: dict[str, str], staging: Path, progress: TextIO | No
 
 
 # -- run -----------------------------------------------------------------------------------------
-class LocalSchemaRegistry(LocalJvmService[SchemaRegistryState]):
+class LocalSchemaRegistry(LocalService[SchemaRegistryState]):
     """One in-memory registry process under ``root``."""
 
     title = "Schema Registry"

@@ -1,5 +1,5 @@
 """The local development environment: where `metastore dev` keeps Kafka, Spark, the Schema
-Registry, the Kafka Connect worker and nodes."""
+Registry, the Kafka Connect worker, PostgreSQL and nodes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from metastore.dev.connect_worker import LocalConnect
 from metastore.dev.kafka_cluster import LocalKafkaCluster
 from metastore.dev.node_cluster import LocalNodeCluster
 from metastore.dev.paths import dev_dir
+from metastore.dev.postgres import LocalPostgres
 from metastore.dev.schema_registry import LocalSchemaRegistry
 from metastore.dev.spark_cluster import LocalSparkCluster, SparkClusterState
 
@@ -66,3 +67,7 @@ def ensure_schema_registry() -> str:
 
 def local_connect() -> LocalConnect:
     return LocalConnect(dev_dir() / "connect")
+
+
+def local_postgres() -> LocalPostgres:
+    return LocalPostgres(dev_dir() / "postgres")

@@ -10,6 +10,7 @@ never echoed.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
 
 CONNECTOR_CLASS = "connector.class"
@@ -56,6 +57,26 @@ def masked_create(kind: str, name: str, config: dict[str, str], if_not_exists: b
     return f"CREATE {kind} CONNECTOR{exists} {_identifier(name)} WITH ({pairs});"
 
 
+_CREATE_CONNECTOR = re.compile(r"\bCREATE\s+(?:SOURCE|SINK)\s+CONNECTOR\b", re.IGNORECASE)
+_PROPERTY = re.compile(r"""(?P<key>'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|[\w.]+)"""
+                       r"""(?P<equals>\s*=\s*)(?P<value>'(?:[^']|'')*'|[^,)\s]+)""")
+
+
+def masked_text(text: str) -> str:
+    """``text`` with every ``key = value`` masked but ``connector.class``'s, when it holds a
+    CREATE CONNECTOR (as ksqlDB's QueryMask does with a text it cannot parse): what an error
+    shows of a request that may hold a connector's credentials."""
+    if not _CREATE_CONNECTOR.search(text):
+        return text
+
+    def mask(match: re.Match[str]) -> str:
+        key = match.group("key").strip("'\"`")
+        value = match.group("value") if key.lower() == CONNECTOR_CLASS else MASK
+        return f"{match.group('key')}{match.group('equals')}{value}"
+
+    return _PROPERTY.sub(mask, text)
+
+
 def _identifier(name: str) -> str:
     plain = name.isupper() and name.replace("_", "").isalnum() and not name[0].isdigit()
     return name if plain else "`" + name.replace("`", "``") + "`"
@@ -65,4 +86,5 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-__all__ = ["CONNECTOR_CLASS", "java_double", "java_number", "masked_create", "with_name"]
+__all__ = ["CONNECTOR_CLASS", "java_double", "java_number", "masked_create", "masked_text",
+           "with_name"]

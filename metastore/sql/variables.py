@@ -65,7 +65,7 @@ IDENTIFIER_ERROR = ("Identifier names cannot start with '@' and may only contain
 
 _NAME_BEFORE = frozenset({
     "STREAM", "TABLE", "TYPE", "FROM", "JOIN", "INTO", "DESCRIBE", "FUNCTION", "TOPIC",
-    "TERMINATE", "AS", "EXISTS", "COLUMN", "ADD", "SUBJECT", ".", "->"})
+    "TERMINATE", "AS", "EXISTS", "COLUMN", "ADD", "SUBJECT", "CONNECTOR", ".", "->"})
 """Words after which ksqlDB's grammar wants an identifier."""
 _LIST_OWNERS = frozenset({"STREAM", "TABLE", "INTO", "VALUES", "EXISTS"})
 """``<word> <name> (``: the parenthesis opens a list of column names."""

@@ -139,6 +139,9 @@ def test_a_config_connect_refuses_creates_nothing(node: ServerProcess,
     assert no_topics["message"].startswith("Validation error: ")
     assert "topics" in no_topics["message"]
     assert connectors(connect_worker) == before, "nothing was created"
+    masked = ksql(node, "CREATE SOURCE CONNECTOR ${missing} WITH ('password'='hunter2');",
+                  status=400, variables={"other": "x"})
+    assert "hunter2" not in json.dumps(masked), "an error shows the statement masked"
 
 
 def test_a_connect_that_does_not_answer_is_a_statement_error(
@@ -149,3 +152,31 @@ def test_a_connect_that_does_not_answer_is_a_statement_error(
     assert refused["error_code"] == 40001
     assert f"Kafka Connect at http://127.0.0.1:{port} did not answer" in refused["message"]
     assert ksql(node, "SHOW STREAMS;")[0]["@type"] == "streams", "the node serves on"
+
+
+def test_a_file_sink_connector_writes_a_streams_records_to_a_file(
+        node: ServerProcess, connect_worker: ConnectState, tmp_path: Path) -> None:
+    stream, name = unique("ORDERS").replace("-", "_").upper(), unique("file-sink")
+    out = tmp_path / "orders.jsonl"
+    ksql(node, f"CREATE STREAM {stream} (ID INT KEY, ITEM STRING, QTY INT) WITH ("
+               f"KAFKA_TOPIC='{stream.lower()}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    ksql(node, f"INSERT INTO {stream} (ID, ITEM, QTY) VALUES (1, 'apple', 3);"
+               f"INSERT INTO {stream} (ID, ITEM, QTY) VALUES (2, 'pear', 5);")
+    [created] = ksql(node, f"CREATE SINK CONNECTOR `{name}` WITH ("
+                           "'connector.class'='org.apache.kafka.connect.file.FileStreamSinkConnector', "
+                           f"'topics'='{stream.lower()}', 'file'='{out}', "
+                           "'key.converter'='org.apache.kafka.connect.converters."
+                           "ByteArrayConverter', "
+                           "'value.converter'='org.apache.kafka.connect.storage.StringConverter');")
+    assert created["info"]["type"] == "sink"
+    try:
+        def written() -> list[dict[str, Any]] | None:
+            rows = [json.loads(line) for line in out.read_text().splitlines()] \
+                if out.exists() else []
+            return rows if len(rows) >= 2 else None
+        assert eventually(written, 60, "the sink's file") == [
+            {"ITEM": "apple", "QTY": 3}, {"ITEM": "pear", "QTY": 5}]
+        [listed] = ksql(node, "SHOW SINK CONNECTORS;")
+        assert [c["type"] for c in listed["connectors"] if c["name"] == name] == ["sink"]
+    finally:
+        ksql(node, f"DROP CONNECTOR `{name}`;")

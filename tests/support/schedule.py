@@ -24,6 +24,7 @@ SHARED_FIXTURE_UNITS = {
     "registry": "schema-registry",
     "registry_node_process": "schema-registry",
     "connect_worker": "kafka-connect",
+    "postgres": "kafka-connect",
 }
 # Fixtures that put Spark in the test's process or in a node process it talks to.
 SPARK_FIXTURES = frozenset({"spark", "own_spark", "spark_node_process",

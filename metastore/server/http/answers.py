@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from metastore.core.exceptions import MetastoreError
 from metastore.log.exceptions import NotReadyError, NotWrittenError, OutcomeUnknownError
 from metastore.server.http import error_codes as codes
+from metastore.sql.connector_config import masked_text
 from metastore.sql.exceptions import ParseError
 
 KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
@@ -66,9 +67,10 @@ def failure(error: MetastoreError, text: str, message: str | None = None) -> Ksq
     if answer.code == codes.BAD_STATEMENT:
         statement = (error.statement or text) if isinstance(error, ParseError) else text
     body: dict[str, Any] = {"@type": "generic_error" if statement is None else "statement_error",
-                            "error_code": answer.code, "message": message or error.message}
+                            "error_code": answer.code,
+                            "message": masked_text(message or error.message)}
     if statement is not None:
-        body |= {"statementText": statement, "entities": []}
+        body |= {"statementText": masked_text(statement), "entities": []}
     if isinstance(error, OutcomeUnknownError):  # what a client needs to learn the outcome
         body |= {"requestId": error.request_id, "commandIds": list(error.command_ids)}
     return KsqlResponse(body, status_code=answer.http_status)

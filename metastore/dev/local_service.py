@@ -1,10 +1,10 @@
-"""One local JVM service process under a root directory: started, found again and stopped.
+"""One local service process under a root directory: started, found again and stopped.
 
-The Schema Registry and the Kafka Connect worker are each one JVM on 127.0.0.1 that the launcher
-starts with a port it chose: their state (port, pid) is in a JSON file under the root and their
-output in a log file beside it. Only a process whose command line names the root is ever
+The Schema Registry, the Kafka Connect worker and PostgreSQL are each one process on 127.0.0.1
+that the launcher starts with a port it chose: their state (port, pid) is in a JSON file under
+the root and their output in a log file beside it. Only a process whose command line names the root is ever
 signalled, so a stale state file never costs another process. Readiness is the service's own
-answer, which each service says how to ask (:meth:`LocalJvmService.answers`).
+answer, which each service says how to ask (:meth:`LocalService.answers`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class ServiceState:
 S = TypeVar("S", bound=ServiceState)
 
 
-class LocalJvmService(ABC, Generic[S]):
+class LocalService(ABC, Generic[S]):
     """One service process under ``root``: :meth:`launch` it, find it with :meth:`state`."""
 
     title: ClassVar[str]
@@ -138,4 +138,4 @@ def say(progress: TextIO | None, message: str) -> None:
         print(message, file=progress, flush=True)
 
 
-__all__ = ["LocalJvmService", "ServiceState", "say"]
+__all__ = ["LocalService", "ServiceState", "say"]
