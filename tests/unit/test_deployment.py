@@ -159,3 +159,15 @@ def test_the_nodes_ask_a_schema_registry_of_the_local_version() -> None:
             assert spec["environment"]["METASTORE_SCHEMA_REGISTRY_URL"] == \
                 "http://schema-registry:8080/apis/ccompat/v7"
             assert spec["depends_on"]["schema-registry"]["condition"] == "service_healthy"
+
+
+def test_the_nodes_run_connector_statements_on_the_connect_worker() -> None:
+    services = compose()["services"]
+    connect = services["connect"]
+    assert connect["image"] == services["kafka"]["image"], "Connect of the broker's version"
+    script = connect["command"][-1]
+    assert "bootstrap.servers=kafka:9092" in script
+    assert "connect-distributed.sh" in script and "plugin.path=/opt/connect-plugins" in script
+    assert services["node-1"]["environment"]["METASTORE_CONNECT_URL"] == "http://connect:8083"
+    assert services["node-1"]["depends_on"]["connect"]["condition"] == "service_healthy"
+    assert "wal_level=logical" in services["postgres"]["command"]
