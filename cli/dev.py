@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import uuid
 from typing import Annotated, Any
 
 import typer
@@ -277,11 +278,16 @@ def cdc() -> None:
              "'metastore dev up --connect --postgres' first", 3)
         return
     url = nodes.nodes[0].url
+    walkthrough = Walkthrough(postgres, url, url, prefix=f"cdc-{uuid.uuid4().hex[:6]}",
+                              say=typer.echo)
     try:
-        Walkthrough(postgres, url, url, say=typer.echo).run()
+        walkthrough.run()
     except (LocalInfraError, RuntimeError, TimeoutError) as error:
         fail(str(error), 1)
-    typer.echo("The counts followed every change in PostgreSQL.")
+    names = walkthrough.variables
+    typer.echo(f"The counts followed every change in PostgreSQL. Ask them again with: SELECT * "
+               f"FROM {names['counts']}; stop Debezium with: DROP CONNECTOR "
+               f"{names['connector']};")
 
 
 @app.command()

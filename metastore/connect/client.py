@@ -89,8 +89,9 @@ class ConnectClient:
                     return _json(response, what, self.url)
                 again = response.status_code == 409 or (reads and response.status_code >= 500)
                 if attempt == ATTEMPTS or not again:
-                    raise ConnectError(f"Failed to {what}: {_reason(response.text)}",
-                                       response.status_code)
+                    reason = _reason(response.text)
+                    raise ConnectError(f"Failed to {what}: {reason}", response.status_code,
+                                       reason)
             time.sleep(RETRY_PAUSE_SECONDS * attempt)
         raise AssertionError("unreachable")
 

@@ -8,13 +8,16 @@ from metastore.core.exceptions import MetastoreError
 
 
 class ConnectError(MetastoreError):
-    """Kafka Connect refused a connector statement; ``status``: its HTTP status, if it answered."""
+    """Kafka Connect refused a connector statement; ``status``: its HTTP status, if it answered,
+    and ``reason`` what it said (its body), else the message."""
 
     code = "connect"
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None,
+                 reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.reason = message if reason is None else reason
 
 
 class ConnectorExistsError(ConnectError):

@@ -22,7 +22,9 @@ URL = "ksql.connect.url"
 TIMEOUT = "ksql.connect.request.timeout.ms"
 CREDENTIALS_SOURCE = "ksql.connect.basic.auth.credentials.source"
 CREDENTIALS_FILE = "ksql.connect.basic.auth.credentials.file"
-PROPERTIES = frozenset({URL, TIMEOUT, CREDENTIALS_SOURCE, CREDENTIALS_FILE})
+PREFIX = "ksql.connect."
+"""ksqlDB's Connect settings: those not read here (``...credentials.reload``, ``ssl.*``, the
+embedded worker's) are accepted and have no effect."""
 DEFAULT_URL = "http://localhost:8083"
 
 
@@ -44,9 +46,11 @@ def connect_settings(url: str | None, properties: Mapping[str, str]) -> ConnectS
     """The settings from ``--connect-url`` (``url``) and the ``ksql.connect.*`` properties."""
     chosen = (url or properties.get(URL) or DEFAULT_URL).rstrip("/")
     parts = urlsplit(chosen)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
-        raise ConnectSettingsError(f"{URL} must be an http:// or https:// URL without "
-                                   f"credentials; got {chosen!r}")
+    if "@" in parts.netloc or (parts.scheme not in ("http", "https") and "@" in chosen):
+        raise ConnectSettingsError(f"{URL} must be a URL without credentials (give them in "
+                                   f"{CREDENTIALS_FILE})")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConnectSettingsError(f"{URL} must be an http:// or https:// URL; got {chosen!r}")
     try:
         timeout = int(properties.get(TIMEOUT, "30000")) / 1000
     except ValueError as error:
@@ -76,4 +80,4 @@ def _credentials(properties: Mapping[str, str]) -> tuple[str, str] | None:
     return values["username"], values["password"]
 
 
-__all__ = ["PROPERTIES", "ConnectSettings", "ConnectSettingsError", "connect_settings"]
+__all__ = ["PREFIX", "ConnectSettings", "ConnectSettingsError", "connect_settings"]

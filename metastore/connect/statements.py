@@ -6,9 +6,10 @@ Connect keeps connectors in its own topics, so the node that takes the statement
 once, and a node replaying the log meets none. Each is answered with ksqlDB's entity:
 
 - CREATE CONNECTOR: ``connector_info`` (Connect's answer, its config masked as the statement's
-  text is); the name taken (compared without case) fails with ``Connector <name> already exists``
-  unless IF NOT EXISTS, which answers a ``warning_entity``; the config is validated by Connect
-  first (``Validation error: <field> - <errors>``), so a refused one creates nothing;
+  text is); :meth:`ConnectorStatements.check`, before any statement of the request acts, fails
+  a name taken (compared without case) with ``Connector <name> already exists`` unless IF NOT
+  EXISTS (then answered with a ``warning_entity``), and has Connect validate the config
+  (``Validation error: <field> - <errors>``), so a refused one creates nothing;
 - DROP CONNECTOR: ``drop_connector``; an unknown name with IF EXISTS ``Connector '<name>' does not
   exist.``;
 - DESCRIBE CONNECTOR: ``connector_description``: its class, Connect's status, the topics it uses
@@ -61,13 +62,19 @@ class ConnectorStatements:
         assert isinstance(statement, st.ListConnectorPlugins)
         return self._plugins(statement)
 
-    def _create(self, statement: st.CreateConnector) -> Entity:
-        exists = self._exists(statement.name)
-        if exists and statement.if_not_exists:
-            return warning(statement, f"Connector {statement.name} already exists")
-        if exists:
+    def check(self, statement: st.ConnectorStatement) -> None:
+        """ksqlDB's validation of a statement before any of its request acts: a CREATE's name
+        is free (unless IF NOT EXISTS) and Connect takes its config."""
+        if not isinstance(statement, st.CreateConnector):
+            return
+        if not statement.if_not_exists and self._exists(statement.name):
             raise ConnectorExistsError(f"Connector {statement.name} already exists", 409)
         self._validate(statement.config)
+
+    def _create(self, statement: st.CreateConnector) -> Entity:
+        """Executed once :meth:`check` passed (no second validation, as in ksqlDB)."""
+        if statement.if_not_exists and self._exists(statement.name):
+            return warning(statement, f"Connector {statement.name} already exists")
         try:
             info = self.client.create(statement.name, statement.config)
         except ConnectError as error:
@@ -94,7 +101,7 @@ class ConnectorStatements:
         try:
             answer = self.client.validate(connector_class, config)
         except ConnectError as error:
-            raise ConnectorValidationError(f"Validation error: {error.message}",
+            raise ConnectorValidationError(f"Validation error: {error.reason}",
                                            error.status) from error
         errors = [f"{value.get('name')} - {'. '.join(map(str, value['errors']))}"
                   for value in (c.get("value") or {} for c in answer.get("configs") or [])
@@ -180,12 +187,9 @@ def summary(status: dict[str, Any]) -> str:
 
 def _typed(error: ConnectError) -> ConnectError:
     """``error`` as the statement's error: unknown connectors and names taken typed."""
-    message = error.message
-    if error.status == 404:
-        return ConnectorNotFoundError(message, 404)
-    if error.status == 409:
-        return ConnectorExistsError(message, 409)
-    return type(error)(message, error.status)
+    kind = {404: ConnectorNotFoundError, 409: ConnectorExistsError}.get(error.status or 0,
+                                                                        type(error))
+    return kind(error.message, error.status, error.reason)
 
 
 def _masked_info(info: dict[str, Any]) -> dict[str, Any]:

@@ -16,17 +16,14 @@ root with the same group finds its connectors again. Readiness is Connect's own 
 
 from __future__ import annotations
 
-import json
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import TextIO
 
 from metastore.dev import jars
 from metastore.dev.exceptions import LocalInfraError
 from metastore.dev.kafka_cluster import free_ports
-from metastore.dev.local_service import LocalService, ServiceState, say
+from metastore.dev.local_service import LocalService, ServiceState, answers_with_list, say
 from metastore.dev.paths import jar_dir
 
 HEAP = "-Xmx384m"
@@ -139,17 +136,9 @@ class LocalConnect(LocalService[ConnectState]):
         return answers(state.url)
 
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""No proxy of the environment stands between the launcher and its own worker."""
-
-
 def answers(url: str, timeout: float = 2.0) -> bool:
     """Whether a Connect worker answers at ``url`` with its connectors (a JSON list)."""
-    try:
-        with _DIRECT.open(f"{url.rstrip('/')}/connectors", timeout=timeout) as response:
-            return isinstance(json.load(response), list)
-    except (OSError, urllib.error.URLError, ValueError):
-        return False
+    return answers_with_list(f"{url.rstrip('/')}/connectors", timeout)
 
 
 __all__ = ["ConnectStartError", "ConnectState", "LocalConnect", "answers", "resolve",

@@ -10,8 +10,11 @@ answer, which each service says how to ask (:meth:`LocalService.answers`).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -60,6 +63,8 @@ class LocalService(ABC, Generic[S]):
     """Its state file is ``<stem>.json`` and its log ``<stem>.log`` under the root."""
     start_error: ClassVar[type[LocalInfraError]]
     state_type: type[S]
+    stop_signal: ClassVar[signal.Signals] = signal.SIGTERM
+    """What asks the process to stop (SIGKILL follows after the stop's timeout)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -128,8 +133,21 @@ class LocalService(ABC, Generic[S]):
         pid = self._running_pid(self.state())
         if pid is None:
             return 0
-        terminate([pid], self.marker, timeout)
+        terminate([pid], self.marker, timeout, self.stop_signal)
         return 1
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""No proxy of the environment stands between the launcher and its own services."""
+
+
+def answers_with_list(url: str, timeout: float = 2.0) -> bool:
+    """Whether ``url`` answers a JSON list (the registry's subjects, Connect's connectors)."""
+    try:
+        with _DIRECT.open(url, timeout=timeout) as response:
+            return isinstance(json.load(response), list)
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
 
 
 def say(progress: TextIO | None, message: str) -> None:
@@ -138,4 +156,4 @@ def say(progress: TextIO | None, message: str) -> None:
         print(message, file=progress, flush=True)
 
 
-__all__ = ["LocalService", "ServiceState", "say"]
+__all__ = ["LocalService", "ServiceState", "answers_with_list", "say"]

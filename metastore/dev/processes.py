@@ -51,10 +51,11 @@ def reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def terminate(pids: list[int], marker: str, timeout: float) -> None:
-    """SIGTERM, wait up to ``timeout``, then SIGKILL whatever of ours still runs."""
+def terminate(pids: list[int], marker: str, timeout: float,
+              sig: signal.Signals = signal.SIGTERM) -> None:
+    """``sig`` (SIGTERM), wait up to ``timeout``, then SIGKILL whatever of ours still runs."""
     for pid in pids:
-        send(pid, signal.SIGTERM)
+        send(pid, sig)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(pid_alive(p, marker) for p in pids):
         for pid in pids:

@@ -21,8 +21,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -32,7 +30,7 @@ from typing import TextIO
 from metastore.dev import jars
 from metastore.dev.exceptions import JavaBuildError, LocalInfraError
 from metastore.dev.kafka_cluster import free_ports
-from metastore.dev.local_service import LocalService, ServiceState, say
+from metastore.dev.local_service import LocalService, ServiceState, answers_with_list, say
 from metastore.dev.paths import jar_dir
 
 APP_DIR = "schema_registry_app"
@@ -178,14 +176,6 @@ class LocalSchemaRegistry(LocalService[SchemaRegistryState]):
         return answers(state.url)
 
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""No proxy of the environment stands between the launcher and its own registry."""
-
-
 def answers(url: str, timeout: float = 2.0) -> bool:
     """Whether a Confluent-compatible registry answers at ``url`` (its subjects, a JSON list)."""
-    try:
-        with _DIRECT.open(f"{url.rstrip('/')}/subjects", timeout=timeout) as response:
-            return isinstance(json.load(response), list)
-    except (OSError, urllib.error.URLError, ValueError):
-        return False
+    return answers_with_list(f"{url.rstrip('/')}/subjects", timeout)

@@ -112,6 +112,20 @@ class NodeConfig:
         return self.command_topic or command_topic_name(self.service_id)
 
 
+class _Budget:
+    """What is left of a response's bytes (``limits.max_response_bytes``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = self.left = limit
+
+    def spend(self, entity: Entity) -> Entity:
+        self.left -= len(json.dumps(entity, separators=(",", ":")))
+        if self.left < 0:
+            raise TooLargeError(f"The response would be larger than {self.limit} bytes; ask "
+                                "for less in one request.")
+        return entity
+
+
 QueryStatus = Callable[[], Mapping[str, Mapping[str, Any]]]
 """Every query's state, owner and lag across the cluster, for SHOW QUERIES and DESCRIBE."""
 Explainer = Callable[[Explained, ConfigOverrides], str]
@@ -329,6 +343,8 @@ class Node:
                               schemas_checked=True)
         for statement in statements:
             validator.validate(statement)
+            if isinstance(statement, ConnectorStatement):
+                self.connectors.check(statement)
 
     def _execute_in_parts(self, statements: list[Statement], request_id: str, submitter: str,
                           timeout: float | None, config: ConfigOverrides,
@@ -369,20 +385,22 @@ class Node:
 
     def read(self, statements: list[Statement],
              config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
-        """Answer statements that never write, from the current image."""
+        """Answer statements that never write the log, from the current image. What acts
+        outside the log (INSERT VALUES, the connector statements) acts only once every
+        statement is valid, as in ksqlDB's sandbox (Kafka Connect validates a CREATE
+        CONNECTOR's config first)."""
         image = self.replica.image
         validator = Validator(image, KafkaTopicFacts(self.admin), limits=self.config.limits,
                               config=config, encoder=self.encode_record,
                               schemas=self.schema_registry)
-        entities: list[Entity] = []
-        budget = self.config.limits.max_response_bytes
+        answers: list[Entity | ConnectorStatement] = []
+        budget = _Budget(self.config.limits.max_response_bytes)
         status = self._query_statuses(statements)
         records: list[tuple[str, insert_record.EncodedRecord]] = []
         for statement in statements:
             if isinstance(statement, ConnectorStatement):
-                entities.append(self.connectors.answer(
-                    statement, image, lambda name: responses.source_description(
-                        image.sources[name], image, extended=False)))
+                self.connectors.check(statement)
+                answers.append(statement)
                 continue
             outcome = validator.validate(statement)
             if isinstance(outcome, Skip):
@@ -393,17 +411,18 @@ class Node:
                     assert isinstance(statement, InsertValues)
                     records.append((statement.target, outcome.record))
                 entity = self._answer(outcome, image, validator.config, status)
-            budget -= len(json.dumps(entity, separators=(",", ":")))
-            if budget < 0:
-                raise TooLargeError(
-                    f"The response would be larger than {self.config.limits.max_response_bytes} "
-                    "bytes; ask for less in one request.")
-            entities.append(entity)
+            answers.append(budget.spend(entity))
         if records and self.writer is not None:
             self.writer.check_writable()
-        for target, record in records:  # only once every statement validated
+        entities = [budget.spend(self._connector_answer(answer, image))
+                    if isinstance(answer, ConnectorStatement) else answer for answer in answers]
+        for target, record in records:
             self.insert_values(target, record)
         return entities
+
+    def _connector_answer(self, statement: ConnectorStatement, image: Image) -> Entity:
+        return self.connectors.answer(statement, image, lambda name: responses.source_description(
+            image.sources[name], image, extended=False))
 
     def _query_statuses(self, statements: Sequence[Statement]
                         ) -> Mapping[str, Mapping[str, Any]] | None:

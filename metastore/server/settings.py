@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from metastore.checkpoint.checkpointer import CheckpointPolicy
-from metastore.connect.settings import PROPERTIES as CONNECT_PROPERTIES
+from metastore.connect.settings import PREFIX as CONNECT_PREFIX
 from metastore.connect.settings import ConnectSettings, ConnectSettingsError, connect_settings
 from metastore.core.exceptions import MetastoreError
 from metastore.core.faults import NO_FAULTS, Faults
@@ -228,8 +228,8 @@ def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
 
 def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
     properties = {name: value for name, value in _ksql_properties(given).items()
-                  if name not in QUERY_DEFAULTS | QUERY_RETRY | CONNECT_PROPERTIES
-                  | {QUERIES_FILE_PROPERTY}
+                  if name not in QUERY_DEFAULTS | QUERY_RETRY | {QUERIES_FILE_PROPERTY}
+                  and not name.startswith(CONNECT_PREFIX)
                   and not name.startswith((error_types.REGEX_PREFIX, SINK_PRODUCER_PREFIX))}
     try:
         return ProcessingLogSettings.of(properties)

@@ -60,12 +60,15 @@ def masked_create(kind: str, name: str, config: dict[str, str], if_not_exists: b
 _CREATE_CONNECTOR = re.compile(r"\bCREATE\s+(?:SOURCE|SINK)\s+CONNECTOR\b", re.IGNORECASE)
 _PROPERTY = re.compile(r"""(?P<key>'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|[\w.]+)"""
                        r"""(?P<equals>\s*=\s*)(?P<value>'(?:[^']|'')*'|[^,)\s]+)""")
+_FOUND = re.compile(r"(?P<found>found |Got: )'(?:[^']|'')*'?")
+"""What a parse error quotes of the text (``found 'x'``, ``Got: 'x'``), which may be a value."""
 
 
 def masked_text(text: str) -> str:
-    """``text`` with every ``key = value`` masked but ``connector.class``'s, when it holds a
-    CREATE CONNECTOR (as ksqlDB's QueryMask does with a text it cannot parse): what an error
-    shows of a request that may hold a connector's credentials."""
+    """``text`` with every ``key = value`` masked but ``connector.class``'s, and what a parse
+    error quotes of it, when it holds a CREATE CONNECTOR (as ksqlDB's QueryMask does with a text
+    it cannot parse): what an error shows of a request that may hold a connector's
+    credentials."""
     if not _CREATE_CONNECTOR.search(text):
         return text
 
@@ -74,7 +77,7 @@ def masked_text(text: str) -> str:
         value = match.group("value") if key.lower() == CONNECTOR_CLASS else MASK
         return f"{match.group('key')}{match.group('equals')}{value}"
 
-    return _PROPERTY.sub(mask, text)
+    return _FOUND.sub(lambda match: f"{match.group('found')}{MASK}", _PROPERTY.sub(mask, text))
 
 
 def _identifier(name: str) -> str:

@@ -10,6 +10,7 @@ clauses. Nothing falls back to sqlglot's opaque ``Command``: what is not underst
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
@@ -539,6 +540,8 @@ class KsqlParser(parser.Parser):
             text = ("-" if negative else "") + self._prev.text
             if not any(c in text for c in ".eE") and not literals.fits_long(text):
                 return self._fail(f"Invalid numeric literal: {text[:100]}")  # type: ignore[no-any-return]
+            if any(c in text for c in "eE") and not math.isfinite(float(text)):
+                return self._fail(f"Number overflows DOUBLE: {text[:100]}")  # type: ignore[no-any-return]
             return connector_config.java_number(text)
         if negative:
             self._fail("Expecting a number after '-'", self._prev)

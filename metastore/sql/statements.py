@@ -309,7 +309,7 @@ class CreateConnector(ConnectorStatement):
 
     kind: ConnectorKind
     name: str
-    config: dict[str, str]
+    config: dict[str, str] = field(hash=False, repr=False)
     if_not_exists: bool = False
 
 

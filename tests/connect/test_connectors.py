@@ -63,6 +63,8 @@ def topic_values(bootstrap: str, topic: str, count: int) -> list[str]:
 def test_show_connector_plugins_lists_the_workers_plugins(node: ServerProcess) -> None:
     [listed] = ksql(node, "SHOW CONNECTOR PLUGINS;")
     assert listed["@type"] == "connector_plugins_list"
+    assert set(listed) == {"@type", "statementText", "warnings", "connectorsPlugins"}
+    assert all(set(p) == {"className", "type", "version"} for p in listed["connectorsPlugins"])
     plugins = {p["className"]: p for p in listed["connectorsPlugins"]}
     assert plugins[FILE_SOURCE]["type"] == "source"
     assert plugins["io.debezium.connector.postgresql.PostgresConnector"]["version"].startswith("3.")
@@ -78,7 +80,19 @@ def test_a_file_source_connector_brings_the_files_lines_and_every_statement_answ
     create = (f"CREATE SOURCE CONNECTOR `{name}` WITH ('connector.class'='FileStreamSource', "
               f"'file'='${{path}}', 'topic'='{topic}', 'tasks.max'=1);")
     [created] = ksql(node, create, variables={"path": str(lines)})
+    try:
+        _check_file_source(node, connect_worker, kafka_bootstrap, create, created, name, topic,
+                           lines)
+    finally:
+        ksql(node, f"DROP CONNECTOR IF EXISTS `{name}`;")
+
+
+def _check_file_source(node: ServerProcess, connect_worker: ConnectState, kafka_bootstrap: str,
+                       create: str, created: dict[str, Any], name: str, topic: str,
+                       lines: Path) -> None:
     assert created["@type"] == "connector_info"
+    assert set(created) == {"@type", "statementText", "warnings", "info"}
+    assert set(created["info"]) == {"name", "config", "tasks", "type"}
     assert created["info"]["name"] == name
     assert created["info"]["config"]["file"] == "[string]", "no value but the class is shown"
     assert str(lines) not in created["statementText"]
@@ -100,6 +114,9 @@ def test_a_file_source_connector_brings_the_files_lines_and_every_statement_answ
                "VALUE_FORMAT='KAFKA');")
     [described] = ksql(node, f"DESCRIBE CONNECTOR `{name}`;")
     assert described["@type"] == "connector_description"
+    assert set(described) == {"@type", "statementText", "connectorClass", "status", "sources",
+                              "topics", "warnings"}
+    assert set(described["status"]) == {"name", "connector", "tasks", "type"}
     assert described["connectorClass"] == "FileStreamSource"
     assert described["status"]["connector"]["state"] == "RUNNING"
     assert described["topics"] == [topic]
@@ -139,9 +156,19 @@ def test_a_config_connect_refuses_creates_nothing(node: ServerProcess,
     assert no_topics["message"].startswith("Validation error: ")
     assert "topics" in no_topics["message"]
     assert connectors(connect_worker) == before, "nothing was created"
-    masked = ksql(node, "CREATE SOURCE CONNECTOR ${missing} WITH ('password'='hunter2');",
-                  status=400, variables={"other": "x"})
-    assert "hunter2" not in json.dumps(masked), "an error shows the statement masked"
+    for unparsable in ("CREATE SOURCE CONNECTOR c WITH ('connector.class'='x', "
+                       "'password'=hunter2);",
+                       "CREATE SOURCE CONNECTOR c WITH ('connector.class'='x', "
+                       "'password'=\"hunter2\", oops);"):
+        refused = ksql(node, unparsable, status=400)
+        assert refused["error_code"] == 40001
+        assert "hunter2" not in json.dumps(refused), "an error shows the statement masked"
+    stream = unique("LATER").replace("-", "_").upper()
+    later_refused = ksql(node, f"CREATE SOURCE CONNECTOR `{unique('early')}` WITH ("
+                               f"'connector.class'='FileStreamSource', 'file'='/dev/null', "
+                               f"'topic'='t'); DESCRIBE {stream};", status=400)
+    assert f"Could not find STREAM/TABLE '{stream}'" in later_refused["message"]
+    assert connectors(connect_worker) == before, "no statement acts before all are valid"
 
 
 def test_a_connect_that_does_not_answer_is_a_statement_error(

@@ -4,11 +4,14 @@ state ksqlDB sums a connector's status up with."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from metastore.connect.settings import ConnectSettings, ConnectSettingsError, connect_settings
 from metastore.connect.statements import summary
 from metastore.sql import statements as st
-from metastore.sql.connector_config import java_number
+from metastore.sql.connector_config import java_number, masked_text
 from metastore.sql.exceptions import ParseError
 from metastore.sql.parser import parse
 from metastore.sql.variables import parse_request
@@ -113,3 +116,64 @@ def test_numbers_reach_connect_as_java_prints_them(literal: str, java: str) -> N
 def test_a_connectors_state_is_summed_up_as_ksqldb_does(status: dict[str, object],
                                                          shown: str) -> None:
     assert summary(status) == shown  # type: ignore[arg-type]
+
+
+def test_a_nodes_connect_settings_take_ksqldbs_properties(tmp_path: Path) -> None:
+    assert connect_settings(None, {}) == ConnectSettings("http://localhost:8083", 30.0, None)
+    credentials = tmp_path / "connect.properties"
+    credentials.write_text("username=ops\npassword=s3cret\n")
+    chosen = connect_settings("http://connect:8083/", {
+        "ksql.connect.url": "http://ignored:1", "ksql.connect.request.timeout.ms": "2500",
+        "ksql.connect.basic.auth.credentials.source": "FILE",
+        "ksql.connect.basic.auth.credentials.file": str(credentials)})
+    assert chosen == ConnectSettings("http://connect:8083", 2.5, ("ops", "s3cret"))
+    assert "s3cret" not in repr(chosen)
+
+
+@pytest.mark.parametrize(("url", "properties", "message"), [
+    ("ftp://x", {}, "must be an http:// or https:// URL"),
+    ("http://user:pw@x:8083", {}, "without credentials"),
+    (None, {"ksql.connect.request.timeout.ms": "soon"}, "a number of milliseconds"),
+    (None, {"ksql.connect.basic.auth.credentials.source": "FILE"}, "cannot be empty"),
+    (None, {"ksql.connect.basic.auth.credentials.source": "OAUTH"}, "must be NONE or FILE"),
+])
+def test_connect_settings_a_node_cannot_start_with(url: str | None, properties: dict[str, str],
+                                                   message: str) -> None:
+    with pytest.raises(ConnectSettingsError, match=message) as raised:
+        connect_settings(url, properties)
+    assert "pw" not in str(raised.value), "a URL's credentials are not shown"
+
+
+def test_a_credentials_file_without_a_password_names_the_file_not_its_text(
+        tmp_path: Path) -> None:
+    credentials = tmp_path / "connect.properties"
+    credentials.write_text("username=ops\npasswd=s3cret\n")
+    with pytest.raises(ConnectSettingsError, match="must give username and password") as raised:
+        connect_settings(None, {"ksql.connect.basic.auth.credentials.source": "FILE",
+                                "ksql.connect.basic.auth.credentials.file": str(credentials)})
+    assert "s3cret" not in str(raised.value)
+
+
+@pytest.mark.parametrize("text", [
+    "CREATE SOURCE CONNECTOR c WITH ('connector.class'='x', 'database.password' = 's3cret');",
+    "CREATE SOURCE CONNECTOR c WITH ('connector.class'='x', \"pw\"=\"s3cret\");",
+    "CREATE SINK CONNECTOR c WITH ('connector.class'='x', pw=s3cret);",
+    "CREATE SINK CONNECTOR c WITH ('connector.class'='x', 'pw'='s3cret",
+    "line 1:60: Syntax Error\nExpecting a property value, found 's3cret'\nStatement: CREATE "
+    "SINK CONNECTOR c WITH ('pw'=s3cret);",
+    "Illegal argument at Line: 1, Col: 25. Got: 's3cret' in CREATE SOURCE CONNECTOR ${x}",
+])
+def test_an_error_shows_a_create_connectors_values_masked_but_its_class(text: str) -> None:
+    masked = masked_text(text)
+    assert "s3cret" not in masked
+    assert "'x'" in masked or "connector.class" not in text
+
+
+def test_other_texts_are_shown_as_they_are() -> None:
+    text = "CREATE STREAM S (A INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON'); found 'x'"
+    assert masked_text(text) == text
+
+
+def test_a_number_a_double_cannot_hold_is_refused() -> None:
+    with pytest.raises(ParseError, match="Number overflows DOUBLE: 1e999"):
+        parse("CREATE SOURCE CONNECTOR c WITH ('connector.class'='x', 'n'=1e999);")

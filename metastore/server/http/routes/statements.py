@@ -34,7 +34,13 @@ from metastore.server.http.forwarding import FORWARDED_BY, Forwarded, forwarded_
 from metastore.server.http.http_limits import decode_json
 from metastore.server.http.push_termination import push_query_named, terminate_push_query
 from metastore.sql import variables
-from metastore.sql.statements import InsertValues, PrintTopic, SelectStatement, Statement
+from metastore.sql.statements import (
+    ConnectorStatement,
+    InsertValues,
+    PrintTopic,
+    SelectStatement,
+    Statement,
+)
 
 QUERY_ENDPOINT_MESSAGE = ("The following statement types should be issued to the websocket "
                           "endpoint '/query':\n\t* PRINT\n\t* SELECT")
@@ -202,8 +208,8 @@ class Statements:
         forwarder = self._context.forwarder
         writes = any(s.writes_log for s in statements)
         if forwarder is None or not writes or self._node.state is not NodeState.READY \
-                or any(isinstance(s, InsertValues) for s in statements):
-            return None
+                or any(isinstance(s, InsertValues | ConnectorStatement) for s in statements):
+            return None  # acts outside the log: a forward that timed out must not act twice
         return forwarder.writer_url()
 
     def _forwarded(self, answer: Forwarded, started: float) -> Response:
