@@ -4,7 +4,9 @@ The worker runs from the jars of Kafka's ``connect-runtime`` of the broker's ver
 FileStream connectors and JSON converter on its class path), which Maven resolves from Maven
 Central into the jar cache once (``poms/connect.xml``). Plugins that need a class loader of their
 own are resolved into plugin directories under ``<cache>/jars/connect-plugins/``, the worker's
-``plugin.path``: Debezium's PostgreSQL source connector (``poms/debezium-postgres.xml``).
+``plugin.path``: Debezium's PostgreSQL source connector (``poms/debezium-postgres.xml``) and
+Apicurio Registry's converters (``poms/apicurio-converters.xml``), which read and write the
+registry formats through the local Schema Registry.
 
 :class:`LocalConnect` starts one worker under a root, with its properties in
 ``connect-worker.properties``, its port and pid in ``connect.json`` and its log in
@@ -47,7 +49,11 @@ def debezium_postgres() -> jars.JarSet:
     return jars.JarSet(name=f"{PLUGINS}/debezium-postgres", pom="debezium-postgres.xml")
 
 
-PLUGIN_SETS = (debezium_postgres,)
+def apicurio_converters() -> jars.JarSet:
+    return jars.JarSet(name=f"{PLUGINS}/apicurio-converters", pom="apicurio-converters.xml")
+
+
+PLUGIN_SETS = (debezium_postgres, apicurio_converters)
 """The plugins every local worker has, each in a directory of its own."""
 
 

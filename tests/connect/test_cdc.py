@@ -17,18 +17,19 @@ from tests.support.servers import ServerProcess
 
 
 def test_the_cdc_walkthrough_follows_inserts_updates_and_deletes(
-        spark_node: ServerProcess, connect_worker: ConnectState, postgres: PostgresState,
+        connect_worker: ConnectState, postgres: PostgresState,
         server_factory: Callable[..., ServerProcess]) -> None:
-    connect_node = server_factory("--connect-url", connect_worker.url,
-                                  service_id=spark_node.service_id, node_id="connect")
-    walkthrough = Walkthrough(postgres, connect_node.url, spark_node.url,
-                              prefix=unique("cdc"), say=lambda _: None)
+    """A node of its own (Spark and Connect, as `metastore dev up --connect` makes them), so
+    that the Connect tests stay one unit of the schedule apart from the shared Spark node's."""
+    node = server_factory("--connect-url", connect_worker.url, spark=True)
+    walkthrough = Walkthrough(postgres, node.url, node.url, prefix=unique("cdc"),
+                              say=lambda _: None)
     try:
         walkthrough.run()
     finally:
-        httpx.post(f"{connect_node.url}/ksql", timeout=60, json={
+        httpx.post(f"{node.url}/ksql", timeout=60, json={
             "ksql": f"DROP CONNECTOR IF EXISTS {walkthrough.variables['connector']};"})
     assert walkthrough.counts_seen == [FIRST_COUNTS, *(counts for _, _, counts in CHANGES)]
-    [described] = httpx.post(f"{spark_node.url}/ksql", timeout=60, json={
+    [described] = httpx.post(f"{node.url}/ksql", timeout=60, json={
         "ksql": f"DESCRIBE {walkthrough.variables['table']};"}).json()
     assert described["sourceDescription"]["topic"] == f"{walkthrough.prefix}.public.customers"

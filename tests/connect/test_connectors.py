@@ -16,6 +16,7 @@ from confluent_kafka import Consumer
 
 from metastore.dev.connect_worker import ConnectState
 from metastore.dev.kafka_cluster import free_ports
+from metastore.dev.schema_registry import LocalSchemaRegistry, SchemaRegistryState
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 from tests.support.waiting import eventually
@@ -207,3 +208,43 @@ def test_a_file_sink_connector_writes_a_streams_records_to_a_file(
         assert [c["type"] for c in listed["connectors"] if c["name"] == name] == ["sink"]
     finally:
         ksql(node, f"DROP CONNECTOR `{name}`;")
+
+
+def test_a_sink_connector_reads_an_avro_stream_through_the_schema_registry(
+        server_factory: ServerFactory, connect_worker: ConnectState, tmp_path: Path) -> None:
+    """A registry of the test's own: the suite's is another unit of the schedule's."""
+    launcher = LocalSchemaRegistry(tmp_path / "registry")
+    registry = launcher.start(progress=None)
+    try:
+        _avro_sink(server_factory, connect_worker, registry, tmp_path)
+    finally:
+        launcher.stop()
+
+
+def _avro_sink(server_factory: ServerFactory, connect_worker: ConnectState,
+               registry: SchemaRegistryState, tmp_path: Path) -> None:
+    node = server_factory("--connect-url", connect_worker.url,
+                          "--schema-registry-url", registry.url)
+    stream, name = unique("AVRO_ORDERS").replace("-", "_").upper(), unique("avro-sink")
+    out = tmp_path / "orders.txt"
+    ksql(node, f"CREATE STREAM {stream} (ID INT KEY, ITEM STRING, QTY INT) WITH ("
+               f"KAFKA_TOPIC='{stream.lower()}', VALUE_FORMAT='AVRO', PARTITIONS=1);")
+    ksql(node, f"INSERT INTO {stream} (ID, ITEM, QTY) VALUES (1, 'apple', 3);")
+    registry_api = registry.url.replace("/apis/ccompat/v7", "/apis/registry/v2")
+    ksql(node, f"CREATE SINK CONNECTOR `{name}` WITH ("
+               "'connector.class'='org.apache.kafka.connect.file.FileStreamSinkConnector', "
+               f"'topics'='{stream.lower()}', 'file'='{out}', "
+               "'key.converter'='org.apache.kafka.connect.converters.ByteArrayConverter', "
+               "'value.converter'='io.apicurio.registry.utils.converter.AvroConverter', "
+               f"'value.converter.apicurio.registry.url'='{registry_api}', "
+               "'value.converter.apicurio.registry.as-confluent'='true', "
+               "'value.converter.apicurio.registry.use-id'='contentId', "
+               "'value.converter.apicurio.registry.headers.enabled'='false');")
+    try:
+        written = eventually(lambda: out.exists() and out.read_text().strip(), 60,
+                             "the sink's file")
+        assert written == "Struct{ITEM=apple,QTY=3}"
+    finally:
+        ksql(node, f"DROP CONNECTOR `{name}`;")
+
+

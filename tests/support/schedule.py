@@ -32,7 +32,7 @@ SPARK_FIXTURES = frozenset({"spark", "own_spark", "spark_node_process",
 # Modules whose tests start Spark themselves (node processes with Spark, Spark clusters).
 SPARK_MODULES = ("tests/spark/", "tests/queries/", "tests/query_tests/",
                  "integration/test_spark_cluster.py",
-                 "integration/test_exactly_once_chaos.py")
+                 "integration/test_exactly_once_chaos.py", "tests/connect/test_cdc.py")
 UNKNOWN_SECONDS = 1.0
 
 
