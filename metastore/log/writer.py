@@ -106,6 +106,13 @@ def catalog_answer(outcome: Read, image: Image, config: ConfigOverrides) -> Enti
     return responses.read_entity(outcome.statement, image, config=config)
 
 
+TOPIC_DELETION_PATIENCE_SECONDS = 20.0
+"""How long the writer waits for Kafka to stop listing a DROP's topic before the next batch: a
+CREATE over that topic validated while it is still listed creates nothing and is left over no
+topic once Kafka deletes it. Kafka takes well under a second on a quiet cluster; on a loaded one
+(two cores at load 8) it took more than the 5 s this was."""
+
+
 @dataclass(frozen=True)
 class WriterOptions:
     reuse_producer: bool = True
@@ -680,7 +687,8 @@ class CommandWriter:
         else:
             self._replica.wait_for_position(offsets[-1] + 1, self.options.apply_timeout)
 
-    def _delete_topics(self, written: list[_Validated], patience: float = 5.0) -> None:
+    def _delete_topics(self, written: list[_Validated],
+                       patience: float = TOPIC_DELETION_PATIENCE_SECONDS) -> None:
         """Delete the topics of the batch's DROP ... DELETE TOPIC statements, which are written,
         and wait (at most ``patience`` seconds) until Kafka's metadata no longer shows them, so a
         request validated next does not find them there. A topic Kafka does not delete is left,
