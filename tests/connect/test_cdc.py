@@ -23,7 +23,7 @@ def test_the_cdc_walkthrough_follows_inserts_updates_and_deletes(
     that the Connect tests stay one unit of the schedule apart from the shared Spark node's."""
     node = server_factory("--connect-url", connect_worker.url, spark=True)
     walkthrough = Walkthrough(postgres, node.url, node.url, prefix=unique("cdc"),
-                              say=lambda _: None)
+                              say=lambda _: None, timeout=420)  # the node's Spark starts too
     try:
         walkthrough.run()
     finally:
