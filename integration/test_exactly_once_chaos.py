@@ -150,8 +150,12 @@ def test_exactly_once_queries_write_every_result_once_through_crashes(
             assert verdict.passed(), f"{sink.query} exactly once: {verdict}"
         else:
             assert not verdict.wrong, f"{sink.query} at least once: {verdict}"
-    assert all(verdicts[sinks[name, False]].twice for name in QUERIES), (
-        "the micro-batches the refused commits ran again are written twice at-least-once")
+    # A query's refused commit re-runs a micro-batch with records only when one was running
+    # as the commits were refused; on a loaded machine a query may have caught up before,
+    # and its at-least-once sink then has nothing twice (COUNTS on 2026-12-04).
+    assert any(verdicts[sinks[name, False]].twice for name in QUERIES), (
+        "the micro-batches the faults ran again are written twice at-least-once: the checker "
+        "finds what it looks for")
 
 
 def _create(cluster: Cluster, source: str, users: str) -> dict[tuple[str, bool], Sink]:
