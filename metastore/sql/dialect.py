@@ -515,36 +515,25 @@ class KsqlParser(parser.Parser):
             found = f"'{self._curr.text}'" if self._curr else "end of statement"
             self._fail(f"Expecting WITH, found {found}")
         self._expect(TokenType.L_PAREN, "'('")
-        config: dict[str, str] = {}
-        while True:
-            key_token = self._curr
-            key = (self._prev.text if self._match(TokenType.STRING)
-                   else self._identifier("a property name"))
-            self._expect(TokenType.EQ, "'='")
-            if key in config:
-                self._fail(f"Duplicate property: {key}", key_token)
-            config[key] = self._connector_value()
-            if not self._match(TokenType.COMMA):
-                break
-        self._expect(TokenType.R_PAREN, "')'")
+        config = self._property_list(self._connector_key, self._connector_value)
         text = connector_config.masked_create(kind.value, name, config, if_not_exists)
         return st.CreateConnector(text, self._where(start), kind, name,
                                   connector_config.with_name(config, name), if_not_exists)
+
+    def _connector_key(self) -> str:
+        """A connector property's key: a string as written, an identifier normalised."""
+        return (self._prev.text if self._match(TokenType.STRING)
+                else self._identifier("a property name"))
 
     def _connector_value(self) -> str:
         """A property's literal as the Connect string ksqlDB makes of it: NULL is ``null``."""
         if self._match(TokenType.NULL):
             return "null"
-        negative = self._match(TokenType.DASH)
-        if self._match(TokenType.NUMBER):
-            text = ("-" if negative else "") + self._prev.text
-            if not any(c in text for c in ".eE") and not literals.fits_long(text):
-                return self._fail(f"Invalid numeric literal: {text[:100]}")  # type: ignore[no-any-return]
+        text = self._number_text()
+        if text is not None:
             if any(c in text for c in "eE") and not math.isfinite(float(text)):
                 return self._fail(f"Number overflows DOUBLE: {text[:100]}")  # type: ignore[no-any-return]
             return connector_config.java_number(text)
-        if negative:
-            self._fail("Expecting a number after '-'", self._prev)
         value = self._property_value()
         return str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -695,16 +684,21 @@ class KsqlParser(parser.Parser):
         if not self._match(TokenType.WITH):
             return {}
         self._expect(TokenType.L_PAREN, "'('")
-        properties: dict[str, st.PropertyValue] = {}
         if self._match(TokenType.R_PAREN):
-            return properties
+            return {}
+        return self._property_list(lambda: self._identifier("a property name").upper(),
+                                   self._property_value)
+
+    def _property_list(self, key: Callable[[], str], value: Callable[[], T]) -> dict[str, T]:
+        """``key = value (, key = value)* )`` after a WITH's '(': each key once."""
+        properties: dict[str, T] = {}
         while True:
             key_token = self._curr
-            key = self._identifier("a property name").upper()
+            name = key()
             self._expect(TokenType.EQ, "'='")
-            if key in properties:
-                self._fail(f"Duplicate property: {key}", key_token)
-            properties[key] = self._property_value()
+            if name in properties:
+                self._fail(f"Duplicate property: {name}", key_token)
+            properties[name] = value()
             if not self._match(TokenType.COMMA):
                 break
         self._expect(TokenType.R_PAREN, "')'")
@@ -717,16 +711,25 @@ class KsqlParser(parser.Parser):
             return True
         if self._match(TokenType.FALSE):
             return False
-        negative = self._match(TokenType.DASH)
-        if self._match(TokenType.NUMBER):
-            text = ("-" if negative else "") + self._prev.text
-            if any(c in text for c in ".eE"):
-                return float(text)
-            if not literals.fits_long(text):  # ksqlDB's ParserUtil: a literal is at most a long
-                return self._fail(f"Invalid numeric literal: {text[:100]}")  # type: ignore[no-any-return]
-            return int(text)
+        text = self._number_text()
+        if text is not None:
+            return float(text) if any(c in text for c in ".eE") else int(text)
         found = f"'{self._curr.text}'" if self._curr else "end of statement"
         return self._fail(f"Expecting a property value, found {found}")  # type: ignore[no-any-return]
+
+    def _number_text(self) -> str | None:
+        """A signed numeric literal's text, a whole one within a long (ksqlDB's ParserUtil); None
+        when no number follows (a '-' is taken only before one)."""
+        negative = (self._curr is not None and self._curr.token_type == TokenType.DASH
+                    and self._next is not None and self._next.token_type == TokenType.NUMBER)
+        if negative:
+            self._advance()
+        if not self._match(TokenType.NUMBER):
+            return None
+        text = ("-" if negative else "") + self._prev.text
+        if not any(c in text for c in ".eE") and not literals.fits_long(text):
+            return self._fail(f"Invalid numeric literal: {text[:100]}")  # type: ignore[no-any-return]
+        return text
 
     # -- queries -------------------------------------------------------------------------------
     def _query(self) -> st.Query:
