@@ -19,6 +19,7 @@ CASE branch or behind AND / OR carries the condition under which Java would eval
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
@@ -31,6 +32,13 @@ GROUP_KEY = "ksql_group_key"
 """Where a planner's condition on a GROUP BY expression (that it is not NULL, which the planner
 adds to the WHERE) keeps the expression's index, in the condition node's ``meta``: a failure in
 it is the GROUP BY's."""
+CLAUSE = "ksql_clause"
+"""Where a planner moved a clause's expression into another (a table query's WHERE into its
+rows' deletion), that clause's name, in the moved node's ``meta``: a failure in it is the
+clause's."""
+PREPARED = "ksql_prepared_column"
+"""An aggregate call's argument, as a column of ksqlDB's ``Aggregate.Prepare`` step, in the
+argument's ``meta``: its ``(name, index, text)``."""
 
 _PARSED = frozenset({"INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "TIME", "TIMESTAMP",
                      "BYTES"})
@@ -61,6 +69,9 @@ class Failure:
     """Its expression's position in the clause's list (0 for WHERE)."""
     column: str
     """The name of the SELECT item it sits in (empty outside the SELECT list)."""
+    prepared: tuple[str, int, str] | None = None
+    """The column of ksqlDB's ``Aggregate.Prepare`` step it sits in (an aggregate call's
+    argument): its name, index and text."""
 
 
 def of_cast(node: exp.Cast, source: ty.SqlType | None, target: ty.SqlType,
@@ -157,6 +168,7 @@ def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
     """``node``'s failure where it sits (None inside a lambda): its clause, and the condition
     under which Java evaluates it at all (its CASE branch taken, AND / OR not decided before)."""
     clause, index, column = "", 0, ""
+    prepared = _meta(node, PREPARED)
     child: exp.Expr = node
     parent = node.parent
     while parent is not None:
@@ -165,9 +177,12 @@ def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
         guard = _guard(parent, child)
         if guard is not None:
             condition = exp.and_(guard, condition, copy=False)
-        grouped = parent.meta.get(GROUP_KEY) if parent._meta is not None else None
+        prepared = prepared or _meta(child, PREPARED)
+        grouped, moved = _meta(parent, GROUP_KEY), _meta(parent, CLAUSE)
         if isinstance(grouped, int):
             return Failure(name, condition, cause, wrapped, GROUP, grouped, "")
+        if isinstance(moved, str):
+            return Failure(name, condition, cause, wrapped, moved, 0, "", prepared)
         if isinstance(parent, exp.Group):
             return None  # the planner's copy of the expression in the WHERE is checked
         if isinstance(parent, exp.Select):
@@ -176,7 +191,11 @@ def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
             column = child.alias if isinstance(child, exp.Alias) else ""
             break
         child, parent = parent, parent.parent
-    return Failure(name, condition, cause, wrapped, clause, index, column)
+    return Failure(name, condition, cause, wrapped, clause, index, column, prepared)
+
+
+def _meta(node: exp.Expr, key: str) -> Any:
+    return node.meta.get(key) if node._meta is not None else None
 
 
 def _guard(parent: exp.Expr, child: exp.Expr) -> exp.Expr | None:
@@ -212,4 +231,5 @@ def _taken(branch: exp.Expr, operand: exp.Expr | None) -> exp.Expr:
     return sql.fn("coalesce", when, exp.false())
 
 
-__all__ = ["GROUP", "PROJECT", "WHERE", "Failure", "of_arithmetic", "of_call", "of_cast"]
+__all__ = ["CLAUSE", "GROUP", "PREPARED", "PROJECT", "WHERE", "Failure", "of_arithmetic",
+           "of_call", "of_cast"]

@@ -53,7 +53,7 @@ from metastore.engine.scope import SourceRead
 from metastore.functions import failures
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
-from metastore.planner import encoding, record_checks
+from metastore.planner import encoding, prepared_columns, record_checks
 from metastore.planner.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
 from metastore.planner.final_windows import (
     close_sessions,
@@ -373,10 +373,13 @@ class _Planner:
         if analysis.aggregate:  # an aggregate's record carries the newest input's time
             rowtime = exp.Max(this=rowtime)
         items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
-        self.texts = record_checks.clause_texts(analysis.projection, self.key_names,
-                                                select.args.get("where"))
-        null_value = self._null_value()
+        self.texts = record_checks.clause_texts(
+            analysis.projection, self.key_names, select.args.get("where"),
+            partitioned=bool(analysis.query.partition_by) and not analysis.aggregate)
         self.having = select.args.get("having")
+        if analysis.aggregate:
+            self._mark_prepared(items)
+        null_value = self._null_value()
         items += (self._aggregate_items(null_value) if analysis.aggregate
                   else self._record_items(null_value))
         if self.keeps_key:  # a record without a key keeps none, though its key columns read NULL
@@ -392,6 +395,17 @@ class _Planner:
                                 is not None) if analysis.joins and not analysis.aggregate else None
         _rewrite(select, JOINED if self.strategy.split_streams else self.stream_alias,
                  self.config, self.bounds, own_windows or frozenset(), self.failures)
+
+    def _mark_prepared(self, items: list[exp.Expr]) -> None:
+        """Name each aggregate call's argument as ksqlDB's Aggregate.Prepare step does, for
+        its record processing errors (:mod:`metastore.planner.prepared_columns`)."""
+        where, group = self.select.args.get("where"), self.select.args.get("group")
+        having = self.having.this if self.having is not None else None
+        prepared_columns.mark(
+            [*items, *([having] if having is not None else [])],
+            [expression for _, expression in self.analysis.projection],
+            where.this if where is not None else None,
+            list(group.expressions) if group is not None else [], having)
 
     def _projection_items(self) -> list[exp.Expr]:
         """The query's own columns, by the sink's names."""
@@ -448,8 +462,10 @@ class _Planner:
         where = select.args.get("where")
         if self.strategy.changelog and where is not None:
             select.set("where", None)
+            moved = exp.Paren(this=where.this)
+            moved.meta[failures.CLAUSE] = failures.WHERE  # its failures are still the WHERE's
             null_value = exp.Or(this=null_value, expression=exp.Not(this=exp.func(
-                "coalesce", exp.Paren(this=where.this), exp.false())))
+                "coalesce", moved, exp.false())))
         items = [exp.alias_(null_value.copy(), NULL_VALUE, quoted=True),
                  exp.alias_(exp.column(HEADERS, table=stream_alias, quoted=True), HEADERS,
                             quoted=True)]
@@ -667,7 +683,7 @@ class _Planner:
                f"FROM ({self.inner})")
         if self.analysis.kind is SourceKind.STREAM:  # a stream's result has no deletions
             sql = f"SELECT * FROM ({sql}) WHERE NOT {quote(NULL_VALUE)}"
-        return self._query_plan(sql, "")
+        return self._query_plan(sql, "", checked=self._checked_rows())
 
     def sink_plan(self) -> QueryPlan:
         """A persistent query's plan: its rows are the sink's Kafka records."""
@@ -684,17 +700,20 @@ class _Planner:
 
     def _checked_rows(self) -> CheckedRows | None:
         """The checks of the query's stream rows (observed on its stream view), for a query
-        that reads one stream without a join, a table function or a stateful stage before its
-        WHERE (:mod:`metastore.planner.record_checks`)."""
+        that reads one stream, or one table's changelog, without a join, a table function or a
+        stateful stage before its WHERE (:mod:`metastore.planner.record_checks`)."""
         reads, source = self.stream_reads, self.analysis.reads[0].source
         hopping = self.analysis.windowing is not None and bool(self.analysis.windowing.advance_ms)
-        if (len(self.analysis.reads) != 1 or source.kind is not SourceKind.STREAM or not reads
+        read_as_stream = source.kind is SourceKind.STREAM or self.strategy.changelog
+        if (len(self.analysis.reads) != 1 or not read_as_stream or not reads
                 or self.generated or self.batch is not None or self.sessions_view
                 or self.final_stream or self.changelog_view or hopping):
             return None  # (a HOPPING window's view holds a record once per window)
         where = self.select.args.get("where")
         checked = record_checks.checked_rows(
-            self.failures, self.texts, where.this if isinstance(where, exp.Where) else None,
+            self.failures, self.texts, where.this if isinstance(where, exp.Where) else next(
+                (node.this for node in self.select.walk() if node._meta is not None
+                 and node.meta.get(failures.CLAUSE) == failures.WHERE), None),
             bool(self.analysis.aggregate), self.stream_alias, source, reads)
         if checked is not None:
             self.steps = [replace(step, observed=record_checks.observed(checked))

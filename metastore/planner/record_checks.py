@@ -14,10 +14,14 @@ words it:
 - else the clause's expression: ``Error computing expression <expr> for column <name> with
   index <i>`` (the SELECT, logger ``Project``), ``Error evaluating predicate <expr>``
   (``WhereFilter``), ``Error calculating group-by column with index <i>. The source row will be
-  excluded from the table.`` (``Aggregate.GroupBy``).
+  excluded from the table.`` (``Aggregate.GroupBy``), ``Error computing new key from expression
+  <expr>`` (a PARTITION BY's, ``PartitionBy``: the row keeps a NULL key), ``Error computing
+  expression <argument> for column KSQL_INTERNAL_COL_<i> with index <i>`` (an aggregate call's
+  argument, ``Aggregate.Prepare``: :mod:`metastore.planner.prepared_columns`).
 
-Each check's condition is over the query's stream view (a query reading one stream, without a
-join or a table function): the SELECT's and GROUP BY's only for rows its WHERE keeps. Each
+Each check's condition is over the query's stream view (a query reading one stream, or one
+table's changelog, without a join or a table function; a push query's too): the SELECT's,
+GROUP BY's, PARTITION BY's and aggregate arguments' only for rows its WHERE keeps. Each
 micro-batch counts the rows that fail a check by an observation of that view
 (:func:`observed`); the runtime then logs each of them (:mod:`metastore.runtime.record_errors`).
 """
@@ -27,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
@@ -48,19 +52,25 @@ FIRST = "first"
 class ClauseTexts:
     """What ksqlDB's messages quote of a query, written down before its translation: each
     SELECT column's expression and index (key columns have none in a persistent query's
-    projection), and the WHERE's predicate."""
+    projection), the WHERE's predicate, and the expression of each key column a PARTITION BY
+    computes."""
 
     columns: dict[str, tuple[str, int]]
     where: str | None
+    new_keys: dict[str, str] = field(default_factory=dict)
 
 
 def clause_texts(projection: Sequence[tuple[str, exp.Expr]], keys: Iterable[str],
-                 where: exp.Expr | None) -> ClauseTexts:
+                 where: exp.Expr | None, partitioned: bool = False) -> ClauseTexts:
+    """The texts of a query whose sink's key columns are ``keys``; ``partitioned``: its
+    PARTITION BY computes them (ksqlDB's PartitionBy step, before the projection)."""
     key_names = set(keys)
     values = [(name, expression) for name, expression in projection if name not in key_names]
+    new_keys = {name: _text(expression) for name, expression in projection
+                if name in key_names} if partitioned else {}
     return ClauseTexts({name: (_text(expression), index)
                         for index, (name, expression) in enumerate(values)},
-                       _text(where.this) if isinstance(where, exp.Where) else None)
+                       _text(where.this) if isinstance(where, exp.Where) else None, new_keys)
 
 
 def _text(expression: exp.Expr) -> str:
@@ -88,7 +98,8 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
         if kept is not None and failure.clause != failed.WHERE:
             condition = f"coalesce({kept}, false) AND ({condition})"
         condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"
-        place = (*named, failure.clause, failure.index, failure.column)
+        place = (*named, "prepared", failure.prepared[1], "") if failure.prepared and \
+            aggregate else (*named, failure.clause, failure.index, failure.column)
         key = (*place, condition) if failure.wrapped else place
         parts.setdefault(key, {})[condition] = _spark(failure.cause, alias)
     if not parts:
@@ -134,6 +145,13 @@ def _logged(failure: failed.Failure, texts: ClauseTexts, aggregate: bool
         logger, whole = "Aggregate.GroupBy", (
             f"Error calculating group-by column with index {failure.index}. The source row "
             "will be excluded from the table.")
+    elif failure.prepared is not None and aggregate:
+        name, index, text = failure.prepared
+        logger, whole = "Aggregate.Prepare", (f"Error computing expression {text} for column "
+                                              f"{name} with index {index}")
+    elif failure.clause == failed.PROJECT and failure.column in texts.new_keys:
+        logger, whole = "PartitionBy", ("Error computing new key from expression "
+                                        f"{texts.new_keys[failure.column]}")
     elif failure.clause == failed.PROJECT and not aggregate and failure.column in texts.columns:
         text, index = texts.columns[failure.column]
         logger, whole = "Project", (f"Error computing expression {text} for column "

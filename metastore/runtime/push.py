@@ -10,7 +10,8 @@ waits, so what a push query holds in memory is bounded by ``max_buffered_bytes``
 (and ``max_buffered_batches`` micro-batches) plus the micro-batch being handed on, of at most
 ``max_records_per_batch`` source records. A query stops (its StreamingQuery stopped, its
 checkpoint deleted) when its client has its LIMIT, disconnects, or calls ``/close-query``, or
-when the node stops.
+when the node stops. The records a push query cannot read and the rows it cannot compute are
+counted and logged as a persistent query's are, under its ``transient_...`` id.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from metastore.engine.overrides import ConfigOverrides
 from metastore.engine.pull_queries import check_select, limit_value
 from metastore.planner.exceptions import PushQueryLimitError, UnknownPushQueryError
 from metastore.planner.plan import compile_push
-from metastore.runtime import job
+from metastore.planner.steps import QueryPlan
+from metastore.runtime import job, progress_listener
+from metastore.runtime.record_errors import RecordErrors
 from metastore.runtime.skipped import SkippedRecords
 from metastore.spark.exceptions import SparkUnavailableError
 from metastore.spark.query import json_value
@@ -198,10 +201,13 @@ class PushQueries:
 
     def __init__(self, spark: Callable[[], SparkSession | None], kafka_options: Mapping[str, str],
                  checkpoint_root: Path, settings: PushSettings | None = None,
-                 skipped: SkippedRecords | None = None) -> None:
+                 skipped: SkippedRecords | None = None,
+                 record_errors: RecordErrors | None = None) -> None:
         self._spark = spark
         self._skipped = skipped
         """Where the records its queries cannot read are counted (None: not counted)."""
+        self._record_errors = record_errors
+        """Where the rows its queries cannot compute are counted (None: not counted)."""
         self._kafka_options = dict(kafka_options)
         self._root = checkpoint_root
         self._settings = settings or PushSettings()
@@ -265,7 +271,7 @@ class PushQueries:
         release = None
         try:
             session = query_session(spark)
-            release = self._count_skipped(session, query_id, plan.earliest)
+            release = self._count_failures(session, query_id, plan)
             query.attach(job.start_transient(
                 session, plan, checkpoint, self._kafka_options, query.deliver,
                 max_records_per_batch=self._settings.max_records_per_batch), release)
@@ -277,20 +283,29 @@ class PushQueries:
         log.info("push query %s started", query_id)
         return query
 
-    def _count_skipped(self, session: SparkSession, query_id: str, from_start: bool
-                       ) -> Callable[[], None] | None:
-        """Count the records the push query ``query_id`` of ``session`` skips, from before it
-        starts; returns what stops counting (its listener removed, or the session would keep
-        it for good)."""
-        skipped = self._skipped
-        if skipped is None:
+    def _count_failures(self, session: SparkSession, query_id: str, plan: QueryPlan
+                        ) -> Callable[[], None] | None:
+        """Count the records the push query ``query_id`` (of ``plan``, in ``session``) skips
+        and the rows it cannot compute, from before it starts; returns what stops counting (its
+        listener removed, or the session would keep it for good)."""
+        skipped, record_errors = self._skipped, self._record_errors
+        if skipped is None and record_errors is None:
             return None
-        skipped.started(query_id, from_start)
-        listener = skipped.listener(transient=True)
+        hearers: list[progress_listener.Hearer] = []
+        if skipped is not None:
+            skipped.started(query_id, plan.earliest)
+            hearers.append(lambda progress: skipped.hear(progress, transient=True))
+        if record_errors is not None:
+            record_errors.started(query_id, plan)
+            hearers.append(record_errors.hear)
+        listener = progress_listener.listener(*hearers)
         session.streams.addListener(listener)
 
         def release() -> None:
-            skipped.stopped(query_id)
+            if skipped is not None:
+                skipped.stopped(query_id)
+            if record_errors is not None:
+                record_errors.stopped(query_id)
             session.streams.removeListener(listener)
 
         return release

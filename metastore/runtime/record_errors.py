@@ -1,4 +1,5 @@
-"""Rows a query could not process, as ksqlDB's record processing errors, counted per query.
+"""Rows a query could not process, as ksqlDB's record processing errors, counted per query
+(persistent queries and push queries alike).
 
 A plan that checks its stream rows (:mod:`metastore.planner.record_checks`) has each
 micro-batch count the rows failing each check in an observation of its stream view.
@@ -25,13 +26,15 @@ log = logging.getLogger(__name__)
 
 
 class RecordErrors:
-    """Counts of the rows each persistent query of this node could not process."""
+    """Counts of the rows each query of this node could not process."""
 
     def __init__(self) -> None:
         self._report: Callable[[FailedRows], None] | None = None
         self._lock = threading.Lock()
         self._counts: dict[str, int] = defaultdict(int)
         self._plans: dict[str, QueryPlan] = {}
+        self._ended = 0
+        """The rows of the push queries that ended: counted in the node's total, kept by none."""
 
     def report_to(self, report: Callable[[FailedRows], None]) -> None:
         """Hand each micro-batch's failing rows to ``report`` (the processing log)."""
@@ -42,6 +45,12 @@ class RecordErrors:
         with self._lock:
             self._plans[query] = plan
 
+    def stopped(self, query: str) -> None:
+        """The push query ``query`` ended: nothing more of it is counted, nor kept by id."""
+        with self._lock:
+            self._plans.pop(query, None)
+            self._ended += self._counts.pop(query, 0)
+
     def of(self, query: str) -> int:
         """Rows ``query`` could not process on this node so far."""
         with self._lock:
@@ -50,7 +59,7 @@ class RecordErrors:
     def total(self) -> int:
         """Rows this node's queries could not process so far."""
         with self._lock:
-            return sum(self._counts.values())
+            return sum(self._counts.values()) + self._ended
 
     def hear(self, progress: Any) -> None:
         """Count one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""

@@ -17,14 +17,11 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from metastore.planner.observed_reads import observed_read
 from metastore.runtime import progress_listener
 from metastore.runtime.processing_log import SkippedBatch, batch_offsets
-
-if TYPE_CHECKING:
-    from pyspark.sql.streaming.listener import StreamingQueryListener
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +99,6 @@ class SkippedRecords:
         if progress.name and progress.observedMetrics:
             self.count(progress.name, progress.observedMetrics, transient,
                        progress_listener.source_offsets(progress))
-
-    def listener(self, transient: bool = False) -> StreamingQueryListener:
-        """A listener that counts here, for one query's session (a push query's when
-        ``transient``)."""
-        return progress_listener.listener(lambda progress: self.hear(progress, transient))
 
 
 __all__ = ["SkippedRecords"]

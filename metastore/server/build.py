@@ -265,7 +265,7 @@ def _spark_services(config: NodeConfig, spark_settings: SparkSettings, settings:
     stores = TableStores(session, kafka_options, settings.directory / "table-stores",
                          end_offsets, close=close_offsets)
     push = PushQueries(session, kafka_options, settings.directory / "push-queries",
-                       skipped=queries.skipped)
+                       skipped=queries.skipped, record_errors=queries.record_errors)
     return (projection, queries, _pull_queries(config, projection, stores, image), push, stores,
             SparkExplainer(session, kafka_options))
 

@@ -1,7 +1,7 @@
 """A row a query's expressions cannot compute is ksqlDB's RECORD_PROCESSING_ERROR, on the suite's
 Spark node: its column is NULL (or the row is dropped, when its WHERE failed), the query goes on,
 the processing log has one entry per failed row with ksqlDB's logger and message, and /metrics
-counts them per query."""
+counts them per query. A PARTITION BY, a query over a table and a push query log theirs too."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 from metastore.kafka.settings import KafkaSettings
 from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from tests.queries.test_query_nodes import ksql, queries
-from tests.queries.test_skipped_records import _values, earliest, values_to_end
+from tests.queries.test_skipped_records import _pushed, _values, earliest, values_to_end
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 from tests.support.waiting import eventually
@@ -65,6 +65,59 @@ def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_o
     shown = eventually(lambda: queries(spark_node)[query_id] if queries(spark_node)[query_id][
         "processingErrors"] == 2 else None, 60, "SHOW QUERIES to count them", interval=1)
     assert shown["state"] == "RUNNING" and shown["skippedRecords"] == 0
+
+
+def test_a_partition_by_a_table_source_and_a_push_query_log_the_rows_they_cannot_compute(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_settings: KafkaSettings) -> None:
+    name = unique("RPK").upper().replace("-", "_")
+    columns = "TXT STRING, A INT, B INT) WITH (KAFKA_TOPIC='{name}', VALUE_FORMAT='JSON'"
+    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, {columns}, PARTITIONS=1);"
+                     f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, {columns});".replace(
+                         "{name}", name))
+    producer = producer_factory()
+    for key, text, a, b in ROWS:
+        producer.produce(name, key=struct.pack(">i", key),
+                         value=json.dumps({"TXT": text, "A": a, "B": b}).encode())
+    assert producer.flush(30) == 0
+    earliest(spark_node, f"CREATE STREAM {name}_P AS SELECT * FROM {name} PARTITION BY A / B;"
+                         f"CREATE TABLE {name}_Q AS SELECT ID, CAST(TXT AS INT) AS N "
+                         f"FROM {name}_T;")
+    assert [sorted(value.items()) for value in _values(kafka_settings, f"{name}_P", 4)] == [
+        sorted({"ID": key, "TXT": text, "A": a, "B": b}.items()) for key, text, a, b in ROWS]
+    assert _values(kafka_settings, f"{name}_Q", 4) == [{"N": 5}, {"N": None}, {"N": 7}, {"N": 9}]
+    ids = {sink: query_id for query_id, q in queries(spark_node).items()
+           for sink in q["sinks"] if sink.startswith(name)}
+    partition_by, table = ids[f"{name}_P"], ids[f"{name}_Q"]
+    [new_key] = eventually(lambda: _entries(kafka_settings, spark_node, partition_by, 1), 90,
+                           "the PARTITION BY's failed row in the processing log", interval=1)
+    assert (new_key["logger"], new_key["message"]["recordProcessingError"]["errorMessage"]) == (
+        f"processing.{partition_by}.PartitionBy", "Error computing new key from expression "
+        "(A / B)")
+    [projected] = eventually(lambda: _entries(kafka_settings, spark_node, table, 1), 90,
+                             "the table query's failed row in the processing log", interval=1)
+    assert (projected["logger"], projected["message"]["recordProcessingError"]["cause"]) == (
+        f"processing.{table}.Project", ['For input string: "x"'])
+
+    def push_logged() -> None:
+        eventually(lambda: _push_entries(kafka_settings, spark_node, name), 90,
+                   "the push query's failed row in the processing log", interval=1)
+
+    assert _pushed(spark_node, f"SELECT ID, CAST(TXT AS INT) AS N FROM {name} EMIT CHANGES;",
+                   len(ROWS), push_logged) == [[1, 5], [2, None], [3, 7], [4, 9]]
+    [pushed] = _push_entries(kafka_settings, spark_node, name)
+    assert re.fullmatch(rf"processing\.transient_{name}_\d+\.Project", pushed["logger"])
+    assert pushed["message"]["recordProcessingError"]["errorMessage"] == \
+        "Error processing INTEGER"
+
+
+def _push_entries(settings: KafkaSettings, server: ServerProcess, source: str
+                  ) -> list[dict[str, Any]] | None:
+    """The RECORD_PROCESSING_ERROR entries of the push queries over ``source``."""
+    entries = [json.loads(value) for value in
+               values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
+    return [e for e in entries if e["message"]["type"] == 1 and e["logger"].startswith(
+        f"processing.transient_{source}_")] or None
 
 
 def _entries(settings: KafkaSettings, server: ServerProcess, query_id: str,

@@ -190,3 +190,45 @@ def test_the_record_is_the_rows_values_then_its_pseudo_columns_then_its_key(spar
         .createOrReplaceTempView(checked.view)
     [[record]] = spark.sql(f"SELECT {checked.record} FROM `{checked.view}`").collect()
     assert json.loads(record) == ['say "hi"', 1, 1, None, 1.5, 1000, 0, 7, 1]
+
+
+def test_a_partition_by_expression_is_checked_as_ksqldbs_partitionby_step_after_the_where(
+        spark: Any) -> None:
+    checked = _checked("CREATE STREAM T AS SELECT * FROM S WHERE N > 0 PARTITION BY N / B;")
+    assert checked is not None
+    new_key = ("PartitionBy", "Error computing new key from expression (N / B)", "/ by zero")
+    assert _failing(spark, checked, [_row(N=1, B=0, ROWOFFSET=1), _row(N=0, B=0, ROWOFFSET=2),
+                                     _row(N=2, B=1, ROWOFFSET=3)]) == [[new_key], [], []]
+    checked = _checked("CREATE STREAM T AS SELECT * FROM S PARTITION BY CAST(S AS INT);")
+    assert checked is not None  # a CAST is caught where it is, in the PartitionBy step
+    assert _failing(spark, checked, [_row(S="x", ROWOFFSET=1), _row(S="7", ROWOFFSET=2)]) == [
+        [("PartitionBy", "Error processing INTEGER", 'For input string: "x"')], []]
+
+
+def test_a_query_over_a_table_checks_each_row_of_its_changelog_but_no_tombstone(
+        spark: Any) -> None:
+    checked = _checked("CREATE TABLE TB (ID INT PRIMARY KEY, S STRING, N INT, B BIGINT, "
+                       "BY BYTES, DE DECIMAL(4, 2)) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');"
+                       "CREATE TABLE T AS SELECT ID, CAST(S AS INT) AS X FROM TB WHERE N / B > 0;")
+    assert checked is not None
+    assert _failing(spark, checked, [
+        _row(S="x", N=1, B=1, ROWOFFSET=1), _row(S="1", N=1, B=0, ROWOFFSET=2),
+        _row(S="x", N=1, B=1, ROWOFFSET=3, __MS_NULL_VALUE=True)]) == [
+        [("Project", "Error processing INTEGER", 'For input string: "x"')],
+        [("WhereFilter", "Error evaluating predicate ((N / B) > 0)", "/ by zero")], []]
+
+
+def test_an_aggregate_calls_argument_is_checked_as_ksqldbs_prepare_step_names_it(
+        spark: Any) -> None:
+    checked = _checked("CREATE TABLE T AS SELECT ID, COUNT(*) AS C, SUM(N / B) AS Q, "
+                       "MAX(N / B) AS M, SUM(CAST(S AS INT)) AS X FROM S WHERE B < 5 "
+                       "GROUP BY ID;")
+    assert checked is not None  # reads ID, ROWTIME (COUNT(*)), N, B, S; then (N / B) once
+    divided = ("Aggregate.Prepare", "Error computing expression (N / B) for column "
+               "KSQL_INTERNAL_COL_5 with index 5", "/ by zero")
+    cast = ("Aggregate.Prepare", "Error processing INTEGER", 'For input string: "x"')
+    assert _failing(spark, checked, [_row(N=1, B=0, S="1", ROWOFFSET=1),
+                                     _row(S="x", ROWOFFSET=2),
+                                     _row(N=1, B=0, S="x", ROWOFFSET=3),
+                                     _row(N=1, B=7, S="x", ROWOFFSET=4)]) == [
+        [divided], [cast], [divided, cast], []]
