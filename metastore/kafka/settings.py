@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from metastore.kafka.exceptions import KafkaClientError
+from metastore.kafka.java_security import java_security
 
 LIBRDKAFKA_LOGGER = logging.getLogger("metastore.librdkafka")
 
@@ -36,10 +37,11 @@ class KafkaSettings:
 
     def java_config(self) -> dict[str, str]:
         """The same settings for Kafka's Java clients (Spark's Kafka source and sink, a
-        producer in Spark's JVM): the client settings under the Java client's names."""
+        producer in Spark's JVM): the client settings under the Java client's names, security
+        written as Java takes it (:mod:`metastore.kafka.java_security`)."""
         return {"bootstrap.servers": self.bootstrap_servers,
-                **{JAVA_CLIENT_NAMES.get(name, name): str(value)
-                   for name, value in self.client.items()}}
+                **{JAVA_CLIENT_NAMES.get(name, name): value
+                   for name, value in java_security(self.client).items()}}
 
 
 Client = TypeVar("Client", Consumer, Producer, AdminClient)

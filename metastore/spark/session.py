@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from metastore.dev import jars
 from metastore.jvm import classes
 from metastore.jvm import jars as jvm_jars
+from metastore.kafka.java_security import SECRET_OPTIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -119,6 +120,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                .config("spark.driver.memory", "1g")
                .config("spark.driver.maxResultSize", MAX_RESULT_SIZE)
                .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.redaction.options.regex", SECRET_OPTIONS)
                .config("spark.driver.extraJavaOptions", driver_options))
     for key, value in {**JSON_READING, **IDLE_POLLING}.items():
         builder = builder.config(key, value)
