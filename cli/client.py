@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -37,13 +38,35 @@ def server_url(explicit: str | None) -> str:
     return (explicit or os.environ.get("METASTORE_SERVER") or DEFAULT_SERVER).rstrip("/")
 
 
+TLS_ENVIRONMENT = ("METASTORE_CA_CERT", "METASTORE_CLIENT_CERT", "METASTORE_CLIENT_KEY")
+"""PEM files of an HTTPS node: the CAs its certificate chains to, and the client certificate and
+key a node that requires one (``ssl.client.authentication=REQUIRED``) is shown."""
+
+
+def tls_verify() -> ssl.SSLContext | bool:
+    """How an HTTPS node is trusted: by :data:`TLS_ENVIRONMENT`'s files, else the system's
+    CAs."""
+    ca, certificate, key = (os.environ.get(name) or None for name in TLS_ENVIRONMENT)
+    if ca is None and certificate is None:
+        return True
+    try:
+        context = ssl.create_default_context(cafile=ca)
+        if certificate is not None:
+            context.load_cert_chain(certificate, key)
+    except (OSError, ssl.SSLError) as error:
+        raise ClientError(f"the TLS files of {', '.join(TLS_ENVIRONMENT)} cannot be used: "
+                          f"{error}") from error
+    return context
+
+
 class KsqlClient:
     def __init__(self, url: str, auth: tuple[str, str] | None = None, timeout: float = 60.0,
                  headers: Mapping[str, str] | None = None) -> None:
         """``headers``: sent with every request (the Accept header excepted)."""
         self.url = url
         self._http = httpx.Client(base_url=url, timeout=timeout, auth=auth,
-                                  headers={**(headers or {}), "Accept": MEDIA_TYPE})
+                                  headers={**(headers or {}), "Accept": MEDIA_TYPE},
+                                  verify=tls_verify())
 
     def close(self) -> None:
         self._http.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,13 @@ from metastore.server.http.auth import BasicAuth
 from metastore.server.http.forwarding import WriteForwarder
 from metastore.server.node import Explainer, Node, NodeConfig
 from metastore.server.settings import ServerSettings, SparkSettings
+from metastore.server.tls import (
+    RELOAD_CHECK_SECONDS,
+    CertificateWatch,
+    TlsSettings,
+    client_verify,
+    server_context,
+)
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -177,7 +185,8 @@ def build(settings: ServerSettings) -> NodeServices:
                             stores=stores.positions if stores is not None else None,
                             push_queries=push.listing if push is not None else None)
     forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
-                               membership.nodes, settings.forwarding)
+                               membership.nodes, settings.forwarding,
+                               verify=client_verify(settings.tls))
     return NodeServices(settings, node, membership, projection, queries, push, stores,
                         forwarder, pull, _auth(settings.auth_file), liveness, processing_log)
 
@@ -431,22 +440,55 @@ class ShutdownSignals:
         wake()
 
 
+def _hypercorn_config(context: ssl.SSLContext | None) -> Config:
+    """hypercorn's settings: serving with ``context`` when there is one (hypercorn would make
+    its own from PEM files; this one also reads PKCS12 and reloads its certificate)."""
+    from hypercorn.config import Config
+
+    class TlsConfig(Config):
+        @property
+        def ssl_enabled(self) -> bool:
+            return True
+
+        def create_ssl_context(self) -> ssl.SSLContext | None:
+            return context
+
+    return Config() if context is None else TlsConfig()
+
+
+def _watch_certificate(context: ssl.SSLContext | None, tls: TlsSettings | None
+                       ) -> asyncio.Task[None] | None:
+    """With ``ssl.keystore.reload``, a task of the listener's loop that serves a changed key
+    store's certificate to new connections."""
+    if context is None or tls is None or not tls.reload:
+        return None
+    watch = CertificateWatch(context, tls)
+
+    async def watching() -> None:
+        while True:
+            await asyncio.sleep(RELOAD_CHECK_SECONDS)
+            watch.check()
+
+    return asyncio.get_running_loop().create_task(watching())
+
+
 def serve(settings: ServerSettings) -> None:
     """Build, start and serve a node until SIGTERM or SIGINT; then stop it cleanly (further
     signals are ignored: see :class:`ShutdownSignals`).
 
     The REST app is served by hypercorn: HTTP/1.1, and HTTP/2 without TLS for clients that speak
-    it from their first byte (ksqlDB's clients do, for ``/query-stream`` and ``/inserts-stream``).
+    it from their first byte (ksqlDB's clients do, for ``/query-stream`` and ``/inserts-stream``);
+    with TLS (:mod:`metastore.server.tls`), both by ALPN.
     """
     services = build(settings)
+    context = server_context(settings.tls) if settings.tls is not None else None
 
     def http_stack() -> tuple[ASGIFramework, Config, Callable[..., Awaitable[None]]]:
         from hypercorn.asyncio import serve as hypercorn_serve
-        from hypercorn.config import Config
 
         from metastore.server.http.concurrency import ConcurrencyLimit
 
-        config = Config()
+        config = _hypercorn_config(context)
         config.bind = [f"{_bind_host(settings.host)}:{settings.port}"]
         config.keep_alive_timeout = settings.http.keep_alive_seconds
         config.graceful_timeout = SHUTDOWN_GRACE_SECONDS
@@ -469,9 +511,12 @@ def serve(settings: ServerSettings) -> None:
         signals.install()
         log.info("node %s of service %s serving on %s", settings.node.node_id,
                  settings.node.service_id, settings.url)
+        watch = _watch_certificate(context, settings.tls)
         try:
             await hypercorn_serve(served, config, shutdown_trigger=stop.wait)
         finally:
+            if watch is not None:
+                watch.cancel()
             signals.served()
 
     try:

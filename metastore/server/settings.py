@@ -36,6 +36,8 @@ from metastore.runtime.query_health import RetrySettingError, RetrySettings
 from metastore.server.http.forwarding import ForwardingSettings
 from metastore.server.http.http_limits import HttpLimits
 from metastore.server.node import NodeConfig
+from metastore.server.tls import PREFIX as TLS_PREFIX
+from metastore.server.tls import TlsSettingError, TlsSettings
 
 DEFAULT_LISTEN = "127.0.0.1:8088"
 DEFAULT_SERVICE_ID = "default_"
@@ -108,13 +110,16 @@ class ServerSettings:
     queries_file: Path | None = None
     """Headless mode's file of statements (ksqlDB's ``ksql.queries.file``): written to the log
     once, and no statement or query served (:mod:`metastore.server.headless`)."""
+    tls: TlsSettings | None = None
+    """The REST listener's TLS, from ksqlDB's ``ssl.*`` properties (:mod:`metastore.server.
+    tls`); None: plain HTTP."""
 
     @property
     def url(self) -> str:
         if self.advertised_url:
             return self.advertised_url.rstrip("/")
         host = f"[{self.host}]" if ":" in self.host and not self.host.startswith("[") else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://{host}:{self.port}"
 
     @property
     def query_checkpoints(self) -> str:
@@ -161,7 +166,14 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           error_classifier=_error_classifier(given),
                           sink_producer=_sink_producer(given),
                           advertised_url=_advertised(given.get("advertised_url")),
-                          queries_file=_queries_file(given))
+                          queries_file=_queries_file(given), tls=_tls(given))
+
+
+def _tls(given: Mapping[str, Any]) -> TlsSettings | None:
+    try:
+        return TlsSettings.of(_ksql_properties(given))
+    except TlsSettingError as error:
+        raise SettingsError("ksql_properties", str(error)) from error
 
 
 def _registry_url(value: Any) -> str | None:
@@ -229,7 +241,7 @@ def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
 def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
     properties = {name: value for name, value in _ksql_properties(given).items()
                   if name not in QUERY_DEFAULTS | QUERY_RETRY | {QUERIES_FILE_PROPERTY}
-                  and not name.startswith(CONNECT_PREFIX)
+                  and not name.startswith((CONNECT_PREFIX, TLS_PREFIX))
                   and not name.startswith((error_types.REGEX_PREFIX, SINK_PRODUCER_PREFIX))}
     try:
         return ProcessingLogSettings.of(properties)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -103,7 +104,10 @@ class WriteForwarder:
     """Sends a write request to the service's current writer when that is another node."""
 
     def __init__(self, node_id: str, own_url: str, last_writer: Callable[[], str | None],
-                 nodes: Nodes, settings: ForwardingSettings | None = None) -> None:
+                 nodes: Nodes, settings: ForwardingSettings | None = None,
+                 verify: ssl.SSLContext | bool = True) -> None:
+        """``verify``: how HTTPS writers are trusted, and the certificate this node shows
+        them (:func:`metastore.server.tls.client_verify`)."""
         self._node_id = node_id
         self._own_url = own_url.rstrip("/")
         self._last_writer = last_writer
@@ -112,7 +116,7 @@ class WriteForwarder:
         self._client = httpx.Client(
             timeout=httpx.Timeout(self.settings.timeout, connect=min(self.settings.timeout, 1.0)),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
-            trust_env=False)  # no proxy from the environment sees the credentials
+            trust_env=False, verify=verify)  # no proxy from the environment sees credentials
         self.stats = ForwardingStats()
 
     def close(self) -> None:
