@@ -168,21 +168,22 @@ def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
     """``node``'s failure where it sits (None inside a lambda): its clause, and the condition
     under which Java evaluates it at all (its CASE branch taken, AND / OR not decided before)."""
     clause, index, column = "", 0, ""
-    prepared = _meta(node, PREPARED)
     child: exp.Expr = node
     parent = node.parent
     while parent is not None:
         if isinstance(parent, exp.Lambda):
             return None
+        prepared = _meta(child, PREPARED)
+        if prepared is not None:  # ksqlDB computes it for every row, whatever is around the call
+            return Failure(name, condition, cause, wrapped, PROJECT, 0, "", prepared)
         guard = _guard(parent, child)
         if guard is not None:
             condition = exp.and_(guard, condition, copy=False)
-        prepared = prepared or _meta(child, PREPARED)
         grouped, moved = _meta(parent, GROUP_KEY), _meta(parent, CLAUSE)
         if isinstance(grouped, int):
             return Failure(name, condition, cause, wrapped, GROUP, grouped, "")
         if isinstance(moved, str):
-            return Failure(name, condition, cause, wrapped, moved, 0, "", prepared)
+            return Failure(name, condition, cause, wrapped, moved, 0, "")
         if isinstance(parent, exp.Group):
             return None  # the planner's copy of the expression in the WHERE is checked
         if isinstance(parent, exp.Select):
@@ -191,7 +192,7 @@ def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
             column = child.alias if isinstance(child, exp.Alias) else ""
             break
         child, parent = parent, parent.parent
-    return Failure(name, condition, cause, wrapped, clause, index, column, prepared)
+    return Failure(name, condition, cause, wrapped, clause, index, column)
 
 
 def _meta(node: exp.Expr, key: str) -> Any:

@@ -187,13 +187,21 @@ class PushQuery:
         try:
             if handle is not None:
                 handle.stop()
-            if release is not None:
-                release()
         except Exception as error:  # Spark already gone: nothing left to stop
             log.warning("push query %s: stopping it failed: %s", self.query_id, error)
         finally:
+            self._release_counting(release)
             shutil.rmtree(self._checkpoint, ignore_errors=True)
             self._on_close(self)
+
+    def _release_counting(self, release: Callable[[], None] | None) -> None:
+        """Stop counting the query's records and rows (its listener gone from a lost Spark's
+        session, what was counted of it still forgotten)."""
+        try:
+            if release is not None:
+                release()
+        except Exception as error:
+            log.warning("push query %s: removing its listener failed: %s", self.query_id, error)
 
 
 class PushQueries:

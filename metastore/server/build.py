@@ -456,18 +456,22 @@ def _hypercorn_config(context: ssl.SSLContext | None) -> Config:
     return Config() if context is None else TlsConfig()
 
 
-def _watch_certificate(context: ssl.SSLContext | None, tls: TlsSettings | None
-                       ) -> asyncio.Task[None] | None:
+def _watch_certificate(context: ssl.SSLContext | None, tls: TlsSettings | None,
+                       forwarder: WriteForwarder | None) -> asyncio.Task[None] | None:
     """With ``ssl.keystore.reload``, a task of the listener's loop that serves a changed key
-    store's certificate to new connections."""
+    store's certificate to new connections, and has the node's forwarding show it."""
     if context is None or tls is None or not tls.reload:
         return None
-    watch = CertificateWatch(context, tls)
+    watch = CertificateWatch(context, tls, None if forwarder is None else
+                             lambda: forwarder.renew(client_verify(tls)))
 
     async def watching() -> None:
         while True:
             await asyncio.sleep(RELOAD_CHECK_SECONDS)
-            watch.check()
+            try:
+                watch.check()
+            except Exception:  # the listener keeps its certificate and looks again
+                log.exception("checking the key store for a renewed certificate")
 
     return asyncio.get_running_loop().create_task(watching())
 
@@ -511,7 +515,7 @@ def serve(settings: ServerSettings) -> None:
         signals.install()
         log.info("node %s of service %s serving on %s", settings.node.node_id,
                  settings.node.service_id, settings.url)
-        watch = _watch_certificate(context, settings.tls)
+        watch = _watch_certificate(context, settings.tls, services.forwarder)
         try:
             await hypercorn_serve(served, config, shutdown_trigger=stop.wait)
         finally:

@@ -156,6 +156,10 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
     except ValueError as error:
         raise SettingsError("http_limits", str(error)) from error
     auth = given.get("auth_file")
+    tls, advertised = _tls(given), _advertised(given.get("advertised_url"))
+    if tls is not None and advertised is not None and not advertised.startswith("https://"):
+        raise SettingsError("advertised_url", "the node serves HTTPS (ssl.keystore.location): "
+                            f"advertise an https:// URL; got {advertised!r}")
     return ServerSettings(node=node, directory=directory, host=host, port=port,
                           spark=_spark(given), http=http,
                           auth_file=Path(auth) if auth else None,
@@ -165,8 +169,8 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           query_retry=_query_retry(given),
                           error_classifier=_error_classifier(given),
                           sink_producer=_sink_producer(given),
-                          advertised_url=_advertised(given.get("advertised_url")),
-                          queries_file=_queries_file(given), tls=_tls(given))
+                          advertised_url=advertised, queries_file=_queries_file(given),
+                          tls=tls)
 
 
 def _tls(given: Mapping[str, Any]) -> TlsSettings | None:

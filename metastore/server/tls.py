@@ -24,8 +24,8 @@ import logging
 import os
 import ssl
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from metastore.core.exceptions import MetastoreError
@@ -56,13 +56,13 @@ class Store:
 
     path: Path
     kind: str
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
 class TlsSettings:
     keystore: Store
-    key_password: str | None = None
+    key_password: str | None = field(default=None, repr=False)
     truststore: Store | None = None
     client_authentication: str = "NONE"
     reload: bool = False
@@ -73,6 +73,10 @@ class TlsSettings:
         store (plain HTTP). Raises :class:`TlsSettingError` naming the property at fault."""
         location = properties.get("ssl.keystore.location")
         if not location:
+            others = sorted(name for name in properties if name.startswith(PREFIX))
+            if others:
+                raise TlsSettingError("ssl.keystore.location", f"{', '.join(others)} set, but "
+                                      "no key store: the listener would serve plain HTTP")
             return None
         keystore = _store(properties, "keystore", location)
         trust = properties.get("ssl.truststore.location")
@@ -112,24 +116,36 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
     context.set_alpn_protocols(ALPN)
     load_certificate(context, settings)
     if settings.truststore is not None:
-        context.load_verify_locations(cadata=_trusted(settings.truststore))
+        _trust(context, settings.truststore)
     context.verify_mode = CLIENT_AUTHENTICATION[settings.client_authentication]
     return context
 
 
+def _trust(context: ssl.SSLContext, store: Store) -> None:
+    try:
+        context.load_verify_locations(cadata=_trusted(store))
+    except ssl.SSLError as error:
+        raise TlsSettingError("ssl.truststore.location", f"{store.path} holds no usable CA "
+                              f"certificate: {error}") from error
+
+
 def load_certificate(context: ssl.SSLContext, settings: TlsSettings) -> None:
-    """Load the key store's chain and key into ``context`` (again, when it changed)."""
+    """Load the key store's chain and key into ``context`` (again, when it changed): read once,
+    and loaded into a scratch context first, so that ``context`` keeps its certificate and key
+    unless the new ones load whole."""
     store = settings.keystore
     try:
         if store.kind == "PEM":
-            context.load_cert_chain(store.path, password=settings.key_password)
-            return
-        chain, key = _pkcs12(store)
+            pem, password = store.path.read_bytes(), settings.key_password
+        else:
+            chain, key = _pkcs12(store)
+            pem, password = key + chain, None
         with tempfile.TemporaryDirectory(prefix="metastore-tls-") as directory:
-            pem = Path(directory) / "chain.pem"  # the ssl module loads a chain from a file
-            pem.touch(mode=0o600)
-            pem.write_bytes(key + chain)
-            context.load_cert_chain(pem)
+            path = Path(directory) / "chain.pem"  # the ssl module loads a chain from a file
+            path.touch(mode=0o600)
+            path.write_bytes(pem)
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(path, password=password)
+            context.load_cert_chain(path, password=password)
     except (ssl.SSLError, OSError, ValueError) as error:
         raise TlsSettingError("ssl.keystore.location", f"{store.path} holds no usable "
                               f"certificate and key: {error}") from error
@@ -176,9 +192,13 @@ class CertificateWatch:
     """Loads the key store again into the listener's context once its file changes (checked
     every :data:`RELOAD_CHECK_SECONDS` on the listener's event loop, where handshakes run)."""
 
-    def __init__(self, context: ssl.SSLContext, settings: TlsSettings) -> None:
+    def __init__(self, context: ssl.SSLContext, settings: TlsSettings,
+                 renewed: Callable[[], None] | None = None) -> None:
+        """``renewed``: called once the listener serves a new certificate (the node's own
+        clients then show it too)."""
         self._context = context
         self._settings = settings
+        self._renewed = renewed
         self._seen = self._stamp()
 
     def _stamp(self) -> tuple[int, int] | None:
@@ -203,6 +223,8 @@ class CertificateWatch:
         self._seen = stamp
         log.info("the listener serves the certificate of the changed key store %s",
                  self._settings.keystore.path)
+        if self._renewed is not None:
+            self._renewed()
         return True
 
 
@@ -214,7 +236,7 @@ def client_verify(settings: TlsSettings | None) -> ssl.SSLContext | bool:
         return True
     context = ssl.create_default_context()
     if settings.truststore is not None:
-        context.load_verify_locations(cadata=_trusted(settings.truststore))
+        _trust(context, settings.truststore)
     load_certificate(context, settings)
     return context
 

@@ -232,3 +232,15 @@ def test_an_aggregate_calls_argument_is_checked_as_ksqldbs_prepare_step_names_it
                                      _row(N=1, B=0, S="x", ROWOFFSET=3),
                                      _row(N=1, B=7, S="x", ROWOFFSET=4)]) == [
         [divided], [cast], [divided, cast], []]
+
+
+def test_an_argument_is_checked_for_every_row_whatever_surrounds_its_aggregate_call(
+        spark: Any) -> None:
+    divided = ("Aggregate.Prepare", "Error computing expression (N / B) for column "
+               "KSQL_INTERNAL_COL_4 with index 4", "/ by zero")  # after ID, ROWTIME, N and B
+    for query in ("SELECT ID, CASE WHEN COUNT(*) > 1 THEN SUM(N / B) END AS Q FROM S GROUP BY ID",
+                  "SELECT ID, COUNT(*) AS C FROM S GROUP BY ID HAVING COUNT(*) > 1 AND "
+                  "MAX(N / B) > 1"):
+        checked = _checked(f"CREATE TABLE T AS {query};")
+        assert checked is not None, query  # no condition holds an aggregate call
+        assert _failing(spark, checked, [_row(N=1, B=0)]) == [[divided]], query

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import (
     BestAvailableEncryption,
     Encoding,
@@ -75,4 +75,13 @@ def issue(ca: Issued, name: str, server: bool) -> Issued:
 
 def ca_pem(ca: Issued, path: Path) -> Path:
     path.write_bytes(ca.certificate.public_bytes(Encoding.PEM))
+    return path
+
+
+def rsa_key(path: Path, password: str) -> Path:
+    """An RSA key as encrypted PKCS#1 PEM (``BEGIN RSA PRIVATE KEY``), as OpenSSL's legacy
+    tools write it."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.TraditionalOpenSSL,
+                                       BestAvailableEncryption(password.encode())))
     return path

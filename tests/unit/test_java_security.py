@@ -12,6 +12,7 @@ from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.java_security import java_security
 from metastore.kafka.settings import KafkaSettings
 from metastore.spark.views import spark_kafka_options
+from tests.support.certificates import authority, ca_pem, issue, rsa_key
 
 
 def test_a_sasl_user_is_a_jaas_login_of_its_mechanism() -> None:
@@ -28,20 +29,26 @@ def test_a_sasl_user_is_a_jaas_login_of_its_mechanism() -> None:
         "org.apache.kafka.common.security.scram.ScramLoginModule required ")
 
 
-def test_pem_files_are_a_trust_store_and_a_key_store(tmp_path: Path) -> None:
-    chain, key = tmp_path / "client.pem", tmp_path / "client.key"
-    chain.write_text("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n")
-    key.write_text("-----BEGIN PRIVATE KEY-----\nBB==\n-----END PRIVATE KEY-----\n")
+def test_pem_files_are_a_trust_store_and_a_key_store_of_a_pkcs8_key(tmp_path: Path) -> None:
+    ca = authority("CA")
+    chain, key = issue(ca, "node", server=False).pem(tmp_path, "client")
+    ca_file = ca_pem(ca, tmp_path / "ca.pem")
+    rsa = rsa_key(tmp_path / "rsa.key", "k")  # PKCS#1, encrypted: Java's PEM store reads neither
     settings = java_security({
-        "security.protocol": "SSL", "ssl.ca.location": "/etc/ca.pem",
-        "ssl.certificate.location": str(chain), "ssl.key.location": str(key),
+        "security.protocol": "SSL", "ssl.ca.location": str(ca_file),
+        "ssl.certificate.location": str(chain), "ssl.key.location": str(rsa),
         "ssl.key.password": "k", "ssl.endpoint.identification.algorithm": "none"})
+    written = settings.pop("ssl.keystore.key")
     assert settings == {
-        "security.protocol": "SSL", "ssl.key.password": "k",
-        "ssl.endpoint.identification.algorithm": "",
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": "/etc/ca.pem",
-        "ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": chain.read_text(),
-        "ssl.keystore.key": key.read_text()}
+        "security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "",
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_file),
+        "ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": chain.read_text()}
+    assert written.startswith("-----BEGIN PRIVATE KEY-----")
+    inline = java_security({"ssl.ca.pem": ca_file.read_text(),
+                            "ssl.certificate.pem": chain.read_text(),
+                            "ssl.key.pem": key.read_text()})
+    assert inline["ssl.truststore.certificates"] == ca_file.read_text()
+    assert inline["ssl.keystore.key"] == key.read_text()  # PKCS#8 already
 
 
 @pytest.mark.parametrize(("client", "reason"), [
@@ -49,10 +56,12 @@ def test_pem_files_are_a_trust_store_and_a_key_store(tmp_path: Path) -> None:
      "SASL mechanism GSSAPI with sasl.username cannot be given to Spark's Kafka clients"),
     ({"sasl.mechanism": "PLAIN", "sasl.username": "u"}, "needs both sasl.username and "
                                                          "sasl.password"),
-    ({"ssl.certificate.location": "/x.pem"}, "needs both ssl.certificate.location and "
-                                              "ssl.key.location"),
+    ({"ssl.certificate.pem": "x"}, "needs both ssl.certificate.location"),
     ({"ssl.certificate.location": "/nowhere.pem", "ssl.key.location": "/nowhere.key"},
      "ssl.certificate.location /nowhere.pem cannot be read as a PEM file"),
+    ({"ssl.certificate.pem": "x", "ssl.key.pem": "not a key"}, "the client key cannot be read"),
+    ({"ssl.ca.location": "/etc"}, "not a directory or the system's store"),
+    ({"enable.ssl.certificate.verification": "false"}, "always verify the broker's certificate"),
 ])
 def test_what_cannot_be_translated_is_refused_with_the_reason(client: dict[str, str],
                                                               reason: str) -> None:

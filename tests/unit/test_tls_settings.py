@@ -3,6 +3,7 @@ refused at start, naming the property."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,12 @@ def files(tmp_path: Path) -> dict[str, str]:
             "pem": str(combined), "ca": str(ca_pem(ca, tmp_path / "ca.pem"))}
 
 
-def test_no_key_store_is_plain_http() -> None:
-    assert TlsSettings.of({"ssl.client.authentication": "NONE"}) is None
+def test_no_ssl_property_is_plain_http_and_one_without_a_key_store_is_refused() -> None:
+    assert TlsSettings.of({"ksql.streams.num.stream.threads": "2"}) is None
+    with pytest.raises(TlsSettingError, match=re.escape(
+            "ssl.client.authentication, ssl.truststore.location set, but no key store")):
+        TlsSettings.of({"ssl.client.authentication": "REQUIRED",
+                        "ssl.truststore.location": "/ca.pem"})
 
 
 def test_a_pkcs12_or_pem_key_store_serves_http2_and_http1_with_the_client_authentication_asked(
@@ -49,9 +54,14 @@ def test_a_pkcs12_or_pem_key_store_serves_http2_and_http1_with_the_client_authen
     ({"ssl.client.authentication": "SOMETIMES"}, "expected one of NONE, REQUESTED, REQUIRED"),
     ({"ssl.truststore.location": "/nowhere.pem"}, "ssl.truststore.location: /nowhere.pem is "
                                                   "not a readable file"),
+    ({"ssl.truststore.location": "EMPTY", "ssl.truststore.type": "PEM"},
+     "ssl.truststore.location: .* holds no usable CA certificate"),
 ])
 def test_what_cannot_be_served_is_refused_naming_the_property(
-        files: dict[str, str], properties: dict[str, str], reason: str) -> None:
+        files: dict[str, str], properties: dict[str, str], reason: str, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.pem"
+    empty.write_text("no certificate here\n")
+    given = {name: str(empty) if value == "EMPTY" else value for name, value in properties.items()}
     with pytest.raises(TlsSettingError, match=reason):
         TlsSettings.of({"ssl.keystore.location": files["p12"],
-                        "ssl.keystore.password": "secret", **properties})
+                        "ssl.keystore.password": "secret", **given})

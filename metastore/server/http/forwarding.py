@@ -113,11 +113,22 @@ class WriteForwarder:
         self._last_writer = last_writer
         self._nodes = nodes
         self.settings = settings or ForwardingSettings()
-        self._client = httpx.Client(
+        self._client = self._http(verify)
+        self.stats = ForwardingStats()
+
+    def _http(self, verify: ssl.SSLContext | bool) -> httpx.Client:
+        return httpx.Client(
             timeout=httpx.Timeout(self.settings.timeout, connect=min(self.settings.timeout, 1.0)),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
             trust_env=False, verify=verify)  # no proxy from the environment sees credentials
-        self.stats = ForwardingStats()
+
+    def renew(self, verify: ssl.SSLContext | bool) -> None:
+        """Trust and show by ``verify`` from now on (the node's certificate was renewed): new
+        requests take a new client; the old one is closed once requests under way are done."""
+        old, self._client = self._client, self._http(verify)
+        closing = threading.Timer(self.settings.timeout + 5, old.close)
+        closing.daemon = True
+        closing.start()
 
     def close(self) -> None:
         self._client.close()
