@@ -3,6 +3,7 @@ repair or restore it (metastore.log.repair)."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,16 +35,16 @@ Bootstrap = Annotated[str | None, typer.Option(envvar="KAFKA_BOOTSTRAP_SERVERS",
                                                help="Kafka bootstrap servers.")]
 ServiceId = Annotated[str, typer.Option(envvar="METASTORE_SERVICE_ID", help="Service id.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+Kafka = Annotated[list[str] | None, typer.Option(
+    "--kafka", help="Extra Kafka client setting KEY=VALUE (TLS, SASL...); repeatable.")]
 
 
-def read_log(bootstrap: str | None, service_id: str, topic: str | None) -> list[Record]:
-    if not bootstrap:
-        typer.echo("Error: pass --bootstrap-servers or set KAFKA_BOOTSTRAP_SERVERS", err=True)
-        raise typer.Exit(2)
+def read_log(settings: KafkaSettings, service_id: str, topic: str | None) -> list[Record]:
+    """Every committed record of the service's command log, with its time."""
     name = topic or command_topic_name(service_id)
     try:
-        return read_committed(KafkaSettings(bootstrap), name,
-                              group_id=f"{service_id}-log-tool-{time.time_ns()}")
+        return read_committed(settings, name, group_id=f"{service_id}-log-tool-{time.time_ns()}",
+                              details=True)
     except KafkaClientError as error:
         typer.echo(f"Error: cannot read {name}: {error}", err=True)
         raise typer.Exit(2) from error
@@ -53,23 +54,32 @@ def read_log(bootstrap: str | None, service_id: str, topic: str | None) -> list[
 def dump(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default_",
          topic: Annotated[str | None, typer.Option(help="Command topic (default: derived "
                                                    "from the service id).")] = None,
-         json_output: Json = False) -> None:
-    """Print every committed record of the command log."""
-    records = read_log(bootstrap_servers, service_id, topic)
+         kafka: Kafka = None, json_output: Json = False) -> None:
+    """Print every committed record of the command log: when, by whom (the authenticated
+    user, when the node had authentication on) and from which node it was written."""
+    records = read_log(_settings(bootstrap_servers, kafka), service_id, topic)
     rows: list[dict[str, Any]] = []
     for record in records:
         try:
             data: dict[str, Any] = decode(record.value, record.offset).to_json()
         except RecordError as error:
             data = {"error": error.message}
-        rows.append({"offset": record.offset,
+        rows.append({"offset": record.offset, "timestamp": record.timestamp_ms,
                      "key": record.key.decode(errors="replace") if record.key else None, **data})
     if json_output:
         print_json(rows)
         return
-    print_table(["Offset", "Command id", "Request", "Node", "Statement"],
-                [[r["offset"], r["key"], str(r.get("requestId", ""))[:8], r.get("originNode", ""),
-                  str(r.get("statement", r.get("error", "")))[:70]] for r in rows])
+    print_table(["Offset", "Time (UTC)", "Command id", "Submitter", "Node", "Statement"],
+                [[r["offset"], _utc(r["timestamp"]), r["key"], r.get("submitter", ""),
+                  r.get("originNode", ""), str(r.get("statement", r.get("error", "")))[:60]]
+                 for r in rows])
+
+
+def _utc(millis: int | None) -> str:
+    if millis is None:
+        return ""
+    return datetime.datetime.fromtimestamp(millis / 1000, datetime.UTC).strftime(
+        "%Y-%m-%d %H:%M:%S")
 
 
 @app.command()
@@ -79,10 +89,10 @@ def verify(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default
            checkpoint: Annotated[Path | None, typer.Option(
                help="A node's data directory (its newest checkpoint) or a checkpoint file, "
                     "which must agree with the replay at its offset.")] = None,
-           json_output: Json = False) -> None:
+           kafka: Kafka = None, json_output: Json = False) -> None:
     """Replay the log offline; report the fingerprint, any bad record, a node's and a
     checkpoint's agreement."""
-    records = read_log(bootstrap_servers, service_id, topic)
+    records = read_log(_settings(bootstrap_servers, kafka), service_id, topic)
     checked = _load_checkpoint(checkpoint) if checkpoint is not None else None
     at_checkpoint: Image | None = None
     if isinstance(checked, _Located):
@@ -197,8 +207,6 @@ def _check_checkpoint(checked: _Located | str, at_offset: Image | None, records:
     return report
 
 
-Kafka = Annotated[list[str] | None, typer.Option(
-    "--kafka", help="Extra Kafka client setting KEY=VALUE (TLS, SASL...); repeatable.")]
 BackupFile = Annotated[Path, typer.Option("--backup", help="The backup file of every committed "
                                                            "record.")]
 Yes = Annotated[bool, typer.Option("--yes", help="Really change the command topic.")]

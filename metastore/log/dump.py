@@ -10,9 +10,10 @@ from metastore.kafka.settings import KafkaSettings
 
 
 def read_committed(settings: KafkaSettings, topic: str, group_id: str,
-                   timeout: float | None = None) -> list[Record]:
-    """Every committed record up to the log's current end (read_committed, markers skipped)."""
-    reader = PartitionReader(settings, topic, group_id=group_id)
+                   timeout: float | None = None, details: bool = False) -> list[Record]:
+    """Every committed record up to the log's current end (read_committed, markers skipped);
+    with ``details``, with their headers and times."""
+    reader = PartitionReader(settings, topic, group_id=group_id, details=details)
     try:
         end = reader.end_offset()
         deadline = time.monotonic() + (timeout if timeout is not None else 60 + end / 10_000)

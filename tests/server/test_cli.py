@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.kafka import unique
@@ -99,6 +101,25 @@ def test_log_dump_and_verify_agree_with_the_node(server: ServerProcess, kafka_bo
     assert verified.returncode == 0, verified.stdout + verified.stderr
     report = json.loads(verified.stdout)
     assert report["node"]["agrees"] is True and report["badRecord"] is None
+
+
+def test_the_log_dump_shows_who_wrote_each_statement_and_when(
+        server_factory: Callable[..., ServerProcess], kafka_bootstrap: str,
+        tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    users.write_text("alice:wonderland\n")
+    node = server_factory("--auth-file", str(users))
+    written = cli("exec", "CREATE TYPE WHO AS STRUCT<NAME STRING>;", "--server", node.url,
+                  "--user", "alice:wonderland")
+    assert written.returncode == 0, written.stderr
+    dump = ("log", "dump", "--bootstrap-servers", kafka_bootstrap, "--service-id",
+            node.service_id, "--kafka", "client.id=audit")
+    [record] = json.loads(cli(*dump, "--json").stdout)
+    assert (record["commandId"], record["submitter"]) == ("type/WHO/create", "alice")
+    assert abs(record["timestamp"] / 1000 - time.time()) < 300, "written just now"
+    assert "wonderland" not in json.dumps(record), "the user, never the credentials"
+    table = cli(*dump)
+    assert table.returncode == 0 and "alice" in table.stdout and "Time (UTC)" in table.stdout
 
 
 def test_a_query_command_in_the_log_carries_the_plan_every_node_runs(

@@ -122,7 +122,7 @@ class Statements:
                 return terminate_push_query(self._context, *push_query, body, credentials,
                                             user, may_forward)
             return self._write(body, statements, config, credentials, may_forward, budget,
-                               started)
+                               started, user or "")
         except MetastoreError as error:
             self._metrics.count_request(outcome_label(error))
             return self._write_failed(error, body.ksql)
@@ -167,8 +167,11 @@ class Statements:
 
     def _write(self, body: KsqlRequest, statements: list[Statement],
                config: overrides.ConfigOverrides, credentials: Mapping[str, str],
-               may_forward: bool, budget: float | None, started: float) -> Response:
-        """Execute ``statements`` here, or forward their writes to the service's writer."""
+               may_forward: bool, budget: float | None, started: float,
+               submitter: str) -> Response:
+        """Execute ``statements`` here, or forward their writes to the service's writer (which
+        knows the user by the same credentials); ``submitter``: the authenticated user, whom
+        the command log records as having written them."""
         node = self._node
         timeout: float | None = None if budget is None else min(
             budget, node.config.writer.request_timeout)
@@ -188,6 +191,7 @@ class Statements:
                           - (time.perf_counter() - started), 1.0)
         try:
             entities = node.execute(statements, request_id=body.requestId,
+                                    submitter=submitter,
                                     command_sequence_number=body.commandSequenceNumber,
                                     config=config, timeout=timeout)
         except NotWrittenError as error:
