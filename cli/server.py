@@ -100,6 +100,10 @@ def server(
     auth_file: Annotated[Path | None, Opt(envvar="METASTORE_AUTH_FILE",
                                           help="File of user:password lines; enables HTTP basic "
                                           "auth.")] = None,
+    roles_file: Annotated[Path | None, Opt(envvar="METASTORE_ROLES_FILE",
+                                           help="TOML file of each user's topic permissions "
+                                           "(read, write, create, delete); needs --auth-file. "
+                                           "See docs/security.md.")] = None,
     function_module: Annotated[list[str] | None, Opt(
         help="A Python module of user-defined functions (exporting FUNCTIONS, see "
              "metastore.functions.extensions) to load; repeatable. Every node of a service "
@@ -136,7 +140,8 @@ def server(
         "advertised_url": advertised_url,
         "checkpoint_every_records": checkpoint_every_records,
         "checkpoint_every_seconds": checkpoint_every_seconds, "snapshots": snapshots,
-        "auth_file": auth_file, "function_modules": function_module or None,
+        "auth_file": auth_file, "roles_file": roles_file,
+        "function_modules": function_module or None,
         "schema_registry_url": schema_registry_url, "queries_file": queries_file,
         "connect_url": connect_url,
     }

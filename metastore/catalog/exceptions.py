@@ -137,3 +137,16 @@ class AssertionFailedError(StatementError):
     """An ASSERT statement whose expectation the catalog (or Kafka) does not meet."""
 
     code = "assertion_failed"
+
+
+class TopicAuthorizationError(StatementError):
+    """The requesting user may not do ``operation`` (Read, Write, Create or Delete) on
+    ``topics``: ksqlDB's KsqlTopicAuthorizationException."""
+
+    code = "topic_authorization"
+
+    def __init__(self, operation: str, topics: list[str]) -> None:
+        super().__init__(f"Authorization denied to {operation} on topic(s): "
+                         f"[{', '.join(topics)}]")
+        self.operation = operation
+        self.topics = tuple(topics)

@@ -63,7 +63,7 @@ from metastore.catalog.model import RequestOutcome
 from metastore.core.exceptions import MetastoreError
 from metastore.core.faults import NO_FAULTS, Faults
 from metastore.core.limits import MAX_RECORD_BYTES, RequestLimits
-from metastore.engine import ddl_rules, responses, topics
+from metastore.engine import access, ddl_rules, responses, topics
 from metastore.engine.asserts import SchemaFacts
 from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.engine.validation import (
@@ -196,6 +196,11 @@ def _left(deadline: float, floor: float = 0.1) -> float:
     return max(deadline - time.monotonic(), floor)
 
 
+Authorize = Callable[[list[access.Need]], None]
+"""Raises :class:`~metastore.catalog.exceptions.TopicAuthorizationError` for needs its user may
+not have."""
+
+
 @dataclass
 class _Request:
     """One request across its attempts."""
@@ -217,6 +222,9 @@ class _Request:
     the log without it."""
     command_ids: tuple[str, ...] = ()
     """The commands the request's last validation wrote (their records' keys)."""
+    authorize: Authorize | None = None
+    """Refuses what the requesting user may not touch (:mod:`metastore.engine.access`);
+    None: every statement is the requester's to write."""
 
 
 def _reason(error: BaseException) -> str:
@@ -346,14 +354,16 @@ class CommandWriter:
     def submit(self, statements: Sequence[Statement], request_id: str, submitter: str = "",
                timeout: float | None = None,
                config: ConfigOverrides = NO_OVERRIDES,
-               schemas: SchemaFacts | None = None) -> list[Entity]:
+               schemas: SchemaFacts | None = None,
+               authorize: Authorize | None = None) -> list[Entity]:
         """Validate and write ``statements`` atomically; one entity per statement. ``config``:
         the request's configuration overrides; ``schemas``: the registry's answers its CREATE
-        statements infer columns from. Requests that queue meanwhile are written with it, in
+        statements infer columns from; ``authorize``: refuses, at validation, a statement that
+        needs a topic its user may not touch. Requests that queue meanwhile are written with it, in
         one transaction (:mod:`metastore.log.group_commit`)."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.options.request_timeout)
         request = _Request(request_id, submitter, request_digest(statements, config), deadline,
-                           config, schemas)
+                           config, schemas, authorize=authorize)
         try:
             return self._queue.run(Queued(statements, request_id, deadline, payload=request),
                                    self._write_batch)
@@ -717,6 +727,8 @@ class CommandWriter:
         answers: dict[int, Entity] = {}  # of the statements that do not write
         for statement in item.statements:
             outcome = validator.validate(statement)
+            if isinstance(outcome, Write) and request.authorize is not None:
+                request.authorize(access.of_write(outcome, validator.image))
             if not isinstance(outcome, Write):  # now: the image views the delta
                 answers[len(outcomes)] = self._answer(outcome, validator.image, validator.config)
             outcomes.append(outcome)

@@ -7,6 +7,7 @@ that write to the single-writer protocol.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -31,11 +32,19 @@ from metastore.connect.settings import ConnectSettings
 from metastore.connect.statements import ConnectorStatements
 from metastore.core.faults import NO_FAULTS, Faults
 from metastore.core.limits import RequestLimits
-from metastore.engine import asserts, inference, insert_record, insert_values, responses, topics
+from metastore.engine import (
+    access,
+    asserts,
+    inference,
+    insert_record,
+    insert_values,
+    responses,
+    topics,
+)
 from metastore.engine.asserts import SchemaFacts
 from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.engine.topics import is_hidden
-from metastore.engine.validation import Explained, Read, Skip, Validator, Write
+from metastore.engine.validation import Explained, Outcome, Read, Skip, Validator, Write
 from metastore.formats import written_schemas
 from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
@@ -49,6 +58,7 @@ from metastore.log.reader import LogReplica, NodeState, Resume
 from metastore.log.replay import collector_paused
 from metastore.log.topic import CommandTopicSpec, command_topic_name, ensure_command_topic
 from metastore.log.writer import (
+    Authorize,
     CommandWriter,
     KafkaTopicFacts,
     ReadAnswer,
@@ -58,6 +68,7 @@ from metastore.log.writer import (
 from metastore.planner.plan import stored_plan
 from metastore.planner.support import check_runtime
 from metastore.schema_registry.client import SchemaRegistryClient
+from metastore.server.roles import RoleFile
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.statements import (
     ConnectorStatement,
@@ -68,6 +79,7 @@ from metastore.sql.statements import (
     InsertValues,
     ListObjects,
     PrintTopic,
+    SelectStatement,
     SetProperty,
     Statement,
 )
@@ -106,10 +118,23 @@ class NodeConfig:
     (``ksql.streams.processing.guarantee``), ksqlDB's names to their parsed values."""
     connect: ConnectSettings = field(default_factory=ConnectSettings)
     """The Kafka Connect cluster the connector statements are executed on."""
+    roles: RoleFile | None = None
+    """Each authenticated user's topic permissions (:mod:`metastore.server.roles`); None: an
+    authenticated user may touch every topic."""
 
     @property
     def topic(self) -> str:
         return self.command_topic or command_topic_name(self.service_id)
+
+
+def _needs(outcome: Outcome, statement: Statement, image: Image) -> list[access.Need]:
+    """What a validated statement of a mixed request needs (:mod:`metastore.engine.access`)."""
+    if isinstance(outcome, Write):
+        return access.of_write(outcome, image)
+    if isinstance(outcome, Read) and outcome.record is not None:
+        assert isinstance(statement, InsertValues)
+        return access.of_insert(statement.target, image)
+    return []
 
 
 class _Budget:
@@ -292,9 +317,10 @@ class Node:
     def execute(self, request: str | Sequence[Statement], request_id: str | None = None,
                 submitter: str = "", command_sequence_number: int | None = None,
                 timeout: float | None = None,
-                config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
+                config: ConfigOverrides = NO_OVERRIDES, user: str | None = None) -> list[Entity]:
         """Answer a request: its text, or its statements as already parsed; ``config``: its
-        ksqlDB configuration overrides (``streamsProperties``)."""
+        ksqlDB configuration overrides (``streamsProperties``); ``user``: the authenticated
+        user it is checked for against the role file (None: not checked)."""
         statements = parse_request(request) if isinstance(request, str) else list(request)
         limit = self.config.limits.max_statements
         if len(statements) > limit:
@@ -302,8 +328,9 @@ class Node:
                                 f"{limit}. Split it into several requests.")
         if command_sequence_number is not None:
             self.wait_for(command_sequence_number, timeout or self.config.read_timeout)
+        authorize = self._authorizer(user)
         if not any(statement.writes_log for statement in statements):
-            return answered(statements, self.read(statements, config))
+            return answered(statements, self.read(statements, config, authorize))
         assert self.writer is not None, "start() the node first"
         asserts.check_schemas(statements, self.schema_registry)  # waits: not under the lock
         schemas = inference.prefetch(statements, self.schema_registry, config)  # likewise
@@ -311,11 +338,11 @@ class Node:
         if not any(isinstance(statement, InsertValues | ConnectorStatement)
                    for statement in statements):
             entities = self.writer.submit(statements, request_id, submitter, timeout, config,
-                                          schemas)
+                                          schemas, authorize)
         else:
-            self._validate_request(statements, config, schemas)
+            self._validate_request(statements, config, schemas, authorize)
             entities = self._execute_in_parts(statements, request_id, submitter, timeout,
-                                              config, schemas)
+                                              config, schemas, authorize)
         self._register_schemas(statements)
         return answered(statements, entities)
 
@@ -331,8 +358,21 @@ class Node:
                     written_schemas.register(source, self.schema_registry,
                                              if_absent=isinstance(statement, CreateSource))
 
+    def check_read(self, statement: SelectStatement | PrintTopic, user: str | None) -> None:
+        """Refuse a query or PRINT that reads a topic ``user`` may not read (the role file)."""
+        authorize = self._authorizer(user)
+        if authorize is not None:
+            authorize(access.of_print(statement) if isinstance(statement, PrintTopic)
+                      else access.of_query(statement.query, self.replica.image))
+
+    def _authorizer(self, user: str | None) -> Authorize | None:
+        roles = self.config.roles
+        if roles is None or user is None:
+            return None
+        return functools.partial(roles.check, user)
+
     def _validate_request(self, statements: list[Statement], config: ConfigOverrides,
-                          schemas: SchemaFacts | None) -> None:
+                          schemas: SchemaFacts | None, authorize: Authorize | None) -> None:
         """Validate every statement of a request mixing log writes and INSERT VALUES on the
         current image, in order (ksqlDB's sandbox), before any part is written or any record
         produced: a request with a statement that fails writes nothing. Each part is
@@ -342,13 +382,16 @@ class Node:
                               encoder=self.encode_record, schemas=schemas,
                               schemas_checked=True)
         for statement in statements:
-            validator.validate(statement)
+            outcome = validator.validate(statement)
+            if authorize is not None:
+                authorize(_needs(outcome, statement, validator.image))
             if isinstance(statement, ConnectorStatement):
                 self.connectors.check(statement)
 
     def _execute_in_parts(self, statements: list[Statement], request_id: str, submitter: str,
                           timeout: float | None, config: ConfigOverrides,
-                          schemas: SchemaFacts | None) -> list[Entity]:
+                          schemas: SchemaFacts | None, authorize: Authorize | None
+                          ) -> list[Entity]:
         """A request mixing log writes and statements that act outside the log (INSERT VALUES,
         the connector statements), in statement order as ksqlDB runs it: each run of statements
         up to one of those is written (request id ``<id>/<n>``, so a retry does not write it
@@ -366,10 +409,10 @@ class Node:
                 continue
             if any(s.writes_log for s in part):
                 entities += self.writer.submit(part, f"{request_id}/{parts}", submitter, timeout,
-                                               config, schemas)
+                                               config, schemas, authorize)
                 parts += 1
             else:
-                entities += self.read(part, config)
+                entities += self.read(part, config, authorize)
             for done in part:
                 if isinstance(done, SetProperty):
                     config = config.set(done.name, done.value)
@@ -383,12 +426,12 @@ class Node:
                 f"{command_sequence_number} (applied up to {self.replica.position - 1})",
                 command_sequence_number)
 
-    def read(self, statements: list[Statement],
-             config: ConfigOverrides = NO_OVERRIDES) -> list[Entity]:
+    def read(self, statements: list[Statement], config: ConfigOverrides = NO_OVERRIDES,
+             authorize: Authorize | None = None) -> list[Entity]:
         """Answer statements that never write the log, from the current image. What acts
         outside the log (INSERT VALUES, the connector statements) acts only once every
-        statement is valid, as in ksqlDB's sandbox (Kafka Connect validates a CREATE
-        CONNECTOR's config first)."""
+        statement is valid, and allowed by ``authorize``, as in ksqlDB's sandbox (Kafka
+        Connect validates a CREATE CONNECTOR's config first)."""
         image = self.replica.image
         validator = Validator(image, KafkaTopicFacts(self.admin), limits=self.config.limits,
                               config=config, encoder=self.encode_record,
@@ -409,6 +452,8 @@ class Node:
                 assert isinstance(outcome, Read) and not isinstance(outcome, Write)
                 if outcome.record is not None:
                     assert isinstance(statement, InsertValues)
+                    if authorize is not None:
+                        authorize(access.of_insert(statement.target, image))
                     records.append((statement.target, outcome.record))
                 entity = self._answer(outcome, image, validator.config, status)
             answers.append(budget.spend(entity))

@@ -36,6 +36,7 @@ from metastore.runtime.query_health import RetrySettingError, RetrySettings
 from metastore.server.http.forwarding import ForwardingSettings
 from metastore.server.http.http_limits import HttpLimits
 from metastore.server.node import NodeConfig
+from metastore.server.roles import RoleFile, RoleFileError
 from metastore.server.tls import PREFIX as TLS_PREFIX
 from metastore.server.tls import TlsSettingError, TlsSettings
 
@@ -149,7 +150,7 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
         data_dir=directory if checkpoints_on else None, checkpoint=checkpoint,
         writer=_writer(given), limits=_limits(_table(given, "limits")), faults=faults,
         schema_registry_url=_registry_url(given.get("schema_registry_url")),
-        query_defaults=_query_defaults(given), connect=_connect(given),
+        query_defaults=_query_defaults(given), connect=_connect(given), roles=_roles(given),
         **_pick(given, {"read_timeout": float, "fetch_wait_ms": int, "snapshots": _boolean}))
     try:
         http = HttpLimits.from_settings(_table(given, "http_limits"))
@@ -171,6 +172,19 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           sink_producer=_sink_producer(given),
                           advertised_url=advertised, queries_file=_queries_file(given),
                           tls=tls)
+
+
+def _roles(given: Mapping[str, Any]) -> RoleFile | None:
+    chosen = given.get("roles_file")
+    if not chosen:
+        return None
+    if not given.get("auth_file"):
+        raise SettingsError("roles_file", "it names users, so it needs --auth-file (the users "
+                            "a request is authenticated as)")
+    try:
+        return RoleFile.load(Path(str(chosen)))
+    except RoleFileError as error:
+        raise SettingsError("roles_file", str(error)) from error
 
 
 def _tls(given: Mapping[str, Any]) -> TlsSettings | None:
@@ -314,7 +328,7 @@ _KNOWN = frozenset({
     "read_timeout", "fetch_wait_ms", "writer_mode", "write_batch_max_requests",
     "write_batch_linger_ms", "write_forwarding", "forward_timeout_seconds", "advertised_url",
     "checkpoint_every_records",
-    "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file",
+    "checkpoint_every_seconds", "snapshots", "limits", "http_limits", "auth_file", "roles_file",
     "function_modules", "schema_registry_url", "ksql_properties", "queries_file", "connect_url",
 })
 

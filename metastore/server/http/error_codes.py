@@ -39,6 +39,7 @@ BAD_STATEMENT = 40001
 QUERY_ENDPOINT = 40002
 MAX_PUSH_QUERIES_EXCEEDED = 40003
 FORBIDDEN = 40300
+FORBIDDEN_KAFKA_ACCESS = 40301
 NOT_FOUND = 40400
 CONFLICT = 40900
 UNAUTHORIZED = 40100
@@ -100,6 +101,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     catalog.UnsupportedStatementError: STATEMENT_ERROR,
     catalog.UpgradeError: STATEMENT_ERROR,
     catalog.AssertionFailedError: ASSERTION,
+    catalog.TopicAuthorizationError: ErrorCode(403, FORBIDDEN_KAFKA_ACCESS),
     # the command log
     log_errors.NotWrittenError: SERVER_FAILURE,
     log_errors.OutcomeUnknownError: SERVER_FAILURE,

@@ -149,6 +149,7 @@ class Queries:
             self._node.wait_for(parsed.commandSequenceNumber, self._node.config.read_timeout)
         statement, config = self._prepare(parsed.ksql, parsed.streamsProperties,
                                           parsed.sessionVariables, printable=True)
+        self._node.check_read(statement, user)
         if isinstance(statement, PrintTopic):
             return self._start_print(statement)
         if statement.query.emit_changes:
@@ -165,6 +166,7 @@ class Queries:
             statement, config = self._prepare(parsed.sql, parsed.properties,
                                               parsed.sessionVariables)
             assert isinstance(statement, SelectStatement)
+            self._node.check_read(statement, user)
             started: QueryResult | PushQuery = (
                 self._start_push(statement, config, user, client)
                 if statement.query.emit_changes else self._run_pull(statement, config))

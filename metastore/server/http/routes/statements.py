@@ -191,7 +191,7 @@ class Statements:
                           - (time.perf_counter() - started), 1.0)
         try:
             entities = node.execute(statements, request_id=body.requestId,
-                                    submitter=submitter,
+                                    submitter=submitter, user=submitter or None,
                                     command_sequence_number=body.commandSequenceNumber,
                                     config=config, timeout=timeout)
         except NotWrittenError as error:
