@@ -139,6 +139,17 @@ class AssertionFailedError(StatementError):
     code = "assertion_failed"
 
 
+class ConnectorAuthorizationError(StatementError):
+    """The requesting user may not create or drop the connectors ``names``."""
+
+    code = "connector_authorization"
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"Authorization denied to create or drop connector(s): "
+                         f"[{', '.join(names)}]")
+        self.names = tuple(names)
+
+
 class TopicAuthorizationError(StatementError):
     """The requesting user may not do ``operation`` (Read, Write, Create or Delete) on
     ``topics``: ksqlDB's KsqlTopicAuthorizationException."""

@@ -4,10 +4,16 @@
   Write on its sink's topic;
 - CREATE STREAM / TABLE over a topic: Read on it;
 - INSERT VALUES: Write on its target's topic;
+- beyond ksqlDB's validator, so that a user who may read only changes nothing: DROP and ALTER of
+  a stream or table need Write on its topic, TERMINATE, PAUSE and RESUME Write on the sink of
+  each query they stop or start;
 - a pull or push SELECT: Read on the topic of each source it reads; PRINT: Read on its topic;
 - beyond ksqlDB's validator, which leaves them to Kafka's own check of the server's principal:
   Create on each topic a statement creates, Delete on each topic ``DROP ... DELETE TOPIC``
   deletes.
+
+CREATE and DROP CONNECTOR need Connect on the connector's name: a connector reads and writes
+topics with the Connect worker's own credentials, whatever its user may touch.
 
 Statements that touch no topic (SHOW, DESCRIBE, TERMINATE, types, variables) need nothing.
 The needs are worked out from what validation resolved (:class:`~metastore.engine.validation.
@@ -16,38 +22,65 @@ Write`), so they name the topics the statement really touches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
 
 from metastore.catalog import commands as cmd
 from metastore.catalog.image import Image
+from metastore.catalog.model import PersistentQuery
 from metastore.engine.validation import Write
-from metastore.sql.statements import PrintTopic, Query
+from metastore.sql.statements import (
+    ConnectorStatement,
+    CreateConnector,
+    DropConnector,
+    PrintTopic,
+    Query,
+    Statement,
+    Terminate,
+)
 
-READ, WRITE, CREATE, DELETE = "Read", "Write", "Create", "Delete"
-OPERATIONS = (READ, WRITE, CREATE, DELETE)
+READ, WRITE, CREATE, DELETE, CONNECT = "Read", "Write", "Create", "Delete", "Connect"
+OPERATIONS = (READ, WRITE, CREATE, DELETE, CONNECT)
 
 
 @dataclass(frozen=True)
 class Need:
     operation: str
     topic: str
+    """The topic's name; for :data:`CONNECT`, the connector's."""
 
 
-def of_write(write: Write, image: Image) -> list[Need]:
+def queries_before(statement: Statement, image: Image) -> Mapping[str, PersistentQuery] | None:
+    """The queries a TERMINATE stops, as they were before it (its validation removes them
+    from the request's catalog): for :func:`of_write`."""
+    return dict(image.queries) if isinstance(statement, Terminate) else None
+
+
+def of_write(write: Write, image: Image,
+             queries: Mapping[str, PersistentQuery] | None = None) -> list[Need]:
     """What a statement that writes the command log needs, on ``image`` (the catalog it was
-    validated on, which knows the sources it reads)."""
+    validated into); ``queries``: for a TERMINATE, :func:`queries_before` it."""
     command = write.command
     needs = [Need(CREATE, topic.name) for topic in write.topics_to_create]
+    needs += [Need(DELETE, topic) for topic in write.topics_to_delete]
     if isinstance(command, cmd.CreateSourceCommand):
         needs.append(Need(READ, command.source.topic))
-    elif isinstance(command, cmd.CreateAsSelectCommand | cmd.InsertQueryCommand):
+    elif isinstance(command, cmd.CreateAsSelectCommand):
         needs += [Need(READ, topic) for topic in _topics(image, command.query_sources)]
-        sink = command.source.topic if isinstance(command, cmd.CreateAsSelectCommand) else \
-            _topics(image, (command.sink,))
-        needs += [Need(WRITE, topic) for topic in ([sink] if isinstance(sink, str) else sink)]
-    needs += [Need(DELETE, topic) for topic in write.topics_to_delete]
+        needs.append(Need(WRITE, command.source.topic))
+    elif isinstance(command, cmd.InsertQueryCommand):
+        needs += [Need(READ, topic) for topic in _topics(image, command.query_sources)]
+        needs += [Need(WRITE, topic) for topic in _topics(image, (command.sink,))]
+    elif isinstance(command, cmd.DropSourceCommand):
+        needs.append(Need(WRITE, command.topic))
+    elif isinstance(command, cmd.AlterSourceCommand):
+        needs += [Need(WRITE, topic) for topic in _topics(image, (command.name,))]
+    elif isinstance(command, cmd.TerminateCommand | cmd.PauseResumeCommand):
+        known = image.queries if queries is None else queries
+        sinks = tuple(known[q].sink for q in command.query_ids if q in known)
+        needs += [Need(WRITE, topic) for topic in _topics(image, sinks)]
     return needs
 
 
@@ -65,6 +98,13 @@ def of_print(statement: PrintTopic) -> list[Need]:
     return [Need(READ, statement.topic)]
 
 
+def of_connector(statement: ConnectorStatement) -> list[Need]:
+    """What a connector statement needs: Connect on the name it creates or drops."""
+    if isinstance(statement, CreateConnector | DropConnector):
+        return [Need(CONNECT, statement.name)]
+    return []
+
+
 def of_insert(target: str, image: Image) -> list[Need]:
     """What INSERT VALUES into ``target`` needs."""
     return [Need(WRITE, topic) for topic in _topics(image, (target,))]
@@ -75,5 +115,5 @@ def _topics(image: Image, names: tuple[str, ...]) -> list[str]:
     return [source.topic for source in found if source is not None]
 
 
-__all__ = ["CREATE", "DELETE", "OPERATIONS", "READ", "WRITE", "Need", "of_insert", "of_print",
-           "of_query", "of_write"]
+__all__ = ["CONNECT", "CREATE", "DELETE", "OPERATIONS", "READ", "WRITE", "Need", "of_connector",
+           "of_insert", "of_print", "of_query", "of_write"]

@@ -726,9 +726,11 @@ class CommandWriter:
         outcomes: list[Outcome] = []
         answers: dict[int, Entity] = {}  # of the statements that do not write
         for statement in item.statements:
+            stopped = None if request.authorize is None else access.queries_before(
+                statement, validator.image)
             outcome = validator.validate(statement)
             if isinstance(outcome, Write) and request.authorize is not None:
-                request.authorize(access.of_write(outcome, validator.image))
+                request.authorize(access.of_write(outcome, validator.image, stopped))
             if not isinstance(outcome, Write):  # now: the image views the delta
                 answers[len(outcomes)] = self._answer(outcome, validator.image, validator.config)
             outcomes.append(outcome)

@@ -44,7 +44,7 @@ from metastore.engine import (
 from metastore.engine.asserts import SchemaFacts
 from metastore.engine.overrides import NO_OVERRIDES, ConfigOverrides
 from metastore.engine.topics import is_hidden
-from metastore.engine.validation import Explained, Outcome, Read, Skip, Validator, Write
+from metastore.engine.validation import Explained, Read, Skip, Validator, Write
 from metastore.formats import written_schemas
 from metastore.kafka import row_encoding
 from metastore.kafka.admin import Admin
@@ -127,13 +127,14 @@ class NodeConfig:
         return self.command_topic or command_topic_name(self.service_id)
 
 
-def _needs(outcome: Outcome, statement: Statement, image: Image) -> list[access.Need]:
-    """What a validated statement of a mixed request needs (:mod:`metastore.engine.access`)."""
-    if isinstance(outcome, Write):
-        return access.of_write(outcome, image)
-    if isinstance(outcome, Read) and outcome.record is not None:
-        assert isinstance(statement, InsertValues)
+def _before(statement: Statement, image: Image) -> list[access.Need]:
+    """What a statement that acts outside the log needs, checked before it is validated (an
+    INSERT VALUES' validation registers its row's schemas; a connector is validated by
+    Connect): :mod:`metastore.engine.access`."""
+    if isinstance(statement, InsertValues):
         return access.of_insert(statement.target, image)
+    if isinstance(statement, ConnectorStatement):
+        return access.of_connector(statement)
     return []
 
 
@@ -360,10 +361,14 @@ class Node:
 
     def check_read(self, statement: SelectStatement | PrintTopic, user: str | None) -> None:
         """Refuse a query or PRINT that reads a topic ``user`` may not read (the role file)."""
+        self.authorize(access.of_print(statement) if isinstance(statement, PrintTopic)
+                       else access.of_query(statement.query, self.replica.image), user)
+
+    def authorize(self, needs: list[access.Need], user: str | None) -> None:
+        """Refuse ``needs`` that ``user`` does not have (the role file; nothing without)."""
         authorize = self._authorizer(user)
         if authorize is not None:
-            authorize(access.of_print(statement) if isinstance(statement, PrintTopic)
-                      else access.of_query(statement.query, self.replica.image))
+            authorize(needs)
 
     def _authorizer(self, user: str | None) -> Authorize | None:
         roles = self.config.roles
@@ -382,9 +387,12 @@ class Node:
                               encoder=self.encode_record, schemas=schemas,
                               schemas_checked=True)
         for statement in statements:
-            outcome = validator.validate(statement)
+            stopped = access.queries_before(statement, validator.image)
             if authorize is not None:
-                authorize(_needs(outcome, statement, validator.image))
+                authorize(_before(statement, validator.image))
+            outcome = validator.validate(statement)
+            if authorize is not None and isinstance(outcome, Write):
+                authorize(access.of_write(outcome, validator.image, stopped))
             if isinstance(statement, ConnectorStatement):
                 self.connectors.check(statement)
 
@@ -441,6 +449,8 @@ class Node:
         status = self._query_statuses(statements)
         records: list[tuple[str, insert_record.EncodedRecord]] = []
         for statement in statements:
+            if authorize is not None:
+                authorize(_before(statement, image))
             if isinstance(statement, ConnectorStatement):
                 self.connectors.check(statement)
                 answers.append(statement)
@@ -452,8 +462,6 @@ class Node:
                 assert isinstance(outcome, Read) and not isinstance(outcome, Write)
                 if outcome.record is not None:
                     assert isinstance(statement, InsertValues)
-                    if authorize is not None:
-                        authorize(access.of_insert(statement.target, image))
                     records.append((statement.target, outcome.record))
                 entity = self._answer(outcome, image, validator.config, status)
             answers.append(budget.spend(entity))
@@ -551,12 +559,14 @@ class Node:
         return TopicPrinter(self.settings, statement.topic, shape.partitions,
                             statement.from_beginning, statement.interval or 1, statement.limit)
 
-    def insert_target(self, name: str) -> DataSource:
+    def insert_target(self, name: str, user: str | None = None) -> DataSource:
         """The source an inserts stream writes into, as INSERT VALUES checks it: known, not
-        windowed, its topic not read-only and one this service may write; the node READY."""
+        windowed, its topic not read-only and one this service (and ``user``) may write; the
+        node READY."""
         if self.writer is not None:
             self.writer.check_writable()
         target = insert_values.target(name, self.replica.image.sources)
+        self.authorize([access.Need(access.WRITE, target.topic)], user)
         topics.check_writable(target.topic)
         insert_values.check_writable(target)
         return target

@@ -13,7 +13,9 @@ delete = ["orders.*"]
 ```
 
 Each list holds topic names, or prefixes ending in ``*`` (``*`` alone: every topic), per
-operation (:mod:`metastore.engine.access`): ``read``, ``write``, ``create``, ``delete``. A user
+operation (:mod:`metastore.engine.access`): ``read``, ``write``, ``create``, ``delete``; and
+``connect``, the names of the connectors the user may create and drop (a connector touches
+topics as the Connect worker, so this is a grant of its own). A user
 the file does not name may do nothing that needs a topic; statements that need none (SHOW,
 DESCRIBE, TERMINATE, types, variables) are everyone's. A request with one statement its user may
 not run is refused whole, ksqlDB's 40301 naming the operation and the topics, and nothing is
@@ -29,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metastore.catalog.exceptions import TopicAuthorizationError
+from metastore.catalog.exceptions import ConnectorAuthorizationError, TopicAuthorizationError
 from metastore.core.exceptions import MetastoreError
-from metastore.engine.access import OPERATIONS, Need
+from metastore.engine.access import CONNECT, OPERATIONS, Need
 
 
 class RoleFileError(MetastoreError):
@@ -81,10 +83,13 @@ class RoleFile:
         """Refuse, naming the first operation and every topic of it ``user`` may not touch."""
         permissions = self.users.get(user, Permissions({}))
         denied = [need for need in needs if not permissions.allows(need)]
-        if denied:
-            operation = denied[0].operation
-            raise TopicAuthorizationError(operation, sorted(
-                {need.topic for need in denied if need.operation == operation}))
+        if not denied:
+            return
+        operation = denied[0].operation
+        names = sorted({need.topic for need in denied if need.operation == operation})
+        if operation == CONNECT:
+            raise ConnectorAuthorizationError(names)
+        raise TopicAuthorizationError(operation, names)
 
 
 def _permissions(name: str, user: str, table: Any) -> Permissions:

@@ -82,5 +82,27 @@ read = ["*"]
     allowed = httpx.post(f"{node.url}/query-stream", json={"sql": select},
                          auth=("analyst", "a"), timeout=30)
     assert allowed.json()["error_code"] != 40301, "read, then refused for want of Spark"
+    inserted = httpx.post(f"{node.url}/inserts-stream", auth=("analyst", "a"), timeout=30,
+                          content=b'{"target": "ORDERS"}\n{"ID": 1, "V": 2}\n')
+    assert (inserted.status_code, inserted.json()["error_code"]) == (403, 40301)
+    status, body = ksql("owner", "CREATE SINK CONNECTOR OUT WITH ("
+                                 "'connector.class'='FileStreamSink', 'topics'='x');")
+    assert (status, body["error_code"], body["message"]) == (
+        403, 40300, "Authorization denied to create or drop connector(s): [OUT]")
+    assert ksql("owner", f"CREATE STREAM COPY WITH (KAFKA_TOPIC='{prefix}.copy') AS SELECT * "
+                         "FROM ORDERS;")[0] == 200
+    [query] = [q["id"] for q in ksql("analyst", "SHOW QUERIES;")[1][0]["queries"]]
+    for text, operation, topic in (("ALTER STREAM ORDERS ADD COLUMN W INT;", "Write", "orders"),
+                                   (f"TERMINATE {query};", "Write", "copy"),
+                                   (f"PAUSE {query};", "Write", "copy")):
+        status, body = ksql("analyst", text)  # a user who may only read changes nothing
+        assert (status, body["message"]) == (
+            403, f"Authorization denied to {operation} on topic(s): [{prefix}.{topic}]"), text
+    terminated = httpx.post(f"{node.url}/ksql/terminate", auth=("analyst", "a"), timeout=30,
+                            json={"deleteTopicList": [f"{prefix}.*"]})
+    assert (terminated.status_code, terminated.json()["error_code"]) == (403, 40301)
+    status, shown = ksql("analyst", "SHOW STREAMS; SHOW QUERIES;")
+    assert len(shown[0]["streams"]) == 2 and len(shown[1]["queries"]) == 1, "nothing dropped"
+    assert ksql("owner", f"TERMINATE {query}; DROP STREAM COPY DELETE TOPIC;")[0] == 200
     assert ksql("owner", "INSERT INTO ORDERS (ID, V) VALUES (1, 2);")[0] == 200
     assert ksql("owner", "DROP STREAM ORDERS DELETE TOPIC;")[0] == 200

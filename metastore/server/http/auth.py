@@ -16,6 +16,10 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
 
+RESERVED_USERS = frozenset({"queries-file"})
+"""Submitters the node writes as itself (:mod:`metastore.server.headless`), which no
+authenticated user may claim in the command log."""
+
 
 class BasicAuth:
     def __init__(self, credentials: dict[str, str]) -> None:
@@ -34,6 +38,9 @@ class BasicAuth:
                 raise ValueError(f"{path}:{number}: expected 'user:password'")
             if user != user.strip():
                 raise ValueError(f"{path}:{number}: the user name {user!r} has surrounding spaces")
+            if user in RESERVED_USERS:
+                raise ValueError(f"{path}:{number}: the user name {user!r} is reserved: the "
+                                 "command log records headless mode's writes under it")
             credentials[user] = password
         if not credentials:
             raise ValueError(f"{path}: no credentials")

@@ -72,6 +72,11 @@ def requests(image: Image, patterns: Sequence[re.Pattern[str]], max_statements: 
             for start in range(0, len(statements), size)], len(statements)
 
 
+def deleted_topics(image: Image, patterns: Sequence[re.Pattern[str]]) -> list[str]:
+    """The topics the requests of :func:`requests` delete."""
+    return sorted({s.topic for s in image.sources.values() if _deletes_topic(s, patterns)})
+
+
 def terminated(sequence_number: int, dropped: int) -> list[dict[str, Any]]:
     """ksqlDB's answer: one ``currentStatus`` of ``TERMINATE CLUSTER;``."""
     return [{"@type": "currentStatus", "statementText": STATEMENT_TEXT, "warnings": [],

@@ -102,6 +102,7 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     catalog.UpgradeError: STATEMENT_ERROR,
     catalog.AssertionFailedError: ASSERTION,
     catalog.TopicAuthorizationError: ErrorCode(403, FORBIDDEN_KAFKA_ACCESS),
+    catalog.ConnectorAuthorizationError: ErrorCode(403, FORBIDDEN),
     # the command log
     log_errors.NotWrittenError: SERVER_FAILURE,
     log_errors.OutcomeUnknownError: SERVER_FAILURE,

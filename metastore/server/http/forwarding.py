@@ -50,9 +50,25 @@ never written later by the writer."""
 BUDGET_MARGIN = 1.0
 """Seconds of the forward timeout kept from the writer (its answer must reach the forwarder)."""
 VERDICTS = frozenset({200, 400, 404, 417})
-"""The writer's answers that are the request's outcome (417: a failed ASSERT); any other is
-written here instead."""
+"""The writer's answers that are the request's outcome (417: a failed ASSERT; and a 403 that
+refuses the user, :data:`REFUSED_FOR_THE_USER`); any other is written here instead."""
+REFUSED_FOR_THE_USER = "Authorization denied to "
+"""How a 403 that refuses the request's user (a topic: 40301; a connector: 40300) begins: its
+outcome, which no other node may overturn (a headless writer's 403 is not one)."""
 _WILDCARDS = frozenset({"0.0.0.0", "::"})
+
+
+def _is_verdict(response: httpx.Response) -> bool:
+    if response.status_code in VERDICTS:
+        return True
+    if response.status_code != 403:
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and str(body.get("message", "")).startswith(
+        REFUSED_FOR_THE_USER)
 
 
 @dataclass(frozen=True)
@@ -157,7 +173,7 @@ class WriteForwarder:
         try:
             body = json.dumps(dict(payload), ensure_ascii=True, allow_nan=False)
             response = self._client.post(f"{url.rstrip('/')}/ksql", content=body, headers=sent)
-            content = response.json() if response.status_code in VERDICTS else None
+            content = response.json() if _is_verdict(response) else None
         except Exception as error:  # any failure at all: the request is written here
             log.info("forwarding a write to %s failed (%s: %s); writing it here", url,
                      type(error).__name__, error)

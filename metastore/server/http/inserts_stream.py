@@ -135,10 +135,13 @@ class InsertsStreamResponse(Response):
 
     def __init__(self, node: Node, limits: HttpLimits, delimited: bool,
                  refuse: Callable[[MetastoreError, str], Response],
-                 now_ms: Callable[[], int], threads: LaneThreads) -> None:
+                 now_ms: Callable[[], int], threads: LaneThreads,
+                 user: str | None = None) -> None:
+        """``user``: the authenticated user the target is checked for (the role file)."""
         super().__init__()
         self._threads = threads
         self._node = node
+        self._user = user
         self._limits = limits
         self._delimited = delimited
         self._refuse = refuse
@@ -190,7 +193,8 @@ class InsertsStreamResponse(Response):
                             f"Invalid inserts stream arguments: {where}: {first.get('msg')}"), None
         try:
             name = insert_record.identifier_text(args.target)
-            source = await self._threads.run(Lane.INSERTS, self._node.insert_target, name)
+            source = await self._threads.run(Lane.INSERTS, self._node.insert_target, name,
+                                             self._user)
         except MetastoreError as error:
             return self._refuse(error, args.target), None
         return Response(), source

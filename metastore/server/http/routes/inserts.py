@@ -23,6 +23,7 @@ def router(context: ServerContext) -> APIRouter:
         request.state.body_read = True  # the response reads the body, row by row
         return InsertsStreamResponse(context.node, context.limits,
                                      streaming.wants_delimited(request), failure,
-                                     lambda: int(time.time() * 1000), context.threads)
+                                     lambda: int(time.time() * 1000), context.threads,
+                                     context.gate.user_of(request))
 
     return api

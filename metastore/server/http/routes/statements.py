@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from metastore.core.exceptions import MetastoreError
-from metastore.engine import overrides
+from metastore.engine import access, overrides
 from metastore.log.exceptions import NotReadyError, NotWrittenError, OutcomeUnknownError
 from metastore.log.reader import NodeState
 from metastore.server.http import cluster_termination
@@ -138,7 +138,13 @@ class Statements:
             message = str(error) if isinstance(error, TerminateRequestError) \
                 else f"Invalid JSON in request: {error}"
             return error_response(codes.BAD_REQUEST, message)
-        texts, dropped = cluster_termination.requests(self._node.replica.image, patterns,
+        image = self._node.replica.image
+        try:  # its requests run one by one: a refusal after the first would leave half
+            self._node.authorize([access.Need(access.DELETE, topic) for topic in
+                                  cluster_termination.deleted_topics(image, patterns)], user)
+        except MetastoreError as error:
+            return failure(error, cluster_termination.STATEMENT_TEXT)
+        texts, dropped = cluster_termination.requests(image, patterns,
                                                       self._node.config.limits.max_statements)
         sequence = self._node.replica.position - 1
         for text in texts:
