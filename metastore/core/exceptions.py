@@ -19,3 +19,15 @@ class MetastoreError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+class PropertyValueError(MetastoreError):
+    """A named property (a ksqlDB ``ksql.*`` or ``ssl.*`` setting) with a value it cannot
+    take: ``name`` and ``reason``."""
+
+    code = "bad_property_value"
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from metastore.core.exceptions import MetastoreError
+from metastore.core.exceptions import PropertyValueError
 
 USER, SYSTEM, UNKNOWN = "USER", "SYSTEM", "UNKNOWN"
 TYPES = (USER, SYSTEM, UNKNOWN)
@@ -43,15 +43,10 @@ _MISSING_TOPIC = re.compile(
 _CAUSE = re.compile(r"^\s*(?:Caused by:\s*)?([\w.$]+(?:Exception|Error))(?::\s*(.*))?$")
 
 
-class ErrorClassifierSettingError(MetastoreError):
+class ErrorClassifierSettingError(PropertyValueError):
     """A ``ksql.error.classifier.regex.*`` property that is no ``<TYPE> <REGEX>``."""
 
     code = "bad_error_classifier"
-
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"{name}: {reason}")
-        self.name = name
-        self.reason = reason
 
 
 @dataclass(frozen=True)

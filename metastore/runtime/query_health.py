@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from metastore.core.exceptions import MetastoreError
+from metastore.core.exceptions import PropertyValueError
 from metastore.runtime.error_types import ErrorClassifier
 
 INITIAL_BACKOFF = "ksql.query.retry.backoff.initial.ms"
@@ -30,15 +30,10 @@ ERRORS_FOR_MS = 3_600_000
 
 
 
-class RetrySettingError(MetastoreError):
+class RetrySettingError(PropertyValueError):
     """A query retry property with a value it cannot take."""
 
     code = "bad_query_retry_setting"
-
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"{name}: {reason}")
-        self.name = name
-        self.reason = reason
 
 
 @dataclass(frozen=True)

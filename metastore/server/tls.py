@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from metastore.core.exceptions import MetastoreError
+from metastore.core.exceptions import PropertyValueError
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +41,10 @@ RELOAD_CHECK_SECONDS = 2.0
 """How often a reloading listener looks at its key store's file."""
 
 
-class TlsSettingError(MetastoreError):
+class TlsSettingError(PropertyValueError):
     """An ``ssl.*`` property the listener cannot serve with."""
 
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"{name}: {reason}")
-        self.name = name
-        self.reason = reason
+    code = "bad_tls_setting"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from metastore.catalog import exceptions as catalog
 from metastore.checkpoint.exceptions import CheckpointError
 from metastore.connect import exceptions as connect
-from metastore.core.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError, PropertyValueError
 from metastore.dev import exceptions as local
 from metastore.jvm.exceptions import JvmJarsError
 from metastore.kafka import exceptions as kafka
@@ -74,6 +74,7 @@ ASSERTION = ErrorCode(417, ASSERTION_FAILED)
 
 ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     MetastoreError: SERVER_FAILURE,
+    PropertyValueError: ErrorCode(400, BAD_REQUEST),
     # the language
     ParseError: STATEMENT_ERROR,
     PrepareError: STATEMENT_ERROR,
