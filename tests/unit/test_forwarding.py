@@ -115,6 +115,20 @@ def test_a_verdict_is_relayed_with_the_clients_credentials_and_the_forwarded_mar
     assert sender.stats.forwarded == 2 and sender.stats.written_here == 0
 
 
+def test_a_refusal_of_the_user_is_a_verdict_a_headless_writers_403_is_not(
+        writer: Writer) -> None:
+    sender = forwarder("node-1", [])
+    writer.status, writer.body = 403, json.dumps({
+        "@type": "generic_error", "error_code": 40301,
+        "message": "Authorization denied to Write on topic(s): [t]"}).encode()
+    refused = sender.forward(writer.url, {"ksql": "x"}, {})
+    assert refused is not None and refused.status == 403, "no other node may write it"
+    writer.body = json.dumps({"@type": "generic_error", "error_code": 40300,
+                              "message": "This node runs in headless mode"}).encode()
+    assert sender.forward(writer.url, {"ksql": "x"}, {}) is None
+    assert (sender.stats.forwarded, sender.stats.written_here) == (1, 1)
+
+
 @pytest.mark.parametrize("status", [500, 503, 401, 429])
 def test_any_other_answer_leaves_the_request_to_be_written_here(
         writer: Writer, status: int) -> None:
