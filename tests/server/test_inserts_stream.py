@@ -148,8 +148,8 @@ class StandInNode:
         self.source = image.sources["T"]
         self.written: list[dict[str, object]] = []
 
-    def insert_target(self, name: str) -> DataSource:
-        assert name == "T"
+    def insert_target(self, name: str, user: str | None = None) -> DataSource:
+        assert name == "T" and user is None, "no authentication here"
         return self.source
 
     def insert_row(self, source: DataSource, row: dict[str, object], timestamp_ms: int) -> int:
