@@ -25,8 +25,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqlglot import exp
-
 from metastore.catalog import commands as cmd
 from metastore.catalog.image import Image
 from metastore.catalog.model import PersistentQuery
@@ -86,11 +84,7 @@ def of_write(write: Write, image: Image,
 
 def of_query(query: Query, image: Image) -> list[Need]:
     """What a pull or push SELECT needs: Read on each source of its FROM and JOINs."""
-    select = query.select
-    from_ = select.args.get("from_") or select.args.get("from")
-    tables = [from_.this if from_ is not None else None,
-              *(join.this for join in select.args.get("joins") or [])]
-    names = tuple(table.name for table in tables if isinstance(table, exp.Table))
+    names = tuple(table.name for table in query.read_tables)
     return [Need(READ, topic) for topic in _topics(image, names)]
 
 

@@ -151,11 +151,9 @@ def check_clauses(query: Query, sources: Mapping[str, DataSource],
                   settings: PullSettings) -> None:
     """ksqlDB's ``PullQueryValidator``, in its order, once the query's sources exist."""
     select = query.select
-    from_ = select.args.get("from_") or select.args.get("from")
     joins = list(select.args.get("joins") or [])
-    tables = [from_.this if from_ is not None else None, *(join.this for join in joins)]
-    for table in tables:
-        if isinstance(table, exp.Table) and table.name not in sources:
+    for table in query.read_tables:
+        if table.name not in sources:
             raise SourceNotFoundError(f"{table.name} does not exist.", table.name)
     limit = limit_value(query)
     refusals = (

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from metastore.functions import failures
 from metastore.functions.library import is_aggregate
-from metastore.functions.operators import ksql_text
+from metastore.planner.record_checks import expression_text
 
 INTERNAL_PREFIX = "KSQL_INTERNAL_COL_"
 _WINDOW_BOUNDS = frozenset({"WINDOWSTART", "WINDOWEND"})
@@ -37,9 +37,9 @@ def mark(calls_in: Sequence[exp.Expr], projection: Sequence[exp.Expr], where: ex
     for tree in calls_in:
         for call in _aggregate_calls(tree):
             for argument in call.expressions:
-                found = columns.get(_text(argument))
+                found = columns.get(expression_text(argument))
                 if found is not None and not isinstance(argument, (exp.Column, exp.Star)):
-                    argument.meta[failures.PREPARED] = (*found, _text(argument))
+                    argument.meta[failures.PREPARED] = (*found, expression_text(argument))
 
 
 def _columns(reading: Iterable[exp.Expr], calling: Iterable[exp.Expr]
@@ -55,7 +55,7 @@ def _columns(reading: Iterable[exp.Expr], calling: Iterable[exp.Expr]
     for tree in calling:
         for call in _aggregate_calls(tree):
             for argument in _arguments(call):
-                text = _text(argument)
+                text = expression_text(argument)
                 if text not in columns:
                     columns[text] = (f"{INTERNAL_PREFIX}{len(columns)}", len(columns))
     return columns
@@ -69,12 +69,6 @@ def _arguments(call: exp.Expr, given: bool = False) -> list[exp.Expr]:
     """A call's arguments (``COUNT(*)``'s: ROWTIME, unless only the ``given`` ones)."""
     written = [a for a in call.expressions if not isinstance(a, exp.Star)]
     return written if written or given else [_DEFAULT_ARGUMENT]
-
-
-def _text(expression: exp.Expr) -> str:
-    if isinstance(expression, exp.Column):
-        return expression.name
-    return ksql_text(expression, lambda column: column.name)
 
 
 __all__ = ["INTERNAL_PREFIX", "mark"]

@@ -66,14 +66,16 @@ def clause_texts(projection: Sequence[tuple[str, exp.Expr]], keys: Iterable[str]
     PARTITION BY computes them (ksqlDB's PartitionBy step, before the projection)."""
     key_names = set(keys)
     values = [(name, expression) for name, expression in projection if name not in key_names]
-    new_keys = {name: _text(expression) for name, expression in projection
+    new_keys = {name: expression_text(expression) for name, expression in projection
                 if name in key_names} if partitioned else {}
-    return ClauseTexts({name: (_text(expression), index)
+    return ClauseTexts({name: (expression_text(expression), index)
                         for index, (name, expression) in enumerate(values)},
-                       _text(where.this) if isinstance(where, exp.Where) else None, new_keys)
+                       expression_text(where.this) if isinstance(where, exp.Where) else None,
+                       new_keys)
 
 
-def _text(expression: exp.Expr) -> str:
+def expression_text(expression: exp.Expr) -> str:
+    """``expression`` as ksqlDB's processing log messages print it: columns unqualified."""
     return ksql_text(expression, lambda column: column.name)
 
 
@@ -207,5 +209,5 @@ def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
     return observation(checked), (*counts, first)
 
 
-__all__ = ["ClauseTexts", "checked_rows", "clause_texts", "observation",
-           "observed", "record_json"]
+__all__ = ["ClauseTexts", "checked_rows", "clause_texts", "expression_text",
+           "observation", "observed", "record_json"]

@@ -387,7 +387,8 @@ class Node:
                               encoder=self.encode_record, schemas=schemas,
                               schemas_checked=True)
         for statement in statements:
-            stopped = access.queries_before(statement, validator.image)
+            stopped = None if authorize is None else access.queries_before(
+                statement, validator.image)
             if authorize is not None:
                 authorize(_before(statement, validator.image))
             outcome = validator.validate(statement)

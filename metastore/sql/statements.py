@@ -107,6 +107,15 @@ class Query:
     """The WITHIN of each stream-stream join, in the order written."""
     text: str = ""
 
+    @property
+    def read_tables(self) -> list[exp.Table]:
+        """The sources its FROM and JOINs name, in order (a sub-query is none)."""
+        select = self.select
+        from_ = select.args.get("from_") or select.args.get("from")
+        tables = [from_.this if from_ is not None else None,
+                  *(join.this for join in select.args.get("joins") or [])]
+        return [table for table in tables if isinstance(table, exp.Table)]
+
 
 @dataclass(frozen=True)
 class CreateSource(Statement):

@@ -37,11 +37,7 @@ def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_o
     sink = f"{name}_OUT"
     ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, TXT STRING, A INT, B INT) WITH ("
                      f"KAFKA_TOPIC='{name}', PARTITIONS=1, VALUE_FORMAT='JSON');")
-    producer = producer_factory()
-    for key, text, a, b in ROWS:
-        producer.produce(name, key=struct.pack(">i", key),
-                         value=json.dumps({"TXT": text, "A": a, "B": b}).encode())
-    assert producer.flush(30) == 0
+    _produce_rows(producer_factory(), name)
     earliest(spark_node, f"CREATE STREAM {sink} WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, "
                          f"CAST(TXT AS INT) AS N, A / B AS Q FROM {name} WHERE A % B = 0;")
     assert _values(kafka_settings, sink, 3) == [{"N": 5, "Q": 2}, {"N": None, "Q": 2},
@@ -75,11 +71,7 @@ def test_a_partition_by_a_table_source_and_a_push_query_log_the_rows_they_cannot
     ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, {columns}, PARTITIONS=1);"
                      f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, {columns});".replace(
                          "{name}", name))
-    producer = producer_factory()
-    for key, text, a, b in ROWS:
-        producer.produce(name, key=struct.pack(">i", key),
-                         value=json.dumps({"TXT": text, "A": a, "B": b}).encode())
-    assert producer.flush(30) == 0
+    _produce_rows(producer_factory(), name)
     earliest(spark_node, f"CREATE STREAM {name}_P AS SELECT * FROM {name} PARTITION BY A / B;"
                          f"CREATE TABLE {name}_Q AS SELECT ID, CAST(TXT AS INT) AS N "
                          f"FROM {name}_T;")
@@ -109,6 +101,13 @@ def test_a_partition_by_a_table_source_and_a_push_query_log_the_rows_they_cannot
     assert re.fullmatch(rf"processing\.transient_{name}_\d+\.Project", pushed["logger"])
     assert pushed["message"]["recordProcessingError"]["errorMessage"] == \
         "Error processing INTEGER"
+
+
+def _produce_rows(producer: Producer, topic: str) -> None:
+    for key, text, a, b in ROWS:
+        producer.produce(topic, key=struct.pack(">i", key),
+                         value=json.dumps({"TXT": text, "A": a, "B": b}).encode())
+    assert producer.flush(30) == 0
 
 
 def _push_entries(settings: KafkaSettings, server: ServerProcess, source: str
