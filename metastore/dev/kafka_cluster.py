@@ -6,7 +6,9 @@ directory. ``stop`` signals only those pids, and only while their command line s
 root, so it never touches a process it did not start.
 
 Opt-in secured mode (``LocalKafkaCluster(..., security=Security.generate())``): every listener
-speaks SASL_PLAINTEXT with SASL/PLAIN users, the broker runs KRaft's ``StandardAuthorizer`` with
+speaks SASL_PLAINTEXT with SASL/PLAIN users (SASL_SSL with ``Security.generate(tls=<directory>)``:
+a certificate authority of its own signs the brokers' certificate for 127.0.0.1 and localhost,
+and clients trust its ``ca.pem``), the broker runs KRaft's ``StandardAuthorizer`` with
 ``allow.everyone.if.no.acl.found=false``, and the admin user is the only super user. The brokers
 log in as the admin, to each other and to the controller listener: in combined KRaft mode the
 principal of the controller listener must be a super user (it registers brokers and sends
@@ -19,6 +21,7 @@ docs/kafka-acls.md). The credentials are recorded in ``cluster.json``.
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import logging
 import os
@@ -36,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from metastore.dev import jars
+from metastore.dev import certificates, jars
 from metastore.dev.exceptions import BrokerStartError
 from metastore.dev.processes import log_tail, pid_alive, pid_exists, read_state, reap, send, terminate
 
@@ -62,6 +65,8 @@ logger.authorizer.level = INFO
 """Secured mode: every denied operation is logged to broker.log ("... is Denied operation ...")."""
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SASL_LISTENER = "SASL_PLAINTEXT"
+SASL_SSL_LISTENER = "SASL_SSL"
+CERTIFICATE_VALIDITY = datetime.timedelta(days=365)
 _USER_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _PASSWORD = re.compile(r"[^\"\\\s]+")
 
@@ -84,43 +89,80 @@ class SaslUser:
     def principal(self) -> str:
         return f"User:{self.name}"
 
-    def client_config(self) -> dict[str, str]:
-        """Client settings that log in as this user (a node takes them as ``--kafka K=V``)."""
-        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                "sasl.username": self.name, "sasl.password": self.password}
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The PEM files of a secured cluster's TLS: the CA clients trust, and the brokers' key with
+    its certificate chain."""
+
+    ca: str
+    broker: str
+
+    @staticmethod
+    def generate(directory: Path) -> TlsFiles:
+        """A new CA under ``directory`` (readable by the user only), and a broker certificate it
+        signs for 127.0.0.1 and localhost."""
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o700)
+        ca = certificates.authority("metastore local Kafka CA", CERTIFICATE_VALIDITY)
+        broker = certificates.issue(ca, "kafka-broker", server=True, valid=CERTIFICATE_VALIDITY)
+        return TlsFiles(str(certificates.ca_pem(ca, directory / "ca.pem")),
+                        str(broker.key_and_chain(directory / "broker.pem", ca)))
 
 
 @dataclass(frozen=True)
 class Security:
     """SASL/PLAIN users of a secured cluster: ``admin`` (the super user) and ``node`` (no rights
-    but those ACLs grant)."""
+    but those ACLs grant); ``tls``: SASL_SSL with these files, None: SASL_PLAINTEXT."""
 
     admin: SaslUser
     node: SaslUser
+    tls: TlsFiles | None = None
 
     def __post_init__(self) -> None:
         if self.admin.name == self.node.name:
             raise ValueError("the admin and the node user must differ")
 
     @staticmethod
-    def generate(admin: str = "admin", node: str = "metastore") -> Security:
-        """Users with fresh random passwords."""
+    def generate(admin: str = "admin", node: str = "metastore",
+                 tls: Path | None = None) -> Security:
+        """Users with fresh random passwords; ``tls``: SASL_SSL, with a new CA in that
+        directory."""
         return Security(SaslUser(admin, secrets.token_urlsafe(18)),
-                        SaslUser(node, secrets.token_urlsafe(18)))
+                        SaslUser(node, secrets.token_urlsafe(18)),
+                        None if tls is None else TlsFiles.generate(tls))
+
+    @property
+    def protocol(self) -> str:
+        return SASL_LISTENER if self.tls is None else SASL_SSL_LISTENER
+
+    def client_config(self, user: SaslUser) -> dict[str, str]:
+        """Client settings that log in as ``user`` (a node takes them as ``--kafka K=V``)."""
+        config = {"security.protocol": self.protocol, "sasl.mechanism": "PLAIN",
+                  "sasl.username": user.name, "sasl.password": user.password}
+        if self.tls is not None:
+            config["ssl.ca.location"] = self.tls.ca
+        return config
 
     def broker_settings(self) -> dict[str, str]:
-        """The authorizer, the SASL mechanism and the users, for every listener of a node."""
-        return {
+        """The authorizer, the SASL mechanism, the users and the TLS files, for every listener
+        of a node."""
+        settings = {
             "sasl.enabled.mechanisms": "PLAIN",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "sasl.mechanism.controller.protocol": "PLAIN",
-            f"listener.name.{SASL_LISTENER.lower()}.plain.sasl.jaas.config":
+            f"listener.name.{self.protocol.lower()}.plain.sasl.jaas.config":
                 self._jaas(self.admin, self.node),
             "listener.name.controller.plain.sasl.jaas.config": self._jaas(self.admin),
             "authorizer.class.name": AUTHORIZER,
             "allow.everyone.if.no.acl.found": "false",
             "super.users": self.admin.principal,
         }
+        if self.tls is not None:
+            settings |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": self.tls.broker,
+                         "ssl.truststore.type": "PEM", "ssl.truststore.location": self.tls.ca}
+        return settings
 
     def _jaas(self, *users: SaslUser) -> str:
         """PLAIN's login module: the brokers log in as the admin; ``users`` may log in here."""
@@ -129,11 +171,14 @@ class Security:
                 f'username="{self.admin.name}" password="{self.admin.password}" {accepted};')
 
     def to_dict(self) -> dict[str, Any]:
-        return {"admin": asdict(self.admin), "node": asdict(self.node)}
+        data = {"admin": asdict(self.admin), "node": asdict(self.node)}
+        return data if self.tls is None else {**data, "tls": asdict(self.tls)}
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Security:
-        return Security(SaslUser(**data["admin"]), SaslUser(**data["node"]))
+        tls = data.get("tls")
+        return Security(SaslUser(**data["admin"]), SaslUser(**data["node"]),
+                        None if tls is None else TlsFiles(**tls))
 
 
 @dataclass(frozen=True)
@@ -163,7 +208,7 @@ class ClusterState:
         admin)."""
         config = {"bootstrap.servers": self.bootstrap_servers}
         if self.security is not None:
-            config.update((user or self.security.admin).client_config())
+            config.update(self.security.client_config(user or self.security.admin))
         return config
 
     def to_json(self) -> str:
@@ -342,9 +387,9 @@ class LocalKafkaCluster:
         return config
 
     def _listeners(self, node: NodeInfo) -> dict[str, str]:
-        """A client listener (PLAINTEXT, or SASL_PLAINTEXT when secured) that brokers also use
-        between themselves, and the controller listener."""
-        client = "PLAINTEXT" if self.security is None else SASL_LISTENER
+        """A client listener (PLAINTEXT, or SASL_PLAINTEXT or SASL_SSL when secured) that
+        brokers also use between themselves, and the controller listener."""
+        client = "PLAINTEXT" if self.security is None else self.security.protocol
         return {
             "listeners": f"{client}://127.0.0.1:{node.port},"
                          f"CONTROLLER://127.0.0.1:{node.controller_port}",

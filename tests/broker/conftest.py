@@ -1,7 +1,9 @@
-"""A secured Kafka of its own: SASL/PLAIN, the StandardAuthorizer, nothing allowed without an ACL.
+"""A secured Kafka of its own: SASL/PLAIN over TLS (SASL_SSL, a CA of its own), the
+StandardAuthorizer, nothing allowed without an ACL.
 
 The launcher's secured mode (``metastore.dev.kafka_cluster.Security``) gives an admin super user
-and a node user with no rights; tests grant the node user ACLs as the admin.
+and a node user with no rights; tests grant the node user ACLs as the admin. One such broker
+serves every test of a pytest worker that asks for it; each test names its own resources.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ class SecuredKafka:
     @property
     def node_user(self) -> SaslUser:
         return self.security.node
+
+    @property
+    def node_config(self) -> dict[str, str]:
+        """The node user's client settings (SASL_SSL, trusting the cluster's CA)."""
+        return self.security.client_config(self.node_user)
 
     def admin_client(self) -> AdminClient:
         return AdminClient(self.state.client_config())
@@ -74,11 +81,12 @@ def _stamped(line: str, since: datetime) -> bool:
         return True
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredKafka]:
-    """A 1-broker secured cluster for one test module, stopped afterwards."""
-    security = Security.generate(admin="admin", node="metastore-node")
-    cluster = LocalKafkaCluster(tmp_path_factory.mktemp("secured-kafka"), security=security)
+    """A 1-broker SASL_SSL cluster for the worker's session, stopped afterwards."""
+    root = tmp_path_factory.mktemp("secured-kafka")
+    security = Security.generate(admin="admin", node="metastore-node", tls=root / "tls")
+    cluster = LocalKafkaCluster(root, security=security)
     state = cluster.start(progress=None)
     try:
         yield SecuredKafka(cluster, state, security)

@@ -1,7 +1,7 @@
 """The ACLs of docs/kafka-acls.md are enough for a node, and nothing outside them is allowed.
 
-A secured broker (SASL/PLAIN, StandardAuthorizer, deny when no ACL matches) grants the node user
-exactly the documented ACLs. Nodes logging in as that user start (creating the command topic),
+A secured broker (SASL/PLAIN over TLS, StandardAuthorizer, deny when no ACL matches) grants the
+node user exactly the documented ACLs. Nodes logging in as that user start (creating the command topic),
 write (creating and deleting data topics), replay and bootstrap from a snapshot, heartbeat, and
 the broker's authorizer log shows that nothing they did was denied. Outside the grants the same
 user is refused promptly, with an authorization error.
@@ -97,7 +97,7 @@ def secured_node(service: Service, tmp_path: Path) -> Iterator[Callable[..., Nod
         node = Node(NodeConfig(
             service_id=service_id or service.service_id,
             bootstrap_servers=service.kafka.bootstrap_servers, node_id=node_id,
-            kafka_client=service.kafka.node_user.client_config(), data_dir=tmp_path / node_id))
+            kafka_client=service.kafka.node_config, data_dir=tmp_path / node_id))
         created.append(node)
         node.start()
         if ready:
@@ -129,7 +129,8 @@ def heartbeats(service: Service) -> Iterator[Callable[[Node], Membership]]:
 
 
 def admin_of(kafka: SecuredKafka) -> Admin:
-    return Admin(KafkaSettings(kafka.bootstrap_servers, kafka.security.admin.client_config()))
+    return Admin(KafkaSettings(kafka.bootstrap_servers,
+                               kafka.security.client_config(kafka.security.admin)))
 
 
 def status(entities: list[dict[str, object]]) -> list[object]:
@@ -229,7 +230,7 @@ def test_a_node_without_describe_configs_fails_to_start_at_once(
               if g.name == own else g for g in node_grants(service_id, f"{service_id}.")]
     secured_kafka.create_acls(bindings(grants, secured_kafka.node_user.principal))
     node = Node(NodeConfig(service_id=service_id, bootstrap_servers=secured_kafka.bootstrap_servers,
-                           kafka_client=secured_kafka.node_user.client_config()))
+                           kafka_client=secured_kafka.node_config))
     started = time.monotonic()
     try:
         with pytest.raises(MetastoreError, match=DENIED):
@@ -245,7 +246,7 @@ def test_a_server_logs_in_with_the_settings_of_its_config_file(service: Service,
     log_mark = kafka.log_mark()
     config = tmp_path / "node.toml"
     config.write_text("[kafka]\n" + "".join(
-        f'"{key}" = "{value}"\n' for key, value in kafka.node_user.client_config().items()))
+        f'"{key}" = "{value}"\n' for key, value in kafka.node_config.items()))
     server = start_server(kafka.bootstrap_servers, tmp_path, service.service_id, "node-1",
                           "--spark-master", "none", "--data-dir", str(tmp_path / "data"),
                           "--config", str(config))

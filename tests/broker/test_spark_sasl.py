@@ -1,5 +1,5 @@
-"""Spark's Kafka source and sink log in to a SASL broker with a node's own settings (librdkafka's
-``sasl.username`` and ``sasl.password``, translated for Java by
+"""Spark's Kafka source and sink log in to a SASL_SSL broker with a node's own settings (librdkafka's
+``sasl.username``, ``sasl.password`` and ``ssl.ca.location``, translated for Java by
 :mod:`metastore.kafka.java_security`): a streaming query reads and writes data topics as the node
 user, with only the data-topic ACLs docs/kafka-acls.md gives nodes with Spark, and its plan
 shows no credential."""
@@ -22,7 +22,7 @@ from tests.support.waiting import eventually
 Op = AclOperation
 
 
-def test_a_streaming_query_reads_and_writes_a_sasl_broker_as_the_node_user(
+def test_a_streaming_query_reads_and_writes_a_sasl_ssl_broker_as_the_node_user(
         secured_kafka: SecuredKafka, spark: Any, tmp_path: Path) -> None:
     prefix = f"spark{uuid.uuid4().hex[:8]}."
     source, sink = f"{prefix}in", f"{prefix}out"
@@ -42,7 +42,7 @@ def test_a_streaming_query_reads_and_writes_a_sasl_broker_as_the_node_user(
 
     node_user = secured_kafka.node_user
     options = spark_kafka_options(KafkaSettings(secured_kafka.bootstrap_servers,
-                                                node_user.client_config()))
+                                                secured_kafka.node_config))
     upper = (spark.readStream.format("kafka").options(**raw_options(source, options)).load()
              .selectExpr("key", "upper(CAST(value AS STRING)) AS value"))
     query = (upper.writeStream.format("kafka").options(**options).option("topic", sink)
