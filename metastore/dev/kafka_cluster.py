@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from metastore.dev import certificates, jars
+from metastore.dev import jars
 from metastore.dev.exceptions import BrokerStartError
 from metastore.dev.processes import log_tail, pid_alive, pid_exists, read_state, reap, send, terminate
 
@@ -103,6 +103,8 @@ class TlsFiles:
     def generate(directory: Path) -> TlsFiles:
         """A new CA under ``directory`` (readable by the user only), and a broker certificate it
         signs for 127.0.0.1 and localhost."""
+        from metastore.dev import certificates  # cryptography: not needed before a secured start
+
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)
         ca = certificates.authority("metastore local Kafka CA", CERTIFICATE_VALIDITY)

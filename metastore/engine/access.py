@@ -22,10 +22,12 @@ Write`), so they name the topics the statement really touches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from metastore.catalog import commands as cmd
+from metastore.catalog.exceptions import ConnectorAuthorizationError, TopicAuthorizationError
 from metastore.catalog.image import Image
 from metastore.catalog.model import PersistentQuery
 from metastore.engine.validation import Write
@@ -48,6 +50,25 @@ class Need:
     operation: str
     topic: str
     """The topic's name; for :data:`CONNECT`, the connector's."""
+
+
+class AccessCheck(Protocol):
+    """Who may do what: the role file, the Kafka ACL validator."""
+
+    def check(self, user: str, needs: Iterable[Need]) -> None:
+        """Refuse (:func:`refuse`) the needs ``user`` does not have."""
+
+
+def refuse(denied: list[Need]) -> None:
+    """Refuse a request whose user lacks ``denied`` (none: allow), naming the first operation
+    and every topic (or connector) of it: ksqlDB's KsqlTopicAuthorizationException."""
+    if not denied:
+        return
+    operation = denied[0].operation
+    names = sorted({need.topic for need in denied if need.operation == operation})
+    if operation == CONNECT:
+        raise ConnectorAuthorizationError(names)
+    raise TopicAuthorizationError(operation, names)
 
 
 def queries_before(statement: Statement, image: Image) -> Mapping[str, PersistentQuery] | None:
@@ -109,5 +130,5 @@ def _topics(image: Image, names: tuple[str, ...]) -> list[str]:
     return [source.topic for source in found if source is not None]
 
 
-__all__ = ["CONNECT", "CREATE", "DELETE", "OPERATIONS", "READ", "WRITE", "Need", "of_connector",
-           "of_insert", "of_print", "of_query", "of_write"]
+__all__ = ["CONNECT", "CREATE", "DELETE", "OPERATIONS", "READ", "WRITE", "AccessCheck", "Need",
+           "of_connector", "of_insert", "of_print", "of_query", "of_write", "refuse"]

@@ -6,13 +6,17 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._acl import AclBindingFilter, AclOperation, AclPermissionType
 from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 from confluent_kafka.cimpl import NewTopic
 
-from metastore.kafka.exceptions import KafkaTopicError, KafkaUnavailableError
+from metastore.kafka.acls import CLUSTER, TOPIC, AclImage, AclRule
+from metastore.kafka.exceptions import KafkaClientError, KafkaTopicError, KafkaUnavailableError
 from metastore.kafka.producer import PERMANENT_CODES, classify
 from metastore.kafka.settings import KafkaSettings, create_client
 
@@ -30,6 +34,10 @@ REFUSED_TOPIC_CODES = PERMANENT_CODES | frozenset({
     KafkaError.INVALID_REQUEST, KafkaError.UNSUPPORTED_VERSION})
 """Topic creation refusals no retry can change; every other error (a timeout, throttling, a
 controller moving) is retried while the request's deadline allows."""
+
+_ACL_RESOURCES = {ResourceType.TOPIC: TOPIC, ResourceType.BROKER: CLUSTER}
+"""The resources whose ACLs decide a statement's topic access (librdkafka names the cluster
+resource BROKER)."""
 
 
 def _brokers_restarting(error: KafkaError) -> bool:
@@ -209,6 +217,55 @@ class Admin:
             return len(self._admin.list_topics(timeout=timeout or self._timeout).brokers)
         except KafkaException as exc:
             raise KafkaUnavailableError(f"listing brokers failed: {exc}") from exc
+
+    def describe_acls(self) -> AclImage | None:
+        """The cluster's topic and cluster ACLs, or None when its brokers run no authorizer.
+
+        DescribeAcls needs DESCRIBE on the cluster, and librdkafka answers a refused or
+        authorizer-less DescribeAcls with no bindings rather than its error: so the authorizer
+        is looked up first (a broker's ``authorizer.class.name``, which a principal refused
+        DescribeConfigs only meets where one runs), then the principal's cluster operations."""
+        if not self._authorizer_runs():
+            return None
+        if AclOperation.DESCRIBE not in self._cluster_operations():
+            raise KafkaClientError("reading the cluster's ACLs (DescribeAcls) is not allowed: "
+                                   "the principal lacks DESCRIBE on the cluster")
+        anything: Any = None  # the filter's "any name, principal and host"
+        every = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, anything,
+                                 anything, AclOperation.ANY, AclPermissionType.ANY)
+        try:
+            bindings = self._admin.describe_acls(every, request_timeout=self._timeout).result(
+                self._timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"reading the cluster's ACLs failed: {exc}") from exc
+        return AclImage(tuple(
+            AclRule(_ACL_RESOURCES[binding.restype], binding.resource_pattern_type.name,
+                    binding.name, binding.principal, binding.host, binding.operation.name,
+                    binding.permission_type == AclPermissionType.ALLOW)
+            for binding in bindings if binding.restype in _ACL_RESOURCES))
+
+    def _authorizer_runs(self) -> bool:
+        try:
+            broker = next(iter(self._admin.list_topics(timeout=self._timeout).brokers))
+            resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+            entries = self._admin.describe_configs([resource])[resource].result(
+                timeout=self._timeout)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() in PERMANENT_CODES:
+                return True  # refused: an authorizer refused it
+            raise KafkaUnavailableError(f"describing a broker failed: {exc}") from exc
+        entry = entries.get("authorizer.class.name")
+        return entry is not None and bool(entry.value)
+
+    def _cluster_operations(self) -> list[AclOperation]:
+        try:
+            cluster = self._admin.describe_cluster(
+                include_authorized_operations=True, request_timeout=self._timeout).result(
+                self._timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"describing the cluster failed: {exc}") from exc
+        return list(cluster.authorized_operations or ())
 
     def cluster_id(self) -> str | None:
         try:

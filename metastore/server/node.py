@@ -68,6 +68,12 @@ from metastore.log.writer import (
 from metastore.planner.plan import stored_plan
 from metastore.planner.support import check_runtime
 from metastore.schema_registry.client import SchemaRegistryClient
+from metastore.server.acl_validator import (
+    OFF,
+    AccessValidatorSettings,
+    KafkaAclValidator,
+    start_validator,
+)
 from metastore.server.roles import RoleFile
 from metastore.spark.projection import ProjectionRunner
 from metastore.sql.statements import (
@@ -120,11 +126,20 @@ class NodeConfig:
     """The Kafka Connect cluster the connector statements are executed on."""
     roles: RoleFile | None = None
     """Each authenticated user's topic permissions (:mod:`metastore.server.roles`); None: an
-    authenticated user may touch every topic."""
+    authenticated user may touch every topic the Kafka ACL validator lets them."""
+    access_validator: AccessValidatorSettings = field(
+        default_factory=lambda: AccessValidatorSettings(OFF))
+    """ksqlDB's topic access validator on the broker's ACLs (:mod:`metastore.server.
+    acl_validator`); off unless the node authenticates its users."""
 
     @property
     def topic(self) -> str:
         return self.command_topic or command_topic_name(self.service_id)
+
+
+def _check_all(checks: list[access.AccessCheck], user: str, needs: list[access.Need]) -> None:
+    for check in checks:
+        check.check(user, needs)
 
 
 def _before(statement: Statement, image: Image) -> list[access.Need]:
@@ -193,6 +208,8 @@ class Node:
         """Writes INSERT VALUES records (its producer is created on the first one)."""
         self.checkpointer: Checkpointer | None = None
         self.incarnation: Incarnation | None = None
+        self.acl_validator: KafkaAclValidator | None = None
+        """Checks users' statements against the cluster's ACLs, once started, when asked."""
         self._checkpoint_warnings: list[str] = []
         self._restore_seconds: float | None = None
         self.process_started = time.monotonic() - _process_age()
@@ -225,6 +242,8 @@ class Node:
                                     runtime_check=check_runtime, planner=stored_plan)
         self.incarnation = Incarnation(self.config.service_id, self.config.topic,
                                        self.admin.topic_id(self.config.topic))
+        self.acl_validator = start_validator(self.config.access_validator,
+                                             self.admin.describe_acls)
         if self.config.data_dir is not None:
             self._start_checkpoints(self.config.data_dir, self.incarnation)
         self.replica.start()
@@ -371,10 +390,11 @@ class Node:
             authorize(needs)
 
     def _authorizer(self, user: str | None) -> Authorize | None:
-        roles = self.config.roles
-        if roles is None or user is None:
+        checks: list[access.AccessCheck] = [
+            check for check in (self.config.roles, self.acl_validator) if check is not None]
+        if not checks or user is None:
             return None
-        return functools.partial(roles.check, user)
+        return functools.partial(_check_all, checks, user)
 
     def _validate_request(self, statements: list[Statement], config: ConfigOverrides,
                           schemas: SchemaFacts | None, authorize: Authorize | None) -> None:

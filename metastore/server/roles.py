@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metastore.catalog.exceptions import ConnectorAuthorizationError, TopicAuthorizationError
 from metastore.core.exceptions import MetastoreError
-from metastore.engine.access import CONNECT, OPERATIONS, Need
+from metastore.engine.access import OPERATIONS, Need, refuse
 
 
 class RoleFileError(MetastoreError):
@@ -82,14 +81,7 @@ class RoleFile:
     def check(self, user: str, needs: Iterable[Need]) -> None:
         """Refuse, naming the first operation and every topic of it ``user`` may not touch."""
         permissions = self.users.get(user, Permissions({}))
-        denied = [need for need in needs if not permissions.allows(need)]
-        if not denied:
-            return
-        operation = denied[0].operation
-        names = sorted({need.topic for need in denied if need.operation == operation})
-        if operation == CONNECT:
-            raise ConnectorAuthorizationError(names)
-        raise TopicAuthorizationError(operation, names)
+        refuse([need for need in needs if not permissions.allows(need)])
 
 
 def _permissions(name: str, user: str, table: Any) -> Permissions:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from metastore.checkpoint.checkpointer import CheckpointPolicy
 from metastore.connect.settings import PREFIX as CONNECT_PREFIX
 from metastore.connect.settings import ConnectSettings, ConnectSettingsError, connect_settings
-from metastore.core.exceptions import MetastoreError
+from metastore.core.exceptions import MetastoreError, PropertyValueError
 from metastore.core.faults import NO_FAULTS, Faults
 from metastore.core.limits import RequestLimits
 from metastore.dev.paths import dev_dir
@@ -33,6 +33,8 @@ from metastore.runtime.processing_log_settings import (
     ProcessingLogSettings,
 )
 from metastore.runtime.query_health import RetrySettingError, RetrySettings
+from metastore.server.acl_validator import PROPERTIES as ACCESS_VALIDATOR
+from metastore.server.acl_validator import AccessValidatorSettings
 from metastore.server.http.forwarding import ForwardingSettings
 from metastore.server.http.http_limits import HttpLimits
 from metastore.server.node import NodeConfig
@@ -151,6 +153,7 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
         writer=_writer(given), limits=_limits(_table(given, "limits")), faults=faults,
         schema_registry_url=_registry_url(given.get("schema_registry_url")),
         query_defaults=_query_defaults(given), connect=_connect(given), roles=_roles(given),
+        access_validator=_access_validator(given),
         **_pick(given, {"read_timeout": float, "fetch_wait_ms": int, "snapshots": _boolean}))
     try:
         http = HttpLimits.from_settings(_table(given, "http_limits"))
@@ -185,6 +188,13 @@ def _roles(given: Mapping[str, Any]) -> RoleFile | None:
         return RoleFile.load(Path(str(chosen)))
     except RoleFileError as error:
         raise SettingsError("roles_file", str(error)) from error
+
+
+def _access_validator(given: Mapping[str, Any]) -> AccessValidatorSettings:
+    try:
+        return AccessValidatorSettings.of(_ksql_properties(given), bool(given.get("auth_file")))
+    except PropertyValueError as error:
+        raise SettingsError("ksql_properties", str(error)) from error
 
 
 def _tls(given: Mapping[str, Any]) -> TlsSettings | None:
@@ -258,7 +268,8 @@ def _ksql_properties(given: Mapping[str, Any]) -> dict[str, str]:
 
 def _processing_log(given: Mapping[str, Any]) -> ProcessingLogSettings:
     properties = {name: value for name, value in _ksql_properties(given).items()
-                  if name not in QUERY_DEFAULTS | QUERY_RETRY | {QUERIES_FILE_PROPERTY}
+                  if name not in QUERY_DEFAULTS | QUERY_RETRY | ACCESS_VALIDATOR
+                  and name != QUERIES_FILE_PROPERTY
                   and not name.startswith((CONNECT_PREFIX, TLS_PREFIX))
                   and not name.startswith((error_types.REGEX_PREFIX, SINK_PRODUCER_PREFIX))}
     try:
