@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import uuid
 from typing import Annotated, Any
 
@@ -13,6 +14,7 @@ from metastore.dev import prefetch
 from metastore.dev.exceptions import LocalInfraError
 from metastore.dev.local_service import LocalService
 from metastore.dev.schema_registry import is_built as schema_registry_built
+from metastore.dev.secure import secure_kafka, start_secure
 from metastore.dev.stack import (
     ensure_kafka,
     external_bootstrap,
@@ -119,6 +121,7 @@ def kafka_status(json_output: JsonOption = False) -> None:
 @app.command()
 def up(
     nodes: Annotated[int, typer.Option(help="Number of nodes (ports 8088, 8089, ...).")] = 3,
+    port: Annotated[int, typer.Option(help="The first node's port; the others follow.")] = 8088,
     brokers: Annotated[int, typer.Option(help="Kafka brokers to start: 1 or 3.")] = 1,
     service_id: Annotated[str, typer.Option(help="The service id the nodes share.")] = "demo",
     no_spark: Annotated[bool, typer.Option("--no-spark", help="Run the nodes without Spark.")] = False,
@@ -138,15 +141,29 @@ def up(
     postgres: Annotated[bool, typer.Option(
         "--postgres", help="Start a local PostgreSQL (the machine's, with logical decoding on) "
         "for the change-data-capture walkthrough (metastore dev cdc).")] = False,
+    secure: Annotated[bool, typer.Option(
+        "--secure", help="Secure everything: Kafka over SASL_SSL with ACLs (a broker of its "
+        "own), nodes serving HTTPS to the users admin and reader, each statement checked "
+        "against the user's Kafka ACLs. Prints the file to source for the CLI.")] = False,
 ) -> None:
     """Start local Kafka (if needed) and N nodes of one service; wait until all are READY."""
     if spark_workers and no_spark:
         fail("--spark-workers and --no-spark exclude each other", 2)
     if not 0 <= spark_workers <= 8:
         fail("--spark-workers must be between 0 and 8", 2)
+    if not 1024 <= port <= 65535 - nodes:
+        fail("--port must leave room for every node between 1024 and 65535", 2)
+    if secure and (schema_registry or connect or brokers != 1 or external_bootstrap()):
+        fail("--secure starts a 1-broker Kafka of its own and secures the nodes; the local "
+             "Schema Registry and Connect worker are not secured (and KAFKA_BOOTSTRAP_SERVERS "
+             "must be unset)", 2)
     try:
-        bootstrap = ensure_kafka(brokers)
+        deployment = start_secure(sys.stderr) if secure else None
+        bootstrap = (ensure_kafka(brokers) if deployment is None
+                     else deployment.kafka.bootstrap_servers)
         extra: tuple[str, ...] = ("--spark-master", "none") if no_spark else ()
+        if deployment is not None:
+            extra += deployment.node_args()
         if spark_workers:
             running = local_nodes().state()
             if running is not None and any(local_nodes().is_running(n) for n in running.nodes):
@@ -162,11 +179,16 @@ def up(
         if postgres:
             local_postgres().start()
         typer.echo(f"Starting {nodes} node(s) of service '{service_id}'...", err=True)
-        state = local_nodes().up(nodes, service_id, bootstrap, extra)
+        state = local_nodes().up(nodes, service_id, bootstrap, extra,
+                                 ports=[port + i for i in range(nodes)],
+                                 ca_file=None if deployment is None else deployment.ca)
     except LocalInfraError as error:
         fail(str(error), 1)
     for node in state.nodes:
         typer.echo(f"{node.name}: {node.url}")
+    if deployment is not None:
+        typer.echo(f"Users admin and reader, over HTTPS; for the CLI: source "
+                   f"{deployment.root / 'env.sh'}")
 
 
 @app.command("status")
@@ -257,7 +279,7 @@ def down() -> None:
     registry = local_schema_registry().stop()
     connect = local_connect().stop()
     postgres = local_postgres().stop()
-    brokers = local_kafka().stop()
+    brokers = local_kafka().stop() + secure_kafka().stop()
     typer.echo(f"Stopped {stopped} node(s), {spark} Spark daemon(s), {registry} Schema "
                f"Registry, {connect} Kafka Connect worker, {postgres} PostgreSQL and "
                f"{brokers} broker(s).")

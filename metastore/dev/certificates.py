@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.serialization import (
     Encoding,
     NoEncryption,
     PrivateFormat,
+    load_pem_private_key,
     pkcs12,
 )
 from cryptography.x509.oid import NameOID
@@ -85,6 +86,14 @@ def issue(ca: Issued, name: str, server: bool,
             x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False)
     return Issued(builder.sign(ca.key, hashes.SHA256()), key)
+
+
+def load(certificate: Path, key: Path) -> Issued:
+    """A certificate and its (unencrypted PEM) key, as :meth:`Issued.pem` wrote them."""
+    loaded = load_pem_private_key(key.read_bytes(), password=None)
+    if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{key} is not an elliptic-curve key")
+    return Issued(x509.load_pem_x509_certificate(certificate.read_bytes()), loaded)
 
 
 def ca_pem(ca: Issued, path: Path) -> Path:

@@ -101,16 +101,28 @@ class TlsFiles:
 
     @staticmethod
     def generate(directory: Path) -> TlsFiles:
-        """A new CA under ``directory`` (readable by the user only), and a broker certificate it
-        signs for 127.0.0.1 and localhost."""
+        """A new CA under ``directory`` (readable by the user only: ``ca.pem``, and its key
+        ``ca.key`` for :meth:`issue_server`), and a broker certificate it signs for 127.0.0.1
+        and localhost."""
         from metastore.dev import certificates  # cryptography: not needed before a secured start
 
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)
-        ca = certificates.authority("metastore local Kafka CA", CERTIFICATE_VALIDITY)
-        broker = certificates.issue(ca, "kafka-broker", server=True, valid=CERTIFICATE_VALIDITY)
-        return TlsFiles(str(certificates.ca_pem(ca, directory / "ca.pem")),
-                        str(broker.key_and_chain(directory / "broker.pem", ca)))
+        ca = certificates.authority("metastore local CA", CERTIFICATE_VALIDITY)
+        ca.pem(directory, "ca")
+        files = TlsFiles(str(directory / "ca.pem"), str(directory / "broker.pem"))
+        certificates.issue(ca, "kafka-broker", server=True, valid=CERTIFICATE_VALIDITY
+                           ).key_and_chain(Path(files.broker), ca)
+        return files
+
+    def issue_server(self, name: str, path: Path) -> Path:
+        """A certificate of this CA for a server ``name`` on 127.0.0.1 and localhost, with its
+        key and chain in one PEM file at ``path``."""
+        from metastore.dev import certificates
+
+        ca = certificates.load(Path(self.ca), Path(self.ca).with_suffix(".key"))
+        return certificates.issue(ca, name, server=True, valid=CERTIFICATE_VALIDITY
+                                  ).key_and_chain(path, ca)
 
 
 @dataclass(frozen=True)

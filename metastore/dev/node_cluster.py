@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -30,10 +31,11 @@ class LocalNode:
     port: int
     pid: int | None = None
     extra_args: tuple[str, ...] = ()
+    scheme: str = "http"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class NodeClusterState:
     service_id: str
     bootstrap_servers: str
     nodes: tuple[LocalNode, ...] = field(default_factory=tuple)
+    ca_file: str | None = None
+    """The CA of the nodes' HTTPS certificates; None: they serve plain HTTP."""
 
     def node(self, name: str) -> LocalNode:
         for node in self.nodes:
@@ -61,9 +65,11 @@ class LocalNodeCluster:
     def state(self) -> NodeClusterState | None:
         try:
             data = json.loads((self.root / STATE_FILE).read_text())
-            nodes = tuple(LocalNode(n["name"], n["port"], n.get("pid"), tuple(n.get("extra_args", ())))
+            nodes = tuple(LocalNode(n["name"], n["port"], n.get("pid"),
+                                    tuple(n.get("extra_args", ())), n.get("scheme", "http"))
                           for n in data["nodes"])
-            return NodeClusterState(data["service_id"], data["bootstrap_servers"], nodes)
+            return NodeClusterState(data["service_id"], data["bootstrap_servers"], nodes,
+                                    data.get("ca_file"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -81,20 +87,23 @@ class LocalNodeCluster:
     # -- lifecycle -------------------------------------------------------------------------------
     def up(self, count: int, service_id: str, bootstrap_servers: str,
            extra_args: tuple[str, ...] = (), timeout: float = 180.0,
-           ports: list[int] | None = None) -> NodeClusterState:
+           ports: list[int] | None = None, ca_file: str | None = None) -> NodeClusterState:
+        """Start ``count`` nodes and wait until each is READY; ``ca_file``: they serve HTTPS
+        (their ``extra_args`` configure it) with a certificate of this CA."""
         existing = self.state()
         if existing is not None and any(self.is_running(n) for n in existing.nodes):
             raise LocalInfraError("a local cluster is already running here; "
                                   "run 'metastore dev down' first")
         chosen = ports or [BASE_PORT + i for i in range(count)]
-        nodes = tuple(LocalNode(f"node-{i + 1}", chosen[i], None, extra_args)
+        scheme = "http" if ca_file is None else "https"
+        nodes = tuple(LocalNode(f"node-{i + 1}", chosen[i], None, extra_args, scheme)
                       for i in range(count))
-        state = NodeClusterState(service_id, bootstrap_servers, nodes)
+        state = NodeClusterState(service_id, bootstrap_servers, nodes, ca_file)
         self._save(state)
         for node in nodes:
             state = self.start_node(node.name, wait=False)
         for node in state.nodes:
-            self.wait_ready(node, timeout)
+            self.wait_ready(node, timeout, ca_file)
         return state
 
     def start_node(self, name: str, wait: bool = True, timeout: float = 180.0,
@@ -122,17 +131,21 @@ class LocalNodeCluster:
         state = replace(state, nodes=tuple(started if n.name == name else n for n in state.nodes))
         self._save(state)
         if wait:
-            self.wait_ready(started, timeout)
+            self.wait_ready(started, timeout, state.ca_file)
         return state
 
     def add_node(self, name: str, port: int, extra_args: tuple[str, ...] = ()) -> NodeClusterState:
         """Register a new node of the same service (not started)."""
         state = self._require_state()
-        state = replace(state, nodes=(*state.nodes, LocalNode(name, port, None, extra_args)))
+        scheme = "http" if state.ca_file is None else "https"
+        state = replace(state, nodes=(*state.nodes,
+                                      LocalNode(name, port, None, extra_args, scheme)))
         self._save(state)
         return state
 
-    def wait_ready(self, node: LocalNode, timeout: float) -> None:
+    def wait_ready(self, node: LocalNode, timeout: float, ca_file: str | None = None) -> None:
+        verify: ssl.SSLContext | bool = (True if ca_file is None
+                                         else ssl.create_default_context(cafile=ca_file))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if node.pid is None or not pid_exists(node.pid):
@@ -140,7 +153,8 @@ class LocalNodeCluster:
                                  .splitlines()[-20:])
                 raise LocalInfraError(f"{node.name} exited during start-up:\n{tail}")
             try:
-                if httpx.get(f"{node.url}/healthcheck", timeout=2).status_code == 200:
+                if httpx.get(f"{node.url}/healthcheck", timeout=2,
+                             verify=verify).status_code == 200:
                     return
             except httpx.TransportError:
                 pass

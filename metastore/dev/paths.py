@@ -1,7 +1,7 @@
 """Where the local infrastructure keeps its caches and state.
 
 ``METASTORE_CACHE_DIR`` wins; in a source checkout the default is ``<checkout>/.cache`` (git-ignored),
-otherwise ``~/.cache/metastore``.
+otherwise ``~/.cache/metastore``. ``METASTORE_DEV_DIR`` moves only the local clusters' state.
 """
 
 from __future__ import annotations
@@ -31,5 +31,7 @@ def jar_dir(jar_set: str) -> Path:
 
 
 def dev_dir() -> Path:
-    """State of the processes `metastore dev` starts (pids, logs, data)."""
-    return cache_dir() / "dev"
+    """State of the processes `metastore dev` starts (pids, logs, data): ``METASTORE_DEV_DIR``,
+    or ``dev/`` in the cache directory."""
+    override = os.environ.get("METASTORE_DEV_DIR")
+    return Path(override).expanduser().resolve() if override else cache_dir() / "dev"

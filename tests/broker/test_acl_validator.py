@@ -44,11 +44,13 @@ def test_each_statement_is_checked_for_its_users_principal_against_the_brokers_a
     prefix = f"{service_id}."
     orders, locked, copy = f"{prefix}orders", f"{prefix}locked", f"{prefix}copy"
     node_principal = secured_kafka.node_user.principal
-    secured_kafka.create_acls(bindings([
+    node_acls = bindings([
         *node_grants(service_id, prefix),
         Grant(ResourceType.TOPIC, PREFIXED, prefix, (Op.READ, Op.WRITE)),
         Grant(ResourceType.BROKER, LITERAL, "kafka-cluster", (Op.DESCRIBE,)),  # DescribeAcls
-    ], node_principal) + [
+    ], node_principal)
+    secured_kafka.create_acls([
+        *node_acls,
         user_acl("writer", prefix, Op.ALL, PREFIXED),
         user_acl("writer", locked, Op.WRITE, LITERAL, allow=False),
         user_acl("reader", prefix, Op.READ, PREFIXED),

@@ -1,0 +1,175 @@
+"""The secured local deployment of ``metastore dev up --secure``: Kafka over SASL_SSL with ACLs,
+nodes serving HTTPS that authenticate their users and check each statement against those ACLs.
+
+Under ``<dev dir>/secure`` (readable by the user only):
+- ``tls/``: one local CA (``ca.pem``), the brokers' and the nodes' certificates it signs;
+- ``users``: the REST users, ``admin`` (every topic) and ``reader`` (reads every topic, creates
+  and writes nothing), with generated passwords;
+- ``node.toml``: the nodes' settings (``metastore server --config``): the node principal's SASL
+  login, the REST TLS, the users file and ``ksql.access.validator.enable=on``;
+- ``env.sh``: what a shell needs to use the cluster (the CLI's CA and user, the Kafka login).
+
+Kafka's principals: ``User:admin``, the broker's super user (and the REST admin's principal,
+which the ACLs also give every topic, since the node cannot see ``super.users``);
+``User:metastore``, the nodes, with every topic, group and transactional id of this development
+cluster and DESCRIBE on the cluster (to read the ACLs); ``User:reader``, READ on every topic.
+Running it again reuses the passwords and certificates.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
+
+from metastore.dev.kafka_cluster import ClusterState, LocalKafkaCluster, Security
+from metastore.dev.paths import dev_dir
+
+REST_USERS = ("admin", "reader")
+NODE_PRINCIPAL = "metastore"
+
+
+def secure_root() -> Path:
+    return dev_dir() / "secure"
+
+
+def secure_kafka() -> LocalKafkaCluster:
+    """The secured local Kafka (its own directory: the plain one is left as it is), with the
+    users and CA it was started with, if ever."""
+    root = secure_root() / "kafka"
+    state = LocalKafkaCluster(root).state()
+    return LocalKafkaCluster(root, security=None if state is None else state.security)
+
+
+@dataclass(frozen=True)
+class SecureDeployment:
+    """A running secured Kafka and the files the nodes and their users read."""
+
+    root: Path
+    kafka: ClusterState
+    passwords: dict[str, str]
+
+    @property
+    def security(self) -> Security:
+        assert self.kafka.security is not None and self.kafka.security.tls is not None
+        return self.kafka.security
+
+    @property
+    def ca(self) -> str:
+        assert self.security.tls is not None
+        return self.security.tls.ca
+
+    @property
+    def node_config(self) -> Path:
+        return self.root / "node.toml"
+
+    def node_args(self) -> tuple[str, ...]:
+        """The server arguments of a secured node (its secrets stay in the config file)."""
+        return ("--config", str(self.node_config))
+
+    def kafka_config(self) -> dict[str, str]:
+        """The Kafka admin's client settings (bootstrap servers, SASL_SSL, the CA)."""
+        return self.kafka.client_config()
+
+    def cli_environment(self, user: str = "admin") -> dict[str, str]:
+        """The environment a ``metastore`` command needs to reach the nodes as ``user``."""
+        return {"METASTORE_CA_CERT": self.ca, "METASTORE_USER": f"{user}:{self.passwords[user]}"}
+
+
+def start_secure(progress: TextIO | None) -> SecureDeployment:
+    """Start (or reuse) the secured Kafka, grant the ACLs, and write the nodes' and users'
+    files."""
+    root = secure_root()
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o700)
+    cluster = secure_kafka()
+    if cluster.security is None or cluster.security.tls is None:
+        cluster = LocalKafkaCluster(cluster.root, security=Security.generate(
+            admin="admin", node=NODE_PRINCIPAL, tls=root / "tls"))
+    state = cluster.start(progress)
+    deployment = SecureDeployment(root, state, _passwords(root / "passwords.json"))
+    _grant(deployment)
+    _write_files(deployment)
+    return deployment
+
+
+def _passwords(path: Path) -> dict[str, str]:
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    passwords = {user: str(known.get(user) or secrets.token_urlsafe(12)) for user in REST_USERS}
+    _private(path, json.dumps(passwords))
+    return passwords
+
+
+def _private(path: Path, text: str) -> None:
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(text)
+
+
+def _grant(deployment: SecureDeployment) -> None:
+    """The ACLs of the module docstring, created as the Kafka admin (creating one twice is
+    harmless)."""
+    config: dict[str, str | int | float | bool] = {**deployment.kafka_config()}
+    admin = AdminClient(config)
+    bindings = [AclBinding(*grant) for grant in _grants()]
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result()
+
+
+def _grants() -> Iterable[tuple[Any, ...]]:
+    allow, literal = AclPermissionType.ALLOW, ResourcePatternType.LITERAL
+    node = f"User:{NODE_PRINCIPAL}"
+    for resource in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID):
+        yield resource, "*", literal, node, "*", AclOperation.ALL, allow
+    for operation in (AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+                      AclOperation.IDEMPOTENT_WRITE):
+        yield ResourceType.BROKER, "kafka-cluster", literal, node, "*", operation, allow
+    yield ResourceType.TOPIC, "*", literal, "User:admin", "*", AclOperation.ALL, allow
+    yield ResourceType.TOPIC, "*", literal, "User:reader", "*", AclOperation.READ, allow
+
+
+def _write_files(deployment: SecureDeployment) -> None:
+    root, tls = deployment.root, deployment.security.tls
+    assert tls is not None
+    node_pem = root / "tls" / "node.pem"
+    if not node_pem.exists():
+        tls.issue_server("metastore-node", node_pem)
+    users = root / "users"
+    _private(users, "".join(f"{user}:{password}\n"
+                            for user, password in deployment.passwords.items()))
+    kafka = deployment.security.client_config(deployment.security.node)
+    properties = {"ssl.keystore.location": str(node_pem), "ssl.keystore.type": "PEM",
+                  "ssl.truststore.location": tls.ca, "ssl.truststore.type": "PEM",
+                  "ksql.access.validator.enable": "on"}
+    _private(deployment.node_config, "\n".join([
+        f"auth_file = {json.dumps(str(users))}", "", "[kafka]",
+        *(f"{json.dumps(key)} = {json.dumps(value)}" for key, value in kafka.items()), "",
+        "[ksql_properties]",
+        *(f"{json.dumps(key)} = {json.dumps(value)}" for key, value in properties.items()),
+        ""]))
+    security = deployment.security
+    login = (f'org.apache.kafka.common.security.plain.PlainLoginModule required '
+             f'username="admin" password="{security.admin.password}";')
+    _private(root / "admin.properties", "".join(f"{key}={value}\n" for key, value in {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": login,
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": tls.ca}.items()))
+    _private(root / "env.sh", "".join(
+        f"export {name}={json.dumps(value)}\n"
+        for name, value in deployment.cli_environment("admin").items()) + (
+        f"# the read-only user: METASTORE_USER=reader:{deployment.passwords['reader']}\n"
+        f"# Kafka at {deployment.kafka.bootstrap_servers} (SASL_SSL), as its admin: "
+        f"--command-config {root / 'admin.properties'} for Kafka's tools, or "
+        + " ".join(f"--kafka {key}={value}"
+                   for key, value in security.client_config(security.admin).items()) + "\n"))
+
+__all__ = ["SecureDeployment", "secure_kafka", "secure_root", "start_secure"]
