@@ -317,10 +317,15 @@ def demo(
     keep: Annotated[bool, typer.Option(help="Leave the cluster running afterwards.")] = False,
     spark_workers: Annotated[int, typer.Option(
         help="Run the nodes' Spark on a local standalone cluster of this many workers.")] = 0,
+    secure: Annotated[bool, typer.Option(
+        "--secure", help="Run it on the deployment of 'metastore dev up --secure': Kafka over "
+        "SASL_SSL with ACLs, the nodes over HTTPS.")] = False,
 ) -> None:
     """The main job: a local 3-node cluster, the examples, agreement, a crash and recovery."""
     from metastore.dev.demo import run_demo
 
     if not 0 <= spark_workers <= 8:
         fail("--spark-workers must be between 0 and 8", 2)
-    raise typer.Exit(run_demo(keep=keep, spark_workers=spark_workers))
+    if secure and external_bootstrap():
+        fail("--secure starts a Kafka of its own: unset KAFKA_BOOTSTRAP_SERVERS", 2)
+    raise typer.Exit(run_demo(keep=keep, spark_workers=spark_workers, secure=secure))

@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from cli.options import User, basic_auth
 from cli.output import print_json, print_table
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.checkpoint.exceptions import CheckpointError
@@ -89,7 +90,7 @@ def verify(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default
            checkpoint: Annotated[Path | None, typer.Option(
                help="A node's data directory (its newest checkpoint) or a checkpoint file, "
                     "which must agree with the replay at its offset.")] = None,
-           kafka: Kafka = None, json_output: Json = False) -> None:
+           kafka: Kafka = None, json_output: Json = False, user: User = None) -> None:
     """Replay the log offline; report the fingerprint, any bad record, a node's and a
     checkpoint's agreement."""
     records = read_log(_settings(bootstrap_servers, kafka), service_id, topic)
@@ -115,7 +116,7 @@ def verify(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default
     if node is not None:
         from cli.client import ClientError, KsqlClient
 
-        client = KsqlClient(node.rstrip("/"))
+        client = KsqlClient(node.rstrip("/"), auth=basic_auth(user))
         try:
             status = client.get("/v1/metastore")
         except ClientError as error:

@@ -3,16 +3,21 @@
 Starts local Kafka and three nodes, runs examples/ through the CLI against different nodes, shows
 that every node reports the same image fingerprint, kills a node, writes while it is down,
 restarts it and shows it caught up to the same state, verifies the log offline, then stops
-everything it started. Exit status 0 when every check held.
+everything it started. Exit status 0 when every check held. ``--secure`` runs it all on the
+deployment of ``metastore dev up --secure`` (:mod:`metastore.dev.secure`): Kafka over SASL_SSL
+with ACLs, the nodes over HTTPS as their admin user.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,7 @@ import httpx
 from metastore.dev.exceptions import LocalInfraError
 from metastore.dev.node_cluster import LocalNode, LocalNodeCluster
 from metastore.dev.paths import source_checkout
+from metastore.dev.secure import SecureDeployment, secure_kafka, start_secure
 from metastore.dev.spark_cluster import application_executors
 from metastore.dev.stack import (
     ensure_kafka,
@@ -34,13 +40,54 @@ from metastore.dev.stack import (
 EXAMPLES = (source_checkout() or Path.cwd()) / "examples"
 
 
+@dataclass
+class Reach:
+    """How the demo reaches the cluster: Kafka's client settings, and the nodes' CA and user
+    (None: plain HTTP, no user)."""
+
+    kafka: dict[str, str] = field(default_factory=dict)
+    ca: str | None = None
+    user: tuple[str, str] | None = None
+
+    @staticmethod
+    def of(deployment: SecureDeployment) -> Reach:
+        user, _, password = deployment.cli_environment()["METASTORE_USER"].partition(":")
+        return Reach(deployment.kafka_config(), deployment.ca, (user, password))
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka["bootstrap.servers"]
+
+    def get(self, url: str, timeout: float = 10) -> httpx.Response:
+        verify: ssl.SSLContext | bool = (True if self.ca is None
+                                         else ssl.create_default_context(cafile=self.ca))
+        return httpx.get(url, timeout=timeout, verify=verify, auth=self.user)
+
+    def environment(self) -> dict[str, str]:
+        if self.ca is None or self.user is None:
+            return dict(os.environ)
+        return {**os.environ, "METASTORE_CA_CERT": self.ca,
+                "METASTORE_USER": ":".join(self.user)}
+
+    def use(self, other: Reach) -> None:
+        self.kafka, self.ca, self.user = other.kafka, other.ca, other.user
+
+    def kafka_args(self) -> list[str]:
+        return [arg for key, value in self.kafka.items() if key != "bootstrap.servers"
+                for arg in ("--kafka", f"{key}={value}")]
+
+
+REACH = Reach()
+"""The run's reach: :func:`run_demo` sets it before the first step."""
+
+
 def say(message: str) -> None:
     print(message, flush=True)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True,
-                          text=True, timeout=300, check=False)
+                          text=True, timeout=300, check=False, env=REACH.environment())
 
 
 def run_script(path: Path, node: LocalNode) -> bool:
@@ -56,7 +103,7 @@ def fingerprints(nodes: tuple[LocalNode, ...], timeout: float = 30) -> dict[str,
     while True:
         seen = {}
         for node in nodes:
-            status = httpx.get(f"{node.url}/v1/metastore", timeout=10).json()
+            status = REACH.get(f"{node.url}/v1/metastore").json()
             seen[node.name] = (status["appliedOffset"], status["imageFingerprint"])
         if len({offset for offset, _ in seen.values()}) == 1 or time.monotonic() > deadline:
             return seen
@@ -72,10 +119,10 @@ def show_agreement(nodes: tuple[LocalNode, ...]) -> bool:
     return agree
 
 
-def produce_pageviews(bootstrap: str) -> None:
+def produce_pageviews() -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = Producer(REACH.kafka)
     for viewtime, user, page in ((1, "alice", "home"), (2, "bob", "cart"), (3, "alice", "pay")):
         producer.produce("pageviews", key=user.encode(),
                          value=json.dumps({"VIEWTIME": viewtime, "PAGE_ID": page}).encode())
@@ -85,7 +132,7 @@ def produce_pageviews(bootstrap: str) -> None:
 
 def query_through_spark(node: LocalNode, timeout: float = 180) -> bool:
     deadline = time.monotonic() + timeout
-    while not httpx.get(f"{node.url}/v1/metastore", timeout=10).json()["sparkInSync"]:
+    while not REACH.get(f"{node.url}/v1/metastore").json()["sparkInSync"]:
         if time.monotonic() > deadline:
             say(f"  {node.name}'s Spark catalog did not catch up in {timeout:.0f}s")
             return False
@@ -97,12 +144,12 @@ def query_through_spark(node: LocalNode, timeout: float = 180) -> bool:
     return result.returncode == 0 and "3 row(s)" in result.stdout
 
 
-def query_moves_data(node: LocalNode, bootstrap: str, timeout: float = 240) -> bool:
+def query_moves_data(node: LocalNode, timeout: float = 240) -> bool:
     """The CTAS of examples/02 counts the produced pageviews into its sink topic, on Spark."""
     from confluent_kafka import Consumer
 
     expected = {"home": 1, "cart": 1, "pay": 1}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-{time.time()}",
+    consumer = Consumer({**REACH.kafka, "group.id": f"demo-{time.time()}",
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
     consumer.subscribe(["PAGEVIEWS_PER_PAGE"])
     counts: dict[str, int] = {}
@@ -128,7 +175,7 @@ def tasks_on_workers(nodes: tuple[LocalNode, ...]) -> bool:
     """Each node's Spark application, from its driver's REST API: executors and tasks run."""
     ran = False
     for node in nodes:
-        application = httpx.get(f"{node.url}/v1/metastore", timeout=10).json()["sparkApplication"]
+        application = REACH.get(f"{node.url}/v1/metastore").json()["sparkApplication"]
         if not application or not application.get("uiUrl"):
             say(f"  {node.name}: no Spark application with a UI")
             continue
@@ -144,16 +191,17 @@ def tasks_on_workers(nodes: tuple[LocalNode, ...]) -> bool:
     return ran
 
 
-def _start_nodes(nodes_cluster: LocalNodeCluster, service_id: str, bootstrap: str,
-                 spark_workers: int) -> tuple[LocalNode, ...]:
-    """Three nodes (on a Spark cluster of ``spark_workers``, if asked)."""
+def _start_nodes(nodes_cluster: LocalNodeCluster, service_id: str, spark_workers: int,
+                 secure: SecureDeployment | None) -> tuple[LocalNode, ...]:
+    """Three nodes (on a Spark cluster of ``spark_workers``, if asked; secured by ``secure``)."""
     nodes_cluster.down()
-    extra: tuple[str, ...] = ()
+    extra: tuple[str, ...] = () if secure is None else secure.node_args()
     if spark_workers:
         spark = local_spark(spark_workers, 3).start()
         say(f"Spark: {spark.master_url}, {spark_workers} worker(s)")
-        extra = spark_node_args(spark)
-    state = nodes_cluster.up(3, service_id, bootstrap, extra)
+        extra += spark_node_args(spark)
+    state = nodes_cluster.up(3, service_id, REACH.bootstrap, extra,
+                             ca_file=None if secure is None else secure.ca)
     for node in state.nodes:
         say(f"  {node.name}: {node.url}")
     return tuple(state.nodes)
@@ -173,7 +221,7 @@ def show_query_figures(nodes: tuple[LocalNode, ...], timeout: float = 60) -> boo
     for query in counted:
         owner = by_name.get(str(query.get("ownerNode")))
         if owner is not None:
-            text = httpx.get(f"{owner.url}/metrics", timeout=10).text
+            text = REACH.get(f"{owner.url}/metrics").text
             say("  " + "\n  ".join(line for line in text.splitlines()
                                     if f'query_id="{query["id"]}"' in line
                                     and line.startswith(("metastore_query_records_in_total",
@@ -181,7 +229,7 @@ def show_query_figures(nodes: tuple[LocalNode, ...], timeout: float = 60) -> boo
     return bool(counted)
 
 
-def _show_catalog(nodes: tuple[LocalNode, ...], bootstrap: str, checks: list[tuple[str, bool]],
+def _show_catalog(nodes: tuple[LocalNode, ...], checks: list[tuple[str, bool]],
                   spark_workers: int) -> None:
     """Steps 2 to 4: statements through the CLI, one catalog on every node, Spark reading it
     and running persistent queries."""
@@ -196,12 +244,12 @@ def _show_catalog(nodes: tuple[LocalNode, ...], bootstrap: str, checks: list[tup
     say(listing.stdout.rstrip())
 
     say("\n== 4. Spark SQL on any node reads the same streams from Kafka")
-    produce_pageviews(bootstrap)
+    produce_pageviews()
     checks.append(("a stream queried through Spark", query_through_spark(nodes[1])))
 
     say("\n== 4b. Persistent queries run as Spark streaming jobs, one node each")
     checks.append(("a persistent query moved data into its sink topic",
-                   query_moves_data(nodes[2], bootstrap)))
+                   query_moves_data(nodes[2])))
 
     say("\n== 4c. What each query did: metastore status, and /metrics on its owner")
     checks.append(("the queries' figures are live in status and /metrics",
@@ -212,7 +260,7 @@ def _show_catalog(nodes: tuple[LocalNode, ...], bootstrap: str, checks: list[tup
         checks.append(("Spark tasks ran on the workers", tasks_on_workers(nodes)))
 
 
-def _show_recovery(nodes_cluster: LocalNodeCluster, nodes: tuple[LocalNode, ...], bootstrap: str,
+def _show_recovery(nodes_cluster: LocalNodeCluster, nodes: tuple[LocalNode, ...],
                    service_id: str, checks: list[tuple[str, bool]]) -> None:
     """Steps 5 to 7: a node killed, writes going on, its restart, the log replayed offline."""
     say("\n== 5. A node crashes (SIGKILL), the others keep writing")
@@ -223,37 +271,39 @@ def _show_recovery(nodes_cluster: LocalNodeCluster, nodes: tuple[LocalNode, ...]
 
     say("\n== 6. The node restarts and catches up from the log")
     nodes_cluster.start_node("node-3")
-    startup = httpx.get(f"{nodes[2].url}/v1/metastore", timeout=30).json()["startup"]
+    startup = REACH.get(f"{nodes[2].url}/v1/metastore", timeout=30).json()["startup"]
     say(f"  node-3 is READY again after {startup['readySeconds']} s: from "
         f"{startup['resumedFrom'] or 'the start of the log'}, "
         f"{startup['recordsReplayed']} records replayed")
     checks.append(("the restarted node caught up to the same state", show_agreement(nodes)))
 
     say("\n== 7. The log, replayed offline, gives the same fingerprint")
-    verify = cli("log", "verify", "--bootstrap-servers", bootstrap, "--service-id", service_id,
-                 "--node", nodes[2].url)
+    verify = cli("log", "verify", "--bootstrap-servers", REACH.bootstrap, "--service-id",
+                 service_id, "--node", nodes[2].url, *REACH.kafka_args())
     say(verify.stdout.rstrip() or verify.stderr.rstrip())
     checks.append(("offline replay matches node-3", verify.returncode == 0))
 
 
-def run_demo(keep: bool = False, spark_workers: int = 0) -> int:
+def run_demo(keep: bool = False, spark_workers: int = 0, secure: bool = False) -> int:
     """The demo; with ``spark_workers`` the nodes run Spark on a local standalone cluster of that
-    many workers instead of in local mode."""
+    many workers instead of in local mode; ``secure``: on the secured deployment."""
     checks: list[tuple[str, bool]] = []
-    started_spark = False
     service_id = f"demo-{int(time.time())}"
-    started_kafka = not local_kafka().is_running()
+    kafka = secure_kafka() if secure else local_kafka()
+    started_kafka = not kafka.is_running()
     nodes_cluster = local_nodes()
     try:
-        say("== 1. Local Kafka and three metastore nodes")
-        if started_kafka and not external_bootstrap():
-            local_kafka().wipe()  # the demo's own broker: no topics left from an earlier run
-        bootstrap = ensure_kafka(1)
-        say(f"Kafka: {bootstrap}")
-        started_spark = bool(spark_workers)
-        nodes = _start_nodes(nodes_cluster, service_id, bootstrap, spark_workers)
-        _show_catalog(nodes, bootstrap, checks, spark_workers)
-        _show_recovery(nodes_cluster, nodes, bootstrap, service_id, checks)
+        say("== 1. Local Kafka and three metastore nodes" + (
+            ": Kafka over SASL_SSL with ACLs, the nodes over HTTPS" if secure else ""))
+        if started_kafka and (secure or not external_bootstrap()):
+            kafka.wipe()  # the demo's own broker: no topics left from an earlier run
+        deployment = start_secure(sys.stdout) if secure else None
+        REACH.use(Reach.of(deployment) if deployment is not None
+                  else Reach({"bootstrap.servers": ensure_kafka(1)}))
+        say(f"Kafka: {REACH.bootstrap}")
+        nodes = _start_nodes(nodes_cluster, service_id, spark_workers, deployment)
+        _show_catalog(nodes, checks, spark_workers)
+        _show_recovery(nodes_cluster, nodes, service_id, checks)
     except LocalInfraError as error:
         say(f"\nThe demo could not run: {error}")
         checks.append(("local cluster started", False))
@@ -261,10 +311,10 @@ def run_demo(keep: bool = False, spark_workers: int = 0) -> int:
         if not keep:
             say("\n== Stopping everything the demo started")
             nodes_cluster.down()
-            if started_spark:
+            if spark_workers:
                 local_spark().stop()
             if started_kafka:
-                local_kafka().stop()
+                kafka.stop()
     say("\n== What the demo showed")
     for label, passed in checks:
         say(f"  [{'ok' if passed else 'FAILED'}] {label}")

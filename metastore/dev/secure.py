@@ -141,9 +141,7 @@ def _grants() -> Iterable[tuple[Any, ...]]:
 def _write_files(deployment: SecureDeployment) -> None:
     root, tls = deployment.root, deployment.security.tls
     assert tls is not None
-    node_pem = root / "tls" / "node.pem"
-    if not node_pem.exists():
-        tls.issue_server("metastore-node", node_pem)
+    node_pem = tls.issue_server("metastore-node", root / "tls" / "node.pem")
     users = root / "users"
     _private(users, "".join(f"{user}:{password}\n"
                             for user, password in deployment.passwords.items()))
