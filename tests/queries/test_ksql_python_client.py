@@ -36,10 +36,10 @@ def client_path() -> Path:
     return target
 
 
-def run_client(path: Path, script: str) -> object:
+def run_client(path: Path, script: str, **environment: str) -> object:
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
                           text=True, timeout=300, check=False,
-                          env={**os.environ, "PYTHONPATH": str(path)})
+                          env={**os.environ, "PYTHONPATH": str(path), **environment})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

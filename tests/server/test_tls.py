@@ -1,6 +1,6 @@
 """A node serves HTTPS from ksqlDB's ssl.* properties: HTTP/2 and HTTP/1.1 by ALPN, mutual TLS
 that refuses a client without a certificate of its CA, curl and the CLI over it, and a renewed
-certificate served to new connections without a restart."""
+certificate served to new connections without a restart; the ksql-python client over it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 from cryptography import x509
 
 from cli.client import TLS_ENVIRONMENT
+from tests.queries.test_ksql_python_client import client_path, run_client  # noqa: F401
 from tests.support.certificates import authority, ca_pem, issue
 from tests.support.servers import ServerProcess
 from tests.support.waiting import eventually
@@ -42,7 +43,8 @@ def _served_serial(url: str, context: ssl.SSLContext) -> int:
 
 
 def test_a_node_serves_https_to_clients_with_a_certificate_of_its_ca_only(
-        server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
+        server_factory: Callable[..., ServerProcess], tmp_path: Path,
+        client_path: Path) -> None:  # noqa: F811 - the fixture
     ca, rogue_ca = authority("metastore test CA"), authority("another CA")
     keystore = issue(ca, "node-1", server=True).pkcs12(tmp_path / "node.p12", PASSWORD, ca)
     ca_file = ca_pem(ca, tmp_path / "ca.pem")
@@ -88,6 +90,15 @@ def test_a_node_serves_https_to_clients_with_a_certificate_of_its_ca_only(
         env={**os.environ, **dict(zip(TLS_ENVIRONMENT, map(str, (ca_file, *client)),
                                       strict=True))})
     assert cli.returncode == 0, cli.stderr
+    python_client = run_client(client_path, f"""
+        import json
+        from ksql import KSQLAPI
+        client = KSQLAPI({node.url!r}, timeout=60, cert={tuple(map(str, client))!r})
+        [listing] = client.ksql("SHOW STREAMS;")
+        print(json.dumps({{"version": client.get_ksql_version(), "type": listing["@type"]}}))
+        """, SSL_CERT_FILE=str(ca_file))  # httpx's trust store: the node's CA only
+    served = httpx.get(f"{node.url}/info", verify=trusted, timeout=10).json()
+    assert python_client == {"version": served["KsqlServerInfo"]["version"], "type": "streams"}
 
     renewed = issue(ca, "node-1 renewed", server=True)
     first = _served_serial(node.url, trusted)
