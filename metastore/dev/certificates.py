@@ -71,9 +71,9 @@ def authority(name: str, valid: datetime.timedelta = TEST_VALIDITY) -> Issued:
 
 
 def issue(ca: Issued, name: str, server: bool,
-          valid: datetime.timedelta = TEST_VALIDITY) -> Issued:
-    """A certificate of ``name`` signed by ``ca``: for a server on 127.0.0.1 and localhost, or
-    a client."""
+          valid: datetime.timedelta = TEST_VALIDITY, hosts: tuple[str, ...] = ()) -> Issued:
+    """A certificate of ``name`` signed by ``ca``: for a server on 127.0.0.1, localhost and
+    ``hosts``, or a client."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder()
@@ -83,7 +83,8 @@ def issue(ca: Issued, name: str, server: bool,
                .not_valid_before(now - _DAY).not_valid_after(now + valid))
     if server:
         builder = builder.add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            *(x509.DNSName(host) for host in ("localhost", *hosts)),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False)
     return Issued(builder.sign(ca.key, hashes.SHA256()), key)
 

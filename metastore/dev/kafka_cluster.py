@@ -180,9 +180,8 @@ class Security:
 
     def _jaas(self, *users: SaslUser) -> str:
         """PLAIN's login module: the brokers log in as the admin; ``users`` may log in here."""
-        accepted = " ".join(f'user_{user.name}="{user.password}"' for user in users)
-        return ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'username="{self.admin.name}" password="{self.admin.password}" {accepted};')
+        return plain_login(self.admin.name, self.admin.password,
+                           {user.name: user.password for user in users})
 
     def to_dict(self) -> dict[str, Any]:
         data = {"admin": asdict(self.admin), "node": asdict(self.node)}
@@ -193,6 +192,13 @@ class Security:
         tls = data.get("tls")
         return Security(SaslUser(**data["admin"]), SaslUser(**data["node"]),
                         None if tls is None else TlsFiles(**tls))
+
+
+def plain_login(user: str, password: str, accepted: dict[str, str] | None = None) -> str:
+    """PLAIN's JAAS login as ``user``; ``accepted``: the users a broker lets log in."""
+    users = "".join(f' user_{name}="{secret}"' for name, secret in (accepted or {}).items())
+    return ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{user}" password="{password}"{users};')
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
 from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 
-from metastore.dev.kafka_cluster import ClusterState, LocalKafkaCluster, Security
+from metastore.dev.kafka_cluster import ClusterState, LocalKafkaCluster, Security, plain_login
 from metastore.dev.paths import dev_dir
 
 REST_USERS = ("admin", "reader")
@@ -106,62 +106,101 @@ def _passwords(path: Path) -> dict[str, str]:
     except (OSError, ValueError):
         known = {}
     passwords = {user: str(known.get(user) or secrets.token_urlsafe(12)) for user in REST_USERS}
-    _private(path, json.dumps(passwords))
+    write_private(path, json.dumps(passwords))
     return passwords
 
 
-def _private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by the user only."""
     path.touch(mode=0o600)
     path.chmod(0o600)
     path.write_text(text)
 
 
+@dataclass(frozen=True)
+class AclGrant:
+    """One ALLOW binding of the module docstring, for every host, by the names Kafka's tools
+    use: ``resource`` TOPIC, GROUP, TRANSACTIONAL_ID or CLUSTER; ``operation`` ALL, READ, ..."""
+
+    resource: str
+    name: str
+    principal: str
+    operation: str
+
+    def binding(self) -> AclBinding:
+        resource = ResourceType.BROKER if self.resource == "CLUSTER" else ResourceType[
+            self.resource]
+        return AclBinding(resource, self.name, ResourcePatternType.LITERAL, self.principal, "*",
+                          AclOperation[self.operation], AclPermissionType.ALLOW)
+
+    def command(self, bootstrap: str, command_config: str) -> str:
+        """The ``kafka-acls.sh`` line that creates it."""
+        target = ("--cluster" if self.resource == "CLUSTER" else
+                  f"--{self.resource.lower().replace('_', '-')} '{self.name}'")
+        operation = "".join(word.capitalize() for word in self.operation.split("_"))
+        return (f"kafka-acls.sh --bootstrap-server {bootstrap} --command-config {command_config} "
+                f"--add --allow-principal {self.principal} --operation {operation} {target}")
+
+
+def grants() -> list[AclGrant]:
+    node = f"User:{NODE_PRINCIPAL}"
+    return [
+        *(AclGrant(resource, "*", node, "ALL")
+          for resource in ("TOPIC", "GROUP", "TRANSACTIONAL_ID")),
+        *(AclGrant("CLUSTER", "kafka-cluster", node, operation)
+          for operation in ("DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE")),
+        AclGrant("TOPIC", "*", "User:admin", "ALL"),
+        AclGrant("TOPIC", "*", "User:reader", "READ"),
+    ]
+
+
 def _grant(deployment: SecureDeployment) -> None:
-    """The ACLs of the module docstring, created as the Kafka admin (creating one twice is
-    harmless)."""
+    """The ACLs, created as the Kafka admin (creating one twice is harmless)."""
     config: dict[str, str | int | float | bool] = {**deployment.kafka_config()}
     admin = AdminClient(config)
-    bindings = [AclBinding(*grant) for grant in _grants()]
+    bindings = [grant.binding() for grant in grants()]
     for future in admin.create_acls(bindings, request_timeout=30).values():
         future.result()
 
 
-def _grants() -> Iterable[tuple[Any, ...]]:
-    allow, literal = AclPermissionType.ALLOW, ResourcePatternType.LITERAL
-    node = f"User:{NODE_PRINCIPAL}"
-    for resource in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID):
-        yield resource, "*", literal, node, "*", AclOperation.ALL, allow
-    for operation in (AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
-                      AclOperation.IDEMPOTENT_WRITE):
-        yield ResourceType.BROKER, "kafka-cluster", literal, node, "*", operation, allow
-    yield ResourceType.TOPIC, "*", literal, "User:admin", "*", AclOperation.ALL, allow
-    yield ResourceType.TOPIC, "*", literal, "User:reader", "*", AclOperation.READ, allow
-
-
-def _write_files(deployment: SecureDeployment) -> None:
-    root, tls = deployment.root, deployment.security.tls
-    assert tls is not None
-    node_pem = tls.issue_server("metastore-node", root / "tls" / "node.pem")
-    users = root / "users"
-    _private(users, "".join(f"{user}:{password}\n"
-                            for user, password in deployment.passwords.items()))
-    kafka = deployment.security.client_config(deployment.security.node)
-    properties = {"ssl.keystore.location": str(node_pem), "ssl.keystore.type": "PEM",
-                  "ssl.truststore.location": tls.ca, "ssl.truststore.type": "PEM",
+def node_config(users_file: str, kafka: Mapping[str, str], ca: str, key_store: str) -> str:
+    """A secured node's config file (``metastore server --config``): its Kafka login, its users,
+    HTTPS from ``key_store`` (key and chain, PEM) trusting ``ca``, and the ACL validator."""
+    properties = {"ssl.keystore.location": key_store, "ssl.keystore.type": "PEM",
+                  "ssl.truststore.location": ca, "ssl.truststore.type": "PEM",
                   "ksql.access.validator.enable": "on"}
-    _private(deployment.node_config, "\n".join([
-        f"auth_file = {json.dumps(str(users))}", "", "[kafka]",
+    return "\n".join([
+        f"auth_file = {json.dumps(users_file)}", "", "[kafka]",
         *(f"{json.dumps(key)} = {json.dumps(value)}" for key, value in kafka.items()), "",
         "[ksql_properties]",
         *(f"{json.dumps(key)} = {json.dumps(value)}" for key, value in properties.items()),
-        ""]))
-    security = deployment.security
-    login = (f'org.apache.kafka.common.security.plain.PlainLoginModule required '
-             f'username="admin" password="{security.admin.password}";')
-    _private(root / "admin.properties", "".join(f"{key}={value}\n" for key, value in {
-        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.jaas.config": login,
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": tls.ca}.items()))
-    _private(root / "env.sh", "".join(
+        ""])
+
+
+def java_client_properties(user: str, password: str, ca: str) -> dict[str, str]:
+    """A Java Kafka client's login (Kafka's tools, Connect) over SASL_SSL as ``user``."""
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": plain_login(user, password),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": ca}
+
+
+def properties_text(properties: Mapping[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in properties.items())
+
+
+def _write_files(deployment: SecureDeployment) -> None:
+    root, security = deployment.root, deployment.security
+    tls = security.tls
+    assert tls is not None
+    node_pem = tls.issue_server("metastore-node", root / "tls" / "node.pem")
+    users = root / "users"
+    write_private(users, "".join(f"{user}:{password}\n"
+                                 for user, password in deployment.passwords.items()))
+    write_private(deployment.node_config, node_config(
+        str(users), security.client_config(security.node), tls.ca, str(node_pem)))
+    write_private(root / "admin.properties", properties_text(
+        java_client_properties("admin", security.admin.password, tls.ca)))
+    write_private(root / "env.sh", "".join(
         f"export {name}={json.dumps(value)}\n"
         for name, value in deployment.cli_environment("admin").items()) + (
         f"# the read-only user: METASTORE_USER=reader:{deployment.passwords['reader']}\n"
@@ -170,4 +209,6 @@ def _write_files(deployment: SecureDeployment) -> None:
         + " ".join(f"--kafka {key}={value}"
                    for key, value in security.client_config(security.admin).items()) + "\n"))
 
-__all__ = ["SecureDeployment", "secure_kafka", "secure_root", "start_secure"]
+__all__ = ["AclGrant", "SecureDeployment", "grants", "java_client_properties", "node_config",
+           "properties_text", "secure_kafka", "secure_root", "start_secure",
+           "write_private"]

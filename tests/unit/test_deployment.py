@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 import typing
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,54 @@ def test_the_nodes_run_connector_statements_on_the_connect_worker() -> None:
     assert services["node-1"]["environment"]["METASTORE_CONNECT_URL"] == "http://connect:8083"
     assert services["node-1"]["depends_on"]["connect"]["condition"] == "service_healthy"
     assert "wal_level=logical" in services["postgres"]["command"]
+
+
+SECURE = ROOT / "docker-compose.secure.yml"
+
+
+def test_the_secured_variant_runs_kafka_over_sasl_ssl_with_acls_from_its_secrets(
+        tmp_path: Path) -> None:
+    from metastore.dev.compose_secrets import write
+    from metastore.dev.secure import grants
+
+    assert write(tmp_path) and not write(tmp_path), "written once, then kept"
+    written = {path.name for path in tmp_path.iterdir()}
+    text = SECURE.read_text()
+    named = set(re.findall(r"/(?:etc/kafka/)?secrets/([\w.]+)", text))
+    services = yaml.safe_load(text)["services"]
+    kafka = services["kafka"]["environment"]
+    named |= {kafka["KAFKA_SSL_KEYSTORE_FILENAME"], kafka["KAFKA_SSL_KEYSTORE_CREDENTIALS"]}
+    assert named <= written, named - written
+    assert kafka["KAFKA_ADVERTISED_LISTENERS"] == "SASL_SSL://kafka:9092"
+    assert kafka["KAFKA_AUTHORIZER_CLASS_NAME"].endswith("StandardAuthorizer")
+    assert kafka["KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND"] == "false"
+    assert "java.security.auth.login.config=/secrets/kafka_jaas.conf" in kafka["KAFKA_OPTS"]
+    assert "secrets:/etc/kafka/secrets:ro" in services["kafka"]["volumes"], \
+        "the image reads its key store there"
+    assert (tmp_path / "acls.sh").read_text().count("kafka-acls.sh") == len(grants())
+    assert services["acls"]["command"] == ["bash", "/secrets/acls.sh"]
+    assert "cat /secrets/connect.properties >>" in services["connect"]["command"][2]
+
+
+def test_the_secured_nodes_serve_https_and_check_their_users_acls(tmp_path: Path) -> None:
+    from metastore.dev.compose_secrets import write
+    from metastore.server.settings import server_settings
+
+    write(tmp_path)
+    services = yaml.safe_load(SECURE.read_text())["services"]
+    for name in ("node-1", "node-2", "node-3"):
+        node = services[name]
+        assert node["environment"] == {"METASTORE_CONFIG": "/secrets/node.toml",
+                                       "METASTORE_ADVERTISED_URL": f"https://{name}:8088"}
+        assert "secrets:/secrets:ro" in node["volumes"]
+        assert node["depends_on"]["acls"]["condition"] == "service_completed_successfully"
+        assert "https://localhost:8088/healthcheck" in node["healthcheck"]["test"][-1]
+    config = tomllib.loads((tmp_path / "node.toml").read_text().replace("/secrets/",
+                                                                        f"{tmp_path}/"))
+    settings = server_settings({**config, "bootstrap_servers": "kafka:9092",
+                                "advertised_url": "https://node-1:8088"})
+    assert settings.tls is not None and settings.auth_file == tmp_path / "users"
+    assert settings.node.access_validator.mode == "on"
+    assert settings.node.kafka_client["security.protocol"] == "SASL_SSL"
+    demo = services["demo"]["command"][0]
+    assert ". /secrets/cli.env" in demo and "http://" not in demo
