@@ -11,7 +11,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from cli.options import User, basic_auth
+from cli.options import Kafka, User, basic_auth, kafka_client
 from cli.output import print_json, print_table
 from metastore.catalog.image import EMPTY_IMAGE, Image
 from metastore.checkpoint.exceptions import CheckpointError
@@ -36,8 +36,6 @@ Bootstrap = Annotated[str | None, typer.Option(envvar="KAFKA_BOOTSTRAP_SERVERS",
                                                help="Kafka bootstrap servers.")]
 ServiceId = Annotated[str, typer.Option(envvar="METASTORE_SERVICE_ID", help="Service id.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
-Kafka = Annotated[list[str] | None, typer.Option(
-    "--kafka", help="Extra Kafka client setting KEY=VALUE (TLS, SASL...); repeatable.")]
 
 
 def read_log(settings: KafkaSettings, service_id: str, topic: str | None) -> list[Record]:
@@ -219,13 +217,7 @@ def _settings(bootstrap: str | None, kafka: list[str] | None) -> KafkaSettings:
     if not bootstrap:
         typer.echo("Error: pass --bootstrap-servers or set KAFKA_BOOTSTRAP_SERVERS", err=True)
         raise typer.Exit(2)
-    client: dict[str, str] = {}
-    for pair in kafka or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--kafka")
-        client[key.strip()] = value.strip()
-    return KafkaSettings(bootstrap, client)
+    return KafkaSettings(bootstrap, kafka_client(kafka))
 
 
 def _progress(message: str) -> None:

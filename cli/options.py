@@ -12,6 +12,8 @@ Server = Annotated[str | None, typer.Option("--server", "-s", envvar="METASTORE_
 Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 User = Annotated[str | None, typer.Option("--user", "-u", envvar="METASTORE_USER",
                                           help="USER:PASSWORD for HTTP basic auth.")]
+Kafka = Annotated[list[str] | None, typer.Option(
+    "--kafka", help="Extra Kafka client setting KEY=VALUE (TLS, SASL...); repeatable.")]
 Property = Annotated[list[str] | None, typer.Option(
     "--property", "-p", help="A ksqlDB configuration override NAME=VALUE for the request "
     "(streamsProperties), e.g. ksql.persistence.default.format.value=JSON (repeatable).")]
@@ -23,3 +25,14 @@ def basic_auth(user: str | None) -> tuple[str, str] | None:
         return None
     name, _, password = user.partition(":")
     return name, password
+
+
+def kafka_client(pairs: list[str] | None) -> dict[str, str]:
+    """``--kafka KEY=VALUE`` options as Kafka client settings."""
+    client: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--kafka")
+        client[key.strip()] = value.strip()
+    return client

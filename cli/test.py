@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from cli.options import Kafka, kafka_client
 from cli.output import FUNCTION_MODULE_HELP, load_function_modules, print_json, print_table
 from metastore.core.exceptions import MetastoreError
 from metastore.testing import cases
@@ -40,6 +41,7 @@ def test(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     function_module: Annotated[list[str] | None, typer.Option(
         "--function-module", help=FUNCTION_MODULE_HELP)] = None,
+    kafka: Kafka = None,
 ) -> None:
     """Run query tests on real Kafka and Spark; exit 0 only when every test passes."""
     load_function_modules(function_module)
@@ -71,7 +73,8 @@ def test(
     try:
         report = run_tests(tests, kafka_bootstrap(bootstrap_servers), progress,
                            query_timeout=query_timeout, parallel=parallel,
-                           registry_url=schema_registry_url(registry_url, tests))
+                           registry_url=schema_registry_url(registry_url, tests),
+                           kafka_client=kafka_client(kafka))
     except MetastoreError as error:
         typer.echo(f"Error: {error}", err=True)
         raise typer.Exit(2) from error

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,9 +87,11 @@ def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
               on_result: Callable[[int, int, CaseResult], None] | None = None,
               spark_master: str = "local[2]", query_timeout: float = 120.0,
               work_dir: Path | None = None, registry_url: str | None = None,
-              parallel: int = 1) -> RunReport:
+              parallel: int = 1, kafka_client: Mapping[str, str] | None = None) -> RunReport:
     """Run ``tests`` on one SparkSession, ``parallel`` at a time (each on runners of its own:
-    its own topics, producer and query sessions), reported in the order given."""
+    its own topics, producer and query sessions), reported in the order given;
+    ``kafka_client``: the Kafka settings (librdkafka's names: SASL, TLS) besides the bootstrap
+    servers, which the Spark queries and the JVM producer take in Java's."""
     from metastore.spark.avro import registry_conf
     from metastore.spark.session import start_session
 
@@ -105,7 +107,8 @@ def run_tests(tests: Sequence[QueryTest], bootstrap_servers: str,
                 logging.getLogger(logger).setLevel(logging.CRITICAL)
 
             def runner(lane: int) -> QueryTestRunner:
-                return QueryTestRunner(spark, KafkaSettings(bootstrap_servers),
+                return QueryTestRunner(spark, KafkaSettings(bootstrap_servers,
+                                                            dict(kafka_client or {})),
                                        root / "queries", run_id=f"{report.run_id}{lane or ''}",
                                        query_timeout=query_timeout, registry_url=registry_url)
 

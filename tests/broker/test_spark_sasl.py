@@ -15,6 +15,8 @@ from confluent_kafka.admin import AclOperation, NewTopic, ResourcePatternType, R
 
 from metastore.kafka.settings import KafkaSettings
 from metastore.spark.views import raw_options, spark_kafka_options
+from metastore.testing import cases
+from metastore.testing.runner import QueryTestRunner
 from tests.broker.conftest import SecuredKafka
 from tests.broker.test_acls import Grant, bindings
 from tests.support.waiting import eventually
@@ -68,3 +70,27 @@ def _values(kafka: SecuredKafka, topic: str, expected: int) -> list[bytes] | Non
         return values if len(values) >= expected else None
     finally:
         consumer.close()
+
+
+def test_a_query_test_runs_on_the_sasl_ssl_broker_with_the_given_login(
+        secured_kafka: SecuredKafka, spark: Any, tmp_path: Path) -> None:
+    """``metastore test --kafka K=V``: its runner's topics, JVM producer, Spark queries and
+    readers all log in with the settings given."""
+    sql = tmp_path / "doubled.sql"
+    sql.write_text("CREATE STREAM NUMBERS (ID INT KEY, V INT) WITH (KAFKA_TOPIC='numbers', "
+                   "VALUE_FORMAT='JSON'); CREATE STREAM DOUBLED AS SELECT ID, V * 2 AS W FROM "
+                   "NUMBERS;")
+    inputs, outputs = tmp_path / "in.json", tmp_path / "out.json"
+    inputs.write_text('{"inputs": [{"topic": "numbers", "key": 1, "value": {"V": 21}}]}')
+    outputs.write_text('{"outputs": [{"topic": "DOUBLED", "key": 1, "value": {"W": 42}}]}')
+    test = cases.load_runner_files(sql, inputs, outputs)
+    admin = secured_kafka.security.admin
+    settings = KafkaSettings(secured_kafka.bootstrap_servers,
+                             secured_kafka.security.client_config(admin))
+    runner = QueryTestRunner(spark, settings, tmp_path / "queries", run_id=uuid.uuid4().hex[:8],
+                             query_timeout=90)
+    try:
+        result = runner.run(test)
+    finally:
+        runner.close()
+    assert (result.status, result.reason) == ("passed", "")
