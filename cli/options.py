@@ -13,7 +13,9 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 User = Annotated[str | None, typer.Option("--user", "-u", envvar="METASTORE_USER",
                                           help="USER:PASSWORD for HTTP basic auth.")]
 Kafka = Annotated[list[str] | None, typer.Option(
-    "--kafka", help="Extra Kafka client setting KEY=VALUE (TLS, SASL...); repeatable.")]
+    "--kafka", envvar="METASTORE_KAFKA",
+    help="Extra Kafka client setting KEY=VALUE (TLS, SASL...); repeatable. METASTORE_KAFKA: "
+         "the same, separated by spaces (keeps a password off the command line).")]
 Property = Annotated[list[str] | None, typer.Option(
     "--property", "-p", help="A ksqlDB configuration override NAME=VALUE for the request "
     "(streamsProperties), e.g. ksql.persistence.default.format.value=JSON (repeatable).")]

@@ -51,7 +51,9 @@ class Issued:
         return path
 
     def pkcs12(self, path: Path, password: str, ca: Issued) -> Path:
-        """The certificate, its key and its CA as a PKCS12 key store at ``path``."""
+        """The certificate, its key and its CA as a PKCS12 key store at ``path`` (readable by the
+        user only)."""
+        path.touch(mode=0o600)
         path.write_bytes(pkcs12.serialize_key_and_certificates(
             b"node", self.key, self.certificate, [ca.certificate],
             BestAvailableEncryption(password.encode())))

@@ -7,31 +7,40 @@ its ``secrets`` volume by ``python -m metastore.dev.compose_secrets /secrets``: 
   (``node-1`` to ``node-3``, key and chain in one PEM file);
 - ``kafka_jaas.conf``: the broker's JAAS login (``KAFKA_OPTS``): it logs in as the admin, the
   super user, and lets the admin and the nodes' ``metastore`` user log in;
-- ``admin.properties`` and ``connect.properties``: Java clients' logins as the admin, for
-  Kafka's tools and the Connect worker;
+- ``admin.properties``: a Java client's login as the admin, for Kafka's tools; and in the
+  Connect worker's own directory, which only it mounts, ``connect.properties`` (its login as the
+  admin, for itself and its connectors' clients) and ``ca.pem``;
 - ``acls.sh``: the ACLs (:func:`metastore.dev.secure.grants`), run once the broker is up;
 - ``node.toml``, ``users``: the nodes' config file and REST users (``admin``, ``reader``);
 - ``cli.env``: ``METASTORE_CA_CERT`` and ``METASTORE_USER`` for the CLI, as the admin.
 
-The files belong to uid 1000 (the Kafka image's user; the nodes run as root), mode 0600 but the
-CA's certificate; run again, it keeps them.
+The directories and files belong to uid 1000 (the Kafka image's user; the nodes run as root),
+mode 0700 and 0600 but the CA's certificate; run again, it keeps them.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from pathlib import Path
 
 from metastore.dev import certificates
-from metastore.dev.kafka_cluster import CERTIFICATE_VALIDITY, plain_login
+from metastore.dev.kafka_cluster import (
+    CERTIFICATE_VALIDITY,
+    SaslUser,
+    Security,
+    TlsFiles,
+    new_password,
+    plain_login,
+)
 from metastore.dev.secure import (
     NODE_PRINCIPAL,
+    cli_environment,
     grants,
     java_client_properties,
     node_config,
     properties_text,
+    users_text,
     write_private,
 )
 
@@ -39,14 +48,18 @@ KAFKA_UID = 1000
 NODES = ("node-1", "node-2", "node-3")
 
 
-def write(directory: Path) -> bool:
-    """Write every file under ``directory``; False when they were already there."""
+def write(directory: Path, connect_directory: Path | None = None) -> bool:
+    """Write every file under ``directory`` (the Connect worker's login and the CA under
+    ``connect_directory``, which only Connect mounts); False when they were already there."""
     if (directory / "ca.pem").exists():
         return False
-    password = {user: secrets.token_urlsafe(18) for user in ("admin", NODE_PRINCIPAL, "reader")}
     ca_file = str(directory / "ca.pem")
+    security = Security(SaslUser("admin", new_password()),
+                        SaslUser(NODE_PRINCIPAL, new_password()),
+                        TlsFiles(ca_file, str(directory / "kafka.p12")))
+    rest = {"admin": security.admin.password, "reader": new_password()}
+    store_password = new_password()
     ca = certificates.authority("metastore compose CA", CERTIFICATE_VALIDITY)
-    store_password = secrets.token_urlsafe(18)
     certificates.issue(ca, "kafka", server=True, valid=CERTIFICATE_VALIDITY, hosts=("kafka",)
                        ).pkcs12(directory / "kafka.p12", store_password, ca)
     certificates.issue(ca, "metastore-node", server=True, valid=CERTIFICATE_VALIDITY,
@@ -54,28 +67,43 @@ def write(directory: Path) -> bool:
     files = {
         "kafka.p12.password": store_password,
         "kafka_jaas.conf": "KafkaServer {\n  " + plain_login(
-            "admin", password["admin"],
-            {"admin": password["admin"], NODE_PRINCIPAL: password[NODE_PRINCIPAL]}) + "\n};\n",
+            "admin", security.admin.password,
+            {user.name: user.password for user in (security.admin, security.node)}) + "\n};\n",
         "admin.properties": properties_text(
-            java_client_properties("admin", password["admin"], ca_file)),
-        "connect.properties": _connect_logins(password["admin"], ca_file),
+            java_client_properties("admin", security.admin.password, ca_file)),
         "acls.sh": "set -e\n" + "".join(
             f"/opt/kafka/bin/{grant.command('kafka:9092', str(directory / 'admin.properties'))}\n"
             for grant in grants()),
-        "users": f"admin:{password['admin']}\nreader:{password['reader']}\n",
-        "node.toml": node_config(str(directory / "users"), {
-            "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-            "sasl.username": NODE_PRINCIPAL, "sasl.password": password[NODE_PRINCIPAL],
-            "ssl.ca.location": ca_file}, ca_file, str(directory / "node.pem")),
-        "cli.env": f"METASTORE_CA_CERT={ca_file}\nMETASTORE_USER=admin:{password['admin']}\n",
+        "users": users_text(rest),
+        "node.toml": node_config(str(directory / "users"), security.client_config(security.node),
+                                 ca_file, str(directory / "node.pem")),
+        "cli.env": "".join(f"{name}={value}\n" for name, value in
+                           cli_environment(ca_file, "admin", rest["admin"]).items()),
     }
     for name, text in files.items():
         write_private(directory / name, text)
-    for path in directory.iterdir():
-        if os.geteuid() == 0:
-            os.chown(path, KAFKA_UID, KAFKA_UID)
+    if connect_directory is not None:
+        _write_connect(connect_directory, ca, security.admin.password)
     certificates.ca_pem(ca, directory / "ca.pem")  # last: its presence says all is written
+    _hand_to_kafka(directory)
     return True
+
+
+def _write_connect(directory: Path, ca: certificates.Issued, admin_password: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_file = certificates.ca_pem(ca, directory / "ca.pem")
+    write_private(directory / "connect.properties", _connect_logins(admin_password, str(ca_file)))
+    _hand_to_kafka(directory)
+
+
+def _hand_to_kafka(directory: Path) -> None:
+    """The directory and its files to the Kafka image's user, readable by it only (and root,
+    the nodes' user)."""
+    directory.chmod(0o700)
+    if os.geteuid() != 0:
+        return
+    for path in (directory, *directory.iterdir()):
+        os.chown(path, KAFKA_UID, KAFKA_UID)
 
 
 def _connect_logins(admin_password: str, ca_file: str) -> str:
@@ -87,12 +115,13 @@ def _connect_logins(admin_password: str, ca_file: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m metastore.dev.compose_secrets DIRECTORY", file=sys.stderr)
+    if len(argv) not in (2, 3):
+        print("usage: python -m metastore.dev.compose_secrets DIRECTORY [CONNECT_DIRECTORY]",
+              file=sys.stderr)
         return 2
     directory = Path(argv[1])
     directory.mkdir(parents=True, exist_ok=True)
-    written = write(directory)
+    written = write(directory, Path(argv[2]) if len(argv) == 3 else None)
     print(f"{'wrote' if written else 'kept'} the secured deployment's secrets in {directory}; "
           "the CLI's CA and login: cli.env there (docker compose cp secrets:/secrets/cli.env .)")
     return 0

@@ -64,17 +64,17 @@ class Reach:
         return httpx.get(url, timeout=timeout, verify=verify, auth=self.user)
 
     def environment(self) -> dict[str, str]:
+        """A CLI's environment: the nodes' CA and user, and the Kafka login (secrets in the
+        environment, which only this user may read, never on a command line)."""
         if self.ca is None or self.user is None:
             return dict(os.environ)
+        kafka = " ".join(f"{key}={value}" for key, value in self.kafka.items()
+                         if key != "bootstrap.servers")
         return {**os.environ, "METASTORE_CA_CERT": self.ca,
-                "METASTORE_USER": ":".join(self.user)}
+                "METASTORE_USER": ":".join(self.user), "METASTORE_KAFKA": kafka}
 
     def use(self, other: Reach) -> None:
         self.kafka, self.ca, self.user = other.kafka, other.ca, other.user
-
-    def kafka_args(self) -> list[str]:
-        return [arg for key, value in self.kafka.items() if key != "bootstrap.servers"
-                for arg in ("--kafka", f"{key}={value}")]
 
 
 REACH = Reach()
@@ -279,7 +279,7 @@ def _show_recovery(nodes_cluster: LocalNodeCluster, nodes: tuple[LocalNode, ...]
 
     say("\n== 7. The log, replayed offline, gives the same fingerprint")
     verify = cli("log", "verify", "--bootstrap-servers", REACH.bootstrap, "--service-id",
-                 service_id, "--node", nodes[2].url, *REACH.kafka_args())
+                 service_id, "--node", nodes[2].url)
     say(verify.stdout.rstrip() or verify.stderr.rstrip())
     checks.append(("offline replay matches node-3", verify.returncode == 0))
 

@@ -143,8 +143,7 @@ class Security:
                  tls: Path | None = None) -> Security:
         """Users with fresh random passwords; ``tls``: SASL_SSL, with a new CA in that
         directory."""
-        return Security(SaslUser(admin, secrets.token_urlsafe(18)),
-                        SaslUser(node, secrets.token_urlsafe(18)),
+        return Security(SaslUser(admin, new_password()), SaslUser(node, new_password()),
                         None if tls is None else TlsFiles.generate(tls))
 
     @property
@@ -192,6 +191,10 @@ class Security:
         tls = data.get("tls")
         return Security(SaslUser(**data["admin"]), SaslUser(**data["node"]),
                         None if tls is None else TlsFiles(**tls))
+
+
+def new_password() -> str:
+    return secrets.token_urlsafe(18)
 
 
 def plain_login(user: str, password: str, accepted: dict[str, str] | None = None) -> str:

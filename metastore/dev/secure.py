@@ -13,13 +13,13 @@ Kafka's principals: ``User:admin``, the broker's super user (and the REST admin'
 which the ACLs also give every topic, since the node cannot see ``super.users``);
 ``User:metastore``, the nodes, with every topic, group and transactional id of this development
 cluster and DESCRIBE on the cluster (to read the ACLs); ``User:reader``, READ on every topic.
+The admin also holds ALL on the cluster, which connector statements need.
 Running it again reuses the passwords and certificates.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +29,13 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
 from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 
-from metastore.dev.kafka_cluster import ClusterState, LocalKafkaCluster, Security, plain_login
+from metastore.dev.kafka_cluster import (
+    ClusterState,
+    LocalKafkaCluster,
+    Security,
+    new_password,
+    plain_login,
+)
 from metastore.dev.paths import dev_dir
 
 REST_USERS = ("admin", "reader")
@@ -80,7 +86,21 @@ class SecureDeployment:
 
     def cli_environment(self, user: str = "admin") -> dict[str, str]:
         """The environment a ``metastore`` command needs to reach the nodes as ``user``."""
-        return {"METASTORE_CA_CERT": self.ca, "METASTORE_USER": f"{user}:{self.passwords[user]}"}
+        return cli_environment(self.ca, user, self.passwords[user])
+
+
+def cli_environment(ca: str, user: str, password: str) -> dict[str, str]:
+    """The environment a ``metastore`` command needs to reach HTTPS nodes of CA ``ca`` as
+    ``user``."""
+    return {"METASTORE_CA_CERT": ca, "METASTORE_USER": f"{user}:{password}"}
+
+
+def users_text(passwords: Mapping[str, str]) -> str:
+    """The REST users file (``--auth-file``) of :data:`REST_USERS`."""
+    return "".join(f"{user}:{passwords[user]}\n" for user in REST_USERS)
+
+
+
 
 
 def start_secure(progress: TextIO | None) -> SecureDeployment:
@@ -105,7 +125,7 @@ def _passwords(path: Path) -> dict[str, str]:
         known = json.loads(path.read_text())
     except (OSError, ValueError):
         known = {}
-    passwords = {user: str(known.get(user) or secrets.token_urlsafe(12)) for user in REST_USERS}
+    passwords = {user: str(known.get(user) or new_password()) for user in REST_USERS}
     write_private(path, json.dumps(passwords))
     return passwords
 
@@ -150,6 +170,7 @@ def grants() -> list[AclGrant]:
         *(AclGrant("CLUSTER", "kafka-cluster", node, operation)
           for operation in ("DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE")),
         AclGrant("TOPIC", "*", "User:admin", "ALL"),
+        AclGrant("CLUSTER", "kafka-cluster", "User:admin", "ALL"),  # connectors
         AclGrant("TOPIC", "*", "User:reader", "READ"),
     ]
 
@@ -194,8 +215,7 @@ def _write_files(deployment: SecureDeployment) -> None:
     assert tls is not None
     node_pem = tls.issue_server("metastore-node", root / "tls" / "node.pem")
     users = root / "users"
-    write_private(users, "".join(f"{user}:{password}\n"
-                                 for user, password in deployment.passwords.items()))
+    write_private(users, users_text(deployment.passwords))
     write_private(deployment.node_config, node_config(
         str(users), security.client_config(security.node), tls.ca, str(node_pem)))
     write_private(root / "admin.properties", properties_text(
@@ -205,10 +225,22 @@ def _write_files(deployment: SecureDeployment) -> None:
         for name, value in deployment.cli_environment("admin").items()) + (
         f"# the read-only user: METASTORE_USER=reader:{deployment.passwords['reader']}\n"
         f"# Kafka at {deployment.kafka.bootstrap_servers} (SASL_SSL), as its admin: "
-        f"--command-config {root / 'admin.properties'} for Kafka's tools, or "
-        + " ".join(f"--kafka {key}={value}"
-                   for key, value in security.client_config(security.admin).items()) + "\n"))
+        f"--command-config {root / 'admin.properties'} for Kafka's tools; for metastore's "
+        "(log, test): export METASTORE_KAFKA=\"" + " ".join(
+            f"{key}={value}" for key, value in security.client_config(security.admin).items()
+            if key != "bootstrap.servers") + "\"\n"))
 
-__all__ = ["AclGrant", "SecureDeployment", "grants", "java_client_properties", "node_config",
-           "properties_text", "secure_kafka", "secure_root", "start_secure",
-           "write_private"]
+__all__ = [
+    "AclGrant",
+    "SecureDeployment",
+    "cli_environment",
+    "grants",
+    "java_client_properties",
+    "node_config",
+    "properties_text",
+    "secure_kafka",
+    "secure_root",
+    "start_secure",
+    "users_text",
+    "write_private",
+]

@@ -7,7 +7,8 @@ The broker's rules, as :class:`AclImage` applies them:
 - a binding applies to a topic when its pattern is LITERAL and names the topic or is ``*``, or
   is PREFIXED and the topic starts with it; to a principal when it names it or ``User:*``;
 - a DENY for the operation (or ALL) wins over every ALLOW;
-- an ALLOW of the operation, or of ALL, allows it (READ, WRITE and DELETE also allow DESCRIBE);
+- an ALLOW of the operation, or of ALL, allows it (READ, WRITE, DELETE and ALTER also allow
+  DESCRIBE);
 - CREATE on the cluster allows creating any topic, as the broker's CreateTopics checks it;
 - nothing else allows (``allow.everyone.if.no.acl.found=false``).
 
@@ -28,6 +29,7 @@ CREATE = "CREATE"
 TOPIC, CLUSTER = "TOPIC", "CLUSTER"
 LITERAL, PREFIXED = "LITERAL", "PREFIXED"
 WILDCARD = "*"
+CLUSTER_NAME = "kafka-cluster"
 _IMPLYING_DESCRIBE = frozenset({"READ", "WRITE", "DELETE", "ALTER"})
 
 
@@ -69,9 +71,13 @@ class AclImage:
     def allows(self, principal: str, operation: str, topic: str) -> bool:
         """Whether ``principal`` may do ``operation`` (READ, WRITE, CREATE, DELETE, ...) on
         ``topic``."""
-        if operation == CREATE and self._decides(principal, operation, CLUSTER, "kafka-cluster"):
+        if operation == CREATE and self.allows_on_cluster(principal, operation):
             return True
         return self._decides(principal, operation, TOPIC, topic)
+
+    def allows_on_cluster(self, principal: str, operation: str) -> bool:
+        """Whether ``principal`` may do ``operation`` on the cluster itself."""
+        return self._decides(principal, operation, CLUSTER, CLUSTER_NAME)
 
     def _decides(self, principal: str, operation: str, resource: str, name: str) -> bool:
         relevant = [rule for rule in self.rules

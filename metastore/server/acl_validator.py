@@ -11,12 +11,19 @@ Settings (``--ksql-property``, ksqlDB's names):
   it read, so a grant or a revocation is seen within that time; 0 reads them for every request.
 
 The node's own principal needs DESCRIBE on the cluster to read the ACLs; without it, a node that
-would check does not start. The role file (:mod:`metastore.server.roles`) may be used as well:
-a request then needs both to allow it.
+would check does not start. A read that fails later keeps the ACLs read last (and is tried again
+after the expiry); an ``on`` node whose Kafka no longer shows an authorizer refuses everything
+until it does again. ``auto`` decides once, at start. The role file (:mod:`metastore.server.
+roles`) may be used as well: a request then needs both to allow it.
+
+A connector reads and writes Kafka as the Connect worker's principal, whatever its creator may
+touch, so CREATE and DROP CONNECTOR need what lets a principal manage the cluster: ALTER on the
+cluster (or ALL).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -25,6 +32,8 @@ from dataclasses import dataclass
 from metastore.core.exceptions import MetastoreError, PropertyValueError
 from metastore.engine.access import CONNECT, Need, refuse
 from metastore.kafka.acls import AclImage
+
+log = logging.getLogger(__name__)
 
 ENABLE = "ksql.access.validator.enable"
 CACHE_EXPIRY = "ksql.authorization.cache.expiry.time.secs"
@@ -66,31 +75,49 @@ class KafkaAclValidator:
     principal (an :class:`~metastore.engine.access.AccessCheck`)."""
 
     def __init__(self, read: Callable[[], AclImage | None], expiry: float,
-                 first: AclImage | None = None,
+                 first: AclImage | None = None, mode: str = AUTO,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._read = read
         self._expiry = expiry
+        self._mode = mode
         self._clock = clock
         self._lock = threading.Lock()
         self._image = first
         self._read_at = clock() if first is not None else None
 
     def check(self, user: str, needs: Iterable[Need]) -> None:
-        """Refuse the needs the ACLs do not give ``User:<user>``; a connector's name is
-        Connect's to check (Kafka has no ACL for it)."""
+        """Refuse the needs the ACLs do not give ``User:<user>``."""
         image = self._current()
-        if image is None:
+        if image is None and self._mode != ON:
             return  # the brokers stopped authorizing: Kafka lets everyone do everything
         principal = f"User:{user}"
-        refuse([need for need in needs if need.operation != CONNECT
-                and not image.allows(principal, need.operation.upper(), need.topic)])
+        refuse([need for need in needs if image is None or not _allows(image, principal, need)])
 
     def _current(self) -> AclImage | None:
         with self._lock:
             now = self._clock()
-            if self._read_at is None or now - self._read_at >= self._expiry:
-                self._image, self._read_at = self._read(), now
-            return self._image
+            if self._read_at is not None and now - self._read_at < self._expiry:
+                return self._image
+            try:
+                image = self._read()
+            except MetastoreError:
+                if self._image is None:
+                    raise
+                log.warning("reading the cluster's ACLs failed; checking with those read "
+                            "%.0f s ago", now - (self._read_at or now), exc_info=True)
+                self._read_at = now
+                return self._image
+            if image is None and self._mode == ON:
+                log.warning("%s=on, and the Kafka cluster shows no authorizer: every "
+                            "statement that needs a topic is refused", ENABLE)
+            self._image, self._read_at = image, now
+            return image
+
+
+def _allows(image: AclImage, principal: str, need: Need) -> bool:
+    if need.operation == CONNECT:
+        return image.allows_on_cluster(principal, "ALTER")
+    return image.allows(principal, need.operation.upper(), need.topic)
 
 
 def start_validator(settings: AccessValidatorSettings,
@@ -110,7 +137,7 @@ def start_validator(settings: AccessValidatorSettings,
         if settings.mode == ON:
             raise AccessValidatorError(f"{ENABLE}=on, but the Kafka cluster runs no authorizer")
         return None
-    return KafkaAclValidator(read, settings.cache_expiry, first=image)
+    return KafkaAclValidator(read, settings.cache_expiry, first=image, mode=settings.mode)
 
 
 __all__ = ["AUTO", "CACHE_EXPIRY", "ENABLE", "OFF", "ON", "PROPERTIES", "AccessValidatorError",

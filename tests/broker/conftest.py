@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AclBinding, AdminClient
+from confluent_kafka.admin import AclBinding, AclBindingFilter, AdminClient
 
 from metastore.dev.kafka_cluster import ClusterState, LocalKafkaCluster, SaslUser, Security
 
@@ -45,6 +45,15 @@ class SecuredKafka:
         """Create ``bindings`` as the admin and wait until every one is in place."""
         admin = self.admin_client()  # referenced until every future is done
         for future in admin.create_acls(bindings, request_timeout=10).values():
+            future.result()
+
+    def delete_acls(self, bindings: list[AclBinding]) -> None:
+        """Delete ``bindings`` as the admin: a grant of one test must not outlive it on the
+        worker's shared broker."""
+        admin = self.admin_client()
+        filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal,
+                                    b.host, b.operation, b.permission_type) for b in bindings]
+        for future in admin.delete_acls(filters, request_timeout=10).values():
             future.result()
 
     @property

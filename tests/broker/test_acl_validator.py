@@ -7,6 +7,7 @@ and a grant made while the node runs is honoured."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,18 @@ def user_acl(user: str, name: str, operation: AclOperation, pattern: ResourcePat
                       AclPermissionType.ALLOW if allow else AclPermissionType.DENY)
 
 
+@pytest.fixture
+def nodes_read_acls(secured_kafka: SecuredKafka) -> Iterator[None]:
+    """DESCRIBE on the cluster for the node principal (DescribeAcls), while the test runs:
+    the worker's other tests' nodes must not have it."""
+    granted = bindings([Grant(ResourceType.BROKER, LITERAL, "kafka-cluster", (Op.DESCRIBE,))],
+                       secured_kafka.node_user.principal)
+    secured_kafka.create_acls(granted)
+    yield
+    secured_kafka.delete_acls(granted)
+
+
+@pytest.mark.usefixtures("nodes_read_acls")
 def test_each_statement_is_checked_for_its_users_principal_against_the_brokers_acls(
         secured_kafka: SecuredKafka, tmp_path: Path) -> None:
     service_id = f"acv{uuid.uuid4().hex[:8]}"
@@ -47,7 +60,6 @@ def test_each_statement_is_checked_for_its_users_principal_against_the_brokers_a
     node_acls = bindings([
         *node_grants(service_id, prefix),
         Grant(ResourceType.TOPIC, PREFIXED, prefix, (Op.READ, Op.WRITE)),
-        Grant(ResourceType.BROKER, LITERAL, "kafka-cluster", (Op.DESCRIBE,)),  # DescribeAcls
     ], node_principal)
     secured_kafka.create_acls([
         *node_acls,

@@ -54,6 +54,7 @@ def test_dev_up_secure_serves_https_over_a_sasl_ssl_kafka_with_acls(tmp_path: Pa
         assert "40301: Authorization denied to Create on topic(s): [COPY]" in refused.stderr
         untrusted = metastore("list", "streams", *server, env={**admin, "METASTORE_CA_CERT": ""})
         assert untrusted.returncode != 0, "the node's certificate is of the local CA only"
+        assert "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr, untrusted.stderr
     finally:
         down = metastore("dev", "down", env=env)
     assert down.returncode == 0 and "Stopped 1 node(s)" in down.stdout, down.stdout + down.stderr

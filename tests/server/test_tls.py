@@ -1,6 +1,7 @@
 """A node serves HTTPS from ksqlDB's ssl.* properties: HTTP/2 and HTTP/1.1 by ALPN, mutual TLS
 that refuses a client without a certificate of its CA, curl and the CLI over it, and a renewed
-certificate served to new connections without a restart; the ksql-python client over it."""
+certificate served to new connections without a restart; the ksql-python client over mutual
+TLS."""
 
 from __future__ import annotations
 
@@ -43,8 +44,7 @@ def _served_serial(url: str, context: ssl.SSLContext) -> int:
 
 
 def test_a_node_serves_https_to_clients_with_a_certificate_of_its_ca_only(
-        server_factory: Callable[..., ServerProcess], tmp_path: Path,
-        client_path: Path) -> None:  # noqa: F811 - the fixture
+        server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
     ca, rogue_ca = authority("metastore test CA"), authority("another CA")
     keystore = issue(ca, "node-1", server=True).pkcs12(tmp_path / "node.p12", PASSWORD, ca)
     ca_file = ca_pem(ca, tmp_path / "ca.pem")
@@ -90,15 +90,6 @@ def test_a_node_serves_https_to_clients_with_a_certificate_of_its_ca_only(
         env={**os.environ, **dict(zip(TLS_ENVIRONMENT, map(str, (ca_file, *client)),
                                       strict=True))})
     assert cli.returncode == 0, cli.stderr
-    python_client = run_client(client_path, f"""
-        import json
-        from ksql import KSQLAPI
-        client = KSQLAPI({node.url!r}, timeout=60, cert={tuple(map(str, client))!r})
-        [listing] = client.ksql("SHOW STREAMS;")
-        print(json.dumps({{"version": client.get_ksql_version(), "type": listing["@type"]}}))
-        """, SSL_CERT_FILE=str(ca_file))  # httpx's trust store: the node's CA only
-    served = httpx.get(f"{node.url}/info", verify=trusted, timeout=10).json()
-    assert python_client == {"version": served["KsqlServerInfo"]["version"], "type": "streams"}
 
     renewed = issue(ca, "node-1 renewed", server=True)
     first = _served_serial(node.url, trusted)
@@ -106,3 +97,38 @@ def test_a_node_serves_https_to_clients_with_a_certificate_of_its_ca_only(
     eventually(lambda: _served_serial(node.url, trusted) == renewed.certificate.serial_number,
                30, "the renewed certificate to be served to a new connection", interval=0.5)
     assert first != renewed.certificate.serial_number and node.process.poll() is None
+
+
+def test_the_ksql_python_client_speaks_mutual_tls(
+        server_factory: Callable[..., ServerProcess], tmp_path: Path,
+        client_path: Path) -> None:  # noqa: F811 - the fixture
+    ca = authority("metastore test CA")
+    keystore = issue(ca, "node-1", server=True).pkcs12(tmp_path / "node.p12", PASSWORD, ca)
+    ca_file = ca_pem(ca, tmp_path / "ca.pem")
+    client = issue(ca, "alice", server=False).pem(tmp_path, "alice")
+    properties = {"ssl.keystore.location": keystore, "ssl.keystore.password": PASSWORD,
+                  "ssl.truststore.location": ca_file, "ssl.truststore.type": "PEM",
+                  "ssl.client.authentication": "REQUIRED"}
+    node = server_factory(*(arg for name, value in properties.items()
+                            for arg in ("--ksql-property", f"{name}={value}")), wait=False)
+    node.url = node.url.replace("http://", "https://")
+    trusted = _context(ca_file, client)
+    eventually(lambda: _serves(node, trusted), 60, lambda: f"HTTPS:\n{node.output()}",
+               interval=0.2)
+    answer = run_client(client_path, f"""
+        import json
+        from ksql import KSQLAPI
+        client = KSQLAPI({node.url!r}, timeout=60, cert={tuple(map(str, client))!r})
+        [listing] = client.ksql("SHOW STREAMS;")
+        print(json.dumps({{"version": client.get_ksql_version(), "type": listing["@type"]}}))
+        """, SSL_CERT_FILE=str(ca_file))  # httpx's trust store: the node's CA only
+    served = httpx.get(f"{node.url}/info", verify=trusted, timeout=10).json()
+    assert answer == {"version": served["KsqlServerInfo"]["version"], "type": "streams"}
+
+
+def _serves(node: ServerProcess, context: ssl.SSLContext) -> bool:
+    assert node.process.poll() is None, node.output()
+    try:
+        return httpx.get(f"{node.url}/healthcheck", verify=context, timeout=2).is_success
+    except httpx.TransportError:
+        return False

@@ -182,8 +182,14 @@ def test_the_secured_variant_runs_kafka_over_sasl_ssl_with_acls_from_its_secrets
     from metastore.dev.compose_secrets import write
     from metastore.dev.secure import grants
 
-    assert write(tmp_path) and not write(tmp_path), "written once, then kept"
-    written = {path.name for path in tmp_path.iterdir()}
+    secrets, connect = tmp_path / "secrets", tmp_path / "connect-secrets"
+    secrets.mkdir()
+    assert write(secrets, connect) and not write(secrets, connect), "written once, then kept"
+    written = {path.name for path in secrets.iterdir()}
+    for directory in (secrets, connect):
+        assert directory.stat().st_mode & 0o077 == 0
+        for path in directory.iterdir():
+            assert path.stat().st_mode & 0o077 == 0 or path.name == "ca.pem", path
     text = SECURE.read_text()
     named = set(re.findall(r"/(?:etc/kafka/)?secrets/([\w.]+)", text))
     services = yaml.safe_load(text)["services"]
@@ -196,9 +202,13 @@ def test_the_secured_variant_runs_kafka_over_sasl_ssl_with_acls_from_its_secrets
     assert "java.security.auth.login.config=/secrets/kafka_jaas.conf" in kafka["KAFKA_OPTS"]
     assert "secrets:/etc/kafka/secrets:ro" in services["kafka"]["volumes"], \
         "the image reads its key store there"
-    assert (tmp_path / "acls.sh").read_text().count("kafka-acls.sh") == len(grants())
+    assert (secrets / "acls.sh").read_text().count("kafka-acls.sh") == len(grants())
     assert services["acls"]["command"] == ["bash", "/secrets/acls.sh"]
-    assert "cat /secrets/connect.properties >>" in services["connect"]["command"][2]
+    assert "cat /connect-secrets/connect.properties >>" in services["connect"]["command"][2]
+    assert {path.name for path in connect.iterdir()} == {"connect.properties", "ca.pem"}
+    assert "/connect-secrets/ca.pem" in (connect / "connect.properties").read_text()
+    assert not any("secrets:/secrets" in volume for volume in services["connect"]["volumes"]), \
+        "Connect sees its own login, not the nodes' or the users' secrets"
 
 
 def test_the_secured_nodes_serve_https_and_check_their_users_acls(tmp_path: Path) -> None:

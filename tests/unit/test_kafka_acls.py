@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from metastore.catalog.exceptions import TopicAuthorizationError
+from metastore.catalog.exceptions import ConnectorAuthorizationError, TopicAuthorizationError
 from metastore.core.exceptions import PropertyValueError
 from metastore.engine.access import CONNECT, CREATE, READ, WRITE, Need
 from metastore.kafka.acls import AclImage, AclRule
+from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.server.acl_validator import (
     AccessValidatorError,
     AccessValidatorSettings,
@@ -47,6 +48,13 @@ def rule(operation: str, name: str = "orders", *, pattern: str = "LITERAL",
     ((rule("CREATE", "kafka-cluster", resource="CLUSTER"),), "WRITE", "new", False),
     ((rule("CREATE", "ne", pattern="PREFIXED"),), "CREATE", "new", True),
     ((), "READ", "orders", False),
+    ((rule("READ"), rule("READ", principal="User:*", allow=False)), "READ", "orders", False),
+    ((rule("READ"), rule("ALL", "*", allow=False)), "READ", "orders", False),
+    ((rule("READ", "kafka-cluster", resource="CLUSTER"),), "READ", "orders", False),
+    ((rule("CREATE", "kafka-cluster"),), "CREATE", "new", False),
+    ((rule("CREATE", "kafka-cluster", resource="CLUSTER"), rule("CREATE", "new", allow=False)),
+     "CREATE", "new", True),
+    ((rule("ALTER"),), "DESCRIBE", "orders", True),
 ])
 def test_the_broker_decides_as_its_standard_authorizer(
         rules: tuple[AclRule, ...], operation: str, topic: str, allowed: bool) -> None:
@@ -64,7 +72,7 @@ def test_the_validator_refuses_what_the_acls_do_not_give_and_reads_them_again_wh
         return reads[-1]
 
     validator = KafkaAclValidator(read, expiry=30, clock=lambda: now[0])
-    validator.check("alice", [Need(READ, "orders"), Need(CONNECT, "any-connector")])
+    validator.check("alice", [Need(READ, "orders")])
     with pytest.raises(TopicAuthorizationError) as refused:
         validator.check("alice", [Need(READ, "orders"), Need(WRITE, "orders"),
                                   Need(CREATE, "orders")])
@@ -77,6 +85,46 @@ def test_the_validator_refuses_what_the_acls_do_not_give_and_reads_them_again_wh
     assert len(reads) == 2
     with pytest.raises(TopicAuthorizationError, match=r"Read on topic\(s\): \[orders\]"):
         validator.check("bob", [Need(READ, "orders")])
+
+
+def test_a_connector_needs_alter_on_the_cluster_it_acts_on_as_connect() -> None:
+    validator = KafkaAclValidator(lambda: AclImage((rule("ALL", "*"),)), expiry=30)
+    with pytest.raises(ConnectorAuthorizationError, match=r"connector\(s\): \[SINK\]"):
+        validator.check("alice", [Need(CONNECT, "SINK")])
+    cluster = rule("ALTER", "kafka-cluster", resource="CLUSTER")
+    KafkaAclValidator(lambda: AclImage((cluster,)), expiry=30).check(
+        "alice", [Need(CONNECT, "SINK")])
+
+
+def test_a_failed_read_keeps_the_last_acls_and_an_on_node_without_an_authorizer_refuses(
+        ) -> None:
+    answers: list[AclImage | Exception | None] = [
+        AclImage((rule("READ"),)), KafkaUnavailableError("down"), None]
+    now = [0.0]
+
+    def read() -> AclImage | None:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    validator = KafkaAclValidator(read, expiry=10, mode="on", clock=lambda: now[0])
+    validator.check("alice", [Need(READ, "orders")])
+    now[0] = 10.0
+    validator.check("alice", [Need(READ, "orders")])  # the read fails: the last ACLs count
+    now[0] = 15.0
+    validator.check("alice", [Need(READ, "orders")])  # backed off: no read before 20 s
+    now[0] = 20.0
+    with pytest.raises(TopicAuthorizationError):
+        validator.check("alice", [Need(READ, "orders")])
+    assert answers == []
+    with pytest.raises(KafkaUnavailableError):
+        KafkaAclValidator(_down, expiry=10).check("alice", [])
+    KafkaAclValidator(lambda: None, expiry=10, mode="auto").check("bob", [Need(WRITE, "x")])
+
+
+def _down() -> AclImage:
+    raise KafkaUnavailableError("down")
 
 
 def test_settings_take_ksqldbs_names_and_check_only_authenticated_users() -> None:
