@@ -31,7 +31,7 @@ import pytest
 from tests.support import schedule, xdist_groups
 
 pytest_plugins = ["tests.support.kafka", "tests.support.registry", "tests.support.servers",
-                  "tests.support.spark", "tests.support.connect"]
+                  "tests.support.spark", "tests.support.connect", "tests.support.browser"]
 
 ROOT = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("METASTORE_CACHE_DIR", ROOT / ".cache"))

@@ -186,6 +186,7 @@ def up(
         fail(str(error), 1)
     for node in state.nodes:
         typer.echo(f"{node.name}: {node.url}")
+    typer.echo(f"console: {state.nodes[0].url}/console/")
     if deployment is not None:
         typer.echo(f"Users admin and reader, over HTTPS; for the CLI: source "
                    f"{deployment.root / 'env.sh'}")

@@ -21,9 +21,8 @@ from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import Record
 from metastore.kafka.exceptions import KafkaClientError
 from metastore.kafka.settings import KafkaSettings
-from metastore.log.dump import read_committed
+from metastore.log.dump import history_rows, read_committed
 from metastore.log.exceptions import RewriteError
-from metastore.log.record import RecordError, decode
 from metastore.log.repair import RepairOptions, RepairPlan, RestoreOptions, Rewritten
 from metastore.log.repair import repair as repair_log
 from metastore.log.repair import restore as restore_log
@@ -56,15 +55,7 @@ def dump(bootstrap_servers: Bootstrap = None, service_id: ServiceId = "default_"
          kafka: Kafka = None, json_output: Json = False) -> None:
     """Print every committed record of the command log: when, by whom (the authenticated
     user, when the node had authentication on) and from which node it was written."""
-    records = read_log(_settings(bootstrap_servers, kafka), service_id, topic)
-    rows: list[dict[str, Any]] = []
-    for record in records:
-        try:
-            data: dict[str, Any] = decode(record.value, record.offset).to_json()
-        except RecordError as error:
-            data = {"error": error.message}
-        rows.append({"offset": record.offset, "timestamp": record.timestamp_ms,
-                     "key": record.key.decode(errors="replace") if record.key else None, **data})
+    rows = history_rows(read_log(_settings(bootstrap_servers, kafka), service_id, topic))
     if json_output:
         print_json(rows)
         return

@@ -3,7 +3,8 @@
 Standard library only, so it runs before anything is installed. It creates ``.venv`` (or
 ``$METASTORE_VENV``), installs the project with its dev extras when pyproject.toml changed (with
 uv, or pip when uv cannot be had), resolves the Kafka and Spark connector jars from Maven Central
-(once; beside pip, with this Python: ``metastore.dev.prefetch``), builds the project's JVM
+(once; beside pip, with this Python: ``metastore.dev.prefetch``), installs Debian's Chromium for
+the console's browser tests when it is missing (``metastore.dev.browser``), builds the project's JVM
 module ``jvm/`` (running its JUnit tests for ``test``) and, for the tests, builds the local Schema
 Registry, then runs:
 
@@ -85,6 +86,7 @@ def run(argv: list[str]) -> int:
     everything = job == "test" and extra != ["--quick"]  # the registry formats' tests
     started = time.monotonic()
     prefetching = start_prefetch(everything, jvm_tests=everything)
+    browser = start_browser_install() if everything else None
     try:
         venv = ensure_venv()
     except BaseException:
@@ -93,6 +95,8 @@ def run(argv: list[str]) -> int:
         raise
     if prefetching.wait() != 0:
         return max(prefetching.returncode, 1)
+    if browser is not None and browser.wait() != 0:
+        return max(browser.returncode, 1)
     bin_dir = venv / "bin"
     fetch = [str(bin_dir / "metastore"), "dev", "fetch", *(["--all"] if everything else [])]
     fetched = subprocess.run(fetch, cwd=ROOT, check=False)
@@ -124,6 +128,13 @@ def start_prefetch(optional: bool, jvm_tests: bool) -> subprocess.Popen[bytes]:
         + " beside the Python packages")
     return subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             start_new_session=True)
+
+
+def start_browser_install() -> subprocess.Popen[bytes]:
+    """Debian's Chromium for the console's browser tests, installed with apt when missing
+    (``metastore.dev.browser``, standard library only), beside pip and Maven."""
+    return subprocess.Popen([sys.executable, "-m", "metastore.dev.browser"], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 PYTEST_NO_TESTS = 5

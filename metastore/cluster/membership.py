@@ -42,6 +42,8 @@ class Heartbeat:
     (metastore.runtime.materialized.TableStores.positions)."""
     push_queries: dict[str, Any] = field(default_factory=dict)
     """The push queries the node runs, by id (metastore.runtime.push.PushQueries.listing)."""
+    image_fingerprint: str = ""
+    """The fingerprint of the catalog the node holds at its applied offset ("": not sent)."""
 
 
 class Membership:
@@ -49,7 +51,8 @@ class Membership:
                  url: str, status: Callable[[], tuple[str, int]], interval: float = 2.0,
                  queries: Callable[[], dict[str, Any]] | None = None,
                  stores: Callable[[], dict[str, Any]] | None = None,
-                 push_queries: Callable[[], dict[str, Any]] | None = None) -> None:
+                 push_queries: Callable[[], dict[str, Any]] | None = None,
+                 fingerprint: Callable[[], str] | None = None) -> None:
         self._topic = CompactedTopic(settings, admin, membership_topic_name(service_id))
         self._group = f"{service_id}-{node_id}-membership"
         self._node_id = node_id
@@ -58,6 +61,7 @@ class Membership:
         self._queries = queries
         self._stores = stores
         self._push_queries = push_queries
+        self._fingerprint = fingerprint
         self.interval = interval
         self._heartbeats: dict[str, Heartbeat] = {}
         self._stop = threading.Event()
@@ -91,7 +95,8 @@ class Membership:
                         "appliedOffset": applied, "timestampMs": int(time.time() * 1000),
                         "queries": _reported(self._queries, "queries"),
                         "stores": _reported(self._stores, "table stores"),
-                        "pushQueries": _reported(self._push_queries, "push queries")}
+                        "pushQueries": _reported(self._push_queries, "push queries"),
+                        "imageFingerprint": self._fingerprint() if self._fingerprint else ""}
                 try:
                     producer.send(self._topic.topic, self._node_id.encode(),
                                   json.dumps(beat).encode())
@@ -149,6 +154,7 @@ def _decode(value: bytes | None) -> Heartbeat | None:
         return Heartbeat(str(data["nodeId"]), str(data["url"]), str(data["state"]),
                          int(data["appliedOffset"]), int(data["timestampMs"]),
                          dict(data.get("queries") or {}), dict(data.get("stores") or {}),
-                         dict(data.get("pushQueries") or {}))
+                         dict(data.get("pushQueries") or {}),
+                         str(data.get("imageFingerprint") or ""))
     except (ValueError, KeyError, TypeError):
         return None

@@ -204,6 +204,7 @@ def _start_nodes(nodes_cluster: LocalNodeCluster, service_id: str, spark_workers
                              ca_file=None if secure is None else secure.ca)
     for node in state.nodes:
         say(f"  {node.name}: {node.url}")
+    say(f"  the console, on every node: {state.nodes[0].url}/console/")
     return tuple(state.nodes)
 
 

@@ -1,19 +1,24 @@
-"""Read the whole committed command log once (for `metastore log` and consistency checks)."""
+"""Read the committed command log once (for `metastore log`, the history a node serves, and
+consistency checks)."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from metastore.kafka.consumer import PartitionReader, Record
 from metastore.kafka.exceptions import KafkaUnavailableError
 from metastore.kafka.settings import KafkaSettings
+from metastore.log.record import RecordError, decode
 
 
 def read_committed(settings: KafkaSettings, topic: str, group_id: str,
-                   timeout: float | None = None, details: bool = False) -> list[Record]:
-    """Every committed record up to the log's current end (read_committed, markers skipped);
-    with ``details``, with their headers and times."""
-    reader = PartitionReader(settings, topic, group_id=group_id, details=details)
+                   timeout: float | None = None, details: bool = False,
+                   start: int = 0) -> list[Record]:
+    """Every committed record from ``start`` up to the log's current end (read_committed,
+    markers skipped); with ``details``, with their headers and times."""
+    reader = PartitionReader(settings, topic, start_offset=start, group_id=group_id,
+                             details=details)
     try:
         end = reader.end_offset()
         deadline = time.monotonic() + (timeout if timeout is not None else 60 + end / 10_000)
@@ -26,3 +31,18 @@ def read_committed(settings: KafkaSettings, topic: str, group_id: str,
         return records
     finally:
         reader.close()
+
+
+def history_rows(records: list[Record]) -> list[dict[str, Any]]:
+    """Who wrote what, when: each record's offset, Kafka timestamp (ms), command id and decoded
+    command (its ``statement``, ``submitter`` and ``originNode``), or the reason it cannot be
+    decoded. ``metastore log dump`` prints them; ``GET /v1/metastore/log`` serves them."""
+    rows: list[dict[str, Any]] = []
+    for record in records:
+        try:
+            data: dict[str, Any] = decode(record.value, record.offset).to_json()
+        except RecordError as error:
+            data = {"error": error.message}
+        rows.append({"offset": record.offset, "timestamp": record.timestamp_ms,
+                     "key": record.key.decode(errors="replace") if record.key else None, **data})
+    return rows

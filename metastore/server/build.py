@@ -183,7 +183,8 @@ def build(settings: ServerSettings) -> NodeServices:
                             lambda: (node.state.value, node.replica.position - 1),
                             queries=lambda: _local_queries(queries),
                             stores=stores.positions if stores is not None else None,
-                            push_queries=push.listing if push is not None else None)
+                            push_queries=push.listing if push is not None else None,
+                            fingerprint=lambda: node.replica.image.fingerprint)
     forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
                                membership.nodes, settings.forwarding,
                                verify=client_verify(settings.tls))

@@ -646,7 +646,7 @@ class Node:
             "state": self.replica.state.value,
             "degradedReason": degradation.describe() if degradation else None,
             "appliedOffset": self.replica.position - 1, "endOffset": None,
-            "imageFingerprint": image.fingerprint,
+            "imageFingerprint": image.fingerprint, "lastWriter": self.replica.last_writer,
             "sparkCatalogFingerprint": spark.fingerprint if spark else None,
             "sparkInSync": (spark.in_sync and spark.image is image)
             if spark else None,

@@ -5,10 +5,11 @@ Endpoints: ``POST /ksql``, ``POST /query``, ``POST /query-stream``, ``POST /clos
 (the streamed answers: :mod:`metastore.server.http.streaming`), ``POST /inserts-stream``
 (:mod:`metastore.server.http.inserts_stream`), ``GET /info``, ``GET /healthcheck``,
 ``GET /clusterStatus``, ``GET /status[/{type}/{entity}/{action}]``, ``GET /v1/metastore``,
-``GET /metrics``. Errors use ksqlDB's entities (``statement_error`` / ``generic_error``) and
-codes; no input a client can send produces an unhandled 5xx, and an unexpected failure answers a
-generic message with an incident id, never the exception's text (the log has it). What one
-client may cost (body size and time, JSON nesting, failed logins) is bounded by
+``GET /v1/metastore/log``, ``GET /metrics``, and the web console, ``GET /console/``. Errors use
+ksqlDB's entities (``statement_error`` / ``generic_error``) and codes; no input a client can
+send produces an unhandled 5xx, and an unexpected failure answers a generic message with an
+incident id, never the exception's text (the log has it). What one client may cost (body size
+and time, JSON nesting, failed logins) is bounded by
 :class:`~metastore.server.http.http_limits.HttpLimits`.
 """
 
@@ -28,6 +29,7 @@ from metastore.server.http.http_limits import HttpLimits
 from metastore.server.http.metrics import NodeMetrics
 from metastore.server.http.request_gate import Guard, RequestGate
 from metastore.server.http.routes import (
+    console,
     inserts,
     metrics,
     queries,
@@ -38,7 +40,7 @@ from metastore.server.http.routes import (
 )
 from metastore.server.node import Node
 
-ROUTES = (statements, queries, inserts, status, metrics, server, websocket)
+ROUTES = (statements, queries, inserts, status, metrics, server, websocket, console)
 
 
 def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",

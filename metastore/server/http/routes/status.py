@@ -1,7 +1,8 @@
 """ksqlDB's status endpoints: ``GET /info``, ``/healthcheck`` (Kafka, the command topic, the
 command runner and this node's Spark), ``/clusterStatus`` (every node the log or the membership
-knows), ``/status[/{type}/{entity}/{action}]`` (commands applied); and ``GET /v1/metastore``,
-this node's log position and fingerprints."""
+knows), ``/status[/{type}/{entity}/{action}]`` (commands applied); ``GET /v1/metastore``,
+this node's log position and fingerprints; and ``GET /v1/metastore/log?limit=N``, the last N
+records of the command log with who wrote them and when (``metastore log dump``'s rows)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ from fastapi.responses import Response
 from metastore import __version__
 from metastore.cluster.health import PROBE_TIMEOUT_SECONDS, HealthProbe, KafkaHealth
 from metastore.kafka.admin import Admin
+from metastore.log.dump import history_rows, read_committed
 from metastore.log.reader import NodeState
 from metastore.runtime import query_placement
 from metastore.server.http import error_codes as codes
 from metastore.server.http.answers import KsqlResponse, error_response
 from metastore.server.http.concurrency import Lane
 from metastore.server.http.context import ServerContext
+
+MAX_HISTORY = 1000
+"""The most command log records one history request reads."""
 
 
 def router(context: ServerContext) -> APIRouter:
@@ -75,15 +80,28 @@ def router(context: ServerContext) -> APIRouter:
         body["endOffset"] = node.end_offset()
         return KsqlResponse(body)
 
+    @api.get("/v1/metastore/log")
+    @threads.endpoint(Lane.QUERIES)
+    def command_log(limit: str = "100") -> Response:
+        if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= MAX_HISTORY):
+            return error_response(codes.BAD_REQUEST,
+                                  f"limit: expected a number from 1 to {MAX_HISTORY}")
+        end = node.replica.position
+        records = read_committed(node.settings, node.config.topic, details=True,
+                                 group_id=f"{node.config.service_id}-{node.config.node_id}-log",
+                                 start=max(0, end - int(limit)), timeout=10)
+        rows = history_rows([record for record in records if record.offset < end])
+        return KsqlResponse({"endOffset": end, "records": rows[-int(limit):]})
+
     return api
 
 
 def _host(node_id: str, alive: bool, updated_ms: int, state: str,
           applied: int | None, queries: Mapping[str, Any] | None = None,
-          stores: Mapping[str, Any] | None = None) -> dict[str, Any]:
+          stores: Mapping[str, Any] | None = None, fingerprint: str = "") -> dict[str, Any]:
     running = query_placement.running(queries or {}) if alive else {}
     return {"hostAlive": alive, "lastStatusUpdateMs": updated_ms, "nodeId": node_id,
-            "state": state, "appliedOffset": applied,
+            "state": state, "appliedOffset": applied, "imageFingerprint": fingerprint or None,
             "activeStandbyPerQuery": query_placement.active_standby(running),
             "hostStoreLags": query_placement.store_lags(
                 running, (stores or {}) if alive else {}, updated_ms if alive else 0)}
@@ -100,7 +118,7 @@ def _hosts(context: ServerContext) -> dict[str, Any]:
         seen.add(beat.node_id)
         hosts[beat.url or beat.node_id] = _host(beat.node_id, alive, beat.timestamp_ms,
                                                 beat.state, beat.applied_offset, beat.queries,
-                                                beat.stores)
+                                                beat.stores, beat.image_fingerprint)
     for node_id in sorted(node.replica.origin_nodes):
         if node_id not in seen:
             hosts[node_id] = _host(node_id, False, 0, "UNKNOWN", None)
@@ -109,7 +127,8 @@ def _hosts(context: ServerContext) -> dict[str, Any]:
         hosts[context.url or node.config.node_id] = _host(
             node.config.node_id, True, int(time.time() * 1000), node.state.value,
             node.replica.position - 1, {qid: state.to_json() for qid, state in own.items()},
-            context.table_stores.positions() if context.table_stores is not None else {})
+            context.table_stores.positions() if context.table_stores is not None else {},
+            node.replica.image.fingerprint)
     return hosts
 
 
