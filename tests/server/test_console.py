@@ -70,6 +70,12 @@ def test_three_nodes_agree_and_the_editor_grows_the_lineage(
     expect(page.locator("#highlight .line").nth(2)).to_have_class("line error-line")
     screenshot(page, "editor")
 
+    last = httpx.get(f"{nodes[1].url}/v1/metastore/log?limit=1", auth=login, timeout=30).json()
+    assert [(r["submitter"], r["statement"][:25]) for r in last["records"]] == [
+        ("admin", "CREATE STREAM LONG_CLICKS")], "the history of any node, the last record"
+    for bad in ("0", "1001", "x"):
+        refused = httpx.get(f"{nodes[1].url}/v1/metastore/log?limit={bad}", auth=login, timeout=30)
+        assert (refused.status_code, refused.json()["error_code"]) == (400, 40000)
     page.click("nav button[data-view=history]")
     expect(page.locator("#timeline li").first).to_contain_text("CREATE STREAM LONG_CLICKS")
     expect(page.locator("#timeline li").first).to_contain_text("admin")

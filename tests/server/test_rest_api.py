@@ -261,7 +261,8 @@ def test_info_health_status_cluster_and_metrics(server: ServerProcess) -> None:
     assert set(status) == {"serviceId", "nodeId", "state", "degradedReason", "appliedOffset",
                            "endOffset", "imageFingerprint", "sparkCatalogFingerprint",
                            "sparkInSync", "sparkReason", "sparkCatalogCalls",
-                           "sparkApplication", "startup"}
+                           "sparkApplication", "startup", "lastWriter"}
+    assert status["lastWriter"] == server.node_id, "this node wrote the statement"
     assert status["state"] == "READY" and status["appliedOffset"] + 1 >= status["endOffset"]
     assert status["startup"]["readySeconds"] > 0 and status["startup"]["resumedFrom"] is None
     assert status["startup"]["checkpoints"]["lastError"] is None

@@ -87,9 +87,10 @@ def router(context: ServerContext) -> APIRouter:
             return error_response(codes.BAD_REQUEST,
                                   f"limit: expected a number from 1 to {MAX_HISTORY}")
         end = node.replica.position
+        window = 2 * int(limit)  # a transaction's marker takes an offset after its records
         records = read_committed(node.settings, node.config.topic, details=True,
                                  group_id=f"{node.config.service_id}-{node.config.node_id}-log",
-                                 start=max(0, end - int(limit)), timeout=10)
+                                 start=max(0, end - window), timeout=10)
         rows = history_rows([record for record in records if record.offset < end])
         return KsqlResponse({"endOffset": end, "records": rows[-int(limit):]})
 
