@@ -1,23 +1,41 @@
-// Lineage: topics -> streams and tables -> persistent queries -> their sinks -> the sinks'
-// topics, from the same
+// Lineage: source connectors -> topics -> streams and tables -> persistent queries -> their
+// sinks -> the sinks' topics -> sink connectors, from the same
 // statements the CLI runs (LIST STREAMS EXTENDED, LIST TABLES EXTENDED), laid out in columns by
 // the longest path from a topic. A box shows its DESCRIBE when clicked; a query is colored by
 // its state and shows what it read.
 import { element, ksql } from "./api.js";
 
 const SVG = "http://www.w3.org/2000/svg";
+const CONNECTORS_EVERY_MS = 10_000, MOST_CONNECTORS = 20;
+let connectors = { at: 0, listed: [] };
 const WIDTH = 170, HEIGHT = 44, COLUMN = 215, ROW = 64;
 let selected = null;
 
 export async function showLineage() {
   const answer = await ksql("LIST STREAMS EXTENDED; LIST TABLES EXTENDED;");
   const sources = answer.flatMap((entity) => entity.sourceDescriptions || []);
-  const { nodes, edges } = graphOf(sources);
+  const { nodes, edges } = graphOf(sources, await connectorsOf());
   draw(nodes, edges);
   if (selected && nodes.has(selected)) describe(nodes.get(selected));
 }
 
-function graphOf(sources) {
+// The connectors, with the topics each uses (SHOW CONNECTORS, DESCRIBE CONNECTOR), read again
+// every ten seconds; none when the node has no Connect cluster.
+async function connectorsOf() {
+  if (Date.now() - connectors.at < CONNECTORS_EVERY_MS) return connectors.listed;
+  let listed = [];
+  try {
+    const [list] = await ksql("SHOW CONNECTORS;");
+    listed = await Promise.all((list.connectors || []).slice(0, MOST_CONNECTORS).map(
+      (connector) => ksql(`DESCRIBE CONNECTOR \`${connector.name.replace(/`/g, "``")}\`;`)
+        .then(([described]) => ({ ...connector, topics: described.topics || [] }))
+        .catch(() => ({ ...connector, topics: [] }))));
+  } catch { /* no Connect cluster here */ }
+  connectors = { at: Date.now(), listed };
+  return listed;
+}
+
+function graphOf(sources, connected) {
   const nodes = new Map();
   const edges = [];
   const add = (id, kind, label, detail) => {
@@ -40,6 +58,14 @@ function graphOf(sources) {
     for (const query of source.writeQueries || []) {
       add(`query:${query.id}`, "query", query.id, query);
       edges.push([`query:${query.id}`, `source:${source.name}`]);
+    }
+  }
+  for (const connector of connected) {
+    add(`connector:${connector.name}`, "connector", connector.name, connector);
+    for (const topic of connector.topics) {
+      add(`topic:${topic}`, "topic", topic, { topic });
+      edges.push(connector.type === "source" ? [`connector:${connector.name}`, `topic:${topic}`]
+        : [`topic:${topic}`, `connector:${connector.name}`]);
     }
   }
   const unique = [...new Map(edges.map((edge) => [edge.join(">"), edge])).values()];
@@ -131,6 +157,9 @@ function describe(node) {
   const parts = [element("h3", { text: `${node.kind.toUpperCase()} ${node.label}` })];
   if (node.kind === "topic") {
     parts.push(element("p", { text: `${detail.partitions || "?"} partition(s)` }));
+  } else if (node.kind === "connector") {
+    parts.push(element("p", { text: `${detail.type} connector ${detail.className || ""}: `
+      + `${detail.state || ""}` }), element("p", { text: `Topics: ${detail.topics.join(", ")}` }));
   } else if (node.kind === "query") {
     parts.push(element("p", { text: `State: ${detail.state}; on ${detail.ownerNode || "no node"}` }),
       element("pre", { text: detail.queryString || "" }));
