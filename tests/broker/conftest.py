@@ -2,8 +2,8 @@
 StandardAuthorizer, nothing allowed without an ACL.
 
 The launcher's secured mode (``metastore.dev.kafka_cluster.Security``) gives an admin super user
-and a node user with no rights; tests grant the node user ACLs as the admin. One such broker
-serves every test of a pytest worker that asks for it; each test names its own resources.
+and a node user with no rights; tests grant the node user ACLs as the admin. Each test module
+has its broker; each test names its own resources.
 """
 
 from __future__ import annotations
@@ -90,9 +90,10 @@ def _stamped(line: str, since: datetime) -> bool:
         return True
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredKafka]:
-    """A 1-broker SASL_SSL cluster for the worker's session, stopped afterwards."""
+    """A 1-broker SASL_SSL cluster for one test module, stopped afterwards (an idle broker JVM
+    for the rest of the run would cost every other test)."""
     root = tmp_path_factory.mktemp("secured-kafka")
     security = Security.generate(admin="admin", node="metastore-node", tls=root / "tls")
     cluster = LocalKafkaCluster(root, security=security)
