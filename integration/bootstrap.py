@@ -96,7 +96,7 @@ def run(argv: list[str]) -> int:
     if prefetching.wait() != 0:
         return max(prefetching.returncode, 1)
     if browser is not None and browser.wait() != 0:
-        return max(browser.returncode, 1)
+        say("Chromium is missing: the console's browser tests will fail, the others run")
     bin_dir = venv / "bin"
     fetch = [str(bin_dir / "metastore"), "dev", "fetch", *(["--all"] if everything else [])]
     fetched = subprocess.run(fetch, cwd=ROOT, check=False)

@@ -16,7 +16,8 @@ from playwright.sync_api import expect
 from tests.queries.test_query_nodes import ksql
 from tests.support.browser import screenshot
 from tests.support.kafka import unique
-from tests.support.servers import ServerProcess, wait_until_serving
+from tests.support.servers import ServerProcess, gauge, wait_until_serving
+from tests.support.waiting import eventually
 
 TIMEOUT_MS = 60_000
 
@@ -32,8 +33,14 @@ def test_three_nodes_agree_and_the_editor_grows_the_lineage(
         wait_until_serving(node)
     assert httpx.get(f"{nodes[0].url}/console/", timeout=10).status_code == 401
     login = ("admin", "secret")
-    assert httpx.get(f"{nodes[0].url}/console/..%2Fconsole.py", auth=login,
+    assert httpx.get(f"{nodes[0].url}/console/console.py", auth=login,
                      timeout=10).status_code == 404, "only the shipped assets are served"
+    assert httpx.get(f"{nodes[0].url}/v1/metastore/log", timeout=10).status_code == 401
+    for forged in ({"Origin": "http://elsewhere.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        refused = httpx.post(f"{nodes[0].url}/ksql", auth=login, headers=forged, timeout=10,
+                             json={"ksql": "CREATE TYPE FORGED AS INT;"})
+        assert (refused.status_code, refused.json()["error_code"]) == (403, 40300), \
+            "a page of another site cannot post as the console's user"
     context = browser.new_context(viewport={"width": 1280, "height": 800},
                                   http_credentials={"username": "admin", "password": "secret"})
     page = context.new_page()
@@ -64,10 +71,13 @@ def test_three_nodes_agree_and_the_editor_grows_the_lineage(
     screenshot(page, "lineage")
 
     page.click("nav button[data-view=editor]")
-    run(page, "SHOW STREAMS;\n\nCREATE STREAM BROKEN (ID INT KEY) WITH (KAFKA_TOPIC='b' "
-              "VALUE_FORMAT='JSON');")
+    run(page, "SET 'ksql.streams.num.stream.threads' = '1';\nSHOW STREAMS;\n\nCREATE STREAM "
+              "BROKEN (ID INT KEY) WITH (KAFKA_TOPIC='b' VALUE_FORMAT='JSON');")
+    expect(page.get_by_test_id("error")).to_contain_text("Line 4, column 57 (40001)")
+    expect(page.locator("#highlight .line").nth(3)).to_have_class("line error-line")
+    run(page, "DEFINE t = 'b';\nSHOW STREAMS;\nCREATE STREAM BROKEN (ID INT KEY) WITH "
+              "(KAFKA_TOPIC='${t}' VALUE_FORMAT='JSON');")  # substituted: placed per statement
     expect(page.get_by_test_id("error")).to_contain_text("Line 3, column")
-    expect(page.locator("#highlight .line").nth(2)).to_have_class("line error-line")
     screenshot(page, "editor")
 
     last = httpx.get(f"{nodes[1].url}/v1/metastore/log?limit=1", auth=login, timeout=30).json()
@@ -107,6 +117,8 @@ def test_a_push_query_streams_rows_into_the_editor_until_stopped(
     page.get_by_test_id("stop").click()
     expect(page.get_by_test_id("results")).to_contain_text("Stopped after 1 row(s)")
     expect(page.get_by_test_id("stop")).to_be_disabled()
+    eventually(lambda: gauge(spark_node, "metastore_push_queries") == 0, 30,
+               "Stop to close the push query on the node", interval=0.5)
     page.close()
 
 

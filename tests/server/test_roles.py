@@ -79,6 +79,11 @@ read = ["*"]
                                   timeout=30)
         assert (refused_read.status_code, refused_read.json()["error_code"]) == (403, 40301)
         assert f"Read on topic(s): [{prefix}.orders]" in refused_read.json()["message"]
+    history = f"{node.url}/v1/metastore/log"
+    refused_history = httpx.get(history, auth=("stranger", "s"), timeout=30)
+    assert (refused_history.status_code, refused_history.json()["error_code"]) == (403, 40301)
+    assert httpx.get(history, auth=("analyst", "a"), timeout=30).status_code == 200, \
+        "Read on every topic reads the command log's history"
     allowed = httpx.post(f"{node.url}/query-stream", json={"sql": select},
                          auth=("analyst", "a"), timeout=30)
     assert allowed.json()["error_code"] != 40301, "read, then refused for want of Spark"

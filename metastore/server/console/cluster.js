@@ -14,14 +14,17 @@ export async function showCluster() {
       element("td", { text: host.hostAlive ? "yes" : "no" }),
       element("td", { text: host.state, class: `state ${host.state}` }),
       element("td", { text: host.appliedOffset ?? "" }),
-      element("td", { text: fingerprint.slice(0, 16), title: fingerprint, class: "mono" }),
+      element("td", { text: fingerprint ? fingerprint.slice(0, 16) : "unknown (an older node)",
+        title: fingerprint, class: "mono" }),
       element("td", { text: host.nodeId === self.lastWriter ? "writer" : "" }));
   });
   document.getElementById("nodes").replaceChildren(...rows);
-  const live = hosts.filter((host) => host.hostAlive && host.state === "READY");
+  // Nodes of an older release send no fingerprint: they are left out of the agreement.
+  const live = hosts.filter((host) => host.hostAlive && host.state === "READY"
+    && host.imageFingerprint);
   const views = new Set(live.map((host) => `${host.appliedOffset}/${host.imageFingerprint}`));
   const agreement = document.getElementById("agreement");
-  const agree = live.length > 0 && views.size === 1 && live.every((h) => h.imageFingerprint);
+  const agree = live.length > 0 && views.size === 1;
   agreement.textContent = agree
     ? `${live.length} of ${hosts.length} nodes agree: offset ${live[0].appliedOffset}, `
       + `catalog ${String(live[0].imageFingerprint).slice(0, 16)}`

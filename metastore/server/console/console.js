@@ -12,15 +12,24 @@ export function problem(message) {
   document.getElementById("problem").textContent = message || "";
 }
 
+let refreshing = null;
+
 async function refresh() {
   const show = refreshers[current];
   if (!show) return;
-  try {
-    await show();
-    problem("");
-  } catch (error) {
-    problem(`${current}: ${error.message}`);
-  }
+  if (refreshing) { await refreshing; return; }
+  const view = current;
+  refreshing = (async () => {
+    try {
+      await show();
+      problem("");
+    } catch (error) {
+      problem(`${view}: ${error.message}`);
+    } finally {
+      refreshing = null;
+    }
+  })();
+  await refreshing;
 }
 
 function select(view) {
@@ -49,7 +58,13 @@ async function start() {
   }
   const wanted = (location.hash || "").slice(1);
   select(["cluster", "lineage", "editor", "history"].includes(wanted) ? wanted : "cluster");
-  setInterval(() => { if (current === "cluster" || current === "lineage") refresh(); }, 2000);
+  poll();
+}
+
+// One refresh at a time, two seconds after the last one ended; none while the page is hidden.
+async function poll() {
+  if (!document.hidden && (current === "cluster" || current === "lineage")) await refresh();
+  setTimeout(poll, 2000);
 }
 
 start();

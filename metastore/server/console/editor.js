@@ -12,7 +12,10 @@ const KEYWORDS = new Set(("SELECT FROM WHERE GROUP BY HAVING EMIT CHANGES FINAL 
   + "ELSE END LIMIT SET UNSET DEFINE UNDEFINE PRINT CAST STRUCT ARRAY MAP INT INTEGER BIGINT "
   + "DOUBLE STRING VARCHAR BOOLEAN DECIMAL TIMESTAMP TYPE SOURCE SINK CONNECTOR STREAMS TABLES "
   + "QUERIES TOPICS PAUSE RESUME ALTER ADD COLUMN IF EXISTS").split(" "));
-const TOKENS = /('(?:[^']|'')*'|"(?:[^"])*"|--[^\n]*|\/\*[\s\S]*?\*\/|[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|\s+|.)/g;
+// Quoted strings and names, and comments, run to the end of the text when left open, so that a
+// ';' inside them never ends a statement.
+const TOKENS = /('(?:[^']|'')*(?:'|$)|"[^"]*(?:"|$)|`[^`]*(?:`|$)|--[^\n]*|\/\*[\s\S]*?(?:\*\/|$)|[A-Za-z_][A-Za-z0-9_]*|\d+(?:\.\d+)?|\s+|.)/g;
+const COMMENTS = /--[^\n]*|\/\*[\s\S]*?(?:\*\/|$)/g;
 
 const tabs = [{ name: "Tab 1", text: "", properties: {}, variables: {} }];
 let active = 0;
@@ -72,34 +75,40 @@ function paint(errorLine = null) {
 
 function span(part, token) {
   let kind = "";
-  if (token.startsWith("'")) kind = "string";
+  if (token.startsWith("'") || token.startsWith("`")) kind = "string";
   else if (token.startsWith("--") || token.startsWith("/*")) kind = "comment";
   else if (/^\d/.test(token)) kind = "number";
   else if (KEYWORDS.has(token.toUpperCase())) kind = "keyword";
   return kind ? element("span", { class: kind, text: part }) : part;
 }
 
-// The editor's statements, each with where it starts, split at ';' outside quotes and comments.
+// The editor's statements, each with where it starts (past the blanks before it), split at ';'
+// outside quotes and comments.
 function statementsOf(text) {
   const found = [];
+  const keep = (from, to) => {
+    const piece = text.slice(from, to);
+    const lead = piece.length - piece.trimStart().length;
+    if (piece.trim() && piece.trim() !== ";") found.push({ start: from + lead, text: piece.slice(lead) });
+  };
   let start = 0;
   let offset = 0;
   for (const token of text.match(TOKENS) || []) {
     offset += token.length;
-    if (token === ";") {
-      if (text.slice(start, offset).trim() !== ";") found.push({ start, text: text.slice(start, offset) });
-      start = offset;
-    }
+    if (token === ";") { keep(start, offset); start = offset; }
   }
-  if (text.slice(start).trim() && !/^\s*(--[^\n]*\s*)*$/.test(text.slice(start))) {
-    found.push({ start, text: text.slice(start) });
-  }
+  if (withoutComments(text.slice(start)).trim()) keep(start, text.length);
   return found;
 }
 
 function kindOf(statement) {
-  const words = statement.replace(/--[^\n]*|\/\*[\s\S]*?\*\//g, " ").trim().split(/\s+/);
+  const words = withoutComments(statement).trim().split(/\s+/);
   return (words[0] || "").toUpperCase();
+}
+
+function withoutComments(statement) {
+  return (statement.match(TOKENS) || []).map((token) => (
+    token.startsWith("--") || token.startsWith("/*") ? " " : token)).join("");
 }
 
 async function run() {
@@ -118,11 +127,22 @@ async function run() {
   };
   for (const statement of statementsOf(text)) {
     const kind = kindOf(statement.text);
-    const local = session(kind, statement.text, tab);
-    if (local !== null || kind === "SELECT") {
+    let local;
+    try {
+      local = session(kind, statement.text, tab);
+    } catch (error) {
+      if (await flush()) showError(error, text, statement.start);
+      return;
+    }
+    // with variables, the node places an error in the statement it substituted: one a request
+    const alone = Object.keys(tab.variables).length > 0;
+    if (local !== null || kind === "SELECT" || alone) {
       if (!(await flush())) return;
       if (local !== null) { results.append(element("p", { class: "ok", text: local })); continue; }
-      if (!(await select(text, statement, tab, results))) return;
+      if (kind === "SELECT") {
+        if (!(await select(text, statement, tab, results))) return;
+      } else if (!(await sendBatch(text, statement.start,
+        statement.start + statement.text.length, tab, results))) return;
       continue;
     }
     if (!batch) batch = { start: statement.start, end: statement.start + statement.text.length };
@@ -132,23 +152,29 @@ async function run() {
   onChange();
 }
 
-// SET / UNSET / DEFINE / UNDEFINE, kept in the tab as ksqlDB's CLI keeps them; null otherwise.
+const QUOTED = "'((?:[^']|'')*)'";
+const SESSION = {
+  SET: new RegExp(`^SET\\s+${QUOTED}\\s*=\\s*${QUOTED}\\s*;?$`, "is"),
+  UNSET: new RegExp(`^UNSET\\s+${QUOTED}\\s*;?$`, "is"),
+  DEFINE: new RegExp(`^DEFINE\\s+([A-Za-z_][A-Za-z0-9_]*)\\s*=\\s*${QUOTED}\\s*;?$`, "is"),
+  UNDEFINE: /^UNDEFINE\s+([A-Za-z_][A-Za-z0-9_]*)\s*;?$/is,
+};
+
+// SET / UNSET / DEFINE / UNDEFINE, kept in the tab as ksqlDB's CLI keeps them: the message of
+// what was done; null for any other statement. A malformed one throws.
 function session(kind, text, tab) {
-  const quoted = /'((?:[^']|'')*)'/g;
-  const values = [...text.matchAll(quoted)].map((m) => m[1].replace(/''/g, "'"));
-  let done = null;
-  if (kind === "SET" && values.length >= 2) {
-    tab.properties[values[0]] = values[1]; done = `Property ${values[0]} set to ${values[1]}`;
-  } else if (kind === "UNSET" && values.length >= 1) {
-    delete tab.properties[values[0]]; done = `Property ${values[0]} unset`;
-  } else if (kind === "DEFINE") {
-    const name = text.trim().split(/\s+/)[1].replace(/=.*$/, "");
-    tab.variables[name] = values[0] ?? ""; done = `Variable ${name} defined`;
-  } else if (kind === "UNDEFINE") {
-    const name = text.trim().split(/\s+/)[1].replace(/;$/, "");
-    delete tab.variables[name]; done = `Variable ${name} undefined`;
-  }
-  if (done !== null) drawTabs();
+  const pattern = SESSION[kind];
+  if (!pattern) return null;
+  const found = pattern.exec(withoutComments(text).trim());
+  if (!found) throw new Error(`${kind}: expected ${{ SET: "SET 'name' = 'value';",
+    UNSET: "UNSET 'name';", DEFINE: "DEFINE name = 'value';", UNDEFINE: "UNDEFINE name;" }[kind]}`);
+  const [, first, second] = found.map((part) => (part ?? "").replace(/''/g, "'"));
+  let done;
+  if (kind === "SET") { tab.properties[first] = second; done = `Property ${first} set to ${second}`; }
+  if (kind === "UNSET") { delete tab.properties[first]; done = `Property ${first} unset`; }
+  if (kind === "DEFINE") { tab.variables[first] = second; done = `Variable ${first} defined`; }
+  if (kind === "UNDEFINE") { delete tab.variables[first]; done = `Variable ${first} undefined`; }
+  drawTabs();
   return done;
 }
 
@@ -239,7 +265,7 @@ function showError(error, text, start) {
   const baseColumn = start - before.lastIndexOf("\n");
   let line = baseLine;
   let column = baseColumn;
-  const at = /line (\d+):(\d+)/.exec(message);
+  const at = /line (\d+):(\d+)/.exec(message) || /Line: (\d+), Col: (\d+)/.exec(message);
   if (at) {
     const relative = Number(at[1]);
     line = baseLine + relative - 1;

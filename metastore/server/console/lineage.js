@@ -23,6 +23,7 @@ export async function showLineage() {
 // every ten seconds; none when the node has no Connect cluster.
 async function connectorsOf() {
   if (Date.now() - connectors.at < CONNECTORS_EVERY_MS) return connectors.listed;
+  connectors.at = Date.now();  // one reading at a time, however slow Connect is
   let listed = [];
   try {
     const [list] = await ksql("SHOW CONNECTORS;");

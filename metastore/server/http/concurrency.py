@@ -49,7 +49,8 @@ class Lane(StrEnum):
 
 
 _LANES = {"/ksql": Lane.STATEMENTS, "/inserts-stream": Lane.INSERTS,
-          "/query": Lane.QUERIES, "/query-stream": Lane.QUERIES, "/close-query": Lane.QUERIES}
+          "/query": Lane.QUERIES, "/query-stream": Lane.QUERIES, "/close-query": Lane.QUERIES,
+          "/v1/metastore/log": Lane.QUERIES}
 
 
 def lane_of(path: str) -> Lane:

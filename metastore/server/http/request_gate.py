@@ -34,6 +34,7 @@ INTERACTIVE_PATHS = frozenset({"/ksql", "/ksql/terminate", "/query", "/query-str
                                "/close-query", "/inserts-stream", "/ws/query"})
 """What a node in headless mode does not serve: statements and queries (its health, status
 and metrics stay)."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 INSERTS_STREAM_PATH = "/inserts-stream"
 """Its body is not bounded as a whole: it streams rows, each bounded on its own."""
 
@@ -54,8 +55,23 @@ class RequestGate:
 
     def refuse(self, request: Request) -> KsqlResponse | None:
         """The answer refusing ``request`` before its body is read, or None."""
-        return self.authenticate(request) or self.refuse_interactive(request) \
-            or self.check_length(request)
+        return self.refuse_cross_site(request) or self.authenticate(request) \
+            or self.refuse_interactive(request) or self.check_length(request)
+
+    def refuse_cross_site(self, request: HTTPConnection) -> KsqlResponse | None:
+        """Refuse a state-changing request a browser sends on behalf of another site (a form
+        posting to /ksql while the browser holds the console's credentials): browsers say so in
+        ``Sec-Fetch-Site`` or an ``Origin`` not this node's; other clients send neither."""
+        if request.scope.get("method") in SAFE_METHODS:
+            return None
+        site = request.headers.get("sec-fetch-site")
+        origin = request.headers.get("origin")
+        host = request.headers.get("host", "")
+        foreign_origin = origin is not None and origin.split("://", 1)[-1] != host
+        if site in {"cross-site", "same-site"} or foreign_origin:
+            return generic_error(403, codes.FORBIDDEN, "Cross-site requests are refused: this "
+                                 "node's API answers its own pages and non-browser clients")
+        return None
 
     def refuse_interactive(self, request: HTTPConnection) -> KsqlResponse | None:
         """A statement or query sent to a node in headless mode: refused, as the node runs

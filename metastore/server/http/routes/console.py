@@ -47,5 +47,7 @@ def _asset(name: str) -> Response:
     path = SERVED.get(name)
     if path is None:
         return error_response(codes.NOT_FOUND, f"The console has no file {name!r}")
-    return FileResponse(path, media_type=TYPES[path.suffix],
-                        headers={"Cache-Control": "no-cache", "X-Console-Version": __version__})
+    return FileResponse(path, media_type=TYPES[path.suffix], headers={
+        "Cache-Control": "no-cache", "X-Console-Version": __version__,
+        "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'"})

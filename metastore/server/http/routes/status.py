@@ -10,22 +10,25 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from metastore import __version__
 from metastore.cluster.health import PROBE_TIMEOUT_SECONDS, HealthProbe, KafkaHealth
+from metastore.core.exceptions import MetastoreError
+from metastore.engine.access import READ, Need
 from metastore.kafka.admin import Admin
 from metastore.log.dump import history_rows, read_committed
 from metastore.log.reader import NodeState
 from metastore.runtime import query_placement
 from metastore.server.http import error_codes as codes
-from metastore.server.http.answers import KsqlResponse, error_response
+from metastore.server.http.answers import KsqlResponse, error_response, failure
 from metastore.server.http.concurrency import Lane
 from metastore.server.http.context import ServerContext
 
 MAX_HISTORY = 1000
-"""The most command log records one history request reads."""
+"""The most command log records one history request answers (it reads twice as many offsets,
+each record's statement and who wrote it, not its plan: well under a few MB)."""
 
 
 def router(context: ServerContext) -> APIRouter:
@@ -82,16 +85,21 @@ def router(context: ServerContext) -> APIRouter:
 
     @api.get("/v1/metastore/log")
     @threads.endpoint(Lane.QUERIES)
-    def command_log(limit: str = "100") -> Response:
+    def command_log(request: Request, limit: str = "100") -> Response:
         if not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= MAX_HISTORY):
             return error_response(codes.BAD_REQUEST,
                                   f"limit: expected a number from 1 to {MAX_HISTORY}")
-        end = node.replica.position
+        end = node.replica.position  # what this node applied: bounded, whatever Kafka holds
         window = 2 * int(limit)  # a transaction's marker takes an offset after its records
-        records = read_committed(node.settings, node.config.topic, details=True,
-                                 group_id=f"{node.config.service_id}-{node.config.node_id}-log",
-                                 start=max(0, end - window), timeout=10)
-        rows = history_rows([record for record in records if record.offset < end])
+        try:
+            node.authorize([Need(READ, node.config.topic)], context.gate.user_of(request))
+            records = read_committed(
+                node.settings, node.config.topic, details=True, start=max(0, end - window),
+                group_id=f"{node.config.service_id}-{node.config.node_id}-log", until=end,
+                timeout=10)
+        except MetastoreError as error:
+            return failure(error, "")
+        rows = history_rows(records, brief=True)
         return KsqlResponse({"endOffset": end, "records": rows[-int(limit):]})
 
     return api
