@@ -5,8 +5,8 @@ decides as the broker's StandardAuthorizer would).
 
 Settings (``--ksql-property``, ksqlDB's names):
 - ``ksql.access.validator.enable``: ``auto`` (the default) checks when the node authenticates
-  its users (``--auth-file``) and its Kafka runs an authorizer; ``on`` refuses to start unless
-  both hold; ``off`` never checks.
+  its users (``--auth-file``, or client certificates) and its Kafka runs an authorizer; ``on``
+  refuses to start unless both hold; ``off`` never checks.
 - ``ksql.authorization.cache.expiry.time.secs`` (default 30): how long the node keeps the ACLs
   it read, so a grant or a revocation is seen within that time; 0 reads them for every request.
 
@@ -60,7 +60,8 @@ class AccessValidatorSettings:
             raise PropertyValueError(ENABLE, "expected on, off or auto")
         if mode == ON and not users_authenticated:
             raise PropertyValueError(ENABLE, "on checks each user's ACLs, so it needs "
-                                             "--auth-file (the users requests come from)")
+                                             "--auth-file or client certificates (the users "
+                                             "requests come from)")
         try:
             expiry = float(properties.get(CACHE_EXPIRY, "30"))
         except ValueError:

@@ -18,7 +18,7 @@ import signal
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -33,6 +33,8 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.server.http.auth import BasicAuth
 from metastore.server.http.forwarding import WriteForwarder
 from metastore.server.node import Explainer, Node, NodeConfig
+from metastore.server.peer_certificates import PeerCertificates
+from metastore.server.peer_certificates import install as install_certificates
 from metastore.server.settings import ServerSettings, SparkSettings
 from metastore.server.tls import (
     RELOAD_CHECK_SECONDS,
@@ -95,12 +97,19 @@ class NodeServices:
     processing_log: ProcessingLog | None = None
 
     @cached_property
+    def certificates(self) -> PeerCertificates | None:
+        """The client certificates' users, when the node knows its users by them."""
+        rules = self.settings.certificate_users
+        return None if rules is None else PeerCertificates(rules)
+
+    @cached_property
     def app(self) -> FastAPI:
         """The REST app over these services, built (and FastAPI imported) when first asked for:
         :func:`serve` builds it while the node starts."""
         from metastore.server.http.app import create_app
 
         return create_app(self.node, auth=self.auth, url=self.settings.url,
+                          certificates=self.certificates,
                           membership=self.membership, query_runner=self.pull_query,
                           limits=self.settings.http, push_queries=self.push_queries,
                           table_stores=self.table_stores, forwarder=self.forwarder,
@@ -185,9 +194,10 @@ def build(settings: ServerSettings) -> NodeServices:
                             stores=stores.positions if stores is not None else None,
                             push_queries=push.listing if push is not None else None,
                             fingerprint=lambda: node.replica.image.fingerprint)
+    forwarding = settings.forwarding if settings.certificate_users is None else replace(
+        settings.forwarding, enabled=False)  # a writer would see the node's certificate
     forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
-                               membership.nodes, settings.forwarding,
-                               verify=client_verify(settings.tls))
+                               membership.nodes, forwarding, verify=client_verify(settings.tls))
     return NodeServices(settings, node, membership, projection, queries, push, stores,
                         forwarder, pull, _auth(settings.auth_file), liveness, processing_log)
 
@@ -494,6 +504,8 @@ def serve(settings: ServerSettings) -> None:
         from metastore.server.http.concurrency import ConcurrencyLimit
 
         config = _hypercorn_config(context)
+        if services.certificates is not None:
+            install_certificates(services.certificates)
         config.bind = [f"{_bind_host(settings.host)}:{settings.port}"]
         config.keep_alive_timeout = settings.http.keep_alive_seconds
         config.graceful_timeout = SHUTDOWN_GRACE_SECONDS

@@ -1,5 +1,6 @@
 """Who may do what, for deployments without Kafka ACLs: a role file of each user's topic
-permissions (``--roles-file``, with ``--auth-file``: its users are the ones authenticated).
+permissions (``--roles-file``, with ``--auth-file`` or client certificates: its users are the ones
+authenticated, :mod:`metastore.server.peer_certificates`).
 
 ```toml
 [users.analyst]          # reads every topic, writes none: runs queries, creates nothing

@@ -38,6 +38,7 @@ from metastore.server.acl_validator import AccessValidatorSettings
 from metastore.server.http.forwarding import ForwardingSettings
 from metastore.server.http.http_limits import HttpLimits
 from metastore.server.node import NodeConfig
+from metastore.server.peer_certificates import MAPPING_RULES, PrincipalRule, parse_rules
 from metastore.server.roles import RoleFile, RoleFileError
 from metastore.server.tls import PREFIX as TLS_PREFIX
 from metastore.server.tls import TlsSettingError, TlsSettings
@@ -116,6 +117,9 @@ class ServerSettings:
     tls: TlsSettings | None = None
     """The REST listener's TLS, from ksqlDB's ``ssl.*`` properties (:mod:`metastore.server.
     tls`); None: plain HTTP."""
+    certificate_users: tuple[PrincipalRule, ...] | None = None
+    """Users known by their client certificate, mapped by these rules
+    (:mod:`metastore.server.peer_certificates`); None: by ``--auth-file``, or none."""
 
     @property
     def url(self) -> str:
@@ -145,6 +149,9 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
     node_id = str(given.get("node_id") or f"{socket.gethostname()}-{port}")
     directory = Path(given.get("data_dir") or dev_dir() / "nodes" / node_id)
     checkpoint, checkpoints_on = _checkpoints(given)
+    tls = _tls(given)
+    certificate_users = _certificate_users(given, tls)
+    users_known = bool(given.get("auth_file")) or certificate_users is not None
     node = NodeConfig(
         service_id=str(given.get("service_id", DEFAULT_SERVICE_ID)),
         bootstrap_servers=str(bootstrap), node_id=node_id,
@@ -152,15 +159,15 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
         data_dir=directory if checkpoints_on else None, checkpoint=checkpoint,
         writer=_writer(given), limits=_limits(_table(given, "limits")), faults=faults,
         schema_registry_url=_registry_url(given.get("schema_registry_url")),
-        query_defaults=_query_defaults(given), connect=_connect(given), roles=_roles(given),
-        access_validator=_access_validator(given),
+        query_defaults=_query_defaults(given), connect=_connect(given),
+        roles=_roles(given, users_known), access_validator=_access_validator(given, users_known),
         **_pick(given, {"read_timeout": float, "fetch_wait_ms": int, "snapshots": _boolean}))
     try:
         http = HttpLimits.from_settings(_table(given, "http_limits"))
     except ValueError as error:
         raise SettingsError("http_limits", str(error)) from error
     auth = given.get("auth_file")
-    tls, advertised = _tls(given), _advertised(given.get("advertised_url"))
+    advertised = _advertised(given.get("advertised_url"))
     if tls is not None and advertised is not None and not advertised.startswith("https://"):
         raise SettingsError("advertised_url", "the node serves HTTPS (ssl.keystore.location): "
                             f"advertise an https:// URL; got {advertised!r}")
@@ -174,25 +181,44 @@ def server_settings(values: Mapping[str, Any], faults: Faults = NO_FAULTS) -> Se
                           error_classifier=_error_classifier(given),
                           sink_producer=_sink_producer(given),
                           advertised_url=advertised, queries_file=_queries_file(given),
-                          tls=tls)
+                          tls=tls, certificate_users=certificate_users)
 
 
-def _roles(given: Mapping[str, Any]) -> RoleFile | None:
+def _roles(given: Mapping[str, Any], users_known: bool) -> RoleFile | None:
     chosen = given.get("roles_file")
     if not chosen:
         return None
-    if not given.get("auth_file"):
-        raise SettingsError("roles_file", "it names users, so it needs --auth-file (the users "
-                            "a request is authenticated as)")
+    if not users_known:
+        raise SettingsError("roles_file", "it names users, so it needs --auth-file or client "
+                            "certificates (ssl.client.authentication): the users a request "
+                            "is authenticated as")
     try:
         return RoleFile.load(Path(str(chosen)))
     except RoleFileError as error:
         raise SettingsError("roles_file", str(error)) from error
 
 
-def _access_validator(given: Mapping[str, Any]) -> AccessValidatorSettings:
+def _access_validator(given: Mapping[str, Any], users_known: bool) -> AccessValidatorSettings:
     try:
-        return AccessValidatorSettings.of(_ksql_properties(given), bool(given.get("auth_file")))
+        return AccessValidatorSettings.of(_ksql_properties(given), users_known)
+    except PropertyValueError as error:
+        raise SettingsError("ksql_properties", str(error)) from error
+
+
+def _certificate_users(given: Mapping[str, Any],
+                       tls: TlsSettings | None) -> tuple[PrincipalRule, ...] | None:
+    """The principal mapping rules when users are known by their client certificate: over TLS
+    that asks for one, without an auth file (whose users come first)."""
+    rules = _ksql_properties(given).get(MAPPING_RULES)
+    asks = tls is not None and tls.client_authentication != "NONE"
+    if not asks or given.get("auth_file"):
+        if rules is not None:
+            raise SettingsError("ksql_properties", f"{MAPPING_RULES} maps client certificates "
+                                "to users: it needs ssl.client.authentication (REQUIRED or "
+                                "REQUESTED) and no --auth-file")
+        return None
+    try:
+        return parse_rules(rules or "DEFAULT")
     except PropertyValueError as error:
         raise SettingsError("ksql_properties", str(error)) from error
 

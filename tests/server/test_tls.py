@@ -132,3 +132,42 @@ def _serves(node: ServerProcess, context: ssl.SSLContext) -> bool:
         return httpx.get(f"{node.url}/healthcheck", verify=context, timeout=2).is_success
     except httpx.TransportError:
         return False
+
+
+def test_users_known_by_their_client_certificate_are_checked_and_recorded(
+        server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    """Without an auth file, a node that requires client certificates knows each request's user
+    by its certificate's subject, mapped by ssl.principal.mapping.rules: the role file checks
+    that user, and the command log records it."""
+    ca = authority("metastore test CA")
+    keystore = issue(ca, "node-1", server=True).pkcs12(tmp_path / "node.p12", PASSWORD, ca)
+    ca_file = ca_pem(ca, tmp_path / "ca.pem")
+    roles = tmp_path / "roles.toml"
+    roles.write_text('[users.alice]\nread = ["*"]\n\n[users.bob]\nread = ["*"]\nwrite = ["*"]\n'
+                     'create = ["*"]\n')
+    properties = {"ssl.keystore.location": keystore, "ssl.keystore.password": PASSWORD,
+                  "ssl.truststore.location": ca_file, "ssl.truststore.type": "PEM",
+                  "ssl.client.authentication": "REQUIRED",
+                  "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/L,DEFAULT"}
+    node = server_factory("--roles-file", str(roles), *(
+        arg for name, value in properties.items()
+        for arg in ("--ksql-property", f"{name}={value}")), wait=False)
+    node.url = node.url.replace("http://", "https://")
+    users = {name: _context(ca_file, issue(ca, cn, server=False).pem(tmp_path, name))
+             for name, cn in (("alice", "Alice"), ("bob", "bob"))}
+    eventually(lambda: _serves(node, users["bob"]), 60, lambda: f"HTTPS:\n{node.output()}",
+               interval=0.2)
+    topic = f"certs{os.getpid()}"
+
+    def ksql(user: str, text: str) -> httpx.Response:
+        return httpx.post(f"{node.url}/ksql", json={"ksql": text}, verify=users[user],
+                          timeout=60)
+
+    create = (f"CREATE STREAM S (ID INT KEY) WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
+              "VALUE_FORMAT='JSON');")
+    refused = ksql("alice", create)
+    assert (refused.status_code, refused.json()["message"]) == (
+        403, f"Authorization denied to Create on topic(s): [{topic}]"), "alice may only read"
+    assert ksql("bob", create).status_code == 200
+    history = httpx.get(f"{node.url}/v1/metastore/log", verify=users["alice"], timeout=30)
+    assert [record["submitter"] for record in history.json()["records"]] == ["bob"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from metastore.server.settings import SettingsError, server_settings
 from metastore.server.tls import TlsSettingError, TlsSettings, server_context
 from tests.support.certificates import authority, ca_pem, issue
 
@@ -65,3 +66,26 @@ def test_what_cannot_be_served_is_refused_naming_the_property(
     with pytest.raises(TlsSettingError, match=reason):
         TlsSettings.of({"ssl.keystore.location": files["p12"],
                         "ssl.keystore.password": "secret", **given})
+
+
+def test_client_certificates_name_the_users_only_without_an_auth_file(
+        files: dict[str, str], tmp_path: Path) -> None:
+    mutual = {"ssl.keystore.location": files["p12"], "ssl.keystore.password": "secret",
+              "ssl.truststore.location": files["ca"], "ssl.truststore.type": "PEM",
+              "ssl.client.authentication": "REQUIRED"}
+    roles = tmp_path / "roles.toml"
+    roles.write_text('[users.alice]\nread = ["*"]\n')
+    base = {"bootstrap_servers": "kafka:9092", "roles_file": str(roles)}
+    known = server_settings({**base, "ksql_properties": mutual})
+    assert known.certificate_users is not None and known.node.roles is not None
+    users = tmp_path / "users"
+    users.write_text("alice:a\n")
+    assert server_settings({**base, "auth_file": str(users),
+                            "ksql_properties": mutual}).certificate_users is None
+    with pytest.raises(SettingsError, match=r"needs ssl\.client\.authentication"):
+        server_settings({"bootstrap_servers": "kafka:9092", "ksql_properties": {
+            **mutual, "ssl.client.authentication": "NONE",
+            "ssl.principal.mapping.rules": "DEFAULT"}})
+    with pytest.raises(SettingsError, match="--auth-file or client certificates"):
+        server_settings({**base, "ksql_properties": {
+            **mutual, "ssl.client.authentication": "NONE"}})

@@ -39,6 +39,7 @@ from metastore.server.http.routes import (
     websocket,
 )
 from metastore.server.node import Node
+from metastore.server.peer_certificates import PeerCertificates
 
 ROUTES = (statements, queries, inserts, status, metrics, server, websocket, console)
 
@@ -50,13 +51,14 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                push_queries: PushQueries | None = None,
                table_stores: TableStores | None = None,
                forwarder: WriteForwarder | None = None,
-               headless: str | None = None) -> FastAPI:
+               headless: str | None = None,
+               certificates: PeerCertificates | None = None) -> FastAPI:
     """``headless``: the queries file of a node in headless mode, which serves no statements
     or queries (:mod:`metastore.server.headless`)."""
     app = FastAPI(title="metastore", version=__version__,
                   description="A ksqlDB-compatible REST API over a replicated command log.")
     limits = limits or HttpLimits()
-    gate = RequestGate(limits, auth, headless)
+    gate = RequestGate(limits, auth, headless, certificates)
     context = ServerContext(
         node=node, gate=gate, limits=limits, metrics=NodeMetrics(),
         threads=LaneThreads({Lane.HEALTH: limits.health_threads,

@@ -25,6 +25,7 @@ from metastore.server.http.answers import (
 )
 from metastore.server.http.auth import BasicAuth, LoginThrottle, claimed_user
 from metastore.server.http.http_limits import HttpLimits, decode_json
+from metastore.server.peer_certificates import PeerCertificates
 
 UNAUTHENTICATED_PATHS = frozenset({"/healthcheck", "/chc/live", "/chc/ready", "/v1/metadata",
                                    "/v1/metadata/id"})
@@ -45,10 +46,13 @@ class RequestGate:
     in headless mode runs (None: the node is interactive)."""
 
     def __init__(self, limits: HttpLimits, auth: BasicAuth | None,
-                 headless: str | None = None) -> None:
+                 headless: str | None = None,
+                 certificates: PeerCertificates | None = None) -> None:
+        """``certificates``: users are known by their client certificate (no ``auth``)."""
         self.limits = limits
         self.auth = auth
         self.headless = headless
+        self.certificates = certificates
         self._logins = LoginThrottle(limits.max_failed_logins, limits.failed_login_window_seconds,
                                      limits.login_lockout_seconds, limits.max_tracked_clients,
                                      limits.max_failed_users_per_address)
@@ -87,8 +91,10 @@ class RequestGate:
 
         Only a request that presents credentials is a login attempt: clients that send none
         first (browsers, curl) are answered 401 without counting against them."""
-        if self.auth is None or request.url.path in UNAUTHENTICATED_PATHS:
+        if request.url.path in UNAUTHENTICATED_PATHS:
             return None
+        if self.auth is None:
+            return self._certificate_user_missing(request)
         address = request.client.host if request.client is not None else ""
         header = request.headers.get("authorization")
         user = claimed_user(header)
@@ -103,10 +109,17 @@ class RequestGate:
         return generic_error(401, codes.UNAUTHORIZED, "Unauthorized",
                              {"WWW-Authenticate": 'Basic realm="metastore"'})
 
+    def _certificate_user_missing(self, request: HTTPConnection) -> KsqlResponse | None:
+        if self.certificates is None or self.certificates.user(request.client) is not None:
+            return None
+        return generic_error(401, codes.UNAUTHORIZED, "Unauthorized: this node knows its users "
+                             "by their client certificate, and this connection showed none its "
+                             "ssl.principal.mapping.rules map to a user")
+
     def user_of(self, request: HTTPConnection) -> str | None:
         """The authenticated user of a request (None without authentication)."""
         if self.auth is None:
-            return None
+            return None if self.certificates is None else self.certificates.user(request.client)
         return self.auth.user_for(request.headers.get("authorization"))
 
     def check_length(self, request: Request) -> KsqlResponse | None:
