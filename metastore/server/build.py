@@ -18,7 +18,7 @@ import signal
 import ssl
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -33,8 +33,8 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.server.http.auth import BasicAuth
 from metastore.server.http.forwarding import WriteForwarder
 from metastore.server.node import Explainer, Node, NodeConfig
-from metastore.server.peer_certificates import PeerCertificates
-from metastore.server.peer_certificates import install as install_certificates
+from metastore.server.peer_certificates import CertificateUsers
+from metastore.server.peer_certificates import install as install_tls_extension
 from metastore.server.settings import ServerSettings, SparkSettings
 from metastore.server.tls import (
     RELOAD_CHECK_SECONDS,
@@ -97,10 +97,10 @@ class NodeServices:
     processing_log: ProcessingLog | None = None
 
     @cached_property
-    def certificates(self) -> PeerCertificates | None:
+    def certificates(self) -> CertificateUsers | None:
         """The client certificates' users, when the node knows its users by them."""
         rules = self.settings.certificate_users
-        return None if rules is None else PeerCertificates(rules)
+        return None if rules is None else CertificateUsers(rules)
 
     @cached_property
     def app(self) -> FastAPI:
@@ -194,10 +194,10 @@ def build(settings: ServerSettings) -> NodeServices:
                             stores=stores.positions if stores is not None else None,
                             push_queries=push.listing if push is not None else None,
                             fingerprint=lambda: node.replica.image.fingerprint)
-    forwarding = settings.forwarding if settings.certificate_users is None else replace(
-        settings.forwarding, enabled=False)  # a writer would see the node's certificate
-    forwarder = WriteForwarder(config.node_id, settings.url, lambda: node.replica.last_writer,
-                               membership.nodes, forwarding, verify=client_verify(settings.tls))
+    forwarder = None if settings.certificate_users is not None else WriteForwarder(
+        config.node_id, settings.url, lambda: node.replica.last_writer, membership.nodes,
+        settings.forwarding, verify=client_verify(settings.tls))
+    # users known by certificate: another node would see this node's certificate, not theirs
     return NodeServices(settings, node, membership, projection, queries, push, stores,
                         forwarder, pull, _auth(settings.auth_file), liveness, processing_log)
 
@@ -505,7 +505,7 @@ def serve(settings: ServerSettings) -> None:
 
         config = _hypercorn_config(context)
         if services.certificates is not None:
-            install_certificates(services.certificates)
+            install_tls_extension()
         config.bind = [f"{_bind_host(settings.host)}:{settings.port}"]
         config.keep_alive_timeout = settings.http.keep_alive_seconds
         config.graceful_timeout = SHUTDOWN_GRACE_SECONDS

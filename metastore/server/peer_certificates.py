@@ -3,22 +3,26 @@
 is the principal of the certificate its connection showed, the role file and the Kafka ACL
 validator check that user, and the command log records it as the statement's writer.
 
-The principal is the certificate subject's distinguished name (RFC 2253: ``CN=alice,OU=eng``)
-mapped by Kafka's ``ssl.principal.mapping.rules``, which this node takes as a ksqlDB property:
-rules ``RULE:pattern/replacement/`` (``/L`` or ``/U`` to lower or upper its case), tried in order,
-the first whose pattern matches the whole name giving the principal, and ``DEFAULT``, the name as
-it is (the default). A certificate no rule matches is no user (401).
+The principal is the certificate subject's distinguished name (RFC 4514 as Python's
+``cryptography`` writes it: ``CN=alice,OU=eng``, which is Java's RFC 2253 form for the usual
+attributes; an e-mail address is written ``1.2.840.113549.1.9.1=...`` where Java writes its
+encoding in hex) mapped by Kafka's ``ssl.principal.mapping.rules``, taken as a ksqlDB property:
+rules ``RULE:pattern/replacement/`` (``/L`` or ``/U`` to lower or upper its case; the pattern in
+Python's regular expressions), tried in order, the first whose pattern matches the whole name
+replacing every match as Java's ``replaceAll`` does (``$n`` a group, ``\\x`` the character x, a
+``$n`` past the last group literal text); and ``DEFAULT``, the name as it is (the default). A
+certificate no rule maps to a name is no user (401).
 
-hypercorn hands an app no peer certificate, so the node records each TLS connection's
-certificate when hypercorn's connection handler starts (:func:`install`, a subclass of its
-``TCPServer``), by the client address the request's scope carries, and forgets it when the
-connection ends.
+hypercorn hands an app no peer certificate: :func:`install` substitutes a subclass of its
+connection handler that gives every request of a TLS connection ASGI's TLS extension
+(``scope["extensions"]["tls"]``, ``client_cert_name``: the subject's name), so the user is the
+connection's own, whatever other connection shares its address.
 """
 
 from __future__ import annotations
 
 import re
-import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,15 +33,15 @@ from metastore.core.exceptions import PropertyValueError
 MAPPING_RULES = "ssl.principal.mapping.rules"
 _RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?))\s*(?:,|$)")
 
-Peer = tuple[str, int]
 
 
 @dataclass(frozen=True)
 class PrincipalRule:
-    """One mapping rule; ``pattern`` None: DEFAULT."""
+    """One mapping rule; ``pattern`` None: DEFAULT. ``replacement``: literal text and group
+    numbers, in order."""
 
     pattern: re.Pattern[str] | None
-    replacement: str = ""
+    replacement: tuple[str | int, ...] = ()
     case: str = ""
 
     def apply(self, name: str) -> str | None:
@@ -45,15 +49,22 @@ class PrincipalRule:
             return name
         if self.pattern.fullmatch(name) is None:
             return None
-        mapped = self.pattern.sub(self.replacement, name, count=1)
+        mapped = self.pattern.sub(self._replace, name)
         return mapped.lower() if self.case == "L" else mapped.upper() if self.case == "U" else mapped
+
+    def _replace(self, found: re.Match[str]) -> str:
+        return "".join(part if isinstance(part, str) else found.group(part) or ""
+                       for part in self.replacement)
 
 
 def parse_rules(text: str) -> tuple[PrincipalRule, ...]:
     """Kafka's ``ssl.principal.mapping.rules``; raises :class:`PropertyValueError`."""
+    if not text.strip():
+        raise PropertyValueError(MAPPING_RULES, "no rules: expected DEFAULT or "
+                                 "RULE:pattern/replacement/[LU], comma-separated")
     rules: list[PrincipalRule] = []
     position = 0
-    while position < len(text.strip()) or not rules:
+    while position < len(text.strip()):
         found = _RULE.match(text, position)
         if found is None or found.end() == position:
             raise PropertyValueError(MAPPING_RULES, f"expected DEFAULT or "
@@ -66,66 +77,98 @@ def parse_rules(text: str) -> tuple[PrincipalRule, ...]:
             pattern = re.compile(found.group(2).replace("\\/", "/"))
         except re.error as error:
             raise PropertyValueError(MAPPING_RULES, f"bad pattern: {error}") from error
-        replacement = re.sub(r"\$(\d)", r"\\\1", found.group(3).replace("\\/", "/"))
-        rules.append(PrincipalRule(pattern, replacement, found.group(4)))
+        rules.append(PrincipalRule(pattern, _java_replacement(found.group(3), pattern.groups),
+                                   found.group(4)))
     return tuple(rules)
 
 
-def principal_of(certificate_der: bytes, rules: tuple[PrincipalRule, ...]) -> str | None:
-    """The principal of a certificate, or None when no rule maps its subject."""
-    name = x509.load_der_x509_certificate(certificate_der).subject.rfc4514_string()
-    for rule in rules:
-        mapped = rule.apply(name)
-        if mapped:
-            return mapped
-    return None
+def _java_replacement(text: str, groups: int) -> tuple[str | int, ...]:
+    """Java's replacement syntax: ``\\x`` is x; ``$n`` is group n, its digits taken while they
+    name a group; a ``$n`` past the last group is literal text (Kafka escapes those)."""
+    parts: list[str | int] = []
+    literal = ""
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            literal += text[index + 1]
+            index += 2
+        elif char == "$" and index + 1 < len(text) and text[index + 1].isdigit() \
+                and int(text[index + 1]) <= groups:
+            number, index = int(text[index + 1]), index + 2
+            while index < len(text) and text[index].isdigit() \
+                    and number * 10 + int(text[index]) <= groups:
+                number, index = number * 10 + int(text[index]), index + 1
+            parts += [literal, number] if literal else [number]
+            literal = ""
+        else:
+            literal += char
+            index += 1
+    return (*parts, literal) if literal else tuple(parts)
 
 
-class PeerCertificates:
-    """The principals of the open TLS connections, by the client's address."""
+def subject_name(certificate_der: bytes | None) -> str | None:
+    """A certificate's subject as RFC 4514 text; None without one, or for one that cannot be
+    read."""
+    if not certificate_der:
+        return None
+    try:
+        return x509.load_der_x509_certificate(certificate_der).subject.rfc4514_string()
+    except ValueError:
+        return None
+
+
+class CertificateUsers:
+    """The user of a request, from its connection's certificate and the mapping rules."""
 
     def __init__(self, rules: tuple[PrincipalRule, ...]) -> None:
         self._rules = rules
-        self._lock = threading.Lock()
-        self._by_peer: dict[Peer, str | None] = {}
 
-    def opened(self, peer: Peer, certificate_der: bytes | None) -> None:
-        user = principal_of(certificate_der, self._rules) if certificate_der else None
-        with self._lock:
-            self._by_peer[peer] = user
+    def principal(self, name: str) -> str | None:
+        for rule in self._rules:
+            mapped = rule.apply(name)
+            if mapped is not None:
+                return mapped or None
+        return None
 
-    def closed(self, peer: Peer) -> None:
-        with self._lock:
-            self._by_peer.pop(peer, None)
-
-    def user(self, client: Any) -> str | None:
-        """The principal of the connection ``client`` (a scope's ``(host, port)``), if any."""
-        if not client:
-            return None
-        with self._lock:
-            return self._by_peer.get((str(client[0]), int(client[1])))
+    def user(self, scope: Mapping[str, Any]) -> str | None:
+        """The user of a request's scope; None without a certificate no rule maps."""
+        tls = (scope.get("extensions") or {}).get("tls") or {}
+        name = tls.get("client_cert_name")
+        return self.principal(name) if isinstance(name, str) else None
 
 
-def install(registry: PeerCertificates) -> None:
-    """Have hypercorn's connections report their peer certificate to ``registry``."""
+class _WithTls:
+    """hypercorn's app wrapper, handing each scope of one connection its TLS extension."""
+
+    def __init__(self, app: Any, tls: dict[str, Any]) -> None:
+        self._app = app
+        self._tls = tls
+
+    async def __call__(self, scope: Any, receive: Any, send: Any, sync_spawn: Any,
+                       call_soon: Any) -> None:
+        extended = {**scope, "extensions": {**(scope.get("extensions") or {}),
+                                            "tls": self._tls}}
+        await self._app(extended, receive, send, sync_spawn, call_soon)
+
+
+def install() -> None:
+    """Have hypercorn's TLS connections give their requests ASGI's TLS extension."""
     from hypercorn.asyncio import run as hypercorn_run
     from hypercorn.asyncio.tcp_server import TCPServer
 
-    class CertificateRecordingServer(TCPServer):
+    class TlsExtensionServer(TCPServer):
         async def run(self) -> None:
-            address = self.writer.get_extra_info("peername")
             tls = self.writer.get_extra_info("ssl_object")
-            peer = (str(address[0]), int(address[1])) if address else None
-            if peer is not None:
-                registry.opened(peer, tls.getpeercert(binary_form=True) if tls else None)
-            try:
-                await super().run()
-            finally:
-                if peer is not None:
-                    registry.closed(peer)
+            certificate = tls.getpeercert(binary_form=True) if tls is not None else None
+            self.app = _WithTls(self.app, {
+                "client_cert_name": subject_name(certificate), "client_cert_chain": [],
+                "client_cert_error": None, "server_cert": None,
+                "tls_version": None, "cipher_suite": None})
+            await super().run()
 
-    setattr(hypercorn_run, "TCPServer", CertificateRecordingServer)  # noqa: B010 - its module global
+    setattr(hypercorn_run, "TCPServer", TlsExtensionServer)  # noqa: B010 - its module global
 
 
-__all__ = ["MAPPING_RULES", "PeerCertificates", "PrincipalRule", "install", "parse_rules",
-           "principal_of"]
+__all__ = ["MAPPING_RULES", "CertificateUsers", "PrincipalRule", "install", "parse_rules",
+           "subject_name"]

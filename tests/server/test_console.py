@@ -6,12 +6,16 @@ is saved for docs/console.md."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.queries.test_query_nodes import ksql
 from tests.support.browser import screenshot
@@ -41,6 +45,11 @@ def test_three_nodes_agree_and_the_editor_grows_the_lineage(
                              json={"ksql": "CREATE TYPE FORGED AS INT;"})
         assert (refused.status_code, refused.json()["error_code"]) == (403, 40300), \
             "a page of another site cannot post as the console's user"
+    socket_url = nodes[0].url.replace("http://", "ws://") + "/ws/query?request=%7B%7D"
+    credentials = {"Authorization": "Basic " + base64.b64encode(b"admin:secret").decode()}
+    with pytest.raises(InvalidStatus, match="403"):  # nor read a query's rows as that user
+        connect(socket_url, origin="http://elsewhere.example", additional_headers=credentials,
+                open_timeout=10).close()
     context = browser.new_context(viewport={"width": 1280, "height": 800},
                                   http_credentials={"username": "admin", "password": "secret"})
     page = context.new_page()

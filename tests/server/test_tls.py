@@ -136,9 +136,9 @@ def _serves(node: ServerProcess, context: ssl.SSLContext) -> bool:
 
 def test_users_known_by_their_client_certificate_are_checked_and_recorded(
         server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
-    """Without an auth file, a node that requires client certificates knows each request's user
+    """Without an auth file, a node that asks for client certificates knows each request's user
     by its certificate's subject, mapped by ssl.principal.mapping.rules: the role file checks
-    that user, and the command log records it."""
+    that user, the command log records it, and a connection without one is no user (401)."""
     ca = authority("metastore test CA")
     keystore = issue(ca, "node-1", server=True).pkcs12(tmp_path / "node.p12", PASSWORD, ca)
     ca_file = ca_pem(ca, tmp_path / "ca.pem")
@@ -147,7 +147,7 @@ def test_users_known_by_their_client_certificate_are_checked_and_recorded(
                      'create = ["*"]\n')
     properties = {"ssl.keystore.location": keystore, "ssl.keystore.password": PASSWORD,
                   "ssl.truststore.location": ca_file, "ssl.truststore.type": "PEM",
-                  "ssl.client.authentication": "REQUIRED",
+                  "ssl.client.authentication": "REQUESTED",
                   "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/L,DEFAULT"}
     node = server_factory("--roles-file", str(roles), *(
         arg for name, value in properties.items()
@@ -171,3 +171,6 @@ def test_users_known_by_their_client_certificate_are_checked_and_recorded(
     assert ksql("bob", create).status_code == 200
     history = httpx.get(f"{node.url}/v1/metastore/log", verify=users["alice"], timeout=30)
     assert [record["submitter"] for record in history.json()["records"]] == ["bob"]
+    anonymous = httpx.post(f"{node.url}/ksql", json={"ksql": "SHOW STREAMS;"}, timeout=30,
+                           verify=_context(ca_file, None))
+    assert (anonymous.status_code, anonymous.json()["error_code"]) == (401, 40100)

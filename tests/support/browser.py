@@ -1,6 +1,6 @@
 """A real headless browser for the console's tests: Debian's Chromium (installed by the test
-set-up, :mod:`metastore.dev.browser`), driven by Playwright through its executable, one per pytest
-worker. Screenshots go to ``.cache/console-screenshots/`` for docs/console.md."""
+set-up, :mod:`metastore.dev.browser`), driven by Playwright through its executable, one per test
+module. Screenshots go to ``.cache/console-screenshots/`` for docs/console.md."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from metastore.dev.browser import FLAGS, chromium
 SCREENSHOTS = Path(__file__).resolve().parents[2] / ".cache" / "console-screenshots"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one test module: Playwright's sync API keeps an event loop running in the
+    thread while it is open, which would refuse a later test's ``asyncio.run``."""
     from playwright.sync_api import sync_playwright
 
     executable = chromium()

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from metastore.core.exceptions import PropertyValueError
-from metastore.server.peer_certificates import PeerCertificates, parse_rules, principal_of
+from metastore.server.peer_certificates import CertificateUsers, parse_rules, subject_name
 from tests.support.certificates import authority, issue
 
 
@@ -24,23 +26,29 @@ def der(common_name: str) -> bytes:
     ("RULE:^CN=svc-(.*)$/$1/,DEFAULT", "Alice", "CN=Alice"),
     ("RULE:^CN=svc-(.*)$/$1/", "Alice", None),
     ("RULE:^CN=(.*)$/user\\/$1/", "bob", "user/bob"),
+    ("RULE:^CN=(.*)$/$2$1/", "bob", "$2bob"),  # past the last group: literal, as Kafka
+    ("RULE:^CN=(.*)$/$12/", "bob", "bob2"),  # digits taken while they name a group, as Java
+    ("RULE:^CN=(.*)$/\\$1\\b/", "bob", "$1b"),  # a backslash makes the next character literal
+    ("RULE:(.*)/$1@x/", "bob", "CN=bob@x@x"),  # every match replaced, as Java's replaceAll
+    ("RULE:^CN=(.*)$//", "bob", None),  # mapped to nothing: no user
 ])
 def test_the_first_rule_that_matches_the_whole_subject_maps_it(
         rules: str, name: str, principal: str | None) -> None:
-    assert principal_of(der(name), parse_rules(rules)) == principal
+    subject = subject_name(der(name))
+    assert subject is not None
+    assert CertificateUsers(parse_rules(rules)).principal(subject) == principal
 
 
-@pytest.mark.parametrize("rules", ["RULE:x", "RULE:(/$1/", "NOPE", "RULE:a/b"])
+@pytest.mark.parametrize("rules", ["RULE:x", "RULE:(/$1/", "NOPE", "RULE:a/b", "", "  "])
 def test_a_rule_it_cannot_read_is_refused_by_name(rules: str) -> None:
-    with pytest.raises(PropertyValueError, match=r"ssl\.principal\.mapping\.rules"):
+    with pytest.raises(PropertyValueError, match=re.escape("ssl.principal.mapping.rules")):
         parse_rules(rules)
 
 
-def test_a_connection_is_its_certificates_user_until_it_closes() -> None:
-    registry = PeerCertificates(parse_rules("RULE:^CN=(.*)$/$1/"))
-    registry.opened(("127.0.0.1", 5000), der("carol"))
-    registry.opened(("127.0.0.1", 5001), None)
-    assert registry.user(("127.0.0.1", 5000)) == "carol"
-    assert registry.user(("127.0.0.1", 5001)) is None and registry.user(None) is None
-    registry.closed(("127.0.0.1", 5000))
-    assert registry.user(("127.0.0.1", 5000)) is None
+def test_a_request_is_the_user_of_its_own_connections_certificate() -> None:
+    users = CertificateUsers(parse_rules("RULE:^CN=(.*)$/$1/"))
+    scope = {"extensions": {"tls": {"client_cert_name": "CN=carol"}}}
+    assert users.user(scope) == "carol"
+    assert users.user({"extensions": {"tls": {"client_cert_name": None}}}) is None
+    assert users.user({}) is None, "no TLS extension: no certificate, no user"
+    assert subject_name(None) is None and subject_name(b"not a certificate") is None

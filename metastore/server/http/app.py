@@ -39,7 +39,7 @@ from metastore.server.http.routes import (
     websocket,
 )
 from metastore.server.node import Node
-from metastore.server.peer_certificates import PeerCertificates
+from metastore.server.peer_certificates import CertificateUsers
 
 ROUTES = (statements, queries, inserts, status, metrics, server, websocket, console)
 
@@ -52,7 +52,7 @@ def create_app(node: Node, auth: BasicAuth | None = None, url: str = "",
                table_stores: TableStores | None = None,
                forwarder: WriteForwarder | None = None,
                headless: str | None = None,
-               certificates: PeerCertificates | None = None) -> FastAPI:
+               certificates: CertificateUsers | None = None) -> FastAPI:
     """``headless``: the queries file of a node in headless mode, which serves no statements
     or queries (:mod:`metastore.server.headless`)."""
     app = FastAPI(title="metastore", version=__version__,

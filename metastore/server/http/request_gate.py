@@ -25,7 +25,7 @@ from metastore.server.http.answers import (
 )
 from metastore.server.http.auth import BasicAuth, LoginThrottle, claimed_user
 from metastore.server.http.http_limits import HttpLimits, decode_json
-from metastore.server.peer_certificates import PeerCertificates
+from metastore.server.peer_certificates import CertificateUsers
 
 UNAUTHENTICATED_PATHS = frozenset({"/healthcheck", "/chc/live", "/chc/ready", "/v1/metadata",
                                    "/v1/metadata/id"})
@@ -47,7 +47,7 @@ class RequestGate:
 
     def __init__(self, limits: HttpLimits, auth: BasicAuth | None,
                  headless: str | None = None,
-                 certificates: PeerCertificates | None = None) -> None:
+                 certificates: CertificateUsers | None = None) -> None:
         """``certificates``: users are known by their client certificate (no ``auth``)."""
         self.limits = limits
         self.auth = auth
@@ -69,10 +69,14 @@ class RequestGate:
         if request.scope.get("method") in SAFE_METHODS:
             return None
         site = request.headers.get("sec-fetch-site")
-        origin = request.headers.get("origin")
-        host = request.headers.get("host", "")
-        foreign_origin = origin is not None and origin.split("://", 1)[-1] != host
-        if site in {"cross-site", "same-site"} or foreign_origin:
+        if site is not None:  # the browser's own word, whatever a proxy did to Host
+            foreign = site not in ("same-origin", "none")
+        else:
+            origin = request.headers.get("origin")
+            host = request.headers.get("host", "").lower()
+            foreign = origin is not None and (
+                origin == "null" or origin.split("://", 1)[-1].lower() != host)
+        if foreign:
             return generic_error(403, codes.FORBIDDEN, "Cross-site requests are refused: this "
                                  "node's API answers its own pages and non-browser clients")
         return None
@@ -110,7 +114,7 @@ class RequestGate:
                              {"WWW-Authenticate": 'Basic realm="metastore"'})
 
     def _certificate_user_missing(self, request: HTTPConnection) -> KsqlResponse | None:
-        if self.certificates is None or self.certificates.user(request.client) is not None:
+        if self.certificates is None or self.certificates.user(request.scope) is not None:
             return None
         return generic_error(401, codes.UNAUTHORIZED, "Unauthorized: this node knows its users "
                              "by their client certificate, and this connection showed none its "
@@ -119,7 +123,7 @@ class RequestGate:
     def user_of(self, request: HTTPConnection) -> str | None:
         """The authenticated user of a request (None without authentication)."""
         if self.auth is None:
-            return None if self.certificates is None else self.certificates.user(request.client)
+            return None if self.certificates is None else self.certificates.user(request.scope)
         return self.auth.user_for(request.headers.get("authorization"))
 
     def check_length(self, request: Request) -> KsqlResponse | None:

@@ -54,7 +54,8 @@ def router(context: ServerContext) -> APIRouter:
 
     @api.websocket("/ws/query")
     async def ws_query(socket: WebSocket) -> None:
-        if gate.authenticate(socket) is not None or gate.refuse_interactive(socket) is not None:
+        if gate.refuse_cross_site(socket) is not None or gate.authenticate(socket) is not None \
+                or gate.refuse_interactive(socket) is not None:
             await socket.close(code=1008)  # before the handshake: HTTP 403
             return
         await socket.accept()
