@@ -25,11 +25,9 @@ from confluent_kafka.admin import (
 from metastore.server.acl_validator import AccessValidatorError, AccessValidatorSettings
 from metastore.server.node import Node, NodeConfig
 from tests.broker.conftest import SecuredKafka
-from tests.broker.test_acls import Grant, bindings, node_grants
+from tests.broker.test_acls import LITERAL, PREFIXED, Grant, Op, bindings, node_grants
 from tests.support.servers import start_server
 
-Op = AclOperation
-PREFIXED, LITERAL = ResourcePatternType.PREFIXED, ResourcePatternType.LITERAL
 USERS = {"writer": "w", "reader": "r", "stranger": "s"}
 
 

@@ -28,6 +28,8 @@ TIMEOUT_MS = 60_000
 
 def test_three_nodes_agree_and_the_editor_grows_the_lineage(
         server_factory: Callable[..., ServerProcess], browser: Any, tmp_path: Path) -> None:
+    """Three node processes of its own (without Spark): the cluster view needs a service of
+    several nodes, with basic auth, and a catalog no other test writes to."""
     users = tmp_path / "users"
     users.write_text("admin:secret\n")
     service = unique("console")

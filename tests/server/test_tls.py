@@ -57,15 +57,8 @@ def test_a_node_serves_https_to_clients_with_a_certificate_of_its_ca_only(
                             for arg in ("--ksql-property", f"{name}={value}")), wait=False)
     node.url = node.url.replace("http://", "https://")
     trusted = _context(ca_file, client)
-
-    def serving() -> bool:
-        assert node.process.poll() is None, node.output()
-        try:
-            return httpx.get(f"{node.url}/healthcheck", verify=trusted, timeout=2).is_success
-        except httpx.TransportError:
-            return False
-
-    eventually(serving, 60, lambda: f"the node to serve HTTPS:\n{node.output()}", interval=0.2)
+    eventually(lambda: _serves(node, trusted), 60,
+               lambda: f"the node to serve HTTPS:\n{node.output()}", interval=0.2)
     with httpx.Client(verify=trusted, http2=True, timeout=30) as http:
         info = http.get(f"{node.url}/info")
         assert (info.status_code, info.http_version) == (200, "HTTP/2")
