@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -21,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from integration.conftest import Cluster
 from metastore.dev.kafka_cluster import LocalKafkaCluster
+from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.dump import read_committed
 from metastore.log.topic import command_topic_name
@@ -36,9 +38,19 @@ def create(name: str, topic: str) -> str:
 
 
 def log_records(cluster: Cluster) -> list[dict[str, Any]]:
-    """The committed command records, each with its ``offset``."""
-    records = read_committed(KafkaSettings(cluster.bootstrap), command_topic_name(cluster.service_id),
-                             group_id=f"check-{uuid.uuid4().hex[:8]}")
+    """The committed command records, each with its ``offset``, once no transaction is open (or
+    after 30 s): a commit is acknowledged before the broker writes its marker, so the stable
+    end a fresh reader sees may still stand before the last acknowledged record."""
+    settings, topic = KafkaSettings(cluster.bootstrap), command_topic_name(cluster.service_id)
+    stable, written = EndOffsets(settings, committed=True), EndOffsets(settings, committed=False)
+    try:
+        with contextlib.suppress(AssertionError):
+            eventually(lambda: stable.end_offset(topic) == written.end_offset(topic), 30,
+                       "the command log's last transaction to end", interval=0.1)
+    finally:
+        stable.close()
+        written.close()
+    records = read_committed(settings, topic, group_id=f"check-{uuid.uuid4().hex[:8]}")
     return [json.loads(r.value or b"{}") | {"offset": r.offset} for r in records]
 
 

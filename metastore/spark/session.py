@@ -89,6 +89,12 @@ Spark's 10 ms made each idle query cost 7.4% of a core (ten idle queries: 76%; a
 100 ms later. ``--spark-conf spark.sql.streaming.pollingDelay=10ms`` buys that back."""
 
 
+LOCAL_SOCKET_TIMEOUT_SECONDS = 120
+"""How long the driver JVM and PySpark wait for each other when a job's rows are handed over on
+a local socket (connect and authenticate, both ends). Spark's 15 s failed a pull query on a node
+whose two cores were busy with other JVMs; the rows themselves are read with no timeout."""
+
+
 MAX_RESULT_SIZE = "128m"
 """What one Spark job may hand the driver (a pull query's rows, a push query's micro-batch): an
 eighth of the driver's heap, so that a job asking for more fails alone, with Spark's reason,
@@ -108,6 +114,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                  jvm_jars.project_jar()]
     warehouse.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_AUTH_SOCKET_TIMEOUT", str(LOCAL_SOCKET_TIMEOUT_SECONDS))
     driver_options = (f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR "
                       f"-Dderby.stream.error.file={warehouse / 'derby.log'}")
     builder = (SparkSession.builder.master(master).appName(app_name)
@@ -119,6 +126,8 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.driver.memory", "1g")
                .config("spark.driver.maxResultSize", MAX_RESULT_SIZE)
+               .config("spark.python.authenticate.socketTimeout",
+                       f"{LOCAL_SOCKET_TIMEOUT_SECONDS}s")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.redaction.options.regex", SECRET_OPTIONS)
                .config("spark.driver.extraJavaOptions", driver_options))
