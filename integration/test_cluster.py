@@ -38,18 +38,17 @@ def create(name: str, topic: str) -> str:
 
 
 def log_records(cluster: Cluster) -> list[dict[str, Any]]:
-    """The committed command records, each with its ``offset``, once no transaction is open (or
-    after 30 s): a commit is acknowledged before the broker writes its marker, so the stable
-    end a fresh reader sees may still stand before the last acknowledged record."""
+    """The committed command records, each with its ``offset``, once no transaction is open:
+    a commit is acknowledged before the broker writes its marker, so the stable end a fresh
+    reader sees may still stand before the last acknowledged record. After 30 s they are read
+    anyway: a writer killed in a transaction leaves it open until its timeout, and nothing
+    acknowledged comes after it (the next writer would have ended it)."""
     settings, topic = KafkaSettings(cluster.bootstrap), command_topic_name(cluster.service_id)
-    stable, written = EndOffsets(settings, committed=True), EndOffsets(settings, committed=False)
-    try:
-        with contextlib.suppress(AssertionError):
-            eventually(lambda: stable.end_offset(topic) == written.end_offset(topic), 30,
-                       "the command log's last transaction to end", interval=0.1)
-    finally:
-        stable.close()
-        written.close()
+    with contextlib.closing(EndOffsets(settings, committed=True)) as stable, \
+            contextlib.closing(EndOffsets(settings, committed=False)) as written, \
+            contextlib.suppress(AssertionError):
+        eventually(lambda: stable.end_offset(topic) == written.end_offset(topic), 30,
+                   "the command log's last transaction to end", interval=0.1)
     records = read_committed(settings, topic, group_id=f"check-{uuid.uuid4().hex[:8]}")
     return [json.loads(r.value or b"{}") | {"offset": r.offset} for r in records]
 

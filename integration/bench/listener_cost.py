@@ -4,10 +4,10 @@ A local[1] session like a node's runs the node's own plan of a filter CSAS (``jo
 topic of two partitions, three times: with no listener, with a PySpark listener that does
 nothing (PySpark converts each progress for it field by field over Py4J), and with the node's
 listener (:mod:`metastore.runtime.progress_listener`, which takes the progress' JSON) whose
-hearer does nothing, after an unmeasured run that warms the JVM up. Each run first reads 5,000
-records, then takes ``rounds`` rounds of 120 records at 20/s; the figures are the p50 and p99,
-from each record's produce call to a consumer seeing its result, of the last round (the JVM
-warms up over the first ones) and of all rounds.
+hearer does nothing, after an unmeasured run that warms the JVM up, then again in the reverse
+order. Each run first reads 5,000 records, then takes ``rounds`` rounds of 120 records at 20/s;
+the figures are the p50 and p99, from each record's produce call to a consumer seeing its
+result, of the last round (the JVM warms up over the first ones) and of all rounds.
 """
 
 from __future__ import annotations
@@ -34,10 +34,9 @@ if TYPE_CHECKING:
 PROBES, RATE = 120, 20.0
 
 
-def _listener(kind: str) -> StreamingQueryListener | None:
+def _field_by_field() -> StreamingQueryListener:
+    """A PySpark listener that does nothing: PySpark still converts each progress for it."""
     from pyspark.sql.streaming.listener import StreamingQueryListener
-
-    from metastore.runtime import progress_listener
 
     class FieldByField(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
@@ -52,12 +51,19 @@ def _listener(kind: str) -> StreamingQueryListener | None:
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
             """Nothing to do."""
 
-    listeners = {"none": None, "pyspark_field_by_field": FieldByField(),
-                 "node_json": progress_listener.listener(lambda _progress: None)}
-    return listeners[kind]
+    return FieldByField()
 
 
-def _latencies(spark: SparkSession, bootstrap: str, kind: str, rounds: int) -> dict[str, Any]:
+def _listener(kind: str) -> StreamingQueryListener | None:
+    from metastore.runtime import progress_listener
+
+    if kind == "pyspark_field_by_field":
+        return _field_by_field()
+    return progress_listener.listener(lambda _progress: None) if kind == "node_json" else None
+
+
+def _filter_query(spark: SparkSession, bootstrap: str, kind: str) -> tuple[Any, str, str]:
+    """The node's plan of a filter over a new topic, started; with its topic and sink."""
     from metastore.kafka.admin import Admin
     from metastore.kafka.settings import KafkaSettings
     from metastore.planner.plan import compile_query
@@ -78,27 +84,39 @@ def _latencies(spark: SparkSession, bootstrap: str, kind: str, rounds: int) -> d
     plan = compile_query(next(iter(image.queries.values())), image)
     query = job.start(spark, plan, LocalDir(Path(tempfile.mkdtemp()) / "checkpoint"),
                       {"kafka.bootstrap.servers": bootstrap}, listener=_listener(kind))
+    return query, source, source + "-out"
+
+
+def _round(bootstrap: str, source: str, sink: str, number: int) -> list[float]:
+    """Seconds from each of PROBES records' produce call to its result in ``sink``."""
+    watcher = SinkWatcher(bootstrap, sink, from_end=True)
+    try:
+        keys = range(LATENCY_KEYS + number * PROBES, LATENCY_KEYS + (number + 1) * PROBES)
+        sent = produce_timed(bootstrap, source, keys, RATE)
+        watcher.wait(lambda: all(key in watcher.first_seen for key in keys), 120, "the probes")
+        return [watcher.first_seen[key] - sent[key] for key in keys]
+    finally:
+        watcher.close()
+
+
+def _latencies(spark: SparkSession, bootstrap: str, kind: str, rounds: int) -> dict[str, Any]:
+    query, source, sink = _filter_query(spark, bootstrap, kind)
     try:
         produce_backlog(bootstrap, source, 5_000)
         time.sleep(10)
-        samples: list[list[float]] = []
-        for number in range(rounds):
-            watcher = SinkWatcher(bootstrap, source + "-out", from_end=True)
-            try:
-                keys = range(LATENCY_KEYS + number * PROBES, LATENCY_KEYS + (number + 1) * PROBES)
-                sent = produce_timed(bootstrap, source, keys, RATE)
-                watcher.wait(lambda keys=keys, watcher=watcher: all(
-                    key in watcher.first_seen for key in keys), 120, "the probes")
-                samples.append([watcher.first_seen[key] - sent[key] for key in keys])
-            finally:
-                watcher.close()
+        samples = [_round(bootstrap, source, sink, number) for number in range(rounds)]
     finally:
         query.stop()
     return {"last_round": summary_ms(samples[-1]),
             "all_rounds": summary_ms([s for round_ in samples for s in round_])}
 
 
+KINDS = ("none", "pyspark_field_by_field", "node_json")
+
+
 def run(quick: bool) -> dict[str, Any]:
+    """Each listener's latencies, in KINDS' order and then in the reverse one: a JVM keeps
+    warming up, so whatever runs later gains."""
     from metastore.spark.session import start_session
 
     rounds = 2 if quick else 4
@@ -107,7 +125,7 @@ def run(quick: bool) -> dict[str, Any]:
                               Path(tempfile.mkdtemp(prefix="bench-listener-")))
         try:
             _latencies(spark, bootstrap, "none", 2)  # the JVM's warm-up, not measured
-            return {kind: _latencies(spark, bootstrap, kind, rounds)
-                    for kind in ("none", "pyspark_field_by_field", "node_json")}
+            return {order: {kind: _latencies(spark, bootstrap, kind, rounds) for kind in kinds}
+                    for order, kinds in (("in_order", KINDS), ("reversed", KINDS[::-1]))}
         finally:
             spark.stop()

@@ -7,16 +7,16 @@ the query's start adds one listener, which gives every micro-batch's progress to
 
 PySpark hands a Python listener each progress converted field by field, a Py4J round trip per
 field, map entry and source: some hundred calls between the driver JVM and the node's process a
-micro-batch, on the cores the queries run on. This listener takes each progress as the one JSON
-text Spark writes of it instead (one call). A node's filter query under 20 records/s went from
-216 to 153 ms at p50 (322 to 248 at p99) after a fresh start; on a warm JVM the conversion
-costs 25-35 ms of p50 and the JSON text none measurable (``python -m integration.bench
-listener-cost``, docs/benchmarks.md).
+micro-batch of every query, on the cores the queries run on. This listener takes each progress
+event as the JSON text Spark writes of it instead (:func:`progress_event`; docs/benchmarks.md,
+"listener-cost"). That text gives rates to one decimal, as Spark's UI shows them.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -76,25 +76,36 @@ def listener(*hearers: Hearer, idle: IdleHearer | None = None) -> StreamingQuery
     return Listener()
 
 
-def _java_listener(listener: StreamingQueryListener) -> Any:
-    """PySpark's JVM wrapper of ``listener``, with each progress passed as its JSON."""
-    import json
+def progress_event(text: str) -> Any:
+    """PySpark's ``QueryProgressEvent`` of Spark's JSON text of one. Spark leaves out a source's
+    rates that are not finite (two triggers in one millisecond); they are NaN here, as the
+    field-by-field conversion gives them."""
+    from pyspark.sql.streaming.listener import QueryProgressEvent
 
+    event = json.loads(text)
+    for source in event["progress"].get("sources", ()):
+        for rate in ("inputRowsPerSecond", "processedRowsPerSecond"):
+            source.setdefault(rate, math.nan)
+    return QueryProgressEvent.fromJson(event)
+
+
+def _java_listener(listener: StreamingQueryListener) -> Any:
+    """PySpark's JVM wrapper of ``listener``, with each progress event passed as its JSON text
+    (converted field by field should that text ever not be read)."""
     from pyspark import SparkContext
-    from pyspark.sql.streaming.listener import (
-        JStreamingQueryListener,
-        QueryProgressEvent,
-        StreamingQueryProgress,
-    )
+    from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
 
     class JsonProgress(JStreamingQueryListener):
         def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802 - Spark's names
-            progress = json.loads(jevent.progress().json())
-            self.pylistener.onQueryProgress(QueryProgressEvent(
-                progress=StreamingQueryProgress.fromJson(progress)))
+            try:
+                event = progress_event(jevent.json())
+            except (KeyError, TypeError, ValueError):
+                log.exception("reading a progress event's JSON text")
+                event = QueryProgressEvent.fromJObject(jevent)
+            self.pylistener.onQueryProgress(event)
 
     jvm: Any = SparkContext._jvm
     return jvm.PythonStreamingQueryListenerWrapper(JsonProgress(listener))
 
 
-__all__ = ["listener", "source_offsets"]
+__all__ = ["listener", "progress_event", "source_offsets"]
