@@ -92,6 +92,7 @@ def progress_event(text: str) -> Any:
 def _java_listener(listener: StreamingQueryListener) -> Any:
     """PySpark's JVM wrapper of ``listener``, with each progress event passed as its JSON text
     (converted field by field should that text ever not be read)."""
+    from py4j.protocol import Py4JError
     from pyspark import SparkContext
     from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
 
@@ -99,7 +100,7 @@ def _java_listener(listener: StreamingQueryListener) -> Any:
         def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802 - Spark's names
             try:
                 event = progress_event(jevent.json())
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, Py4JError):
                 log.exception("reading a progress event's JSON text")
                 event = QueryProgressEvent.fromJObject(jevent)
             self.pylistener.onQueryProgress(event)

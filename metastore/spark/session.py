@@ -91,8 +91,9 @@ Spark's 10 ms made each idle query cost 7.4% of a core (ten idle queries: 76%; a
 
 LOCAL_SOCKET_TIMEOUT_SECONDS = 120
 """How long the driver JVM and PySpark wait for each other when a job's rows are handed over on
-a local socket (connect and authenticate, both ends). Spark's 15 s failed a pull query on a node
-whose two cores were busy with other JVMs; the rows themselves are read with no timeout."""
+a local socket (connect and authenticate, both ends): a node's pull queries, and every collect.
+Spark's 15 s failed a collect on a machine whose two cores were busy with other JVMs; the rows
+themselves are read with no timeout."""
 
 
 MAX_RESULT_SIZE = "128m"
