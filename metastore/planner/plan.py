@@ -117,6 +117,7 @@ from metastore.planner.table_groups import aggregate_changelog
 from metastore.planner.table_state import (
     TABLES,
     JoinedTable,
+    hidden_columns,
     join_changelog,
     join_tables,
     join_tables_on_foreign_key,
@@ -375,7 +376,9 @@ class _Planner:
         items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
         self.texts = record_checks.clause_texts(
             analysis.projection, self.key_names, select.args.get("where"),
-            partitioned=bool(analysis.query.partition_by) and not analysis.aggregate)
+            partitioned=bool(analysis.query.partition_by) and not analysis.aggregate,
+            joined=[(read.alias, read.source) for read in analysis.reads] if analysis.joins
+            else (), source_keys=[c.name for c in analysis.reads[0].source.key_columns])
         self.having = select.args.get("having")
         if analysis.aggregate:
             self._mark_prepared(items)
@@ -699,14 +702,16 @@ class _Planner:
             window_key_bytes=(16 if self._session_key else 8) if windowed else 0, checked=checked)
 
     def _checked_rows(self) -> CheckedRows | None:
-        """The checks of the query's stream rows (observed on its stream view), for a query
-        that reads one stream, or one table's changelog, without a join, a table function or a
-        stateful stage before its WHERE (:mod:`metastore.planner.record_checks`)."""
+        """The checks of the query's stream rows (observed on its stream view, or on the view
+        of its stream's joins with tables), for a query that reads one stream, or one table's
+        changelog, and joins nothing else, without a table function or a stateful stage before
+        its WHERE (:mod:`metastore.planner.record_checks`)."""
         reads, source = self.stream_reads, self.analysis.reads[0].source
         hopping = self.analysis.windowing is not None and bool(self.analysis.windowing.advance_ms)
         read_as_stream = source.kind is SourceKind.STREAM or self.strategy.changelog
-        if (len(self.analysis.reads) != 1 or not read_as_stream or not reads
-                or self.generated or self.batch is not None or self.sessions_view
+        joined = self._checked_joins()
+        if ((len(self.analysis.reads) != 1 and joined is None) or not read_as_stream
+                or not reads or self.generated or self.batch is not None or self.sessions_view
                 or self.final_stream or self.changelog_view or hopping):
             return None  # (a HOPPING window's view holds a record once per window)
         where = self.select.args.get("where")
@@ -714,11 +719,24 @@ class _Planner:
             self.failures, self.texts, where.this if isinstance(where, exp.Where) else next(
                 (node.this for node in self.select.walk() if node._meta is not None
                  and node.meta.get(failures.CLAUSE) == failures.WHERE), None),
-            bool(self.analysis.aggregate), self.stream_alias, source, reads)
+            bool(self.analysis.aggregate), self.stream_alias, source,
+            reads if joined is None else (f"{self.prefix}_join_{len(self.keyed)}",),
+            joined or ())
         if checked is not None:
             self.steps = [replace(step, observed=record_checks.observed(checked))
                           if step.view == checked.view else step for step in self.steps]
         return checked
+
+    def _checked_joins(self) -> list[record_checks.JoinedTable] | None:
+        """The tables a stream joins as keyed state, each with its columns' names in the view
+        of the joins (:func:`~metastore.planner.table_state.join_tables`), when the query reads
+        nothing else; else None."""
+        if not self.keyed or self.outer is not None or len(self.analysis.reads) != 1 + len(
+                self.keyed):
+            return None
+        return [record_checks.JoinedTable(table.alias, table.source,
+                                          hidden_columns(table, number))
+                for number, table in enumerate(self.keyed, start=1)]
 
     @property
     def _session_key(self) -> bool:

@@ -46,7 +46,7 @@ from metastore.planner.steps import (
 
 PLAN_FORMAT = 1
 """The document's own shape: ``format``, ``versions`` and ``plan``."""
-PLANNER_VERSION = 3
+PLANNER_VERSION = 4
 """The version of what the planner writes: a release that plans any query differently bumps
 it (and the node versions whose meaning changed) and saves the new plans of ksqlDB's dev cases
 (``python -m integration.plans save``); ``tests/plans/<version>/`` keeps each version's."""
@@ -55,7 +55,9 @@ _NODES: tuple[type[Any], ...] = (
     QueryPlan, Step, BatchStage, TableSideJoin, TableJoin, ForeignKeyTableJoin, RowVersions,
     GroupMembers, StreamTime, SessionMembers, FinalWindows, UnmatchedRecords, CheckedRows,
     RecordCheck)
-_FIELDS_SINCE: Mapping[tuple[str, str], int] = {("QueryPlan", "checked"): 2}
+_FIELDS_SINCE: Mapping[tuple[str, str], int] = {("QueryPlan", "checked"): 2,
+                                                    ("CheckedRows", "carried"): 2,
+                                                    ("RecordCheck", "record"): 2}
 """The fields a later version of a class added (with a default), by the version that added
 them: a node that leaves them at their default is written without them, as the earliest version
 that reads it, so a plan that needs no new field runs on the nodes of an earlier release too."""

@@ -20,17 +20,20 @@ words it:
   argument, ``Aggregate.Prepare``: :mod:`metastore.planner.prepared_columns`).
 
 Each check's condition is over the query's stream view (a query reading one stream, or one
-table's changelog, without a join or a table function; a push query's too): the SELECT's,
-GROUP BY's, PARTITION BY's and aggregate arguments' only for rows its WHERE keeps. Each
-micro-batch counts the rows that fail a check by an observation of that view
-(:func:`observed`); the runtime then logs each of them (:mod:`metastore.runtime.record_errors`).
+table's changelog, without a table function; a push query's too), or over the view of a
+stream's joins with tables (its columns, and each table's under their names in that view): the
+SELECT's, GROUP BY's, PARTITION BY's and aggregate arguments' only for rows its WHERE keeps.
+Each micro-batch counts the rows that fail a check by an observation of that view
+(:func:`observed`); the runtime then logs each of them (:mod:`metastore.runtime.record_errors`):
+a stream view's by reading the micro-batch's offsets again, a join's from the observation
+itself, which carries at most :data:`CARRIED_ROWS` failing rows of each check.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -46,6 +49,25 @@ _PREFIX = "__ms_checked"
 _SEPARATOR = "\u001f"
 FIRST = "first"
 """The observed metric of the first failing row's partition and offset."""
+PARTITION_BY = "PartitionBy"
+"""The step of ksqlDB's logger of a PARTITION BY's new key."""
+CARRIED = "rows"
+"""The prefix of the observed metric of a check's failing rows, when the observation carries
+them (``rows<i>``: an array of structs, each its ``record`` and ``cause``)."""
+CARRIED_ROWS = 20
+"""The most failing rows of one check a micro-batch's observation of a join's view carries (the
+count is exact): the processing log's entries of a micro-batch are bounded in the driver's
+memory, as a hostile topic could fail every row."""
+
+
+@dataclass(frozen=True)
+class JoinedTable:
+    """A table a stream's checked view joins: its alias in the query, its source, and the name
+    each of its columns (its pseudo columns too) has in the view."""
+
+    alias: str
+    source: DataSource
+    names: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -53,72 +75,101 @@ class ClauseTexts:
     """What ksqlDB's messages quote of a query, written down before its translation: each
     SELECT column's expression and index (key columns have none in a persistent query's
     projection), the WHERE's predicate, and the expression of each key column a PARTITION BY
-    computes."""
+    computes (``key_only``: those whose expression reads only the source's key columns, which
+    ksqlDB evaluates over the key alone)."""
 
     columns: dict[str, tuple[str, int]]
     where: str | None
     new_keys: dict[str, str] = field(default_factory=dict)
+    key_only: frozenset[str] = frozenset()
 
 
 def clause_texts(projection: Sequence[tuple[str, exp.Expr]], keys: Iterable[str],
-                 where: exp.Expr | None, partitioned: bool = False) -> ClauseTexts:
+                 where: exp.Expr | None, partitioned: bool = False,
+                 joined: Sequence[tuple[str, DataSource]] = (),
+                 source_keys: Iterable[str] = ()) -> ClauseTexts:
     """The texts of a query whose sink's key columns are ``keys``; ``partitioned``: its
-    PARTITION BY computes them (ksqlDB's PartitionBy step, before the projection)."""
-    key_names = set(keys)
+    PARTITION BY computes them (ksqlDB's PartitionBy step, before the projection) from a
+    source whose key columns are ``source_keys``; ``joined``: the sources it joins, by alias,
+    whose columns ksqlDB names by alias after the join."""
+    key_names, read_keys = set(keys), set(source_keys)
     values = [(name, expression) for name, expression in projection if name not in key_names]
-    new_keys = {name: expression_text(expression) for name, expression in projection
-                if name in key_names} if partitioned else {}
-    return ClauseTexts({name: (expression_text(expression), index)
+    partitions = [(name, expression) for name, expression in projection
+                  if name in key_names] if partitioned else []
+    return ClauseTexts({name: (expression_text(expression, joined), index)
                         for index, (name, expression) in enumerate(values)},
-                       expression_text(where.this) if isinstance(where, exp.Where) else None,
-                       new_keys)
+                       expression_text(where.this, joined) if isinstance(where, exp.Where)
+                       else None,
+                       {name: expression_text(expression) for name, expression in partitions},
+                       frozenset(name for name, expression in partitions if all(
+                           column.name in read_keys
+                           for column in expression.find_all(exp.Column))))
 
 
-def expression_text(expression: exp.Expr) -> str:
-    """``expression`` as ksqlDB's processing log messages print it: columns unqualified."""
-    return ksql_text(expression, lambda column: column.name)
+def expression_text(expression: exp.Expr, joined: Sequence[tuple[str, DataSource]] = ()
+                    ) -> str:
+    """``expression`` as ksqlDB's processing log messages print it: columns unqualified, or,
+    after a join of the ``joined`` sources, by their source's alias and name (``S_ID``)."""
+    def column_text(column: exp.Column) -> str:
+        alias = column.table or next((alias for alias, source in joined
+                                      if source.column(column.name) is not None), "")
+        return f"{alias}_{column.name}" if joined and alias else column.name
+
+    return ksql_text(expression, column_text)
 
 
 def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp.Expr | None,
-                 aggregate: bool, alias: str, source: DataSource,
-                 reads: tuple[str, ...]) -> CheckedRows | None:
+                 aggregate: bool, alias: str, source: DataSource, reads: tuple[str, ...],
+                 joined: Sequence[JoinedTable] = ()) -> CheckedRows | None:
     """The checks of the ``found`` failures of a query over ``source``, whose stream it reads
     as the view ``reads[-1]`` (the last of ``reads``) under ``alias``, ``where`` its translated
-    WHERE; None when there is none to make.
+    WHERE; None when there is none to make. With ``joined`` tables, ``reads[-1]`` is the view
+    of the stream's joins with them: its failing rows are carried by the observation.
 
-    ksqlDB evaluates nothing of a tombstone, nor a row's SELECT and GROUP BY when its WHERE
-    dropped it. A node it catches where it is is logged there, once per SELECT column; the
+    ksqlDB evaluates nothing of a tombstone but a PARTITION BY over key columns only (of the
+    key alone, whose values it logs as the record), nor a row's SELECT and GROUP BY when its
+    WHERE dropped it. A node it catches where it is is logged there, once per SELECT column; the
     failures it does not catch are one failure of their clause's expression, one check."""
+    names = _ViewNames(alias, {table.alias: table.names for table in joined})
     users = _users_where(where) if where is not None else None
-    kept = _spark(users, alias) if users is not None else None
+    kept = names.spark(users) if users is not None else None
     parts: dict[tuple[object, ...], dict[str, str]] = {}
     for failure in found:
         named = _logged(failure, texts, aggregate)
         if named is None:
             continue
-        condition = _spark(failure.condition, alias)
+        condition = names.spark(failure.condition)
         if kept is not None and failure.clause != failed.WHERE:
             condition = f"coalesce({kept}, false) AND ({condition})"
-        condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"
+        if not (named[0] == PARTITION_BY and failure.column in texts.key_only):
+            condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"  # a key alone: evaluated
         place = (*named, "prepared", failure.prepared[1], "") if failure.prepared and \
             aggregate else (*named, failure.clause, failure.index, failure.column)
         key = (*place, condition) if failure.wrapped else place
-        parts.setdefault(key, {})[condition] = _spark(failure.cause, alias)
+        parts.setdefault(key, {})[condition] = names.spark(failure.cause)
     if not parts:
         return None
-    checks = tuple(_check(str(key[0]), str(key[1]), causes) for key, causes in parts.items())
+    keys_record = _json_array([_json_value(c.name) for c in source.key_columns])
+    checks = tuple(_check(str(key[0]), str(key[1]), causes, keys_record if key[0] == PARTITION_BY
+                          and key[4] in texts.key_only else None)
+                   for key, causes in parts.items())
+    if joined:
+        record = _json_array([*_record_values(source, {}), *(
+            value for table in joined for value in _record_values(table.source, table.names))])
+        return CheckedRows(reads[-1], (), source.topic, record, checks, CARRIED_ROWS)
     return CheckedRows(reads[-1], reads, source.topic, record_json(source), checks)
 
 
-def _check(logger: str, message: str, causes: dict[str, str]) -> RecordCheck:
+def _check(logger: str, message: str, causes: dict[str, str], record: str | None
+           ) -> RecordCheck:
     """One check of the failures whose conditions are ``causes``' keys: any of them, with the
-    cause of the first that holds."""
+    cause of the first that holds; ``record``: the record it logs, where not the row's."""
     if len(causes) == 1:
         [(condition, cause)] = causes.items()
-        return RecordCheck(logger, message, condition, cause)
+        return RecordCheck(logger, message, condition, cause, record)
     either = " OR ".join(f"({condition})" for condition in causes)
     which = " ".join(f"WHEN {condition} THEN {cause}" for condition, cause in causes.items())
-    return RecordCheck(logger, message, either, f"CASE {which} END")
+    return RecordCheck(logger, message, either, f"CASE {which} END", record)
 
 
 def _users_where(where: exp.Expr) -> exp.Expr | None:
@@ -152,7 +203,7 @@ def _logged(failure: failed.Failure, texts: ClauseTexts, aggregate: bool
         logger, whole = "Aggregate.Prepare", (f"Error computing expression {text} for column "
                                               f"{name} with index {index}")
     elif failure.clause == failed.PROJECT and failure.column in texts.new_keys:
-        logger, whole = "PartitionBy", ("Error computing new key from expression "
+        logger, whole = PARTITION_BY, ("Error computing new key from expression "
                                         f"{texts.new_keys[failure.column]}")
     elif failure.clause == failed.PROJECT and not aggregate and failure.column in texts.columns:
         text, index = texts.columns[failure.column]
@@ -163,27 +214,51 @@ def _logged(failure: failed.Failure, texts: ClauseTexts, aggregate: bool
     return logger, f"Error processing {failure.name}" if failure.wrapped else whole
 
 
-def _spark(expression: exp.Expr, alias: str) -> str:
-    """Spark SQL of ``expression`` over the stream view itself: its columns unqualified."""
-    def unqualified(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column) and node.table == alias:
-            return exp.column(node.name, quoted=True)
-        return node
+@dataclass(frozen=True)
+class _ViewNames:
+    """The checked view's column of each column a query's expression names: the stream's
+    (under ``alias``) by its own name, a joined table's by its name in the view."""
 
-    return expression.copy().transform(unqualified).sql(dialect="spark", identify=True)
+    alias: str
+    tables: Mapping[str, Mapping[str, str]]
+
+    def spark(self, expression: exp.Expr) -> str:
+        """Spark SQL of ``expression`` over the checked view."""
+        def in_view(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Column) and node.table == self.alias:
+                return exp.column(node.name, quoted=True)
+            if isinstance(node, exp.Column) and node.table in self.tables:
+                return exp.column(self.tables[node.table][node.name], quoted=True)
+            return node
+
+        return expression.copy().transform(in_view).sql(dialect="spark", identify=True)
 
 
 def record_json(source: DataSource) -> str:
     """Spark SQL of a row of ``source``'s stream view as ksqlDB's processing log prints the
     record of a step's input row: a JSON array of its value columns, its header columns,
     ROWTIME, ROWPARTITION, ROWOFFSET and its key columns."""
-    names = [*(c.name for c in source.columns if c.role is ColumnRole.VALUE),
-             *(c.name for c in source.columns if c.role is ColumnRole.HEADER),
-             "ROWTIME", "ROWPARTITION", "ROWOFFSET", *(c.name for c in source.key_columns)]
-    values = [f"to_json(named_struct('v', {_quoted(name)}), map('ignoreNullFields', 'false'))"
-              for name in names]
-    inner = ", ".join(f"substring({value}, 6, length({value}) - 6)" for value in values)
-    return f"concat('[', concat_ws(',', {inner}), ']')"
+    return _json_array(_record_values(source, {}))
+
+
+def _record_values(source: DataSource, names: Mapping[str, str]) -> list[str]:
+    """Spark SQL of each value of ``source``'s row in the record ksqlDB prints (see
+    :func:`record_json`), a JSON text each; ``names``: its columns' names in the view, where
+    they are not their own (a joined table's)."""
+    columns = [*(c.name for c in source.columns if c.role is ColumnRole.VALUE),
+               *(c.name for c in source.columns if c.role is ColumnRole.HEADER),
+               "ROWTIME", "ROWPARTITION", "ROWOFFSET", *(c.name for c in source.key_columns)]
+    return [_json_value(names.get(name, name)) for name in columns]
+
+
+def _json_value(column: str) -> str:
+    """Spark SQL of the JSON text of ``column``'s value (``null`` for NULL)."""
+    value = f"to_json(named_struct('v', {_quoted(column)}), map('ignoreNullFields', 'false'))"
+    return f"substring({value}, 6, length({value}) - 6)"
+
+
+def _json_array(values: Sequence[str]) -> str:
+    return f"concat('[', concat_ws(',', {', '.join(values)}), ']')"
 
 
 def _quoted(name: str) -> str:
@@ -206,8 +281,14 @@ def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
     any_failed = " OR ".join(f"({check.condition})" for check in checked.checks)
     first = (f"min(CASE WHEN {any_failed} THEN struct(ROWPARTITION AS partition, ROWOFFSET AS "
              f"offset) END) AS {FIRST}")
-    return observation(checked), (*counts, first)
+    carried = tuple(
+        f"min_by(CASE WHEN {check.condition} THEN named_struct('record', "
+        f"{check.record or checked.record}, "
+        f"'cause', {check.cause}) END, CASE WHEN {check.condition} THEN named_struct('partition', "
+        f"ROWPARTITION, 'offset', ROWOFFSET) END, {checked.carried}) AS {CARRIED}{i}"
+        for i, check in enumerate(checked.checks)) if checked.carried else ()
+    return observation(checked), (*counts, first, *carried)
 
 
-__all__ = ["ClauseTexts", "checked_rows", "clause_texts", "expression_text",
-           "observation", "observed", "record_json"]
+__all__ = ["CARRIED", "CARRIED_ROWS", "FIRST", "ClauseTexts", "JoinedTable", "checked_rows",
+           "clause_texts", "expression_text", "observation", "observed", "record_json"]

@@ -183,6 +183,10 @@ class RecordCheck:
     """Spark SQL over the checked view's columns."""
     cause: str
     """Spark SQL of the exception's message, a STRING."""
+    record: str | None = None
+    """Spark SQL of the record its entries print, where it is not the checked row's (see
+    :attr:`CheckedRows.record`): a PARTITION BY's over key columns only, ksqlDB's over the key
+    alone, prints the key's values."""
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,10 @@ class CheckedRows:
     topic: str
     record: str
     checks: tuple[RecordCheck, ...]
+    carried: int = 0
+    """When ``view`` is a join's (which the processing log cannot make again from one topic's
+    offsets), the most failing rows per check the observation carries itself, each its record
+    and cause; 0: the processing log reads the micro-batch's offsets again."""
 
 
 @dataclass(frozen=True)

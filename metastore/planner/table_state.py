@@ -98,7 +98,7 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
     current = stream_view
     for number, (table, join) in enumerate(zip(tables, joins, strict=True), start=1):
         stream_side, table_side = _sides(join.args["on"], table)
-        hidden = _hidden(table, number)
+        hidden = hidden_columns(table, number)
         view = f"{prefix}_join_{number}"
         records = exp.select(
             exp.Column(this=exp.Star(), table=exp.to_identifier(stream_alias, quoted=True)),
@@ -131,7 +131,7 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
     return steps
 
 
-def _hidden(table: JoinedTable, number: int) -> dict[str, str]:
+def hidden_columns(table: JoinedTable, number: int) -> dict[str, str]:
     """The names of the ``number``-th joined table's columns (its own and its pseudo columns)
     in a join's views."""
     names = [c.name for c in table.source.columns] + list(PSEUDO_COLUMNS)
@@ -183,7 +183,7 @@ def _sides(on: exp.Expr, table: JoinedTable) -> tuple[exp.Expr, exp.Expr]:
             on = on.this
     if not isinstance(on, exp.EQ):
         raise QueryRuntimeError(f"a stream-table join's ON must be an equality: {on.sql()}")
-    names = set(_hidden(table, 0))
+    names = set(hidden_columns(table, 0))
 
     def of_table(column: exp.Column) -> bool:
         return column.table == table.alias if column.table else column.name in names
@@ -228,7 +228,7 @@ def join_tables_on_keys(select: exp.Select, tables: list[JoinedTable], prefix: s
     laterals: list[exp.Lateral] = []
     present: exp.Expr | None = None
     for number, table in enumerate(tables):
-        hidden = _hidden(table, number)
+        hidden = hidden_columns(table, number)
         view = f"{prefix}_rows_{number}"
         steps.append(_changelog(view, table, hidden, number, key_sql(table)))
         views.append(view)
@@ -304,7 +304,7 @@ def join_tables_on_foreign_key(select: exp.Select, tables: list[JoinedTable],
     joins = list(select.args.get("joins") or [])
     foreign_key, _ = _sides(joins[0].args["on"], tables[1])
     foreign = foreign_key.sql(dialect="spark", identify=True)
-    hidden = [_hidden(table, number) for number, table in enumerate(tables)]
+    hidden = [hidden_columns(table, number) for number, table in enumerate(tables)]
     laterals = [lateral_view(table.alias, names, TABLES) for table, names in zip(tables, hidden,
                                                                              strict=True)]
     rows = [exp.Not(this=exp.Is(this=exp.column(names["ROWOFFSET"], table=TABLES, quoted=True),

@@ -182,6 +182,31 @@ class FailedRows:
     end: Offsets
 
 
+@dataclass(frozen=True)
+class CarriedRows:
+    """Rows of a micro-batch of ``query`` that failed the checks of ``checked``, a join's (see
+    :attr:`~metastore.planner.steps.CheckedRows.carried`), as its observation carried them: for
+    each check, each failing row's record (JSON text) and cause, at most ``checked.carried``."""
+
+    query: str
+    checked: CheckedRows
+    rows: tuple[tuple[tuple[str | None, str | None], ...], ...]
+    time_ms: int
+
+    def entries(self, rows_include: bool) -> list[str]:
+        """ksqlDB's RECORD_PROCESSING_ERROR entries, one per row and failed check."""
+        return [_entry(f"processing.{self.query}.{check.logger}", self.time_ms,
+                       RECORD_PROCESSING_ERROR, "recordProcessingError",
+                       {"errorMessage": check.message,
+                        "record": record if rows_include else None, "cause": [cause]})
+                for check, rows in zip(self.checked.checks, self.rows, strict=True)
+                for record, cause in rows]
+
+
+_Logged = SkippedBatch | QueryFailure | FailedRows | CarriedRows
+"""What the processing log's thread writes."""
+
+
 READABLE = "__MS_LOG_READABLE"
 KEY_READABLE = "__MS_LOG_KEY_READABLE"
 _VALUE = "__MS_LOG_RECORD_VALUE"
@@ -221,11 +246,11 @@ def failed_rows_select(batch: FailedRows, rows_include: bool) -> str:
     ``batch``'s checks that fail them: ksqlDB's RECORD_PROCESSING_ERROR, one per row and
     failed check, logged as ``processing.<query>.<step>``."""
     checked = batch.checked
-    record = checked.record if rows_include else "CAST(NULL AS STRING)"
     selects = []
     for check, failed in zip(checked.checks, batch.failed, strict=True):
         if not failed:
             continue
+        record = (check.record or checked.record) if rows_include else "CAST(NULL AS STRING)"
         error = (f"named_struct('errorMessage', {string_literal(check.message)}, 'record', "
                  f"{record}, 'cause', array({check.cause}))")
         entry = _entry_sql(string_literal(f"processing.{batch.query}.{check.logger}"),
@@ -266,8 +291,7 @@ class ProcessingLog:
         self.topic = topic
         self._source = source
         self._rows_include = rows_include
-        self._pending: queue.Queue[SkippedBatch | QueryFailure | FailedRows | None] = queue.Queue(
-            max_pending)
+        self._pending: queue.Queue[_Logged | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self._session: tuple[SparkSession, SparkSession] | None = None
         """The node's session and the log's own of it (a session per job would leave Spark a
@@ -284,11 +308,11 @@ class ProcessingLog:
         """Log a query's failure (returns at once)."""
         self._enqueue(failure)
 
-    def failed_rows(self, batch: FailedRows) -> None:
+    def failed_rows(self, batch: FailedRows | CarriedRows) -> None:
         """Log the rows of ``batch`` a query could not process (returns at once)."""
         self._enqueue(batch)
 
-    def _enqueue(self, item: SkippedBatch | QueryFailure | FailedRows) -> None:
+    def _enqueue(self, item: _Logged) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -326,7 +350,9 @@ class ProcessingLog:
         while (item := self._pending.get()) is not None:
             try:
                 if isinstance(item, QueryFailure):
-                    self._write_failure(item)
+                    self._write_entries(item.entries(), item)
+                elif isinstance(item, CarriedRows):
+                    self._write_entries(item.entries(self._rows_include), item)
                 elif isinstance(item, FailedRows):
                     self._write_failed_rows(item)
                 else:
@@ -336,16 +362,16 @@ class ProcessingLog:
                 log.warning("processing log: logging %s failed: %s", item,
                             lines[0] if lines else type(error).__name__)
 
-    def _write_failure(self, failure: QueryFailure) -> None:
+    def _write_entries(self, entries: list[str], item: QueryFailure | CarriedRows) -> None:
+        """Write ``entries``, those of ``item``, as they are."""
         spark = self._spark()
         if spark is None or not self._topic_exists(self.topic):
             log.warning("processing log: Spark is down or its topic %s does not exist; %s is "
-                        "not logged", self.topic, failure)
+                        "not logged", self.topic, item)
             return
         session = self._session_of(spark)
-        session.createDataFrame([(entry,) for entry in failure.entries()],
-                                "value STRING").coalesce(1).write.format(
-            "kafka").options(**self._kafka_options, topic=self.topic).save()
+        session.createDataFrame([(entry,) for entry in entries], "value STRING").coalesce(
+            1).write.format("kafka").options(**self._kafka_options, topic=self.topic).save()
 
     def _write_failed_rows(self, batch: FailedRows) -> None:
         spark = self._spark()
@@ -451,5 +477,5 @@ def _topic_offsets(text: str | None, topic: str) -> dict[int, int]:
 
 
 __all__ = ["DESERIALIZATION_ERROR", "RECORD_PROCESSING_ERROR", "SERIALIZATION_ERROR",
-           "FailedRows", "ProcessingLog", "SkippedBatch", "batch_offsets", "entries_select",
+           "CarriedRows", "FailedRows", "ProcessingLog", "SkippedBatch", "batch_offsets", "entries_select",
            "failed_rows_select", "logger"]

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from metastore.planner.record_checks import FIRST, observation
+from metastore.planner.record_checks import CARRIED, FIRST, observation
 from metastore.planner.steps import CheckedRows, QueryPlan
 from metastore.runtime import progress_listener
-from metastore.runtime.processing_log import FailedRows, batch_offsets
+from metastore.runtime.processing_log import CarriedRows, FailedRows, batch_offsets
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +30,14 @@ class RecordErrors:
     """Counts of the rows each query of this node could not process."""
 
     def __init__(self) -> None:
-        self._report: Callable[[FailedRows], None] | None = None
+        self._report: Callable[[FailedRows | CarriedRows], None] | None = None
         self._lock = threading.Lock()
         self._counts: dict[str, int] = defaultdict(int)
         self._plans: dict[str, QueryPlan] = {}
         self._ended = 0
         """The rows of the push queries that ended: counted in the node's total, kept by none."""
 
-    def report_to(self, report: Callable[[FailedRows], None]) -> None:
+    def report_to(self, report: Callable[[FailedRows | CarriedRows], None]) -> None:
         """Hand each micro-batch's failing rows to ``report`` (the processing log)."""
         self._report = report
 
@@ -89,7 +90,18 @@ class RecordErrors:
                             f"{check.message}: {n}" for check, n in zip(
                                 checked.checks, failed, strict=True) if n))
             assert plan is not None
-            self._log(plan, checked, failed, sources, first)
+            if checked.carried:
+                self._log_carried(plan, checked, row)
+            else:
+                self._log(plan, checked, failed, sources, first)
+
+    def _log_carried(self, plan: QueryPlan, checked: CheckedRows, row: Any) -> None:
+        """Hand the failed rows the micro-batch's observation carried to the log, logged
+        now."""
+        rows = tuple(tuple((item["record"], item["cause"]) for item in row[f"{CARRIED}{i}"] or ())
+                     for i in range(len(checked.checks)))
+        if self._report is not None:
+            self._report(CarriedRows(plan.query_id, checked, rows, int(time.time() * 1000)))
 
     def _log(self, plan: QueryPlan, checked: CheckedRows, failed: tuple[int, ...],
              sources: Sequence[tuple[str | None, str | None]], first: Any) -> None:

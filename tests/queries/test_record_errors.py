@@ -1,7 +1,8 @@
 """A row a query's expressions cannot compute is ksqlDB's RECORD_PROCESSING_ERROR, on the suite's
 Spark node: its column is NULL (or the row is dropped, when its WHERE failed), the query goes on,
 the processing log has one entry per failed row with ksqlDB's logger and message, and /metrics
-counts them per query. A PARTITION BY, a query over a table and a push query log theirs too."""
+counts them per query. A PARTITION BY, a query over a table, a push query and a stream-table
+join log theirs too."""
 
 from __future__ import annotations
 
@@ -101,6 +102,45 @@ def test_a_partition_by_a_table_source_and_a_push_query_log_the_rows_they_cannot
     assert re.fullmatch(rf"processing\.transient_{name}_\d+\.Project", pushed["logger"])
     assert pushed["message"]["recordProcessingError"]["errorMessage"] == \
         "Error processing INTEGER"
+
+
+def test_a_stream_table_join_logs_the_joined_rows_it_cannot_compute(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_settings: KafkaSettings) -> None:
+    name = unique("RPJ").upper().replace("-", "_")
+    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, TXT STRING, A INT, B INT) WITH ("
+                     f"KAFKA_TOPIC='{name}', PARTITIONS=1, VALUE_FORMAT='JSON');"
+                     f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, NAME STRING) WITH ("
+                     f"KAFKA_TOPIC='{name}_T', PARTITIONS=1, VALUE_FORMAT='JSON');")
+    producer = producer_factory()
+    for key in (1, 2, 3):  # 4 and 5 join no row
+        producer.produce(f"{name}_T", key=struct.pack(">i", key),
+                         value=json.dumps({"NAME": f"n{key}"}).encode())
+    assert producer.flush(30) == 0
+    _produce_rows(producer, name)
+    producer.produce(name, key=struct.pack(">i", 5),  # fails, but an inner join drops it first
+                     value=json.dumps({"TXT": "z", "A": 1, "B": 0}).encode())
+    assert producer.flush(30) == 0
+    sink = f"{name}_J"
+    earliest(spark_node, f"CREATE STREAM {sink} AS SELECT S.ID, CAST(S.TXT AS INT) AS N, "
+                         f"T.NAME FROM {name} S JOIN {name}_T T ON S.ID = T.ID "
+                         "WHERE A % S.B = 0;")
+    assert sorted(_values(kafka_settings, sink, 2), key=str) == [{"N": 5, "NAME": "n1"},
+                                                                  {"N": None, "NAME": "n2"}]
+    [query_id] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [sink]]
+    entries = eventually(lambda: _entries(kafka_settings, spark_node, query_id, 2), 90,
+                         "the join's two failed rows in the processing log", interval=1)
+    errors = sorted(((e["logger"], e["message"]["type"], e["message"]["recordProcessingError"])
+                     for e in entries), key=str)
+    assert errors == [
+        (f"processing.{query_id}.Project", 1, {"errorMessage": "Error processing INTEGER",
+                                               "record": None,
+                                               "cause": ['For input string: "x"']}),
+        (f"processing.{query_id}.WhereFilter", 1, {
+            "errorMessage": "Error evaluating predicate ((S_A % S_B) = 0)", "record": None,
+            "cause": ["/ by zero"]})], "the unmatched row 5 is not evaluated"
+    assert eventually(lambda: _processing_errors(spark_node, query_id) == 2 or None, 60,
+                      "/metrics to count the join's two failed rows", interval=1)
 
 
 def _produce_rows(producer: Producer, topic: str) -> None:

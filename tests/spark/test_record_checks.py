@@ -14,6 +14,7 @@ import pytest
 
 from metastore.planner.plan import compile_query
 from metastore.planner.steps import CheckedRows
+from metastore.runtime.processing_log import FailedRows, failed_rows_select
 from metastore.testing.check import run_script
 
 SOURCE = ("CREATE STREAM S (ID INT KEY, S STRING, N INT, B BIGINT, BY BYTES, DE DECIMAL(4, 2)) "
@@ -203,6 +204,23 @@ def test_a_partition_by_expression_is_checked_as_ksqldbs_partitionby_step_after_
     assert checked is not None  # a CAST is caught where it is, in the PartitionBy step
     assert _failing(spark, checked, [_row(S="x", ROWOFFSET=1), _row(S="7", ROWOFFSET=2)]) == [
         [("PartitionBy", "Error processing INTEGER", 'For input string: "x"')], []]
+
+
+def test_a_partition_by_over_key_columns_only_logs_the_keys_values_even_of_a_tombstone(
+        spark: Any) -> None:
+    checked = _checked("CREATE STREAM T AS SELECT * FROM S PARTITION BY ID / 0;")
+    assert checked is not None
+    [check] = checked.checks
+    assert check.record is not None, "ksqlDB evaluates the key alone, and logs it"
+    rows = [_row(ID=3, ROWOFFSET=1), _row(ID=4, ROWOFFSET=2, __MS_NULL_VALUE=True)]
+    new_key = ("PartitionBy", "Error computing new key from expression (ID / 0)", "/ by zero")
+    assert _failing(spark, checked, rows) == [[new_key], [new_key]]
+    entries = spark.sql(failed_rows_select(FailedRows("CSAS_T_1", checked, (), (2,), {}, {}),
+                                           rows_include=True)).collect()
+    assert sorted(json.loads(json.loads(entry.value)["message"]["recordProcessingError"][
+        "record"]) for entry in entries) == [[3], [4]]
+    checked = _checked("CREATE STREAM T AS SELECT * FROM S PARTITION BY N / 0;")
+    assert checked is not None and checked.checks[0].record is None, "the row, as any step's"
 
 
 def test_a_query_over_a_table_checks_each_row_of_its_changelog_but_no_tombstone(

@@ -1,6 +1,7 @@
 """The rows a query could not process: the plan's checks are written only into plans that have
 some (a plan without any is the document an earlier release wrote and reads), and the runtime
-counts each micro-batch's failed rows per query and hands their offsets to the processing log."""
+counts each micro-batch's failed rows per query and hands their offsets to the processing log (a
+join's rows themselves, which its observation carries)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 from metastore.catalog.image import Image
 from metastore.planner.plan import compile_query
 from metastore.planner.plan_format import PlanFormatError, plan_document, read_plan
-from metastore.planner.record_checks import FIRST
+from metastore.planner.record_checks import CARRIED, CARRIED_ROWS, FIRST
 from metastore.planner.steps import QueryPlan
-from metastore.runtime.processing_log import FailedRows
+from metastore.runtime.processing_log import CarriedRows, FailedRows
 from metastore.runtime.record_errors import RecordErrors
 from metastore.testing.check import run_script
 
@@ -80,3 +81,42 @@ def test_each_micro_batch_with_failed_rows_is_counted_and_handed_to_the_log_with
         "CSAS_T_1", (2, 0), {0: 5, 1: 9}, {0: 8, 1: 12})
     assert [step.view for step in batch.steps] == list(plan.checked.reads)
     assert batch.steps[0].topic == "s", "the log reads the micro-batch's records again"
+
+
+def test_a_stream_table_join_is_checked_on_its_joined_view_and_its_failed_rows_carried() -> None:
+    results, image = run_script(
+        SOURCE + "CREATE TABLE U (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='u', "
+        "VALUE_FORMAT='JSON', PARTITIONS=2);"
+        "CREATE STREAM J AS SELECT S.ID, CAST(U.NAME AS INT) AS X FROM S JOIN U ON S.ID = U.ID "
+        "WHERE N / N = 1;")
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    plan = compile_query(next(iter(image.queries.values())), image)
+    checked = plan.checked
+    assert checked is not None and checked.carried == CARRIED_ROWS and checked.reads == ()
+    [joined] = [step for step in plan.steps if step.view == checked.view]
+    assert joined.keyed is not None and joined.observed is not None, "observed on the join"
+    assert [(c.logger, c.message) for c in checked.checks] == [
+        ("Project", "Error processing INTEGER"),
+        ("WhereFilter", "Error evaluating predicate ((S_N / S_N) = 1)")]
+    assert "`__MS_J1_NAME`" in checked.checks[0].condition, "the table's column in the view"
+    assert f"AS {CARRIED}0" in " ".join(joined.observed[1])
+    assert plan_document(plan)["versions"]["CheckedRows"] == 2
+
+    errors, reported = RecordErrors(), []
+    errors.report_to(reported.append)
+    query = plan.query_id
+    errors.started(query, plan)
+    record = '["x",1,0,0,5,1,"x",0,0,3,1]'
+    errors.hear(_Progress(query, {joined.observed[0]: {
+        "failed0": 1, "failed1": 0, FIRST: {"partition": 0, "offset": 5},
+        f"{CARRIED}0": [{"record": record, "cause": 'For input string: "x"'}],
+        f"{CARRIED}1": []}}, []))
+    assert errors.of(query) == 1
+    [batch] = reported
+    assert isinstance(batch, CarriedRows), "a join's rows are not read again from its topic"
+    [entry] = [json.loads(text) for text in batch.entries(rows_include=True)]
+    assert (entry["logger"], entry["message"]["recordProcessingError"]) == (
+        f"processing.{query}.Project", {"errorMessage": "Error processing INTEGER",
+                                        "record": record, "cause": ['For input string: "x"']})
+    [hidden] = [json.loads(text) for text in batch.entries(rows_include=False)]
+    assert hidden["message"]["recordProcessingError"]["record"] is None
