@@ -89,6 +89,26 @@ class Scope:
             raise unknown_column(clause, name, at)
         return matches[0]
 
+    def column_text(self, column: exp.Column, clause: str) -> str:
+        """``column`` as ksqlDB's messages print it once it rewrote the query's column
+        references (ColumnReferenceRewriter): unqualified, and in a join named ``ALIAS_COLUMN``
+        (as written when it names no source's column)."""
+        if len(self.order) < 2:
+            return column.name
+        try:
+            alias = self.resolve(column.name, column.table or None, clause)[0]
+        except QueryError:
+            return ".".join(p for p in (column.table, column.name) if p)
+        return f"{alias}_{column.name}"
+
+    def alias_of(self, column: exp.Column) -> str | None:
+        """The alias of the source whose column ``column`` is, or None for a name no source
+        has (or several, unqualified)."""
+        try:
+            return self.resolve(column.name, column.table or None, "SELECT")[0] or None
+        except QueryError:
+            return None
+
     def _check_unambiguous(self, name: str, at: positions.Position | None) -> None:
         """ksqlDB's AstSanitizer: an unqualified name is a column of one source at most (every
         source has the pseudo columns, a windowed source the window bounds)."""
@@ -158,6 +178,13 @@ class Scope:
         if (source.window is not None or self.windowed) and name in WINDOW_BOUNDS:
             return WINDOW_BOUNDS[name]
         return None
+
+
+def reads_scope(reads: tuple[SourceRead, ...], windowed: bool) -> Scope:
+    """The scope of an analysed query's ``reads``, for naming its columns after its analysis
+    (``windowed``: the query has a WINDOW)."""
+    return Scope({read.alias: read.source for read in reads},
+                 tuple(read.alias for read in reads), windowed, reads, ())
 
 
 SYNTHETIC_JOIN_KEY = "ROWKEY"

@@ -237,13 +237,9 @@ class ExpressionTyper:
         return operators.ksql_text(node, qualified)
 
     def column_text(self, node: exp.Column) -> str:
-        if self._lambda_variable(node.name) is not None or len(self.scope.order) < 2:
+        if self._lambda_variable(node.name) is not None:
             return node.name
-        try:
-            alias = self.scope.resolve(node.name, node.table or None, self.clause)[0]
-        except QueryError:
-            return ".".join(p for p in (node.table, node.name) if p)
-        return f"{alias}_{node.name}"
+        return self.scope.column_text(node, self.clause)
 
     def value_type(self, expression: exp.Expr) -> ty.SqlType:
         """The type of a selected expression: ksqlDB's SelectionUtil gives none to NULL."""

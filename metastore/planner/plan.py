@@ -49,7 +49,7 @@ from metastore.catalog.image import Image
 from metastore.catalog.model import DataSource, PersistentQuery
 from metastore.engine import overrides
 from metastore.engine.analysis import Analysis, analyse
-from metastore.engine.scope import SourceRead
+from metastore.engine.scope import SourceRead, reads_scope
 from metastore.functions import failures
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
@@ -238,6 +238,7 @@ class _Planner:
         self.query_id, self.analysis, self.sink, self.config = query_id, analysis, sink, config
         self.strategy = strategy
         self.select = select
+        self.scope = reads_scope(analysis.reads, analysis.query.window is not None)
         self.outer: exp.Select | None = None  # the query over a stream-stream join's rows
         self.prefix = "q_" + re.sub(r"[^0-9a-zA-Z_]", "_", query_id).lower()
         self.steps: list[Step] = []
@@ -377,8 +378,8 @@ class _Planner:
         self.texts = record_checks.clause_texts(
             analysis.projection, self.key_names, select.args.get("where"),
             partitioned=bool(analysis.query.partition_by) and not analysis.aggregate,
-            joined=[(read.alias, read.source) for read in analysis.reads] if analysis.joins
-            else (), source_keys=[c.name for c in analysis.reads[0].source.key_columns])
+            column_text=self._column_text, source_keys=() if analysis.joins else
+            {c.name for c in analysis.reads[0].source.key_columns})
         self.having = select.args.get("having")
         if analysis.aggregate:
             self._mark_prepared(items)
@@ -408,7 +409,7 @@ class _Planner:
             [*items, *([having] if having is not None else [])],
             [expression for _, expression in self.analysis.projection],
             where.this if where is not None else None,
-            list(group.expressions) if group is not None else [], having)
+            list(group.expressions) if group is not None else [], having, self._column_text)
 
     def _projection_items(self) -> list[exp.Expr]:
         """The query's own columns, by the sink's names."""
@@ -420,8 +421,8 @@ class _Planner:
             is_key = name in self.key_names
             if is_key and not (analysis.aggregate or analysis.query.partition_by):
                 item = outer_join_key(item, select)
-            if analysis.query.partition_by and not analysis.aggregate and is_key and any(
-                    column.name not in source_keys for column in item.find_all(exp.Column)):
+            if analysis.query.partition_by and not analysis.aggregate and is_key and not \
+                    record_checks.reads_key_only(item, source_keys):
                 # ksqlDB computes a new key from the value: a tombstone has none to compute from
                 tombstone = exp.column(NULL_VALUE, table=self.stream_alias, quoted=True)
                 item = exp.If(this=tombstone, true=exp.Null(), false=item)
@@ -721,20 +722,24 @@ class _Planner:
                  and node.meta.get(failures.CLAUSE) == failures.WHERE), None),
             bool(self.analysis.aggregate), self.stream_alias, source,
             reads if joined is None else (f"{self.prefix}_join_{len(self.keyed)}",),
-            joined or ())
+            joined or (), self.scope.alias_of)
         if checked is not None:
             self.steps = [replace(step, observed=record_checks.observed(checked))
                           if step.view == checked.view else step for step in self.steps]
         return checked
 
-    def _checked_joins(self) -> list[record_checks.JoinedTable] | None:
+    def _column_text(self, column: exp.Column) -> str:
+        """``column`` as ksqlDB's messages name it (``ALIAS_COLUMN`` after a join)."""
+        return self.scope.column_text(column, "SELECT")
+
+    def _checked_joins(self) -> list[record_checks.CheckedJoin] | None:
         """The tables a stream joins as keyed state, each with its columns' names in the view
         of the joins (:func:`~metastore.planner.table_state.join_tables`), when the query reads
         nothing else; else None."""
         if not self.keyed or self.outer is not None or len(self.analysis.reads) != 1 + len(
                 self.keyed):
             return None
-        return [record_checks.JoinedTable(table.alias, table.source,
+        return [record_checks.CheckedJoin(table.alias, table.source,
                                           hidden_columns(table, number))
                 for number, table in enumerate(self.keyed, start=1)]
 

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from metastore.functions import failures
 from metastore.functions.library import is_aggregate
-from metastore.planner.record_checks import expression_text
+from metastore.planner.record_checks import ColumnText, expression_text
 
 INTERNAL_PREFIX = "KSQL_INTERNAL_COL_"
 _WINDOW_BOUNDS = frozenset({"WINDOWSTART", "WINDOWEND"})
@@ -27,23 +27,26 @@ _DEFAULT_ARGUMENT = exp.column("ROWTIME")
 
 
 def mark(calls_in: Sequence[exp.Expr], projection: Sequence[exp.Expr], where: exp.Expr | None,
-         group_by: Sequence[exp.Expr], having: exp.Expr | None) -> None:
+         group_by: Sequence[exp.Expr], having: exp.Expr | None,
+         column_text: ColumnText | None = None) -> None:
     """Mark each argument of an aggregate call in ``calls_in`` (the trees the planner is about
     to translate) with its Prepare column (:data:`~metastore.functions.failures.PREPARED`), as
-    ksqlDB names it for a query of that SELECT ``projection``, WHERE, GROUP BY and HAVING."""
+    ksqlDB names it for a query of that SELECT ``projection``, WHERE, GROUP BY and HAVING
+    (``column_text``: how it names a column, ``ALIAS_COLUMN`` after a join)."""
     columns = _columns([*projection, *([where] if where is not None else []), *group_by,
                         *([having] if having is not None else [])],
-                       [*projection, *([having] if having is not None else [])])
+                       [*projection, *([having] if having is not None else [])], column_text)
     for tree in calls_in:
         for call in _aggregate_calls(tree):
             for argument in call.expressions:
-                found = columns.get(expression_text(argument))
+                text = expression_text(argument, column_text)
+                found = columns.get(text)
                 if found is not None and not isinstance(argument, (exp.Column, exp.Star)):
-                    argument.meta[failures.PREPARED] = (*found, expression_text(argument))
+                    argument.meta[failures.PREPARED] = (*found, text)
 
 
-def _columns(reading: Iterable[exp.Expr], calling: Iterable[exp.Expr]
-             ) -> dict[str, tuple[str, int]]:
+def _columns(reading: Iterable[exp.Expr], calling: Iterable[exp.Expr],
+             column_text: ColumnText | None) -> dict[str, tuple[str, int]]:
     """The Prepare step's columns by their text: name and index."""
     columns: dict[str, tuple[str, int]] = {}
     for tree in reading:
@@ -51,11 +54,12 @@ def _columns(reading: Iterable[exp.Expr], calling: Iterable[exp.Expr]
             read = _DEFAULT_ARGUMENT if is_aggregate(node) and not _arguments(
                 node, given=True) else node
             if isinstance(read, exp.Column) and read.name not in _WINDOW_BOUNDS:
-                columns.setdefault(read.name, (read.name, len(columns)))
+                name = column_text(read) if column_text is not None else read.name
+                columns.setdefault(name, (name, len(columns)))
     for tree in calling:
         for call in _aggregate_calls(tree):
             for argument in _arguments(call):
-                text = expression_text(argument)
+                text = expression_text(argument, column_text)
                 if text not in columns:
                     columns[text] = (f"{INTERNAL_PREFIX}{len(columns)}", len(columns))
     return columns

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -56,12 +56,14 @@ CARRIED = "rows"
 them (``rows<i>``: an array of structs, each its ``record`` and ``cause``)."""
 CARRIED_ROWS = 20
 """The most failing rows of one check a micro-batch's observation of a join's view carries (the
-count is exact): the processing log's entries of a micro-batch are bounded in the driver's
-memory, as a hostile topic could fail every row."""
+count is exact), each record cut at :data:`CARRIED_RECORD_CHARS`: a micro-batch's entries, which
+Spark also keeps in the query's recent progress, are bounded in the driver's memory whatever
+the topic holds."""
+CARRIED_RECORD_CHARS = 16_384
 
 
 @dataclass(frozen=True)
-class JoinedTable:
+class CheckedJoin:
     """A table a stream's checked view joins: its alias in the query, its source, and the name
     each of its columns (its pseudo columns too) has in the view."""
 
@@ -84,53 +86,61 @@ class ClauseTexts:
     key_only: frozenset[str] = frozenset()
 
 
+ColumnText = Callable[[exp.Column], str]
+"""How a query's messages name a column (:meth:`~metastore.engine.scope.Scope.column_text`)."""
+
+
 def clause_texts(projection: Sequence[tuple[str, exp.Expr]], keys: Iterable[str],
                  where: exp.Expr | None, partitioned: bool = False,
-                 joined: Sequence[tuple[str, DataSource]] = (),
-                 source_keys: Iterable[str] = ()) -> ClauseTexts:
+                 column_text: ColumnText | None = None,
+                 source_keys: Collection[str] = ()) -> ClauseTexts:
     """The texts of a query whose sink's key columns are ``keys``; ``partitioned``: its
     PARTITION BY computes them (ksqlDB's PartitionBy step, before the projection) from a
-    source whose key columns are ``source_keys``; ``joined``: the sources it joins, by alias,
-    whose columns ksqlDB names by alias after the join."""
-    key_names, read_keys = set(keys), set(source_keys)
+    source whose key columns are ``source_keys`` (none after a join, whose key is the join's);
+    ``column_text``: how its columns are named (after a join, ``ALIAS_COLUMN``)."""
+    key_names = set(keys)
     values = [(name, expression) for name, expression in projection if name not in key_names]
     partitions = [(name, expression) for name, expression in projection
                   if name in key_names] if partitioned else []
-    return ClauseTexts({name: (expression_text(expression, joined), index)
+    return ClauseTexts({name: (expression_text(expression, column_text), index)
                         for index, (name, expression) in enumerate(values)},
-                       expression_text(where.this, joined) if isinstance(where, exp.Where)
-                       else None,
-                       {name: expression_text(expression) for name, expression in partitions},
-                       frozenset(name for name, expression in partitions if all(
-                           column.name in read_keys
-                           for column in expression.find_all(exp.Column))))
+                       expression_text(where.this, column_text)
+                       if isinstance(where, exp.Where) else None,
+                       {name: expression_text(expression, column_text)
+                        for name, expression in partitions},
+                       frozenset(name for name, expression in partitions
+                                 if source_keys and reads_key_only(expression, source_keys)))
 
 
-def expression_text(expression: exp.Expr, joined: Sequence[tuple[str, DataSource]] = ()
-                    ) -> str:
-    """``expression`` as ksqlDB's processing log messages print it: columns unqualified, or,
-    after a join of the ``joined`` sources, by their source's alias and name (``S_ID``)."""
-    def column_text(column: exp.Column) -> str:
-        alias = column.table or next((alias for alias, source in joined
-                                      if source.column(column.name) is not None), "")
-        return f"{alias}_{column.name}" if joined and alias else column.name
+def reads_key_only(expression: exp.Expr, keys: Collection[str]) -> bool:
+    """Whether ``expression`` reads no column but the ``keys`` (ksqlDB's
+    ``partitionByInvolvesKeyColsOnly``: a PARTITION BY of it is evaluated over the key alone)."""
+    return all(column.name in keys for column in expression.find_all(exp.Column))
 
-    return ksql_text(expression, column_text)
+
+def expression_text(expression: exp.Expr, column_text: ColumnText | None = None) -> str:
+    """``expression`` as ksqlDB's processing log messages print it: columns unqualified, or
+    as ``column_text`` names them."""
+    return ksql_text(expression, column_text or (lambda column: column.name))
 
 
 def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp.Expr | None,
                  aggregate: bool, alias: str, source: DataSource, reads: tuple[str, ...],
-                 joined: Sequence[JoinedTable] = ()) -> CheckedRows | None:
+                 joined: Sequence[CheckedJoin] = (),
+                 alias_of: Callable[[exp.Column], str | None] = lambda _: None
+                 ) -> CheckedRows | None:
     """The checks of the ``found`` failures of a query over ``source``, whose stream it reads
     as the view ``reads[-1]`` (the last of ``reads``) under ``alias``, ``where`` its translated
     WHERE; None when there is none to make. With ``joined`` tables, ``reads[-1]`` is the view
-    of the stream's joins with them: its failing rows are carried by the observation.
+    of the stream's joins with them (``alias_of`` gives the source of an unqualified column):
+    its failing rows are carried by the observation.
 
-    ksqlDB evaluates nothing of a tombstone but a PARTITION BY over key columns only (of the
-    key alone, whose values it logs as the record), nor a row's SELECT and GROUP BY when its
-    WHERE dropped it. A node it catches where it is is logged there, once per SELECT column; the
-    failures it does not catch are one failure of their clause's expression, one check."""
-    names = _ViewNames(alias, {table.alias: table.names for table in joined})
+    ksqlDB evaluates nothing of a tombstone (a WHERE drops it) but a PARTITION BY over key
+    columns only without a WHERE (of the key alone, whose values it logs as the record), nor a
+    row's SELECT and GROUP BY when its WHERE dropped it. A node it catches where it is is logged
+    there, once per SELECT column; the failures it does not catch are one failure of their
+    clause's expression, one check."""
+    names = _ViewNames(alias, {table.alias: table.names for table in joined}, alias_of)
     users = _users_where(where) if where is not None else None
     kept = names.spark(users) if users is not None else None
     parts: dict[tuple[object, ...], dict[str, str]] = {}
@@ -141,7 +151,8 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
         condition = names.spark(failure.condition)
         if kept is not None and failure.clause != failed.WHERE:
             condition = f"coalesce({kept}, false) AND ({condition})"
-        if not (named[0] == PARTITION_BY and failure.column in texts.key_only):
+        if kept is not None or not (named[0] == PARTITION_BY
+                                    and failure.column in texts.key_only):
             condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"  # a key alone: evaluated
         place = (*named, "prepared", failure.prepared[1], "") if failure.prepared and \
             aggregate else (*named, failure.clause, failure.index, failure.column)
@@ -217,18 +228,23 @@ def _logged(failure: failed.Failure, texts: ClauseTexts, aggregate: bool
 @dataclass(frozen=True)
 class _ViewNames:
     """The checked view's column of each column a query's expression names: the stream's
-    (under ``alias``) by its own name, a joined table's by its name in the view."""
+    (under ``alias``) by its own name, a joined table's (qualified, or named alone:
+    ``alias_of`` its source) by its name in the view."""
 
     alias: str
     tables: Mapping[str, Mapping[str, str]]
+    alias_of: Callable[[exp.Column], str | None]
 
     def spark(self, expression: exp.Expr) -> str:
         """Spark SQL of ``expression`` over the checked view."""
         def in_view(node: exp.Expr) -> exp.Expr:
-            if isinstance(node, exp.Column) and node.table == self.alias:
+            if not isinstance(node, exp.Column):
+                return node
+            table = node.table or (self.alias_of(node) if self.tables else None) or ""
+            if table in self.tables:
+                return exp.column(self.tables[table][node.name], quoted=True)
+            if node.table == self.alias:
                 return exp.column(node.name, quoted=True)
-            if isinstance(node, exp.Column) and node.table in self.tables:
-                return exp.column(self.tables[node.table][node.name], quoted=True)
             return node
 
         return expression.copy().transform(in_view).sql(dialect="spark", identify=True)
@@ -275,20 +291,24 @@ def observation(checked: CheckedRows) -> str:
 
 def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
     """The observation of ``checked``'s view: per check (in order), the rows failing it
-    (``failed<i>``), and the first failing row's partition and offset (:data:`FIRST`)."""
+    (``failed<i>``), and the first failing row's partition and offset (:data:`FIRST`), or, when
+    the observation carries the failing rows, each check's (``rows<i>``, :data:`CARRIED`)."""
     counts = tuple(f"count_if({check.condition}) AS failed{i}"
                    for i, check in enumerate(checked.checks))
+    if checked.carried:
+        return observation(checked), (*counts, *(
+            f"min_by(CASE WHEN {check.condition} THEN named_struct('record', substring("
+            f"{check.record or checked.record}, 1, {CARRIED_RECORD_CHARS}), 'cause', "
+            f"{check.cause}) END, CASE WHEN {check.condition} THEN named_struct('partition', "
+            f"ROWPARTITION, 'offset', ROWOFFSET) END, {checked.carried}) AS {CARRIED}{i}"
+            for i, check in enumerate(checked.checks)))
     any_failed = " OR ".join(f"({check.condition})" for check in checked.checks)
     first = (f"min(CASE WHEN {any_failed} THEN struct(ROWPARTITION AS partition, ROWOFFSET AS "
              f"offset) END) AS {FIRST}")
-    carried = tuple(
-        f"min_by(CASE WHEN {check.condition} THEN named_struct('record', "
-        f"{check.record or checked.record}, "
-        f"'cause', {check.cause}) END, CASE WHEN {check.condition} THEN named_struct('partition', "
-        f"ROWPARTITION, 'offset', ROWOFFSET) END, {checked.carried}) AS {CARRIED}{i}"
-        for i, check in enumerate(checked.checks)) if checked.carried else ()
-    return observation(checked), (*counts, first, *carried)
+    return observation(checked), (*counts, first)
 
 
-__all__ = ["CARRIED", "CARRIED_ROWS", "FIRST", "ClauseTexts", "JoinedTable", "checked_rows",
-           "clause_texts", "expression_text", "observation", "observed", "record_json"]
+__all__ = ["CARRIED", "CARRIED_ROWS", "FIRST", "CheckedJoin", "ClauseTexts", "ColumnText",
+           "checked_rows",
+           "clause_texts", "expression_text", "observation", "observed", "reads_key_only",
+           "record_json"]

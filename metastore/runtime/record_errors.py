@@ -84,7 +84,6 @@ class RecordErrors:
                 continue
             with self._lock:
                 self._counts[query] += sum(failed)
-            first = row[FIRST]
             log.warning("query %s could not process %d row(s) of topic %s (%s)", query,
                         sum(failed), checked.topic, "; ".join(
                             f"{check.message}: {n}" for check, n in zip(
@@ -93,13 +92,13 @@ class RecordErrors:
             if checked.carried:
                 self._log_carried(plan, checked, row)
             else:
-                self._log(plan, checked, failed, sources, first)
+                self._log(plan, checked, failed, sources, row[FIRST])
 
     def _log_carried(self, plan: QueryPlan, checked: CheckedRows, row: Any) -> None:
         """Hand the failed rows the micro-batch's observation carried to the log, logged
         now."""
-        rows = tuple(tuple((item["record"], item["cause"]) for item in row[f"{CARRIED}{i}"] or ())
-                     for i in range(len(checked.checks)))
+        rows = tuple(tuple((item["record"], item["cause"]) for item in row[f"{CARRIED}{i}"] or ()
+                           if item is not None) for i in range(len(checked.checks)))
         if self._report is not None:
             self._report(CarriedRows(plan.query_id, checked, rows, int(time.time() * 1000)))
 

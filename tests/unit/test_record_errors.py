@@ -120,3 +120,18 @@ def test_a_stream_table_join_is_checked_on_its_joined_view_and_its_failed_rows_c
                                         "record": record, "cause": ['For input string: "x"']})
     [hidden] = [json.loads(text) for text in batch.entries(rows_include=False)]
     assert hidden["message"]["recordProcessingError"]["record"] is None
+
+
+def test_after_a_join_a_partition_by_is_over_the_joined_row_not_a_key_alone() -> None:
+    results, image = run_script(
+        SOURCE + "CREATE TABLE U (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='u', "
+        "VALUE_FORMAT='JSON', PARTITIONS=2);"
+        "CREATE STREAM P AS SELECT * FROM S JOIN U ON S.N = U.ID PARTITION BY S.ID / 0;")
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    checked = compile_query(next(iter(image.queries.values())), image).checked
+    assert checked is not None
+    [check] = checked.checks
+    assert (check.logger, check.message, check.record) == (
+        "PartitionBy", "Error computing new key from expression (S_ID / 0)", None), \
+        "the join's key is U.ID: S.ID is a value of the joined row, named as ksqlDB names it"
+    assert check.condition.startswith("NOT `__MS_NULL_VALUE` AND"), "no tombstone is joined"
