@@ -730,6 +730,8 @@ class _Planner:
 
     def _column_text(self, column: exp.Column) -> str:
         """``column`` as ksqlDB's messages name it (``ALIAS_COLUMN`` after a join)."""
+        if record_checks.bound_by_lambda(column):
+            return column.name
         return self.scope.column_text(column, "SELECT")
 
     def _checked_joins(self) -> list[record_checks.CheckedJoin] | None:

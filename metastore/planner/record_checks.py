@@ -56,7 +56,7 @@ CARRIED = "rows"
 them (``rows<i>``: an array of structs, each its ``record`` and ``cause``)."""
 CARRIED_ROWS = 20
 """The most failing rows of one check a micro-batch's observation of a join's view carries (the
-count is exact), each record cut at :data:`CARRIED_RECORD_CHARS`: a micro-batch's entries, which
+count is exact), each record and cause cut at :data:`CARRIED_RECORD_CHARS`: a micro-batch's entries, which
 Spark also keeps in the query's recent progress, are bounded in the driver's memory whatever
 the topic holds."""
 CARRIED_RECORD_CHARS = 16_384
@@ -110,6 +110,17 @@ def clause_texts(projection: Sequence[tuple[str, exp.Expr]], keys: Iterable[str]
                         for name, expression in partitions},
                        frozenset(name for name, expression in partitions
                                  if source_keys and reads_key_only(expression, source_keys)))
+
+
+def bound_by_lambda(column: exp.Column) -> bool:
+    """Whether ``column`` is the variable of a lambda around it, not a source's column."""
+    lambda_ = column.find_ancestor(exp.Lambda)
+    while lambda_ is not None:
+        if not column.table and any(variable.name == column.name
+                                    for variable in lambda_.expressions):
+            return True
+        lambda_ = lambda_.find_ancestor(exp.Lambda)
+    return False
 
 
 def reads_key_only(expression: exp.Expr, keys: Collection[str]) -> bool:
@@ -238,7 +249,7 @@ class _ViewNames:
     def spark(self, expression: exp.Expr) -> str:
         """Spark SQL of ``expression`` over the checked view."""
         def in_view(node: exp.Expr) -> exp.Expr:
-            if not isinstance(node, exp.Column):
+            if not isinstance(node, exp.Column) or bound_by_lambda(node):
                 return node
             table = node.table or (self.alias_of(node) if self.tables else None) or ""
             if table in self.tables:
@@ -299,8 +310,9 @@ def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
         return observation(checked), (*counts, *(
             f"min_by(CASE WHEN {check.condition} THEN named_struct('record', substring("
             f"{check.record or checked.record}, 1, {CARRIED_RECORD_CHARS}), 'cause', "
-            f"{check.cause}) END, CASE WHEN {check.condition} THEN named_struct('partition', "
-            f"ROWPARTITION, 'offset', ROWOFFSET) END, {checked.carried}) AS {CARRIED}{i}"
+            f"substring({check.cause}, 1, {CARRIED_RECORD_CHARS})) END, CASE WHEN "
+            f"{check.condition} THEN named_struct('partition', ROWPARTITION, 'offset', "
+            f"ROWOFFSET) END, {checked.carried}) AS {CARRIED}{i}"
             for i, check in enumerate(checked.checks)))
     any_failed = " OR ".join(f"({check.condition})" for check in checked.checks)
     first = (f"min(CASE WHEN {any_failed} THEN struct(ROWPARTITION AS partition, ROWOFFSET AS "
@@ -309,6 +321,5 @@ def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
 
 
 __all__ = ["CARRIED", "CARRIED_ROWS", "FIRST", "CheckedJoin", "ClauseTexts", "ColumnText",
-           "checked_rows",
-           "clause_texts", "expression_text", "observation", "observed", "reads_key_only",
-           "record_json"]
+           "bound_by_lambda", "checked_rows", "clause_texts", "expression_text", "observation",
+           "observed", "reads_key_only", "record_json"]

@@ -108,7 +108,7 @@ def test_a_stream_table_join_is_checked_on_its_joined_view_and_its_failed_rows_c
     errors.started(query, plan)
     record = '["x",1,0,0,5,1,"x",0,0,3,1]'
     errors.hear(_Progress(query, {joined.observed[0]: {
-        "failed0": 1, "failed1": 0, FIRST: {"partition": 0, "offset": 5},
+        "failed0": 1, "failed1": 0,  # no first-row metric on the carried path
         f"{CARRIED}0": [{"record": record, "cause": 'For input string: "x"'}],
         f"{CARRIED}1": []}}, []))
     assert errors.of(query) == 1
@@ -135,3 +135,18 @@ def test_after_a_join_a_partition_by_is_over_the_joined_row_not_a_key_alone() ->
         "PartitionBy", "Error computing new key from expression (S_ID / 0)", None), \
         "the join's key is U.ID: S.ID is a value of the joined row, named as ksqlDB names it"
     assert check.condition.startswith("NOT `__MS_NULL_VALUE` AND"), "no tombstone is joined"
+
+
+def test_a_lambdas_variable_in_a_join_check_is_not_a_tables_column_of_its_name() -> None:
+    results, image = run_script(
+        "CREATE STREAM A (ID INT KEY, ARR ARRAY<STRING>, C STRING) WITH (KAFKA_TOPIC='a', "
+        "VALUE_FORMAT='JSON', PARTITIONS=1);"
+        "CREATE TABLE U (ID INT PRIMARY KEY, X STRING) WITH (KAFKA_TOPIC='u', "
+        "VALUE_FORMAT='JSON', PARTITIONS=1);"
+        "CREATE STREAM J AS SELECT A.ID, CAST(ARRAY_JOIN(TRANSFORM(ARR, x => CONCAT(x, C))) "
+        "AS INT) AS T FROM A JOIN U ON A.ID = U.ID;")
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    checked = compile_query(next(iter(image.queries.values())), image).checked
+    assert checked is not None
+    [check] = checked.checks
+    assert "`X` -> " in check.condition and "__MS_J1_X" not in check.condition
