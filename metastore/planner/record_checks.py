@@ -56,9 +56,9 @@ CARRIED = "rows"
 them (``rows<i>``: an array of structs, each its ``record`` and ``cause``)."""
 CARRIED_ROWS = 20
 """The most failing rows of one check a micro-batch's observation of a join's view carries (the
-count is exact), each record and cause cut at :data:`CARRIED_RECORD_CHARS`: a micro-batch's entries, which
-Spark also keeps in the query's recent progress, are bounded in the driver's memory whatever
-the topic holds."""
+count is exact), each record and cause cut at :data:`CARRIED_RECORD_CHARS`: a micro-batch's
+entries, which Spark also keeps in the query's recent progress, are bounded in the driver's
+memory whatever the topic holds."""
 CARRIED_RECORD_CHARS = 16_384
 
 
@@ -154,26 +154,27 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
     names = _ViewNames(alias, {table.alias: table.names for table in joined}, alias_of)
     users = _users_where(where) if where is not None else None
     kept = names.spark(users) if users is not None else None
+    keys_record = _json_array([_json_value(c.name) for c in source.key_columns])
     parts: dict[tuple[object, ...], dict[str, str]] = {}
+    records: dict[tuple[object, ...], str | None] = {}
     for failure in found:
         named = _logged(failure, texts, aggregate)
         if named is None:
             continue
+        key_alone = named[0] == PARTITION_BY and failure.column in texts.key_only
         condition = names.spark(failure.condition)
         if kept is not None and failure.clause != failed.WHERE:
             condition = f"coalesce({kept}, false) AND ({condition})"
-        if kept is not None or not (named[0] == PARTITION_BY
-                                    and failure.column in texts.key_only):
-            condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"  # a key alone: evaluated
+        if kept is not None or not key_alone:  # a key alone is evaluated for a tombstone too
+            condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"
         place = (*named, "prepared", failure.prepared[1], "") if failure.prepared and \
             aggregate else (*named, failure.clause, failure.index, failure.column)
         key = (*place, condition) if failure.wrapped else place
         parts.setdefault(key, {})[condition] = names.spark(failure.cause)
+        records[key] = keys_record if key_alone else None
     if not parts:
         return None
-    keys_record = _json_array([_json_value(c.name) for c in source.key_columns])
-    checks = tuple(_check(str(key[0]), str(key[1]), causes, keys_record if key[0] == PARTITION_BY
-                          and key[4] in texts.key_only else None)
+    checks = tuple(_check(str(key[0]), str(key[1]), causes, records[key])
                    for key, causes in parts.items())
     if joined:
         record = _json_array([*_record_values(source, {}), *(

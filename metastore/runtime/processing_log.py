@@ -477,5 +477,5 @@ def _topic_offsets(text: str | None, topic: str) -> dict[int, int]:
 
 
 __all__ = ["DESERIALIZATION_ERROR", "RECORD_PROCESSING_ERROR", "SERIALIZATION_ERROR",
-           "CarriedRows", "FailedRows", "ProcessingLog", "SkippedBatch", "batch_offsets", "entries_select",
-           "failed_rows_select", "logger"]
+           "CarriedRows", "FailedRows", "ProcessingLog", "SkippedBatch", "batch_offsets",
+           "entries_select", "failed_rows_select", "logger"]
