@@ -17,7 +17,9 @@ Only these settings have an effect here; the others are recognised and accepted 
 - ``ksql.functions.collect_list.limit`` / ``collect_set.limit``: configuration of a persistent
   query, kept on its command and handed to the Spark translation of its functions;
 - ``ksql.query.pull.table.scan.enabled`` / ``.range.scan.enabled`` / ``.limit.clause.enabled``
-  and ``ksql.query.pull.stream.enabled``: which pull queries ksqlDB accepts (booleans).
+  and ``ksql.query.pull.stream.enabled``: which pull queries ksqlDB accepts (booleans);
+- ``metastore.query.real.time`` and ``metastore.query.real.time.batch.ms``: a persistent query
+  run in Spark's real-time mode, and the length of its batches (:mod:`metastore.planner.real_time`).
 
 ``ksql.functions.substring.legacy.args`` is accepted without effect: ksqlDB removed SUBSTRING's
 legacy argument mode and no longer reads it (its tests only ever set it to false, today's mode).
@@ -65,8 +67,19 @@ FAIL_ON_DESERIALIZATION_ERROR = "ksql.fail.on.deserialization.error"
 """Whether a query fails on a record it cannot deserialize (false: it skips and counts it);
 stored with a persistent query."""
 
+REAL_TIME = "metastore.query.real.time"
+"""Whether a persistent query runs in Spark's real-time mode (false: micro-batches); stored with
+the query."""
+REAL_TIME_BATCH_MS = "metastore.query.real.time.batch.ms"
+"""How long each batch of a real-time query runs before it checkpoints its offsets; stored with
+a real-time query."""
+REAL_TIME_BATCH_DEFAULT_MS = 5_000
+REAL_TIME_BATCH_RANGE_MS = (5_000, 3_600_000)
+"""Spark's shortest real-time batch (``spark.sql.streaming.realTimeMode.minBatchDuration``) and
+an hour."""
+
 BOOLEAN_SETTINGS = frozenset({WRAP_SINGLE_VALUES, NEW_QUERY_PLANNER, FAIL_ON_DESERIALIZATION_ERROR,
-                              *PULL_QUERY_SETTINGS})
+                              REAL_TIME, *PULL_QUERY_SETTINGS})
 
 KSQL_DEFAULT_KEY_FORMAT = "KAFKA"
 """ksqlDB's default of ``ksql.persistence.default.format.key``."""
@@ -219,6 +232,10 @@ class ConfigOverrides:
             settings[NEW_QUERY_PLANNER] = str(planner).lower()
         if self.flag(FAIL_ON_DESERIALIZATION_ERROR, False):
             settings[FAIL_ON_DESERIALIZATION_ERROR] = "true"
+        if self.flag(REAL_TIME, False):
+            settings[REAL_TIME] = "true"
+            settings[REAL_TIME_BATCH_MS] = str(self.values.get(REAL_TIME_BATCH_MS,
+                                                               REAL_TIME_BATCH_DEFAULT_MS))
         guarantee = processing_guarantee(self.values) or processing_guarantee(self.defaults)
         if guarantee is not None:
             settings[GUARANTEE_NAME] = guarantee
@@ -325,9 +342,22 @@ def parse_value(name: str, raw: Any) -> ConfigValue:
         return number
     if name == OUTPUT_TOPIC_PREFIX:
         return _text(name, raw)
+    if name == REAL_TIME_BATCH_MS:
+        return _batch_ms(raw)
     if name in OFFSET_RESET or name in PROCESSING_GUARANTEE:
         return _choice(name, raw)
     return None
+
+
+def _batch_ms(raw: Any) -> int:
+    """A real-time query's batch length, in milliseconds, within :data:`REAL_TIME_BATCH_RANGE_MS`."""
+    text = str(raw).strip()
+    low, high = REAL_TIME_BATCH_RANGE_MS
+    if isinstance(raw, bool) or not re.fullmatch(r"[0-9]{1,12}", text) \
+            or not low <= int(text) <= high:
+        raise ConfigError(f"Invalid value {_shown(raw)} for configuration {REAL_TIME_BATCH_MS}: "
+                          f"Expected milliseconds from {low} to {high}")
+    return int(text)
 
 
 def _choice(name: str, raw: Any) -> str:
@@ -361,6 +391,14 @@ def processing_guarantee(values: Mapping[str, object]) -> str | None:
 def exactly_once(query_config: Mapping[str, object]) -> bool:
     """Whether a persistent query's settings say it runs exactly once."""
     return processing_guarantee(query_config) in EXACTLY_ONCE
+
+
+def real_time_batch_ms(query_config: Mapping[str, object]) -> int | None:
+    """How long each batch of a persistent query in real-time mode runs (its settings,
+    :meth:`ConfigOverrides.query_config`), or None when it runs in micro-batches."""
+    if query_config.get(REAL_TIME) != "true":
+        return None
+    return int(str(query_config.get(REAL_TIME_BATCH_MS, REAL_TIME_BATCH_DEFAULT_MS)))
 
 
 def new_query_planner(query_config: Mapping[str, object]) -> bool:

@@ -53,7 +53,7 @@ from metastore.engine.scope import SourceRead, reads_scope
 from metastore.functions import failures
 from metastore.functions import library as functions
 from metastore.functions.registry import UntranslatableError
-from metastore.planner import encoding, prepared_columns, record_checks
+from metastore.planner import encoding, prepared_columns, real_time, record_checks
 from metastore.planner.exceptions import QueryRuntimeError, UnsupportedByRuntimeError
 from metastore.planner.final_windows import (
     close_sessions,
@@ -162,7 +162,8 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
 def stored_plan(query: PersistentQuery, image: Image, replacing: str | None = None) -> str:
     """The plan a query's command keeps (a :class:`~metastore.engine.validation.QueryPlanner`):
     compiled on the image the command leaves, with keyed table and stream state; a query it
-    cannot plan is refused with the reason, and nothing is written. A replacement must be
+    cannot plan, or not in the real-time mode it asks for (:func:`real_time.check`), is refused
+    with the reason, and nothing is written. A replacement must be
     able to go on from the checkpoint of the plan it is ``replacing``
     (:func:`~metastore.planner.replacement.check_replacement`)."""
     try:
@@ -170,6 +171,9 @@ def stored_plan(query: PersistentQuery, image: Image, replacing: str | None = No
     except QueryRuntimeError as error:
         raise UnsupportedByRuntimeError(explain(f"it cannot be planned: {error}"),
                                         query.sink) from error
+    problem = real_time.check(plan, dict(query.config))
+    if problem is not None:
+        raise UnsupportedByRuntimeError(explain(problem), query.sink)
     if replacing is not None:
         try:
             running = read_plan(replacing)

@@ -3,7 +3,8 @@
 An error is USER when ksqlDB's own classifiers say the cause is the user's to fix: a source
 topic that does not exist, a permission Kafka or the registry refuses, a record too large for
 its topic, a registry subject or schema that does not exist, a value the sink's format cannot
-hold (or a registry refusing its schema). Else the operator's classifiers decide, ksqlDB's
+hold (or a registry refusing its schema); and here, a real-time query its node has no task
+slots for (:mod:`metastore.runtime.real_time_slots`). Else the operator's classifiers decide, ksqlDB's
 ``ksql.error.classifier.regex.<name>`` properties, each ``<TYPE> <REGEX>`` (``SYSTEM .*not
 present in metadata.*``): a rule gives its type when its regex matches the whole of a cause's
 class name or message (Java's ``Pattern.DOTALL``); the types are chained as ksqlDB chains its
@@ -30,7 +31,7 @@ _USER_CAUSES = re.compile(
     r"MissingSourceTopic|AuthorizationException|[Nn]ot authorized|RecordTooLargeException"
     r"|[Ss]ubject[^\n]{0,200}not found|[Ss]chema[^\n]{0,200}not found|error code: 4010[12]"
     r"|SerializationException|cannot be (serialized|encoded)"
-    r"|the Schema Registry answered 40[13] ")
+    r"|the Schema Registry answered 40[13] |Not enough task slots for real-time mode")
 REGISTRY_REFUSAL = re.compile(
     r"the Schema Registry answered (409|422) to POST \S*/subjects/([^/\s]+)/versions: "
     r"(?![^\n]*already exists)([^\n]*)")

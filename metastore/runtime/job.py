@@ -80,7 +80,8 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
           kafka_options: Mapping[str, str], available_now: bool = False,
           listener: StreamingQueryListener | None = None,
           transactional_id: str | None = None,
-          producer_options: Mapping[str, str] | None = None) -> StreamingQuery:
+          producer_options: Mapping[str, str] | None = None,
+          real_time_ms: int | None = None) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
@@ -89,6 +90,10 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     With a ``transactional_id`` the query runs exactly once: each micro-batch is written in one
     Kafka transaction with its id (:func:`transactional_sink`); else Spark's Kafka sink writes
     it, at least once. ``producer_options`` are its sink producer's own (``kafka.*``).
+    With ``real_time_ms`` the query runs in Spark's real-time mode, in batches of that length
+    (a stateless plan, at least once: :mod:`metastore.planner.real_time`), in Spark's update
+    output mode, which real-time mode requires and which writes a stateless query's rows as
+    append does.
     """
     session = query_session(spark)
     if listener is not None:
@@ -120,6 +125,9 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     writer = writer.option("checkpointLocation", checkpoint.location).queryName(plan.query_id)
     if available_now:
         writer = writer.trigger(availableNow=True)
+    elif real_time_ms is not None:
+        writer = writer.outputMode("update").trigger(  # type: ignore[call-overload]
+            realTime=f"{real_time_ms} milliseconds")  # pyspark 4.2 declares no overload of it
     return writer.start()
 
 

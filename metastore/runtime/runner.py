@@ -48,6 +48,7 @@ from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
 from metastore.runtime.error_types import ErrorClassifier
 from metastore.runtime.processing_log import QueryFailure
 from metastore.runtime.query_health import QueryHealth, RetrySettings
+from metastore.runtime.real_time_slots import RealTimeSlots
 from metastore.runtime.record_errors import RecordErrors
 from metastore.runtime.skipped import SkippedRecords
 from metastore.runtime.statistics import QueryStatistics
@@ -55,6 +56,8 @@ from metastore.runtime.statistics import QueryStatistics
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+
+    from metastore.planner.steps import QueryPlan
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +118,11 @@ def _positions(reached: Mapping[tuple[str, int], int],
     return positions
 
 
+def _task_slots(spark: SparkSession) -> int:
+    """The tasks the node's Spark runs at once (its cores: ``local[N]``'s N, or its workers')."""
+    return int(spark.sparkContext.defaultParallelism)
+
+
 def _source_topics(image: Image, query: PersistentQuery) -> frozenset[str]:
     return frozenset(source.topic for source in map(image.source, query.sources)
                      if source is not None)
@@ -171,6 +179,7 @@ class QueryRunner:
         """Rows this node's queries could not process (:mod:`metastore.runtime.record_errors`)."""
         self.statistics = QueryStatistics()
         """What this node's queries did (:mod:`metastore.runtime.statistics`)."""
+        self._real_time = RealTimeSlots()
         self._report_failure: Callable[[QueryFailure], None] | None = None
         self._reconciled: Partitions | None = None
         """The partitions of the last reconcile: the same again, with no query changed and every
@@ -317,6 +326,9 @@ class QueryRunner:
             checkpoint = self.checkpoint(query_id)
             plan = plan_of(entry.query, image, table_state=checkpoint.holds_table_state(),
                            stream_state=checkpoint.holds_stream_state())
+            real_time_ms = overrides.real_time_batch_ms(dict(entry.query.config))
+            if real_time_ms is not None:
+                self._real_time.take(query_id, self._partitions(plan), _task_slots(spark))
             self.skipped.started(query_id, plan.earliest)
             self.record_errors.started(query_id, plan)
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
@@ -325,13 +337,23 @@ class QueryRunner:
                                          self.statistics.hear,
                                          idle=self.statistics.idle),
                                      transactional_id=self._transactional_id(entry.query),
-                                     producer_options=self._producer_options(plan.topic))
+                                     producer_options=self._producer_options(plan.topic),
+                                     real_time_ms=real_time_ms)
             entry.state = QueryState(query_id, RUNNING)
             entry.health.started()
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
+            self._real_time.give_back(query_id)
             self._failed(entry, job.failure_text(str(error)) or type(error).__name__,
                          "could not start", str(error)[:job.FAILURE_DETAIL_CHARS])
+
+    def _partitions(self, plan: QueryPlan) -> int:
+        """The partitions of the topics ``plan`` reads as streams: a real-time query's tasks."""
+        if self._admin is None:
+            self._admin = Admin(self._settings, timeout=5.0)
+        topics = [step.topic for step in plan.steps if step.topic is not None and step.streaming]
+        found = [self._admin.describe(topic) for topic in topics]
+        return sum(info.partitions for info in found if info is not None)
 
     def _sink_topic(self, query: PersistentQuery) -> str:
         image = self._latest
@@ -374,6 +396,7 @@ class QueryRunner:
         detail = job.failure_detail(handle) or reason
         entry.handle = None
         self._close_producer(entry.query)
+        self._real_time.give_back(entry.query.query_id)
         self._failed(entry, reason, "failed", detail)
 
     def report_failures_to(self, report: Callable[[QueryFailure], None]) -> None:
@@ -404,6 +427,7 @@ class QueryRunner:
             log.warning("stopping %s: %s", entry.query.query_id, error)
         finally:
             self._close_producer(entry.query)
+            self._real_time.give_back(entry.query.query_id)
 
     def _close_producer(self, query: PersistentQuery) -> None:
         """Close an exactly-once query's producer, if this node's JVM has one."""

@@ -1,0 +1,67 @@
+"""The task slots a node's real-time queries hold.
+
+A query in Spark's real-time mode (:mod:`metastore.planner.real_time`) holds a task slot per
+source partition for as long as it runs: with fewer free slots than partitions, Spark would read
+some partitions and leave the others unread, silently. So a node starts a real-time query only
+when its Spark has a slot for each of the query's source partitions beside those its other
+real-time queries hold, and keeps one slot for everything else it runs in micro-batches (its
+other queries, push and pull queries, the processing log). A node on ``local[1]`` therefore
+runs none: the query is ERROR with the reason (a USER error: give the node more cores, with
+``--spark-master local[N]`` or workers, or run the query in micro-batches), and is tried again
+with the query's backoff, as a slot may have come free.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from metastore.core.exceptions import MetastoreError
+
+KEPT_SLOTS = 1
+"""The slots a node keeps for what it runs in micro-batches."""
+
+
+class RealTimeSlotsError(MetastoreError):
+    """A real-time query needs more task slots than the node has free."""
+
+    code = "real_time_slots"
+
+    def __init__(self, query_id: str, needed: int, free: int, slots: int) -> None:
+        super().__init__(
+            f"Not enough task slots for real-time mode: {query_id} reads {needed} source "
+            f"partition{'s' if needed != 1 else ''} and needs a task slot for each, the node's "
+            f"Spark has {slots}, of which {free} are free ({KEPT_SLOTS} kept for its queries in "
+            "micro-batches). Give the node more cores, or run the query in micro-batches.")
+        self.query_id = query_id
+        self.needed = needed
+        self.free = free
+        self.slots = slots
+
+
+class RealTimeSlots:
+    """The slots each running real-time query of a node holds."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, query_id: str, needed: int, slots: int) -> None:
+        """Hold ``needed`` of the node's ``slots`` for ``query_id`` (any it held before are
+        given back first); raises :class:`RealTimeSlotsError` when they are not free."""
+        with self._lock:
+            self._held.pop(query_id, None)
+            free = slots - KEPT_SLOTS - sum(self._held.values())
+            if needed > free:
+                raise RealTimeSlotsError(query_id, needed, max(free, 0), slots)
+            self._held[query_id] = needed
+
+    def give_back(self, query_id: str) -> None:
+        with self._lock:
+            self._held.pop(query_id, None)
+
+    def held(self) -> int:
+        with self._lock:
+            return sum(self._held.values())
+
+
+__all__ = ["KEPT_SLOTS", "RealTimeSlots", "RealTimeSlotsError"]

@@ -1,0 +1,94 @@
+"""Real-time mode (``metastore.query.real.time``): the settings a query is written with,
+validation refusing what Spark's real-time mode cannot run (nothing written), and the task
+slots a node's real-time queries hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from metastore.engine import overrides
+from metastore.engine.overrides import ConfigError
+from metastore.runtime.error_types import USER, ErrorClassifier
+from metastore.runtime.real_time_slots import RealTimeSlots, RealTimeSlotsError
+from metastore.testing.check import run_script
+
+SOURCES = ("CREATE STREAM S (ID INT KEY, N STRING, KEEP BOOLEAN) WITH (KAFKA_TOPIC='s', "
+           "VALUE_FORMAT='JSON', PARTITIONS=2);"
+           "CREATE STREAM S2 (ID INT KEY, M STRING) WITH (KAFKA_TOPIC='s2', "
+           "VALUE_FORMAT='JSON', PARTITIONS=2);"
+           "CREATE TABLE T (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='t', "
+           "VALUE_FORMAT='JSON', PARTITIONS=2);")
+REAL_TIME = {"metastore.query.real.time": "true"}
+
+
+def _run(statement: str, properties: dict[str, Any]) -> tuple[bool, str, dict[str, str]]:
+    """Whether ``statement`` after the sources was accepted, its error, its query's settings."""
+    results, image = run_script(SOURCES + statement, config=overrides.resolve(properties))
+    last = results[-1]
+    configs = [dict(query.config) for query in image.queries.values()]
+    return last.ok, last.message or "", configs[0] if configs else {}
+
+
+def test_a_stateless_query_is_written_with_its_real_time_settings() -> None:
+    ok, _, config = _run("CREATE STREAM O AS SELECT ID, CAST(N AS INT) AS X FROM S WHERE KEEP;",
+                         REAL_TIME)
+    assert ok
+    assert config[overrides.REAL_TIME] == "true"
+    assert overrides.real_time_batch_ms(config) == 5_000
+    _, _, config = _run("CREATE STREAM O AS SELECT * FROM S;",
+                        {**REAL_TIME, "metastore.query.real.time.batch.ms": "30000"})
+    assert overrides.real_time_batch_ms(config) == 30_000
+    _, _, config = _run("CREATE STREAM O AS SELECT * FROM S;",
+                        {"metastore.query.real.time.batch.ms": "30000"})
+    assert overrides.real_time_batch_ms(config) is None, "micro-batches unless asked"
+    assert overrides.REAL_TIME_BATCH_MS not in config
+
+
+@pytest.mark.parametrize("value", ["4999", "3600001", "five", "-1", True])
+def test_a_batch_length_out_of_range_is_refused(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"Invalid value .* for configuration "
+                                          r"metastore\.query\.real\.time\.batch\.ms: Expected "
+                                          r"milliseconds from 5000 to 3600000"):
+        overrides.resolve({"metastore.query.real.time.batch.ms": value})
+
+
+@pytest.mark.parametrize(("statement", "reason"), [
+    ("CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM S GROUP BY ID;", "aggregates"),
+    ("CREATE STREAM J AS SELECT S.ID, NAME FROM S JOIN T ON S.ID = T.ID;", "keeps keyed state"),
+    ("CREATE STREAM J AS SELECT S.ID, M FROM S JOIN S2 WITHIN 1 MINUTE ON S.ID = S2.ID;",
+     "runs a batch stage in each micro-batch"),
+])
+def test_a_stateful_query_is_refused_in_real_time_mode(statement: str, reason: str) -> None:
+    ok, message, config = _run(statement, REAL_TIME)
+    assert not ok and not config, "nothing written"
+    assert message == ("The Spark runtime cannot run this query: metastore.query.real.time "
+                       f"runs stateless queries only, and this one {reason}.")
+    assert _run(statement, {})[0], "accepted in micro-batches"
+
+
+def test_an_exactly_once_query_is_refused_in_real_time_mode() -> None:
+    ok, message, _ = _run("CREATE STREAM O AS SELECT * FROM S;",
+                          {**REAL_TIME, "processing.guarantee": "exactly_once_v2"})
+    assert not ok
+    assert message.endswith("metastore.query.real.time needs processing.guarantee "
+                            "at_least_once: real-time batches are not written in transactions.")
+
+
+def test_real_time_queries_hold_a_slot_per_partition_beside_one_kept() -> None:
+    slots = RealTimeSlots()
+    with pytest.raises(RealTimeSlotsError) as refused:
+        slots.take("CSAS_A_1", 1, slots=1)
+    assert (refused.value.needed, refused.value.free, refused.value.slots) == (1, 0, 1)
+    assert ErrorClassifier().classify(str(refused.value)) == USER
+    slots.take("CSAS_A_1", 2, slots=4)
+    with pytest.raises(RealTimeSlotsError, match="CSAS_B_2 reads 2 source partitions and needs "
+                                                 "a task slot for each, the node's Spark has 4, "
+                                                 "of which 1 are free"):
+        slots.take("CSAS_B_2", 2, slots=4)
+    slots.take("CSAS_A_1", 3, slots=4)  # a restart gives its own slots back first
+    assert slots.held() == 3
+    slots.give_back("CSAS_A_1")
+    slots.take("CSAS_B_2", 2, slots=4)
+    assert slots.held() == 2
