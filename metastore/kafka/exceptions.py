@@ -61,3 +61,13 @@ class KafkaTopicError(KafkaClientError):
     def __init__(self, topic: str, message: str) -> None:
         super().__init__(message)
         self.topic = topic
+
+
+class MissingSourceTopicError(KafkaTopicError):
+    """A topic a query reads does not exist (ksqlDB's ``MissingSourceTopicException``: a USER
+    error of the query)."""
+
+    code = "missing_source_topic"
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(topic, f"Source topic {topic} does not exist.")

@@ -145,6 +145,12 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
     checkpoint started before that state was keyed, see
     :meth:`metastore.runtime.checkpoints.CheckpointDir.holds_table_state` and
     :meth:`~metastore.runtime.checkpoints.CheckpointDir.holds_stream_state`)."""
+    return compiled_query(query, image, table_state, stream_state)[0]
+
+
+def compiled_query(query: PersistentQuery, image: Image, table_state: bool = True,
+              stream_state: bool = True) -> tuple[QueryPlan, Analysis]:
+    """:func:`compile_query`'s plan, and the analysis it was planned from."""
     sink = image.source(query.sink)
     if sink is None:
         raise QueryRuntimeError(f"{query.query_id}: its sink {query.sink} is not in the catalog")
@@ -156,22 +162,22 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
     if problem is not None:
         raise QueryRuntimeError(f"{query.query_id}: {explain(problem)}")
     return _plan(query.query_id, analysis, sink, config, table_state=table_state,
-                 stream_state=stream_state)
+                 stream_state=stream_state), analysis
 
 
 def stored_plan(query: PersistentQuery, image: Image, replacing: str | None = None) -> str:
     """The plan a query's command keeps (a :class:`~metastore.engine.validation.QueryPlanner`):
     compiled on the image the command leaves, with keyed table and stream state; a query it
     cannot plan, or not in the real-time mode it asks for (:func:`real_time.check`), is refused
-    with the reason, and nothing is written. A replacement must be
-    able to go on from the checkpoint of the plan it is ``replacing``
+    with the reason, and nothing is written. A replacement must be able to go on from the
+    checkpoint of the plan it is ``replacing``
     (:func:`~metastore.planner.replacement.check_replacement`)."""
     try:
-        plan = compile_query(query, image)
+        plan, analysis = compiled_query(query, image)
     except QueryRuntimeError as error:
         raise UnsupportedByRuntimeError(explain(f"it cannot be planned: {error}"),
                                         query.sink) from error
-    problem = real_time.check(plan, dict(query.config))
+    problem = real_time.check(plan, analysis, dict(query.config))
     if problem is not None:
         raise UnsupportedByRuntimeError(explain(problem), query.sink)
     if replacing is not None:

@@ -31,7 +31,7 @@ _USER_CAUSES = re.compile(
     r"MissingSourceTopic|AuthorizationException|[Nn]ot authorized|RecordTooLargeException"
     r"|[Ss]ubject[^\n]{0,200}not found|[Ss]chema[^\n]{0,200}not found|error code: 4010[12]"
     r"|SerializationException|cannot be (serialized|encoded)"
-    r"|the Schema Registry answered 40[13] |Not enough task slots for real-time mode")
+    r"|the Schema Registry answered 40[13] |RealTimeSlotsError")
 REGISTRY_REFUSAL = re.compile(
     r"the Schema Registry answered (409|422) to POST \S*/subjects/([^/\s]+)/versions: "
     r"(?![^\n]*already exists)([^\n]*)")

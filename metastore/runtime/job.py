@@ -31,6 +31,7 @@ from metastore.jvm.classes import (
     WINDOW_KEY_BYTES_CONFIG,
     WINDOWED_PARTITIONER_CLASS,
 )
+from metastore.planner.exceptions import QueryRuntimeError
 from metastore.planner.steps import (
     FinalWindows,
     ForeignKeyTableJoin,
@@ -95,6 +96,9 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     output mode, which real-time mode requires and which writes a stateless query's rows as
     append does.
     """
+    if real_time_ms is not None and (plan.batch is not None or transactional_id is not None):
+        raise QueryRuntimeError(f"{plan.query_id}: real-time mode runs neither a batch stage "
+                                "nor an exactly-once sink")
     session = query_session(spark)
     if listener is not None:
         session.streams.addListener(listener)

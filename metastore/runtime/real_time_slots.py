@@ -13,9 +13,15 @@ with the query's backoff, as a slot may have come free.
 
 from __future__ import annotations
 
+import os
+import re
 import threading
+from typing import TYPE_CHECKING
 
 from metastore.core.exceptions import MetastoreError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 KEPT_SLOTS = 1
 """The slots a node keeps for what it runs in micro-batches."""
@@ -38,6 +44,18 @@ class RealTimeSlotsError(MetastoreError):
         self.slots = slots
 
 
+def task_slots(spark: SparkSession) -> int:
+    """The tasks the node's Spark runs at once: ``local[N]``'s N (``local[*]``: the machine's
+    cores), else the cores of the executors registered now over ``spark.task.cpus``."""
+    context = spark.sparkContext
+    local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", (context.master or "").strip())
+    if local is not None:
+        threads = local.group(1) or "1"
+        return (os.cpu_count() or 1) if threads == "*" else int(threads)
+    cores_per_task = int(context.getConf().get("spark.task.cpus", "1") or "1")
+    return int(context.defaultParallelism) // max(cores_per_task, 1)
+
+
 class RealTimeSlots:
     """The slots each running real-time query of a node holds."""
 
@@ -56,12 +74,14 @@ class RealTimeSlots:
             self._held[query_id] = needed
 
     def give_back(self, query_id: str) -> None:
+        """``query_id`` stopped: its slots are free."""
         with self._lock:
             self._held.pop(query_id, None)
 
     def held(self) -> int:
+        """The slots the node's real-time queries hold."""
         with self._lock:
             return sum(self._held.values())
 
 
-__all__ = ["KEPT_SLOTS", "RealTimeSlots", "RealTimeSlotsError"]
+__all__ = ["KEPT_SLOTS", "RealTimeSlots", "RealTimeSlotsError", "task_slots"]

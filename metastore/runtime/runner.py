@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING, Any
 from metastore.catalog.image import Image
 from metastore.catalog.image_worker import ImageChange
 from metastore.catalog.model import PersistentQuery
+from metastore.core.exceptions import MetastoreError
 from metastore.engine import overrides
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsets
-from metastore.kafka.exceptions import KafkaUnavailableError
+from metastore.kafka.exceptions import KafkaUnavailableError, MissingSourceTopicError
 from metastore.kafka.settings import KafkaSettings
 from metastore.planner.plan import plan_of
 from metastore.runtime import job, progress_listener
@@ -48,7 +49,7 @@ from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
 from metastore.runtime.error_types import ErrorClassifier
 from metastore.runtime.processing_log import QueryFailure
 from metastore.runtime.query_health import QueryHealth, RetrySettings
-from metastore.runtime.real_time_slots import RealTimeSlots
+from metastore.runtime.real_time_slots import RealTimeSlots, task_slots
 from metastore.runtime.record_errors import RecordErrors
 from metastore.runtime.skipped import SkippedRecords
 from metastore.runtime.statistics import QueryStatistics
@@ -116,11 +117,6 @@ def _positions(reached: Mapping[tuple[str, int], int],
     for (topic, partition), (low, high) in sorted(marks.items()):
         positions.setdefault(topic, {})[str(partition)] = [low, reached[topic, partition], high]
     return positions
-
-
-def _task_slots(spark: SparkSession) -> int:
-    """The tasks the node's Spark runs at once (its cores: ``local[N]``'s N, or its workers')."""
-    return int(spark.sparkContext.defaultParallelism)
 
 
 def _source_topics(image: Image, query: PersistentQuery) -> frozenset[str]:
@@ -328,7 +324,7 @@ class QueryRunner:
                            stream_state=checkpoint.holds_stream_state())
             real_time_ms = overrides.real_time_batch_ms(dict(entry.query.config))
             if real_time_ms is not None:
-                self._real_time.take(query_id, self._partitions(plan), _task_slots(spark))
+                self._real_time.take(query_id, self._partitions(plan), task_slots(spark))
             self.skipped.started(query_id, plan.earliest)
             self.record_errors.started(query_id, plan)
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
@@ -344,16 +340,25 @@ class QueryRunner:
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
             self._real_time.give_back(query_id)
+            detail = f"{type(error).__name__}: {error}" if isinstance(error, MetastoreError) \
+                else str(error)  # the node's own errors are classified by their class too
             self._failed(entry, job.failure_text(str(error)) or type(error).__name__,
-                         "could not start", str(error)[:job.FAILURE_DETAIL_CHARS])
+                         "could not start", detail[:job.FAILURE_DETAIL_CHARS])
 
     def _partitions(self, plan: QueryPlan) -> int:
         """The partitions of the topics ``plan`` reads as streams: a real-time query's tasks."""
+        total = 0
+        for topic in (step.topic for step in plan.steps if step.topic and step.streaming):
+            found = self._kafka_admin().describe(topic)
+            if found is None:
+                raise MissingSourceTopicError(topic)
+            total += found.partitions
+        return total
+
+    def _kafka_admin(self) -> Admin:
         if self._admin is None:
             self._admin = Admin(self._settings, timeout=5.0)
-        topics = [step.topic for step in plan.steps if step.topic is not None and step.streaming]
-        found = [self._admin.describe(topic) for topic in topics]
-        return sum(info.partitions for info in found if info is not None)
+        return self._admin
 
     def _sink_topic(self, query: PersistentQuery) -> str:
         image = self._latest
@@ -367,10 +372,8 @@ class QueryRunner:
         the topic's ``max.message.bytes`` fail with RecordTooLargeException, and the query
         with them."""
         options = dict(self._sink_producer)
-        if self._admin is None:
-            self._admin = Admin(self._settings, timeout=5.0)
         try:
-            limit = int(self._admin.topic_config(topic).get("max.message.bytes", "0"))
+            limit = int(self._kafka_admin().topic_config(topic).get("max.message.bytes", "0"))
         except Exception as error:  # Kafka slow or away: the producer's own batches, then
             log.warning("the size limit of topic %s is unknown: %s", topic, error)
             return options

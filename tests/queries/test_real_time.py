@@ -33,7 +33,8 @@ from tests.support.waiting import eventually
 
 __all__ = ["spark"]
 
-BATCH_MS = 10_000
+BATCH_MS = 15_000
+"""Long enough for the test to read a record back while the batch that reads it runs."""
 
 
 def _script(source: str, sink: str) -> str:

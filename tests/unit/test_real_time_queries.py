@@ -4,14 +4,19 @@ slots a node's real-time queries hold."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from metastore.engine import overrides
 from metastore.engine.overrides import ConfigError
+from metastore.planner import plan as plan_module
+from metastore.planner import real_time
 from metastore.runtime.error_types import USER, ErrorClassifier
-from metastore.runtime.real_time_slots import RealTimeSlots, RealTimeSlotsError
+from metastore.runtime.real_time_slots import RealTimeSlots, RealTimeSlotsError, task_slots
 from metastore.testing.check import run_script
 
 SOURCES = ("CREATE STREAM S (ID INT KEY, N STRING, KEEP BOOLEAN) WITH (KAFKA_TOPIC='s', "
@@ -56,9 +61,14 @@ def test_a_batch_length_out_of_range_is_refused(value: object) -> None:
 
 @pytest.mark.parametrize(("statement", "reason"), [
     ("CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM S GROUP BY ID;", "aggregates"),
-    ("CREATE STREAM J AS SELECT S.ID, NAME FROM S JOIN T ON S.ID = T.ID;", "keeps keyed state"),
+    ("CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM S WINDOW SESSION (5 SECONDS) GROUP BY ID;",
+     "aggregates"),
+    ("CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM S WINDOW TUMBLING (SIZE 1 MINUTE) "
+     "GROUP BY ID EMIT FINAL;", "aggregates"),
+    ("CREATE STREAM J AS SELECT S.ID, NAME FROM S JOIN T ON S.ID = T.ID;", "joins"),
     ("CREATE STREAM J AS SELECT S.ID, M FROM S JOIN S2 WITHIN 1 MINUTE ON S.ID = S2.ID;",
-     "runs a batch stage in each micro-batch"),
+     "joins"),
+    ("CREATE TABLE U AS SELECT * FROM T WHERE NAME = 'x';", "reads a table"),
 ])
 def test_a_stateful_query_is_refused_in_real_time_mode(statement: str, reason: str) -> None:
     ok, message, config = _run(statement, REAL_TIME)
@@ -68,12 +78,50 @@ def test_a_stateful_query_is_refused_in_real_time_mode(statement: str, reason: s
     assert _run(statement, {})[0], "accepted in micro-batches"
 
 
+@pytest.mark.parametrize("statement", [
+    "CREATE STREAM O AS SELECT ID, EXPLODE(ARRAY[1, 2]) AS X FROM S;",
+    "CREATE STREAM O AS SELECT ID, N FROM S PARTITION BY N;",
+    "CREATE STREAM O AS SELECT * FROM S; INSERT INTO O SELECT * FROM S WHERE KEEP;",
+])
+def test_stateless_shapes_are_accepted_in_real_time_mode(statement: str) -> None:
+    results, image = run_script(SOURCES + statement, config=overrides.resolve(REAL_TIME))
+    assert all(result.ok for result in results), [r.message for r in results if not r.ok]
+    assert all(overrides.real_time_batch_ms(dict(q.config)) == 5_000
+               for q in image.queries.values())
+
+
+def test_the_plan_backstops_a_stateful_step_the_query_does_not_show() -> None:
+    _, image = run_script(SOURCES + "CREATE STREAM O AS SELECT * FROM S;",
+                          config=overrides.resolve(REAL_TIME))
+    [query] = image.queries.values()
+    plan, analysis = plan_module.compiled_query(query, image)
+    assert real_time.check(plan, analysis, dict(query.config)) is None
+    watermarked = replace(plan, steps=tuple(replace(step, watermark_ms=1_000)
+                                            for step in plan.steps))
+    assert real_time.check(watermarked, analysis, dict(query.config)) == (
+        "metastore.query.real.time runs stateless queries only, and this one keeps state "
+        "between records")
+    assert real_time.check(replace(plan, output_mode="update"), analysis, {}) is None, (
+        "a query in micro-batches is not checked")
+
+
 def test_an_exactly_once_query_is_refused_in_real_time_mode() -> None:
     ok, message, _ = _run("CREATE STREAM O AS SELECT * FROM S;",
                           {**REAL_TIME, "processing.guarantee": "exactly_once_v2"})
     assert not ok
     assert message.endswith("metastore.query.real.time needs processing.guarantee "
-                            "at_least_once: real-time batches are not written in transactions.")
+                            "at_least_once (the request's, or else the node's default): "
+                            "real-time batches are not written in transactions.")
+
+
+@pytest.mark.parametrize(("master", "slots"), [
+    ("local", 1), ("local[1]", 1), ("local[3]", 3), ("local[2, 4]", 2),
+    ("local[*]", os.cpu_count() or 1), ("spark://h:7077", 3)])
+def test_the_task_slots_of_a_nodes_spark(master: str, slots: int) -> None:
+    conf = {"spark.task.cpus": "2"}
+    context = SimpleNamespace(master=master, defaultParallelism=6,
+                              getConf=lambda: SimpleNamespace(get=conf.get))
+    assert task_slots(cast(Any, SimpleNamespace(sparkContext=context))) == slots
 
 
 def test_real_time_queries_hold_a_slot_per_partition_beside_one_kept() -> None:
@@ -81,7 +129,7 @@ def test_real_time_queries_hold_a_slot_per_partition_beside_one_kept() -> None:
     with pytest.raises(RealTimeSlotsError) as refused:
         slots.take("CSAS_A_1", 1, slots=1)
     assert (refused.value.needed, refused.value.free, refused.value.slots) == (1, 0, 1)
-    assert ErrorClassifier().classify(str(refused.value)) == USER
+    assert ErrorClassifier().classify(f"RealTimeSlotsError: {refused.value}") == USER
     slots.take("CSAS_A_1", 2, slots=4)
     with pytest.raises(RealTimeSlotsError, match="CSAS_B_2 reads 2 source partitions and needs "
                                                  "a task slot for each, the node's Spark has 4, "
