@@ -59,6 +59,12 @@ ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBSta
 """The state store ``transformWithState`` needs (a query's checkpoint keeps the one it started
 with)."""
 
+CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+"""A micro-batch of keyed state commits the changes it made to each RocksDB store (a changelog
+file) rather than a snapshot of the store's files; snapshots are taken in the background. A
+checkpoint goes on from either way of writing, in both directions (Spark's RocksDB state store
+reads both), so a query started before it was on keeps its state."""
+
 STREAM_STATE_BATCH_RECORDS = 100_000
 """The most records a micro-batch of a query with stream state reads from each source: its
 processors keyed by source partition (stream time, EMIT FINAL's windows) hold a partition's
@@ -308,6 +314,7 @@ def _keyed_operator(session: SparkSession, view: str, operator: KeyedOperator) -
     """The view of a keyed stateful operator, one of the project's JVM processors under
     ``transformWithState``, which keeps its state in RocksDB."""
     session.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE)
+    session.conf.set(CHANGELOG_CHECKPOINTING, "true")
     jvm: Any = session._jvm
     jsession = session._jsparkSession
     if isinstance(operator, TableSideJoin):

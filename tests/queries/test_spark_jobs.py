@@ -215,11 +215,13 @@ def test_stream_table_join_sees_table_rows_written_after_the_start(
 def test_stream_table_join_keeps_the_table_side_in_its_checkpoint(
         spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
         topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The table's rows are the join's keyed state, not a re-read of its topic: after the
     table topic's records are deleted, the query restarted on its checkpoint still joins
     them; a table row written before a stream record joins it, one written after does not, and
-    of two updates of a row the later offset wins."""
+    of two updates of a row the later offset wins. The first run writes its RocksDB state as
+    snapshots (as a release before changelog checkpointing did), the restart as changelogs,
+    from that state."""
     views, users, sink = topic_factory(), topic_factory(), topic_factory()
     image = catalog(f"""
         CREATE STREAM VIEWS (USER_ID STRING KEY, PAGE STRING)
@@ -246,7 +248,10 @@ def test_stream_table_join_keeps_the_table_side_in_its_checkpoint(
     producer.produce(views, key=b"u4", value=json.dumps({"PAGE": "e"}), timestamp=4000)
     producer.flush(10)
     options = {"kafka.bootstrap.servers": kafka_bootstrap}
-    run_available_now(spark, plan, tmp_path / "q", options)
+    with monkeypatch.context() as before:
+        before.setattr(job, "CHANGELOG_CHECKPOINTING", "spark.sql.metastore.test.unset")
+        run_available_now(spark, plan, tmp_path / "q", options)
+    assert not list((tmp_path / "q").rglob("*.changelog")), "snapshots only"
     first = read_all(kafka_settings, sink, 2)
     assert sorted((k, v) for k, v, _ in first) == [(b"u1", b"a,alice"), (b"u4", b"e,new")]
     delete_all_records(kafka_settings, users)
@@ -254,6 +259,7 @@ def test_stream_table_join_keeps_the_table_side_in_its_checkpoint(
     producer.produce(views, key=b"u2", value=json.dumps({"PAGE": "d"}), timestamp=4000)
     producer.flush(10)
     run_available_now(spark, plan, tmp_path / "q", options)
+    assert list((tmp_path / "q").rglob("*.changelog")), "the restart commits changelogs"
     records = read_all(kafka_settings, sink, len(first) + 2)
     assert sorted((k, v) for k, v, _ in records[len(first):]) == [
         (b"u1", b"c,alice"), (b"u2", b"d,bob")]
