@@ -149,7 +149,7 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
 
 
 def compiled_query(query: PersistentQuery, image: Image, table_state: bool = True,
-              stream_state: bool = True) -> tuple[QueryPlan, Analysis]:
+                   stream_state: bool = True) -> tuple[QueryPlan, Analysis]:
     """:func:`compile_query`'s plan, and the analysis it was planned from."""
     sink = image.source(query.sink)
     if sink is None:

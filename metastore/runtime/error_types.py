@@ -4,12 +4,12 @@ An error is USER when ksqlDB's own classifiers say the cause is the user's to fi
 topic that does not exist, a permission Kafka or the registry refuses, a record too large for
 its topic, a registry subject or schema that does not exist, a value the sink's format cannot
 hold (or a registry refusing its schema); and here, a real-time query its node has no task
-slots for (:mod:`metastore.runtime.real_time_slots`). Else the operator's classifiers decide, ksqlDB's
-``ksql.error.classifier.regex.<name>`` properties, each ``<TYPE> <REGEX>`` (``SYSTEM .*not
-present in metadata.*``): a rule gives its type when its regex matches the whole of a cause's
-class name or message (Java's ``Pattern.DOTALL``); the types are chained as ksqlDB chains its
-classifiers, so rules that disagree with each other or with ksqlDB's own give UNKNOWN. Else
-UNKNOWN: ksqlDB marks nothing SYSTEM by itself, and neither does this.
+slots for (:mod:`metastore.runtime.real_time_slots`). Else the operator's classifiers decide,
+ksqlDB's ``ksql.error.classifier.regex.<name>`` properties, each ``<TYPE> <REGEX>``
+(``SYSTEM .*not present in metadata.*``): a rule gives its type when its regex matches the
+whole of a cause's class name or message (Java's ``Pattern.DOTALL``); the types are chained
+as ksqlDB chains its classifiers, so rules that disagree with each other or with ksqlDB's own
+give UNKNOWN. Else UNKNOWN: ksqlDB marks nothing SYSTEM by itself, and neither does this.
 
 A query's error reaches here as Spark's whole text of its failure, a Java exception a line
 (``Caused by: <class>: <message>``); each line is a cause.

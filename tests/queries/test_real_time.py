@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from metastore.kafka.settings import KafkaSettings
 from metastore.planner.plan import compile_query
 from metastore.planner.record_checks import observation
+from metastore.planner.steps import QueryPlan
 from metastore.runtime import job, progress_listener
 from metastore.runtime.checkpoints import LocalDir
 from metastore.runtime.processing_log import FailedRows
@@ -58,6 +59,13 @@ def _ids(settings: KafkaSettings, topic: str, count: int, timeout: float = 60) -
                   for k, _, _ in read_all(settings, topic, count, timeout=timeout))
 
 
+def _filter(topic_factory: Callable[..., str]) -> tuple[QueryPlan, str, str]:
+    """The node's plan of the script's filter over new topics, and its source and sink."""
+    source, sink = topic_factory(), topic_factory()
+    image = catalog(_script(source, sink))
+    return compile_query(image.queries[query_id(image, "O")], image), source, sink
+
+
 def _read(query: Any) -> int:
     return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
 
@@ -66,9 +74,7 @@ def test_a_real_time_query_writes_each_record_before_its_batch_ends(
         spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
         topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
         tmp_path: Path) -> None:
-    source, sink = topic_factory(), topic_factory()
-    image = catalog(_script(source, sink))
-    plan = compile_query(image.queries[query_id(image, "O")], image)
+    plan, source, sink = _filter(topic_factory)
     assert plan.checked is not None
     producer = producer_factory()
     _produce(producer, source, range(10))
@@ -99,9 +105,7 @@ def test_a_micro_batch_checkpoint_goes_on_in_real_time_mode(
         spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
         topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
         tmp_path: Path) -> None:
-    source, sink = topic_factory(), topic_factory()
-    image = catalog(_script(source, sink))
-    plan = compile_query(image.queries[query_id(image, "O")], image)
+    plan, source, sink = _filter(topic_factory)
     options = {"kafka.bootstrap.servers": kafka_bootstrap}
     producer = producer_factory()
     _produce(producer, source, range(6))
