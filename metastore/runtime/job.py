@@ -88,8 +88,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
           listener: StreamingQueryListener | None = None,
           transactional_id: str | None = None,
           producer_options: Mapping[str, str] | None = None,
-          real_time_ms: int | None = None,
-          shuffle_partitions: int | None = None) -> StreamingQuery:
+          real_time_ms: int | None = None) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
@@ -101,15 +100,12 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     With ``real_time_ms`` the query runs in Spark's real-time mode, in batches of that length
     (a stateless plan, at least once: :mod:`metastore.planner.real_time`), in Spark's update
     output mode, which real-time mode requires and which writes a stateless query's rows as
-    append does. ``shuffle_partitions``: the partitions of its shuffles and state on its first
-    start (a checkpoint keeps its own afterwards), by default the session's.
+    append does.
     """
     if real_time_ms is not None and (plan.batch is not None or transactional_id is not None):
         raise QueryRuntimeError(f"{plan.query_id}: real-time mode runs neither a batch stage "
                                 "nor an exactly-once sink")
     session = query_session(spark)
-    if shuffle_partitions is not None:
-        session.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     if listener is not None:
         session.streams.addListener(listener)
     reads = {"startingOffsets": "earliest" if plan.earliest else "latest"}

@@ -119,14 +119,6 @@ def _positions(reached: Mapping[tuple[str, int], int],
     return positions
 
 
-def _source_partitions(image: Image, query: PersistentQuery) -> int:
-    """The partitions of a query's shuffles and state: its sources' most partitions, as Kafka
-    Streams makes a task per source partition (a micro-batch then runs a task per partition of
-    each stateful step, not more; Spark keeps a checkpoint's own number when it restarts)."""
-    sources = [image.source(name) for name in query.sources]
-    return max([source.partitions or 1 for source in sources if source is not None] or [1])
-
-
 def _source_topics(image: Image, query: PersistentQuery) -> frozenset[str]:
     return frozenset(source.topic for source in map(image.source, query.sources)
                      if source is not None)
@@ -342,8 +334,7 @@ class QueryRunner:
                                          idle=self.statistics.idle),
                                      transactional_id=self._transactional_id(entry.query),
                                      producer_options=self._producer_options(plan.topic),
-                                     real_time_ms=real_time_ms,
-                                     shuffle_partitions=_source_partitions(image, entry.query))
+                                     real_time_ms=real_time_ms)
             entry.state = QueryState(query_id, RUNNING)
             entry.health.started()
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
