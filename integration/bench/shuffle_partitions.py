@@ -1,5 +1,6 @@
 """`shuffle-partitions`: a stateful query's shuffles and state in as many partitions as its
-source has (a node's way since 2026-12-04) against Spark's session default of 4.
+source has, as Kafka Streams runs a task per source partition, against a node's 4 (Spark's
+session setting, which a checkpoint keeps).
 
 Two counts over a stream of two partitions (``COUNT(*)`` by key, 1,000 keys, with a TUMBLING
 window of an hour and without one), each run by :func:`metastore.runtime.job.start` in one
@@ -17,6 +18,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +51,9 @@ def _produce(bootstrap: str, topic: str, first: int, count: int) -> None:
     assert producer.flush(60) == 0, "every record was acknowledged"
 
 
-def _rounds(spark: Any, bootstrap: str, root: Path, statement: str, shuffle: int,
-            sizes: list[int]) -> list[float]:
-    """Seconds of each round after the backlog, with ``shuffle`` partitions."""
+def _rounds(spark: Any, bootstrap: str, root: Path, statement: str, sizes: list[int]
+            ) -> list[float]:
+    """Seconds of each round after the backlog."""
     from metastore.planner.plan import compile_query
 
     stamp = str(time.time_ns())
@@ -67,8 +70,27 @@ def _rounds(spark: Any, bootstrap: str, root: Path, statement: str, shuffle: int
     seconds = []
     for number, size in enumerate(sizes):
         _produce(bootstrap, source, sum(sizes[:number]), size)
-        seconds.append(_round(spark, plan, root / stamp, bootstrap, shuffle_partitions=shuffle))
+        seconds.append(_round(spark, plan, root / stamp, bootstrap))
     return seconds[1:]
+
+
+@contextmanager
+def _shuffles(partitions: int) -> Iterator[None]:
+    """Each query session ``job.start`` makes meanwhile has ``partitions`` shuffle partitions."""
+    from metastore.runtime import job
+
+    made = job.query_session
+
+    def session(spark: Any) -> Any:
+        made_now = made(spark)
+        made_now.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        return made_now
+
+    job.query_session = session
+    try:
+        yield
+    finally:
+        job.query_session = made
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -84,8 +106,9 @@ def run(quick: bool) -> dict[str, Any]:
                     for name, statement in QUERIES.items():
                         print(f"shuffle-partitions: {name}, {shuffle}", file=sys.stderr,
                               flush=True)
-                        found[name].setdefault(shuffle, []).extend(
-                            _rounds(spark, bootstrap, Path(root), statement, shuffle, sizes))
+                        with _shuffles(shuffle):
+                            found[name].setdefault(shuffle, []).extend(
+                                _rounds(spark, bootstrap, Path(root), statement, sizes))
         finally:
             spark.stop()
     return {"source_partitions": PARTITIONS, "backlog": sizes[0],
