@@ -69,14 +69,13 @@ def _produce(bootstrap: str, topics: tuple[str, str], first: int, count: int) ->
     assert producer.flush(120) == 0, "every record was acknowledged"
 
 
-def _round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str, **options: Any) -> float:
-    """One availableNow run on the checkpoint (``options``: more of ``job.start``'s): its
-    micro-batches' triggerExecution, seconds."""
+def _round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str) -> float:
+    """One availableNow run on the checkpoint: its micro-batches' triggerExecution, seconds."""
     from metastore.runtime import job
     from metastore.runtime.checkpoints import LocalDir
 
     streaming = job.start(spark, plan, LocalDir(checkpoint),
-                          {"kafka.bootstrap.servers": bootstrap}, available_now=True, **options)
+                          {"kafka.bootstrap.servers": bootstrap}, available_now=True)
     assert streaming.awaitTermination(600), "the run finished"
     assert streaming.exception() is None, streaming.exception()
     millis: int = sum(p["durationMs"].get("triggerExecution", 0)

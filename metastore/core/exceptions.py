@@ -12,6 +12,9 @@ class MetastoreError(Exception):
     """Base class of all metastore errors."""
 
     code: str = "metastore_error"
+    user_error: bool = False
+    """Whether a query that meets it at run time has a USER error (ksqlDB's
+    ``QueryError.Type``): one its user fixes, not the service's operator."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

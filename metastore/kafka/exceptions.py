@@ -68,6 +68,7 @@ class MissingSourceTopicError(KafkaTopicError):
     error of the query)."""
 
     code = "missing_source_topic"
+    user_error = True
 
     def __init__(self, topic: str) -> None:
         super().__init__(topic, f"Source topic {topic} does not exist.")

@@ -145,10 +145,10 @@ def compile_query(query: PersistentQuery, image: Image, *, table_state: bool = T
     checkpoint started before that state was keyed, see
     :meth:`metastore.runtime.checkpoints.CheckpointDir.holds_table_state` and
     :meth:`~metastore.runtime.checkpoints.CheckpointDir.holds_stream_state`)."""
-    return compiled_query(query, image, table_state, stream_state)[0]
+    return compiled_query(query, image, table_state=table_state, stream_state=stream_state)[0]
 
 
-def compiled_query(query: PersistentQuery, image: Image, table_state: bool = True,
+def compiled_query(query: PersistentQuery, image: Image, *, table_state: bool = True,
                    stream_state: bool = True) -> tuple[QueryPlan, Analysis]:
     """:func:`compile_query`'s plan, and the analysis it was planned from."""
     sink = image.source(query.sink)

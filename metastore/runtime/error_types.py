@@ -3,10 +3,11 @@
 An error is USER when ksqlDB's own classifiers say the cause is the user's to fix: a source
 topic that does not exist, a permission Kafka or the registry refuses, a record too large for
 its topic, a registry subject or schema that does not exist, a value the sink's format cannot
-hold (or a registry refusing its schema); and here, a real-time query its node has no task
-slots for (:mod:`metastore.runtime.real_time_slots`). Else the operator's classifiers decide,
-ksqlDB's ``ksql.error.classifier.regex.<name>`` properties, each ``<TYPE> <REGEX>``
-(``SYSTEM .*not present in metadata.*``): a rule gives its type when its regex matches the
+hold (or a registry refusing its schema); and here, the node's own errors that say so
+(``user_error``: a real-time query its node has no task slots for, a source topic missing when
+it starts). Else the operator's classifiers decide, ksqlDB's
+``ksql.error.classifier.regex.<name>`` properties, each ``<TYPE> <REGEX>`` (``SYSTEM .*not
+present in metadata.*``): a rule gives its type when its regex matches the
 whole of a cause's class name or message (Java's ``Pattern.DOTALL``); the types are chained
 as ksqlDB chains its classifiers, so rules that disagree with each other or with ksqlDB's own
 give UNKNOWN. Else UNKNOWN: ksqlDB marks nothing SYSTEM by itself, and neither does this.
@@ -31,7 +32,7 @@ _USER_CAUSES = re.compile(
     r"MissingSourceTopic|AuthorizationException|[Nn]ot authorized|RecordTooLargeException"
     r"|[Ss]ubject[^\n]{0,200}not found|[Ss]chema[^\n]{0,200}not found|error code: 4010[12]"
     r"|SerializationException|cannot be (serialized|encoded)"
-    r"|the Schema Registry answered 40[13] |RealTimeSlotsError")
+    r"|the Schema Registry answered 40[13] ")
 REGISTRY_REFUSAL = re.compile(
     r"the Schema Registry answered (409|422) to POST \S*/subjects/([^/\s]+)/versions: "
     r"(?![^\n]*already exists)([^\n]*)")
@@ -88,10 +89,11 @@ class ErrorClassifier:
                          for name, value in sorted(properties.items())
                          if name.startswith(REGEX_PREFIX)))
 
-    def classify(self, text: str, source_topics: Iterable[str] = ()) -> str:
+    def classify(self, text: str, source_topics: Iterable[str] = (), user: bool = False) -> str:
         """The type of an error whose text (with its causes) is ``text``, in a query that
-        reads ``source_topics``."""
-        own = USER if (_USER_CAUSES.search(text) or REGISTRY_REFUSAL.search(text)
+        reads ``source_topics``; ``user``: the node's own error says it is the user's to fix
+        (:attr:`metastore.core.exceptions.MetastoreError.user_error`)."""
+        own = USER if (user or _USER_CAUSES.search(text) or REGISTRY_REFUSAL.search(text)
                        or _missing_source(text, source_topics)) else UNKNOWN
         if not self.rules:
             return own

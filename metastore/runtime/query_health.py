@@ -72,15 +72,16 @@ class QueryHealth:
     """When it may start again (``time.monotonic()``); None: now."""
     errors: list[dict[str, Any]] = field(default_factory=list)
 
-    def failed(self, message: str, detail: str = "") -> float:
+    def failed(self, message: str, detail: str = "", user: bool = False) -> float:
         """Record a failure with Spark's ``message`` (one line), typed by its whole text
-        ``detail`` (the message when none); the seconds until it starts again."""
+        ``detail`` (the message when none), or USER when the node's own error says so
+        (``user``); the seconds until it starts again."""
         self.failures += 1
         now_ms = int(time.time() * 1000)
         self.errors = [e for e in self.errors if now_ms - e["timestamp"] < ERRORS_FOR_MS]
         self.errors.append({"timestamp": now_ms, "errorMessage": message,
                             "type": self.classifier.classify(detail or message,
-                                                             self.source_topics)})
+                                                             self.source_topics, user)})
         del self.errors[:-self.settings.errors_kept]
         wait = self.settings.wait_seconds(self.failures)
         self.retry_at = time.monotonic() + wait

@@ -18,7 +18,7 @@ import re
 import threading
 from typing import TYPE_CHECKING
 
-from metastore.core.exceptions import MetastoreError
+from metastore.planner.exceptions import RealTimeSlotsError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,33 +27,20 @@ KEPT_SLOTS = 1
 """The slots a node keeps for what it runs in micro-batches."""
 
 
-class RealTimeSlotsError(MetastoreError):
-    """A real-time query needs more task slots than the node has free."""
-
-    code = "real_time_slots"
-
-    def __init__(self, query_id: str, needed: int, free: int, slots: int) -> None:
-        super().__init__(
-            f"Not enough task slots for real-time mode: {query_id} reads {needed} source "
-            f"partition{'s' if needed != 1 else ''} and needs a task slot for each, the node's "
-            f"Spark has {slots}, of which {free} are free ({KEPT_SLOTS} kept for its queries in "
-            "micro-batches). Give the node more cores, or run the query in micro-batches.")
-        self.query_id = query_id
-        self.needed = needed
-        self.free = free
-        self.slots = slots
-
-
 def task_slots(spark: SparkSession) -> int:
-    """The tasks the node's Spark runs at once: ``local[N]``'s N (``local[*]``: the machine's
-    cores), else the cores of the executors registered now over ``spark.task.cpus``."""
+    """The tasks the node's Spark runs at once: its cores over ``spark.task.cpus``, where its
+    cores are ``local[N]``'s N (``local[*]``: the machine's), else Spark's default parallelism
+    (the cores of the executors registered now, at least 2, unless ``spark.default.parallelism``
+    says otherwise)."""
     context = spark.sparkContext
     local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", (context.master or "").strip())
-    if local is not None:
+    if local is None:
+        cores = int(context.defaultParallelism)
+    else:
         threads = local.group(1) or "1"
-        return (os.cpu_count() or 1) if threads == "*" else int(threads)
+        cores = (os.cpu_count() or 1) if threads == "*" else int(threads)
     cores_per_task = int(context.getConf().get("spark.task.cpus", "1") or "1")
-    return int(context.defaultParallelism) // max(cores_per_task, 1)
+    return cores // max(cores_per_task, 1)
 
 
 class RealTimeSlots:
@@ -70,7 +57,7 @@ class RealTimeSlots:
             self._held.pop(query_id, None)
             free = slots - KEPT_SLOTS - sum(self._held.values())
             if needed > free:
-                raise RealTimeSlotsError(query_id, needed, max(free, 0), slots)
+                raise RealTimeSlotsError(query_id, needed, max(free, 0), slots, KEPT_SLOTS)
             self._held[query_id] = needed
 
     def give_back(self, query_id: str) -> None:
@@ -84,4 +71,4 @@ class RealTimeSlots:
             return sum(self._held.values())
 
 
-__all__ = ["KEPT_SLOTS", "RealTimeSlots", "RealTimeSlotsError", "task_slots"]
+__all__ = ["KEPT_SLOTS", "RealTimeSlots", "task_slots"]

@@ -340,10 +340,9 @@ class QueryRunner:
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)
         except Exception as error:  # compile or Spark start failure: ERROR, retried later
             self._real_time.give_back(query_id)
-            detail = f"{type(error).__name__}: {error}" if isinstance(error, MetastoreError) \
-                else str(error)  # the node's own errors are classified by their class too
             self._failed(entry, job.failure_text(str(error)) or type(error).__name__,
-                         "could not start", detail[:job.FAILURE_DETAIL_CHARS])
+                         "could not start", str(error)[:job.FAILURE_DETAIL_CHARS],
+                         user=isinstance(error, MetastoreError) and error.user_error)
 
     def _partitions(self, plan: QueryPlan) -> int:
         """The partitions of the topics ``plan`` reads as streams: a real-time query's tasks."""
@@ -356,6 +355,7 @@ class QueryRunner:
         return total
 
     def _kafka_admin(self) -> Admin:
+        """The node's admin client for the queries' topics, made when first needed."""
         if self._admin is None:
             self._admin = Admin(self._settings, timeout=5.0)
         return self._admin
@@ -406,15 +406,16 @@ class QueryRunner:
         """Hand each query's failure to ``report`` (the processing log)."""
         self._report_failure = report
 
-    def _failed(self, entry: _Entry, reason: str, what: str, detail: str) -> None:
+    def _failed(self, entry: _Entry, reason: str, what: str, detail: str,
+                user: bool = False) -> None:
         """``entry``'s query failed: ERROR, with its error (``reason``, one line; ``detail``,
-        the whole text it is classified by) recorded and logged in the processing log, until
-        its backoff ends."""
+        the whole text it is classified by; ``user``: a USER error whatever the text says)
+        recorded and logged in the processing log, until its backoff ends."""
         if self._report_failure is not None:
             self._report_failure(QueryFailure(entry.query.query_id, (reason,),
                                               int(time.time() * 1000), detail,
                                               self._sink_topic(entry.query)))
-        wait = entry.health.failed(reason, detail)
+        wait = entry.health.failed(reason, detail, user)
         entry.state = QueryState(entry.query.query_id, ERROR, reason,
                                  errors=_heartbeat_errors(entry.health),
                                  failures=entry.health.failures)

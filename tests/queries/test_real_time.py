@@ -34,7 +34,7 @@ from tests.support.waiting import eventually
 
 __all__ = ["spark"]
 
-BATCH_MS = 15_000
+BATCH_MS = 20_000
 """Long enough for the test to read a record back while the batch that reads it runs."""
 
 

@@ -13,10 +13,13 @@ import pytest
 
 from metastore.engine import overrides
 from metastore.engine.overrides import ConfigError
+from metastore.kafka.exceptions import MissingSourceTopicError
 from metastore.planner import plan as plan_module
 from metastore.planner import real_time
-from metastore.runtime.error_types import USER, ErrorClassifier
-from metastore.runtime.real_time_slots import RealTimeSlots, RealTimeSlotsError, task_slots
+from metastore.planner.exceptions import RealTimeSlotsError
+from metastore.runtime.error_types import UNKNOWN, USER, ErrorClassifier
+from metastore.runtime.query_health import QueryHealth, RetrySettings
+from metastore.runtime.real_time_slots import RealTimeSlots, task_slots
 from metastore.testing.check import run_script
 
 SOURCES = ("CREATE STREAM S (ID INT KEY, N STRING, KEEP BOOLEAN) WITH (KAFKA_TOPIC='s', "
@@ -114,11 +117,12 @@ def test_an_exactly_once_query_is_refused_in_real_time_mode() -> None:
                             "real-time batches are not written in transactions.")
 
 
-@pytest.mark.parametrize(("master", "slots"), [
-    ("local", 1), ("local[1]", 1), ("local[3]", 3), ("local[2, 4]", 2),
-    ("local[*]", os.cpu_count() or 1), ("spark://h:7077", 3)])
-def test_the_task_slots_of_a_nodes_spark(master: str, slots: int) -> None:
-    conf = {"spark.task.cpus": "2"}
+@pytest.mark.parametrize(("master", "task_cpus", "slots"), [
+    ("local", "1", 1), ("local[1]", "1", 1), ("local[3]", "1", 3), ("local[3]", "2", 1),
+    ("local[2, 4]", "1", 2), ("local[*]", "1", os.cpu_count() or 1),
+    ("spark://h:7077", "1", 6), ("spark://h:7077", "2", 3)])
+def test_the_task_slots_of_a_nodes_spark(master: str, task_cpus: str, slots: int) -> None:
+    conf = {"spark.task.cpus": task_cpus}
     context = SimpleNamespace(master=master, defaultParallelism=6,
                               getConf=lambda: SimpleNamespace(get=conf.get))
     assert task_slots(cast(Any, SimpleNamespace(sparkContext=context))) == slots
@@ -129,7 +133,11 @@ def test_real_time_queries_hold_a_slot_per_partition_beside_one_kept() -> None:
     with pytest.raises(RealTimeSlotsError) as refused:
         slots.take("CSAS_A_1", 1, slots=1)
     assert (refused.value.needed, refused.value.free, refused.value.slots) == (1, 0, 1)
-    assert ErrorClassifier().classify(f"RealTimeSlotsError: {refused.value}") == USER
+    assert refused.value.user_error and MissingSourceTopicError("t").user_error
+    assert ErrorClassifier().classify(str(refused.value)) == UNKNOWN, "by its type, not its text"
+    health = QueryHealth(RetrySettings(), ErrorClassifier())
+    health.failed(str(refused.value), user=refused.value.user_error)
+    assert [error["type"] for error in health.errors] == [USER]
     slots.take("CSAS_A_1", 2, slots=4)
     with pytest.raises(RealTimeSlotsError, match="CSAS_B_2 reads 2 source partitions and needs "
                                                  "a task slot for each, the node's Spark has 4, "

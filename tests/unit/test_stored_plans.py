@@ -214,7 +214,7 @@ def test_a_query_the_planner_cannot_plan_is_refused_as_a_statement_and_nothing_i
     def broken(*_: object, **__: object) -> None:
         raise QueryRuntimeError("no plan for this shape")
 
-    monkeypatch.setattr(plan_module, "compile_query", broken)
+    monkeypatch.setattr(plan_module, "compiled_query", broken)
     validator = Validator(_image(""), AssumedTopics({}), runtime_check=check_runtime,
                           planner=stored_plan)
     [statement] = parse(QUERIES["filter"])

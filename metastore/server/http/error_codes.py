@@ -125,9 +125,11 @@ ERROR_CODES: Mapping[type[MetastoreError], ErrorCode] = MappingProxyType({
     kafka.KafkaUnavailableError: SERVER_FAILURE,
     kafka.CommitOutcomeUnknownError: SERVER_FAILURE,
     kafka.KafkaTopicError: SERVER_FAILURE,
+    kafka.MissingSourceTopicError: SERVER_FAILURE,
     # persistent queries
     queries.UnsupportedByRuntimeError: STATEMENT_ERROR,
     queries.QueryRuntimeError: SERVER_FAILURE,
+    queries.RealTimeSlotsError: SERVER_FAILURE,
     queries.PushQueryLimitError: ErrorCode(400, MAX_PUSH_QUERIES_EXCEEDED),
     queries.UnknownPushQueryError: ErrorCode(400, BAD_REQUEST),
     queries.AssignmentError: SERVER_FAILURE,
