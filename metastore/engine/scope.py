@@ -95,17 +95,16 @@ class Scope:
         (as written when it names no source's column)."""
         if len(self.order) < 2:
             return column.name
-        try:
-            alias = self.resolve(column.name, column.table or None, clause)[0]
-        except QueryError:
+        alias = self.alias_of(column, clause)
+        if alias is None:
             return ".".join(p for p in (column.table, column.name) if p)
         return f"{alias}_{column.name}"
 
-    def alias_of(self, column: exp.Column) -> str | None:
+    def alias_of(self, column: exp.Column, clause: str = "SELECT") -> str | None:
         """The alias of the source whose column ``column`` is, or None for a name no source
         has (or several, unqualified)."""
         try:
-            return self.resolve(column.name, column.table or None, "SELECT")[0] or None
+            return self.resolve(column.name, column.table or None, clause)[0] or None
         except QueryError:
             return None
 

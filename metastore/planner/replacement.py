@@ -22,7 +22,7 @@ import dataclasses
 from typing import Any
 
 from metastore.catalog.exceptions import UpgradeError
-from metastore.planner.steps import KeyedOperator, QueryPlan, Step
+from metastore.planner.steps import KeyedOperator, QueryPlan, Step, streaming_topics
 
 
 def check_replacement(running: QueryPlan, replacement: QueryPlan, sink: str) -> None:
@@ -40,7 +40,7 @@ def check_replacement(running: QueryPlan, replacement: QueryPlan, sink: str) -> 
 def _kept(running: QueryPlan, replacement: QueryPlan) -> list[tuple[str, object, object]]:
     """What a checkpoint holds, in each plan: what must be equal."""
     return [
-        ("the streaming reads", _reads(running), _reads(replacement)),
+        ("the streaming reads", streaming_topics(running), streaming_topics(replacement)),
         ("the keyed state", _keyed(running), _keyed(replacement)),
         ("the output mode", running.output_mode, replacement.output_mode),
         ("a batch stage", running.batch is not None, replacement.batch is not None),
@@ -52,11 +52,6 @@ def _kept(running: QueryPlan, replacement: QueryPlan) -> list[tuple[str, object,
 
 def _steps(plan: QueryPlan) -> tuple[Step, ...]:
     return plan.steps + (plan.batch.steps if plan.batch is not None else ())
-
-
-def _reads(plan: QueryPlan) -> list[str]:
-    """The topics a plan reads as streams, in the order Spark numbers its sources."""
-    return [step.topic for step in _steps(plan) if step.topic is not None and step.streaming]
 
 
 def _keyed(plan: QueryPlan) -> list[str]:

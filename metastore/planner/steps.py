@@ -234,6 +234,13 @@ class QueryPlan:
     """Its stream rows' checks, when ksqlDB would log their failures (QueryPlan v2)."""
 
 
+def streaming_topics(plan: QueryPlan) -> list[str]:
+    """The topics ``plan`` reads as streams (its batch stage's too), in the order Spark numbers
+    its sources."""
+    steps = plan.steps + (plan.batch.steps if plan.batch is not None else ())
+    return [step.topic for step in steps if step.topic is not None and step.streaming]
+
+
 def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
                  watermark_ms: int | None = None, from_start: bool = False,
                  fail_on_error: bool = False) -> list[Step]:

@@ -43,6 +43,7 @@ from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.exceptions import KafkaUnavailableError, MissingSourceTopicError
 from metastore.kafka.settings import KafkaSettings
 from metastore.planner.plan import plan_of
+from metastore.planner.steps import streaming_topics
 from metastore.runtime import job, progress_listener
 from metastore.runtime.assignment import Partitions, QueryAssignment, partition_of
 from metastore.runtime.checkpoints import CheckpointDir, CheckpointRoot
@@ -347,7 +348,7 @@ class QueryRunner:
     def _partitions(self, plan: QueryPlan) -> int:
         """The partitions of the topics ``plan`` reads as streams: a real-time query's tasks."""
         total = 0
-        for topic in (step.topic for step in plan.steps if step.topic and step.streaming):
+        for topic in streaming_topics(plan):
             found = self._kafka_admin().describe(topic)
             if found is None:
                 raise MissingSourceTopicError(topic)
@@ -398,8 +399,7 @@ class QueryRunner:
         reason = job.failure(handle) or "the Spark query stopped"
         detail = job.failure_detail(handle) or reason
         entry.handle = None
-        self._close_producer(entry.query)
-        self._real_time.give_back(entry.query.query_id)
+        self._release(entry.query)
         self._failed(entry, reason, "failed", detail)
 
     def report_failures_to(self, report: Callable[[QueryFailure], None]) -> None:
@@ -430,8 +430,13 @@ class QueryRunner:
         except Exception as error:  # already stopped or Spark gone: nothing left to stop
             log.warning("stopping %s: %s", entry.query.query_id, error)
         finally:
-            self._close_producer(entry.query)
-            self._real_time.give_back(entry.query.query_id)
+            self._release(entry.query)
+
+    def _release(self, query: PersistentQuery) -> None:
+        """What a stopped query held on this node: its exactly-once producer, its real-time
+        task slots."""
+        self._close_producer(query)
+        self._real_time.give_back(query.query_id)
 
     def _close_producer(self, query: PersistentQuery) -> None:
         """Close an exactly-once query's producer, if this node's JVM has one."""
