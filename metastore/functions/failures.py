@@ -28,6 +28,8 @@ from metastore.sql import types as ty
 
 PROJECT, WHERE, GROUP = "expressions", "where", "group"
 """The clauses of a SELECT a failure can sit in (its ``arg_key`` under the SELECT)."""
+HAVING = "having"
+"""An aggregation's HAVING, which the planner moves into its rows' deletion (:data:`CLAUSE`)."""
 GROUP_KEY = "ksql_group_key"
 """Where a planner's condition on a GROUP BY expression (that it is not NULL, which the planner
 adds to the WHERE) keeps the expression's index, in the condition node's ``meta``: a failure in
@@ -63,8 +65,8 @@ class Failure:
     constructor) and logs ``Error processing <name>``; otherwise the clause's whole expression
     fails (``Error computing expression ...``)."""
     clause: str
-    """:data:`PROJECT`, :data:`WHERE` or :data:`GROUP`; empty elsewhere (HAVING, a join's
-    condition): the planner does not check those."""
+    """:data:`PROJECT`, :data:`WHERE`, :data:`GROUP` or :data:`HAVING`; empty elsewhere (a
+    join's condition): the planner does not check those."""
     index: int
     """Its expression's position in the clause's list (0 for WHERE)."""
     column: str

@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+import sqlglot
 from sqlglot import exp
 
 from metastore.catalog.exceptions import UpgradeError
@@ -75,6 +76,7 @@ from metastore.planner.outer_at_once import (
     union_sql,
 )
 from metastore.planner.plan_format import PlanFormatError, plan_text, read_plan
+from metastore.planner.prepared_columns import required_columns
 from metastore.planner.replacement import check_replacement
 from metastore.planner.session_state import keyed_sessions
 from metastore.planner.stages import (
@@ -268,6 +270,7 @@ class _Planner:
         self.join_laterals: list[exp.Lateral] = []  # how it reads a joined row's tables
         self.unmatched_state = False
         self.having: exp.Expr | None = None
+        self.aggregated_values: list[exp.Expr] = []  # an aggregated row's (ksqlDB's record)
         self.generated: list[exp.Expr] = []
         self.joined_rows = f"{self.prefix}_stream_joined"
         self.stream_reads: tuple[str, ...] = ()  # the steps of the first stream's view
@@ -292,6 +295,7 @@ class _Planner:
         self._join()
         self._stateful_stages()
         self.inner = self._inner_sql()
+        self.aggregated = self._aggregated_checks()
         # a stateless aggregation writes each changed group's new value; a stage its records
         self.mode = "update" if analysis.aggregate and self.batch is None else "append"
 
@@ -393,6 +397,10 @@ class _Planner:
         self.having = select.args.get("having")
         if analysis.aggregate:
             self._mark_prepared(items)
+            self.texts = record_checks.with_aggregates(
+                self.texts, analysis.projection, self.key_names,
+                self.having.this if self.having is not None else None, self._column_text)
+            self.aggregated_values = self._aggregated_values()
         null_value = self._null_value()
         items += (self._aggregate_items(null_value) if analysis.aggregate
                   else self._record_items(null_value))
@@ -407,8 +415,11 @@ class _Planner:
         select.set("expressions", items)
         own_windows = frozenset(read.alias for read in analysis.reads if read.source.window
                                 is not None) if analysis.joins and not analysis.aggregate else None
-        _rewrite(select, JOINED if self.strategy.split_streams else self.stream_alias,
-                 self.config, self.bounds, own_windows or frozenset(), self.failures)
+        alias = JOINED if self.strategy.split_streams else self.stream_alias
+        _rewrite(select, alias, self.config, self.bounds, own_windows or frozenset(),
+                 self.failures)
+        _rewrite(exp.Select(expressions=self.aggregated_values), alias, self.config,
+                 self.bounds, own_windows or frozenset())
 
     def _mark_prepared(self, items: list[exp.Expr]) -> None:
         """Name each aggregate call's argument as ksqlDB's Aggregate.Prepare step does, for
@@ -420,6 +431,29 @@ class _Planner:
             [expression for _, expression in self.analysis.projection],
             where.this if where is not None else None,
             list(group.expressions) if group is not None else [], having, self._column_text)
+
+    def _aggregated_values(self) -> list[exp.Expr]:
+        """ksqlDB's aggregated row, which its record processing errors after the aggregation
+        log as their record: the columns the aggregation reads (the newest input row's), each
+        aggregate call's result (as ``KSQL_AGG_VARIABLE_<n>`` numbers them) and the window's
+        bounds; as SELECT items of the aggregation, not yet translated."""
+        analysis, select = self.analysis, self.select
+        where, group = select.args.get("where"), select.args.get("group")
+        having = self.having.this if self.having is not None else None
+        projection = [expression for _, expression in analysis.projection]
+        newest = exp.column("ROWOFFSET", table=self.rows_alias, quoted=True)
+        values: list[exp.Expr] = [exp.func("max_by", exp.column(
+            "ROWTIME", table=self.rows_alias, quoted=True) if column.name == "ROWTIME" and not
+            column.table else column.copy(), newest.copy()) for column in required_columns(
+            projection, where.this if where is not None else None,
+            list(group.expressions) if group is not None else [], having,
+            self._column_text).values()]
+        values += [node.copy() for tree in [*projection, *([having] if having else [])]
+                   for node in tree.walk(bfs=False) if functions.is_aggregate(node)]
+        if analysis.windowed:
+            values += [exp.column("WINDOWSTART"), exp.column("WINDOWEND")]
+        return [exp.alias_(value, f"{record_checks.AGGREGATED_VALUE}{index}", quoted=True)
+                for index, value in enumerate(values)]
 
     def _projection_items(self) -> list[exp.Expr]:
         """The query's own columns, by the sink's names."""
@@ -464,9 +498,10 @@ class _Planner:
         _skip_ungroupable(self.select, null_value)
         if self.having is not None:
             self.select.set("having", None)
-            items.append(exp.alias_(exp.Not(this=exp.func(
-                "coalesce", exp.Paren(this=self.having.this), exp.false())), NULL_VALUE,
-                quoted=True))
+            having = exp.Paren(this=self.having.this)
+            having.meta[failures.CLAUSE] = failures.HAVING  # its failures are still the HAVING's
+            items.append(exp.alias_(exp.Not(this=exp.func("coalesce", having, exp.false())),
+                                    NULL_VALUE, quoted=True))
         return items
 
     def _record_items(self, null_value: exp.Expr) -> list[exp.Expr]:
@@ -688,7 +723,7 @@ class _Planner:
             tuple(dict.fromkeys(self.source_topics)), self.batch, earliest=earliest,
             table_state=bool(self.keyed or self.strategy.keyed_rows or self.changelog_view),
             stream_state=bool(self.session_stream or self.final_stream or self.unmatched_state),
-            window_key_bytes=window_key_bytes, checked=checked)
+            window_key_bytes=window_key_bytes, checked=checked, aggregated=self.aggregated)
 
     def result_plan(self) -> QueryPlan:
         """A push query's plan: its rows are the result's columns and whether they delete."""
@@ -737,6 +772,34 @@ class _Planner:
             self.steps = [replace(step, observed=record_checks.observed(checked))
                           if step.view == checked.view else step for step in self.steps]
         return checked
+
+    def _aggregated_checks(self) -> CheckedRows | None:
+        """The checks of an aggregation's aggregated rows (its HAVING's and its SELECT's outside
+        its aggregate calls' arguments), when its aggregate SELECT is a streaming step of its
+        own: that SELECT, with the checks' columns and the record's, becomes the view they are
+        observed on (:func:`~metastore.planner.record_checks.aggregated_rows`)."""
+        select = self.select
+        if not self.analysis.aggregate or self.batch is not None or \
+                self.inner != select.sql(dialect="spark", identify=True):
+            return None  # a table aggregation's, or a SESSION's or EMIT FINAL's, are a stage's
+        having = next((item.this for item in select.expressions
+                       if item.alias == NULL_VALUE), None) if self.having is not None else None
+        view = f"{self.prefix}_aggregated"
+        found = record_checks.aggregated_rows(
+            self.failures, self.texts, f"NOT ({having.sql(dialect='spark', identify=True)})"
+            if having is not None else None, view, self.analysis.reads[0].source.topic,
+            [value.alias for value in self.aggregated_values])
+        if found is None:
+            return None
+        checks = sqlglot.parse_one(f"SELECT {', '.join(found.columns)}", dialect="spark")
+        observed = select.copy()
+        observed.set("expressions", [*select.expressions, *self.aggregated_values,
+                                     *checks.expressions])
+        self.steps.append(Step(view, observed.sql(dialect="spark", identify=True),
+                               observed=record_checks.observed(found.checked,
+                                                               found.checked.record)))
+        self.inner = f"SELECT * FROM {quote(view)}"
+        return found.checked
 
     def _column_text(self, column: exp.Column) -> str:
         """``column`` as ksqlDB's messages name it (``ALIAS_COLUMN`` after a join)."""

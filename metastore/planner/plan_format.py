@@ -46,7 +46,7 @@ from metastore.planner.steps import (
 
 PLAN_FORMAT = 1
 """The document's own shape: ``format``, ``versions`` and ``plan``."""
-PLANNER_VERSION = 4
+PLANNER_VERSION = 5
 """The version of what the planner writes: a release that plans any query differently bumps
 it (and the node versions whose meaning changed) and saves the new plans of ksqlDB's dev cases
 (``python -m integration.plans save``); ``tests/plans/<version>/`` keeps each version's."""
@@ -56,6 +56,7 @@ _NODES: tuple[type[Any], ...] = (
     GroupMembers, StreamTime, SessionMembers, FinalWindows, UnmatchedRecords, CheckedRows,
     RecordCheck)
 _FIELDS_SINCE: Mapping[tuple[str, str], int] = {("QueryPlan", "checked"): 2,
+                                                    ("QueryPlan", "aggregated"): 3,
                                                     ("CheckedRows", "carried"): 2,
                                                     ("RecordCheck", "record"): 2}
 """The fields a later version of a class added (with a default), by the version that added

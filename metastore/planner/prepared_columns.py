@@ -33,8 +33,7 @@ def mark(calls_in: Sequence[exp.Expr], projection: Sequence[exp.Expr], where: ex
     to translate) with its Prepare column (:data:`~metastore.functions.failures.PREPARED`), as
     ksqlDB names it for a query of that SELECT ``projection``, WHERE, GROUP BY and HAVING
     (``column_text``: how it names a column, ``ALIAS_COLUMN`` after a join)."""
-    columns = _columns([*projection, *([where] if where is not None else []), *group_by,
-                        *([having] if having is not None else [])],
+    columns = _columns(required_columns(projection, where, group_by, having, column_text),
                        [*projection, *([having] if having is not None else [])], column_text)
     for tree in calls_in:
         for call in _aggregate_calls(tree):
@@ -45,17 +44,29 @@ def mark(calls_in: Sequence[exp.Expr], projection: Sequence[exp.Expr], where: ex
                     argument.meta[failures.PREPARED] = (*found, text)
 
 
-def _columns(reading: Iterable[exp.Expr], calling: Iterable[exp.Expr],
-             column_text: ColumnText | None) -> dict[str, tuple[str, int]]:
-    """The Prepare step's columns by their text: name and index."""
-    columns: dict[str, tuple[str, int]] = {}
-    for tree in reading:
+def required_columns(projection: Sequence[exp.Expr], where: exp.Expr | None,
+                     group_by: Sequence[exp.Expr], having: exp.Expr | None,
+                     column_text: ColumnText | None = None) -> dict[str, exp.Column]:
+    """The columns an aggregation reads, in the order ksqlDB's analysis meets them (the
+    SELECT's, the WHERE's, the GROUP BY's, then the HAVING's, each once; ``COUNT(*)`` reads
+    ROWTIME, unqualified), by the name its messages give them: the Prepare step's first
+    columns, and the first values of each aggregated row."""
+    columns: dict[str, exp.Column] = {}
+    for tree in [*projection, *([where] if where is not None else []), *group_by,
+                 *([having] if having is not None else [])]:
         for node in tree.walk(bfs=False):
             read = _DEFAULT_ARGUMENT if is_aggregate(node) and not _arguments(
                 node, given=True) else node
             if isinstance(read, exp.Column) and read.name not in _WINDOW_BOUNDS:
-                name = column_text(read) if column_text is not None else read.name
-                columns.setdefault(name, (name, len(columns)))
+                columns.setdefault(column_text(read) if column_text is not None else read.name,
+                                   read)
+    return columns
+
+
+def _columns(reading: dict[str, exp.Column], calling: Iterable[exp.Expr],
+             column_text: ColumnText | None) -> dict[str, tuple[str, int]]:
+    """The Prepare step's columns by their text: name and index."""
+    columns = {name: (name, index) for index, name in enumerate(reading)}
     for tree in calling:
         for call in _aggregate_calls(tree):
             for argument in _arguments(call):
@@ -75,4 +86,4 @@ def _arguments(call: exp.Expr, given: bool = False) -> list[exp.Expr]:
     return written if written or given else [_DEFAULT_ARGUMENT]
 
 
-__all__ = ["INTERNAL_PREFIX", "mark"]
+__all__ = ["INTERNAL_PREFIX", "mark", "required_columns"]

@@ -32,14 +32,16 @@ itself, which carries at most :data:`CARRIED_ROWS` failing rows of each check.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
 from metastore.catalog.model import DataSource
 from metastore.functions import failures as failed
+from metastore.functions.library import is_aggregate
 from metastore.functions.operators import ksql_text
 from metastore.planner.steps import NULL_VALUE, CheckedRows, RecordCheck
 from metastore.spark.types import quote
@@ -84,6 +86,10 @@ class ClauseTexts:
     where: str | None
     new_keys: dict[str, str] = field(default_factory=dict)
     key_only: frozenset[str] = frozenset()
+    aggregated: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """An aggregation's SELECT columns as its ``Aggregate.Project`` step computes them (see
+    :func:`with_aggregates`)."""
+    having: str | None = None
 
 
 ColumnText = Callable[[exp.Column], str]
@@ -110,6 +116,38 @@ def clause_texts(projection: Sequence[tuple[str, exp.Expr]], keys: Iterable[str]
                         for name, expression in partitions},
                        frozenset(name for name, expression in partitions
                                  if source_keys and reads_key_only(expression, source_keys)))
+
+
+AGGREGATE_VARIABLE = "KSQL_AGG_VARIABLE_"
+"""How ksqlDB's aggregated rows name each aggregate call's result."""
+AGGREGATED_LOGGERS = frozenset({"Aggregate.Project", "Aggregate.HavingFilter"})
+"""The steps ksqlDB evaluates over an aggregation's aggregated rows, not its input rows."""
+
+
+def with_aggregates(texts: ClauseTexts, projection: Sequence[tuple[str, exp.Expr]],
+                    keys: Iterable[str], having: exp.Expr | None,
+                    column_text: ColumnText | None = None) -> ClauseTexts:
+    """``texts`` of an aggregation, with its SELECT's value columns and its HAVING as ksqlDB's
+    AggregateExpressionRewriter writes them over the aggregated row: each aggregate call, in
+    the order met (the SELECT's columns, then the HAVING), is ``KSQL_AGG_VARIABLE_<n>``."""
+    numbers = itertools.count()
+
+    def named(column: exp.Column) -> str:
+        if not column.table and column.name.startswith(AGGREGATE_VARIABLE):
+            return column.name
+        return column_text(column) if column_text is not None else column.name
+
+    def rewritten(expression: exp.Expr) -> str:
+        return expression_text(expression.copy().transform(
+            lambda node: exp.column(f"{AGGREGATE_VARIABLE}{next(numbers)}")
+            if is_aggregate(node) else node), named)
+
+    key_names = set(keys)
+    columns = [(name, rewritten(expression)) for name, expression in projection]
+    values = [(name, text) for name, text in columns if name not in key_names]
+    return replace(texts, aggregated={name: (text, index)
+                                      for index, (name, text) in enumerate(values)},
+                   having=rewritten(having) if having is not None else None)
 
 
 def bound_by_lambda(column: exp.Column) -> bool:
@@ -159,7 +197,7 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
     records: dict[tuple[object, ...], str | None] = {}
     for failure in found:
         named = _logged(failure, texts, aggregate)
-        if named is None:
+        if named is None or named[0] in AGGREGATED_LOGGERS:
             continue
         key_alone = named[0] == PARTITION_BY and failure.column in texts.key_only
         condition = names.spark(failure.condition)
@@ -181,6 +219,57 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
             value for table in joined for value in _record_values(table.source, table.names))])
         return CheckedRows(reads[-1], (), source.topic, record, checks, CARRIED_ROWS)
     return CheckedRows(reads[-1], reads, source.topic, record_json(source), checks)
+
+
+@dataclass(frozen=True)
+class AggregatedChecks:
+    """An aggregation's checks of its aggregated rows (ksqlDB's ``Aggregate.HavingFilter`` and
+    ``Aggregate.Project``, after its aggregate step): the columns its aggregate SELECT adds,
+    Spark SQL items over its aggregate calls (each check's condition and cause), and the
+    :class:`CheckedRows` of the view of that SELECT, whose observation carries its failing
+    rows."""
+
+    columns: tuple[str, ...]
+    checked: CheckedRows
+
+
+AGGREGATED_VALUE = "__ms_aggregated_value"
+"""The columns of an aggregated row's values in the view of its aggregate SELECT."""
+AGGREGATED_CHECK = "__ms_aggregated_check"
+AGGREGATED_CAUSE = "__ms_aggregated_cause"
+
+
+def aggregated_rows(found: Sequence[failed.Failure], texts: ClauseTexts, kept: str | None,
+                    view: str, topic: str, values: Sequence[str]) -> AggregatedChecks | None:
+    """The checks of the ``found`` failures an aggregation's aggregated rows meet (its HAVING's,
+    and its SELECT's outside its aggregate calls' arguments), in the view ``view`` of its
+    aggregate SELECT, whose ``values`` columns are the aggregated row ksqlDB logs as the record;
+    ``kept``: Spark SQL of its HAVING, where it has one (ksqlDB projects only the rows it
+    keeps); None when there is none to make. The conditions and causes are over the SELECT's
+    aggregate calls, so the SELECT computes them as columns of the view."""
+    parts: dict[tuple[object, ...], dict[str, str]] = {}
+    for failure in found:
+        named = _logged(failure, texts, True)
+        if named is None or named[0] not in AGGREGATED_LOGGERS:
+            continue
+        condition = failure.condition.sql(dialect="spark", identify=True)
+        if kept is not None and named[0] != "Aggregate.HavingFilter":
+            condition = f"coalesce({kept}, false) AND ({condition})"
+        place: tuple[object, ...] = (*named, failure.clause, failure.index, failure.column)
+        parts.setdefault((*place, condition) if failure.wrapped else place, {})[condition] = \
+            failure.cause.sql(dialect="spark", identify=True)
+    if not parts:
+        return None
+    columns: list[str] = []
+    checks: list[RecordCheck] = []
+    for index, (place, causes) in enumerate(parts.items()):
+        check = _check(str(place[0]), str(place[1]), causes, None)
+        condition, cause = quote(f"{AGGREGATED_CHECK}{index}"), quote(f"{AGGREGATED_CAUSE}{index}")
+        columns += [f"{check.condition} AS {condition}", f"{check.cause} AS {cause}"]
+        checks.append(RecordCheck(check.logger, check.message, condition, cause))
+    record = _json_array([_json_value(value) for value in values])
+    return AggregatedChecks(tuple(columns), CheckedRows(view, (), topic, record, tuple(checks),
+                                                        CARRIED_ROWS))
 
 
 def _check(logger: str, message: str, causes: dict[str, str], record: str | None
@@ -232,6 +321,12 @@ def _logged(failure: failed.Failure, texts: ClauseTexts, aggregate: bool
         text, index = texts.columns[failure.column]
         logger, whole = "Project", (f"Error computing expression {text} for column "
                                     f"{failure.column} with index {index}")
+    elif failure.clause == failed.PROJECT and aggregate and failure.column in texts.aggregated:
+        text, index = texts.aggregated[failure.column]
+        logger, whole = "Aggregate.Project", (f"Error computing expression {text} for column "
+                                              f"{failure.column} with index {index}")
+    elif failure.clause == failed.HAVING and texts.having is not None:
+        logger, whole = "Aggregate.HavingFilter", f"Error evaluating predicate {texts.having}"
     else:
         return None
     return logger, f"Error processing {failure.name}" if failure.wrapped else whole
@@ -293,6 +388,9 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+_SOURCE_ORDER = "named_struct('partition', ROWPARTITION, 'offset', ROWOFFSET)"
+
+
 def observation(checked: CheckedRows) -> str:
     """The name ``checked``'s view is observed under: its view and a digest of its checks, so
     that a micro-batch of a query's earlier plan (replaced) is not read with the new one's."""
@@ -301,10 +399,11 @@ def observation(checked: CheckedRows) -> str:
     return _SEPARATOR.join((_PREFIX, checked.view, digest))
 
 
-def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
+def observed(checked: CheckedRows, order: str = _SOURCE_ORDER) -> tuple[str, tuple[str, ...]]:
     """The observation of ``checked``'s view: per check (in order), the rows failing it
     (``failed<i>``), and the first failing row's partition and offset (:data:`FIRST`), or, when
-    the observation carries the failing rows, each check's (``rows<i>``, :data:`CARRIED`)."""
+    the observation carries the failing rows, each check's (``rows<i>``, :data:`CARRIED`): the
+    first by ``order``, Spark SQL over the view (by default its rows' source offsets)."""
     counts = tuple(f"count_if({check.condition}) AS failed{i}"
                    for i, check in enumerate(checked.checks))
     if checked.carried:
@@ -312,8 +411,7 @@ def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
             f"min_by(CASE WHEN {check.condition} THEN named_struct('record', substring("
             f"{check.record or checked.record}, 1, {CARRIED_RECORD_CHARS}), 'cause', "
             f"substring({check.cause}, 1, {CARRIED_RECORD_CHARS})) END, CASE WHEN "
-            f"{check.condition} THEN named_struct('partition', ROWPARTITION, 'offset', "
-            f"ROWOFFSET) END, {checked.carried}) AS {CARRIED}{i}"
+            f"{check.condition} THEN {order} END, {checked.carried}) AS {CARRIED}{i}"
             for i, check in enumerate(checked.checks)))
     any_failed = " OR ".join(f"({check.condition})" for check in checked.checks)
     first = (f"min(CASE WHEN {any_failed} THEN struct(ROWPARTITION AS partition, ROWOFFSET AS "
@@ -321,6 +419,7 @@ def observed(checked: CheckedRows) -> tuple[str, tuple[str, ...]]:
     return observation(checked), (*counts, first)
 
 
-__all__ = ["CARRIED", "CARRIED_ROWS", "FIRST", "CheckedJoin", "ClauseTexts", "ColumnText",
+__all__ = ["AGGREGATED_LOGGERS", "AGGREGATED_VALUE", "AGGREGATE_VARIABLE", "CARRIED", "CARRIED_ROWS", "FIRST",
+           "AggregatedChecks", "CheckedJoin", "ClauseTexts", "ColumnText", "aggregated_rows",
            "bound_by_lambda", "checked_rows", "clause_texts", "expression_text", "observation",
-           "observed", "reads_key_only", "record_json"]
+           "observed", "reads_key_only", "record_json", "with_aggregates"]

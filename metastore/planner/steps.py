@@ -232,6 +232,9 @@ class QueryPlan:
     the key without them, as Kafka Streams partitions a windowed sink."""
     checked: CheckedRows | None = None
     """Its stream rows' checks, when ksqlDB would log their failures (QueryPlan v2)."""
+    aggregated: CheckedRows | None = None
+    """An aggregation's checks of its aggregated rows, its HAVING's and its SELECT's outside its
+    aggregate calls' arguments (QueryPlan v3)."""
 
 
 def streaming_topics(plan: QueryPlan) -> list[str]:

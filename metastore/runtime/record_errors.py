@@ -1,8 +1,9 @@
 """Rows a query could not process, as ksqlDB's record processing errors, counted per query
 (persistent queries and push queries alike).
 
-A plan that checks its stream rows (:mod:`metastore.planner.record_checks`) has each
-micro-batch count the rows failing each check in an observation of its stream view.
+A plan that checks its stream rows, or an aggregation's aggregated rows
+(:mod:`metastore.planner.record_checks`), has each micro-batch count the rows failing each
+check in an observation of the view that holds them.
 :class:`RecordErrors`, which each persistent query's progress listener feeds, adds those counts
 up per query, logs a warning per micro-batch that had any, and hands the micro-batch's offsets
 with the checks that failed to the processing log (:mod:`metastore.runtime.processing_log`),
@@ -74,10 +75,11 @@ class RecordErrors:
         offsets (Spark's JSON) of each source it read, for the processing log."""
         with self._lock:
             plan = self._plans.get(query)
-        checked = plan.checked if plan is not None else None
-        expected = observation(checked) if checked is not None else None
+        checks = {observation(checked): checked for checked in (
+            (plan.checked, plan.aggregated) if plan is not None else ()) if checked is not None}
         for name, row in metrics.items():
-            if checked is None or name != expected:
+            checked = checks.get(name)
+            if checked is None:
                 continue  # not a check, or one of the query's earlier plan
             failed = tuple(int(row[f"failed{i}"] or 0) for i in range(len(checked.checks)))
             if not any(failed):

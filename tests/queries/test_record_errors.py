@@ -1,8 +1,8 @@
 """A row a query's expressions cannot compute is ksqlDB's RECORD_PROCESSING_ERROR, on the suite's
 Spark node: its column is NULL (or the row is dropped, when its WHERE failed), the query goes on,
 the processing log has one entry per failed row with ksqlDB's logger and message, and /metrics
-counts them per query. A PARTITION BY, a query over a table, a push query and a stream-table
-join log theirs too."""
+counts them per query. A PARTITION BY, a query over a table, a push query, a stream-table
+join and an aggregation's HAVING and SELECT over its aggregated rows log theirs too."""
 
 from __future__ import annotations
 
@@ -141,6 +141,47 @@ def test_a_stream_table_join_logs_the_joined_rows_it_cannot_compute(
             "cause": ["/ by zero"]})], "the unmatched row 5 is not evaluated"
     assert eventually(lambda: _processing_errors(spark_node, query_id) == 2 or None, 60,
                       "/metrics to count the join's two failed rows", interval=1)
+
+
+def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_compute(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_settings: KafkaSettings) -> None:
+    name = unique("RPA").upper().replace("-", "_")
+    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, TXT STRING, A INT, B INT) WITH ("
+                     f"KAFKA_TOPIC='{name}', PARTITIONS=1, VALUE_FORMAT='JSON');")
+    _produce_rows(producer_factory(), name)
+    sink = f"{name}_A"
+    earliest(spark_node, f"CREATE TABLE {sink} AS SELECT ID, SUM(A) / SUM(B) AS Q, "
+                         f"SUM(A) / (SUM(B) - 3) AS R FROM {name} GROUP BY ID "
+                         "HAVING SUM(A) / (SUM(B) - 2) >= 0;")
+    # 1 and 2: the HAVING divides by 0 and drops the row; 3: it is false; 4: R divides by 0
+    assert _values(kafka_settings, sink, 4) == [{"Q": 2, "R": None}]
+    [query_id] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [sink]]
+    entries = eventually(lambda: _entries(kafka_settings, spark_node, query_id, 3), 90,
+                         "the aggregation's three failed rows in the processing log",
+                         interval=1)
+    errors = sorted(((e["logger"], e["message"]["recordProcessingError"]["errorMessage"],
+                      e["message"]["recordProcessingError"]["cause"]) for e in entries), key=str)
+    having = (f"processing.{query_id}.Aggregate.HavingFilter", "Error evaluating predicate "
+              "((KSQL_AGG_VARIABLE_4 / (KSQL_AGG_VARIABLE_5 - 2)) >= 0)", ["/ by zero"])
+    assert errors == [having, having, (
+        f"processing.{query_id}.Aggregate.Project", "Error computing expression "
+        "(KSQL_AGG_VARIABLE_2 / (KSQL_AGG_VARIABLE_3 - 3)) for column R with index 1",
+        ["/ by zero"])]
+    assert eventually(lambda: _processing_errors(spark_node, query_id) == 3 or None, 60,
+                      "/metrics to count the aggregation's three failed rows", interval=1)
+
+    windowed = f"{name}_W"  # its rows go through a stage that writes them in time order
+    earliest(spark_node, f"CREATE TABLE {windowed} AS SELECT ID, SUM(A) / (SUM(B) - 3) AS R "
+                         f"FROM {name} WINDOW TUMBLING (SIZE 1 HOUR) GROUP BY ID;")
+    assert _values(kafka_settings, windowed, 4) == [{"R": -4}, {"R": -4}, {"R": -1}, {"R": None}]
+    [window_query] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [windowed]]
+    [entry] = eventually(lambda: _entries(kafka_settings, spark_node, window_query, 1), 90,
+                         "the windowed aggregation's failed row in the processing log",
+                         interval=1)
+    assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
+        f"processing.{window_query}.Aggregate.Project", "Error computing expression "
+        "(KSQL_AGG_VARIABLE_0 / (KSQL_AGG_VARIABLE_1 - 3)) for column R with index 0")
 
 
 def _produce_rows(producer: Producer, topic: str) -> None:

@@ -291,3 +291,47 @@ def test_an_argument_is_checked_for_every_row_whatever_surrounds_its_aggregate_c
         checked = _checked(f"CREATE TABLE T AS {query};")
         assert checked is not None, query  # no condition holds an aggregate call
         assert _failing(spark, checked, [_row(N=1, B=0)]) == [[divided]], query
+
+
+def test_an_aggregations_having_and_select_are_checked_over_its_aggregated_rows(
+        spark: Any) -> None:
+    """ksqlDB's Aggregate.HavingFilter and Aggregate.Project evaluate each aggregated row, its
+    aggregate calls numbered KSQL_AGG_VARIABLE_<n> (the SELECT's, then the HAVING's); a row the
+    HAVING drops is not projected, and AND evaluates its right side only when the left holds."""
+    results, image = run_script(
+        "CREATE STREAM E (ID INT KEY, N INT, B BIGINT) WITH (KAFKA_TOPIC='e', VALUE_FORMAT='JSON');"
+        "CREATE TABLE T AS SELECT ID, SUM(N) / COUNT(B) AS X, SUM(N) / (COUNT(*) - 2) AS Y "
+        "FROM E GROUP BY ID HAVING COUNT(*) > 1 AND SUM(N) / COUNT(B) >= 0;")
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    [query] = image.queries.values()
+    plan = compile_query(query, image)
+    aggregated = plan.aggregated
+    assert aggregated is not None and aggregated.carried
+    assert [(c.logger, c.message) for c in aggregated.checks] == [
+        ("Aggregate.Project", "Error computing expression (KSQL_AGG_VARIABLE_0 / "
+         "KSQL_AGG_VARIABLE_1) for column X with index 0"),
+        ("Aggregate.Project", "Error computing expression (KSQL_AGG_VARIABLE_2 / "
+         "(KSQL_AGG_VARIABLE_3 - 2)) for column Y with index 1"),
+        ("Aggregate.HavingFilter", "Error evaluating predicate ((KSQL_AGG_VARIABLE_4 > 1) AND "
+         "((KSQL_AGG_VARIABLE_5 / KSQL_AGG_VARIABLE_6) >= 0))")]
+    [step] = [step for step in plan.steps if step.view == aggregated.view]
+    assert step.sql is not None and step.observed is not None
+    rows = [(key, n, b, 1000 + offset, 0, offset, False, [])
+            for key, n, b, offset in [(1, 1, None, 1), (1, 2, None, 2),  # HAVING: 3 / 0
+                                      (2, 1, None, 3),  # COUNT(*) > 1 is false: no division
+                                      (3, 4, 1, 4), (3, 2, None, 5)]]  # kept, Y: 6 / 0
+    stream_view = next(s.view for s in plan.steps if s.view.endswith("_0"))
+    spark.createDataFrame(rows, "ID INT, N INT, B BIGINT, ROWTIME BIGINT, ROWPARTITION INT, "
+                          "ROWOFFSET BIGINT, __MS_NULL_VALUE BOOLEAN, __MS_HEADERS ARRAY<STRUCT<"
+                          "key: STRING, value: BINARY>>").createOrReplaceTempView(stream_view)
+    spark.sql(step.sql).createOrReplaceTempView(aggregated.view)
+    [observation] = spark.sql(f"SELECT {', '.join(step.observed[1])} FROM "
+                              f"`{aggregated.view}`").collect()
+    # X fails for ID 1 only, which its HAVING drops
+    assert [observation[f"failed{i}"] for i in range(3)] == [0, 1, 1]
+    [projected] = observation[f"{CARRIED}1"]
+    [having] = observation[f"{CARRIED}2"]
+    assert (having["cause"], projected["cause"]) == ("/ by zero", "/ by zero")
+    # the columns it reads (the newest row's: ID, N, B, ROWTIME for COUNT(*)), then each call
+    assert json.loads(having["record"]) == [1, 2, None, 1002, 3, 0, 3, 2, 2, 3, 0]
+    assert json.loads(projected["record"]) == [3, 2, None, 1005, 6, 1, 6, 2, 2, 6, 1]
