@@ -271,6 +271,8 @@ class _Planner:
         self.unmatched_state = False
         self.having: exp.Expr | None = None
         self.aggregated_values: list[exp.Expr] = []  # an aggregated row's (ksqlDB's record)
+        self.table_rows: tuple[exp.Expr, exp.Expr | None] | None = None  # a table join's row:
+        # whether the join has one, and the WHERE its deletion holds
         self.generated: list[exp.Expr] = []
         self.joined_rows = f"{self.prefix}_stream_joined"
         self.stream_reads: tuple[str, ...] = ()  # the steps of the first stream's view
@@ -296,6 +298,7 @@ class _Planner:
         self._stateful_stages()
         self.inner = self._inner_sql()
         self.aggregated = self._aggregated_checks()
+        self.joined = self._joined_checks()
         # a stateless aggregation writes each changed group's new value; a stage its records
         self.mode = "update" if analysis.aggregate and self.batch is None else "append"
 
@@ -452,7 +455,7 @@ class _Planner:
                    for node in tree.walk(bfs=False) if functions.is_aggregate(node)]
         if analysis.windowed:
             values += [exp.column("WINDOWSTART"), exp.column("WINDOWEND")]
-        return [exp.alias_(value, f"{record_checks.AGGREGATED_VALUE}{index}", quoted=True)
+        return [exp.alias_(value, f"{record_checks.CHECKED_VALUE}{index}", quoted=True)
                 for index, value in enumerate(values)]
 
     def _projection_items(self) -> list[exp.Expr]:
@@ -616,6 +619,8 @@ class _Planner:
                                                            self.stream_aliases)
             self.steps.append(join_rows)
         else:
+            where = select.args.get("where")
+            self.table_rows = (present.copy(), where.this.copy() if where is not None else None)
             keyed_table_join_columns(select, self.stream_aliases, present, self.key_names)
 
     # -- stateful stages --------------------------------------------------------------------
@@ -751,15 +756,19 @@ class _Planner:
         """The checks of the query's stream rows (observed on its stream view, or on the view
         of its stream's joins with tables), for a query that reads one stream, or one table's
         changelog, and joins nothing else, without a table function or a stateful stage before
-        its WHERE (:mod:`metastore.planner.record_checks`)."""
+        its WHERE (:mod:`metastore.planner.record_checks`); or of a join of streams' rows,
+        which its SELECT's view holds (:meth:`_joined_checks`)."""
+        if self.joined is not None:
+            return self.joined
         reads, source = self.stream_reads, self.analysis.reads[0].source
-        hopping = self.analysis.windowing is not None and bool(self.analysis.windowing.advance_ms)
+        if len(reads) > 1 and reads[-2] == f"{reads[-1]}_timed":
+            reads = reads[:-1]  # a record's, not the HOPPING windows' rows it is in
         read_as_stream = source.kind is SourceKind.STREAM or self.strategy.changelog
         joined = self._checked_joins()
         if ((len(self.analysis.reads) != 1 and joined is None) or not read_as_stream
                 or not reads or self.generated or self.batch is not None or self.sessions_view
-                or self.final_stream or self.changelog_view or hopping):
-            return None  # (a HOPPING window's view holds a record once per window)
+                or self.final_stream or self.changelog_view):
+            return None
         where = self.select.args.get("where")
         checked = record_checks.checked_rows(
             self.failures, self.texts, where.this if isinstance(where, exp.Where) else next(
@@ -777,29 +786,89 @@ class _Planner:
         """The checks of an aggregation's aggregated rows (its HAVING's and its SELECT's outside
         its aggregate calls' arguments), when its aggregate SELECT is a streaming step of its
         own: that SELECT, with the checks' columns and the record's, becomes the view they are
-        observed on (:func:`~metastore.planner.record_checks.aggregated_rows`)."""
-        select = self.select
-        if not self.analysis.aggregate or self.batch is not None or \
-                self.inner != select.sql(dialect="spark", identify=True):
+        observed on (:func:`~metastore.planner.record_checks.selected_rows`)."""
+        if not self.analysis.aggregate or not self._selects_rows():
             return None  # a table aggregation's, or a SESSION's or EMIT FINAL's, are a stage's
-        having = next((item.this for item in select.expressions
+        having = next((item.this for item in self.select.expressions
                        if item.alias == NULL_VALUE), None) if self.having is not None else None
         view = f"{self.prefix}_aggregated"
-        found = record_checks.aggregated_rows(
+        found = record_checks.selected_rows(
             self.failures, self.texts, f"NOT ({having.sql(dialect='spark', identify=True)})"
             if having is not None else None, view, self.analysis.reads[0].source.topic,
-            [value.alias for value in self.aggregated_values])
+            len(self.aggregated_values), aggregated=True)
         if found is None:
             return None
+        self._observed_select(found, self.aggregated_values, self.select.args.get("where"))
+        return found.checked
+
+    def _joined_checks(self) -> CheckedRows | None:
+        """The checks of a join's joined rows (its WHERE's, SELECT's and PARTITION BY's), for a
+        join of streams or of tables whose SELECT computes those rows in a streaming step: that
+        SELECT, with the checks' columns and the record's (each source's row, as after a
+        stream-table join), becomes the view they are observed on. A join of streams' WHERE
+        leaves the SELECT, to filter that view after its rows are checked; a table join's is in
+        its rows' deletion, as is whether the join has a row at all (ksqlDB evaluates nothing
+        of a key without one)."""
+        analysis = self.analysis
+        if analysis.aggregate or not analysis.joins or self.keyed or self.generated or \
+                self.strategy.split_streams or not self._selects_rows():
+            return None
+        if self.table_rows is not None:
+            present, where = self.table_rows
+            return self._checked_join(where, present, None)
+        if not self.strategy.join_windows:
+            return None
+        where = self.select.args.get("where")
+        users, added = record_checks.split_where(where.this) if where is not None else (None, None)
+        return self._checked_join(users, None, added)
+
+    def _checked_join(self, users: exp.Expr | None, present: exp.Expr | None,
+                      added: exp.Expr | None) -> CheckedRows | None:
+        """Check a join's rows in the view of its SELECT: ``users``, the query's WHERE;
+        ``present``, whether the row exists (a table join's); ``added``, the WHERE the view
+        keeps, where the query's leaves it (a join of streams')."""
+        analysis = self.analysis
+        values: list[exp.Expr] = [
+            exp.alias_(exp.column(name, table=read.alias, quoted=True),
+                       f"{record_checks.CHECKED_VALUE}{index}", quoted=True)
+            for index, (read, name) in enumerate(
+                (read, name) for read in analysis.reads
+                for name in record_checks.record_columns(read.source))]
+        kept = users.sql(dialect="spark", identify=True) if users is not None else None
+        found = record_checks.selected_rows(
+            self.failures, self.texts, kept, f"{self.prefix}_joined_checked",
+            analysis.reads[0].source.topic, len(values), aggregated=False,
+            present=present.sql(dialect="spark", identify=True) if present is not None else None)
+        if found is None:
+            return None
+        filtered = kept is not None and present is None
+        kept_item = sqlglot.parse_one(f"SELECT coalesce({kept}, false) AS "
+                                      f"{quote(record_checks.CHECKED_KEPT)}",
+                                      dialect="spark").expressions if filtered else []
+        self._observed_select(found, [*values, *kept_item],
+                              exp.Where(this=added) if added is not None else None)
+        if filtered:
+            self.inner += f" WHERE {quote(record_checks.CHECKED_KEPT)}"
+        return found.checked
+
+    def _selects_rows(self) -> bool:
+        """Whether the query's rows are its SELECT's, as a streaming step could compute them."""
+        return self.batch is None and self.inner == self.select.sql(dialect="spark",
+                                                                    identify=True)
+
+    def _observed_select(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
+                         where: exp.Expr | None) -> None:
+        """Make the query's SELECT, with ``values`` and ``found``'s columns and ``where`` for
+        its WHERE, the step ``found`` observes; its rows are that view's."""
         checks = sqlglot.parse_one(f"SELECT {', '.join(found.columns)}", dialect="spark")
-        observed = select.copy()
-        observed.set("expressions", [*select.expressions, *self.aggregated_values,
-                                     *checks.expressions])
+        observed = self.select.copy()
+        observed.set("expressions", [*self.select.expressions, *values, *checks.expressions])
+        observed.set("where", where.copy() if where is not None else None)
+        view = found.checked.view
         self.steps.append(Step(view, observed.sql(dialect="spark", identify=True),
                                observed=record_checks.observed(found.checked,
                                                                found.checked.record)))
         self.inner = f"SELECT * FROM {quote(view)}"
-        return found.checked
 
     def _column_text(self, column: exp.Column) -> str:
         """``column`` as ksqlDB's messages name it (``ALIAS_COLUMN`` after a join)."""

@@ -222,39 +222,45 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
 
 
 @dataclass(frozen=True)
-class AggregatedChecks:
-    """An aggregation's checks of its aggregated rows (ksqlDB's ``Aggregate.HavingFilter`` and
-    ``Aggregate.Project``, after its aggregate step): the columns its aggregate SELECT adds,
-    Spark SQL items over its aggregate calls (each check's condition and cause), and the
-    :class:`CheckedRows` of the view of that SELECT, whose observation carries its failing
-    rows."""
+class SelectedChecks:
+    """Checks a query's SELECT computes itself, where no view before it holds the rows they
+    check: an aggregation's over its aggregated rows (ksqlDB's ``Aggregate.HavingFilter`` and
+    ``Aggregate.Project``, after its aggregate step), a stream-stream join's over its joined
+    rows. ``columns``: the Spark SQL items the SELECT adds (each check's condition and cause),
+    over its own expressions; ``checked``: the checks of the view of that SELECT, whose
+    observation carries the failing rows."""
 
     columns: tuple[str, ...]
     checked: CheckedRows
 
 
-AGGREGATED_VALUE = "__ms_aggregated_value"
-"""The columns of an aggregated row's values in the view of its aggregate SELECT."""
-AGGREGATED_CHECK = "__ms_aggregated_check"
-AGGREGATED_CAUSE = "__ms_aggregated_cause"
+CHECKED_VALUE = "__ms_checked_value"
+"""The columns of a checked SELECT that hold the values of the record its entries log."""
+CHECKED_KEPT = "__ms_checked_kept"
+"""The column of a checked join's view that says whether its WHERE keeps the row."""
+CHECKED_CONDITION = "__ms_checked_condition"
+CHECKED_CAUSE = "__ms_checked_cause"
 
 
-def aggregated_rows(found: Sequence[failed.Failure], texts: ClauseTexts, kept: str | None,
-                    view: str, topic: str, values: Sequence[str]) -> AggregatedChecks | None:
-    """The checks of the ``found`` failures an aggregation's aggregated rows meet (its HAVING's,
-    and its SELECT's outside its aggregate calls' arguments), in the view ``view`` of its
-    aggregate SELECT, whose ``values`` columns are the aggregated row ksqlDB logs as the record;
-    ``kept``: Spark SQL of its HAVING, where it has one (ksqlDB projects only the rows it
-    keeps); None when there is none to make. The conditions and causes are over the SELECT's
-    aggregate calls, so the SELECT computes them as columns of the view."""
+def selected_rows(found: Sequence[failed.Failure], texts: ClauseTexts, kept: str | None,
+                  view: str, topic: str, values: int, aggregated: bool,
+                  present: str | None = None) -> SelectedChecks | None:
+    """The checks of the ``found`` failures of the rows a SELECT computes, in the view ``view``
+    of that SELECT, whose ``values`` columns ``__ms_checked_value<i>`` are the record ksqlDB
+    logs; None when there is none to make. ``aggregated``: its aggregation's HAVING and SELECT
+    (outside the aggregate calls' arguments) over its aggregated rows, ``kept`` its HAVING;
+    else its WHERE's and SELECT's, ``kept`` its WHERE (Spark SQL). A row ``kept`` does not keep
+    is not projected, and none is evaluated where ``present`` (Spark SQL) does not hold."""
     parts: dict[tuple[object, ...], dict[str, str]] = {}
     for failure in found:
-        named = _logged(failure, texts, True)
-        if named is None or named[0] not in AGGREGATED_LOGGERS:
+        named = _logged(failure, texts, aggregated)
+        if named is None or (named[0] in AGGREGATED_LOGGERS) != aggregated:
             continue
         condition = failure.condition.sql(dialect="spark", identify=True)
-        if kept is not None and named[0] != "Aggregate.HavingFilter":
+        if kept is not None and named[0] not in ("Aggregate.HavingFilter", "WhereFilter"):
             condition = f"coalesce({kept}, false) AND ({condition})"
+        if present is not None:
+            condition = f"coalesce({present}, false) AND ({condition})"
         place: tuple[object, ...] = (*named, failure.clause, failure.index, failure.column)
         parts.setdefault((*place, condition) if failure.wrapped else place, {})[condition] = \
             failure.cause.sql(dialect="spark", identify=True)
@@ -264,12 +270,19 @@ def aggregated_rows(found: Sequence[failed.Failure], texts: ClauseTexts, kept: s
     checks: list[RecordCheck] = []
     for index, (place, causes) in enumerate(parts.items()):
         check = _check(str(place[0]), str(place[1]), causes, None)
-        condition, cause = quote(f"{AGGREGATED_CHECK}{index}"), quote(f"{AGGREGATED_CAUSE}{index}")
+        condition, cause = quote(f"{CHECKED_CONDITION}{index}"), quote(f"{CHECKED_CAUSE}{index}")
         columns += [f"{check.condition} AS {condition}", f"{check.cause} AS {cause}"]
         checks.append(RecordCheck(check.logger, check.message, condition, cause))
-    record = _json_array([_json_value(value) for value in values])
-    return AggregatedChecks(tuple(columns), CheckedRows(view, (), topic, record, tuple(checks),
-                                                        CARRIED_ROWS))
+    record = _json_array([_json_value(f"{CHECKED_VALUE}{index}") for index in range(values)])
+    return SelectedChecks(tuple(columns), CheckedRows(view, (), topic, record, tuple(checks),
+                                                      CARRIED_ROWS))
+
+
+def record_columns(source: DataSource) -> list[str]:
+    """The columns of ``source``'s row in the record ksqlDB prints (see :func:`record_json`)."""
+    return [*(c.name for c in source.columns if c.role is ColumnRole.VALUE),
+            *(c.name for c in source.columns if c.role is ColumnRole.HEADER),
+            "ROWTIME", "ROWPARTITION", "ROWOFFSET", *(c.name for c in source.key_columns)]
 
 
 def _check(logger: str, message: str, causes: dict[str, str], record: str | None
@@ -285,12 +298,20 @@ def _check(logger: str, message: str, causes: dict[str, str], record: str | None
 
 
 def _users_where(where: exp.Expr) -> exp.Expr | None:
-    """The query's own conditions of its translated WHERE: not those the planner added, on its
+    return split_where(where)[0]
+
+
+def split_where(where: exp.Expr) -> tuple[exp.Expr | None, exp.Expr | None]:
+    """The query's own conditions of its translated WHERE, and those the planner added: on its
     GROUP BY expressions (a GROUP BY check must not be gated by them) and on tombstones."""
-    conditions = [condition for condition in _conjuncts(where) if not (
-        (condition._meta is not None and failed.GROUP_KEY in condition.meta)
-        or any(column.name == NULL_VALUE for column in condition.find_all(exp.Column)))]
-    return exp.and_(*conditions, copy=True) if conditions else None
+    users: list[exp.Expr] = []
+    planners: list[exp.Expr] = []
+    for condition in _conjuncts(where):
+        added = (condition._meta is not None and failed.GROUP_KEY in condition.meta) or any(
+            column.name == NULL_VALUE for column in condition.find_all(exp.Column))
+        (planners if added else users).append(condition)
+    return (exp.and_(*users, copy=True) if users else None,
+            exp.and_(*planners, copy=True) if planners else None)
 
 
 def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
@@ -368,10 +389,7 @@ def _record_values(source: DataSource, names: Mapping[str, str]) -> list[str]:
     """Spark SQL of each value of ``source``'s row in the record ksqlDB prints (see
     :func:`record_json`), a JSON text each; ``names``: its columns' names in the view, where
     they are not their own (a joined table's)."""
-    columns = [*(c.name for c in source.columns if c.role is ColumnRole.VALUE),
-               *(c.name for c in source.columns if c.role is ColumnRole.HEADER),
-               "ROWTIME", "ROWPARTITION", "ROWOFFSET", *(c.name for c in source.key_columns)]
-    return [_json_value(names.get(name, name)) for name in columns]
+    return [_json_value(names.get(name, name)) for name in record_columns(source)]
 
 
 def _json_value(column: str) -> str:
@@ -419,7 +437,8 @@ def observed(checked: CheckedRows, order: str = _SOURCE_ORDER) -> tuple[str, tup
     return observation(checked), (*counts, first)
 
 
-__all__ = ["AGGREGATED_LOGGERS", "AGGREGATED_VALUE", "AGGREGATE_VARIABLE", "CARRIED", "CARRIED_ROWS", "FIRST",
-           "AggregatedChecks", "CheckedJoin", "ClauseTexts", "ColumnText", "aggregated_rows",
+__all__ = ["AGGREGATED_LOGGERS", "AGGREGATE_VARIABLE", "CARRIED", "CARRIED_ROWS", "CHECKED_KEPT",
+           "CHECKED_VALUE", "FIRST", "CheckedJoin", "ClauseTexts", "ColumnText", "SelectedChecks",
            "bound_by_lambda", "checked_rows", "clause_texts", "expression_text", "observation",
-           "observed", "reads_key_only", "record_json", "with_aggregates"]
+           "observed", "reads_key_only", "record_columns", "record_json", "selected_rows",
+           "split_where", "with_aggregates"]

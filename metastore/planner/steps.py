@@ -285,12 +285,17 @@ def stream_steps(source: DataSource, view: str, window: WindowSpec | None,
         timed = f"SELECT * EXCEPT (__MS_EXTRACTED), {event_time} AS {TS} FROM ({timed})"
     observed = (observed_reads.observation(source.name, source.topic, view),
                 observed_reads.observed_metrics("ROWPARTITION", "ROWOFFSET"))
-    return [Step(f"{view}_raw", topic=source.topic, from_start=from_start),
-            Step(read, decode_select(source, quote(f"{view}_raw"), extra=pseudo,
-                                     readable_as=observed_reads.READABLE), observed=observed),
-            Step(f"{view}_decoded", timed, watermark_ms=grace),
-            Step(view, f"SELECT * FROM (SELECT *, {rowtime} AS ROWTIME{bounds} FROM "
-                       f"{quote(view + '_decoded')}){hopping}")]
+    steps = [Step(f"{view}_raw", topic=source.topic, from_start=from_start),
+             Step(read, decode_select(source, quote(f"{view}_raw"), extra=pseudo,
+                                      readable_as=observed_reads.READABLE), observed=observed),
+             Step(f"{view}_decoded", timed, watermark_ms=grace)]
+    if hopping:  # a record is a row per window it falls into: its rows, once, are checked here
+        return [*steps, Step(f"{view}_timed", f"SELECT *, {rowtime} AS ROWTIME FROM "
+                                              f"{quote(view + '_decoded')}"),
+                Step(view, f"SELECT * FROM (SELECT *{bounds} FROM "
+                           f"{quote(view + '_timed')}){hopping}")]
+    return [*steps, Step(view, f"SELECT * FROM (SELECT *, {rowtime} AS ROWTIME{bounds} FROM "
+                               f"{quote(view + '_decoded')}){hopping}")]
 
 
 def formatted_time(source: DataSource, column: str, parse: str) -> str:

@@ -1,8 +1,9 @@
 """A row a query's expressions cannot compute is ksqlDB's RECORD_PROCESSING_ERROR, on the suite's
 Spark node: its column is NULL (or the row is dropped, when its WHERE failed), the query goes on,
 the processing log has one entry per failed row with ksqlDB's logger and message, and /metrics
-counts them per query. A PARTITION BY, a query over a table, a push query, a stream-table
-join and an aggregation's HAVING and SELECT over its aggregated rows log theirs too."""
+counts them per query. A PARTITION BY, a query over a table, a push query, joins of streams
+with tables, with streams and of tables, and an aggregation's HAVING and SELECT over its
+aggregated rows log theirs too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import re
 import struct
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import httpx
@@ -182,6 +184,60 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
     assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
         f"processing.{window_query}.Aggregate.Project", "Error computing expression "
         "(KSQL_AGG_VARIABLE_0 / (KSQL_AGG_VARIABLE_1 - 3)) for column R with index 0")
+
+    hopping = f"{name}_H"  # each record is in two windows' rows, and logged once
+    earliest(spark_node, f"CREATE TABLE {hopping} AS SELECT ID, COUNT(*) AS C FROM {name} "
+                         "WINDOW HOPPING (SIZE 1 HOUR, ADVANCE BY 30 MINUTES) "
+                         "WHERE A % B = 0 GROUP BY ID;")
+    assert _values(kafka_settings, hopping, 6) == [{"C": 1}] * 6
+    [hopping_query] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [hopping]]
+    [entry] = eventually(lambda: _entries(kafka_settings, spark_node, hopping_query, 1), 90,
+                         "the HOPPING aggregation's failed record in the processing log",
+                         interval=1)
+    assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
+        f"processing.{hopping_query}.WhereFilter", "Error evaluating predicate ((A % B) = 0)")
+
+
+def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_settings: KafkaSettings) -> None:
+    name = unique("RPS").upper().replace("-", "_")
+    columns = "TXT STRING, A INT, B INT) WITH (KAFKA_TOPIC='{name}', VALUE_FORMAT='JSON'"
+    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, {columns}, PARTITIONS=1);"
+                     f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, {columns});"
+                     f"CREATE STREAM {name}_R (ID INT KEY, C INT) WITH (KAFKA_TOPIC='{name}_R', "
+                     "PARTITIONS=1, VALUE_FORMAT='JSON');"
+                     f"CREATE TABLE {name}_U (ID INT PRIMARY KEY, C INT) WITH ("
+                     f"KAFKA_TOPIC='{name}_R', VALUE_FORMAT='JSON');".replace("{name}", name))
+    producer = producer_factory()
+    for key, divisor in [(1, 2), (2, 0), (3, 1), (4, 3)]:
+        producer.produce(f"{name}_R", key=struct.pack(">i", key),
+                         value=json.dumps({"C": divisor}).encode())
+    _produce_rows(producer, name)
+    # 2: CAST('x' AS INT) and A / C fail; 3: the WHERE's A % B fails and drops the row
+    earliest(spark_node, f"CREATE STREAM {name}_SJ AS SELECT L.ID, CAST(L.TXT AS INT) AS N, "
+                         f"L.A / R.C AS Q FROM {name} L JOIN {name}_R R WITHIN 1 HOUR "
+                         "ON L.ID = R.ID WHERE L.A % L.B = 0;"
+                         f"CREATE TABLE {name}_TJ AS SELECT T.ID, CAST(T.TXT AS INT) AS N, "
+                         f"T.A / U.C AS Q FROM {name}_T T JOIN {name}_U U ON T.ID = U.ID "
+                         "WHERE T.A % T.B = 0;")
+    expected = [{"N": 5, "Q": 2}, {"N": None, "Q": None}, {"N": 9, "Q": 2}]
+    assert sorted(_values(kafka_settings, f"{name}_SJ", 3), key=str) == sorted(expected, key=str)
+    assert sorted(_values(kafka_settings, f"{name}_TJ", 4), key=str) == sorted(expected, key=str)
+    ids = {sink: query_id for query_id, q in queries(spark_node).items()
+           for sink in q["sinks"] if sink.startswith(name)}
+    for sink, left, right in ((f"{name}_SJ", "L", "R"), (f"{name}_TJ", "T", "U")):
+        query_id = ids[sink]
+        entries = eventually(partial(_entries, kafka_settings, spark_node, query_id, 3), 90,
+                             f"{sink}'s three failed rows in the processing log", interval=1)
+        assert sorted((e["logger"], e["message"]["recordProcessingError"]["errorMessage"],
+                       e["message"]["recordProcessingError"]["cause"]) for e in entries) == [
+            (f"processing.{query_id}.Project", f"Error computing expression ({left}_A / "
+             f"{right}_C) for column Q with index 1", ["/ by zero"]),
+            (f"processing.{query_id}.Project", "Error processing INTEGER",
+             ['For input string: "x"']),
+            (f"processing.{query_id}.WhereFilter",
+             f"Error evaluating predicate (({left}_A % {left}_B) = 0)", ["/ by zero"])], sink
 
 
 def _produce_rows(producer: Producer, topic: str) -> None:

@@ -6,6 +6,7 @@ row as a JSON array, as ksqlDB prints it."""
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import json
 from typing import Any
@@ -172,10 +173,14 @@ def test_a_failure_in_two_columns_is_logged_for_each_and_a_tombstone_for_none(
           "index 0", parse), ("Project", "Error processing PARSE_DATE", parse)], []]
 
 
-def test_a_hopping_window_has_no_checks_its_view_holds_a_record_once_per_window() -> None:
-    assert _checked("CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S WINDOW HOPPING "
-                    "(SIZE 60 SECONDS, ADVANCE BY 10 SECONDS) WHERE N / B > 0 GROUP BY ID;") \
-        is None
+def test_a_hopping_window_is_checked_on_its_records_not_on_a_row_per_window(
+        spark: Any) -> None:
+    checked = _checked("CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S WINDOW HOPPING "
+                       "(SIZE 60 SECONDS, ADVANCE BY 10 SECONDS) WHERE N / B > 0 GROUP BY ID;")
+    assert checked is not None and checked.view.endswith("_timed"), "before the windows"
+    assert checked.reads[-1] == checked.view
+    assert _failing(spark, checked, [_row(N=1, B=0)]) == [
+        [("WhereFilter", "Error evaluating predicate ((N / B) > 0)", "/ by zero")]]
     assert _checked("CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S WINDOW TUMBLING "
                     "(SIZE 60 SECONDS) WHERE N / B > 0 GROUP BY ID;") is not None
 
@@ -335,3 +340,47 @@ def test_an_aggregations_having_and_select_are_checked_over_its_aggregated_rows(
     # the columns it reads (the newest row's: ID, N, B, ROWTIME for COUNT(*)), then each call
     assert json.loads(having["record"]) == [1, 2, None, 1002, 3, 0, 3, 2, 2, 3, 0]
     assert json.loads(projected["record"]) == [3, 2, None, 1005, 6, 1, 6, 2, 2, 6, 1]
+
+
+def test_a_join_of_streams_is_checked_in_its_selects_view_before_its_where_filters_it(
+        spark: Any) -> None:
+    """A stream-stream join's rows exist only in its SELECT: the view of that SELECT computes
+    its checks and keeps the rows its WHERE drops (which ksqlDB evaluates too), marked for the
+    filter after it; the record is the left stream's row, then the right's."""
+    results, image = run_script(
+        "CREATE STREAM L (ID INT KEY, A INT, B INT) WITH (KAFKA_TOPIC='l', VALUE_FORMAT='JSON');"
+        "CREATE STREAM R (ID INT KEY, C INT) WITH (KAFKA_TOPIC='r', VALUE_FORMAT='JSON');"
+        "CREATE STREAM J AS SELECT L.ID, L.A / R.C AS Q FROM L JOIN R WITHIN 1 HOUR "
+        "ON L.ID = R.ID WHERE L.A % L.B = 0;")
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    [query] = image.queries.values()
+    plan = compile_query(query, image)
+    checked = plan.checked
+    assert checked is not None and checked.carried and not checked.reads
+    assert [(c.logger, c.message) for c in checked.checks] == [
+        ("Project", "Error computing expression (L_A / R_C) for column Q with index 0"),
+        ("WhereFilter", "Error evaluating predicate ((L_A % L_B) = 0)")]
+    pseudo = ("ROWTIME BIGINT, ROWPARTITION INT, ROWOFFSET BIGINT, __MS_NULL_VALUE BOOLEAN, "
+              "__MS_TS TIMESTAMP, __MS_SOURCE STRING, __MS_HEADERS ARRAY<STRUCT<key: STRING, "
+              "value: BINARY>>")
+    [left, right] = [s.view for s in plan.steps if s.view.endswith(("_0", "_1"))]
+    time = datetime.datetime(2020, 1, 1)
+    spark.createDataFrame([(1, 4, 2, 1000, 0, 1, False, time, "l", []),
+                           (2, 4, 0, 1000, 0, 2, False, time, "l", [])],
+                          f"ID INT, A INT, B INT, {pseudo}").createOrReplaceTempView(left)
+    spark.createDataFrame([(1, 0, 1500, 0, 7, False, time, "r", []),
+                           (2, 5, 1500, 0, 8, False, time, "r", [])],
+                          f"ID INT, C INT, {pseudo}").createOrReplaceTempView(right)
+    [step] = [s for s in plan.steps if s.view == checked.view]
+    assert step.sql is not None and step.observed is not None
+    spark.sql(step.sql).createOrReplaceTempView(checked.view)
+    [observation] = spark.sql(f"SELECT {', '.join(step.observed[1])} FROM "
+                              f"`{checked.view}`").collect()
+    assert (observation["failed0"], observation["failed1"]) == (1, 1)
+    [divided] = observation[f"{CARRIED}0"]
+    [where] = observation[f"{CARRIED}1"]
+    assert json.loads(divided["record"]) == [4, 2, 1000, 0, 1, 1, 0, 1500, 0, 7, 1]
+    assert json.loads(where["record"]) == [4, 0, 1000, 0, 2, 2, 5, 1500, 0, 8, 2]
+    kept = spark.sql(f"SELECT `L_ID` FROM `{checked.view}` WHERE "
+                     "`__ms_checked_kept`").collect()
+    assert [row["L_ID"] for row in kept] == [1], "the WHERE filters the view after its checks"
