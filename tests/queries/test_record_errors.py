@@ -152,50 +152,45 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
     ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, TXT STRING, A INT, B INT) WITH ("
                      f"KAFKA_TOPIC='{name}', PARTITIONS=1, VALUE_FORMAT='JSON');")
     _produce_rows(producer_factory(), name)
-    sink = f"{name}_A"
+    # the plain one: 1 and 2, its HAVING divides by 0 and drops the row; 3, it is false; 4, R
+    # divides by 0. The windowed one's rows go through a stage that writes them in time order;
+    # the HOPPING one's records are each in two windows' rows, and logged once.
+    sink, windowed, hopping = f"{name}_A", f"{name}_W", f"{name}_H"
     earliest(spark_node, f"CREATE TABLE {sink} AS SELECT ID, SUM(A) / SUM(B) AS Q, "
                          f"SUM(A) / (SUM(B) - 3) AS R FROM {name} GROUP BY ID "
-                         "HAVING SUM(A) / (SUM(B) - 2) >= 0;")
-    # 1 and 2: the HAVING divides by 0 and drops the row; 3: it is false; 4: R divides by 0
+                         "HAVING SUM(A) / (SUM(B) - 2) >= 0;"
+                         f"CREATE TABLE {windowed} AS SELECT ID, SUM(A) / (SUM(B) - 3) AS R "
+                         f"FROM {name} WINDOW TUMBLING (SIZE 1 HOUR) GROUP BY ID;"
+                         f"CREATE TABLE {hopping} AS SELECT ID, COUNT(*) AS C FROM {name} "
+                         "WINDOW HOPPING (SIZE 1 HOUR, ADVANCE BY 30 MINUTES) "
+                         "WHERE A % B = 0 GROUP BY ID;")
     assert _values(kafka_settings, sink, 4) == [{"Q": 2, "R": None}]
-    [query_id] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [sink]]
-    entries = eventually(lambda: _entries(kafka_settings, spark_node, query_id, 3), 90,
+    ids = {q["sinks"][0]: query_id for query_id, q in queries(spark_node).items()
+           if q["sinks"] and q["sinks"][0].startswith(name)}
+    entries = eventually(lambda: _entries(kafka_settings, spark_node, ids[sink], 3), 90,
                          "the aggregation's three failed rows in the processing log",
                          interval=1)
     errors = sorted(((e["logger"], e["message"]["recordProcessingError"]["errorMessage"],
                       e["message"]["recordProcessingError"]["cause"]) for e in entries), key=str)
-    having = (f"processing.{query_id}.Aggregate.HavingFilter", "Error evaluating predicate "
+    having = (f"processing.{ids[sink]}.Aggregate.HavingFilter", "Error evaluating predicate "
               "((KSQL_AGG_VARIABLE_4 / (KSQL_AGG_VARIABLE_5 - 2)) >= 0)", ["/ by zero"])
     assert errors == [having, having, (
-        f"processing.{query_id}.Aggregate.Project", "Error computing expression "
+        f"processing.{ids[sink]}.Aggregate.Project", "Error computing expression "
         "(KSQL_AGG_VARIABLE_2 / (KSQL_AGG_VARIABLE_3 - 3)) for column R with index 1",
         ["/ by zero"])]
-    assert eventually(lambda: _processing_errors(spark_node, query_id) == 3 or None, 60,
+    assert eventually(lambda: _processing_errors(spark_node, ids[sink]) == 3 or None, 60,
                       "/metrics to count the aggregation's three failed rows", interval=1)
 
-    windowed = f"{name}_W"  # its rows go through a stage that writes them in time order
-    earliest(spark_node, f"CREATE TABLE {windowed} AS SELECT ID, SUM(A) / (SUM(B) - 3) AS R "
-                         f"FROM {name} WINDOW TUMBLING (SIZE 1 HOUR) GROUP BY ID;")
     assert _values(kafka_settings, windowed, 4) == [{"R": -4}, {"R": -4}, {"R": -1}, {"R": None}]
-    [window_query] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [windowed]]
-    [entry] = eventually(lambda: _entries(kafka_settings, spark_node, window_query, 1), 90,
-                         "the windowed aggregation's failed row in the processing log",
-                         interval=1)
-    assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
-        f"processing.{window_query}.Aggregate.Project", "Error computing expression "
-        "(KSQL_AGG_VARIABLE_0 / (KSQL_AGG_VARIABLE_1 - 3)) for column R with index 0")
-
-    hopping = f"{name}_H"  # each record is in two windows' rows, and logged once
-    earliest(spark_node, f"CREATE TABLE {hopping} AS SELECT ID, COUNT(*) AS C FROM {name} "
-                         "WINDOW HOPPING (SIZE 1 HOUR, ADVANCE BY 30 MINUTES) "
-                         "WHERE A % B = 0 GROUP BY ID;")
     assert _values(kafka_settings, hopping, 6) == [{"C": 1}] * 6
-    [hopping_query] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [hopping]]
-    [entry] = eventually(lambda: _entries(kafka_settings, spark_node, hopping_query, 1), 90,
-                         "the HOPPING aggregation's failed record in the processing log",
-                         interval=1)
-    assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
-        f"processing.{hopping_query}.WhereFilter", "Error evaluating predicate ((A % B) = 0)")
+    for query, (logger, message) in {
+            windowed: ("Aggregate.Project", "Error computing expression (KSQL_AGG_VARIABLE_0 / "
+                                            "(KSQL_AGG_VARIABLE_1 - 3)) for column R with index 0"),
+            hopping: ("WhereFilter", "Error evaluating predicate ((A % B) = 0)")}.items():
+        [entry] = eventually(partial(_entries, kafka_settings, spark_node, ids[query], 1), 90,
+                             f"{query}'s failed row in the processing log", interval=1)
+        assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
+            f"processing.{ids[query]}.{logger}", message)
 
 
 def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(
