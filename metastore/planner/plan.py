@@ -234,7 +234,7 @@ def _plan(query_id: str, analysis: Analysis, sink: DataSource,
     ``transient``: the plan's rows are the query's result, not records of ``sink``."""
     strategy = choose(analysis, config or {}, transient=transient, table_state=table_state,
                       stream_state=stream_state)
-    planner = _Planner(query_id, analysis, sink, config, strategy)
+    planner = _Planner(query_id, analysis, sink, config, strategy, transient)
     return planner.result_plan() if transient else planner.sink_plan()
 
 
@@ -244,11 +244,13 @@ class _Planner:
     the result's rows (a push query's) or of the sink's records."""
 
     def __init__(self, query_id: str, analysis: Analysis, sink: DataSource,
-                 config: dict[str, object] | None, strategy: Strategy) -> None:
+                 config: dict[str, object] | None, strategy: Strategy,
+                 transient: bool = False) -> None:
         select = analysis.query.select
         assert isinstance(select, exp.Select)
         self.query_id, self.analysis, self.sink, self.config = query_id, analysis, sink, config
         self.strategy = strategy
+        self.transient = transient
         self.select = select
         self.scope = reads_scope(analysis.reads, analysis.query.window is not None)
         self.outer: exp.Select | None = None  # the query over a stream-stream join's rows
@@ -400,8 +402,8 @@ class _Planner:
         self.having = select.args.get("having")
         if analysis.aggregate:
             self._mark_prepared(items)
-            self.texts = record_checks.with_aggregates(
-                self.texts, analysis.projection, self.key_names,
+            self.texts = record_checks.with_aggregates(  # a push query projects its keys too
+                self.texts, analysis.projection, () if self.transient else self.key_names,
                 self.having.this if self.having is not None else None, self._column_text)
             self.aggregated_values = self._aggregated_values()
         null_value = self._null_value()

@@ -192,6 +192,21 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
         assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
             f"processing.{ids[query]}.{logger}", message)
 
+    def four_pushed() -> list[dict[str, Any]] | None:
+        found = _push_entries(kafka_settings, spark_node, name)
+        return found if found is not None and len(found) == 4 else None
+
+    def push_logged() -> None:
+        eventually(four_pushed, 90, "the push query's four failed rows in the log", interval=1)
+
+    assert _pushed(spark_node, f"SELECT ID, 10 / (COUNT(*) - 1) AS X FROM {name} GROUP BY ID "
+                               "EMIT CHANGES;", 4, push_logged) == [[k, None] for k in range(1, 5)]
+    pushed = _push_entries(kafka_settings, spark_node, name)
+    assert pushed is not None and {e["message"]["recordProcessingError"]["errorMessage"]
+                                   for e in pushed} == {
+        "Error computing expression (10 / (KSQL_AGG_VARIABLE_0 - 1)) for column X with index 1"
+    }, "a push query projects its grouping columns too"
+
 
 def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
