@@ -234,5 +234,5 @@ def _taken(branch: exp.Expr, operand: exp.Expr | None) -> exp.Expr:
     return sql.fn("coalesce", when, exp.false())
 
 
-__all__ = ["CLAUSE", "GROUP", "PREPARED", "PROJECT", "WHERE", "Failure", "of_arithmetic",
+__all__ = ["CLAUSE", "GROUP", "HAVING", "PREPARED", "PROJECT", "WHERE", "Failure", "of_arithmetic",
            "of_call", "of_cast"]

@@ -275,6 +275,7 @@ class _Planner:
         self.aggregated_values: list[exp.Expr] = []  # an aggregated row's (ksqlDB's record)
         self.table_rows: tuple[exp.Expr, exp.Expr | None] | None = None  # a table join's row:
         # whether the join has one, and the WHERE its deletion holds
+        self.select_rows = False  # whether the query's rows are its SELECT's, as written
         self.generated: list[exp.Expr] = []
         self.joined_rows = f"{self.prefix}_stream_joined"
         self.stream_reads: tuple[str, ...] = ()  # the steps of the first stream's view
@@ -426,36 +427,40 @@ class _Planner:
         _rewrite(exp.Select(expressions=self.aggregated_values), alias, self.config,
                  self.bounds, own_windows or frozenset())
 
+    def _clauses(self) -> tuple[list[exp.Expr], exp.Expr | None, list[exp.Expr],
+                                exp.Expr | None]:
+        """The query's SELECT expressions, WHERE, GROUP BY and HAVING, as ksqlDB reads them."""
+        where, group = self.select.args.get("where"), self.select.args.get("group")
+        return ([expression for _, expression in self.analysis.projection],
+                where.this if where is not None else None,
+                list(group.expressions) if group is not None else [],
+                self.having.this if self.having is not None else None)
+
     def _mark_prepared(self, items: list[exp.Expr]) -> None:
         """Name each aggregate call's argument as ksqlDB's Aggregate.Prepare step does, for
         its record processing errors (:mod:`metastore.planner.prepared_columns`)."""
-        where, group = self.select.args.get("where"), self.select.args.get("group")
-        having = self.having.this if self.having is not None else None
-        prepared_columns.mark(
-            [*items, *([having] if having is not None else [])],
-            [expression for _, expression in self.analysis.projection],
-            where.this if where is not None else None,
-            list(group.expressions) if group is not None else [], having, self._column_text)
+        projection, where, group, having = self._clauses()
+        prepared_columns.mark([*items, *([having] if having is not None else [])], projection,
+                              where, group, having, self._column_text)
 
     def _aggregated_values(self) -> list[exp.Expr]:
         """ksqlDB's aggregated row, which its record processing errors after the aggregation
-        log as their record: the columns the aggregation reads (the newest input row's), each
-        aggregate call's result (as ``KSQL_AGG_VARIABLE_<n>`` numbers them) and the window's
-        bounds; as SELECT items of the aggregation, not yet translated."""
-        analysis, select = self.analysis, self.select
-        where, group = select.args.get("where"), select.args.get("group")
-        having = self.having.this if self.having is not None else None
-        projection = [expression for _, expression in analysis.projection]
-        newest = exp.column("ROWOFFSET", table=self.rows_alias, quoted=True)
-        values: list[exp.Expr] = [exp.func("max_by", exp.column(
-            "ROWTIME", table=self.rows_alias, quoted=True) if column.name == "ROWTIME" and not
-            column.table else column.copy(), newest.copy()) for column in required_columns(
-            projection, where.this if where is not None else None,
-            list(group.expressions) if group is not None else [], having,
-            self._column_text).values()]
+        log as their record: the columns the aggregation reads, each aggregate call's result
+        (as ``KSQL_AGG_VARIABLE_<n>`` numbers them) and the window's bounds; as SELECT items of
+        the aggregation, not yet translated. ksqlDB's values of the columns read are the newest
+        input row's; here a grouped column's is the group's, ROWTIME the newest, any other NULL:
+        an aggregation keeps no more state for its checks than without them, so a replacement
+        ksqlDB allows (a changed projection) goes on from the same state."""
+        projection, where, group, having = self._clauses()
+        newest = exp.Max(this=exp.column("ROWTIME", table=self.rows_alias, quoted=True))
+        values: list[exp.Expr] = [
+            newest if column.name == "ROWTIME" and not column.table
+            else column.copy() if any(column == grouped for grouped in group) else exp.Null()
+            for column in required_columns(projection, where, group, having,
+                                           self._column_text).values()]
         values += [node.copy() for tree in [*projection, *([having] if having else [])]
                    for node in tree.walk(bfs=False) if functions.is_aggregate(node)]
-        if analysis.windowed:
+        if self.analysis.windowed:
             values += [exp.column("WINDOWSTART"), exp.column("WINDOWEND")]
         return [exp.alias_(value, f"{record_checks.CHECKED_VALUE}{index}", quoted=True)
                 for index, value in enumerate(values)]
@@ -654,6 +659,8 @@ class _Planner:
         strategy = self.strategy
         inner = (self._at_once_sql() if strategy.at_once is not None
                  else self.select.sql(dialect="spark", identify=True))
+        self.select_rows = strategy.at_once is None and self.outer is None and not (
+            strategy.table_join and not strategy.keyed_rows) and self.batch is None
         if self.outer is not None:
             self.steps.insert(self.joined_at, Step(self.joined_rows, inner))
             inner = self.outer.sql(dialect="spark", identify=True)
@@ -791,16 +798,18 @@ class _Planner:
         observed on (:func:`~metastore.planner.record_checks.selected_rows`)."""
         if not self.analysis.aggregate or not self._selects_rows():
             return None  # a table aggregation's, or a SESSION's or EMIT FINAL's, are a stage's
-        having = next((item.this for item in self.select.expressions
+        having = next((item.this.this for item in self.select.expressions  # NOT coalesce(..)
                        if item.alias == NULL_VALUE), None) if self.having is not None else None
         view = f"{self.prefix}_aggregated"
         found = record_checks.selected_rows(
-            self.failures, self.texts, f"NOT ({having.sql(dialect='spark', identify=True)})"
+            self.failures, self.texts, having.sql(dialect="spark", identify=True)
             if having is not None else None, view, self.analysis.reads[0].source.topic,
             len(self.aggregated_values), aggregated=True)
         if found is None:
             return None
-        self._observed_select(found, self.aggregated_values, self.select.args.get("where"))
+        newest = exp.Max(this=exp.column("ROWTIME", table=self.rows_alias, quoted=True))
+        self._observed_select(found, self.aggregated_values, newest,
+                              self.select.args.get("where"))
         return found.checked
 
     def _joined_checks(self) -> CheckedRows | None:
@@ -843,33 +852,44 @@ class _Planner:
             present=present.sql(dialect="spark", identify=True) if present is not None else None)
         if found is None:
             return None
-        filtered = kept is not None and present is None
-        kept_item = sqlglot.parse_one(f"SELECT coalesce({kept}, false) AS "
-                                      f"{quote(record_checks.CHECKED_KEPT)}",
-                                      dialect="spark").expressions if filtered else []
-        self._observed_select(found, [*values, *kept_item],
-                              exp.Where(this=added) if added is not None else None)
+        filtered = users is not None and present is None
+        if filtered:  # the view drops the rows the WHERE rejects without throwing, as before
+            assert users is not None
+            values.append(exp.alias_(users.copy(), record_checks.CHECKED_KEPT, quoted=True))
+            kept_or_failed = users.copy() if found.where_fails is None else exp.or_(
+                users.copy(), sqlglot.parse_one(found.where_fails, dialect="spark"))
+            added = exp.and_(kept_or_failed, *([added] if added else []))
+        first = analysis.reads[0].alias
+        self._observed_select(found, values, exp.func(
+            "named_struct", exp.Literal.string("partition"),
+            exp.column("ROWPARTITION", table=first, quoted=True), exp.Literal.string("offset"),
+            exp.column("ROWOFFSET", table=first, quoted=True)),
+            exp.Where(this=added) if added is not None else None)
         if filtered:
             self.inner += f" WHERE {quote(record_checks.CHECKED_KEPT)}"
         return found.checked
 
     def _selects_rows(self) -> bool:
-        """Whether the query's rows are its SELECT's, as a streaming step could compute them."""
-        return self.batch is None and self.inner == self.select.sql(dialect="spark",
-                                                                    identify=True)
+        """Whether the query's rows are its SELECT's, as a streaming step could compute them
+        (and no column of its own takes the name of the checks' columns)."""
+        return self.batch is None and self.select_rows and not any(
+            c.name.lower().startswith(record_checks.CHECKED_PREFIX) for c in self.sink.columns)
 
     def _observed_select(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
-                         where: exp.Expr | None) -> None:
+                         order: exp.Expr, where: exp.Expr | None) -> None:
         """Make the query's SELECT, with ``values`` and ``found``'s columns and ``where`` for
-        its WHERE, the step ``found`` observes; its rows are that view's."""
+        its WHERE, the step ``found`` observes, which carries its first failing rows by
+        ``order``; the query's rows are that view's."""
         checks = sqlglot.parse_one(f"SELECT {', '.join(found.columns)}", dialect="spark")
         observed = self.select.copy()
-        observed.set("expressions", [*self.select.expressions, *values, *checks.expressions])
+        observed.set("expressions", [
+            *self.select.expressions, *values, *checks.expressions,
+            exp.alias_(order, record_checks.CHECKED_ORDER, quoted=True)])
         observed.set("where", where.copy() if where is not None else None)
         view = found.checked.view
         self.steps.append(Step(view, observed.sql(dialect="spark", identify=True),
-                               observed=record_checks.observed(found.checked,
-                                                               found.checked.record)))
+                               observed=record_checks.observed(
+                                   found.checked, quote(record_checks.CHECKED_ORDER))))
         self.inner = f"SELECT * FROM {quote(view)}"
 
     def _column_text(self, column: exp.Column) -> str:
@@ -1078,6 +1098,7 @@ class _Bounds:
     def _millis(self, which: str) -> exp.Expr:
         field = exp.Dot(this=self.window.copy(), expression=exp.to_identifier(which))
         return exp.Anonymous(this="unix_millis", expressions=[field])
+
 
 
 def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | None = None,

@@ -190,7 +190,7 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
     there, once per SELECT column; the failures it does not catch are one failure of their
     clause's expression, one check."""
     names = _ViewNames(alias, {table.alias: table.names for table in joined}, alias_of)
-    users = _users_where(where) if where is not None else None
+    users = split_where(where)[0] if where is not None else None
     kept = names.spark(users) if users is not None else None
     keys_record = _json_array([_json_value(c.name) for c in source.key_columns])
     parts: dict[tuple[object, ...], dict[str, str]] = {}
@@ -207,8 +207,7 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
             condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"
         place = (*named, "prepared", failure.prepared[1], "") if failure.prepared and \
             aggregate else (*named, failure.clause, failure.index, failure.column)
-        key = (*place, condition) if failure.wrapped else place
-        parts.setdefault(key, {})[condition] = names.spark(failure.cause)
+        key = _add(parts, place, failure.wrapped, condition, names.spark(failure.cause))
         records[key] = keys_record if key_alone else None
     if not parts:
         return None
@@ -232,12 +231,18 @@ class SelectedChecks:
 
     columns: tuple[str, ...]
     checked: CheckedRows
+    where_fails: str | None = None
+    """Spark SQL of whether the row's WHERE throws, where it can."""
 
 
+CHECKED_PREFIX = "__ms_checked"
+"""The prefix of the names of the columns a checked SELECT adds."""
 CHECKED_VALUE = "__ms_checked_value"
 """The columns of a checked SELECT that hold the values of the record its entries log."""
 CHECKED_KEPT = "__ms_checked_kept"
 """The column of a checked join's view that says whether its WHERE keeps the row."""
+CHECKED_ORDER = "__ms_checked_order"
+"""The column of a checked SELECT's view its observation carries the first failing rows by."""
 CHECKED_CONDITION = "__ms_checked_condition"
 CHECKED_CAUSE = "__ms_checked_cause"
 
@@ -261,21 +266,24 @@ def selected_rows(found: Sequence[failed.Failure], texts: ClauseTexts, kept: str
             condition = f"coalesce({kept}, false) AND ({condition})"
         if present is not None:
             condition = f"coalesce({present}, false) AND ({condition})"
-        place: tuple[object, ...] = (*named, failure.clause, failure.index, failure.column)
-        parts.setdefault((*place, condition) if failure.wrapped else place, {})[condition] = \
-            failure.cause.sql(dialect="spark", identify=True)
+        _add(parts, (*named, failure.clause, failure.index, failure.column), failure.wrapped,
+             condition, failure.cause.sql(dialect="spark", identify=True))
     if not parts:
         return None
     columns: list[str] = []
     checks: list[RecordCheck] = []
+    where_fails: list[str] = []
     for index, (place, causes) in enumerate(parts.items()):
         check = _check(str(place[0]), str(place[1]), causes, None)
         condition, cause = quote(f"{CHECKED_CONDITION}{index}"), quote(f"{CHECKED_CAUSE}{index}")
         columns += [f"{check.condition} AS {condition}", f"{check.cause} AS {cause}"]
         checks.append(RecordCheck(check.logger, check.message, condition, cause))
+        if check.logger == "WhereFilter":
+            where_fails.append(f"({check.condition})")
     record = _json_array([_json_value(f"{CHECKED_VALUE}{index}") for index in range(values)])
     return SelectedChecks(tuple(columns), CheckedRows(view, (), topic, record, tuple(checks),
-                                                      CARRIED_ROWS))
+                                                      CARRIED_ROWS),
+                          " OR ".join(where_fails) or None)
 
 
 def record_columns(source: DataSource) -> list[str]:
@@ -283,6 +291,15 @@ def record_columns(source: DataSource) -> list[str]:
     return [*(c.name for c in source.columns if c.role is ColumnRole.VALUE),
             *(c.name for c in source.columns if c.role is ColumnRole.HEADER),
             "ROWTIME", "ROWPARTITION", "ROWOFFSET", *(c.name for c in source.key_columns)]
+
+
+def _add(parts: dict[tuple[object, ...], dict[str, str]], place: tuple[object, ...],
+         wrapped: bool, condition: str, cause: str) -> tuple[object, ...]:
+    """Add a failure at ``place`` (its logger, message and where it sits) to the check of its
+    clause's expression, or, one ksqlDB catches where it is, to a check of its own; its key."""
+    key = (*place, condition) if wrapped else place
+    parts.setdefault(key, {})[condition] = cause
+    return key
 
 
 def _check(logger: str, message: str, causes: dict[str, str], record: str | None
@@ -297,16 +314,12 @@ def _check(logger: str, message: str, causes: dict[str, str], record: str | None
     return RecordCheck(logger, message, either, f"CASE {which} END", record)
 
 
-def _users_where(where: exp.Expr) -> exp.Expr | None:
-    return split_where(where)[0]
-
-
 def split_where(where: exp.Expr) -> tuple[exp.Expr | None, exp.Expr | None]:
     """The query's own conditions of its translated WHERE, and those the planner added: on its
     GROUP BY expressions (a GROUP BY check must not be gated by them) and on tombstones."""
     users: list[exp.Expr] = []
     planners: list[exp.Expr] = []
-    for condition in _conjuncts(where):
+    for condition in conjuncts(where):
         added = (condition._meta is not None and failed.GROUP_KEY in condition.meta) or any(
             column.name == NULL_VALUE for column in condition.find_all(exp.Column))
         (planners if added else users).append(condition)
@@ -314,11 +327,12 @@ def split_where(where: exp.Expr) -> tuple[exp.Expr | None, exp.Expr | None]:
             exp.and_(*planners, copy=True) if planners else None)
 
 
-def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+def conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+    """The conditions ``condition`` ANDs."""
     if isinstance(condition, exp.Paren) and isinstance(condition.this, exp.And):
-        return _conjuncts(condition.this)
+        return conjuncts(condition.this)
     if isinstance(condition, exp.And):
-        return [*_conjuncts(condition.left), *_conjuncts(condition.right)]
+        return [*conjuncts(condition.left), *conjuncts(condition.right)]
     return [condition]
 
 
@@ -438,7 +452,8 @@ def observed(checked: CheckedRows, order: str = _SOURCE_ORDER) -> tuple[str, tup
 
 
 __all__ = ["AGGREGATED_LOGGERS", "AGGREGATE_VARIABLE", "CARRIED", "CARRIED_ROWS", "CHECKED_KEPT",
-           "CHECKED_VALUE", "FIRST", "CheckedJoin", "ClauseTexts", "ColumnText", "SelectedChecks",
-           "bound_by_lambda", "checked_rows", "clause_texts", "expression_text", "observation",
-           "observed", "reads_key_only", "record_columns", "record_json", "selected_rows",
-           "split_where", "with_aggregates"]
+           "CHECKED_ORDER", "CHECKED_PREFIX", "CHECKED_VALUE", "FIRST", "CheckedJoin",
+           "ClauseTexts", "ColumnText", "SelectedChecks", "bound_by_lambda", "checked_rows",
+           "clause_texts", "conjuncts", "expression_text", "observation", "observed",
+           "reads_key_only", "record_columns", "record_json", "selected_rows", "split_where",
+           "with_aggregates"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import re
 from typing import Any
 
 import pytest
@@ -337,9 +338,44 @@ def test_an_aggregations_having_and_select_are_checked_over_its_aggregated_rows(
     [projected] = observation[f"{CARRIED}1"]
     [having] = observation[f"{CARRIED}2"]
     assert (having["cause"], projected["cause"]) == ("/ by zero", "/ by zero")
-    # the columns it reads (the newest row's: ID, N, B, ROWTIME for COUNT(*)), then each call
-    assert json.loads(having["record"]) == [1, 2, None, 1002, 3, 0, 3, 2, 2, 3, 0]
-    assert json.loads(projected["record"]) == [3, 2, None, 1005, 6, 1, 6, 2, 2, 6, 1]
+    # the columns it reads (ID, the group's; N and B, not kept; ROWTIME for COUNT(*), the
+    # newest), then each call
+    assert json.loads(having["record"]) == [1, None, None, 1002, 3, 0, 3, 2, 2, 3, 0]
+    assert json.loads(projected["record"]) == [3, None, None, 1005, 6, 1, 6, 2, 2, 6, 1]
+
+
+def test_an_aggregations_checks_keep_no_state_of_their_own(spark: Any) -> None:
+    """A replacement ksqlDB allows (its projection changes, its aggregate calls do not) goes on
+    from the query's state whether either plan checks its aggregated rows or not: the checks
+    add no aggregate to Spark's state."""
+    def aggregates(select: str) -> tuple[str, bool]:
+        results, image = run_script(
+            "CREATE STREAM E (ID INT KEY, N INT, B BIGINT) WITH (KAFKA_TOPIC='e', "
+            f"VALUE_FORMAT='JSON');CREATE TABLE T AS SELECT {select} FROM E GROUP BY ID;")
+        assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+        [query] = image.queries.values()
+        plan = compile_query(query, image)
+        stream_view = next(s.view for s in plan.steps if s.view.endswith("_0"))
+        spark.createDataFrame([(1, 1, 1, 1, 0, 1, False, [])],
+                              "ID INT, N INT, B BIGINT, ROWTIME BIGINT, ROWPARTITION INT, "
+                              "ROWOFFSET BIGINT, __MS_NULL_VALUE BOOLEAN, __MS_HEADERS ARRAY<"
+                              "STRUCT<key: STRING, value: BINARY>>"
+                              ).createOrReplaceTempView(stream_view)
+        for step in plan.steps:
+            if step.view.endswith("_aggregated"):
+                assert step.sql is not None
+                spark.sql(step.sql).createOrReplaceTempView(step.view)
+        executed = spark.sql(plan.sql)._jdf.queryExecution().executedPlan().toString()
+        [functions] = {found for found in re.findall(
+            r"Aggregate\(keys?=\[[^]]*\], functions=\[(.*?)\], output", executed)
+            if "partial_" not in found}
+        return re.sub(r"#\d+L?", "", functions), plan.aggregated is not None
+
+    plain = aggregates("ID, SUM(N) AS X, COUNT(B) AS C")
+    checked = aggregates("ID, ID / SUM(N) AS X, SUM(N) / COUNT(B) AS Y, COUNT(B) AS C")
+    assert (plain[1], checked[1]) == (False, True)
+    assert checked[0] == plain[0] == "sum(N), count(B), max_by(__MS_HEADERS, ROWOFFSET), " \
+        "max(ROWTIME)"
 
 
 def test_a_join_of_streams_is_checked_in_its_selects_view_before_its_where_filters_it(
