@@ -16,7 +16,7 @@ import pytest
 
 from metastore.planner.plan import compile_query
 from metastore.planner.record_checks import CARRIED, observed
-from metastore.planner.steps import CheckedRows
+from metastore.planner.steps import CheckedRows, QueryPlan
 from metastore.runtime.processing_log import FailedRows, failed_rows_select
 from metastore.testing.check import run_script
 
@@ -32,11 +32,16 @@ def spark(spark: Any) -> Any:
     return spark
 
 
-def _checked(statement: str) -> CheckedRows | None:
-    results, image = run_script(SOURCE + statement)
+def _plan_of(script: str) -> QueryPlan:
+    """The plan of the one query ``script`` creates."""
+    results, image = run_script(script)
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     [query] = image.queries.values()
-    return compile_query(query, image).checked
+    return compile_query(query, image)
+
+
+def _checked(statement: str) -> CheckedRows | None:
+    return _plan_of(SOURCE + statement).checked
 
 
 def _row(**values: Any) -> dict[str, Any]:
@@ -234,13 +239,10 @@ def test_a_partition_by_over_key_columns_only_logs_the_keys_values_even_of_a_tom
 
 
 def test_a_join_is_checked_on_its_joined_rows_which_its_observation_carries(spark: Any) -> None:
-    results, image = run_script(
-        SOURCE + "CREATE TABLE U (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='u', "
+    checked = _checked(
+        "CREATE TABLE U (ID INT PRIMARY KEY, NAME STRING) WITH (KAFKA_TOPIC='u', "
         "VALUE_FORMAT='JSON');"
         "CREATE STREAM J AS SELECT S.ID, CAST(NAME AS INT) AS X FROM S JOIN U ON S.ID = U.ID;")
-    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-    [query] = image.queries.values()
-    checked = compile_query(query, image).checked
     assert checked is not None and checked.carried
     table = "`__MS_J1_ID` INT, `__MS_J1_NAME` STRING, `__MS_J1_ROWTIME` BIGINT, " \
             "`__MS_J1_ROWPARTITION` INT, `__MS_J1_ROWOFFSET` BIGINT"
@@ -304,13 +306,10 @@ def test_an_aggregations_having_and_select_are_checked_over_its_aggregated_rows(
     """ksqlDB's Aggregate.HavingFilter and Aggregate.Project evaluate each aggregated row, its
     aggregate calls numbered KSQL_AGG_VARIABLE_<n> (the SELECT's, then the HAVING's); a row the
     HAVING drops is not projected, and AND evaluates its right side only when the left holds."""
-    results, image = run_script(
+    plan = _plan_of(
         "CREATE STREAM E (ID INT KEY, N INT, B BIGINT) WITH (KAFKA_TOPIC='e', VALUE_FORMAT='JSON');"
         "CREATE TABLE T AS SELECT ID, SUM(N) / COUNT(B) AS X, SUM(N) / (COUNT(*) - 2) AS Y "
         "FROM E GROUP BY ID HAVING COUNT(*) > 1 AND SUM(N) / COUNT(B) >= 0;")
-    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-    [query] = image.queries.values()
-    plan = compile_query(query, image)
     aggregated = plan.aggregated
     assert aggregated is not None and aggregated.carried
     assert [(c.logger, c.message) for c in aggregated.checks] == [
@@ -349,12 +348,9 @@ def test_an_aggregations_checks_keep_no_state_of_their_own(spark: Any) -> None:
     from the query's state whether either plan checks its aggregated rows or not: the checks
     add no aggregate to Spark's state."""
     def aggregates(select: str) -> tuple[str, bool]:
-        results, image = run_script(
-            "CREATE STREAM E (ID INT KEY, N INT, B BIGINT) WITH (KAFKA_TOPIC='e', "
-            f"VALUE_FORMAT='JSON');CREATE TABLE T AS SELECT {select} FROM E GROUP BY ID;")
-        assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-        [query] = image.queries.values()
-        plan = compile_query(query, image)
+        plan = _plan_of("CREATE STREAM E (ID INT KEY, N INT, B BIGINT) WITH (KAFKA_TOPIC='e', "
+                        f"VALUE_FORMAT='JSON');CREATE TABLE T AS SELECT {select} FROM E "
+                        "GROUP BY ID;")
         stream_view = next(s.view for s in plan.steps if s.view.endswith("_0"))
         spark.createDataFrame([(1, 1, 1, 1, 0, 1, False, [])],
                               "ID INT, N INT, B BIGINT, ROWTIME BIGINT, ROWPARTITION INT, "
@@ -381,16 +377,13 @@ def test_an_aggregations_checks_keep_no_state_of_their_own(spark: Any) -> None:
 def test_a_join_of_streams_is_checked_in_its_selects_view_before_its_where_filters_it(
         spark: Any) -> None:
     """A stream-stream join's rows exist only in its SELECT: the view of that SELECT computes
-    its checks and keeps the rows its WHERE drops (which ksqlDB evaluates too), marked for the
-    filter after it; the record is the left stream's row, then the right's."""
-    results, image = run_script(
+    its checks and keeps the rows its WHERE keeps or throws on (which ksqlDB logs), marked for
+    the filter after it; the record is the left stream's row, then the right's."""
+    plan = _plan_of(
         "CREATE STREAM L (ID INT KEY, A INT, B INT) WITH (KAFKA_TOPIC='l', VALUE_FORMAT='JSON');"
         "CREATE STREAM R (ID INT KEY, C INT) WITH (KAFKA_TOPIC='r', VALUE_FORMAT='JSON');"
         "CREATE STREAM J AS SELECT L.ID, L.A / R.C AS Q FROM L JOIN R WITHIN 1 HOUR "
         "ON L.ID = R.ID WHERE L.A % L.B = 0;")
-    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
-    [query] = image.queries.values()
-    plan = compile_query(query, image)
     checked = plan.checked
     assert checked is not None and checked.carried and not checked.reads
     assert [(c.logger, c.message) for c in checked.checks] == [
