@@ -399,7 +399,8 @@ class _Planner:
             analysis.projection, self.key_names, select.args.get("where"),
             partitioned=bool(analysis.query.partition_by) and not analysis.aggregate,
             column_text=self._column_text, source_keys=() if analysis.joins else
-            {c.name for c in analysis.reads[0].source.key_columns})
+            {c.name for c in analysis.reads[0].source.key_columns},
+            projects_keys=self.transient)
         self.having = select.args.get("having")
         if analysis.aggregate:
             self._mark_prepared(items)

@@ -99,13 +99,16 @@ ColumnText = Callable[[exp.Column], str]
 def clause_texts(projection: Sequence[tuple[str, exp.Expr]], keys: Iterable[str],
                  where: exp.Expr | None, partitioned: bool = False,
                  column_text: ColumnText | None = None,
-                 source_keys: Collection[str] = ()) -> ClauseTexts:
+                 source_keys: Collection[str] = (), projects_keys: bool = False) -> ClauseTexts:
     """The texts of a query whose sink's key columns are ``keys``; ``partitioned``: its
     PARTITION BY computes them (ksqlDB's PartitionBy step, before the projection) from a
     source whose key columns are ``source_keys`` (none after a join, whose key is the join's);
-    ``column_text``: how its columns are named (after a join, ``ALIAS_COLUMN``)."""
+    ``column_text``: how its columns are named (after a join, ``ALIAS_COLUMN``);
+    ``projects_keys``: its projection holds its key columns too, which count in a column's
+    index (a push query's: ksqlDB's transient queries return their keys in the value)."""
     key_names = set(keys)
-    values = [(name, expression) for name, expression in projection if name not in key_names]
+    values = [(name, expression) for name, expression in projection
+              if projects_keys or name not in key_names]
     partitions = [(name, expression) for name, expression in projection
                   if name in key_names] if partitioned else []
     return ClauseTexts({name: (expression_text(expression, column_text), index)

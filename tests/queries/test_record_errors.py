@@ -94,16 +94,17 @@ def test_a_partition_by_a_table_source_and_a_push_query_log_the_rows_they_cannot
     assert (projected["logger"], projected["message"]["recordProcessingError"]["cause"]) == (
         f"processing.{table}.Project", ['For input string: "x"'])
 
-    def push_logged() -> None:
-        eventually(lambda: _push_entries(kafka_settings, spark_node, name), 90,
-                   "the push query's failed row in the processing log", interval=1)
-
-    assert _pushed(spark_node, f"SELECT ID, CAST(TXT AS INT) AS N FROM {name} EMIT CHANGES;",
-                   len(ROWS), push_logged) == [[1, 5], [2, None], [3, 7], [4, 9]]
-    [pushed] = _push_entries(kafka_settings, spark_node, name)
-    assert re.fullmatch(rf"processing\.transient_{name}_\d+\.Project", pushed["logger"])
-    assert pushed["message"]["recordProcessingError"]["errorMessage"] == \
-        "Error processing INTEGER"
+    assert _pushed(spark_node, f"SELECT ID, CAST(TXT AS INT) AS N, A / B AS Q FROM {name} "
+                               "EMIT CHANGES;", len(ROWS), partial(
+                                   _push_logged, kafka_settings, spark_node, name, 2)) == [
+        [1, 5, 2], [2, None, 2], [3, 7, None], [4, 9, 2]]
+    pushed = _push_entries(kafka_settings, spark_node, name) or []
+    assert all(re.fullmatch(rf"processing\.transient_{name}_\d+\.Project", entry["logger"])
+               for entry in pushed)
+    assert sorted(entry["message"]["recordProcessingError"]["errorMessage"]
+                  for entry in pushed) == [  # a push query's key column counts in the index
+        "Error computing expression (A / B) for column Q with index 2",
+        "Error processing INTEGER"]
 
 
 def test_a_stream_table_join_logs_the_joined_rows_it_cannot_compute(
@@ -193,15 +194,10 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
         assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
             f"processing.{ids[query]}.{logger}", message)
 
-    def four_pushed() -> list[dict[str, Any]] | None:
-        found = _push_entries(kafka_settings, spark_node, name)
-        return found if found is not None and len(found) == 4 else None
-
-    def push_logged() -> None:
-        eventually(four_pushed, 90, "the push query's four failed rows in the log", interval=1)
-
     assert _pushed(spark_node, f"SELECT ID, 10 / (COUNT(*) - 1) AS X FROM {name} GROUP BY ID "
-                               "EMIT CHANGES;", 4, push_logged) == [[k, None] for k in range(1, 5)]
+                               "EMIT CHANGES;", 4, partial(_push_logged, kafka_settings,
+                                                           spark_node, name, 4)) == [
+        [k, None] for k in range(1, 5)]
     pushed = _push_entries(kafka_settings, spark_node, name)
     assert pushed is not None and {e["message"]["recordProcessingError"]["errorMessage"]
                                    for e in pushed} == {
@@ -265,6 +261,17 @@ def _push_entries(settings: KafkaSettings, server: ServerProcess, source: str
                values_to_end(settings, ProcessingLogSettings().topic(server.service_id))]
     return [e for e in entries if e["message"]["type"] == 1 and e["logger"].startswith(
         f"processing.transient_{source}_")] or None
+
+
+def _push_logged(settings: KafkaSettings, server: ServerProcess, source: str,
+                 expected: int) -> None:
+    """Wait for the push queries over ``source`` to have logged ``expected`` entries."""
+    def logged() -> list[dict[str, Any]] | None:
+        found = _push_entries(settings, server, source)
+        return found if found is not None and len(found) == expected else None
+
+    eventually(logged, 90, f"the push query's {expected} failed rows in the processing log",
+               interval=1)
 
 
 def _entries(settings: KafkaSettings, server: ServerProcess, query_id: str,
