@@ -275,7 +275,6 @@ class _Planner:
         self.aggregated_values: list[exp.Expr] = []  # an aggregated row's (ksqlDB's record)
         self.table_rows: tuple[exp.Expr, exp.Expr | None] | None = None  # a table join's row:
         # whether the join has one, and the WHERE its deletion holds
-        self.select_rows = False  # whether the query's rows are its SELECT's, as written
         self.generated: list[exp.Expr] = []
         self.joined_rows = f"{self.prefix}_stream_joined"
         self.stream_reads: tuple[str, ...] = ()  # the steps of the first stream's view
@@ -393,7 +392,7 @@ class _Planner:
         items = self._projection_items()
         rowtime: exp.Expr = exp.column("ROWTIME", table=self.rows_alias, quoted=True)
         if analysis.aggregate:  # an aggregate's record carries the newest input's time
-            rowtime = exp.Max(this=rowtime)
+            rowtime = self._newest_time()
         items.append(exp.alias_(rowtime, ROWTIME, quoted=True))
         self.texts = record_checks.clause_texts(
             analysis.projection, self.key_names, select.args.get("where"),
@@ -404,8 +403,8 @@ class _Planner:
         self.having = select.args.get("having")
         if analysis.aggregate:
             self._mark_prepared(items)
-            self.texts = record_checks.with_aggregates(  # a push query projects its keys too
-                self.texts, analysis.projection, () if self.transient else self.key_names,
+            self.texts = record_checks.with_aggregates(
+                self.texts, analysis.projection,
                 self.having.this if self.having is not None else None, self._column_text)
             self.aggregated_values = self._aggregated_values()
         null_value = self._null_value()
@@ -437,6 +436,10 @@ class _Planner:
                 list(group.expressions) if group is not None else [],
                 self.having.this if self.having is not None else None)
 
+    def _newest_time(self) -> exp.Expr:
+        """An aggregated row's time: its newest input's."""
+        return exp.Max(this=exp.column("ROWTIME", table=self.rows_alias, quoted=True))
+
     def _mark_prepared(self, items: list[exp.Expr]) -> None:
         """Name each aggregate call's argument as ksqlDB's Aggregate.Prepare step does, for
         its record processing errors (:mod:`metastore.planner.prepared_columns`)."""
@@ -453,9 +456,8 @@ class _Planner:
         an aggregation keeps no more state for its checks than without them, so a replacement
         ksqlDB allows (a changed projection) goes on from the same state."""
         projection, where, group, having = self._clauses()
-        newest = exp.Max(this=exp.column("ROWTIME", table=self.rows_alias, quoted=True))
         values: list[exp.Expr] = [
-            newest if column.name == "ROWTIME" and not column.table
+            self._newest_time() if column.name == "ROWTIME" and not column.table
             else column.copy() if any(column == grouped for grouped in group) else exp.Null()
             for column in required_columns(projection, where, group, having,
                                            self._column_text).values()]
@@ -660,8 +662,6 @@ class _Planner:
         strategy = self.strategy
         inner = (self._at_once_sql() if strategy.at_once is not None
                  else self.select.sql(dialect="spark", identify=True))
-        self.select_rows = strategy.at_once is None and self.outer is None and not (
-            strategy.table_join and not strategy.keyed_rows) and self.batch is None
         if self.outer is not None:
             self.steps.insert(self.joined_at, Step(self.joined_rows, inner))
             inner = self.outer.sql(dialect="spark", identify=True)
@@ -808,8 +808,7 @@ class _Planner:
             len(self.aggregated_values), aggregated=True)
         if found is None:
             return None
-        newest = exp.Max(this=exp.column("ROWTIME", table=self.rows_alias, quoted=True))
-        self._observed_select(found, self.aggregated_values, newest,
+        self._observed_select(found, self.aggregated_values, self._newest_time(),
                               self.select.args.get("where"))
         return found.checked
 
@@ -873,8 +872,11 @@ class _Planner:
     def _selects_rows(self) -> bool:
         """Whether the query's rows are its SELECT's, as a streaming step could compute them
         (and no column of its own takes the name of the checks' columns)."""
-        return self.batch is None and self.select_rows and not any(
-            c.name.lower().startswith(record_checks.CHECKED_PREFIX) for c in self.sink.columns)
+        strategy = self.strategy
+        return (self.batch is None and strategy.at_once is None and self.outer is None
+                and not (strategy.table_join and not strategy.keyed_rows) and not any(
+                    c.name.lower().startswith(record_checks.CHECKED_PREFIX)
+                    for c in self.sink.columns))
 
     def _observed_select(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
                          order: exp.Expr, where: exp.Expr | None) -> None:
@@ -1099,7 +1101,6 @@ class _Bounds:
     def _millis(self, which: str) -> exp.Expr:
         field = exp.Dot(this=self.window.copy(), expression=exp.to_identifier(which))
         return exp.Anonymous(this="unix_millis", expressions=[field])
-
 
 
 def _rewrite(select: exp.Expr, stream_alias: str, config: dict[str, object] | None = None,

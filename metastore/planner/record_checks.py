@@ -128,11 +128,12 @@ AGGREGATED_LOGGERS = frozenset({"Aggregate.Project", "Aggregate.HavingFilter"})
 
 
 def with_aggregates(texts: ClauseTexts, projection: Sequence[tuple[str, exp.Expr]],
-                    keys: Iterable[str], having: exp.Expr | None,
-                    column_text: ColumnText | None = None) -> ClauseTexts:
-    """``texts`` of an aggregation, with its SELECT's value columns and its HAVING as ksqlDB's
-    AggregateExpressionRewriter writes them over the aggregated row: each aggregate call, in
-    the order met (the SELECT's columns, then the HAVING), is ``KSQL_AGG_VARIABLE_<n>``."""
+                    having: exp.Expr | None, column_text: ColumnText | None = None
+                    ) -> ClauseTexts:
+    """``texts`` of an aggregation, with its SELECT's value columns (each at its index in
+    ``texts.columns``) and its HAVING as ksqlDB's AggregateExpressionRewriter writes them over
+    the aggregated row: each aggregate call, in the order met (the SELECT's columns, then the
+    HAVING), is ``KSQL_AGG_VARIABLE_<n>``."""
     numbers = itertools.count()
 
     def named(column: exp.Column) -> str:
@@ -145,11 +146,9 @@ def with_aggregates(texts: ClauseTexts, projection: Sequence[tuple[str, exp.Expr
             lambda node: exp.column(f"{AGGREGATE_VARIABLE}{next(numbers)}")
             if is_aggregate(node) else node), named)
 
-    key_names = set(keys)
-    columns = [(name, rewritten(expression)) for name, expression in projection]
-    values = [(name, text) for name, text in columns if name not in key_names]
-    return replace(texts, aggregated={name: (text, index)
-                                      for index, (name, text) in enumerate(values)},
+    columns = [(name, rewritten(expression)) for name, expression in projection]  # numbers all
+    return replace(texts, aggregated={name: (text, texts.columns[name][1])
+                                      for name, text in columns if name in texts.columns},
                    having=rewritten(having) if having is not None else None)
 
 

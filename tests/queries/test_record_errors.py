@@ -36,10 +36,8 @@ ROWS = [  # (ID, TXT, A, B)
 def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_on(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings) -> None:
-    name = unique("RPE").upper().replace("-", "_")
+    name = _rows_source(spark_node, "RPE")
     sink = f"{name}_OUT"
-    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, TXT STRING, A INT, B INT) WITH ("
-                     f"KAFKA_TOPIC='{name}', PARTITIONS=1, VALUE_FORMAT='JSON');")
     _produce_rows(producer_factory(), name)
     earliest(spark_node, f"CREATE STREAM {sink} WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, "
                          f"CAST(TXT AS INT) AS N, A / B AS Q FROM {name} WHERE A % B = 0;")
@@ -69,11 +67,7 @@ def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_o
 def test_a_partition_by_a_table_source_and_a_push_query_log_the_rows_they_cannot_compute(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings) -> None:
-    name = unique("RPK").upper().replace("-", "_")
-    columns = "TXT STRING, A INT, B INT) WITH (KAFKA_TOPIC='{name}', VALUE_FORMAT='JSON'"
-    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, {columns}, PARTITIONS=1);"
-                     f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, {columns});".replace(
-                         "{name}", name))
+    name = _rows_source(spark_node, "RPK", table=True)
     _produce_rows(producer_factory(), name)
     earliest(spark_node, f"CREATE STREAM {name}_P AS SELECT * FROM {name} PARTITION BY A / B;"
                          f"CREATE TABLE {name}_Q AS SELECT ID, CAST(TXT AS INT) AS N "
@@ -110,10 +104,8 @@ def test_a_partition_by_a_table_source_and_a_push_query_log_the_rows_they_cannot
 def test_a_stream_table_join_logs_the_joined_rows_it_cannot_compute(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings) -> None:
-    name = unique("RPJ").upper().replace("-", "_")
-    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, TXT STRING, A INT, B INT) WITH ("
-                     f"KAFKA_TOPIC='{name}', PARTITIONS=1, VALUE_FORMAT='JSON');"
-                     f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, NAME STRING) WITH ("
+    name = _rows_source(spark_node, "RPJ")
+    ksql(spark_node, f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, NAME STRING) WITH ("
                      f"KAFKA_TOPIC='{name}_T', PARTITIONS=1, VALUE_FORMAT='JSON');")
     producer = producer_factory()
     for key in (1, 2, 3):  # 4 and 5 join no row
@@ -149,9 +141,7 @@ def test_a_stream_table_join_logs_the_joined_rows_it_cannot_compute(
 def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_compute(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings) -> None:
-    name = unique("RPA").upper().replace("-", "_")
-    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, TXT STRING, A INT, B INT) WITH ("
-                     f"KAFKA_TOPIC='{name}', PARTITIONS=1, VALUE_FORMAT='JSON');")
+    name = _rows_source(spark_node, "RPA")
     _produce_rows(producer_factory(), name)
     # the plain one: 1 and 2, its HAVING divides by 0 and drops the row; 3, it is false; 4, R
     # divides by 0. The windowed one's rows go through a stage that writes them in time order;
@@ -208,14 +198,11 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
 def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings) -> None:
-    name = unique("RPS").upper().replace("-", "_")
-    columns = "TXT STRING, A INT, B INT) WITH (KAFKA_TOPIC='{name}', VALUE_FORMAT='JSON'"
-    ksql(spark_node, f"CREATE STREAM {name} (ID INT KEY, {columns}, PARTITIONS=1);"
-                     f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, {columns});"
-                     f"CREATE STREAM {name}_R (ID INT KEY, C INT) WITH (KAFKA_TOPIC='{name}_R', "
+    name = _rows_source(spark_node, "RPS", table=True)
+    ksql(spark_node, f"CREATE STREAM {name}_R (ID INT KEY, C INT) WITH (KAFKA_TOPIC='{name}_R', "
                      "PARTITIONS=1, VALUE_FORMAT='JSON');"
                      f"CREATE TABLE {name}_U (ID INT PRIMARY KEY, C INT) WITH ("
-                     f"KAFKA_TOPIC='{name}_R', VALUE_FORMAT='JSON');".replace("{name}", name))
+                     f"KAFKA_TOPIC='{name}_R', VALUE_FORMAT='JSON');")
     producer = producer_factory()
     for key, divisor in [(1, 2), (2, 0), (3, 1), (4, 3)]:
         producer.produce(f"{name}_R", key=struct.pack(">i", key),
@@ -245,6 +232,16 @@ def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(
              ['For input string: "x"']),
             (f"processing.{query_id}.WhereFilter",
              f"Error evaluating predicate (({left}_A % {left}_B) = 0)", ["/ by zero"])], sink
+
+
+def _rows_source(server: ServerProcess, prefix: str, table: bool = False) -> str:
+    """A new stream for :data:`ROWS` (ID INT KEY, TXT, A, B, one partition), named from
+    ``prefix``; with ``table``, also the table ``<name>_T`` over its topic. Its name."""
+    name = unique(prefix).upper().replace("-", "_")
+    columns = f"TXT STRING, A INT, B INT) WITH (KAFKA_TOPIC='{name}', VALUE_FORMAT='JSON'"
+    ksql(server, f"CREATE STREAM {name} (ID INT KEY, {columns}, PARTITIONS=1);" + (
+        f"CREATE TABLE {name}_T (ID INT PRIMARY KEY, {columns});" if table else ""))
+    return name
 
 
 def _produce_rows(producer: Producer, topic: str) -> None:
