@@ -264,9 +264,16 @@ def recreate(admin: Admin, topic: str, shape: TopicShape, within: float = 60.0) 
             raise RepairError(f"{topic} still exists {within:.0f}s after it was deleted")
         time.sleep(0.2)
     ensure_command_topic(admin, spec, admin.broker_count())
-    new_id = admin.topic_id(topic)
-    if new_id == old_id:
-        raise RepairError(f"{topic} kept its topic id {old_id}: it was not re-created")
+    return _new_topic_id(admin, topic, old_id, deadline)
+
+
+def _new_topic_id(admin: Admin, topic: str, old_id: str | None, deadline: float) -> str:
+    """The re-created topic's id, once the broker's metadata has caught up with the controller:
+    a broker may describe the deleted topic for a moment after the new one was created."""
+    while (new_id := admin.topic_id(topic)) == old_id:
+        if time.monotonic() > deadline:
+            raise RepairError(f"{topic} kept its topic id {old_id}: it was not re-created")
+        time.sleep(0.1)
     return new_id
 
 
