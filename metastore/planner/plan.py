@@ -83,6 +83,7 @@ from metastore.planner.stages import (
     JOIN_KEY,
     aggregate_touched_groups,
     changelog_stage,
+    leave_out_sentinels,
     replay_sessions,
     session_changes,
     session_stage,
@@ -653,9 +654,16 @@ class _Planner:
             final_steps, self.batch = keyed_final(select, self.final_stream,
                                                   f"{self.final_stream}_input", strategy.final)
             self.steps += final_steps
-        if self.batch is not None and strategy.session is None and strategy.final is None and (
-                strategy.aggregated_join or not strategy.table_join):
+        if self._aggregates_touched_groups:
             aggregate_touched_groups(select, self.rows_alias)
+
+    @property
+    def _aggregates_touched_groups(self) -> bool:
+        """Whether the batch stage aggregates the rows of the groups a micro-batch's changes
+        touched, those changes as sentinels (a table's aggregation, or a join of tables')."""
+        strategy = self.strategy
+        return (self.batch is not None and strategy.session is None and strategy.final is None
+                and (strategy.aggregated_join or not strategy.table_join))
 
     def _inner_sql(self) -> str:
         """The SQL of the query's rows, before they are typed as the sink's columns."""
@@ -765,19 +773,21 @@ class _Planner:
     def _checked_rows(self) -> CheckedRows | None:
         """The checks of the query's stream rows (observed on its stream view, or on the view
         of its stream's joins with tables), for a query that reads one stream, or one table's
-        changelog, and joins nothing else, without a table function or a stateful stage before
-        its WHERE (:mod:`metastore.planner.record_checks`); or of a join of streams' rows,
+        changelog, and joins nothing else, without a table function or a batch stage other than
+        SESSION or EMIT FINAL windows' (which reads the stream's records after their WHERE)
+        (:mod:`metastore.planner.record_checks`); or of a join of streams' rows,
         which its SELECT's view holds (:meth:`_joined_checks`)."""
         if self.joined is not None:
             return self.joined
-        reads, source = self.stream_reads, self.analysis.reads[0].source
+        reads, source, strategy = self.stream_reads, self.analysis.reads[0].source, self.strategy
         if len(reads) > 1 and reads[-2] == f"{reads[-1]}_timed":
             reads = reads[:-1]  # a record's, not the HOPPING windows' rows it is in
-        read_as_stream = source.kind is SourceKind.STREAM or self.strategy.changelog
+        read_as_stream = source.kind is SourceKind.STREAM or strategy.changelog
         joined = self._checked_joins()
+        windows_stage = strategy.session is not None or strategy.final is not None
         if ((len(self.analysis.reads) != 1 and joined is None) or not read_as_stream
-                or not reads or self.generated or self.batch is not None or self.sessions_view
-                or self.final_stream or self.changelog_view):
+                or not reads or self.generated or (self.batch is not None and not windows_stage)
+                or self.changelog_view):
             return None
         where = self.select.args.get("where")
         checked = record_checks.checked_rows(
@@ -797,8 +807,9 @@ class _Planner:
         its aggregate calls' arguments), when its aggregate SELECT is a streaming step of its
         own: that SELECT, with the checks' columns and the record's, becomes the view they are
         observed on (:func:`~metastore.planner.record_checks.selected_rows`)."""
-        if not self.analysis.aggregate or not self._selects_rows():
-            return None  # a table aggregation's, or a SESSION's or EMIT FINAL's, are a stage's
+        staged = self._aggregates_in_stage()
+        if not self.analysis.aggregate or not (staged or self._selects_rows()):
+            return None  # a SESSION's aggregate SELECT is computed twice, in its sessions' diff
         having = next((item.this.this for item in self.select.expressions  # NOT coalesce(..)
                        if item.alias == NULL_VALUE), None) if self.having is not None else None
         view = f"{self.prefix}_aggregated"
@@ -809,8 +820,15 @@ class _Planner:
         if found is None:
             return None
         self._observed_select(found, self.aggregated_values, self._newest_time(),
-                              self.select.args.get("where"))
+                              self.select.args.get("where"), staged=staged)
         return found.checked
+
+    def _aggregates_in_stage(self) -> bool:
+        """Whether the aggregate SELECT is the batch stage's, computed each micro-batch over
+        the rows of the groups its changes touched (a table aggregation's) or over the records
+        of the windows it closed (an EMIT FINAL's keyed state)."""
+        return ((self._aggregates_touched_groups or bool(self.final_stream))
+                and not self._names_checked_columns())
 
     def _joined_checks(self) -> CheckedRows | None:
         """The checks of a join's joined rows (its WHERE's, SELECT's and PARTITION BY's), for a
@@ -874,25 +892,41 @@ class _Planner:
         (and no column of its own takes the name of the checks' columns)."""
         strategy = self.strategy
         return (self.batch is None and strategy.at_once is None and self.outer is None
-                and not (strategy.table_join and not strategy.keyed_rows) and not any(
-                    c.name.lower().startswith(record_checks.CHECKED_PREFIX)
-                    for c in self.sink.columns))
+                and not (strategy.table_join and not strategy.keyed_rows)
+                and not self._names_checked_columns())
+
+    def _names_checked_columns(self) -> bool:
+        """Whether a column of the query takes the name of the checks' columns."""
+        return any(c.name.lower().startswith(record_checks.CHECKED_PREFIX)
+                   for c in self.sink.columns)
 
     def _observed_select(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
-                         order: exp.Expr, where: exp.Expr | None) -> None:
+                         order: exp.Expr, where: exp.Expr | None, *, staged: bool = False
+                         ) -> None:
         """Make the query's SELECT, with ``values`` and ``found``'s columns and ``where`` for
         its WHERE, the step ``found`` observes, which carries its first failing rows by
-        ``order``; the query's rows are that view's."""
+        ``order``; the query's rows are that view's. ``staged``: the SELECT is the batch
+        stage's, whose step it becomes (a table aggregation's added aggregate calls leave its
+        sentinels out, as its own do)."""
         checks = sqlglot.parse_one(f"SELECT {', '.join(found.columns)}", dialect="spark")
+        added = [item.copy() for item in [*values, *checks.expressions]]
+        if staged and self._aggregates_touched_groups:
+            for item in added:
+                leave_out_sentinels(item, self.rows_alias)
         observed = self.select.copy()
         observed.set("expressions", [
-            *self.select.expressions, *values, *checks.expressions,
+            *self.select.expressions, *added,
             exp.alias_(order, record_checks.CHECKED_ORDER, quoted=True)])
         observed.set("where", where.copy() if where is not None else None)
         view = found.checked.view
-        self.steps.append(Step(view, observed.sql(dialect="spark", identify=True),
-                               observed=record_checks.observed(
-                                   found.checked, quote(record_checks.CHECKED_ORDER))))
+        step = Step(view, observed.sql(dialect="spark", identify=True),
+                    observed=record_checks.observed(found.checked,
+                                                    quote(record_checks.CHECKED_ORDER)))
+        if staged:
+            assert self.batch is not None
+            self.batch = replace(self.batch, steps=(*self.batch.steps, step))
+        else:
+            self.steps.append(step)
         self.inner = f"SELECT * FROM {quote(view)}"
 
     def _column_text(self, column: exp.Column) -> str:

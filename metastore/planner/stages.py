@@ -255,12 +255,18 @@ def aggregate_touched_groups(select: exp.Select, alias: str) -> None:
             newest = item.this.copy()
             item.set("this", exp.Filter(this=newest, expression=exp.Where(this=sentinel.copy())))
             continue
-        for node in list(item.walk()):
-            if sparksql.is_aggregate_call(node):
-                node.replace(exp.Filter(this=node.copy(), expression=exp.Where(
-                    this=exp.Not(this=sentinel.copy()))))
+        leave_out_sentinels(item, alias)
     touched = exp.Max(this=exp.Cast(this=sentinel.copy(), to=exp.DataType.build("INT")))
     select.set("having", exp.Having(this=exp.EQ(this=touched, expression=exp.Literal.number(1))))
+
+
+def leave_out_sentinels(item: exp.Expr, alias: str) -> None:
+    """Give each aggregate call inside ``item`` (a SELECT item) without a FILTER ``FILTER
+    (WHERE NOT sentinel)``, the sentinel of the rows ``alias`` names."""
+    for node in list(item.walk()):
+        if sparksql.is_aggregate_call(node) and not isinstance(node.parent, exp.Filter):
+            node.replace(exp.Filter(this=node.copy(), expression=exp.Where(
+                this=exp.Not(this=exp.column(SENTINEL, table=alias, quoted=True)))))
 
 
 JOIN_KEY = "__MS_JOINKEY"

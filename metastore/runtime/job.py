@@ -88,7 +88,8 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
           listener: StreamingQueryListener | None = None,
           transactional_id: str | None = None,
           producer_options: Mapping[str, str] | None = None,
-          real_time_ms: int | None = None) -> StreamingQuery:
+          real_time_ms: int | None = None,
+          stage_observed: StageObserved | None = None) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
@@ -100,7 +101,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     With ``real_time_ms`` the query runs in Spark's real-time mode, in batches of that length
     (a stateless plan, at least once: :mod:`metastore.planner.real_time`), in Spark's update
     output mode, which real-time mode requires and which writes a stateless query's rows as
-    append does.
+    append does. ``stage_observed`` hears what the batch stage's observed steps measure.
     """
     if real_time_ms is not None and (plan.batch is not None or transactional_id is not None):
         raise QueryRuntimeError(f"{plan.query_id}: real-time mode runs neither a batch stage "
@@ -131,7 +132,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
         writer = (session.sql(plan.sql).writeStream.foreachBatch(emit)
                   .outputMode(plan.output_mode))
     else:
-        writer = _stage_writer(session, plan, checkpoint, kafka_options, emit)
+        writer = _stage_writer(session, plan, checkpoint, kafka_options, emit, stage_observed)
     writer = writer.option("checkpointLocation", checkpoint.location).queryName(plan.query_id)
     if available_now:
         writer = writer.trigger(availableNow=True)
@@ -143,6 +144,14 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
 
 Emit = Callable[["DataFrame", int], None]
 """Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id."""
+
+Kept = list[tuple["DataFrame", tuple[str, tuple[str, ...]]]]
+"""A batch stage's observed steps: each step's frame, cached, and its observation (a name and
+its measures)."""
+
+StageObserved = Callable[[Mapping[str, Any]], None]
+"""Hears, once per micro-batch, what each observed step of a batch stage measured, by the
+observation's name (as a streaming step's reach a StreamingQueryProgress's observedMetrics)."""
 
 
 EXACTLY_ONCE_BATCH_RECORDS = 200_000
@@ -197,10 +206,12 @@ def sink_partitioner(plan: QueryPlan) -> dict[str, str]:
 
 def start_transient(session: SparkSession, plan: QueryPlan, checkpoint: Path,
                     kafka_options: Mapping[str, str], deliver: Deliver, *,
-                    max_records_per_batch: int) -> StreamingQuery:
+                    max_records_per_batch: int,
+                    stage_observed: StageObserved | None = None) -> StreamingQuery:
     """Start ``plan`` (:func:`metastore.planner.plan.compile_push`) in ``session`` (its own,
     from :func:`query_session`) as a StreamingQuery that hands each micro-batch's rows to
-    ``deliver``, at most ``max_records_per_batch`` source records per micro-batch."""
+    ``deliver``, at most ``max_records_per_batch`` source records per micro-batch;
+    ``stage_observed`` as :func:`start`'s."""
     reads = {"startingOffsets": "earliest" if plan.earliest else "latest",
              "maxOffsetsPerTrigger": str(max_records_per_batch)}
     _register(session, plan.steps, kafka_options, reads=reads)
@@ -209,25 +220,36 @@ def start_transient(session: SparkSession, plan: QueryPlan, checkpoint: Path,
                   .foreachBatch(lambda rows, _batch_id: deliver(rows.collect())))
     else:
         writer = _stage_writer(session, plan, LocalDir(checkpoint), kafka_options,
-                               lambda result, _batch_id: deliver(result.collect()))
+                               lambda result, _batch_id: deliver(result.collect()),
+                               stage_observed)
     return (writer.option("checkpointLocation", LocalDir(checkpoint).location)
             .queryName(plan.query_id).start())
 
 
 def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
-                  kafka_options: Mapping[str, str], emit: Emit) -> DataStreamWriter:
+                  kafka_options: Mapping[str, str], emit: Emit,
+                  observed: StageObserved | None = None) -> DataStreamWriter:
     """The stream of a plan with a :class:`~metastore.planner.steps.BatchStage`: per
     micro-batch, its rows as the stage's view, the stage's steps over the source topics read up
-    to the micro-batch's end, and the plan's SQL over them, whose result goes to ``emit``."""
+    to the micro-batch's end, and the plan's SQL over them, whose result goes to ``emit``. A
+    batch query's observed metrics reach no progress: an observed step's rows are kept (Spark's
+    cache) while the result is written, then measured, and ``observed`` hears the measures."""
     stage = plan.batch
     assert stage is not None, "a plan with a batch stage"
 
     def run_micro_batch(rows: DataFrame, batch_id: int) -> None:
         batch_session = rows.sparkSession
         rows.createOrReplaceTempView(stage.view)
+        kept: Kept | None = [] if observed is not None else None
         _register(batch_session, stage.steps, kafka_options,
-                  micro_batch_ends(checkpoint, batch_id))
-        emit(batch_session.sql(plan.sql), batch_id)
+                  micro_batch_ends(checkpoint, batch_id), kept=kept)
+        try:
+            emit(batch_session.sql(plan.sql), batch_id)
+            if observed is not None and kept:
+                observed(_measured(kept))
+        finally:
+            for frame, _ in kept or ():
+                frame.unpersist()
 
     return (session.sql(stage.source_sql).writeStream.foreachBatch(run_micro_batch)
             .outputMode(plan.output_mode))
@@ -277,13 +299,24 @@ def micro_batch_ends(checkpoint: CheckpointDir, batch_id: int) -> dict[str, dict
     return ends
 
 
+def _measured(kept: Kept) -> dict[str, Any]:
+    """What each kept frame's observation measures over its rows, by the observation's name."""
+    from pyspark.sql.functions import expr
+
+    return {name: frame.agg(*(expr(measure) for measure in measures)).collect()[0]
+            for frame, (name, measures) in kept}
+
+
 def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Mapping[str, str],
               ends: Mapping[str, Mapping[str, int]] | None = None,
-              reads: Mapping[str, str] | None = None) -> None:
+              reads: Mapping[str, str] | None = None,
+              kept: Kept | None = None) -> None:
     """Register each step's view: a Kafka read (streaming or batch) or a SELECT. A batch read of
     a topic in ``ends`` stops there, so every scan of it in a micro-batch reads the same records:
     those up to the micro-batch's end. ``reads``: options of the streaming reads (by default,
-    from the earliest offset, unbounded micro-batches)."""
+    from the earliest offset, unbounded micro-batches). With ``kept``, an observed step's frame
+    is cached and added to it with its observation, to be measured once the frame's rows were
+    used, instead of being observed."""
     for step in steps:
         if step.topic is not None:
             reader = session.readStream if step.streaming else session.read
@@ -300,7 +333,10 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
         else:
             assert step.sql is not None, "a step reads a topic or runs a SELECT"
             frame = session.sql(step.sql)
-        if step.observed is not None:
+        if step.observed is not None and kept is not None:
+            frame = frame.persist()
+            kept.append((frame, step.observed))
+        elif step.observed is not None:
             from pyspark.sql.functions import expr
 
             name, measures = step.observed

@@ -24,6 +24,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -280,9 +281,12 @@ class PushQueries:
         try:
             session = query_session(spark)
             release = self._count_failures(session, query_id, plan)
+            record_errors = self._record_errors
             query.attach(job.start_transient(
                 session, plan, checkpoint, self._kafka_options, query.deliver,
-                max_records_per_batch=self._settings.max_records_per_batch), release)
+                max_records_per_batch=self._settings.max_records_per_batch,
+                stage_observed=partial(record_errors.count, query_id)
+                if record_errors is not None else None), release)
         except BaseException:
             query.close()
             if release is not None:

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from metastore.catalog.image import Image
@@ -335,7 +336,8 @@ class QueryRunner:
                                          idle=self.statistics.idle),
                                      transactional_id=self._transactional_id(entry.query),
                                      producer_options=self._producer_options(plan.topic),
-                                     real_time_ms=real_time_ms)
+                                     real_time_ms=real_time_ms,
+                                     stage_observed=partial(self.record_errors.count, query_id))
             entry.state = QueryState(query_id, RUNNING)
             entry.health.started()
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)

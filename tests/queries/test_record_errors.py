@@ -145,8 +145,10 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
     _produce_rows(producer_factory(), name)
     # the plain one: 1 and 2, its HAVING divides by 0 and drops the row; 3, it is false; 4, R
     # divides by 0. The windowed one's rows go through a stage that writes them in time order;
-    # the HOPPING one's records are each in two windows' rows, and logged once.
+    # the HOPPING one's records are each in two windows' rows, and logged once; the SESSION and
+    # EMIT FINAL ones' WHERE is evaluated before their windows' keyed state.
     sink, windowed, hopping = f"{name}_A", f"{name}_W", f"{name}_H"
+    session, final = f"{name}_S", f"{name}_F"
     earliest(spark_node, f"CREATE TABLE {sink} AS SELECT ID, SUM(A) / SUM(B) AS Q, "
                          f"SUM(A) / (SUM(B) - 3) AS R FROM {name} GROUP BY ID "
                          "HAVING SUM(A) / (SUM(B) - 2) >= 0;"
@@ -154,7 +156,11 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
                          f"FROM {name} WINDOW TUMBLING (SIZE 1 HOUR) GROUP BY ID;"
                          f"CREATE TABLE {hopping} AS SELECT ID, COUNT(*) AS C FROM {name} "
                          "WINDOW HOPPING (SIZE 1 HOUR, ADVANCE BY 30 MINUTES) "
-                         "WHERE A % B = 0 GROUP BY ID;")
+                         "WHERE A % B = 0 GROUP BY ID;"
+                         f"CREATE TABLE {session} AS SELECT ID, COUNT(*) AS C FROM {name} "
+                         "WINDOW SESSION (1 HOUR) WHERE A % B = 0 GROUP BY ID;"
+                         f"CREATE TABLE {final} AS SELECT ID, COUNT(*) AS C FROM {name} "
+                         "WINDOW TUMBLING (SIZE 1 HOUR) WHERE A % B = 0 GROUP BY ID EMIT FINAL;")
     assert _values(kafka_settings, sink, 4) == [{"Q": 2, "R": None}]
     ids = {q["sinks"][0]: query_id for query_id, q in queries(spark_node).items()
            if q["sinks"] and q["sinks"][0].startswith(name)}
@@ -178,7 +184,8 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
     for query, (logger, message) in {
             windowed: ("Aggregate.Project", "Error computing expression (KSQL_AGG_VARIABLE_0 / "
                                             "(KSQL_AGG_VARIABLE_1 - 3)) for column R with index 0"),
-            hopping: ("WhereFilter", "Error evaluating predicate ((A % B) = 0)")}.items():
+            **dict.fromkeys((hopping, session, final), (
+                "WhereFilter", "Error evaluating predicate ((A % B) = 0)"))}.items():
         [entry] = eventually(partial(_entries, kafka_settings, spark_node, ids[query], 1), 90,
                              f"{query}'s failed row in the processing log", interval=1)
         assert (entry["logger"], entry["message"]["recordProcessingError"]["errorMessage"]) == (
@@ -193,6 +200,60 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
                                    for e in pushed} == {
         "Error computing expression (10 / (KSQL_AGG_VARIABLE_0 - 1)) for column X with index 1"
     }, "a push query projects its grouping columns too"
+
+
+def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_stage_computes(
+        spark_node: ServerProcess, producer_factory: Callable[..., Producer],
+        kafka_settings: KafkaSettings) -> None:
+    """Their aggregate SELECT runs in the batch stage of each micro-batch, whose observations
+    reach no streaming progress: the stage measures the rows it kept once they are written."""
+    name = _rows_source(spark_node, "RPT", table=True)
+    ksql(spark_node, f"CREATE STREAM {name}_L (ID INT KEY, A INT) WITH (KAFKA_TOPIC="
+                     f"'{name}_L', PARTITIONS=1, VALUE_FORMAT='JSON');")
+    producer = producer_factory()
+    _produce_rows(producer, name)
+    for key, at in [(1, 1000), (1, 1500), (3, 2500), (2, 3500)]:  # each closes the one before
+        producer.produce(f"{name}_L", key=struct.pack(">i", key),
+                         value=json.dumps({"A": key}).encode(), timestamp=at)
+    assert producer.flush(30) == 0
+    # the table's groups: A=4 (B: 2, 2, 0), whose R divides by 0; A=6 (B: 3), whose HAVING
+    # does. The closed windows: ID 1 (2 records) is kept, ID 3's HAVING divides by 0.
+    grouped, final = f"{name}_G", f"{name}_FH"
+    earliest(spark_node, f"CREATE TABLE {grouped} AS SELECT A, COUNT(*) AS C, "
+                         f"10 / (SUM(B) - 4) AS R FROM {name}_T GROUP BY A "
+                         "HAVING 6 / (SUM(B) - 3) >= 0;"
+                         f"CREATE TABLE {final} AS SELECT ID, COUNT(*) AS C FROM {name}_L "
+                         "WINDOW TUMBLING (SIZE 1 SECOND, GRACE PERIOD 0 SECONDS) GROUP BY ID "
+                         "HAVING 10 / (COUNT(*) - 1) > 0 EMIT FINAL;")
+    assert _values(kafka_settings, final, 1) == [{"C": 2}]
+    ids = {q["sinks"][0]: query_id for query_id, q in queries(spark_node).items()
+           if q["sinks"] and q["sinks"][0].startswith(name)}
+    for query, expected in {
+            grouped: [("Aggregate.HavingFilter", "Error evaluating predicate ((6 / "
+                                                 "(KSQL_AGG_VARIABLE_2 - 3)) >= 0)"),
+                      ("Aggregate.Project", "Error computing expression (10 / "
+                                            "(KSQL_AGG_VARIABLE_1 - 4)) for column R with "
+                                            "index 1")],
+            final: [("Aggregate.HavingFilter", "Error evaluating predicate ((10 / "
+                                               "(KSQL_AGG_VARIABLE_1 - 1)) > 0)")]}.items():
+        entries = eventually(partial(_entries, kafka_settings, spark_node, ids[query],
+                                     len(expected)), 90,
+                             f"{query}'s failed rows in the processing log", interval=1)
+        assert sorted((e["logger"], e["message"]["recordProcessingError"]["errorMessage"],
+                       e["message"]["recordProcessingError"]["cause"]) for e in entries) == [
+            (f"processing.{ids[query]}.{logger}", message, ["/ by zero"])
+            for logger, message in expected]
+    assert eventually(lambda: _processing_errors(spark_node, ids[grouped]) == 2 or None, 60,
+                      "/metrics to count the table aggregation's two failed rows", interval=1)
+
+    table = f"{name}_T"
+    assert _pushed(spark_node, f"SELECT A, 10 / (SUM(B) - 4) AS R FROM {table} GROUP BY A "
+                               "EMIT CHANGES;", 2, partial(_push_logged, kafka_settings,
+                                                           spark_node, table, 1)) == [
+        [4, None], [6, -10]]
+    [pushed] = _push_entries(kafka_settings, spark_node, table) or [None]
+    assert pushed["message"]["recordProcessingError"]["errorMessage"] == (
+        "Error computing expression (10 / (KSQL_AGG_VARIABLE_0 - 4)) for column R with index 1")
 
 
 def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(

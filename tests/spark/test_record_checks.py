@@ -374,6 +374,66 @@ def test_an_aggregations_checks_keep_no_state_of_their_own(spark: Any) -> None:
         "max(ROWTIME)"
 
 
+@pytest.mark.parametrize("stream_state", [True, False])
+@pytest.mark.parametrize("window", ["SESSION (10 SECONDS)", "TUMBLING (SIZE 10 SECONDS)"])
+def test_session_and_emit_final_windows_check_their_where_on_the_streams_records(
+        window: str, stream_state: bool) -> None:
+    """Their stage (keyed state, or for a checkpoint older than it, a replay of the stream)
+    reads the records after the WHERE: the stream's view, which the streaming query reads,
+    checks each record once."""
+    final = "" if window.startswith("SESSION") else " EMIT FINAL"
+    results, image = run_script(SOURCE + "CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S "
+                                f"WINDOW {window} WHERE N / B > 0 GROUP BY ID{final};")
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    [query] = image.queries.values()
+    plan = compile_query(query, image, stream_state=stream_state)
+    checked = plan.checked
+    assert checked is not None and plan.batch is not None
+    assert [(c.logger, c.message) for c in checked.checks] == [
+        ("WhereFilter", "Error evaluating predicate ((N / B) > 0)")]
+    [step] = [s for s in plan.steps if s.view == checked.view]  # a streaming step's
+    assert step.observed is not None and all(s.view != step.view for s in plan.batch.steps)
+    assert step.view == checked.reads[-1] and not checked.carried
+
+
+def test_a_table_aggregation_is_checked_in_its_stage_over_the_groups_its_changes_touched(
+        spark: Any) -> None:
+    """A table aggregation's aggregate SELECT runs in its batch stage, over the rows of the
+    groups a micro-batch's changes touched and those changes as sentinels: the checks are a
+    step of the stage, whose aggregate calls leave the sentinels out as the SELECT's do."""
+    plan = _plan_of(
+        "CREATE TABLE U (ID INT PRIMARY KEY, K INT, M INT) WITH (KAFKA_TOPIC='u', "
+        "VALUE_FORMAT='JSON');CREATE TABLE T AS SELECT K, COUNT(*) AS C, 10 / (SUM(M) - 4) AS R "
+        "FROM U GROUP BY K HAVING 6 / (SUM(M) - 3) >= 0;")
+    aggregated, stage = plan.aggregated, plan.batch
+    assert aggregated is not None and aggregated.carried and stage is not None
+    assert [(c.logger, c.message) for c in aggregated.checks] == [
+        ("Aggregate.Project", "Error computing expression (10 / (KSQL_AGG_VARIABLE_1 - 4)) "
+         "for column R with index 1"),
+        ("Aggregate.HavingFilter", "Error evaluating predicate ((6 / (KSQL_AGG_VARIABLE_2 - "
+         "3)) >= 0)")]
+    [step] = [s for s in stage.steps if s.view == aggregated.view]
+    assert step.sql is not None and step.observed is not None
+    assert all(s.view != aggregated.view for s in plan.steps), "not a streaming step"
+    rows = [(1, 1, 2, 1000, 0, 1, False, [], False), (2, 1, 2, 1001, 0, 2, False, [], False),
+            (2, 1, 2, 1001, 0, 2, False, [], True),  # K 1: SUM(M) is 4, R divides by 0
+            (3, 2, 3, 1002, 0, 3, False, [], False),
+            (3, 2, 3, 1002, 0, 3, False, [], True),  # K 2: the HAVING divides by 0
+            (4, 3, 3, 1003, 0, 4, False, [], False)]  # K 3: no change touched it
+    spark.createDataFrame(rows, "ID INT, K INT, M INT, ROWTIME BIGINT, ROWPARTITION INT, "
+                          "ROWOFFSET BIGINT, __MS_NULL_VALUE BOOLEAN, __MS_HEADERS ARRAY<STRUCT<"
+                          "key: STRING, value: BINARY>>, __MS_SENTINEL BOOLEAN"
+                          ).createOrReplaceTempView(stage.view)
+    spark.sql(step.sql).createOrReplaceTempView(aggregated.view)
+    [observation] = spark.sql(f"SELECT {', '.join(step.observed[1])} FROM "
+                              f"`{aggregated.view}`").collect()
+    assert [observation["failed0"], observation["failed1"]] == [1, 1]
+    [projected], [having] = observation[f"{CARRIED}0"], observation[f"{CARRIED}1"]
+    # K, the group's; ROWTIME for COUNT(*), the newest member's; M, not kept; then each call
+    assert json.loads(projected["record"]) == [1, 1001, None, 2, 4, 4]
+    assert json.loads(having["record"]) == [2, 1002, None, 1, 3, 3]
+
+
 def test_a_join_of_streams_is_checked_in_its_selects_view_before_its_where_filters_it(
         spark: Any) -> None:
     """A stream-stream join's rows exist only in its SELECT: the view of that SELECT computes
