@@ -22,7 +22,7 @@ from metastore.cluster.membership import read_heartbeats
 from metastore.core.exceptions import MetastoreError
 from metastore.kafka.admin import Admin
 from metastore.kafka.consumer import EndOffsetProbe, Headers
-from metastore.kafka.exceptions import KafkaUnavailableError
+from metastore.kafka.exceptions import KafkaTopicError, KafkaUnavailableError
 from metastore.kafka.producer import RecordProducer, TransactionalProducer
 from metastore.kafka.settings import KafkaSettings
 from metastore.log.backup import StoredRecord, TopicShape, read_records
@@ -264,17 +264,26 @@ def recreate(admin: Admin, topic: str, shape: TopicShape, within: float = 60.0) 
             raise RepairError(f"{topic} still exists {within:.0f}s after it was deleted")
         time.sleep(0.2)
     ensure_command_topic(admin, spec, admin.broker_count())
-    return _new_topic_id(admin, topic, old_id, deadline)
+    return new_topic_id(admin, topic, old_id, within)
 
 
-def _new_topic_id(admin: Admin, topic: str, old_id: str | None, deadline: float) -> str:
+def new_topic_id(admin: Admin, topic: str, old_id: str | None, within: float,
+                 pause: float = 0.1) -> str:
     """The re-created topic's id, once the broker's metadata has caught up with the controller:
-    a broker may describe the deleted topic for a moment after the new one was created."""
-    while (new_id := admin.topic_id(topic)) == old_id:
+    a broker may describe the deleted topic, or none, for a moment after the new one was
+    created."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            new_id = admin.topic_id(topic)
+        except KafkaTopicError:
+            new_id = None
+        if new_id is not None and new_id != old_id:
+            return new_id
         if time.monotonic() > deadline:
-            raise RepairError(f"{topic} kept its topic id {old_id}: it was not re-created")
-        time.sleep(0.1)
-    return new_id
+            raise RepairError(f"{topic} kept its topic id {old_id}: it was not re-created"
+                              if new_id is not None else f"{topic} was not re-created")
+        time.sleep(pause)
 
 
 def rewrite(settings: KafkaSettings, admin: Admin, service_id: str, topic: str,

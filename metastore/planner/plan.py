@@ -774,19 +774,20 @@ class _Planner:
         """The checks of the query's stream rows (observed on its stream view, or on the view
         of its stream's joins with tables), for a query that reads one stream, or one table's
         changelog, and joins nothing else, without a table function or a batch stage other than
-        SESSION or EMIT FINAL windows' (which reads the stream's records after their WHERE)
-        (:mod:`metastore.planner.record_checks`); or of a join of streams' rows,
-        which its SELECT's view holds (:meth:`_joined_checks`)."""
+        SESSION or EMIT FINAL windows' keyed state's (whose operators read the stream's records
+        after their WHERE, through a shuffle: a micro-batch's stage that reads their output
+        again computes the stream's view once) (:mod:`metastore.planner.record_checks`); or of
+        a join of streams' rows, which its SELECT's view holds (:meth:`_joined_checks`)."""
         if self.joined is not None:
             return self.joined
-        reads, source, strategy = self.stream_reads, self.analysis.reads[0].source, self.strategy
+        reads, source = self.stream_reads, self.analysis.reads[0].source
         if len(reads) > 1 and reads[-2] == f"{reads[-1]}_timed":
             reads = reads[:-1]  # a record's, not the HOPPING windows' rows it is in
-        read_as_stream = source.kind is SourceKind.STREAM or strategy.changelog
+        read_as_stream = source.kind is SourceKind.STREAM or self.strategy.changelog
         joined = self._checked_joins()
-        windows_stage = strategy.session is not None or strategy.final is not None
+        windows_state = bool(self.session_stream or self.final_stream)
         if ((len(self.analysis.reads) != 1 and joined is None) or not read_as_stream
-                or not reads or self.generated or (self.batch is not None and not windows_stage)
+                or not reads or self.generated or (self.batch is not None and not windows_state)
                 or self.changelog_view):
             return None
         where = self.select.args.get("where")
@@ -804,12 +805,14 @@ class _Planner:
 
     def _aggregated_checks(self) -> CheckedRows | None:
         """The checks of an aggregation's aggregated rows (its HAVING's and its SELECT's outside
-        its aggregate calls' arguments), when its aggregate SELECT is a streaming step of its
-        own: that SELECT, with the checks' columns and the record's, becomes the view they are
-        observed on (:func:`~metastore.planner.record_checks.selected_rows`)."""
+        its aggregate calls' arguments), when its aggregate SELECT is a step of its own, in the
+        stream or in the batch stage: that SELECT, with the checks' columns and the record's,
+        becomes the view they are observed on
+        (:func:`~metastore.planner.record_checks.selected_rows`). Of a table's aggregation, the
+        record's time is its newest change's, as the row written."""
         staged = self._aggregates_in_stage()
         if not self.analysis.aggregate or not (staged or self._selects_rows()):
-            return None  # a SESSION's aggregate SELECT is computed twice, in its sessions' diff
+            return None  # a SESSION's, or an EMIT FINAL's replayed: its stage computes it twice
         having = next((item.this.this for item in self.select.expressions  # NOT coalesce(..)
                        if item.alias == NULL_VALUE), None) if self.having is not None else None
         view = f"{self.prefix}_aggregated"
@@ -819,8 +822,15 @@ class _Planner:
             len(self.aggregated_values), aggregated=True)
         if found is None:
             return None
-        self._observed_select(found, self.aggregated_values, self._newest_time(),
-                              self.select.args.get("where"), staged=staged)
+        newest = order = self._newest_time()
+        sentinels = self.rows_alias if staged and self._aggregates_touched_groups else None
+        if sentinels is not None:
+            order = exp.Filter(this=newest.copy(), expression=exp.Where(
+                this=exp.column(SENTINEL, table=sentinels, quoted=True)))
+        values = [exp.alias_(order.copy(), value.alias, quoted=True) if value.this == newest
+                  else value for value in self.aggregated_values]
+        self._observed_select(found, values, order, self.select.args.get("where"),
+                              staged=staged, sentinels=sentinels)
         return found.checked
 
     def _aggregates_in_stage(self) -> bool:
@@ -901,18 +911,18 @@ class _Planner:
                    for c in self.sink.columns)
 
     def _observed_select(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
-                         order: exp.Expr, where: exp.Expr | None, *, staged: bool = False
-                         ) -> None:
+                         order: exp.Expr, where: exp.Expr | None, *, staged: bool = False,
+                         sentinels: str | None = None) -> None:
         """Make the query's SELECT, with ``values`` and ``found``'s columns and ``where`` for
         its WHERE, the step ``found`` observes, which carries its first failing rows by
         ``order``; the query's rows are that view's. ``staged``: the SELECT is the batch
-        stage's, whose step it becomes (a table aggregation's added aggregate calls leave its
-        sentinels out, as its own do)."""
+        stage's, whose step it becomes; ``sentinels``: the alias of rows it aggregates with
+        sentinels, which the aggregate calls it adds leave out, as its own do."""
         checks = sqlglot.parse_one(f"SELECT {', '.join(found.columns)}", dialect="spark")
         added = [item.copy() for item in [*values, *checks.expressions]]
-        if staged and self._aggregates_touched_groups:
+        if sentinels is not None:
             for item in added:
-                leave_out_sentinels(item, self.rows_alias)
+                leave_out_sentinels(item, sentinels)
         observed = self.select.copy()
         observed.set("expressions", [
             *self.select.expressions, *added,

@@ -11,6 +11,7 @@ resumes after the last micro-batch it committed.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,10 +51,12 @@ from metastore.spark.session import query_session
 from metastore.spark.views import query_read_options
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import Column, DataFrame, Row, SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryListener
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+log = logging.getLogger(__name__)
 
 ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 """The state store ``transformWithState`` needs (a query's checkpoint keeps the one it started
@@ -129,8 +132,11 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
         writer = (session.sql(plan.sql).writeStream.format("kafka").options(**sink_options)
                   .outputMode(plan.output_mode))
     elif plan.batch is None:
-        writer = (session.sql(plan.sql).writeStream.foreachBatch(emit)
-                  .outputMode(plan.output_mode))
+        def write(rows: DataFrame, batch_id: int) -> None:  # whether it wrote, no one asks
+            emit(rows, batch_id)
+
+        writer = session.sql(plan.sql).writeStream.foreachBatch(write).outputMode(
+            plan.output_mode)
     else:
         writer = _stage_writer(session, plan, checkpoint, kafka_options, emit, stage_observed)
     writer = writer.option("checkpointLocation", checkpoint.location).queryName(plan.query_id)
@@ -142,12 +148,12 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     return writer.start()
 
 
-Emit = Callable[["DataFrame", int], None]
-"""Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id."""
+Emit = Callable[["DataFrame", int], bool | None]
+"""Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id;
+False when it wrote nothing, an earlier attempt having written the micro-batch."""
 
 Kept = list[tuple["DataFrame", tuple[str, tuple[str, ...]]]]
-"""A batch stage's observed steps: each step's frame, cached, and its observation (a name and
-its measures)."""
+"""A batch stage's observed steps: each step's frame, cached, and its :attr:`Step.observed`."""
 
 StageObserved = Callable[[Mapping[str, Any]], None]
 """Hears, once per micro-batch, what each observed step of a batch stage measured, by the
@@ -179,12 +185,12 @@ def transactional_sink(sink_options: Mapping[str, str], transactional_id: str,
     topic = sink_options["topic"]
     checkpoint_id: list[str] = []
 
-    def write(rows: DataFrame, batch_id: int) -> None:
+    def write(rows: DataFrame, batch_id: int) -> bool:
         if not checkpoint_id:  # Spark writes it when the query first starts, before a batch
             checkpoint_id.append(str(json.loads(checkpoint.read_text("metadata"))["id"]))
         jvm: Any = rows.sparkSession._jvm
-        _java_class(jvm, TRANSACTIONAL_SINK_CLASS).write(
-            rows._jdf, config, topic, transactional_id, checkpoint_id[0], batch_id)
+        return bool(_java_class(jvm, TRANSACTIONAL_SINK_CLASS).write(
+            rows._jdf, config, topic, transactional_id, checkpoint_id[0], batch_id))
 
     return write
 
@@ -233,20 +239,22 @@ def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: Checkpoint
     micro-batch, its rows as the stage's view, the stage's steps over the source topics read up
     to the micro-batch's end, and the plan's SQL over them, whose result goes to ``emit``. A
     batch query's observed metrics reach no progress: an observed step's rows are kept (Spark's
-    cache) while the result is written, then measured, and ``observed`` hears the measures."""
+    cache) while the result is written, then measured, and ``observed`` hears the measures,
+    unless the micro-batch wrote nothing (an exactly-once query's, written before). A
+    measurement that fails is logged: the micro-batch's result is written already."""
     stage = plan.batch
     assert stage is not None, "a plan with a batch stage"
 
     def run_micro_batch(rows: DataFrame, batch_id: int) -> None:
         batch_session = rows.sparkSession
         rows.createOrReplaceTempView(stage.view)
-        kept: Kept | None = [] if observed is not None else None
-        _register(batch_session, stage.steps, kafka_options,
-                  micro_batch_ends(checkpoint, batch_id), kept=kept)
+        kept: Kept | None = None if observed is None else []
         try:
-            emit(batch_session.sql(plan.sql), batch_id)
-            if observed is not None and kept:
-                observed(_measured(kept))
+            _register(batch_session, stage.steps, kafka_options,
+                      micro_batch_ends(checkpoint, batch_id), kept=kept)
+            written = emit(batch_session.sql(plan.sql), batch_id)
+            if kept and observed is not None and written is not False:
+                _hand_measured(kept, observed, plan.query_id, batch_id)
         finally:
             for frame, _ in kept or ():
                 frame.unpersist()
@@ -299,12 +307,21 @@ def micro_batch_ends(checkpoint: CheckpointDir, batch_id: int) -> dict[str, dict
     return ends
 
 
-def _measured(kept: Kept) -> dict[str, Any]:
-    """What each kept frame's observation measures over its rows, by the observation's name."""
+def _hand_measured(kept: Kept, observed: StageObserved, query_id: str, batch_id: int) -> None:
+    """Hand ``observed`` what each kept frame's observation measures over its rows, by the
+    observation's name."""
+    try:
+        observed({name: frame.agg(*_columns(measures)).collect()[0]
+                  for frame, (name, measures) in kept})
+    except Exception:  # the result is written: failing the micro-batch would write it again
+        log.warning("%s: could not measure the checks of micro-batch %d", query_id, batch_id,
+                    exc_info=True)
+
+
+def _columns(expressions: tuple[str, ...]) -> list[Column]:
     from pyspark.sql.functions import expr
 
-    return {name: frame.agg(*(expr(measure) for measure in measures)).collect()[0]
-            for frame, (name, measures) in kept}
+    return [expr(expression) for expression in expressions]
 
 
 def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Mapping[str, str],
@@ -337,10 +354,8 @@ def _register(session: SparkSession, steps: tuple[Step, ...], kafka_options: Map
             frame = frame.persist()
             kept.append((frame, step.observed))
         elif step.observed is not None:
-            from pyspark.sql.functions import expr
-
             name, measures = step.observed
-            frame = frame.observe(name, *(expr(measure) for measure in measures))
+            frame = frame.observe(name, *_columns(measures))
         if step.watermark_ms is not None:
             frame = frame.withWatermark("__MS_TS", f"{step.watermark_ms} milliseconds")
         frame.createOrReplaceTempView(step.view)

@@ -200,6 +200,8 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
                                    for e in pushed} == {
         "Error computing expression (10 / (KSQL_AGG_VARIABLE_0 - 1)) for column X with index 1"
     }, "a push query projects its grouping columns too"
+    for query in (session, final):  # each record once, though their stages read it again
+        assert _processing_errors(spark_node, ids[query]) == 1
 
 
 def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_stage_computes(
@@ -212,7 +214,8 @@ def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_sta
                      f"'{name}_L', PARTITIONS=1, VALUE_FORMAT='JSON');")
     producer = producer_factory()
     _produce_rows(producer, name)
-    for key, at in [(1, 1000), (1, 1500), (3, 2500), (2, 3500)]:  # each closes the one before
+    for key, at in [(1, 1000), (1, 1500), (3, 2500), (2, 3500)]:  # 2,500 closes ID 1's window,
+        # 3,500 ID 3's
         producer.produce(f"{name}_L", key=struct.pack(">i", key),
                          value=json.dumps({"A": key}).encode(), timestamp=at)
     assert producer.flush(30) == 0
@@ -243,9 +246,6 @@ def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_sta
                        e["message"]["recordProcessingError"]["cause"]) for e in entries) == [
             (f"processing.{ids[query]}.{logger}", message, ["/ by zero"])
             for logger, message in expected]
-    assert eventually(lambda: _processing_errors(spark_node, ids[grouped]) == 2 or None, 60,
-                      "/metrics to count the table aggregation's two failed rows", interval=1)
-
     table = f"{name}_T"
     assert _pushed(spark_node, f"SELECT A, 10 / (SUM(B) - 4) AS R FROM {table} GROUP BY A "
                                "EMIT CHANGES;", 2, partial(_push_logged, kafka_settings,
@@ -254,6 +254,17 @@ def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_sta
     [pushed] = _push_entries(kafka_settings, spark_node, table) or [None]
     assert pushed["message"]["recordProcessingError"]["errorMessage"] == (
         "Error computing expression (10 / (KSQL_AGG_VARIABLE_0 - 4)) for column R with index 1")
+
+    # a micro-batch that changes A=6 alone (B: 3, 3: kept, R is 5) evaluates no other group
+    producer.produce(name, key=struct.pack(">i", 5),
+                     value=json.dumps({"TXT": "1", "A": 6, "B": 3}).encode())
+    assert producer.flush(30) == 0
+    eventually(lambda: {"C": 2, "R": 5} in [json.loads(value) for value in values_to_end(
+        kafka_settings, grouped) if value is not None] or None, 60, "A=6's new row")
+    assert _entries(kafka_settings, spark_node, ids[grouped], 2) is not None
+    for query, failed in {grouped: 2, final: 1}.items():
+        assert eventually(lambda q=ids[query], n=failed: _processing_errors(spark_node, q) == n
+                          or None, 60, f"/metrics to count {query}'s failed rows", interval=1)
 
 
 def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(

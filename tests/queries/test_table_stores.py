@@ -72,11 +72,14 @@ def test_key_lookups_come_from_the_store_and_see_updates_and_deletes(
 
     def store_lags() -> dict[str, Any] | None:  # the store, in /clusterStatus, caught up
         hosts = httpx.get(f"{node.url}/clusterStatus", timeout=10).json()["clusterStatus"]
-        return next((host["hostStoreLags"]["stateStoreLags"][f"{name}#materialized"]
-                     for host in hosts.values()
-                     if f"{name}#materialized" in host["hostStoreLags"]["stateStoreLags"]), None)
+        found = next((host["hostStoreLags"]["stateStoreLags"][f"{name}#materialized"]
+                      for host in hosts.values()
+                      if f"{name}#materialized" in host["hostStoreLags"]["stateStoreLags"]), None)
+        measured = found is not None and sum(  # the lags are measured once a second
+            v["endOffsetPosition"] for v in found["lagByPartition"].values()) == 9
+        return found if measured else None
 
-    lags = eventually(store_lags, 30, "the table's store in /clusterStatus")
+    lags = eventually(store_lags, 30, "the table's store's 9 records in /clusterStatus")
     assert lags["size"] == 2 and {p: (v["endOffsetPosition"], v["offsetLag"])
                                   for p, v in lags["lagByPartition"].items()} == {
         "0": (5, 0), "1": (4, 0)}, "9 records in its 2 partitions, every one read"
