@@ -91,6 +91,7 @@ from metastore.planner.stages import (
     table_join_stage,
     touched_by_foreign_key,
     touched_keys,
+    touched_sessions,
 )
 from metastore.planner.steps import (
     HEADERS,
@@ -810,12 +811,13 @@ class _Planner:
         becomes the view they are observed on
         (:func:`~metastore.planner.record_checks.selected_rows`). Of a table's aggregation, the
         record's time is its newest change's, as the row written."""
-        staged = self._aggregates_in_stage()
-        if not self.analysis.aggregate or not (staged or self._selects_rows()):
-            return None  # a SESSION's, or an EMIT FINAL's replayed: its stage computes it twice
+        staged, sessions = self._aggregates_in_stage(), self._aggregates_sessions()
+        if not self.analysis.aggregate or not (staged or sessions or self._selects_rows()):
+            return None  # an EMIT FINAL's replayed, or of SESSION windows: several in its stage
         having = next((item.this.this for item in self.select.expressions  # NOT coalesce(..)
                        if item.alias == NULL_VALUE), None) if self.having is not None else None
-        view = f"{self.prefix}_aggregated"
+        view = (touched_sessions(self.sessions_view) if sessions
+                else f"{self.prefix}_aggregated")
         found = record_checks.selected_rows(
             self.failures, self.texts, having.sql(dialect="spark", identify=True)
             if having is not None else None, view, self.analysis.reads[0].source.topic,
@@ -829,9 +831,34 @@ class _Planner:
                 this=exp.column(SENTINEL, table=sentinels, quoted=True)))
         values = [exp.alias_(order.copy(), value.alias, quoted=True) if value.this == newest
                   else value for value in self.aggregated_values]
-        self._observed_select(found, values, order, self.select.args.get("where"),
-                              staged=staged, sentinels=sentinels)
+        if sessions:
+            self._observed_sessions(found, values, order)
+        else:
+            self._observed_select(found, values, order, self.select.args.get("where"),
+                                  staged=staged, sentinels=sentinels)
         return found.checked
+
+    def _aggregates_sessions(self) -> bool:
+        """Whether the aggregate SELECT is a SESSION aggregation's over its keyed sessions, whose
+        stage computes it for the sessions a micro-batch touched and for those it merged away
+        (:func:`~metastore.planner.stages.session_changes`)."""
+        return (bool(self.session_stream) and not self.analysis.query.emit_final
+                and not self._names_checked_columns())
+
+    def _observed_sessions(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
+                           order: exp.Expr) -> None:
+        """Compute the checks' columns in a SESSION aggregation's SELECT of the sessions a
+        micro-batch touched, and observe its view of those: the sessions it merged away are
+        not evaluated again."""
+        assert self.batch is not None
+        touched = found.checked.view
+        computed = touched.removesuffix("_touched")
+        sql = self._checked_select(found, values, order, self.select.args.get("where"))
+        observed = record_checks.observed(found.checked, quote(record_checks.CHECKED_ORDER))
+        self.batch = replace(self.batch, steps=tuple(
+            replace(step, sql=sql) if step.view == computed
+            else replace(step, observed=observed) if step.view == touched else step
+            for step in self.batch.steps))
 
     def _aggregates_in_stage(self) -> bool:
         """Whether the aggregate SELECT is the batch stage's, computed each micro-batch over
@@ -916,8 +943,24 @@ class _Planner:
         """Make the query's SELECT, with ``values`` and ``found``'s columns and ``where`` for
         its WHERE, the step ``found`` observes, which carries its first failing rows by
         ``order``; the query's rows are that view's. ``staged``: the SELECT is the batch
-        stage's, whose step it becomes; ``sentinels``: the alias of rows it aggregates with
-        sentinels, which the aggregate calls it adds leave out, as its own do."""
+        stage's, whose step it becomes; ``sentinels``: as :meth:`_checked_select`'s."""
+        view = found.checked.view
+        step = Step(view, self._checked_select(found, values, order, where, sentinels),
+                    observed=record_checks.observed(found.checked,
+                                                    quote(record_checks.CHECKED_ORDER)))
+        if staged:
+            assert self.batch is not None
+            self.batch = replace(self.batch, steps=(*self.batch.steps, step))
+        else:
+            self.steps.append(step)
+        self.inner = f"SELECT * FROM {quote(view)}"
+
+    def _checked_select(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
+                        order: exp.Expr, where: exp.Expr | None, sentinels: str | None = None
+                        ) -> str:
+        """The query's SELECT with ``values``, ``found``'s columns and ``order`` added, and
+        ``where`` for its WHERE; ``sentinels``: the alias of rows it aggregates with sentinels,
+        which the aggregate calls it adds leave out, as its own do."""
         checks = sqlglot.parse_one(f"SELECT {', '.join(found.columns)}", dialect="spark")
         added = [item.copy() for item in [*values, *checks.expressions]]
         if sentinels is not None:
@@ -928,16 +971,7 @@ class _Planner:
             *self.select.expressions, *added,
             exp.alias_(order, record_checks.CHECKED_ORDER, quoted=True)])
         observed.set("where", where.copy() if where is not None else None)
-        view = found.checked.view
-        step = Step(view, observed.sql(dialect="spark", identify=True),
-                    observed=record_checks.observed(found.checked,
-                                                    quote(record_checks.CHECKED_ORDER)))
-        if staged:
-            assert self.batch is not None
-            self.batch = replace(self.batch, steps=(*self.batch.steps, step))
-        else:
-            self.steps.append(step)
-        self.inner = f"SELECT * FROM {quote(view)}"
+        return observed.sql(dialect="spark", identify=True)
 
     def _column_text(self, column: exp.Column) -> str:
         """``column`` as ksqlDB's messages name it (``ALIAS_COLUMN`` after a join)."""

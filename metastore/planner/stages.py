@@ -228,6 +228,7 @@ def session_changes(stage: BatchStage, aggregation: str, select: exp.Select,
     input_view = stage.steps[-2].view
     earlier_view = stage.steps[-1].view
     after, before = f"{input_view}_sessions", f"{earlier_view}_sessions"
+    touched = touched_sessions(input_view)
     earlier = aggregation.replace(quote(input_view), quote(earlier_view))
     names = [item.alias_or_name for item in select.expressions]
     keys = [c.name for c in sink.key_columns]
@@ -237,12 +238,19 @@ def session_changes(stage: BatchStage, aggregation: str, select: exp.Select,
         + [f"b.{quote(bound)} = a.{quote(bound)}" for bound in (WINDOW_START, WINDOW_END)])
     deleted = ", ".join(f"true AS {quote(n)}" if n == NULL_VALUE else f"b.{quote(n)}"
                         for n in names)
-    changes = (f"SELECT * FROM {quote(after)} WHERE {quote(TOUCHED)} = 1 UNION ALL "
-               f"SELECT {deleted} FROM {quote(before)} AS b LEFT SEMI JOIN (SELECT * FROM "
-               f"{quote(after)} WHERE {quote(TOUCHED)} = 1) AS t ON {same_key} "
-               f"LEFT ANTI JOIN {quote(after)} AS a ON {same_session}")
-    steps = (*stage.steps, Step(after, aggregation), Step(before, earlier))
+    changes = (f"SELECT {', '.join(quote(n) for n in names)} FROM {quote(touched)} UNION ALL "
+               f"SELECT {deleted} FROM {quote(before)} AS b LEFT SEMI JOIN {quote(touched)} "
+               f"AS t ON {same_key} LEFT ANTI JOIN {quote(after)} AS a ON {same_session}")
+    steps = (*stage.steps, Step(after, aggregation),
+             Step(touched, f"SELECT * FROM {quote(after)} WHERE {quote(TOUCHED)} = 1"),
+             Step(before, earlier))
     return replace(stage, steps=steps), changes
+
+
+def touched_sessions(input_view: str) -> str:
+    """The view of the sessions a micro-batch's records changed, each with its new value (the
+    rows :func:`session_changes` writes, but tombstones), of a stage reading ``input_view``."""
+    return f"{input_view}_sessions_touched"
 
 
 def aggregate_touched_groups(select: exp.Select, alias: str) -> None:

@@ -204,7 +204,7 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
         assert _processing_errors(spark_node, ids[query]) == 1
 
 
-def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_stage_computes(
+def test_table_session_and_emit_final_aggregations_log_the_rows_their_stage_computes(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings) -> None:
     """Their aggregate SELECT runs in the batch stage of each micro-batch, whose observations
@@ -220,15 +220,19 @@ def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_sta
                          value=json.dumps({"A": key}).encode(), timestamp=at)
     assert producer.flush(30) == 0
     # the table's groups: A=4 (B: 2, 2, 0), whose R divides by 0; A=6 (B: 3), whose HAVING
-    # does. The closed windows: ID 1 (2 records) is kept, ID 3's HAVING divides by 0.
-    grouped, final = f"{name}_G", f"{name}_FH"
+    # does. The closed windows and the sessions: ID 1 (2 records) is kept, the HAVING of ID 3
+    # (and of ID 2's session) divides by 0.
+    grouped, final, sessions = f"{name}_G", f"{name}_FH", f"{name}_SH"
     earliest(spark_node, f"CREATE TABLE {grouped} AS SELECT A, COUNT(*) AS C, "
                          f"10 / (SUM(B) - 4) AS R FROM {name}_T GROUP BY A "
                          "HAVING 6 / (SUM(B) - 3) >= 0;"
                          f"CREATE TABLE {final} AS SELECT ID, COUNT(*) AS C FROM {name}_L "
                          "WINDOW TUMBLING (SIZE 1 SECOND, GRACE PERIOD 0 SECONDS) GROUP BY ID "
-                         "HAVING 10 / (COUNT(*) - 1) > 0 EMIT FINAL;")
+                         "HAVING 10 / (COUNT(*) - 1) > 0 EMIT FINAL;"
+                         f"CREATE TABLE {sessions} AS SELECT ID, COUNT(*) AS C FROM {name}_L "
+                         "WINDOW SESSION (1 HOUR) GROUP BY ID HAVING 10 / (COUNT(*) - 1) > 0;")
     assert _values(kafka_settings, final, 1) == [{"C": 2}]
+    assert _values(kafka_settings, sessions, 1) == [{"C": 2}]
     ids = {q["sinks"][0]: query_id for query_id, q in queries(spark_node).items()
            if q["sinks"] and q["sinks"][0].startswith(name)}
     for query, expected in {
@@ -238,7 +242,10 @@ def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_sta
                                             "(KSQL_AGG_VARIABLE_1 - 4)) for column R with "
                                             "index 1")],
             final: [("Aggregate.HavingFilter", "Error evaluating predicate ((10 / "
-                                               "(KSQL_AGG_VARIABLE_1 - 1)) > 0)")]}.items():
+                                               "(KSQL_AGG_VARIABLE_1 - 1)) > 0)")],
+            sessions: [("Aggregate.HavingFilter", "Error evaluating predicate ((10 / "
+                                                  "(KSQL_AGG_VARIABLE_1 - 1)) > 0)")] * 2
+            }.items():
         entries = eventually(partial(_entries, kafka_settings, spark_node, ids[query],
                                      len(expected)), 90,
                              f"{query}'s failed rows in the processing log", interval=1)
@@ -262,7 +269,7 @@ def test_a_table_aggregation_and_an_emit_final_log_the_aggregated_rows_their_sta
     eventually(lambda: {"C": 2, "R": 5} in [json.loads(value) for value in values_to_end(
         kafka_settings, grouped) if value is not None] or None, 60, "A=6's new row")
     assert _entries(kafka_settings, spark_node, ids[grouped], 2) is not None
-    for query, failed in {grouped: 2, final: 1}.items():
+    for query, failed in {grouped: 2, final: 1, sessions: 2}.items():
         assert eventually(lambda q=ids[query], n=failed: _processing_errors(spark_node, q) == n
                           or None, 60, f"/metrics to count {query}'s failed rows", interval=1)
 

@@ -18,6 +18,7 @@ from metastore.planner.plan import compile_query
 from metastore.planner.record_checks import CARRIED, observed
 from metastore.planner.steps import CheckedRows, QueryPlan
 from metastore.runtime.processing_log import FailedRows, failed_rows_select
+from metastore.spark.types import quote
 from metastore.testing.check import run_script
 
 SOURCE = ("CREATE STREAM S (ID INT KEY, S STRING, N INT, B BIGINT, BY BYTES, DE DECIMAL(4, 2)) "
@@ -397,6 +398,27 @@ def test_session_and_emit_final_windows_check_their_where_on_the_streams_records
     [step] = [s for s in plan.steps if s.view == checked.view]  # a streaming step's
     assert step.observed is not None and all(s.view != step.view for s in plan.batch.steps)
     assert step.view == checked.reads[-1] and not checked.carried
+
+
+def test_a_session_aggregation_is_checked_over_the_sessions_a_micro_batch_touched() -> None:
+    """Its stage computes its SELECT over the sessions a micro-batch touched and over those it
+    merged away (to delete them): the first computes the checks' columns, and its view of the
+    touched sessions, which the stage writes, is observed; the merged-away are not checked."""
+    plan = _plan_of(SOURCE + "CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S WINDOW SESSION "
+                             "(1 HOUR) GROUP BY ID HAVING 10 / (COUNT(*) - 1) > 0;")
+    aggregated, stage = plan.aggregated, plan.batch
+    assert aggregated is not None and aggregated.carried and stage is not None
+    assert [(c.logger, c.message) for c in aggregated.checks] == [
+        ("Aggregate.HavingFilter", "Error evaluating predicate ((10 / (KSQL_AGG_VARIABLE_1 - "
+         "1)) > 0)")]
+    steps = {step.view: step for step in stage.steps}
+    touched = steps[aggregated.view]
+    computed = steps[aggregated.view.removesuffix("_touched")]
+    merged_away = next(step for view, step in steps.items() if view.endswith("earlier_sessions"))
+    assert touched.observed is not None and touched.sql is not None
+    assert quote(computed.view) in touched.sql and "__ms_checked_condition0" in str(computed.sql)
+    assert "__ms_checked" not in str(merged_away.sql) and merged_away.observed is None
+    assert f"FROM {quote(aggregated.view)}" in plan.sql, "the stage writes the observed rows"
 
 
 def test_a_table_aggregation_is_checked_in_its_stage_over_the_groups_its_changes_touched(
