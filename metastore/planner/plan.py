@@ -813,7 +813,7 @@ class _Planner:
         record's time is its newest change's, as the row written."""
         staged, sessions = self._aggregates_in_stage(), self._aggregates_sessions()
         if not self.analysis.aggregate or not (staged or sessions or self._selects_rows()):
-            return None  # an EMIT FINAL's replayed, or of SESSION windows: several in its stage
+            return None  # a replayed EMIT FINAL's or SESSION's: its stage computes it twice
         having = next((item.this.this for item in self.select.expressions  # NOT coalesce(..)
                        if item.alias == NULL_VALUE), None) if self.having is not None else None
         view = (touched_sessions(self.sessions_view) if sessions
@@ -848,11 +848,12 @@ class _Planner:
     def _observed_sessions(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
                            order: exp.Expr) -> None:
         """Compute the checks' columns in a SESSION aggregation's SELECT of the sessions a
-        micro-batch touched, and observe its view of those: the sessions it merged away are
-        not evaluated again."""
+        micro-batch touched, and observe its view of those: the SELECT of the sessions it
+        merged away computes no check, and they are not logged."""
         assert self.batch is not None
         touched = found.checked.view
         computed = touched.removesuffix("_touched")
+        assert {computed, touched} <= {step.view for step in self.batch.steps}, touched
         sql = self._checked_select(found, values, order, self.select.args.get("where"))
         observed = record_checks.observed(found.checked, quote(record_checks.CHECKED_ORDER))
         self.batch = replace(self.batch, steps=tuple(

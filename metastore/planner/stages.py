@@ -249,7 +249,8 @@ def session_changes(stage: BatchStage, aggregation: str, select: exp.Select,
 
 def touched_sessions(input_view: str) -> str:
     """The view of the sessions a micro-batch's records changed, each with its new value (the
-    rows :func:`session_changes` writes, but tombstones), of a stage reading ``input_view``."""
+    rows :func:`session_changes` writes, but the tombstones of the sessions it merged away), of
+    a stage reading ``input_view``."""
     return f"{input_view}_sessions_touched"
 
 
