@@ -57,9 +57,10 @@ PER_PHASE = 600
 PAUSE = 0.02
 """Seconds between two input records: a phase lasts about 12 s, its fault 4 s into it."""
 FLUSH_SECONDS = 60
-"""How long a phase's producer waits for its records' acknowledgements: an idempotent
-producer (librdkafka 2.16) sometimes never resumes after the broker restart, the broker back
-after 9 s, so a new producer sends what it was not acknowledged."""
+"""How long a phase's producer waits for its records' acknowledgements before a new producer
+sends what it was not acknowledged: one (librdkafka 2.16, idempotent) was once never
+acknowledged after the broker restart, the broker back after 9 s, on a machine whose disk was
+nearly full."""
 EXACTLY_ONCE = {"processing.guarantee": "exactly_once_v2"}
 QUERIES = {
     "FILTERED": "CREATE STREAM {name} WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1) AS "
