@@ -812,7 +812,8 @@ class _Planner:
         (:func:`~metastore.planner.record_checks.selected_rows`). Of a table's aggregation, the
         record's time is its newest change's, as the row written."""
         staged, sessions = self._aggregates_in_stage(), self._aggregates_sessions()
-        if not self.analysis.aggregate or not (staged or sessions or self._selects_rows()):
+        if not self.analysis.aggregate or self._names_checked_columns() or not (
+                staged or sessions or self._selects_rows()):
             return None  # a replayed EMIT FINAL's or SESSION's: its stage computes it twice
         having = next((item.this.this for item in self.select.expressions  # NOT coalesce(..)
                        if item.alias == NULL_VALUE), None) if self.having is not None else None
@@ -842,8 +843,7 @@ class _Planner:
         """Whether the aggregate SELECT is a SESSION aggregation's over its keyed sessions, whose
         stage computes it for the sessions a micro-batch touched and for those it merged away
         (:func:`~metastore.planner.stages.session_changes`)."""
-        return (bool(self.session_stream) and not self.analysis.query.emit_final
-                and not self._names_checked_columns())
+        return bool(self.session_stream) and not self.analysis.query.emit_final
 
     def _observed_sessions(self, found: record_checks.SelectedChecks, values: list[exp.Expr],
                            order: exp.Expr) -> None:
@@ -865,8 +865,7 @@ class _Planner:
         """Whether the aggregate SELECT is the batch stage's, computed each micro-batch over
         the rows of the groups its changes touched (a table aggregation's) or over the records
         of the windows it closed (an EMIT FINAL's keyed state)."""
-        return ((self._aggregates_touched_groups or bool(self.final_stream))
-                and not self._names_checked_columns())
+        return self._aggregates_touched_groups or bool(self.final_stream)
 
     def _joined_checks(self) -> CheckedRows | None:
         """The checks of a join's joined rows (its WHERE's, SELECT's and PARTITION BY's), for a

@@ -43,7 +43,7 @@ from metastore.catalog.model import DataSource
 from metastore.functions import failures as failed
 from metastore.functions.library import is_aggregate
 from metastore.functions.operators import ksql_text
-from metastore.planner.steps import NULL_VALUE, CheckedRows, RecordCheck
+from metastore.planner.steps import NULL_VALUE, CheckedRows, Observed, RecordCheck
 from metastore.spark.types import quote
 from metastore.sql.statements import ColumnRole
 
@@ -433,7 +433,7 @@ def observation(checked: CheckedRows) -> str:
     return _SEPARATOR.join((_PREFIX, checked.view, digest))
 
 
-def observed(checked: CheckedRows, order: str = _SOURCE_ORDER) -> tuple[str, tuple[str, ...]]:
+def observed(checked: CheckedRows, order: str = _SOURCE_ORDER) -> Observed:
     """The observation of ``checked``'s view: per check (in order), the rows failing it
     (``failed<i>``), and the first failing row's partition and offset (:data:`FIRST`), or, when
     the observation carries the failing rows, each check's (``rows<i>``, :data:`CARRIED`): the

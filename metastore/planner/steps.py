@@ -142,6 +142,10 @@ KeyedOperator = (TableSideJoin | TableJoin | ForeignKeyTableJoin | RowVersions |
 """A keyed stateful operator of the project's JVM classes, run by ``transformWithState``."""
 
 
+Observed = tuple[str, tuple[str, ...]]
+"""An observation of a view's rows: its name and its measures (Spark SQL aggregates)."""
+
+
 @dataclass(frozen=True)
 class Step:
     """Register ``view``: a Kafka read of ``topic`` (streaming or batch), a SELECT, or a keyed
@@ -155,7 +159,7 @@ class Step:
     keyed: KeyedOperator | None = None
     from_start: bool = False
     """A streaming read from the topic's first offset, whatever the query's offset reset."""
-    observed: tuple[str, tuple[str, ...]] | None = None
+    observed: Observed | None = None
     """A name and SQL aggregates the view's rows are observed with, per micro-batch
     (:mod:`metastore.planner.observed_reads`)."""
 

@@ -38,6 +38,7 @@ from metastore.planner.steps import (
     ForeignKeyTableJoin,
     GroupMembers,
     KeyedOperator,
+    Observed,
     QueryPlan,
     RowVersions,
     Step,
@@ -152,7 +153,7 @@ Emit = Callable[["DataFrame", int], bool | None]
 """Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id;
 False when it wrote nothing, an earlier attempt having written the micro-batch."""
 
-Kept = list[tuple["DataFrame", tuple[str, tuple[str, ...]]]]
+Kept = list[tuple["DataFrame", Observed]]
 """A batch stage's observed steps: each step's frame, cached, and its :attr:`Step.observed`."""
 
 StageObserved = Callable[[Mapping[str, Any]], None]
