@@ -34,6 +34,7 @@ from integration.bench import (
     stateful,
     streams_peer,
     suite_cpu,
+    topic_size,
 )
 
 BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
@@ -46,6 +47,7 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "pipeline": pipeline.run,
     "micro-batch": micro_batch.run,
     "stateful": stateful.run,
+    "topic-size": topic_size.run,
     "state-commits": state_commits.run,
     "shuffle-partitions": shuffle_partitions.run,
     "pipeline-cluster": pipeline.run_on_cluster,

@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from integration.bench.common import kafka
-from integration.bench.stateful import _round
+from integration.bench.stateful import run_round
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
 from metastore.testing.check import run_script
@@ -70,7 +70,7 @@ def _rounds(spark: Any, bootstrap: str, root: Path, statement: str, sizes: list[
     seconds = []
     for number, size in enumerate(sizes):
         _produce(bootstrap, source, sum(sizes[:number]), size)
-        seconds.append(_round(spark, plan, root / stamp, bootstrap))
+        seconds.append(run_round(spark, plan, root / stamp, bootstrap))
     return seconds[1:]
 
 

@@ -58,8 +58,8 @@ def _rounds(spark: Any, bootstrap: str, root: Path, name: str, statement: str,
     checkpoint = root / f"{name}-{time.time_ns()}"
     seconds = []
     for number, size in enumerate(sizes):
-        stateful._produce(bootstrap, topics, sum(sizes[:number]), size)
-        seconds.append(stateful._round(spark, plan, checkpoint, bootstrap))
+        stateful.produce(bootstrap, topics, sum(sizes[:number]), size)
+        seconds.append(stateful.run_round(spark, plan, checkpoint, bootstrap))
     return seconds[1:]
 
 

@@ -50,7 +50,7 @@ QUERIES = {
 }
 
 
-def _produce(bootstrap: str, topics: tuple[str, str], first: int, count: int) -> None:
+def produce(bootstrap: str, topics: tuple[str, str], first: int, count: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for index in range(first, first + count):
         key = (index % KEYS).to_bytes(4, "big")
@@ -69,14 +69,18 @@ def _produce(bootstrap: str, topics: tuple[str, str], first: int, count: int) ->
     assert producer.flush(120) == 0, "every record was acknowledged"
 
 
-def _round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str) -> float:
-    """One availableNow run on the checkpoint: its micro-batches' triggerExecution, seconds."""
+def run_round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str,
+              timeout: float = 600) -> float:
+    """One availableNow run on the checkpoint: its micro-batches' triggerExecution, seconds. A
+    run still going at ``timeout`` is stopped, and ``timeout`` is its figure."""
     from metastore.runtime import job
     from metastore.runtime.checkpoints import LocalDir
 
     streaming = job.start(spark, plan, LocalDir(checkpoint),
                           {"kafka.bootstrap.servers": bootstrap}, available_now=True)
-    assert streaming.awaitTermination(600), "the run finished"
+    if not streaming.awaitTermination(timeout):
+        streaming.stop()
+        return timeout
     assert streaming.exception() is None, streaming.exception()
     millis: int = sum(p["durationMs"].get("triggerExecution", 0)
                       for p in streaming.recentProgress if p["numInputRows"] > 0)
@@ -118,9 +122,9 @@ def measure(bootstrap: str, backlog: int, rounds: int, per_round: int) -> dict[s
             seconds: dict[str, list[float]] = {plan: [] for plan in plans}
             sizes = [backlog, *([per_round] * rounds)]
             for number, size in enumerate(sizes):
-                _produce(bootstrap, topics, sum(sizes[:number]), size)
+                produce(bootstrap, topics, sum(sizes[:number]), size)
                 for plan, compiled in plans.items():
-                    seconds[plan].append(_round(spark, compiled, root / name / plan, bootstrap))
+                    seconds[plan].append(run_round(spark, compiled, root / name / plan, bootstrap))
             results[name] = {plan: {
                 "backlog_ms": round(values[0] * 1000),
                 "round_p50_ms": round(statistics.median(values[1:]) * 1000),
