@@ -62,9 +62,10 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "realtime": realtime.run,
     "queries-per-node": queries_per_node.run,
 }
-ON_REQUEST = {"suite-cpu", "queries-per-node", "listener-cost"}
+ON_REQUEST = {"suite-cpu", "queries-per-node", "listener-cost", "topic-size"}
 """Benchmarks run only when named: ``suite-cpu`` runs the whole test suite, ``queries-per-node``
-adds queries to a node until it gives out, ``listener-cost`` measures a choice already made."""
+adds queries to a node until it gives out, ``listener-cost`` measures a choice already made,
+``topic-size`` fills six queries' sources with a million records each."""
 
 
 def machine() -> str:

@@ -50,14 +50,16 @@ QUERIES = {
 }
 
 
-def produce(bootstrap: str, topics: tuple[str, str], first: int, count: int) -> None:
+def produce(bootstrap: str, topics: tuple[str, ...], first: int, count: int) -> None:
+    """Records ``first`` to ``first + count - 1`` into the first topic, and every other one into
+    each of the others, 50 ms later."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for index in range(first, first + count):
         key = (index % KEYS).to_bytes(4, "big")
         value = json.dumps({"V": index})
         sends = [(topics[0], index * STEP_MS)]
         if index % 2 == 0:
-            sends.append((topics[1], index * STEP_MS + 50))
+            sends += [(topic, index * STEP_MS + 50) for topic in topics[1:]]
         for topic, at in sends:
             while True:
                 try:
@@ -69,18 +71,25 @@ def produce(bootstrap: str, topics: tuple[str, str], first: int, count: int) -> 
     assert producer.flush(120) == 0, "every record was acknowledged"
 
 
-def run_round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str,
-              timeout: float = 600) -> float:
-    """One availableNow run on the checkpoint: its micro-batches' triggerExecution, seconds. A
-    run still going at ``timeout`` is stopped, and ``timeout`` is its figure."""
+def run_round(spark: Any, plan: Any, checkpoint: Path, bootstrap: str) -> float:
+    """One availableNow run on the checkpoint: its micro-batches' triggerExecution, seconds."""
+    seconds = run_until(spark, plan, checkpoint, bootstrap, 600)
+    assert seconds is not None, "the run finished"
+    return seconds
+
+
+def run_until(spark: Any, plan: Any, checkpoint: Path, bootstrap: str,
+              budget: float) -> float | None:
+    """:func:`run_round`, or None when the run is still going after ``budget`` seconds (it is
+    stopped; its checkpoint holds what it committed)."""
     from metastore.runtime import job
     from metastore.runtime.checkpoints import LocalDir
 
     streaming = job.start(spark, plan, LocalDir(checkpoint),
                           {"kafka.bootstrap.servers": bootstrap}, available_now=True)
-    if not streaming.awaitTermination(timeout):
+    if not streaming.awaitTermination(round(budget)):
         streaming.stop()
-        return timeout
+        return None
     assert streaming.exception() is None, streaming.exception()
     millis: int = sum(p["durationMs"].get("triggerExecution", 0)
                       for p in streaming.recentProgress if p["numInputRows"] > 0)
