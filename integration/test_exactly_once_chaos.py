@@ -200,7 +200,7 @@ def _produce(bootstrap: str, topic: str, first: int, count: int,
             pending = set(range(first, first + count))
             for pause in (PAUSE, 0.0):
                 if pending:
-                    _send(bootstrap, topic, sorted(pending), pending, pause)
+                    _send(bootstrap, topic, pending, pause)
             if pending:
                 failed.append(RuntimeError(f"{len(pending)} records not acknowledged"))
         except BaseException as error:  # reported by the phase
@@ -211,16 +211,16 @@ def _produce(bootstrap: str, topic: str, first: int, count: int,
     return thread
 
 
-def _send(bootstrap: str, topic: str, ids: list[int], pending: set[int], pause: float) -> None:
-    """Send records ``ids`` by a producer of their own, ``pause`` seconds apart; each
-    acknowledged leaves ``pending``."""
+def _send(bootstrap: str, topic: str, pending: set[int], pause: float) -> None:
+    """Send the records ``pending`` names by a producer of their own, ``pause`` seconds apart;
+    each acknowledged leaves ``pending``."""
     producer = Producer(KafkaSettings(bootstrap).config(enable_idempotence=True, linger_ms=5))
 
     def delivered(error: object, message: Message) -> None:
         if error is None:
             pending.discard(json.loads(message.value() or b"{}")["ID"])
 
-    for i in ids:
+    for i in sorted(pending):
         producer.produce(topic, key=struct.pack(">i", i % KEYS), value=json.dumps({"ID": i}),
                          on_delivery=delivered)
         producer.poll(0)

@@ -26,10 +26,9 @@ from typing import Any
 from confluent_kafka import Producer
 
 from integration.bench.common import kafka
-from integration.bench.stateful import run_round
+from integration.bench.stateful import accepted, plan_of, run_round
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.testing.check import run_script
 
 PARTITIONS = 2
 SETTINGS = (PARTITIONS, 4)
@@ -54,19 +53,12 @@ def _produce(bootstrap: str, topic: str, first: int, count: int) -> None:
 def _rounds(spark: Any, bootstrap: str, root: Path, statement: str, sizes: list[int]
             ) -> list[float]:
     """Seconds of each round after the backlog."""
-    from metastore.planner.plan import compile_query
-
     stamp = str(time.time_ns())
     source, sink = f"in-{stamp}", f"out-{stamp}"
     for topic in (source, sink):
         Admin(KafkaSettings(bootstrap)).create(topic, PARTITIONS)
-    outcomes, image = run_script(
-        f"CREATE STREAM EV (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{source}', "
-        "VALUE_FORMAT='JSON');" + statement.format(sink=sink))
-    assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
-    written = image.source("OUT_C")
-    assert written is not None and written.query_id is not None
-    plan = compile_query(image.queries[written.query_id], image)
+    plan = plan_of(accepted(f"CREATE STREAM EV (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{source}', "
+                            "VALUE_FORMAT='JSON');" + statement.format(sink=sink)), "OUT_C")
     seconds = []
     for number, size in enumerate(sizes):
         _produce(bootstrap, source, sum(sizes[:number]), size)

@@ -24,7 +24,6 @@ from integration.bench import stateful
 from integration.bench.common import kafka
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.testing.check import run_script
 
 WAYS = ("snapshot", "changelog")
 UNSET = "spark.sql.metastore.bench.unset"
@@ -33,22 +32,14 @@ set)."""
 
 
 def _plan(bootstrap: str, name: str, statement: str) -> tuple[Any, tuple[str, str]]:
-    from metastore.planner.plan import compile_query
-
     stamp = f"{name}-{time.time_ns()}"
     topics = (f"left-{stamp}", f"right-{stamp}")
     admin = Admin(KafkaSettings(bootstrap))
     for topic in (*topics, f"out-{stamp}"):
         admin.create(topic, 1)
-    outcomes, image = run_script(
-        f"CREATE STREAM LEFT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topics[0]}', "
-        "VALUE_FORMAT='JSON');"
-        f"CREATE STREAM RIGHT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topics[1]}', "
-        "VALUE_FORMAT='JSON');" + statement.format(plan="KEYED", sink=f"out-{stamp}"))
-    assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
-    sink = image.source("OUT_KEYED")
-    assert sink is not None and sink.query_id is not None
-    return compile_query(image.queries[sink.query_id], image), topics
+    image = stateful.accepted(stateful.STREAMS.format(left=topics[0], right=topics[1])
+                              + statement.format(plan="KEYED", sink=f"out-{stamp}"))
+    return stateful.plan_of(image, "OUT_KEYED"), topics
 
 
 def _rounds(spark: Any, bootstrap: str, root: Path, name: str, statement: str,

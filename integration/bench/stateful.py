@@ -39,6 +39,11 @@ from metastore.testing.check import run_script
 
 KEYS = 100
 STEP_MS = 100
+STREAMS = ("CREATE STREAM LEFT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{left}', "
+           "VALUE_FORMAT='JSON');"
+           "CREATE STREAM RIGHT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{right}', "
+           "VALUE_FORMAT='JSON');")
+"""The two streams the stateful benchmarks' queries read, over the topics ``left``, ``right``."""
 QUERIES = {
     "session": "CREATE TABLE OUT_{plan} WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, COUNT(*) AS N "
                "FROM LEFT_S WINDOW SESSION (5 SECONDS) GROUP BY ID;",
@@ -48,6 +53,24 @@ QUERIES = {
                  "L.V AS V, R.V AS W FROM LEFT_S L LEFT JOIN RIGHT_S R WITHIN 1 SECOND "
                  "ON L.ID = R.ID;",
 }
+
+
+def accepted(script: str) -> Any:
+    """The catalog ``script`` makes, every statement of it accepted."""
+    outcomes, image = run_script(script)
+    assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
+    return image
+
+
+def plan_of(image: Any, sink: str, *, keyed: bool = True) -> Any:
+    """The plan of the query writing ``sink`` in ``image``: as a node plans it, or, unless
+    ``keyed``, as a checkpoint from before keyed state keeps it (the topics replayed)."""
+    from metastore.planner.plan import compile_query
+
+    source = image.source(sink)
+    assert source is not None and source.query_id is not None
+    return compile_query(image.queries[source.query_id], image, table_state=keyed,
+                         stream_state=keyed)
 
 
 def produce(bootstrap: str, topics: tuple[str, ...], first: int, count: int) -> None:
@@ -97,7 +120,6 @@ def run_until(spark: Any, plan: Any, checkpoint: Path, bootstrap: str,
 
 
 def measure(bootstrap: str, backlog: int, rounds: int, per_round: int) -> dict[str, Any]:
-    from metastore.planner.plan import compile_query
     from metastore.spark.session import start_session
 
     admin = Admin(KafkaSettings(bootstrap))
@@ -112,22 +134,10 @@ def measure(bootstrap: str, backlog: int, rounds: int, per_round: int) -> dict[s
             sinks = {plan: f"out-{plan}-{stamp}" for plan in ("keyed", "replay")}
             for topic in (*topics, *sinks.values()):
                 admin.create(topic, 1)
-            script = (
-                f"CREATE STREAM LEFT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topics[0]}', "
-                "VALUE_FORMAT='JSON');"
-                f"CREATE STREAM RIGHT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topics[1]}', "
-                "VALUE_FORMAT='JSON');"
-                + "".join(statement.format(plan=plan.upper(), sink=sink)
-                          for plan, sink in sinks.items()))
-            outcomes, image = run_script(script)
-            assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
-            plans = {}
-            for plan in sinks:
-                sink = image.source(f"OUT_{plan.upper()}")
-                assert sink is not None and sink.query_id is not None
-                plans[plan] = compile_query(image.queries[sink.query_id], image,
-                                            table_state=plan == "keyed",
-                                            stream_state=plan == "keyed")
+            image = accepted(STREAMS.format(left=topics[0], right=topics[1]) + "".join(
+                statement.format(plan=plan.upper(), sink=sink) for plan, sink in sinks.items()))
+            plans = {plan: plan_of(image, f"OUT_{plan.upper()}", keyed=plan == "keyed")
+                     for plan in sinks}
             seconds: dict[str, list[float]] = {plan: [] for plan in plans}
             sizes = [backlog, *([per_round] * rounds)]
             for number, size in enumerate(sizes):

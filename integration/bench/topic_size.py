@@ -35,17 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from integration.bench.common import kafka
-from integration.bench.stateful import produce, run_until
+from integration.bench.stateful import STREAMS, accepted, plan_of, produce, run_until
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.testing.check import run_script
 
-SOURCES = ("CREATE STREAM LEFT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{left}', "
-           "VALUE_FORMAT='JSON');"
-           "CREATE STREAM RIGHT_S (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{right}', "
-           "VALUE_FORMAT='JSON');"
-           "CREATE TABLE RIGHT_T (ID INT PRIMARY KEY, V INT) WITH (KAFKA_TOPIC='{table}', "
-           "VALUE_FORMAT='JSON');")
+SOURCES = STREAMS + ("CREATE TABLE RIGHT_T (ID INT PRIMARY KEY, V INT) WITH (KAFKA_TOPIC="
+                     "'{table}', VALUE_FORMAT='JSON');")
 SHAPES = {  # the ones that may take longest last
     "final": "CREATE TABLE OUT WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, COUNT(*) AS N "
              "FROM LEFT_S WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY ID EMIT FINAL;",
@@ -65,16 +60,9 @@ PER_ROUND = 1_000
 
 
 def _plan(shape: str, topics: tuple[str, str, str], sink: str) -> Any:
-    from metastore.planner.plan import compile_query
-
     left, right, table = topics
-    script = (SOURCES.format(left=left, right=right, table=table)
-              + SHAPES[shape].format(sink=sink))
-    outcomes, image = run_script(script)
-    assert all(o.ok for o in outcomes), [o.message for o in outcomes if not o.ok]
-    out = image.source("OUT")
-    assert out is not None and out.query_id is not None
-    return compile_query(image.queries[out.query_id], image)
+    return plan_of(accepted(SOURCES.format(left=left, right=right, table=table)
+                            + SHAPES[shape].format(sink=sink)), "OUT")
 
 
 def _shape(spark: Any, bootstrap: str, shape: str, sizes: tuple[int, ...], rounds: int,
@@ -100,14 +88,14 @@ def _shape(spark: Any, bootstrap: str, shape: str, sizes: tuple[int, ...], round
             figures[str(size)] = {"finished": False, "stopped_at": "catch-up"}
             break
         caught_up = time.monotonic() - started
-        samples: list[float | None] = []
-        for _ in range(rounds + 1):  # the first warms the query up
+        measured: list[float] = []
+        for number in range(rounds + 1):  # the first warms the query up
             produce(bootstrap, topics, produced, PER_ROUND)
             produced += PER_ROUND
-            samples.append(run())
-            if samples[-1] is None:
+            seconds = run()
+            if seconds is None:
                 break
-        measured = [sample for sample in samples[1:] if sample is not None]
+            measured += [seconds] if number else []
         if len(measured) < rounds:
             figures[str(size)] = {"finished": False, "stopped_at": "round",
                                   "catch_up_s": round(caught_up, 1)}

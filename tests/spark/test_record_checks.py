@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from metastore.catalog.image import Image
+from metastore.catalog.model import PersistentQuery
 from metastore.planner.plan import compile_query
 from metastore.planner.record_checks import CARRIED, observed
 from metastore.planner.steps import CheckedRows, QueryPlan
@@ -33,12 +35,17 @@ def spark(spark: Any) -> Any:
     return spark
 
 
-def _plan_of(script: str) -> QueryPlan:
-    """The plan of the one query ``script`` creates."""
+def _query_of(script: str) -> tuple[PersistentQuery, Image]:
+    """The one query ``script`` creates, and its catalog."""
     results, image = run_script(script)
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     [query] = image.queries.values()
-    return compile_query(query, image)
+    return query, image
+
+
+def _plan_of(script: str) -> QueryPlan:
+    """The plan of the one query ``script`` creates."""
+    return compile_query(*_query_of(script))
 
 
 def _checked(statement: str) -> CheckedRows | None:
@@ -407,10 +414,9 @@ def test_a_session_aggregation_is_checked_over_the_sessions_a_micro_batch_touche
     checkpoint older than its keyed sessions replays the stream: not checked."""
     script = SOURCE + ("CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S WINDOW SESSION "
                        "(1 HOUR) GROUP BY ID HAVING 10 / (COUNT(*) - 1) > 0;")
-    _results, image = run_script(script)
-    [query] = image.queries.values()
+    query, image = _query_of(script)
     assert compile_query(query, image, stream_state=False).aggregated is None
-    plan = _plan_of(script)
+    plan = compile_query(query, image)
     aggregated, stage = plan.aggregated, plan.batch
     assert aggregated is not None and aggregated.carried and stage is not None
     assert [(c.logger, c.message) for c in aggregated.checks] == [
