@@ -78,7 +78,7 @@ from metastore.planner.outer_at_once import (
 from metastore.planner.plan_format import PlanFormatError, plan_text, read_plan
 from metastore.planner.prepared_columns import required_columns
 from metastore.planner.replacement import check_replacement
-from metastore.planner.session_state import keyed_sessions
+from metastore.planner.session_state import keyed_final_sessions, keyed_sessions
 from metastore.planner.stages import (
     JOIN_KEY,
     aggregate_touched_groups,
@@ -647,8 +647,9 @@ class _Planner:
             self.steps += group_steps
         if self.session_stream:
             assert strategy.session is not None
-            session_steps, self.batch = keyed_sessions(select, self.session_stream,
-                                                       self.sessions_view, strategy.session)
+            keyed = keyed_final_sessions if self.analysis.query.emit_final else keyed_sessions
+            session_steps, self.batch = keyed(select, self.session_stream, self.sessions_view,
+                                              strategy.session)
             self.steps += session_steps
         if self.final_stream:
             assert strategy.final is not None
@@ -720,11 +721,12 @@ class _Planner:
         if batch is not None and final is not None and not self.final_stream:
             batch = replay_final(batch, select, final)
         if batch is not None and session is not None:
-            if not self.session_stream:
+            emit_final = self.analysis.query.emit_final
+            if not self.session_stream:  # keyed EMIT FINAL sessions are written as they close
                 batch = replay_sessions(batch, select, session)
-            if self.analysis.query.emit_final:
-                batch = close_sessions(batch, select, session, self.sessions_view)
-            else:
+                if emit_final:
+                    batch = close_sessions(batch, select, session, self.sessions_view)
+            if not emit_final:
                 batch, inner = session_changes(batch, inner, select, self.sink)
         self.batch = batch
         return inner
@@ -864,8 +866,9 @@ class _Planner:
     def _aggregates_in_stage(self) -> bool:
         """Whether the aggregate SELECT is the batch stage's, computed each micro-batch over
         the rows of the groups its changes touched (a table aggregation's) or over the records
-        of the windows it closed (an EMIT FINAL's keyed state)."""
-        return self._aggregates_touched_groups or bool(self.final_stream)
+        of the windows or sessions it closed (an EMIT FINAL's keyed state)."""
+        return self._aggregates_touched_groups or bool(self.final_stream) or (
+            bool(self.session_stream) and self.analysis.query.emit_final)
 
     def _joined_checks(self) -> CheckedRows | None:
         """The checks of a join's joined rows (its WHERE's, SELECT's and PARTITION BY's), for a

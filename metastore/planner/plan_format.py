@@ -30,6 +30,7 @@ from metastore.planner.exceptions import QueryRuntimeError
 from metastore.planner.steps import (
     BatchStage,
     CheckedRows,
+    FinalSessions,
     FinalWindows,
     ForeignKeyTableJoin,
     GroupMembers,
@@ -46,15 +47,15 @@ from metastore.planner.steps import (
 
 PLAN_FORMAT = 1
 """The document's own shape: ``format``, ``versions`` and ``plan``."""
-PLANNER_VERSION = 5
+PLANNER_VERSION = 6
 """The version of what the planner writes: a release that plans any query differently bumps
 it (and the node versions whose meaning changed) and saves the new plans of ksqlDB's dev cases
 (``python -m integration.plans save``); ``tests/plans/<version>/`` keeps each version's."""
 
 _NODES: tuple[type[Any], ...] = (
     QueryPlan, Step, BatchStage, TableSideJoin, TableJoin, ForeignKeyTableJoin, RowVersions,
-    GroupMembers, StreamTime, SessionMembers, FinalWindows, UnmatchedRecords, CheckedRows,
-    RecordCheck)
+    GroupMembers, StreamTime, SessionMembers, FinalSessions, FinalWindows, UnmatchedRecords,
+    CheckedRows, RecordCheck)
 _FIELDS_SINCE: Mapping[tuple[str, str], int] = {("QueryPlan", "checked"): 2,
                                                     ("QueryPlan", "aggregated"): 3,
                                                     ("CheckedRows", "carried"): 2,

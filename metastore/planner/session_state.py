@@ -19,6 +19,11 @@ That is the input of the stage that aggregates the changed sessions and deletes 
 (:func:`metastore.planner.stages.session_changes`). So a micro-batch reads only the stream's new
 records and the records of the sessions they touch, where
 :func:`metastore.planner.stages.replay_sessions` replays the stream's whole topic.
+
+EMIT FINAL writes a session once it closes, by stream time, which records of any group move;
+so its sessions are one JVM processor's, ``io.metastore.window.FinalSessions``, keyed by source
+partition (:func:`keyed_final_sessions`), where
+:func:`metastore.planner.final_windows.close_sessions` narrows a replay of the stream.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from metastore.planner.steps import (
     SESSION,
     TS,
     BatchStage,
+    FinalSessions,
     SessionMembers,
     Step,
     StreamTime,
@@ -54,12 +60,55 @@ def keyed_sessions(aggregation: exp.Select, stream_view: str, input_view: str,
     away, with the session as it was."""
     grouped, timed, sessions = (f"{stream_view}_grouped", f"{stream_view}_timed",
                                 f"{stream_view}_sessions")
+    gap, grace, retention = session_timing(window)
+    steps = [Step(grouped, _grouped_records(aggregation, input_view, stream_view, named=False)),
+             Step(timed, keyed=StreamTime(grouped)),
+             Step(sessions, keyed=SessionMembers(timed, gap, grace, retention))]
+    changes = f"{sessions}_changes"
+    stage = BatchStage(
+        source_sql=f"SELECT * FROM {quote(sessions)}", view=changes,
+        steps=(Step(input_view, f"SELECT *, {_SESSION} FROM {quote(changes)} WHERE NOT {EARLIER}"),
+               Step(f"{input_view}_earlier",
+                    f"SELECT *, {_SESSION} FROM {quote(changes)} WHERE {EARLIER}")))
+    return steps, stage
+
+
+def keyed_final_sessions(aggregation: exp.Select, stream_view: str, input_view: str,
+                         window: WindowSpec) -> tuple[list[Step], BatchStage]:
+    """The steps and batch stage that feed ``aggregation`` (an EMIT FINAL SESSION-windowed
+    aggregation of one stream, whose FROM reads ``input_view``) from keyed state over the
+    stream's records in ``stream_view``: per micro-batch, ``input_view`` is the records of each
+    session it closes, with their session (``__MS_SESSION``) and, marked as sentinels, its own
+    records. Its group is named by its values' JSON text, which the processor keeps."""
+    grouped, closed = f"{stream_view}_grouped", f"{stream_view}_closed"
+    gap, grace, retention = session_timing(window)
+    steps = [Step(grouped, _grouped_records(aggregation, input_view, stream_view, named=True)),
+             Step(closed, keyed=FinalSessions(grouped, gap, grace, retention))]
+    changes = f"{closed}_changes"
+    stage = BatchStage(source_sql=f"SELECT * FROM {quote(closed)}", view=changes,
+                       steps=(Step(input_view, f"SELECT *, {_SESSION} FROM {quote(changes)}"),))
+    return steps, stage
+
+
+_SESSION = (f"named_struct('start', timestamp_millis(__MS_SESSION_START), 'end', "
+            f"timestamp_millis(__MS_SESSION_END)) AS {SESSION}")
+"""A record's session, from the bounds the processors write."""
+
+
+def _grouped_records(aggregation: exp.Select, input_view: str, stream_view: str, *,
+                     named: bool) -> str:
+    """The SELECT of the records in ``stream_view`` (as ``aggregation`` reads them from
+    ``input_view``) with their group (:data:`GROUP`: a struct of its GROUP BY's values, or
+    ``named``, that struct's JSON text), NULL for a record its WHERE rejects, and their time in
+    milliseconds (``__MS_T``)."""
     group = aggregation.args.get("group")
     values: list[exp.Expr] = []
     for index, expression in enumerate(group.expressions if group is not None else []):
         if not (isinstance(expression, exp.Column) and expression.name == SESSION):
             values += [exp.Literal.string(f"g{index}"), expression.copy()]
     key: exp.Expr = exp.func("named_struct", *(values or [exp.Literal.string("g"), exp.true()]))
+    if named:
+        key = exp.Anonymous(this="to_json", expressions=[key])
     where = aggregation.args.get("where")
     if where is not None:  # a record the WHERE rejects is in no group and moves no stream time
         key = exp.If(this=exp.func("coalesce", exp.Paren(this=where.this.copy()), exp.false()),
@@ -73,16 +122,4 @@ def keyed_sessions(aggregation: exp.Select, stream_view: str, input_view: str,
         exp.alias_(exp.Anonymous(this="unix_millis", expressions=[
             exp.column(TS, table=alias, quoted=True)]), "__MS_T", quoted=True),
     ]
-    gap, grace, retention = session_timing(window)
-    steps = [Step(grouped, records_seen(unfiltered, items, input_view, stream_view)),
-             Step(timed, keyed=StreamTime(grouped)),
-             Step(sessions, keyed=SessionMembers(timed, gap, grace, retention))]
-    session = (f"named_struct('start', timestamp_millis(__MS_SESSION_START), 'end', "
-               f"timestamp_millis(__MS_SESSION_END)) AS {SESSION}")
-    changes = f"{sessions}_changes"
-    stage = BatchStage(
-        source_sql=f"SELECT * FROM {quote(sessions)}", view=changes,
-        steps=(Step(input_view, f"SELECT *, {session} FROM {quote(changes)} WHERE NOT {EARLIER}"),
-               Step(f"{input_view}_earlier",
-                    f"SELECT *, {session} FROM {quote(changes)} WHERE {EARLIER}")))
-    return steps, stage
+    return records_seen(unfiltered, items, input_view, stream_view)

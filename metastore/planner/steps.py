@@ -113,6 +113,19 @@ class SessionMembers:
 
 
 @dataclass(frozen=True)
+class FinalSessions:
+    """An EMIT FINAL SESSION aggregation's sessions as keyed state (see
+    :func:`metastore.planner.session_state.keyed_final_sessions`): the records of the sessions
+    the records in ``grouped_view`` close, a window of ``gap_ms`` with ``grace_ms`` and
+    ``retention_ms``."""
+
+    grouped_view: str
+    gap_ms: int
+    grace_ms: int
+    retention_ms: int
+
+
+@dataclass(frozen=True)
 class FinalWindows:
     """An EMIT FINAL time-windowed aggregation's open windows as keyed state (see
     :func:`metastore.planner.final_windows.keyed_final`): the records of the windows the
@@ -138,7 +151,7 @@ class UnmatchedRecords:
 
 
 KeyedOperator = (TableSideJoin | TableJoin | ForeignKeyTableJoin | RowVersions | GroupMembers
-                 | StreamTime | SessionMembers | FinalWindows | UnmatchedRecords)
+                 | StreamTime | SessionMembers | FinalSessions | FinalWindows | UnmatchedRecords)
 """A keyed stateful operator of the project's JVM classes, run by ``transformWithState``."""
 
 

@@ -42,8 +42,8 @@ class Strategy:
     outer_joins: frozenset[int]
     """The outer stream-stream joins whose unmatched records Spark writes, by index."""
     sessions_keyed: bool
-    """Its sessions are keyed state over the stream (EMIT FINAL's replay the stream: a session
-    closes by stream time, which records of other keys move)."""
+    """Its sessions are keyed state over the stream (EMIT FINAL's by source partition: a
+    session closes by stream time, which records of other keys move)."""
     keys_tables: bool
     """A stream's joins with tables are keyed state (:mod:`metastore.planner.table_state`)."""
     keyed_rows: bool
@@ -87,7 +87,7 @@ def choose(analysis: Analysis, config: Mapping[str, object], *, transient: bool,
         changelog=first_is_table and not analysis.joins, table_join=table_join, window=window,
         session=session, final=final, join_windows=windows, at_once=at_once,
         outer_joins=frozenset() if at_once is not None else _outer_joins(analysis, windows),
-        sessions_keyed=session is not None and not analysis.query.emit_final and stream_state,
+        sessions_keyed=session is not None and stream_state,
         keys_tables=table_state and _joins_keyed_state(analysis) and (
             final is None or stream_state),
         keyed_rows=keyed_rows, aggregated_join=keyed_rows and analysis.aggregate,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.jvm.classes import (
+    FINAL_SESSIONS_CLASS,
     FINAL_WINDOWS_CLASS,
     FOREIGN_KEY_JOIN_CLASS,
     GROUP_MEMBERS_CLASS,
@@ -34,6 +35,7 @@ from metastore.jvm.classes import (
 )
 from metastore.planner.exceptions import QueryRuntimeError
 from metastore.planner.steps import (
+    FinalSessions,
     FinalWindows,
     ForeignKeyTableJoin,
     GroupMembers,
@@ -390,6 +392,10 @@ def _keyed_operator(session: SparkSession, view: str, operator: KeyedOperator) -
     elif isinstance(operator, UnmatchedRecords):
         _java_class(jvm, UNMATCHED_RECORDS_CLASS).register(
             jsession, operator.records_view, operator.other_view, view, operator.lookback_ms,
+            operator.retention_ms)
+    elif isinstance(operator, FinalSessions):
+        _java_class(jvm, FINAL_SESSIONS_CLASS).register(
+            jsession, operator.grouped_view, view, operator.gap_ms, operator.grace_ms,
             operator.retention_ms)
     elif isinstance(operator, FinalWindows):
         _java_class(jvm, FINAL_WINDOWS_CLASS).register(

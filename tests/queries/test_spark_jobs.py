@@ -521,6 +521,56 @@ def test_emit_final_keeps_open_windows_in_its_checkpoint(
         ((1, 0), b"2"), ((2, 0), b"1")]
 
 
+def test_emit_final_sessions_are_written_as_stream_time_closes_them(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """An EMIT FINAL SESSION aggregation's sessions and stream time are keyed state: after the
+    stream's records are deleted, the restarted query, record by record as Kafka Streams, counts
+    them in the sessions a new record extends; a record of another key closes two sessions
+    (stream time less the grace period and the gap passes their ends), each written once; a
+    later record still merges a written session into one written at its own close; a record of
+    a closed session is dropped as late. The stream is not read in batch, and a checkpoint
+    started before this state keeps replaying it."""
+    clicks, sink = topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM CLICKS (USER_ID INT KEY, PAGE STRING)
+            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
+        CREATE TABLE VISITS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT USER_ID, COUNT(*) AS N FROM CLICKS
+            WINDOW SESSION (10 SECONDS, RETENTION 1 HOUR, GRACE PERIOD 1 SECOND)
+            GROUP BY USER_ID EMIT FINAL;""")
+    query = image.queries[query_id(image, "VISITS")]
+    plan = compile_query(query, image)
+    assert plan.stream_state and not plan.table_state
+    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
+        "the stream's topic is not read in batch"
+    replayed = compile_query(query, image, stream_state=False).batch
+    assert replayed is not None and any(step.topic == clicks for step in replayed.steps)
+    producer = producer_factory()
+
+    def click(user: int, at: int) -> None:
+        producer.produce(clicks, key=int_key(user), value=json.dumps({"PAGE": "a"}),
+                         timestamp=at)
+
+    for user, at in ((1, 1000), (1, 2000), (2, 5000)):
+        click(user, at)
+    assert producer.flush(10) == 0
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    run_available_now(spark, plan, tmp_path / "q", options)
+    assert read_all(kafka_settings, sink, 1, timeout=5) == [], "no session has closed"
+    delete_all_records(kafka_settings, clicks)
+    # closes at stream time less 11 s: 9 s at the third record, 29 s at the fifth
+    for user, at in ((1, 8000), (2, 4000), (3, 20000), (1, 17000), (3, 40000), (2, 4500)):
+        click(user, at)
+    assert producer.flush(10) == 0
+    run_available_now(spark, plan, tmp_path / "q", options)
+    records = read_all(kafka_settings, sink, 4, timeout=15)
+    assert sorted((struct.unpack(">iqq", k or b""), v) for k, v, _ in records) == [
+        ((1, 8000, 1000), b"3"), ((1, 17000, 1000), b"4"), ((2, 5000, 4000), b"2"),
+        ((3, 20000, 20000), b"1")]
+
+
 def test_left_join_without_grace_keeps_the_other_streams_times_in_its_checkpoint(
         spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
         topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],

@@ -383,16 +383,18 @@ def test_an_aggregations_checks_keep_no_state_of_their_own(spark: Any) -> None:
 
 
 @pytest.mark.parametrize("stream_state", [True, False])
-@pytest.mark.parametrize("window", ["SESSION (10 SECONDS)", "TUMBLING (SIZE 10 SECONDS)"])
+@pytest.mark.parametrize("window", ["SESSION (10 SECONDS)", "SESSION (10 SECONDS) EMIT FINAL",
+                                    "TUMBLING (SIZE 10 SECONDS) EMIT FINAL"])
 def test_session_and_emit_final_windows_check_their_where_on_the_streams_records(
         window: str, stream_state: bool) -> None:
     """Their keyed state reads the records after the WHERE: the stream's view, which the
     streaming query reads, checks each record. A checkpoint older than that state replays the
     stream in each micro-batch's stage, which could compute the view more than once: no
     check."""
-    final = "" if window.startswith("SESSION") else " EMIT FINAL"
+    size, final = window.removesuffix(" EMIT FINAL"), window.endswith(" EMIT FINAL")
     results, image = run_script(SOURCE + "CREATE TABLE T AS SELECT ID, COUNT(*) AS C FROM S "
-                                f"WINDOW {window} WHERE N / B > 0 GROUP BY ID{final};")
+                                f"WINDOW {size} WHERE N / B > 0 GROUP BY ID"
+                                f"{' EMIT FINAL' if final else ''};")
     assert all(r.ok for r in results), [r.message for r in results if not r.ok]
     [query] = image.queries.values()
     plan = compile_query(query, image, stream_state=stream_state)

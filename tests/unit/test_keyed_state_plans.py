@@ -9,6 +9,7 @@ import pytest
 
 from metastore.planner.plan import compile_query
 from metastore.planner.steps import (
+    FinalSessions,
     FinalWindows,
     QueryPlan,
     SessionMembers,
@@ -29,6 +30,9 @@ SHAPES = {
     "session window": (
         "CREATE TABLE T AS SELECT ID, COUNT(*) AS N FROM S WINDOW SESSION (30 SECONDS) "
         "WHERE V > 0 GROUP BY ID;", {StreamTime, SessionMembers}),
+    "emit final, session window": (
+        "CREATE TABLE T AS SELECT ID, COUNT(*) AS N FROM S WINDOW SESSION (30 SECONDS) "
+        "WHERE V > 0 GROUP BY ID EMIT FINAL;", {FinalSessions}),
     "emit final, hopping": (
         "CREATE TABLE T AS SELECT ID, SUM(V) AS N FROM S WINDOW HOPPING (SIZE 10 SECONDS, "
         "ADVANCE BY 5 SECONDS) GROUP BY ID EMIT FINAL;", {FinalWindows}),
