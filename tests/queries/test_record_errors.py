@@ -249,9 +249,9 @@ def test_table_session_and_emit_final_aggregations_log_the_rows_their_stage_comp
                       ("Aggregate.Project", "Error computing expression (10 / "
                                             "(KSQL_AGG_VARIABLE_1 - 4)) for column R with "
                                             "index 1")],
-            **dict.fromkeys((final, final_sessions), [(
-                "Aggregate.HavingFilter", "Error evaluating predicate ((10 / "
-                "(KSQL_AGG_VARIABLE_1 - 1)) > 0)")]),
+            **{closing: [("Aggregate.HavingFilter", "Error evaluating predicate ((10 / "
+                                                  "(KSQL_AGG_VARIABLE_1 - 1)) > 0)")]
+               for closing in (final, final_sessions)},
             sessions: [("Aggregate.HavingFilter", "Error evaluating predicate ((10 / "
                                                   "(KSQL_AGG_VARIABLE_1 - 1)) > 0)")] * 2
             }.items():
