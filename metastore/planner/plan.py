@@ -124,6 +124,7 @@ from metastore.planner.table_state import (
     hidden_columns,
     join_changelog,
     join_tables,
+    join_tables_before_streams,
     join_tables_on_foreign_key,
     join_tables_on_keys,
 )
@@ -318,7 +319,7 @@ class _Planner:
             self.joined_tables.append((source, view, source.key_columns[0].name))
         elif source.kind is SourceKind.STREAM or strategy.changelog:
             view = self._read_stream(index, source, alias, view)
-        elif strategy.keys_tables or strategy.tables_after:  # its rows are keyed state
+        elif strategy.keys_tables or strategy.tables_after or strategy.tables_before:  # keyed
             self.steps += stream_steps(source, f"{view}_changes", None, from_start=True,
                                        fail_on_error=strategy.fail_on_error)
             self.keyed.append(JoinedTable(source, alias, f"{view}_changes"))
@@ -340,6 +341,8 @@ class _Planner:
         self._note_stream(source, alias)
         windows = strategy.join_windows
         watermark = join_watermark(windows, index, strategy.outer_joins) if windows else None
+        if index == 0 and strategy.tables_before:  # its records' keyed joins with tables come
+            watermark = None  # first: their view is watermarked
         # a stream joined with tables as keyed state falls into windows after the join
         later_windows = strategy.session is not None or strategy.final is not None or (
             strategy.keys_tables or strategy.split_streams)
@@ -581,13 +584,13 @@ class _Planner:
             self.select = split_stream_joins(
                 self.outer, self.analysis, strategy.joined_reads, self.joined_rows,
                 None if strategy.tables_after else strategy.window, self.generated)
+        if strategy.join_windows:  # before the tables' JOINs leave, when they are keyed state
+            bound_stream_joins(self.select, self.analysis, strategy.join_windows,
+                                self.stream_alias, self.stream_aliases)
         if self.keyed:
             self._join_keyed_tables()
         if strategy.keyed_rows:
             self._join_keyed_table_rows()
-        if strategy.join_windows:
-            bound_stream_joins(self.select, self.analysis, strategy.join_windows,
-                                self.stream_alias, self.stream_aliases)
         if self.versioned:
             as_of_stream_time(self.select, self.analysis, self.versioned, self.stream_aliases)
         if strategy.table_join and not strategy.keyed_rows:
@@ -604,6 +607,12 @@ class _Planner:
             self.steps += join_tables(self.outer, self.joined_rows, JOINED, self.keyed,
                                       self.prefix, None,
                                       list(self.outer.args.get("laterals") or []))
+            return
+        strategy = self.strategy
+        if strategy.tables_before:
+            self.steps += join_tables_before_streams(
+                self.select, self.stream_view, self.stream_alias, self.keyed, self.prefix,
+                join_watermark(strategy.join_windows, 0, strategy.outer_joins))
             return
         self.steps += join_tables(self.select, self.stream_view, self.stream_alias, self.keyed,
                                   self.prefix, None if self.final_stream else
@@ -879,7 +888,8 @@ class _Planner:
         its rows' deletion, as is whether the join has a row at all (ksqlDB evaluates nothing
         of a key without one)."""
         analysis = self.analysis
-        if analysis.aggregate or not analysis.joins or self.keyed or self.generated or \
+        keyed = bool(self.keyed) and not self.strategy.tables_before  # whose rows it reads
+        if analysis.aggregate or not analysis.joins or keyed or self.generated or \
                 self.strategy.split_streams or not self._selects_rows():
             return None
         if self.table_rows is not None:

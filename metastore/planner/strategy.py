@@ -52,6 +52,9 @@ class Strategy:
     """An aggregation of a table-table join, which aggregates the join's rows as a changelog."""
     tables_after: bool
     """Tables joined after stream-stream joins join those rows as keyed state."""
+    tables_before: bool
+    """Tables joined between the first stream and the streams it joins are keyed state over
+    the first stream's records, whose joined records then join the other streams."""
     split_streams: bool
     """The stream-stream join's rows are a view of their own, read by the rest of the query."""
     joined_reads: int
@@ -83,6 +86,8 @@ def choose(analysis: Analysis, config: Mapping[str, object], *, transient: bool,
         session is None and final is None)
     keyed_rows = table_join and table_state
     streams = _leading_streams(analysis) if windows else 0
+    tables_before = table_state and at_once is None and _tables_before_stream_joins(
+        analysis, windows)
     return Strategy(
         changelog=first_is_table and not analysis.joins, table_join=table_join, window=window,
         session=session, final=final, join_windows=windows, at_once=at_once,
@@ -91,7 +96,7 @@ def choose(analysis: Analysis, config: Mapping[str, object], *, transient: bool,
         keys_tables=table_state and _joins_keyed_state(analysis) and (
             final is None or stream_state),
         keyed_rows=keyed_rows, aggregated_join=keyed_rows and analysis.aggregate,
-        tables_after=tables_after,
+        tables_after=tables_after, tables_before=tables_before,
         split_streams=(bool(windows) and analysis.aggregate) or tables_after,
         joined_reads=streams if tables_after else len(analysis.reads),
         groups_keyed=table_state and not transient and overrides.offset_reset(config) != "latest",
@@ -117,6 +122,18 @@ def _tables_after_stream_joins(analysis: Analysis, windows: Mapping[int, JoinWin
     return bool(windows) and table_state and all(
         read.source.kind is SourceKind.TABLE for read in analysis.reads[streams:]) and (
         streams < len(analysis.reads)) and not (analysis.aggregate and analysis.windowed)
+
+
+def _tables_before_stream_joins(analysis: Analysis, windows: Mapping[int, JoinWindow]
+                                ) -> bool:
+    """Whether the query joins its first stream with tables, then those joined records with
+    streams (``s1 JOIN t ... JOIN s2 WITHIN ...``), and nothing after them, without
+    aggregating: its tables are then keyed state over the first stream's records."""
+    kinds = [read.source.kind for read in analysis.reads]
+    streams = next((i for i, kind in enumerate(kinds[1:], start=1) if kind is SourceKind.STREAM),
+                   len(kinds))  # the first stream the joined records join
+    return (bool(windows) and not analysis.aggregate and _leading_streams(analysis) == 1
+            and streams > 1 and all(kind is SourceKind.STREAM for kind in kinds[streams:]))
 
 
 def _leading_streams(analysis: Analysis) -> int:

@@ -131,6 +131,35 @@ def join_tables(select: exp.Select, stream_view: str, stream_alias: str,
     return steps
 
 
+def join_tables_before_streams(select: exp.Select, stream_view: str, stream_alias: str,
+                               tables: list[JoinedTable], prefix: str, watermark_ms: int
+                               ) -> list[Step]:
+    """Rewrite ``select`` (in Spark's terms, its stream-stream joins bounded), which joins its
+    first stream with ``tables`` and the records that join with other streams, to read the
+    first stream's joins with the tables from keyed state (:func:`join_tables`); returns the
+    steps that register the views it then reads. The first stream's alias reads the last table
+    join's records, watermarked by ``watermark_ms`` as the stream's records are for the
+    stream-stream joins after (no watermark comes before the keyed state), and the later
+    joins' ON conditions read the tables' columns under their hidden names there."""
+    joins = list(select.args.get("joins") or [])
+    later = joins[len(tables):]
+    select.set("joins", joins[:len(tables)])
+    steps = join_tables(select, stream_view, stream_alias, tables, prefix, None)
+    view = f"{prefix}_tables_joined"
+    source = select.args["from_"].this
+    steps.append(Step(view, f"SELECT * FROM {quote(source.name)}", watermark_ms=watermark_ms))
+    source.set("this", exp.to_identifier(view, quoted=True))
+    hidden = {(table.alias, name): column for number, table in enumerate(tables, start=1)
+              for name, column in hidden_columns(table, number).items()}
+    for join in later:
+        for column in list(join.args["on"].find_all(exp.Column)):
+            found = hidden.get((column.table, column.name))
+            if found is not None:
+                column.replace(exp.column(found, table=stream_alias, quoted=True))
+    select.set("joins", later)
+    return steps
+
+
 def hidden_columns(table: JoinedTable, number: int) -> dict[str, str]:
     """The names of the ``number``-th joined table's columns (its own and its pseudo columns)
     in a join's views."""

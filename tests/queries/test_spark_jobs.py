@@ -571,6 +571,57 @@ def test_emit_final_sessions_are_written_as_stream_time_closes_them(
         ((3, 20000, 20000), b"1")]
 
 
+def test_tables_joined_before_a_stream_stream_join_are_keyed_state(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """``s1 LEFT JOIN t ... JOIN s2 WITHIN ...``: the table is keyed state over the first
+    stream's records, whose joined records then join the other stream: after the table's
+    records are deleted, the restarted query still joins a new record with the table's row, and
+    the later join's ON reads the table's column; no topic is read in batch, and a checkpoint
+    started before that state keeps the plan that reads every version of the table's rows."""
+    views, users, clicks, sink = topic_factory(), topic_factory(), topic_factory(), \
+        topic_factory()
+    image = catalog(f"""
+        CREATE STREAM VIEWS (ID STRING KEY, USER_ID STRING)
+            WITH (KAFKA_TOPIC='{views}', VALUE_FORMAT='JSON');
+        CREATE TABLE USERS (ID STRING PRIMARY KEY, NAME STRING, TEAM STRING)
+            WITH (KAFKA_TOPIC='{users}', VALUE_FORMAT='JSON');
+        CREATE STREAM CLICKS (ID STRING KEY, TEAM STRING, BUTTON STRING)
+            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
+        CREATE STREAM VIEW_CLICKS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT C.TEAM AS TEAM, V.ID AS VIEW_ID, U.NAME AS NAME, C.BUTTON AS BUTTON
+            FROM VIEWS V LEFT JOIN USERS U ON V.USER_ID = U.ID
+            JOIN CLICKS C WITHIN 1 MINUTE ON U.TEAM = C.TEAM;""")
+    query = image.queries[query_id(image, "VIEW_CLICKS")]
+    plan = compile_query(query, image)
+    assert plan.table_state and plan.checked is None
+    assert not any(not step.streaming and step.topic for step in plan.steps), \
+        "no topic is read in batch"
+    versioned = compile_query(query, image, table_state=False)
+    assert any(not step.streaming and step.topic == users for step in versioned.steps)
+    producer = producer_factory()
+    produce_json(producer, users, {"u1": {"NAME": "ann", "TEAM": "red"}}, 500)
+    assert producer.flush(10) == 0
+    produce_json(producer, views, {"k": {"USER_ID": "u1"}, "j": {"USER_ID": "u2"}}, 1000)
+    assert producer.flush(10) == 0
+    produce_json(producer, clicks, {"c1": {"TEAM": "red", "BUTTON": "buy"}}, 1500)
+    assert producer.flush(10) == 0
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    run_available_now(spark, plan, tmp_path / "q", options)
+    first = read_all(kafka_settings, sink, 1)
+    assert [(k, v) for k, v, _ in first] == [(b"red", b"k,ann,buy")], \
+        "j has no user, so no team"
+    delete_all_records(kafka_settings, users)
+    produce_json(producer, views, {"m": {"USER_ID": "u1"}}, 200_000)
+    assert producer.flush(10) == 0
+    produce_json(producer, clicks, {"c2": {"TEAM": "red", "BUTTON": "cart"}}, 200_100)
+    assert producer.flush(10) == 0
+    run_available_now(spark, plan, tmp_path / "q", options)
+    records = read_all(kafka_settings, sink, len(first) + 1, timeout=20)
+    assert [(k, v) for k, v, _ in records[len(first):]] == [(b"red", b"m,ann,cart")]
+
+
 def test_left_join_without_grace_keeps_the_other_streams_times_in_its_checkpoint(
         spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
         topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],

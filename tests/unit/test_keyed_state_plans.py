@@ -90,3 +90,32 @@ def test_a_checkpoint_with_keyed_tables_only_keeps_replaying_its_streams() -> No
     assert {type(step.keyed) for step in _steps(tables_only) if step.keyed} == {TableSideJoin}
     assert tables_only.table_state and not tables_only.stream_state
     assert any(step.topic and not step.streaming for step in _steps(tables_only))
+
+
+@pytest.mark.parametrize("tables", [1, 2])
+def test_tables_joined_before_a_stream_join_are_keyed_state_over_the_first_stream(
+        tables: int) -> None:
+    """``s JOIN u [JOIN u2] JOIN r WITHIN ...``: each table is a keyed join over the first
+    stream's records, whose view, not the stream's read, carries the stream-stream join's
+    watermark; the later join reads a table's column there. A checkpoint from before keyed
+    table state keeps reading every version of the tables' rows in batch."""
+    second = " JOIN U2 ON S.USER_ID = U2.ID" if tables == 2 else ""
+    results, image = run_script(SOURCES + (
+        "CREATE TABLE U2 (ID INT PRIMARY KEY, SCORE INT) WITH (kafka_topic='u2', "
+        "value_format='JSON');"
+        "CREATE STREAM T AS SELECT R.ID AS ID, V, W, U.REGION AS REGION FROM S JOIN U ON "
+        f"S.USER_ID = U.ID{second} JOIN R WITHIN 1 MINUTE ON U.ID = R.ID;"))
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    query = next(iter(image.queries.values()))
+    plan = compile_query(query, image)
+    assert [type(step.keyed) for step in _steps(plan) if step.keyed] == [TableSideJoin] * tables
+    assert [step.view for step in _steps(plan) if step.topic and not step.streaming] == []
+    watermarked = {step.view.removeprefix("q_csas_t_4_") for step in plan.steps
+                   if step.watermark_ms is not None}
+    assert watermarked == {"tables_joined", f"{tables + 1}_decoded"}, \
+        "R's read and S's joined records"
+    assert plan.batch is not None and "`S`.`__MS_J1_ID`) = (`R`.`ID`)" in \
+        plan.batch.source_sql, "the stream join's ON reads the table's column from the view"
+    earlier = compile_query(query, image, table_state=False)
+    assert not earlier.table_state
+    assert any(step.topic == "u" and not step.streaming for step in _steps(earlier))
