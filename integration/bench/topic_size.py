@@ -11,9 +11,11 @@ every other one of the first):
 - ``left_join``: a ``LEFT JOIN`` of the two streams ``WITHIN 1 SECOND`` without GRACE PERIOD;
 - ``table_aggregation``: ``COUNT(*)`` of the table's rows by ``V % 10``;
 - ``stream_table_stream``: a stream ``LEFT JOIN`` the table, then ``JOIN`` the second stream
-  ``WITHIN 1 SECOND``, which reads every version of the table's rows in batch;
+  ``WITHIN 1 SECOND``: the table keyed state over the first stream's records (planner
+  version 5 read every version of the table's rows in batch);
 - ``session``: ``COUNT(*)`` per key in ``WINDOW SESSION (5 SECONDS)``, keyed sessions;
-- ``final_session``: ``WINDOW SESSION (5 SECONDS) ... EMIT FINAL``, which replays its stream.
+- ``final_session``: ``WINDOW SESSION (5 SECONDS) ... EMIT FINAL``: keyed sessions per source
+  partition (planner version 5 replayed its stream).
 
 Per shape: the sources fill to the first size and the query runs them (``availableNow``) on a
 new checkpoint, then rounds of 1,000 records, each run on that checkpoint (a first one unmeasured,
