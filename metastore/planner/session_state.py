@@ -44,10 +44,13 @@ from metastore.spark.types import quote
 from metastore.sql.statements import WindowSpec
 
 GROUP = "__MS_GROUP"
-"""The group a record is in (a struct of the GROUP BY's values), NULL for a record the
-aggregation does not see."""
+"""The group a record is in (a struct of the GROUP BY's values; for EMIT FINAL, its JSON text),
+NULL for a record the aggregation does not see."""
 EARLIER = "__MS_EARLIER"
 """Marks a record of a session as it stood before the micro-batch (a session it merged away)."""
+_SESSION = (f"named_struct('start', timestamp_millis(__MS_SESSION_START), 'end', "
+            f"timestamp_millis(__MS_SESSION_END)) AS {SESSION}")
+"""A record's session, from the bounds the processors write."""
 
 
 def keyed_sessions(aggregation: exp.Select, stream_view: str, input_view: str,
@@ -61,7 +64,8 @@ def keyed_sessions(aggregation: exp.Select, stream_view: str, input_view: str,
     grouped, timed, sessions = (f"{stream_view}_grouped", f"{stream_view}_timed",
                                 f"{stream_view}_sessions")
     gap, grace, retention = session_timing(window)
-    steps = [Step(grouped, _grouped_records(aggregation, input_view, stream_view, named=False)),
+    records = _grouped_records(aggregation, input_view, stream_view, as_json=False)
+    steps = [Step(grouped, records),
              Step(timed, keyed=StreamTime(grouped)),
              Step(sessions, keyed=SessionMembers(timed, gap, grace, retention))]
     changes = f"{sessions}_changes"
@@ -82,7 +86,8 @@ def keyed_final_sessions(aggregation: exp.Select, stream_view: str, input_view: 
     records. Its group is named by its values' JSON text, which the processor keeps."""
     grouped, closed = f"{stream_view}_grouped", f"{stream_view}_closed"
     gap, grace, retention = session_timing(window)
-    steps = [Step(grouped, _grouped_records(aggregation, input_view, stream_view, named=True)),
+    records = _grouped_records(aggregation, input_view, stream_view, as_json=True)
+    steps = [Step(grouped, records),
              Step(closed, keyed=FinalSessions(grouped, gap, grace, retention))]
     changes = f"{closed}_changes"
     stage = BatchStage(source_sql=f"SELECT * FROM {quote(closed)}", view=changes,
@@ -90,16 +95,12 @@ def keyed_final_sessions(aggregation: exp.Select, stream_view: str, input_view: 
     return steps, stage
 
 
-_SESSION = (f"named_struct('start', timestamp_millis(__MS_SESSION_START), 'end', "
-            f"timestamp_millis(__MS_SESSION_END)) AS {SESSION}")
-"""A record's session, from the bounds the processors write."""
-
 
 def _grouped_records(aggregation: exp.Select, input_view: str, stream_view: str, *,
-                     named: bool) -> str:
+                     as_json: bool) -> str:
     """The SELECT of the records in ``stream_view`` (as ``aggregation`` reads them from
     ``input_view``) with their group (:data:`GROUP`: a struct of its GROUP BY's values, or
-    ``named``, that struct's JSON text), NULL for a record its WHERE rejects, and their time in
+    ``as_json``, that struct's JSON text), NULL for a record its WHERE rejects, and their time in
     milliseconds (``__MS_T``)."""
     group = aggregation.args.get("group")
     values: list[exp.Expr] = []
@@ -107,7 +108,7 @@ def _grouped_records(aggregation: exp.Select, input_view: str, stream_view: str,
         if not (isinstance(expression, exp.Column) and expression.name == SESSION):
             values += [exp.Literal.string(f"g{index}"), expression.copy()]
     key: exp.Expr = exp.func("named_struct", *(values or [exp.Literal.string("g"), exp.true()]))
-    if named:
+    if as_json:
         key = exp.Anonymous(this="to_json", expressions=[key])
     where = aggregation.args.get("where")
     if where is not None:  # a record the WHERE rejects is in no group and moves no stream time

@@ -130,10 +130,11 @@ def _tables_before_stream_joins(analysis: Analysis, windows: Mapping[int, JoinWi
     streams (``s1 JOIN t ... JOIN s2 WITHIN ...``), and nothing after them, without
     aggregating: its tables are then keyed state over the first stream's records."""
     kinds = [read.source.kind for read in analysis.reads]
-    streams = next((i for i, kind in enumerate(kinds[1:], start=1) if kind is SourceKind.STREAM),
-                   len(kinds))  # the first stream the joined records join
+    later_stream = next((i for i, kind in enumerate(kinds[1:], start=1)
+                         if kind is SourceKind.STREAM), len(kinds))
     return (bool(windows) and not analysis.aggregate and _leading_streams(analysis) == 1
-            and streams > 1 and all(kind is SourceKind.STREAM for kind in kinds[streams:]))
+            and later_stream > 1
+            and all(kind is SourceKind.STREAM for kind in kinds[later_stream:]))
 
 
 def _leading_streams(analysis: Analysis) -> int:

@@ -151,9 +151,12 @@ def join_tables_before_streams(select: exp.Select, stream_view: str, stream_alia
     source.set("this", exp.to_identifier(view, quoted=True))
     hidden = {(table.alias, name): column for number, table in enumerate(tables, start=1)
               for name, column in hidden_columns(table, number).items()}
+    unqualified = {name: column for (_, name), column in hidden.items()}  # ksqlDB refuses an
+    # unqualified name that more than one source has
     for join in later:
         for column in list(join.args["on"].find_all(exp.Column)):
-            found = hidden.get((column.table, column.name))
+            found = (hidden.get((column.table, column.name)) if column.table
+                     else unqualified.get(column.name))
             if found is not None:
                 column.replace(exp.column(found, table=stream_alias, quoted=True))
     select.set("joins", later)

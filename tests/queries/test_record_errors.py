@@ -292,32 +292,38 @@ def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(
                      f"CREATE TABLE {name}_U (ID INT PRIMARY KEY, C INT) WITH ("
                      f"KAFKA_TOPIC='{name}_R', VALUE_FORMAT='JSON');"
                      f"CREATE TABLE {name}_V (ID INT PRIMARY KEY, C INT) WITH ("
-                     f"KAFKA_TOPIC='{name}_V', PARTITIONS=1, VALUE_FORMAT='JSON');")
+                     f"KAFKA_TOPIC='{name}_V', PARTITIONS=1, VALUE_FORMAT='JSON');"
+                     f"CREATE STREAM {name}_Q (ID INT KEY, C INT) WITH (KAFKA_TOPIC='{name}_Q', "
+                     "PARTITIONS=1, VALUE_FORMAT='JSON');")
     producer = producer_factory()
     for key, divisor in [(1, 2), (2, 0), (3, 1), (4, 3)]:
-        for topic in (f"{name}_R", f"{name}_V"):
+        for topic in (f"{name}_R", f"{name}_V", f"{name}_Q"):
             producer.produce(topic, key=struct.pack(">i", key),
                              value=json.dumps({"C": divisor}).encode())
     _produce_rows(producer, name)
     # 2: CAST('x' AS INT) and A / C fail; 3: the WHERE's A % B fails and drops the row. The
-    # third query joins the table V (keyed state) before the stream R.
+    # third query joins the table V (keyed state) before the stream R, the fourth three streams.
     earliest(spark_node, f"CREATE STREAM {name}_SJ AS SELECT L.ID, CAST(L.TXT AS INT) AS N, "
                          f"L.A / R.C AS Q FROM {name} L JOIN {name}_R R WITHIN 1 HOUR "
                          "ON L.ID = R.ID WHERE L.A % L.B = 0;"
                          f"CREATE STREAM {name}_SV AS SELECT L.ID, CAST(L.TXT AS INT) AS N, "
                          f"L.A / V.C AS Q FROM {name} L JOIN {name}_V V ON L.ID = V.ID "
                          f"JOIN {name}_R R WITHIN 1 HOUR ON L.ID = R.ID WHERE L.A % L.B = 0;"
+                         f"CREATE STREAM {name}_S3 AS SELECT L.ID, CAST(L.TXT AS INT) AS N, "
+                         f"L.A / Q.C AS Q FROM {name} L JOIN {name}_R R WITHIN 1 HOUR ON "
+                         f"L.ID = R.ID JOIN {name}_Q Q WITHIN 1 HOUR ON L.ID = Q.ID "
+                         "WHERE L.A % L.B = 0;"
                          f"CREATE TABLE {name}_TJ AS SELECT T.ID, CAST(T.TXT AS INT) AS N, "
                          f"T.A / U.C AS Q FROM {name}_T T JOIN {name}_U U ON T.ID = U.ID "
                          "WHERE T.A % T.B = 0;")
     expected = [{"N": 5, "Q": 2}, {"N": None, "Q": None}, {"N": 9, "Q": 2}]
-    for joined in (f"{name}_SJ", f"{name}_SV"):
+    for joined in (f"{name}_SJ", f"{name}_SV", f"{name}_S3"):
         assert sorted(_values(kafka_settings, joined, 3), key=str) == sorted(expected, key=str)
     assert sorted(_values(kafka_settings, f"{name}_TJ", 4), key=str) == sorted(expected, key=str)
     ids = {sink: query_id for query_id, q in queries(spark_node).items()
            for sink in q["sinks"] if sink.startswith(name)}
     for sink, left, right in ((f"{name}_SJ", "L", "R"), (f"{name}_TJ", "T", "U"),
-                              (f"{name}_SV", "L", "V")):
+                              (f"{name}_SV", "L", "V"), (f"{name}_S3", "L", "Q")):
         query_id = ids[sink]
         entries = eventually(partial(_entries, kafka_settings, spark_node, query_id, 3), 90,
                              f"{sink}'s three failed rows in the processing log", interval=1)

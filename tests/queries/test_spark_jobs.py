@@ -571,6 +571,38 @@ def test_emit_final_sessions_are_written_as_stream_time_closes_them(
         ((3, 20000, 20000), b"1")]
 
 
+def test_emit_final_sessions_expire_once_written_and_count_each_record_once(
+        spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
+        topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],
+        tmp_path: Path) -> None:
+    """With the default retention (the gap: EMIT FINAL's grace is 0), a session ending at the
+    close stream time reached is neither written nor expired yet, and a record of its time
+    in the next micro-batch joins it (one session of two records, not two); written sessions
+    expire with their records, so a later session of the same key counts only its own."""
+    clicks, sink = topic_factory(), topic_factory()
+    image = catalog(f"""
+        CREATE STREAM CLICKS (USER_ID INT KEY, PAGE STRING)
+            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
+        CREATE TABLE VISITS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT USER_ID, COUNT(*) AS N FROM CLICKS WINDOW SESSION (30 SECONDS)
+            GROUP BY USER_ID EMIT FINAL;""")
+    plan = compile_query(image.queries[query_id(image, "VISITS")], image)
+    producer = producer_factory()
+    options = {"kafka.bootstrap.servers": kafka_bootstrap}
+    # closes at stream time less 30 s: 1 s after the first run (user 1's session ends there),
+    # 2 s and then 171 s in the second, 271 s in the third (a Kafka timestamp of 0 is "now")
+    for run in (((1, 1000), (2, 31_000)), ((1, 1000), (2, 32_000), (1, 201_000)),
+                ((1, 201_000), (3, 301_000))):
+        for user, at in run:
+            producer.produce(clicks, key=int_key(user), value=json.dumps({"PAGE": "a"}),
+                             timestamp=at)
+        assert producer.flush(10) == 0
+        run_available_now(spark, plan, tmp_path / "q", options)
+    written = read_all(kafka_settings, sink, 4, timeout=15)
+    assert sorted((struct.unpack(">iqq", k or b""), v) for k, v, _ in written) == [
+        ((1, 1000, 1000), b"2"), ((1, 201_000, 201_000), b"2"), ((2, 32_000, 31_000), b"2")]
+
+
 def test_tables_joined_before_a_stream_stream_join_are_keyed_state(
         spark: Any, kafka_bootstrap: str, kafka_settings: KafkaSettings,
         topic_factory: Callable[..., str], producer_factory: Callable[..., Producer],

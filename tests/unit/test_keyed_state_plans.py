@@ -119,3 +119,18 @@ def test_tables_joined_before_a_stream_join_are_keyed_state_over_the_first_strea
     earlier = compile_query(query, image, table_state=False)
     assert not earlier.table_state
     assert any(step.topic == "u" and not step.streaming for step in _steps(earlier))
+
+
+def test_a_later_joins_unqualified_table_column_reads_the_joined_records() -> None:
+    """``... JOIN r WITHIN ... ON SCORE = r.W``: SCORE is the table's alone (ksqlDB refuses an
+    unqualified name two sources have), read from the first stream's joined records, as the
+    table's LATERAL VIEW comes after the JOIN."""
+    results, image = run_script(SOURCES + (
+        "CREATE TABLE U2 (ID INT PRIMARY KEY, SCORE INT) WITH (kafka_topic='u2', "
+        "value_format='JSON');"
+        "CREATE STREAM T AS SELECT S.ID AS ID, V, W FROM S JOIN U2 ON S.USER_ID = U2.ID "
+        "JOIN R WITHIN 1 MINUTE ON SCORE = R.W;"))
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+    plan = compile_query(next(iter(image.queries.values())), image)
+    assert plan.batch is not None and "(`S`.`__MS_J1_SCORE`) = (`R`.`W`)" in \
+        plan.batch.source_sql

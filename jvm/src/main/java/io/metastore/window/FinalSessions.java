@@ -4,7 +4,6 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -39,15 +38,15 @@ import org.apache.spark.sql.types.StructType;
  * <p>The input is the aggregation's records, each with its group ({@code __MS_GROUP}, a string
  * naming it; NULL for a record the aggregation does not see) and its time ({@code __MS_T}). Per
  * partition, in offset order, a record the aggregation sees moves stream time on to its time if
- * newer and merges with the live sessions of its group it reaches within the gap (both ends
- * inclusive) into one session spanning them and it, unless that session would end before stream
- * time less the grace period and the gap (its close): the record is then late and dropped. Then,
- * once the close passes the one last written up to, each session ending at or after that one
- * (and at or after 0) and before the new close is written with the records it holds then.
- * Lastly sessions that ended {@code retention} or more before stream time expire with their
- * records, once written (no later record reaches them). A written session stays in the store
- * until it expires, so a later record may still merge it into a session written at its own
- * close, as Kafka Streams writes both.
+ * newer; the sessions written before that ended {@code retention} or more before stream time
+ * expire with their records; the record merges with the live sessions of its group it reaches
+ * within the gap (both ends inclusive) into one session spanning them and it, unless that
+ * session would end before stream time less the grace period and the gap (its close): the
+ * record is then late and dropped. Then, once the close passes the one last written up to, each
+ * session ending at or after that one (and at or after 0) and before the new close is written
+ * with the records it holds then. A written session stays in the store until it expires, so a
+ * later record may still merge it into a session written at its own close, as Kafka Streams
+ * writes both; a group's live sessions never overlap, and each record is in one of them.
  *
  * <p>The output, per micro-batch, is the records of each session it closed, with the session's
  * bounds ({@code __MS_SESSION_START}, {@code __MS_SESSION_END}) and {@code __MS_SENTINEL}
@@ -71,7 +70,7 @@ public final class FinalSessions extends StatefulProcessor<Row, Row, Row> {
     private transient MapState<Row, Long> sessions;
     private transient MapState<Long, Row> records;
 
-    /** A session of one group; sessions are told apart by {@code id} in a micro-batch. */
+    /** A session of one group; sessions are told apart by {@code id} within a micro-batch. */
     private static final class Session {
         final String group;
         final long start;
@@ -84,14 +83,21 @@ public final class FinalSessions extends StatefulProcessor<Row, Row, Row> {
             this.end = end;
             this.id = id;
         }
-
-        boolean holds(long at) {
-            return start <= at && at <= end;
-        }
     }
 
-    /** A session written at the record of {@code offset}: the records it held then. */
-    private record Written(Session session, long offset) {
+    /** A record of a live session: the session it is in, and whether it is the batch's. */
+    private static final class Member {
+        final long recordOffset;
+        final Row record;
+        final boolean sentinel;
+        Session session;
+
+        Member(long recordOffset, Row record, boolean sentinel, Session session) {
+            this.recordOffset = recordOffset;
+            this.record = record;
+            this.sentinel = sentinel;
+            this.session = session;
+        }
     }
 
     private FinalSessions(StructType input, StructType output, long gap, long grace,
@@ -137,148 +143,181 @@ public final class FinalSessions extends StatefulProcessor<Row, Row, Row> {
     public scala.collection.Iterator<Row> handleInputRows(Row partition,
                                                           scala.collection.Iterator<Row> rows,
                                                           TimerValues timerValues) {
-        List<Row> batch = Keyed.inOrder(rows, Comparator.comparingLong(row -> row.getLong(offset)));
-        Map<String, List<Session>> live = new HashMap<>();
-        TreeSet<Session> byEnd = new TreeSet<>(Comparator.<Session>comparingLong(s -> s.end)
-                                               .thenComparingLong(s -> s.id));
-        long ids = 0;
-        scala.collection.Iterator<scala.Tuple2<Row, Long>> stored = sessions.iterator();
-        while (stored.hasNext()) {
-            scala.Tuple2<Row, Long> entry = stored.next();
-            Session session = new Session(entry._1().getString(0), entry._1().getLong(1),
-                                          entry._2(), ids++);
-            live.computeIfAbsent(session.group, g -> new ArrayList<>()).add(session);
-            byEnd.add(session);
+        Partition state = new Partition();
+        for (Row record : Keyed.inOrder(rows, Comparator.comparingLong(r -> r.getLong(offset)))) {
+            state.take(record);
         }
-        Set<Session> before = new HashSet<>(byEnd);
+        state.save();
+        return scala.jdk.javaapi.CollectionConverters.asScala(state.out.iterator());
+    }
+
+    /** One partition's state for a micro-batch: read at its start, saved at its end. */
+    private final class Partition {
+        final Map<String, List<Session>> live = new HashMap<>();
+        final TreeSet<Session> byEnd = new TreeSet<>(
+                Comparator.<Session>comparingLong(s -> s.end).thenComparingLong(s -> s.id));
+        final Map<String, List<Member>> members = new HashMap<>();
+        final Set<Session> before;
+        final List<Long> expiredRecords = new ArrayList<>();
+        final List<Row> out = new ArrayList<>();
         boolean timed = streamTime.exists();
         long now = timed ? streamTime.get() : Long.MIN_VALUE;
         long closed = closedUpTo.exists() ? closedUpTo.get() : 0L;
-        boolean expired = false;
-        List<Written> written = new ArrayList<>();
-        Map<Long, Row> added = new LinkedHashMap<>();
-        for (Row record : batch) {
+        long ids;
+
+        Partition() {
+            scala.collection.Iterator<scala.Tuple2<Row, Long>> stored = sessions.iterator();
+            while (stored.hasNext()) {
+                scala.Tuple2<Row, Long> entry = stored.next();
+                add(new Session(entry._1().getString(0), entry._1().getLong(1), entry._2(),
+                                ids++));
+            }
+            before = new HashSet<>(byEnd);
+            scala.collection.Iterator<scala.Tuple2<Long, Row>> kept = records.iterator();
+            while (kept.hasNext()) {
+                scala.Tuple2<Long, Row> entry = kept.next();
+                Row record = entry._2();
+                Session holder = holder(record.getString(group), record.getLong(time));
+                if (holder == null) {
+                    expiredRecords.add(entry._1());
+                } else {
+                    membersOf(holder.group).add(new Member(entry._1(), record, false, holder));
+                }
+            }
+        }
+
+        /** A record, in offset order. */
+        void take(Row record) {
             if (record.isNullAt(group) || record.isNullAt(time)) {
-                continue;
+                return;
             }
             long at = record.getLong(time);
             timed = true;
             now = Math.max(now, at);
+            expire();
             long close = now - grace - gap;
-            if (merge(live, byEnd, record.getString(group), at, now, close, ids++)) {
-                added.put(record.getLong(offset), record);
+            Session merged = merge(record.getString(group), at, close);
+            if (merged != null) {
+                membersOf(merged.group).add(new Member(record.getLong(offset), record, true,
+                                                       merged));
             }
             if (close > closed) {
                 Session from = new Session(null, 0, Math.max(0L, closed), Long.MIN_VALUE);
                 Session to = new Session(null, 0, close, Long.MIN_VALUE);
                 for (Session session : byEnd.subSet(from, true, to, false)) {
-                    written.add(new Written(session, record.getLong(offset)));
+                    write(session);
                 }
                 closed = close;
             }
-            // a session expires once written: one ending at the close it reached waits for it
+        }
+
+        /** Forget the written sessions that ended {@code retention} or more before now. */
+        void expire() {
             while (!byEnd.isEmpty() && byEnd.first().end <= now - retention
                     && byEnd.first().end < closed) {
                 Session gone = byEnd.pollFirst();
                 live.get(gone.group).remove(gone);
-                expired = true;
+                membersOf(gone.group).removeIf(member -> {
+                    if (member.session != gone) {
+                        return false;
+                    }
+                    if (!member.sentinel) {
+                        expiredRecords.add(member.recordOffset);
+                    }
+                    return true;
+                });
             }
         }
-        List<Row> out = new ArrayList<>();
-        Map<String, List<Written>> writtenByGroup = new HashMap<>();
-        for (Written w : written) {
-            writtenByGroup.computeIfAbsent(w.session().group, g -> new ArrayList<>()).add(w);
-        }
-        if (!written.isEmpty() || expired) {
-            List<Long> dropped = new ArrayList<>();
-            scala.collection.Iterator<scala.Tuple2<Long, Row>> members = records.iterator();
-            while (members.hasNext()) {
-                scala.Tuple2<Long, Row> member = members.next();
-                write(member._2(), member._1(), false, writtenByGroup, out);
-                if (holder(live, member._2()) == null) {
-                    dropped.add(member._1());
+
+        /**
+         * The session a record of {@code group} at {@code at} makes with the live sessions it
+         * reaches, which it replaces (their records move to it); null, and nothing changed,
+         * when that session would end before {@code close}: the record is late.
+         */
+        Session merge(String recordGroup, long at, long close) {
+            List<Session> reached = new ArrayList<>();
+            long first = at;
+            long last = at;
+            for (Session session : live.getOrDefault(recordGroup, List.of())) {
+                if (session.end >= at - gap && session.start <= at + gap) {
+                    reached.add(session);
+                    first = Math.min(first, session.start);
+                    last = Math.max(last, session.end);
                 }
             }
-            for (Long id : dropped) {
-                records.removeKey(id);
+            if (last < close) {
+                return null;
+            }
+            if (!reached.isEmpty()) {
+                live.get(recordGroup).removeAll(reached);
+                reached.forEach(byEnd::remove);
+            }
+            Session merged = add(new Session(recordGroup, first, last, ids++));
+            for (Member member : membersOf(recordGroup)) {
+                if (reached.contains(member.session)) {
+                    member.session = merged;
+                }
+            }
+            return merged;
+        }
+
+        /** Write {@code session} with the records it holds now. */
+        void write(Session session) {
+            for (Member member : membersOf(session.group)) {
+                if (member.session == session) {
+                    out.add(Rows.appended(member.record, output, session.start, session.end,
+                                          member.sentinel));
+                }
             }
         }
-        for (Map.Entry<Long, Row> entry : added.entrySet()) {
-            write(entry.getValue(), entry.getKey(), true, writtenByGroup, out);
-            if (holder(live, entry.getValue()) != null) {
-                records.updateValue(entry.getKey(), entry.getValue());
+
+        /** Save what the micro-batch changed. */
+        void save() {
+            expire();
+            for (Long expired : expiredRecords) {
+                records.removeKey(expired);
             }
-        }
-        for (Session session : before) {
-            if (!byEnd.contains(session)) {
-                sessions.removeKey(RowFactory.create(session.group, session.start));
+            for (List<Member> groupMembers : members.values()) {
+                for (Member member : groupMembers) {
+                    if (member.sentinel) {
+                        records.updateValue(member.recordOffset, member.record);
+                    }
+                }
             }
-        }
-        for (Session session : byEnd) {
-            if (!before.contains(session)) {
-                sessions.updateValue(RowFactory.create(session.group, session.start),
-                                     session.end);
+            for (Session session : before) {
+                if (!byEnd.contains(session)) {
+                    sessions.removeKey(RowFactory.create(session.group, session.start));
+                }
             }
-        }
-        if (timed) {
-            streamTime.update(now);
-        }
-        if (closed != 0L) {
+            for (Session session : byEnd) {
+                if (!before.contains(session)) {
+                    sessions.updateValue(RowFactory.create(session.group, session.start),
+                                         session.end);
+                }
+            }
+            if (timed) {
+                streamTime.update(now);
+            }
             closedUpTo.update(closed);
         }
-        return scala.jdk.javaapi.CollectionConverters.asScala(out.iterator());
-    }
 
-    /**
-     * Merge a record of {@code group} at {@code at} with the live sessions it reaches (those not
-     * expired at {@code now}) into one session, in {@code live} and {@code byEnd}; false, and
-     * nothing changed, when that session would end before {@code close}: the record is late.
-     */
-    private boolean merge(Map<String, List<Session>> live, TreeSet<Session> byEnd, String group,
-                          long at, long now, long close, long id) {
-        List<Session> mine = live.computeIfAbsent(group, g -> new ArrayList<>());
-        long first = at;
-        long last = at;
-        List<Session> reached = new ArrayList<>();
-        for (Session session : mine) {
-            if (session.end > now - retention && session.end >= at - gap
-                    && session.start <= at + gap) {
-                reached.add(session);
-                first = Math.min(first, session.start);
-                last = Math.max(last, session.end);
-            }
+        Session add(Session session) {
+            live.computeIfAbsent(session.group, g -> new ArrayList<>()).add(session);
+            byEnd.add(session);
+            return session;
         }
-        if (last < close) {
-            return false;
-        }
-        mine.removeAll(reached);
-        reached.forEach(byEnd::remove);
-        Session session = new Session(group, first, last, id);
-        mine.add(session);
-        byEnd.add(session);
-        return true;
-    }
 
-    /** The live session holding {@code record}, else null. */
-    private Session holder(Map<String, List<Session>> live, Row record) {
-        long at = record.getLong(time);
-        for (Session session : live.getOrDefault(record.getString(group), List.of())) {
-            if (session.holds(at)) {
-                return session;
+        Session holder(String recordGroup, long at) {
+            for (Session session : live.getOrDefault(recordGroup, List.of())) {
+                if (session.start <= at && at <= session.end) {
+                    return session;
+                }
             }
+            return null;
         }
-        return null;
-    }
 
-    /** Write {@code record} in each session written that held it then. */
-    private void write(Row record, long recordOffset, boolean sentinel,
-                       Map<String, List<Written>> writtenByGroup, List<Row> out) {
-        long at = record.getLong(time);
-        for (Written w : writtenByGroup.getOrDefault(record.getString(group), List.of())) {
-            if (w.session().holds(at) && recordOffset <= w.offset()) {
-                out.add(Rows.appended(record, output, w.session().start, w.session().end,
-                                      sentinel));
-            }
+        List<Member> membersOf(String memberGroup) {
+            return members.computeIfAbsent(memberGroup, g -> new ArrayList<>());
         }
     }
 }
