@@ -583,7 +583,8 @@ class _Planner:
             self.outer = self.select
             self.select = split_stream_joins(
                 self.outer, self.analysis, strategy.joined_reads, self.joined_rows,
-                None if strategy.tables_after else strategy.window, self.generated)
+                None if strategy.tables_after else strategy.window,
+                [*self.generated, *self._joined_record_columns()])
         if strategy.join_windows:  # before the tables' JOINs leave, when they are keyed state
             bound_stream_joins(self.select, self.analysis, strategy.join_windows,
                                 self.stream_alias, self.stream_aliases)
@@ -600,6 +601,17 @@ class _Planner:
         if self.generated:
             _explode(self.outer or self.select, self.generated,
                      JOINED if self.outer is not None else self.stream_alias)
+
+    def _joined_record_columns(self) -> list[exp.Column]:
+        """The columns of each joined stream's row in a processing-log record, which the joined
+        rows carry when the rows after them are checked (tables joined after the streams,
+        without aggregation: :meth:`_joined_checks`)."""
+        strategy = self.strategy
+        if not (self.failures and strategy.tables_after) or self.analysis.aggregate:
+            return []
+        return [exp.column(name, table=read.alias, quoted=True)
+                for read in self.analysis.reads[:strategy.joined_reads]
+                for name in record_checks.record_columns(read.source)]
 
     def _join_keyed_tables(self) -> None:
         """A stream's (or a stream-stream join's rows') joins with tables as keyed state."""
@@ -887,19 +899,26 @@ class _Planner:
         leaves the SELECT, to filter that view after its rows are checked; a table join's is in
         its rows' deletion, as is whether the join has a row at all (ksqlDB evaluates nothing
         of a key without one)."""
-        analysis = self.analysis
-        keyed = bool(self.keyed) and not self.strategy.tables_before  # whose rows it reads
-        if analysis.aggregate or not analysis.joins or keyed or self.generated or \
-                self.strategy.split_streams or not self._selects_rows():
+        analysis, strategy = self.analysis, self.strategy
+        if analysis.aggregate or not analysis.joins or self.generated or not self._selects_rows():
             return None
+        if (self.keyed and not (strategy.tables_before or strategy.tables_after)) or (
+                strategy.split_streams and not strategy.tables_after):
+            return None  # its rows are not its SELECT's over its sources' (or their views')
         if self.table_rows is not None:
             present, where = self.table_rows
             return self._checked_join(where, present, None)
-        if not self.strategy.join_windows:
+        if not strategy.join_windows:
             return None
-        where = self.select.args.get("where")
+        where = self._rows_select.args.get("where")
         users, added = record_checks.split_where(where.this) if where is not None else (None, None)
         return self._checked_join(users, None, added)
+
+    @property
+    def _rows_select(self) -> exp.Select:
+        """The SELECT that computes the query's rows: the query's, or, split after its
+        stream-stream joins, the one over the joined rows (:data:`JOINED`)."""
+        return self.outer if self.outer is not None else self.select
 
     def _checked_join(self, users: exp.Expr | None, present: exp.Expr | None,
                       added: exp.Expr | None) -> CheckedRows | None:
@@ -941,7 +960,8 @@ class _Planner:
         """Whether the query's rows are its SELECT's, as a streaming step could compute them
         (and no column of its own takes the name of the checks' columns)."""
         strategy = self.strategy
-        return (self.batch is None and strategy.at_once is None and self.outer is None
+        return (self.batch is None and strategy.at_once is None
+                and (self.outer is None or not self.analysis.aggregate)
                 and not (strategy.table_join and not strategy.keyed_rows)
                 and not self._names_checked_columns())
 
@@ -979,9 +999,9 @@ class _Planner:
         if sentinels is not None:
             for item in added:
                 leave_out_sentinels(item, sentinels)
-        observed = self.select.copy()
+        observed = self._rows_select.copy()
         observed.set("expressions", [
-            *self.select.expressions, *added,
+            *self._rows_select.expressions, *added,
             exp.alias_(order, record_checks.CHECKED_ORDER, quoted=True)])
         observed.set("where", where.copy() if where is not None else None)
         return observed.sql(dialect="spark", identify=True)

@@ -302,7 +302,8 @@ def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(
                              value=json.dumps({"C": divisor}).encode())
     _produce_rows(producer, name)
     # 2: CAST('x' AS INT) and A / C fail; 3: the WHERE's A % B fails and drops the row. The
-    # third query joins the table V (keyed state) before the stream R, the fourth three streams.
+    # third query joins the table V (keyed state) before the stream R, the fourth three streams,
+    # the fifth V after the streams' joined records.
     earliest(spark_node, f"CREATE STREAM {name}_SJ AS SELECT L.ID, CAST(L.TXT AS INT) AS N, "
                          f"L.A / R.C AS Q FROM {name} L JOIN {name}_R R WITHIN 1 HOUR "
                          "ON L.ID = R.ID WHERE L.A % L.B = 0;"
@@ -313,17 +314,21 @@ def test_joins_of_streams_and_of_tables_log_the_joined_rows_they_cannot_compute(
                          f"L.A / Q.C AS Q FROM {name} L JOIN {name}_R R WITHIN 1 HOUR ON "
                          f"L.ID = R.ID JOIN {name}_Q Q WITHIN 1 HOUR ON L.ID = Q.ID "
                          "WHERE L.A % L.B = 0;"
+                         f"CREATE STREAM {name}_SA AS SELECT L.ID, CAST(L.TXT AS INT) AS N, "
+                         f"L.A / V.C AS Q FROM {name} L JOIN {name}_R R WITHIN 1 HOUR ON "
+                         f"L.ID = R.ID JOIN {name}_V V ON L.ID = V.ID WHERE L.A % L.B = 0;"
                          f"CREATE TABLE {name}_TJ AS SELECT T.ID, CAST(T.TXT AS INT) AS N, "
                          f"T.A / U.C AS Q FROM {name}_T T JOIN {name}_U U ON T.ID = U.ID "
                          "WHERE T.A % T.B = 0;")
     expected = [{"N": 5, "Q": 2}, {"N": None, "Q": None}, {"N": 9, "Q": 2}]
-    for joined in (f"{name}_SJ", f"{name}_SV", f"{name}_S3"):
+    for joined in (f"{name}_SJ", f"{name}_SV", f"{name}_S3", f"{name}_SA"):
         assert sorted(_values(kafka_settings, joined, 3), key=str) == sorted(expected, key=str)
     assert sorted(_values(kafka_settings, f"{name}_TJ", 4), key=str) == sorted(expected, key=str)
     ids = {sink: query_id for query_id, q in queries(spark_node).items()
            for sink in q["sinks"] if sink.startswith(name)}
     for sink, left, right in ((f"{name}_SJ", "L", "R"), (f"{name}_TJ", "T", "U"),
-                              (f"{name}_SV", "L", "V"), (f"{name}_S3", "L", "Q")):
+                              (f"{name}_SV", "L", "V"), (f"{name}_S3", "L", "Q"),
+                              (f"{name}_SA", "L", "V")):
         query_id = ids[sink]
         entries = eventually(partial(_entries, kafka_settings, spark_node, query_id, 3), 90,
                              f"{sink}'s three failed rows in the processing log", interval=1)
