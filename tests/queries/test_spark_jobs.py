@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 from metastore.catalog.image import Image
 from metastore.kafka.settings import KafkaSettings
 from metastore.planner.plan import compile_query
+from metastore.planner.steps import QueryPlan
 from metastore.runtime import job
 from metastore.runtime.checkpoints import (
     STREAM_STATE_MARK,
@@ -46,6 +47,35 @@ def catalog(text: str) -> Image:
     failed = [r for r in results if not r.ok]
     assert not failed, failed[0].message
     return image
+
+
+KEPT_SESSIONS = "SESSION (10 SECONDS, RETENTION 1 HOUR, GRACE PERIOD 1 SECOND)"
+"""Sessions with a gap of 10 s, a grace period of 1 s and kept an hour after they end."""
+
+
+def visits(clicks: str, sink: str, window: str, *, final: bool = False) -> Image:
+    """A catalog of the stream CLICKS over ``clicks`` and the table VISITS over ``sink``: each
+    user's COUNT(*) of clicks in ``window`` (a SESSION window), EMIT FINAL with ``final``."""
+    return catalog(f"""
+        CREATE STREAM CLICKS (USER_ID INT KEY, PAGE STRING)
+            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
+        CREATE TABLE VISITS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
+            SELECT USER_ID, COUNT(*) AS N FROM CLICKS WINDOW {window} GROUP BY USER_ID
+            {'EMIT FINAL' if final else ''};""")
+
+
+def keyed_stream_plan(image: Image, sink: str, topic: str) -> QueryPlan:
+    """The plan of the query writing ``sink``, which keeps its stream's windows or sessions as
+    keyed state and reads no topic in batch; the plan of a checkpoint from before that state
+    replays ``topic`` at every micro-batch."""
+    query = image.queries[query_id(image, sink)]
+    plan = compile_query(query, image)
+    assert plan.stream_state and not plan.table_state
+    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
+        "the stream's topic is not read in batch"
+    replayed = compile_query(query, image, stream_state=False).batch
+    assert replayed is not None and any(step.topic == topic for step in replayed.steps)
+    return plan
 
 
 def read_all(settings: KafkaSettings, topic: str, count: int, timeout: float = 90) -> list[Record]:
@@ -444,20 +474,8 @@ def test_session_windows_keep_sessions_and_stream_time_in_their_checkpoint(
     its checkpointed stream time makes late; the stream is not read in batch. A checkpoint
     started before this state keeps replaying the stream."""
     clicks, sink = topic_factory(), topic_factory()
-    image = catalog(f"""
-        CREATE STREAM CLICKS (USER_ID INT KEY, PAGE STRING)
-            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
-        CREATE TABLE VISITS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
-            SELECT USER_ID, COUNT(*) AS N FROM CLICKS
-            WINDOW SESSION (10 SECONDS, RETENTION 1 HOUR, GRACE PERIOD 1 SECOND)
-            GROUP BY USER_ID;""")
-    query = image.queries[query_id(image, "VISITS")]
-    plan = compile_query(query, image)
-    assert plan.stream_state and not plan.table_state
-    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
-        "the stream's topic is not read in batch"
-    replayed = compile_query(query, image, stream_state=False).batch
-    assert replayed is not None and any(step.topic == clicks for step in replayed.steps)
+    image = visits(clicks, sink, KEPT_SESSIONS)
+    plan = keyed_stream_plan(image, "VISITS", clicks)
     producer = producer_factory()
     for at in (1000, 2000, 15000):
         producer.produce(clicks, key=int_key(1), value=json.dumps({"PAGE": "a"}), timestamp=at)
@@ -496,13 +514,7 @@ def test_emit_final_keeps_open_windows_in_its_checkpoint(
         CREATE TABLE FINAL_COUNTS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
             SELECT SENSOR, COUNT(*) AS N FROM READINGS WINDOW TUMBLING (SIZE 10 SECONDS)
             GROUP BY SENSOR EMIT FINAL;""")
-    query = image.queries[query_id(image, "FINAL_COUNTS")]
-    plan = compile_query(query, image)
-    assert plan.stream_state and not plan.table_state
-    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
-        "the stream's topic is not read in batch"
-    replayed = compile_query(query, image, stream_state=False).batch
-    assert replayed is not None and any(step.topic == readings for step in replayed.steps)
+    plan = keyed_stream_plan(image, "FINAL_COUNTS", readings)
     producer = producer_factory()
     for sensor, at in ((1, 1000), (1, 2000), (2, 5000)):
         producer.produce(readings, key=int_key(sensor), value=json.dumps({"V": 1}),
@@ -533,20 +545,8 @@ def test_emit_final_sessions_are_written_as_stream_time_closes_them(
     a closed session is dropped as late. The stream is not read in batch, and a checkpoint
     started before this state keeps replaying it."""
     clicks, sink = topic_factory(), topic_factory()
-    image = catalog(f"""
-        CREATE STREAM CLICKS (USER_ID INT KEY, PAGE STRING)
-            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
-        CREATE TABLE VISITS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
-            SELECT USER_ID, COUNT(*) AS N FROM CLICKS
-            WINDOW SESSION (10 SECONDS, RETENTION 1 HOUR, GRACE PERIOD 1 SECOND)
-            GROUP BY USER_ID EMIT FINAL;""")
-    query = image.queries[query_id(image, "VISITS")]
-    plan = compile_query(query, image)
-    assert plan.stream_state and not plan.table_state
-    assert plan.batch is not None and not any(step.topic for step in plan.batch.steps), \
-        "the stream's topic is not read in batch"
-    replayed = compile_query(query, image, stream_state=False).batch
-    assert replayed is not None and any(step.topic == clicks for step in replayed.steps)
+    image = visits(clicks, sink, KEPT_SESSIONS, final=True)
+    plan = keyed_stream_plan(image, "VISITS", clicks)
     producer = producer_factory()
 
     def click(user: int, at: int) -> None:
@@ -580,12 +580,7 @@ def test_emit_final_sessions_expire_once_written_and_count_each_record_once(
     in the next micro-batch joins it (one session of two records, not two); written sessions
     expire with their records, so a later session of the same key counts only its own."""
     clicks, sink = topic_factory(), topic_factory()
-    image = catalog(f"""
-        CREATE STREAM CLICKS (USER_ID INT KEY, PAGE STRING)
-            WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON');
-        CREATE TABLE VISITS WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='DELIMITED') AS
-            SELECT USER_ID, COUNT(*) AS N FROM CLICKS WINDOW SESSION (30 SECONDS)
-            GROUP BY USER_ID EMIT FINAL;""")
+    image = visits(clicks, sink, "SESSION (30 SECONDS)", final=True)
     plan = compile_query(image.queries[query_id(image, "VISITS")], image)
     producer = producer_factory()
     options = {"kafka.bootstrap.servers": kafka_bootstrap}
