@@ -22,8 +22,9 @@ records and the records of the sessions they touch, where
 
 EMIT FINAL writes a session once it closes, by stream time, which records of any group move;
 so its sessions are one JVM processor's, ``io.metastore.window.FinalSessions``, keyed by source
-partition (:func:`keyed_final_sessions`), where
-:func:`metastore.planner.final_windows.close_sessions` narrows a replay of the stream.
+partition (:func:`keyed_final_sessions`). Plans of planner version 5 and earlier replay the
+stream instead, narrowed to the sessions each micro-batch closes
+(:func:`metastore.planner.final_windows.close_sessions`).
 """
 
 from __future__ import annotations
@@ -93,7 +94,6 @@ def keyed_final_sessions(aggregation: exp.Select, stream_view: str, input_view: 
     stage = BatchStage(source_sql=f"SELECT * FROM {quote(closed)}", view=changes,
                        steps=(Step(input_view, f"SELECT *, {_SESSION} FROM {quote(changes)}"),))
     return steps, stage
-
 
 
 def _grouped_records(aggregation: exp.Select, input_view: str, stream_view: str, *,
