@@ -14,10 +14,18 @@ too small for it; ``/`` and ``%`` of INTEGER, BIGINT or DECIMAL operands; a func
 ``raises`` (a NULL result from arguments none of which is NULL is its exception). Nodes inside a
 lambda are not recorded (their condition would name the lambda's variables), and a node inside a
 CASE branch or behind AND / OR carries the condition under which Java would evaluate it.
+
+Where the exception is caught: ksqlDB's ``ksql.nested.error.set.null`` wraps some nodes in a
+``try`` that logs ``Error processing <what>`` and gives NULL (:func:`catcher`): every CAST (its
+target type, its operand's evaluation included), a function call or a dereference passed to a
+function call (the function, the field), and an ARRAY's element, a STRUCT's field and a MAP's key
+or value (``array item``, ``struct field``, ``map key``, ``map value``). An exception no such
+node catches fails the clause's whole expression.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,9 +53,11 @@ argument's ``meta``: its ``(name, index, text)``."""
 _PARSED = frozenset({"INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "TIME", "TIMESTAMP",
                      "BYTES"})
 _NUMBERS = frozenset({"INTEGER", "BIGINT", "DOUBLE", "DECIMAL"})
-_WRAPPING = (exp.Anonymous, exp.Cast, exp.Array, exp.Struct, exp.Map, exp.Dot, exp.JSONExtract)
-"""Where ksqlDB's ``ksql.nested.error.set.null`` catches a failing child: the arguments of a
-function call, a CAST's operand, a constructor's elements, a dereferenced struct."""
+Caught = tuple[str, tuple[object, ...]]
+"""What catches a node's exception: the ``<what>`` of ``Error processing <what>``, and where the
+catching node sits (its path of argument keys and indexes from the clause's root)."""
+TypeOf = Callable[[exp.Expr], ty.SqlType | None]
+"""A typed expression's ksqlDB type (:func:`metastore.functions.library.ksql_type`)."""
 
 
 @dataclass(frozen=True)
@@ -61,9 +71,9 @@ class Failure:
     cause: exp.Expr
     """The exception's message, as Spark SQL of a STRING."""
     wrapped: bool
-    """ksqlDB catches it where it is (a CAST, or a call nested in a call, a CAST or a
-    constructor) and logs ``Error processing <name>``; otherwise the clause's whole expression
-    fails (``Error computing expression ...``)."""
+    """ksqlDB catches it in a node around it (:func:`catcher`) and logs ``Error processing
+    <name>``; otherwise the clause's whole expression fails (``Error computing expression
+    ...``)."""
     clause: str
     """:data:`PROJECT`, :data:`WHERE`, :data:`GROUP` or :data:`HAVING`; empty elsewhere (a
     join's condition): the planner does not check those."""
@@ -74,11 +84,68 @@ class Failure:
     prepared: tuple[str, int, str] | None = None
     """The column of ksqlDB's ``Aggregate.Prepare`` step it sits in (an aggregate call's
     argument): its name, index and text."""
+    caught_at: tuple[object, ...] = ()
+    """Where the node that catches it sits, when :attr:`wrapped`: failures one node catches are
+    one entry (the first exception ends its evaluation)."""
+
+
+def catcher(node: exp.Expr, type_of: TypeOf) -> Caught | None:
+    """The nearest node around ``node`` (or ``node`` itself) whose exception ksqlDB catches
+    where it is, and what its ``Error processing`` message names; None where none does (the
+    clause's expression fails)."""
+    child = node
+    while child.parent is not None and not isinstance(child, exp.Select | exp.Lambda):
+        parent = child.parent
+        if isinstance(child, exp.Cast):
+            target = type_of(child)
+            return (target.sql(), _path(child)) if target is not None else None
+        what = _catching(child, parent)
+        if what is not None:
+            return what, _path(child)
+        child = parent
+    return None
+
+
+def _catching(child: exp.Expr, parent: exp.Expr) -> str | None:
+    """What ksqlDB's ``try`` around ``child``, as ``parent``'s part, names; None: no ``try``."""
+    inner = child
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(parent, exp.Array):
+        return "array item"
+    if isinstance(parent, exp.Struct) or (
+            isinstance(parent, exp.PropertyEQ) and _calls(parent.parent, "STRUCT")):
+        return "struct field"
+    if isinstance(parent, exp.PropertyEQ) and _calls(parent.parent, "MAP"):
+        return "map key" if child is parent.this else "map value"
+    if isinstance(parent, exp.Anonymous) and not _calls(parent, "MAP", "STRUCT"):
+        if isinstance(inner, exp.Anonymous):
+            return str(inner.name).upper()
+        if isinstance(inner, exp.Dot | exp.JSONExtract):
+            path = inner.expression
+            text = path.name if isinstance(path, exp.Expr) else str(path)
+            return text.strip("$.").split(".")[-1]
+    return None
+
+
+def _calls(node: exp.Expr | None, *names: str) -> bool:
+    """Whether ``node`` is a call of one of the functions ``names``."""
+    return isinstance(node, exp.Anonymous) and str(node.name).upper() in names
+
+
+def _path(node: exp.Expr) -> tuple[object, ...]:
+    """Where ``node`` sits under its clause's SELECT: its argument keys and indexes."""
+    steps: list[object] = []
+    while node.parent is not None and not isinstance(node, exp.Select):
+        steps += [node.arg_key, node.index]
+        node = node.parent
+    return tuple(reversed(steps))
 
 
 def of_cast(node: exp.Cast, source: ty.SqlType | None, target: ty.SqlType,
             operand: exp.Expr, result: exp.Expr) -> Failure | None:
-    """The failure of ``CAST(operand AS target)`` (translated to ``result``), if it can fail."""
+    """The failure of ``CAST(operand AS target)`` (translated to ``result``), if it can fail:
+    the CAST catches it itself."""
     text_parsed = source == ty.STRING and target.base in _PARSED
     overflow = (isinstance(target, ty.DecimalType) and source is not None
                 and source.base in _NUMBERS and source != target
@@ -86,14 +153,16 @@ def of_cast(node: exp.Cast, source: ty.SqlType | None, target: ty.SqlType,
     if not (text_parsed or overflow):
         return None
     value = sql.fn("trim", operand.copy()) if text_parsed else sql.cast(operand.copy(), ty.STRING)
-    return _failure(node, target.sql(), _null_from(result, operand), _cast_cause(value, target,
-                    text_parsed), wrapped=True)
+    return _failure(node, _null_from(result, operand), _cast_cause(value, target, text_parsed),
+                    (target.sql(), _path(node)))
 
 
 def of_arithmetic(node: exp.Binary, symbol: str, result_type: ty.SqlType | None,
-                  left: exp.Expr, right: exp.Expr, result: exp.Expr) -> Failure | None:
+                  left: exp.Expr, right: exp.Expr, result: exp.Expr, type_of: TypeOf
+                  ) -> Failure | None:
     """The failure of ``left <symbol> right`` (translated to ``result``): an integer or DECIMAL
-    division or remainder by zero (or a DECIMAL quotient its type cannot hold exactly)."""
+    division or remainder by zero (or a DECIMAL quotient its type cannot hold exactly);
+    ``type_of``: the ksqlDB type of a node around it (a CAST that catches it)."""
     if symbol not in ("/", "%") or result_type is None or \
             result_type.base not in ("INTEGER", "BIGINT", "DECIMAL"):
         return None
@@ -108,26 +177,17 @@ def of_arithmetic(node: exp.Binary, symbol: str, result_type: ty.SqlType | None,
         cause = sql.if_(sql.eq(right.copy(), sql.lit(0)), by_zero, sql.lit("Rounding necessary"))
     else:
         cause = sql.lit("/ by zero")
-    return _failure(node, symbol, _null_from(result, left, right), cause, wrapped=False)
+    return _failure(node, _null_from(result, left, right), cause, catcher(node, type_of))
 
 
 def of_call(node: exp.Anonymous, name: str, args: tuple[exp.Expr, ...],
-            result: exp.Expr) -> Failure | None:
+            result: exp.Expr, type_of: TypeOf) -> Failure | None:
     """The failure of a call of a function declared ``raises``: NULL from non-NULL arguments
-    (None inside a lambda)."""
+    (None inside a lambda); ``type_of`` as :func:`of_arithmetic`'s."""
     if args and all(isinstance(argument, exp.Literal) for argument in args):
         return None  # the same for every row: constant, and checked by ksqlDB's own tests
     cause = sql.lit(f"Failed to invoke function {name}")
-    return _failure(node, name, _null_from(result, *args), cause, wrapped=_wrapped(node))
-
-
-def _wrapped(node: exp.Expr) -> bool:
-    """Whether ksqlDB catches ``node``'s exception where it is: as an argument of a call, a
-    CAST, a constructor's element or field (a STRUCT's ``F := ...``), a dereferenced struct."""
-    parent = node.parent
-    while isinstance(parent, exp.PropertyEQ | exp.Paren):
-        parent = parent.parent
-    return isinstance(parent, _WRAPPING)
+    return _failure(node, _null_from(result, *args), cause, catcher(node, type_of), name)
 
 
 def _holds(target: ty.DecimalType, source: ty.SqlType) -> bool:
@@ -165,10 +225,13 @@ def _cast_cause(value: exp.Expr, target: ty.SqlType, text_parsed: bool) -> exp.E
                   sql.lit(": '"), value, sql.lit("'"))
 
 
-def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
-             wrapped: bool) -> Failure | None:
+def _failure(node: exp.Expr, condition: exp.Expr, cause: exp.Expr, caught: Caught | None,
+             name: str = "") -> Failure | None:
     """``node``'s failure where it sits (None inside a lambda): its clause, and the condition
-    under which Java evaluates it at all (its CASE branch taken, AND / OR not decided before)."""
+    under which Java evaluates it at all (its CASE branch taken, AND / OR not decided before);
+    ``caught``: what catches it, if something does; ``name``: its own name otherwise."""
+    wrapped, caught_at = caught is not None, caught[1] if caught is not None else ()
+    name = caught[0] if caught is not None else name
     clause, index, column = "", 0, ""
     child: exp.Expr = node
     parent = node.parent
@@ -177,15 +240,16 @@ def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
             return None
         prepared = _meta(child, PREPARED)
         if prepared is not None:  # ksqlDB computes it for every row, whatever is around the call
-            return Failure(name, condition, cause, wrapped, PROJECT, 0, "", prepared)
+            return Failure(name, condition, cause, wrapped, PROJECT, 0, "", prepared, caught_at)
         guard = _guard(parent, child)
         if guard is not None:
             condition = exp.and_(guard, condition, copy=False)
         grouped, moved = _meta(parent, GROUP_KEY), _meta(parent, CLAUSE)
         if isinstance(grouped, int):
-            return Failure(name, condition, cause, wrapped, GROUP, grouped, "")
+            return Failure(name, condition, cause, wrapped, GROUP, grouped, "",
+                           caught_at=caught_at)
         if isinstance(moved, str):
-            return Failure(name, condition, cause, wrapped, moved, 0, "")
+            return Failure(name, condition, cause, wrapped, moved, 0, "", caught_at=caught_at)
         if isinstance(parent, exp.Group):
             return None  # the planner's copy of the expression in the WHERE is checked
         if isinstance(parent, exp.Select):
@@ -194,7 +258,7 @@ def _failure(node: exp.Expr, name: str, condition: exp.Expr, cause: exp.Expr,
             column = child.alias if isinstance(child, exp.Alias) else ""
             break
         child, parent = parent, parent.parent
-    return Failure(name, condition, cause, wrapped, clause, index, column)
+    return Failure(name, condition, cause, wrapped, clause, index, column, caught_at=caught_at)
 
 
 def _meta(node: exp.Expr, key: str) -> Any:
@@ -234,5 +298,5 @@ def _taken(branch: exp.Expr, operand: exp.Expr | None) -> exp.Expr:
     return sql.fn("coalesce", when, exp.false())
 
 
-__all__ = ["CLAUSE", "GROUP", "HAVING", "PREPARED", "PROJECT", "WHERE", "Failure", "of_arithmetic",
-           "of_call", "of_cast"]
+__all__ = ["CLAUSE", "GROUP", "HAVING", "PREPARED", "PROJECT", "WHERE", "Failure", "catcher",
+           "of_arithmetic", "of_call", "of_cast"]

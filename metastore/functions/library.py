@@ -272,7 +272,7 @@ class _Translator:
         result = sql.null_if_any_null(function.spark(call), *(
             args[i] for i in function.null_if_null if i < len(args)))
         if function.raises and self.context.failures is not None:
-            self._keep(failures.of_call(node, function.name, args, result))
+            self._keep(failures.of_call(node, function.name, args, result, ksql_type))
         return result
 
     def _record(self, node: exp.Expr, result: exp.Expr, cast_source: ty.SqlType | None) -> None:
@@ -285,7 +285,7 @@ class _Translator:
             self._keep(failures.of_cast(node, cast_source, target, node.this, result))
         elif isinstance(node, exp.Binary) and (symbol := operators.arithmetic_symbol(node)):
             self._keep(failures.of_arithmetic(node, symbol, ksql_type(node), node.left,
-                                              node.right, result))
+                                              node.right, result, ksql_type))
 
     def _keep(self, failure: failures.Failure | None) -> None:
         if failure is not None and self.context.failures is not None:

@@ -209,7 +209,7 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
             condition = f"NOT {quote(NULL_VALUE)} AND ({condition})"
         place = (*named, "prepared", failure.prepared[1], "") if failure.prepared and \
             aggregate else (*named, failure.clause, failure.index, failure.column)
-        key = _add(parts, place, failure.wrapped, condition, names.spark(failure.cause))
+        key = _add(parts, place, failure, condition, names.spark(failure.cause))
         records[key] = keys_record if key_alone else None
     if not parts:
         return None
@@ -268,8 +268,8 @@ def selected_rows(found: Sequence[failed.Failure], texts: ClauseTexts, kept: str
             condition = f"coalesce({kept}, false) AND ({condition})"
         if present is not None:
             condition = f"coalesce({present}, false) AND ({condition})"
-        _add(parts, (*named, failure.clause, failure.index, failure.column), failure.wrapped,
-             condition, failure.cause.sql(dialect="spark", identify=True))
+        _add(parts, (*named, failure.clause, failure.index, failure.column), failure, condition,
+             failure.cause.sql(dialect="spark", identify=True))
     if not parts:
         return None
     columns: list[str] = []
@@ -296,10 +296,11 @@ def record_columns(source: DataSource) -> list[str]:
 
 
 def _add(parts: dict[tuple[object, ...], dict[str, str]], place: tuple[object, ...],
-         wrapped: bool, condition: str, cause: str) -> tuple[object, ...]:
-    """Add a failure at ``place`` (its logger, message and where it sits) to the check of its
-    clause's expression, or, one ksqlDB catches where it is, to a check of its own; its key."""
-    key = (*place, condition) if wrapped else place
+         failure: failed.Failure, condition: str, cause: str) -> tuple[object, ...]:
+    """Add ``failure`` at ``place`` (its logger, message and where it sits) to the check of its
+    clause's expression, or, one ksqlDB catches in a node around it, to that node's check (one
+    entry for the failures it catches); its key."""
+    key = (*place, failure.caught_at) if failure.wrapped else place
     parts.setdefault(key, {})[condition] = cause
     return key
 

@@ -102,9 +102,25 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str, str]]]] = [
      [("Project", "Error computing expression PARSE_DATE(S, 'yyyy-MM-dd') for column X with "
        "index 0", "Failed to invoke function PARSE_DATE")]),
     ("PARSE_DATE(S, 'yyyy-MM-dd') AS X", {"S": "2020-01-02"}, []),
+    # a CAST catches what its operand throws, a call passed to a call what it throws
     ("UCASE(CAST(PARSE_TIMESTAMP(S, 'yyyy-MM-dd HH:mm') AS STRING)) AS X", {"S": "x"},
+     [("Project", "Error processing STRING", "Failed to invoke function PARSE_TIMESTAMP")]),
+    ("UCASE(FORMAT_TIMESTAMP(PARSE_TIMESTAMP(S, 'yyyy'), 'yyyy')) AS X", {"S": "x"},
      [("Project", "Error processing PARSE_TIMESTAMP", "Failed to invoke function "
        "PARSE_TIMESTAMP")]),
+    ("CAST(N / B AS STRING) AS X", {"N": 4, "B": 0},
+     [("Project", "Error processing STRING", "/ by zero")]),
+    ("CAST(N / B + B / N AS STRING) AS X", {"N": 0, "B": 0},  # the first exception ends it
+     [("Project", "Error processing STRING", "/ by zero")]),
+    ("CAST(N / B AS STRING) AS X, CAST(B / N AS STRING) AS Y", {"N": 0, "B": 0},
+     [("Project", "Error processing STRING", "/ by zero")] * 2),
+    ("ARRAY[N / B] AS X", {"N": 4, "B": 0},
+     [("Project", "Error processing array item", "/ by zero")]),
+    ("MAP('k' := N / B) AS X", {"N": 4, "B": 0},
+     [("Project", "Error processing map value", "/ by zero")]),
+    ("ABS(N / B) AS X", {"N": 4, "B": 0},  # an argument that is no call is not caught
+     [("Project", "Error computing expression ABS((N / B)) for column X with index 0",
+       "/ by zero")]),
     ("ENCODE(S, 'hex', 'utf8') AS X", {"S": "zz"},
      [("Project", "Error computing expression ENCODE(S, 'hex', 'utf8') for column X with "
        "index 0", "Failed to invoke function ENCODE")]),
@@ -124,7 +140,7 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str, str]]]] = [
     ("CASE N WHEN 1 THEN 0 WHEN 2 THEN CAST(S AS INT) END AS X", {"N": 2, "S": "y"},
      [("Project", "Error processing INTEGER", 'For input string: "y"')]),
     ("STRUCT(F := PARSE_DATE(S, 'yyyy')) AS X", {"S": "y"},
-     [("Project", "Error processing PARSE_DATE", "Failed to invoke function PARSE_DATE")]),
+     [("Project", "Error processing struct field", "Failed to invoke function PARSE_DATE")]),
     ("N / B + B / N AS X", {"N": 0, "B": 0},  # one failure of the expression, not two
      [("Project", "Error computing expression ((N / B) + (B / N)) for column X with index 0",
        "/ by zero")]),
@@ -184,7 +200,7 @@ def test_a_failure_in_two_columns_is_logged_for_each_and_a_tombstone_for_none(
     assert _failing(spark, checked, [_row(S="y", ROWOFFSET=1),
                                      _row(S="y", ROWOFFSET=2, __MS_NULL_VALUE=True)]) == [
         [("Project", "Error computing expression PARSE_DATE(S, 'yyyy') for column X with "
-          "index 0", parse), ("Project", "Error processing PARSE_DATE", parse)], []]
+          "index 0", parse), ("Project", "Error processing STRING", parse)], []]
 
 
 def test_a_hopping_window_is_checked_on_its_records_not_on_a_row_per_window(
