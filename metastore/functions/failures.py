@@ -66,7 +66,9 @@ class Failure:
     holds (Spark SQL over the row, qualified as the query's SELECT is)."""
 
     name: str
-    """What ksqlDB's ``Error processing <name>`` names: the function, or a CAST's target type."""
+    """What ksqlDB's ``Error processing <name>`` names (:func:`catcher`): a function, a field, a
+    CAST's target type, ``array item``, ``struct field``, ``map key`` or ``map value``; else the
+    failing node's own name."""
     condition: exp.Expr
     cause: exp.Expr
     """The exception's message, as Spark SQL of a STRING."""
@@ -99,6 +101,8 @@ def catcher(node: exp.Expr, type_of: TypeOf) -> Caught | None:
         if isinstance(child, exp.Cast):
             target = type_of(child)
             return (target.sql(), _path(child)) if target is not None else None
+        if _meta(child, PREPARED) is not None:
+            return None  # ksqlDB's Aggregate.Prepare computes the argument as a column alone
         what = _catching(child, parent)
         if what is not None:
             return what, _path(child)
@@ -134,9 +138,12 @@ def _calls(node: exp.Expr | None, *names: str) -> bool:
 
 
 def _path(node: exp.Expr) -> tuple[object, ...]:
-    """Where ``node`` sits under its clause's SELECT: its argument keys and indexes."""
+    """Where ``node`` sits under its clause's SELECT, or in an aggregate call's argument (one
+    column of ksqlDB's Aggregate.Prepare, however many calls take it): its argument keys and
+    indexes."""
     steps: list[object] = []
-    while node.parent is not None and not isinstance(node, exp.Select):
+    while node.parent is not None and not isinstance(node, exp.Select) and \
+            _meta(node, PREPARED) is None:
         steps += [node.arg_key, node.index]
         node = node.parent
     return tuple(reversed(steps))

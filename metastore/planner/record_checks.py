@@ -9,8 +9,9 @@ this module turns those records into the plan's :class:`~metastore.planner.steps
 one :class:`~metastore.planner.steps.RecordCheck` per failing node, worded as ksqlDB's logger
 words it:
 
-- a node ksqlDB catches where it is (a CAST, a call nested in a call): ``Error processing
-  <function or type>``;
+- a failure a node around it catches (a CAST, a call passed to a call, a constructor's element:
+  :func:`metastore.functions.failures.catcher`): ``Error processing <what>``, one check per
+  catching node;
 - else the clause's expression: ``Error computing expression <expr> for column <name> with
   index <i>`` (the SELECT, logger ``Project``), ``Error evaluating predicate <expr>``
   (``WhereFilter``), ``Error calculating group-by column with index <i>. The source row will be
@@ -188,8 +189,8 @@ def checked_rows(found: Sequence[failed.Failure], texts: ClauseTexts, where: exp
 
     ksqlDB evaluates nothing of a tombstone (a WHERE drops it) but a PARTITION BY over key
     columns only without a WHERE (of the key alone, whose values it logs as the record), nor a
-    row's SELECT and GROUP BY when its WHERE dropped it. A node it catches where it is is logged
-    there, once per SELECT column; the failures it does not catch are one failure of their
+    row's SELECT and GROUP BY when its WHERE dropped it. The failures a node around them
+    catches are one check per catching node; those nothing catches are one failure of their
     clause's expression, one check."""
     names = _ViewNames(alias, {table.alias: table.names for table in joined}, alias_of)
     users = split_where(where)[0] if where is not None else None

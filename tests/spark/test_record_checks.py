@@ -114,10 +114,19 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str, str]]]] = [
      [("Project", "Error processing STRING", "/ by zero")]),
     ("CAST(N / B AS STRING) AS X, CAST(B / N AS STRING) AS Y", {"N": 0, "B": 0},
      [("Project", "Error processing STRING", "/ by zero")] * 2),
+    ("CONCAT(CAST(N / B AS STRING), CAST(B / N AS STRING)) AS X", {"N": 0, "B": 0},
+     [("Project", "Error processing STRING", "/ by zero")] * 2),  # each CAST its own
+    ("ARRAY[CAST(N / B AS STRING)] AS X", {"N": 4, "B": 0},  # the nearest catches
+     [("Project", "Error processing STRING", "/ by zero")]),
+    ("CAST(CASE WHEN N > 1 THEN N / B END AS STRING) AS X", {"N": 1, "B": 0}, []),
+    ("CAST(CASE WHEN N > 1 THEN N / B END AS STRING) AS X", {"N": 4, "B": 0},
+     [("Project", "Error processing STRING", "/ by zero")]),
     ("ARRAY[N / B] AS X", {"N": 4, "B": 0},
      [("Project", "Error processing array item", "/ by zero")]),
     ("MAP('k' := N / B) AS X", {"N": 4, "B": 0},
      [("Project", "Error processing map value", "/ by zero")]),
+    ("MAP(N / B := 'v') AS X", {"N": 4, "B": 0},
+     [("Project", "Error processing map key", "/ by zero")]),
     ("ABS(N / B) AS X", {"N": 4, "B": 0},  # an argument that is no call is not caught
      [("Project", "Error computing expression ABS((N / B)) for column X with index 0",
        "/ by zero")]),
@@ -323,6 +332,18 @@ def test_an_argument_is_checked_for_every_row_whatever_surrounds_its_aggregate_c
         checked = _checked(f"CREATE TABLE T AS {query};")
         assert checked is not None, query  # no condition holds an aggregate call
         assert _failing(spark, checked, [_row(N=1, B=0)]) == [[divided]], query
+
+
+def test_an_aggregate_calls_argument_is_caught_only_within_it(spark: Any) -> None:
+    """ksqlDB's Aggregate.Prepare computes each argument as a column of its own: a CAST
+    around the call catches nothing of it, and an argument two calls take is one entry."""
+    checked = _checked("CREATE TABLE T AS SELECT ID, CAST(SUM(N / B) AS STRING) AS Q, "
+                       "SUM(CAST(S AS INT)) AS X, MAX(CAST(S AS INT)) AS Y FROM S GROUP BY ID;")
+    assert checked is not None
+    assert _failing(spark, checked, [_row(N=1, B=0, S="x")]) == [[
+        ("Aggregate.Prepare", "Error computing expression (N / B) for column "
+         "KSQL_INTERNAL_COL_5 with index 5", "/ by zero"),
+        ("Aggregate.Prepare", "Error processing INTEGER", 'For input string: "x"')]]
 
 
 def test_an_aggregations_having_and_select_are_checked_over_its_aggregated_rows(
