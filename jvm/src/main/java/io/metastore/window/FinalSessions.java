@@ -160,8 +160,7 @@ public final class FinalSessions extends StatefulProcessor<Row, Row, Row> {
         final Set<Session> before;
         final List<Long> expiredRecords = new ArrayList<>();
         final List<Row> out = new ArrayList<>();
-        boolean timed = streamTime.exists();
-        long now = timed ? streamTime.get() : Long.MIN_VALUE;
+        long now = streamTime.exists() ? streamTime.get() : Long.MIN_VALUE;  // MIN: none yet
         long closed = closedUpTo.exists() ? closedUpTo.get() : 0L;
         long ids;
 
@@ -192,7 +191,6 @@ public final class FinalSessions extends StatefulProcessor<Row, Row, Row> {
                 return;
             }
             long at = record.getLong(time);
-            timed = true;
             now = Math.max(now, at);
             expire();
             long close = now - grace - gap;
@@ -295,7 +293,7 @@ public final class FinalSessions extends StatefulProcessor<Row, Row, Row> {
                                          session.end);
                 }
             }
-            if (timed) {
+            if (now != Long.MIN_VALUE) {
                 streamTime.update(now);
             }
             closedUpTo.update(closed);
