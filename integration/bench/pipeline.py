@@ -160,11 +160,12 @@ def warm_up(bootstrap: str, source: str, records: int, start: Start) -> None:
         watcher.close()
 
 
-def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int, extra: int,
-            latency_keys: range, rate: float) -> dict[str, Any]:
-    """Run one query: throughput over the backlog (``extra``: records of earlier latency
-    phases, which the filter also passes and a join joins), then latency at ``rate``
-    records/s. A count is done when every key's count is the backlog's."""
+def throughput(bootstrap: str, source: str, query: str, start: Start, backlog: int, extra: int
+               ) -> tuple[float, Callable[[], None], SinkWatcher]:
+    """Start ``query`` over ``source`` (``backlog`` records, and ``extra`` of earlier latency
+    phases, which the filter also passes and a join joins) and wait for its last result: the
+    seconds that took, what stops the query and the watcher of its sink, left running for the
+    caller. A count is done when every key's count is the backlog's."""
     sink = f"pipeline-{query}-{uuid.uuid4().hex[:6]}"
     Admin(KafkaSettings(bootstrap)).create(sink, PARTITIONS)
     watcher = SinkWatcher(bootstrap, sink)
@@ -178,7 +179,17 @@ def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int,
             final = json.dumps({"N": backlog // GROUPS}, separators=(",", ":")).encode()
             done = watcher.wait(lambda: all(watcher.latest.get(key) == final
                                             for key in range(GROUPS)), 1800, query)
-        seconds = done - started
+    except BaseException:
+        watcher.close()
+        raise
+    return done - started, stop, watcher
+
+
+def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int, extra: int,
+            latency_keys: range, rate: float) -> dict[str, Any]:
+    """Run one query: :func:`throughput` over the backlog, then latency at ``rate`` records/s."""
+    seconds, stop, watcher = throughput(bootstrap, source, query, start, backlog, extra)
+    try:
         sent = produce_timed(bootstrap, source, latency_keys, rate)
         watcher.wait(lambda: all(key in watcher.first_seen for key in latency_keys), 300,
                      f"{query} latency")
