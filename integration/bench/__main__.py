@@ -33,6 +33,7 @@ from integration.bench import (
     state_commits,
     stateful,
     streams_peer,
+    streams_profile,
     suite_cpu,
     topic_size,
 )
@@ -59,13 +60,15 @@ BENCHMARKS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "listener-cost": listener_cost.run,
     "suite-cpu": suite_cpu.run,
     "streams-peer": streams_peer.run,
+    "streams-profile": streams_profile.run,
     "realtime": realtime.run,
     "queries-per-node": queries_per_node.run,
 }
-ON_REQUEST = {"suite-cpu", "queries-per-node", "listener-cost", "topic-size"}
+ON_REQUEST = {"suite-cpu", "queries-per-node", "listener-cost", "topic-size", "streams-profile"}
 """Benchmarks run only when named: ``suite-cpu`` runs the whole test suite, ``queries-per-node``
 adds queries to a node until it gives out, ``listener-cost`` measures a choice already made,
-``topic-size`` fills six queries' sources with a million records each."""
+``topic-size`` fills six queries' sources with a million records each, ``streams-profile``
+explains ``streams-peer``'s figures."""
 
 
 def machine() -> str:
