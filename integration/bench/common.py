@@ -119,25 +119,61 @@ def rss_mib(pid: int | None) -> int:
     return 0
 
 
+def stat_fields(path: Path) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` (or a thread's) after the command's name, from the
+    state on: the parent's pid is the second, user and system CPU ticks the 12th and 13th."""
+    return path.read_text().rsplit(")", 1)[1].split()
+
+
+def _children() -> dict[int, list[int]]:
+    found: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found.setdefault(int(stat_fields(entry / "stat")[1]), []).append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _java_command(pid: int) -> bytes | None:
+    """The command line of ``pid`` when it is a ``java`` process (arguments space-separated)."""
+    try:
+        command = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return b" ".join(command) if b"java" in command[0] else None
+
+
 def jvm_of(pid: int) -> int | None:
     """The java process among ``pid``'s children (the node's Spark driver)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == pid and b"java" in command.split(b"\0")[0]:
-            return int(entry.name)
-    return None
+    return next((child for child in _children().get(pid, [])
+                 if _java_command(child) is not None), None)
+
+
+def jvms_below(root: int, marker: str) -> list[int]:
+    """The ``java`` processes descended from ``root`` whose command line holds ``marker``."""
+    children = _children()
+    found: list[int] = []
+    pending = list(children.get(root, []))
+    while pending:
+        pid = pending.pop()
+        pending += children.get(pid, [])
+        command = _java_command(pid)
+        if command is not None and marker.encode() in command:
+            found.append(pid)
+    return sorted(found)
 
 
 def cpu_seconds(pid: int) -> float:
     """The CPU time a process has taken, user and system (0 once it is gone)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return stat_cpu_seconds(Path(f"/proc/{pid}/stat"))
     except OSError:
         return 0.0
+
+
+def stat_cpu_seconds(path: Path) -> float:
+    """The user and system CPU seconds a ``/proc/.../stat`` file counts."""
+    fields = stat_fields(path)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -146,57 +146,56 @@ def produce_timed(bootstrap: str, topic: str, keys: range, rate: float) -> dict[
     return sent
 
 
-def warm_up(bootstrap: str, source: str, records: int, start: Start) -> None:
-    """Run the filter over ``source`` (of ``records``) to its end: the engine's JVM compiles its
-    hot paths before it is measured, as a node's has once it has run queries."""
-    sink = f"pipeline-warm-up-{uuid.uuid4().hex[:6]}"
-    Admin(KafkaSettings(bootstrap)).create(sink, PARTITIONS)
-    watcher = SinkWatcher(bootstrap, sink)
-    try:
-        stop = start("filter", source, sink)
-        watcher.wait(lambda: watcher.records >= records // 2, 900, "warm-up")
-        stop()
-    finally:
-        watcher.close()
+def warm_up(bootstrap: str, source: str, records: int, start: Start,
+            queries: tuple[str, ...] = ("filter",)) -> None:
+    """Run each of ``queries`` over ``source`` (of ``records``) to its end, unmeasured: the
+    engine's JVM compiles its hot paths before it is measured, as a node's has once it has run
+    queries."""
+    for query in queries:
+        with throughput(bootstrap, source, query, start, records, 0):
+            pass
 
 
+@contextmanager
 def throughput(bootstrap: str, source: str, query: str, start: Start, backlog: int, extra: int
-               ) -> tuple[float, Callable[[], None], SinkWatcher]:
+               ) -> Iterator[tuple[float, SinkWatcher]]:
     """Start ``query`` over ``source`` (``backlog`` records, and ``extra`` of earlier latency
     phases, which the filter also passes and a join joins) and wait for its last result: the
-    seconds that took, what stops the query and the watcher of its sink, left running for the
-    caller. A count is done when every key's count is the backlog's."""
+    seconds that took and the watcher of its sink, for the block; the query is stopped and the
+    watcher closed after it. A count is done when every key's count is ``backlog`` over the
+    :data:`GROUPS` keys."""
     sink = f"pipeline-{query}-{uuid.uuid4().hex[:6]}"
     Admin(KafkaSettings(bootstrap)).create(sink, PARTITIONS)
     watcher = SinkWatcher(bootstrap, sink)
     try:
         started = time.time()
         stop = start(query, source, sink)
-        if query in ("filter", "join"):  # half the records pass; every one joins its user
-            expected = (backlog // 2 if query == "filter" else backlog) + extra
-            done = watcher.wait(lambda: watcher.records >= expected, 1800, query)
-        else:
-            final = json.dumps({"N": backlog // GROUPS}, separators=(",", ":")).encode()
-            done = watcher.wait(lambda: all(watcher.latest.get(key) == final
-                                            for key in range(GROUPS)), 1800, query)
-    except BaseException:
+        try:
+            yield _finished(watcher, query, backlog, extra) - started, watcher
+        finally:
+            stop()
+    finally:
         watcher.close()
-        raise
-    return done - started, stop, watcher
+
+
+def _finished(watcher: SinkWatcher, query: str, backlog: int, extra: int) -> float:
+    """When ``query``'s last result over ``backlog`` (and ``extra``) records reached its sink."""
+    if query in ("filter", "join"):  # half the records pass; every one joins its user
+        expected = (backlog // 2 if query == "filter" else backlog) + extra
+        return watcher.wait(lambda: watcher.records >= expected, 1800, query)
+    final = json.dumps({"N": backlog // GROUPS}, separators=(",", ":")).encode()
+    return watcher.wait(lambda: all(watcher.latest.get(key) == final for key in range(GROUPS)),
+                        1800, query)
 
 
 def measure(bootstrap: str, source: str, query: str, start: Start, backlog: int, extra: int,
             latency_keys: range, rate: float) -> dict[str, Any]:
     """Run one query: :func:`throughput` over the backlog, then latency at ``rate`` records/s."""
-    seconds, stop, watcher = throughput(bootstrap, source, query, start, backlog, extra)
-    try:
+    with throughput(bootstrap, source, query, start, backlog, extra) as (seconds, watcher):
         sent = produce_timed(bootstrap, source, latency_keys, rate)
         watcher.wait(lambda: all(key in watcher.first_seen for key in latency_keys), 300,
                      f"{query} latency")
         latencies = [watcher.first_seen[key] - sent[key] for key in latency_keys]
-        stop()
-    finally:
-        watcher.close()
     return {"seconds": round(seconds, 2), "records_per_s": round((backlog + extra) / seconds),
             "latency": summary_ms(latencies)}
 

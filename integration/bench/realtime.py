@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +79,8 @@ def _node_plan(spark: Any, bootstrap: str, source: str, sink: str, checkpoint: P
                      {"kafka.bootstrap.servers": bootstrap}, real_time_ms=real_time_ms)
 
 
-def _by_hand_async_progress(spark: Any, bootstrap: str, source: str, sink: str,
-                            checkpoint: Path, real_time_ms: int | None) -> Any:
-    return _by_hand(spark, bootstrap, source, sink, checkpoint, real_time_ms, True)
-
-
 QUERIES: dict[str, Start] = {"by_hand": _by_hand,
-                             "by_hand_async_progress": _by_hand_async_progress,
+                             "by_hand_async_progress": partial(_by_hand, async_progress=True),
                              "node": _node_plan}
 MICRO_BATCH_ONLY = {"by_hand_async_progress"}
 """Queries run only in micro-batches: Spark 4.2 refuses asynchronous progress tracking in

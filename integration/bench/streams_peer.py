@@ -16,11 +16,14 @@ same statements as persistent queries:
 Both engines read one topic of JSON records (1,000,000; 100,000 with ``--quick``; two
 partitions), first pinned to one core (one stream thread; Spark ``local[1]``; the harness's
 producers and consumers on the other), then to both (two threads; ``local[2]``; the harness
-beside them), each after a warm-up of its JVM (every query over another topic of half as many
-records, :func:`warm_up`). The broker runs beside them throughout. A run's throughput is
-the topic's records over the seconds from the query's start to its last result being visible
-in the sink; its latency, once caught up, is each of 2,000 records at 200/s from its produce
-call to a consumer seeing its result. Records/s per core divides the throughput by the cores it had.
+beside them). Each engine first runs every query over another topic of half as many records,
+unmeasured: its JVM has compiled every query's hot paths, as a server's has once it has run
+for a while (a node's first filter over a million records, after a filter over 100,000, took
+16.3 s, the same query started again 11.3 s and a third time 10.4 s, its JIT compilers busy
+meanwhile). The broker runs beside them throughout. A run's throughput is the topic's records
+over the seconds from the query's start to its last result being visible in the sink; its
+latency, once caught up, is each of 2,000 records at 200/s from its produce call to a consumer
+seeing its result. Records/s per core divides the throughput by the cores it had.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from integration.bench.pipeline import (
     measure,
     metastore_node,
     produce_backlog,
-    throughput,
+    warm_up,
 )
 from metastore.dev import jars
 from metastore.dev.paths import jar_dir
@@ -67,7 +70,7 @@ STREAMS_JARS = jars.JarSet(name="kafka-streams-peer", pom="kafka-streams.xml",
                            package="integration.bench")
 
 
-def _sizes(quick: bool) -> tuple[int, int, int, float]:
+def sizes(quick: bool) -> tuple[int, int, int, float]:
     """Records of the topic, of the warm-up topic, latency records and their rate."""
     backlog = 100_000 if quick else 1_000_000
     count, rate = (500, 100.0) if quick else (2_000, 200.0)
@@ -143,19 +146,21 @@ def affinity(cpus: set[int]) -> Iterator[None]:
         os.sched_setaffinity(0, every)
 
 
+@contextmanager
+def pinned(engine: contextlib.AbstractContextManager[Start], cores: int) -> Iterator[Start]:
+    """``engine`` started on the first ``cores`` of this process's cores, and this thread (the
+    harness's producers and watchers) moved to the others, or to all of them when none is left,
+    for the block."""
+    cpus = sorted(os.sched_getaffinity(0))
+    with contextlib.ExitStack() as stack:
+        with affinity(set(cpus[:cores])):  # the engine's processes, and theirs
+            start = stack.enter_context(engine)
+        stack.enter_context(affinity(set(cpus[cores:]) or set(cpus)))
+        yield start
+
+
 # -- a run -------------------------------------------------------------------------------------
-def warm_up(bootstrap: str, warm: str, records: int, start: Start) -> None:
-    """Run each query over ``warm`` (of ``records``) to its end, unmeasured: the engine's JVM
-    has compiled every query's hot paths before it is measured, as a server's has once it has
-    run for a while. A node's first query over a million records took 16.3 s, the same query
-    started again 11.3 s and a third time 10.4 s, its JIT compilers busy meanwhile."""
-    for query in QUERIES:
-        _, stop, watcher = throughput(bootstrap, warm, query, start, records, 0)
-        stop()
-        watcher.close()
-
-
-def _topics(bootstrap: str, backlog: int, warm_records: int, users: int
+def topics(bootstrap: str, backlog: int, warm_records: int, users: int
             ) -> tuple[str, str, str]:
     """The events (in one window, an hour ago), the warm-up's, and the users (older still:
     Kafka Streams joins in time order), one user per key of the events and the latency runs."""
@@ -177,25 +182,19 @@ def _topics(bootstrap: str, backlog: int, warm_records: int, users: int
 
 
 def run(quick: bool) -> dict[str, Any]:
-    backlog, warm_records, count, rate = _sizes(quick)
+    backlog, warm_records, count, rate = sizes(quick)
     results: dict[str, Any] = {"records": backlog, "latency_records": count,
                                "latency_rate_per_s": rate, "source_partitions": PARTITIONS}
     runs = 0
     with kafka() as bootstrap:
-        source, warm, users = _topics(bootstrap, backlog, warm_records,
+        source, warm, users = topics(bootstrap, backlog, warm_records,
                                       count * len(QUERIES) * len(ENGINES) * len(CORES))
-        cpus = sorted(os.sched_getaffinity(0))
         for cores in CORES:
-            engine_cpus = set(cpus[:cores])
-            harness_cpus = set(cpus[cores:]) or set(cpus)  # the engine's cores when all
             for engine, starter in ENGINES.items():
                 name = f"{engine}_{cores}_core{'s' if cores > 1 else ''}"
-                with contextlib.ExitStack() as stack:
-                    with affinity(engine_cpus):  # the engine's processes, and theirs
-                        start = stack.enter_context(starter(bootstrap, cores, users))
-                    stack.enter_context(affinity(harness_cpus))  # producers and watchers
+                with pinned(starter(bootstrap, cores, users), cores) as start:
                     print(f"streams-peer: {name} warm-up", file=sys.stderr, flush=True)
-                    warm_up(bootstrap, warm, warm_records, start)
+                    warm_up(bootstrap, warm, warm_records, start, QUERIES)
                     results[name] = {}
                     for query in QUERIES:
                         print(f"streams-peer: {name} {query}", file=sys.stderr, flush=True)
