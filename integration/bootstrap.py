@@ -56,19 +56,33 @@ def ensure_venv() -> Path:
         install(python)
         stamp.write_text(wanted)
         say(f"installed in {time.monotonic() - started:.0f}s")
+    compile_project(python)
     return venv
+
+
+PROJECT_PACKAGES = ("metastore", "cli", "integration")
+
+
+def compile_project(python: Path) -> None:
+    """The project's modules compiled to bytecode, as an installer compiles its dependencies'
+    (the project is installed editable, so nothing else does; ``py_compile`` writes even under
+    ``PYTHONDONTWRITEBYTECODE``). Without it every node and CLI process compiles the modules it
+    imports anew: a node took 1.5 s from process start to READY instead of 0.5 s."""
+    subprocess.run([str(python), "-m", "compileall", "-q", "-j", "0",
+                    *(str(ROOT / package) for package in PROJECT_PACKAGES)], check=True)
 
 
 def install(python: Path) -> None:
     """The project with its dev extras into the virtualenv of ``python``: with uv (from PyPI,
     into the same virtualenv), which downloads and builds in parallel, in about half pip's
-    time; with pip when uv cannot be had."""
+    time; with pip when uv cannot be had. Both compile the dependencies to bytecode (pip does
+    by default, uv when asked)."""
     pip = [str(python), "-m", "pip", "install", "--quiet"]
     project = ["-e", f"{ROOT}[dev]"]
     uv = python.parent / "uv"
     if subprocess.run([*pip, "uv"], check=False).returncode == 0 and uv.exists():
-        done = subprocess.run([str(uv), "pip", "install", "--quiet", "--python", str(python),
-                               *project], check=False, cwd=ROOT)
+        done = subprocess.run([str(uv), "pip", "install", "--quiet", "--compile-bytecode",
+                               "--python", str(python), *project], check=False, cwd=ROOT)
         if done.returncode == 0:
             return
         say("uv could not install the project (it reads no pip configuration): trying pip")
