@@ -17,8 +17,9 @@ import logging
 import signal
 import ssl
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -30,6 +31,7 @@ from metastore.engine.overrides import ConfigOverrides
 from metastore.functions import extensions
 from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
+from metastore.log.reader import NodeState
 from metastore.server.http.auth import BasicAuth
 from metastore.server.http.forwarding import WriteForwarder
 from metastore.server.node import Explainer, Node, NodeConfig
@@ -65,6 +67,13 @@ SPARK_PULL_SLOTS = 4
 """Pull queries a node's Spark answers at once (the others wait, up to their time): with each
 job's results bounded by ``spark.driver.maxResultSize``, they hold half the driver's heap at
 most."""
+READY_POLL_SECONDS = 0.5
+"""How often a wait for the node's READY looks whether the node is stopping."""
+PROCESSING_LOG_STOP_SECONDS = 15.0
+"""How long a stopping node waits for its processing log's creation to end (a command in
+flight ends within its own timeout, :data:`PROCESSING_LOG_WRITE_SECONDS`)."""
+PROCESSING_LOG_WRITE_SECONDS = 10.0
+"""How long the processing log stream's command may take to be written."""
 PROJECTION_PATIENCE = 10.0
 """Seconds a pull query waits for the Spark catalog to hold the sources it reads."""
 
@@ -95,6 +104,10 @@ class NodeServices:
     auth: BasicAuth | None = None
     liveness: SparkLiveness | None = None
     processing_log: ProcessingLog | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False,
+                                       repr=False, compare=False)
+    _log_creation: threading.Thread | None = field(default=None, init=False, repr=False,
+                                                   compare=False)
 
     @cached_property
     def certificates(self) -> CertificateUsers | None:
@@ -117,30 +130,51 @@ class NodeServices:
                           if self.settings.queries_file is not None else None)
 
     def start(self) -> None:
-        """Check Kafka and the command topic, replay, then project, run queries, heartbeat;
-        in headless mode, write the queries file (the node does not start when it cannot)."""
+        """Check Kafka and the command topic, replay, then project, run queries, heartbeat, and
+        create the processing log once the node is READY, beside its serving; in headless mode,
+        create the processing log, then write the queries file, which may read it (the node
+        does not start when it cannot)."""
         self.node.start()
         self.membership.start()
         if self.liveness is not None:
             self.liveness.start()
-        self._create_processing_log()
-        if self.settings.queries_file is not None:
-            from metastore.server.headless import run_queries_file
+        if self.settings.queries_file is None:
+            if self._creates_processing_log():
+                self._log_creation = threading.Thread(target=self._create_processing_log,
+                                                      name="processing-log", daemon=True)
+                self._log_creation.start()
+            return
+        from metastore.server.headless import READY_PATIENCE_SECONDS, run_queries_file
 
-            run_queries_file(self.node, self.settings.queries_file)
+        if self._creates_processing_log():
+            self._create_processing_log(READY_PATIENCE_SECONDS)
+        run_queries_file(self.node, self.settings.queries_file)
 
-    def _create_processing_log(self) -> None:
-        """The processing log's topic and stream, when the settings say to create them (as
-        ksqlDB's server does at its start); a failure is logged, not fatal: the node serves."""
+    def _creates_processing_log(self) -> bool:
+        settings = self.settings.processing_log
+        return settings.topic_auto_create or settings.stream_auto_create
+
+    def _create_processing_log(self, patience: float | None = None) -> None:
+        """The processing log's topic and stream, when the settings say to create them, once
+        the node is READY (as ksqlDB's server does at its start, once it has run the command
+        topic: a node still catching up cannot write its stream), within ``patience`` seconds
+        (None: until the node stops); a failure is logged, not fatal: the node serves."""
         settings, service_id = self.settings.processing_log, self.settings.node.service_id
         topic = settings.topic(service_id)
+        if not self._ready_or_stopping(patience):
+            log.log(logging.INFO if self._stopping.is_set() else logging.WARNING,
+                    "the processing log's topic %s and stream %s were not created: the node "
+                    "is %s%s", topic, settings.stream_name, self.node.state.value,
+                    " and stopping" if self._stopping.is_set() else "")
+            return
         try:
             if settings.topic_auto_create and self.node.admin.create(
                     topic, settings.topic_partitions, settings.topic_replication_factor):
                 log.info("processing log topic %s created", topic)
-            if settings.stream_auto_create and (
+            if settings.stream_auto_create and not self._stopping.is_set() and (
                     self.node.replica.image.source(settings.stream_name) is None):
-                [entity] = self.node.execute(settings.stream_statement(service_id))
+                [entity] = self.node.execute(settings.stream_statement(service_id),
+                                             timeout=PROCESSING_LOG_WRITE_SECONDS)
                 log.info("processing log stream %s over %s: %s", settings.stream_name, topic,
                          entity.get("commandStatus", {}).get("message")
                          or entity.get("message"))
@@ -148,9 +182,28 @@ class NodeServices:
             log.warning("the processing log's topic %s or stream %s could not be created: %s",
                         topic, settings.stream_name, error)
 
+    def stopping(self) -> None:
+        """Tell the start's waits that the node is stopping (:meth:`stop` does too)."""
+        self._stopping.set()
+
+    def _ready_or_stopping(self, patience: float | None) -> bool:
+        """Wait for the node's replica to be READY: True once it is, False when it is degraded,
+        the node stops or ``patience`` seconds pass first."""
+        deadline = None if patience is None else time.monotonic() + patience
+        while not self._stopping.is_set():
+            if self.node.replica.wait_ready(READY_POLL_SECONDS):
+                return True
+            if self.node.state is NodeState.DEGRADED or (
+                    deadline is not None and time.monotonic() > deadline):
+                return False
+        return False
+
     def stop(self) -> None:
         """Stop heartbeats, push queries and table stores, then the node (its queries,
         Spark, writer, replica, checkpoints)."""
+        self._stopping.set()
+        if self._log_creation is not None:
+            self._log_creation.join(PROCESSING_LOG_STOP_SECONDS)
         if self.liveness is not None:
             self.liveness.stop()
         self.membership.stop()
@@ -581,7 +634,9 @@ def _while_the_node_starts(services: NodeServices, load: Callable[[], _Loaded]) 
 
 
 def _stop_unstarted(services: NodeServices, starting: threading.Thread) -> None:
-    """Stop a node whose start failed or was interrupted, once the start has returned."""
+    """Stop a node whose start failed or was interrupted, once the start has returned (told
+    to stop waiting for the node's READY)."""
+    services.stopping()
     starting.join()
     try:
         services.stop()

@@ -1,7 +1,8 @@
 """A node creates the processing log's topic and its stream ``KSQL_PROCESSING_LOG`` when it
 starts, as ksqlDB's server does with ``ksql.logging.processing.*.auto.create``: once per
-service, through the command log, with ksqlDB's schema; and a bad property stops the node
-before it starts, naming it."""
+service, through the command log, with ksqlDB's schema, once it has replayed the log (a node
+still catching up cannot write); and a bad property stops the node before it starts, naming
+it. The nodes are the tests' own: what is tested is their start."""
 
 from __future__ import annotations
 
@@ -61,6 +62,24 @@ def test_a_node_creates_the_processing_log_topic_and_stream_once_per_service(
 
     assert len(created(first)) == 1
     assert created(second) == [], "the second node finds the stream and writes nothing"
+
+
+def test_a_node_that_replays_a_log_creates_the_stream_once_it_is_ready(
+        server_factory: Callable[..., ServerProcess]) -> None:
+    service_id = unique("svc")
+    first = server_factory(service_id=service_id)  # the tests' default: no processing log
+    _ksql(first, " ".join(f"CREATE TYPE T{n} AS STRUCT<A INT>;" for n in range(200)))
+    # --no-snapshots and slow-replay (10 records per 0.1 s): about 2 s of catching up
+    second = server_factory(*ON, "--fault-injection", "slow-replay", "--no-snapshots",
+                            service_id=service_id, node_id="node-2")
+
+    def listed() -> bool | None:
+        [streams] = _ksql(second, "SHOW STREAMS;")
+        return any(s["name"] == "KSQL_PROCESSING_LOG" for s in streams["streams"]) or None
+
+    assert eventually(listed, 30, "the processing log stream")
+    assert "could not be created" not in second.output()
+    assert "were not created" not in second.output()
 
 
 def test_a_bad_processing_log_property_stops_the_node_naming_it() -> None:

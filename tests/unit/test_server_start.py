@@ -17,6 +17,7 @@ class FakeServices:
         self.start_error = start_error
         self.loading = threading.Event()
         self.started = self.stopped = False
+        self.told_to_stop = threading.Event()
 
     def start(self) -> None:
         assert self.loading.wait(10), "the node starts while the stack loads"
@@ -24,7 +25,11 @@ class FakeServices:
             raise self.start_error
         self.started = True
 
+    def stopping(self) -> None:
+        self.told_to_stop.set()
+
     def stop(self) -> None:
+        assert self.told_to_stop.is_set(), "its waits are told before the start is joined"
         self.stopped = True
 
 
@@ -61,6 +66,23 @@ def test_an_interrupted_start_waits_for_the_start_then_stops_the_node() -> None:
     def load() -> Any:
         fake.loading.set()
         raise KeyboardInterrupt  # SIGINT while the stack loads
+
+    with pytest.raises(KeyboardInterrupt):
+        _while_the_node_starts(services(fake), load)
+    assert fake.started and fake.stopped
+
+
+def test_an_interrupted_start_tells_a_start_waiting_for_ready_to_give_up() -> None:
+    fake = FakeServices()
+
+    def wait_for_ready() -> None:  # as a headless start waits for READY before its file
+        assert fake.told_to_stop.wait(10), "never told: the interrupt would wait for READY"
+        fake.started = True
+
+    fake.start = wait_for_ready  # type: ignore[method-assign]
+
+    def load() -> Any:
+        raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         _while_the_node_starts(services(fake), load)
