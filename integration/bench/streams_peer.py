@@ -17,10 +17,11 @@ Both engines read one topic of JSON records (1,000,000; 100,000 with ``--quick``
 partitions), first pinned to one core (one stream thread; Spark ``local[1]``; the harness's
 producers and consumers on the other), then to both (two threads; ``local[2]``; the harness
 beside them). Each engine first runs every query over another topic of half as many records,
-unmeasured: its JVM has compiled every query's hot paths, as a server's has once it has run
-for a while (a node's first filter over a million records, after a filter over 100,000, took
-16.3 s, the same query started again 11.3 s and a third time 10.4 s, its JIT compilers busy
-meanwhile). The broker runs beside them throughout. A run's throughput is the topic's records
+unmeasured: its JVM has compiled most of every query's hot paths, as a server's has once it
+has run for a while. A node's first filter over a million records, after a filter over
+100,000, took 16.3 s, the same query started again 11.3 s and a third time 10.4 s, its JIT
+compilers busy meanwhile; a query started anew still compiles some of its own (see
+``streams-profile``). The broker runs beside them throughout. A run's throughput is the topic's records
 over the seconds from the query's start to its last result being visible in the sink; its
 latency, once caught up, is each of 2,000 records at 200/s from its produce call to a consumer
 seeing its result. Records/s per core divides the throughput by the cores it had.

@@ -39,15 +39,19 @@ def _engine(bootstrap: str, engine: str, found: tuple[str, str, str], records: t
     figures: dict[str, Any] = {}
     with pinned(ENGINES[engine](bootstrap, 1, users), 1) as start:
         print(f"streams-profile: {engine} warm-up", file=sys.stderr, flush=True)
-        [pid] = jvms_below(os.getpid(), JVM_MARKERS[engine])
+        found = jvms_below(os.getpid(), JVM_MARKERS[engine])
+        if len(found) != 1:
+            raise RuntimeError(f"{engine}: {len(found)} JVMs hold {JVM_MARKERS[engine]!r} in "
+                               "their command line, where one was started")
+        [pid] = found
         jvm_profile.prime(pid, folder)
         warm_up(bootstrap, warm, warm_records, start, QUERIES)
         for query in QUERIES:
             print(f"streams-profile: {engine} {query}", file=sys.stderr, flush=True)
-            before = jvm_profile.cpu_seconds(pid)
-            with (jvm_profile.recording(pid, folder / f"{engine}-{query}.jfr") as path,
-                  throughput(bootstrap, source, query, start, backlog, 0) as (seconds, _)):
-                cpu = jvm_profile.cpu_between(before, jvm_profile.cpu_seconds(pid))
+            with jvm_profile.recording(pid, folder / f"{engine}-{query}.jfr") as path:
+                before = jvm_profile.cpu_seconds(pid)
+                with throughput(bootstrap, source, query, start, backlog, 0) as (seconds, _):
+                    cpu = jvm_profile.cpu_between(before, jvm_profile.cpu_seconds(pid))
             figures[query] = {"seconds": round(seconds, 2),
                               "records_per_s": round(backlog / seconds), **cpu,
                               **jvm_profile.shares(path)}

@@ -70,10 +70,7 @@ most."""
 READY_POLL_SECONDS = 0.5
 """How often a wait for the node's READY looks whether the node is stopping."""
 PROCESSING_LOG_STOP_SECONDS = 15.0
-"""How long a stopping node waits for its processing log's creation to end (a command in
-flight ends within its own timeout, :data:`PROCESSING_LOG_WRITE_SECONDS`)."""
-PROCESSING_LOG_WRITE_SECONDS = 10.0
-"""How long the processing log stream's command may take to be written."""
+"""How long a stopping node waits for its processing log's creation to end."""
 PROJECTION_PATIENCE = 10.0
 """Seconds a pull query waits for the Spark catalog to hold the sources it reads."""
 
@@ -131,9 +128,9 @@ class NodeServices:
 
     def start(self) -> None:
         """Check Kafka and the command topic, replay, then project, run queries, heartbeat, and
-        create the processing log once the node is READY, beside its serving; in headless mode,
-        create the processing log, then write the queries file, which may read it (the node
-        does not start when it cannot)."""
+        create the processing log beside the node's serving; in headless mode, once the node is
+        READY, create the processing log, then write the queries file, which may read it (the
+        node does not start when it cannot)."""
         self.node.start()
         self.membership.start()
         if self.liveness is not None:
@@ -144,43 +141,60 @@ class NodeServices:
                                                       name="processing-log", daemon=True)
                 self._log_creation.start()
             return
-        from metastore.server.headless import READY_PATIENCE_SECONDS, run_queries_file
+        self._start_headless(self.settings.queries_file)
 
+    def _start_headless(self, queries_file: Path) -> None:
+        """Once the node is READY (else it does not start), the processing log, then the
+        queries file, which may read it."""
+        from metastore.server.headless import (
+            READY_PATIENCE_SECONDS,
+            QueriesFileError,
+            run_queries_file,
+        )
+
+        if not self._ready_or_stopping(READY_PATIENCE_SECONDS):
+            raise QueriesFileError(
+                f"the node was not READY within {READY_PATIENCE_SECONDS:g} s "
+                f"({self.node.state.value}{', stopping' if self._stopping.is_set() else ''}); "
+                f"the queries file {queries_file} is not written")
         if self._creates_processing_log():
-            self._create_processing_log(READY_PATIENCE_SECONDS)
-        run_queries_file(self.node, self.settings.queries_file)
+            self._create_processing_log()
+        run_queries_file(self.node, queries_file)
 
     def _creates_processing_log(self) -> bool:
         settings = self.settings.processing_log
         return settings.topic_auto_create or settings.stream_auto_create
 
-    def _create_processing_log(self, patience: float | None = None) -> None:
-        """The processing log's topic and stream, when the settings say to create them, once
-        the node is READY (as ksqlDB's server does at its start, once it has run the command
-        topic: a node still catching up cannot write its stream), within ``patience`` seconds
-        (None: until the node stops); a failure is logged, not fatal: the node serves."""
+    def _create_processing_log(self) -> None:
+        """The processing log's topic at once and, once the node is READY (as ksqlDB's server,
+        once it has run the command topic: a node still catching up cannot write), its stream,
+        when the settings say to create them; a failure is logged, not fatal: the node
+        serves."""
         settings, service_id = self.settings.processing_log, self.settings.node.service_id
         topic = settings.topic(service_id)
-        if not self._ready_or_stopping(patience):
-            log.log(logging.INFO if self._stopping.is_set() else logging.WARNING,
-                    "the processing log's topic %s and stream %s were not created: the node "
-                    "is %s%s", topic, settings.stream_name, self.node.state.value,
-                    " and stopping" if self._stopping.is_set() else "")
-            return
         try:
             if settings.topic_auto_create and self.node.admin.create(
                     topic, settings.topic_partitions, settings.topic_replication_factor):
                 log.info("processing log topic %s created", topic)
-            if settings.stream_auto_create and not self._stopping.is_set() and (
-                    self.node.replica.image.source(settings.stream_name) is None):
-                [entity] = self.node.execute(settings.stream_statement(service_id),
-                                             timeout=PROCESSING_LOG_WRITE_SECONDS)
-                log.info("processing log stream %s over %s: %s", settings.stream_name, topic,
-                         entity.get("commandStatus", {}).get("message")
-                         or entity.get("message"))
+            if settings.stream_auto_create:
+                self._create_processing_log_stream(topic)
         except Exception as error:  # as ksqlDB's server: the node serves without its log
             log.warning("the processing log's topic %s or stream %s could not be created: %s",
                         topic, settings.stream_name, error)
+
+    def _create_processing_log_stream(self, topic: str) -> None:
+        settings, service_id = self.settings.processing_log, self.settings.node.service_id
+        if not self._ready_or_stopping(None):
+            log.log(logging.INFO if self._stopping.is_set() else logging.WARNING,
+                    "the processing log stream %s was not created: the node is %s%s",
+                    settings.stream_name, self.node.state.value,
+                    " and stopping" if self._stopping.is_set() else "")
+        elif self.node.replica.image.source(settings.stream_name) is not None:
+            log.info("processing log stream %s is in the catalog", settings.stream_name)
+        else:
+            [entity] = self.node.execute(settings.stream_statement(service_id))
+            log.info("processing log stream %s over %s: %s", settings.stream_name, topic,
+                     entity.get("commandStatus", {}).get("message") or entity.get("message"))
 
     def stopping(self) -> None:
         """Tell the start's waits that the node is stopping (:meth:`stop` does too)."""

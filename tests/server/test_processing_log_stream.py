@@ -60,6 +60,8 @@ def test_a_node_creates_the_processing_log_topic_and_stream_once_per_service(
         return [line for line in server.output().splitlines()
                 if "processing log stream KSQL_PROCESSING_LOG over" in line]
 
+    eventually(lambda: "processing log stream KSQL_PROCESSING_LOG is in the catalog"
+               in second.output() or None, 30, "the second node finding the stream")
     assert len(created(first)) == 1
     assert created(second) == [], "the second node finds the stream and writes nothing"
 
