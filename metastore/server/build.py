@@ -128,20 +128,21 @@ class NodeServices:
 
     def start(self) -> None:
         """Check Kafka and the command topic, replay, then project, run queries, heartbeat, and
-        create the processing log beside the node's serving; in headless mode, once the node is
-        READY, create the processing log, then write the queries file, which may read it (the
-        node does not start when it cannot)."""
+        create the processing log's topic, then its stream once the node is READY, beside its
+        serving; in headless mode, once the node is READY, create the processing log, then
+        write the queries file, which may read it (the node does not start when it cannot)."""
         self.node.start()
         self.membership.start()
         if self.liveness is not None:
             self.liveness.start()
-        if self.settings.queries_file is None:
-            if self._creates_processing_log():
-                self._log_creation = threading.Thread(target=self._create_processing_log,
-                                                      name="processing-log", daemon=True)
-                self._log_creation.start()
+        if self.settings.queries_file is not None:
+            self._start_headless(self.settings.queries_file)
             return
-        self._start_headless(self.settings.queries_file)
+        self._create_processing_log_topic()
+        if self.settings.processing_log.stream_auto_create:
+            self._log_creation = threading.Thread(target=self._create_processing_log_stream,
+                                                  name="processing-log", daemon=True)
+            self._log_creation.start()
 
     def _start_headless(self, queries_file: Path) -> None:
         """Once the node is READY (else it does not start), the processing log, then the
@@ -157,44 +158,46 @@ class NodeServices:
                 f"the node was not READY within {READY_PATIENCE_SECONDS:g} s "
                 f"({self.node.state.value}{', stopping' if self._stopping.is_set() else ''}); "
                 f"the queries file {queries_file} is not written")
-        if self._creates_processing_log():
-            self._create_processing_log()
+        self._create_processing_log_topic()
+        if self.settings.processing_log.stream_auto_create:
+            self._create_processing_log_stream()
         run_queries_file(self.node, queries_file)
 
-    def _creates_processing_log(self) -> bool:
+    def _create_processing_log_topic(self) -> None:
+        """The processing log's topic, when the settings say to create it, as ksqlDB's server
+        does at its start; a failure is logged, not fatal: the node serves."""
         settings = self.settings.processing_log
-        return settings.topic_auto_create or settings.stream_auto_create
-
-    def _create_processing_log(self) -> None:
-        """The processing log's topic at once and, once the node is READY (as ksqlDB's server,
-        once it has run the command topic: a node still catching up cannot write), its stream,
-        when the settings say to create them; a failure is logged, not fatal: the node
-        serves."""
-        settings, service_id = self.settings.processing_log, self.settings.node.service_id
-        topic = settings.topic(service_id)
+        topic = settings.topic(self.settings.node.service_id)
+        if not settings.topic_auto_create:
+            return
         try:
-            if settings.topic_auto_create and self.node.admin.create(
-                    topic, settings.topic_partitions, settings.topic_replication_factor):
+            if self.node.admin.create(topic, settings.topic_partitions,
+                                      settings.topic_replication_factor):
                 log.info("processing log topic %s created", topic)
-            if settings.stream_auto_create:
-                self._create_processing_log_stream(topic)
         except Exception as error:  # as ksqlDB's server: the node serves without its log
-            log.warning("the processing log's topic %s or stream %s could not be created: %s",
-                        topic, settings.stream_name, error)
+            log.warning("the processing log's topic %s could not be created: %s", topic, error)
 
-    def _create_processing_log_stream(self, topic: str) -> None:
+    def _create_processing_log_stream(self) -> None:
+        """The processing log's stream, once the node is READY (as ksqlDB's server, once it has
+        run the command topic: a node still catching up cannot write), unless the catalog has
+        it; a failure is logged, not fatal: the node serves."""
         settings, service_id = self.settings.processing_log, self.settings.node.service_id
-        if not self._ready_or_stopping(None):
-            log.log(logging.INFO if self._stopping.is_set() else logging.WARNING,
-                    "the processing log stream %s was not created: the node is %s%s",
-                    settings.stream_name, self.node.state.value,
-                    " and stopping" if self._stopping.is_set() else "")
-        elif self.node.replica.image.source(settings.stream_name) is not None:
-            log.info("processing log stream %s is in the catalog", settings.stream_name)
-        else:
-            [entity] = self.node.execute(settings.stream_statement(service_id))
-            log.info("processing log stream %s over %s: %s", settings.stream_name, topic,
-                     entity.get("commandStatus", {}).get("message") or entity.get("message"))
+        try:
+            if not self._ready_or_stopping(None):
+                log.log(logging.INFO if self._stopping.is_set() else logging.WARNING,
+                        "the processing log stream %s was not created: the node is %s%s",
+                        settings.stream_name, self.node.state.value,
+                        " and stopping" if self._stopping.is_set() else "")
+            elif self.node.replica.image.source(settings.stream_name) is not None:
+                log.info("processing log stream %s is in the catalog", settings.stream_name)
+            else:
+                [entity] = self.node.execute(settings.stream_statement(service_id))
+                log.info("processing log stream %s over %s: %s", settings.stream_name,
+                         settings.topic(service_id), entity.get("commandStatus", {}).get(
+                             "message") or entity.get("message"))
+        except Exception as error:  # as ksqlDB's server: the node serves without its log
+            log.warning("the processing log stream %s could not be created: %s",
+                        settings.stream_name, error)
 
     def stopping(self) -> None:
         """Tell the start's waits that the node is stopping (:meth:`stop` does too)."""
