@@ -20,7 +20,8 @@ beside them). Each engine first runs every query over another topic of half as m
 unmeasured: its JVM has compiled most of every query's hot paths, as a server's has once it
 has run for a while. A node's first filter over a million records, after a filter over
 100,000, took 16.3 s, the same query started again 11.3 s and a third time 10.4 s, its JIT
-compilers busy meanwhile; a query started anew still compiles some of its own (see
+compilers busy meanwhile (measured once, by starting the filter three times in one node;
+no benchmark reruns it); a query started anew still compiles some of its own (see
 ``streams-profile``). The broker runs beside them throughout. A run's throughput is the topic's records
 over the seconds from the query's start to its last result being visible in the sink; its
 latency, once caught up, is each of 2,000 records at 200/s from its produce call to a consumer

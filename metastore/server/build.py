@@ -147,21 +147,15 @@ class NodeServices:
     def _start_headless(self, queries_file: Path) -> None:
         """Once the node is READY (else it does not start), the processing log, then the
         queries file, which may read it."""
-        from metastore.server.headless import (
-            READY_PATIENCE_SECONDS,
-            QueriesFileError,
-            run_queries_file,
-        )
+        from metastore.server.headless import run_queries_file
 
-        if not self._ready_or_stopping(READY_PATIENCE_SECONDS):
-            raise QueriesFileError(
-                f"the node was not READY within {READY_PATIENCE_SECONDS:g} s "
-                f"({self.node.state.value}{', stopping' if self._stopping.is_set() else ''}); "
-                f"the queries file {queries_file} is not written")
-        self._create_processing_log_topic()
-        if self.settings.processing_log.stream_auto_create:
-            self._create_processing_log_stream()
-        run_queries_file(self.node, queries_file)
+        def processing_log() -> None:
+            self._create_processing_log_topic()
+            if self.settings.processing_log.stream_auto_create:
+                self._create_processing_log_stream()
+
+        run_queries_file(self.node, queries_file, ready=self._ready_or_stopping,
+                         before=processing_log)
 
     def _create_processing_log_topic(self) -> None:
         """The processing log's topic, when the settings say to create it, as ksqlDB's server

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from metastore.catalog.exceptions import TooLargeError, UnsupportedStatementError
@@ -62,10 +63,12 @@ def request_id(text: str) -> str:
     return "queries-file-" + hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-def run_queries_file(node: Node, path: Path) -> None:
-    """Write the statements of the queries file ``path`` through ``node`` (READY), once for
-    the service; raises :class:`QueriesFileError` or the statement's error, with nothing
-    written, when the file cannot run."""
+def run_queries_file(node: Node, path: Path, ready: Callable[[float], bool] | None = None,
+                     before: Callable[[], None] = lambda: None) -> None:
+    """Write the statements of the queries file ``path`` through ``node``, once for the
+    service, once ``ready`` (the node's READY, within the seconds it is given; by default its
+    replica's) and what must come ``before`` them has run; raises :class:`QueriesFileError` or
+    the statement's error, with nothing written, when the file cannot run."""
     text = read_queries_file(path)
     statements = parse_request(text, {})
     refused = [s for s in statements if not isinstance(s, tuple(HEADLESS_STATEMENTS))]
@@ -75,9 +78,10 @@ def run_queries_file(node: Node, path: Path) -> None:
             f"mode: {', '.join(HEADLESS_STATEMENTS.values())}. Found: {refused[0].text}")
     if not statements:
         raise QueriesFileError(f"the queries file {path} holds no statement")
-    if not node.replica.wait_ready(READY_PATIENCE_SECONDS):
+    if not (ready or node.replica.wait_ready)(READY_PATIENCE_SECONDS):
         raise QueriesFileError(f"the node was not READY within {READY_PATIENCE_SECONDS:g} s "
                                f"({node.state.value}); the queries file {path} is not written")
+    before()
     try:
         entities = node.execute(statements, request_id=request_id(text),
                                 submitter="queries-file")
