@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from metastore.jvm import jars as jvm_jars
 from metastore.spark.session import JSON_READING
 from metastore.spark.views import decode_select
 from metastore.testing.check import run_script
@@ -39,7 +40,8 @@ def run(quick: bool) -> dict[str, Any]:
     count = 100_000 if quick else 1_000_000
     builder = (SparkSession.builder.master("local[1]").appName("bench-decode")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.ansi.enabled", "false"))  # as a query's session
+               .config("spark.sql.ansi.enabled", "false")  # as a query's session
+               .config("spark.jars", str(jvm_jars.project_jar())))
     for key, value in JSON_READING.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

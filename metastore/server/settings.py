@@ -25,6 +25,7 @@ from metastore.core.faults import NO_FAULTS, Faults
 from metastore.core.limits import RequestLimits
 from metastore.dev.paths import dev_dir
 from metastore.engine import overrides
+from metastore.jvm import classes
 from metastore.log.writer import WriterOptions
 from metastore.runtime import error_types, query_health
 from metastore.runtime.error_types import ErrorClassifier, ErrorClassifierSettingError
@@ -495,6 +496,7 @@ def _flat(table: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 _SPARK_CONF_OWNED = frozenset({"spark.master", "spark.app.name", "spark.jars",
                                "spark.sql.catalogImplementation", "spark.sql.warehouse.dir",
-                               "spark.sql.session.timeZone"})
-"""What the node decides: its master (``spark_master``), its name, its jars, its catalog and the
-time zone ksqlDB's semantics need."""
+                               "spark.sql.session.timeZone",
+                               f"spark.sql.catalog.{classes.SQL_FUNCTIONS_CATALOG}"})
+"""What the node decides: its master (``spark_master``), its name, its jars, its catalog, the
+time zone ksqlDB's semantics need and the catalog of its own SQL functions."""

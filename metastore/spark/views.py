@@ -29,7 +29,7 @@ from metastore.formats.avro import schema as avro
 from metastore.formats.json_sr import schema as json_sr
 from metastore.formats.protobuf import schema as protobuf
 from metastore.formats.rules import SPARK_READABLE
-from metastore.jvm.classes import JSON_KINDS_CLASS
+from metastore.jvm.classes import JSON_FIELDS_FUNCTION, JSON_KINDS_CLASS
 from metastore.kafka.settings import KafkaSettings
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import decode_json
@@ -233,15 +233,8 @@ def _object_checks(objects: _JsonObjects) -> list[str]:
     """A JSON key or value whose columns are an object's fields is not readable when it is not
     a JSON object (not JSON at all, or a number, a string, an array), as ksqlDB's JSON
     deserializer refuses it; JSON ``null`` is a null value, not an error."""
-    checks = []
-    for index, (text, columns) in enumerate(objects.fields.items()):
-        names = [c.name for c in columns]
-        parsed = f"{_json_object(index)} IS NULL"
-        if len({name.upper() for name in names}) == len(names):  # read by the exact struct too
-            parsed += " AND NOT (" + " AND ".join(
-                f"{_exact_fields(index)}.{quote(name)} IS NOT NULL" for name in names) + ")"
-        checks.append(f"({text} IS NOT NULL AND trim({text}) != 'null' AND {parsed})")
-    return checks
+    return [f"({_object_fields(index)}[{2 * len(columns)}] IS NOT NULL)"
+            for index, columns in enumerate(objects.fields.values())]
 
 
 def _checked(text: str, decoded: str, checks: list[str], sql_type: ty.SqlType,
@@ -319,127 +312,43 @@ def _with_codecs(source: DataSource, raw_table: str) -> str:
 
 def _with_json_objects(objects: _JsonObjects, raw_table: str) -> str:
     """``raw_table`` with each JSON object whose fields are columns (``objects``: the text's
-    SQL and the columns read from it, in order) parsed once per record, and the text of each
-    column's field (:func:`_field_column`) as ksqlDB's JSON deserializer finds it, and for the
-    columns whose JSON kind matters, whether that field is a JSON string (:func:`_add_object`).
-
-    Most records hold every column under its exact name: a struct parse of just those fields
-    (:func:`_exact_fields`) reads them, without building a map of every field. A record that
-    lacks one (or holds it as JSON null) is parsed into a map of its fields as well
-    (:func:`_json_object`) and, unless every column's name is among them, into a map by
-    upper-cased name (:func:`_upper_fields`), from which :func:`_field_of` takes ksqlDB's
-    field. A struct's field names are case-insensitive in Spark SQL, so an object whose
-    columns differ only in case is always read through the maps. The struct parse is
-    non-deterministic for Spark's optimizer (``spark_partition_id()``, which never holds a
-    negative value): a filter on the columns is then evaluated on them, above the parse, and
-    not pushed below it, where Spark would inline (and repeat) the parse of each column the
-    filter reads; likewise Spark keeps each parse in a projection below the ones that read it
-    many times."""
+    SQL and the columns read from it, in order) read once per record by the project's
+    ``json_fields`` (:data:`~metastore.jvm.classes.JSON_FIELDS_FUNCTION`: one streaming pass
+    that finds each column's field as ksqlDB's JSON deserializer does), then the text of each
+    column's field (:func:`_field_column`) and, for the columns whose JSON kind matters,
+    whether that field is a JSON string (:func:`_string_column`). The call is non-deterministic
+    for Spark's optimizer (``spark_partition_id()``, which never holds a negative value): Spark
+    keeps it in a projection of its own, below the ones that read it, where it would inline
+    (and repeat) it into each column and check."""
     if not objects.fields:
         return raw_table
-    parts = _ObjectParts()
+    calls, fields = [], []
     for index, (text, columns) in enumerate(objects.fields.items()):
-        _add_object(parts, index, text, columns, objects.kinded.get(text, set()))
-    if parts.structs:
-        raw_table = f"(SELECT *, {', '.join(parts.structs)} FROM {raw_table}) AS __ms_json_exact"
-    return (f"(SELECT *, {', '.join(parts.fields)} FROM (SELECT *, {', '.join(parts.uppers)} "
-            f"FROM (SELECT *, {', '.join(parts.maps)} FROM {raw_table}) AS __ms_json) "
-            "AS __ms_json_upper) AS __ms_json_fields")
+        names = string_literal(json.dumps([c.name for c in columns], separators=(",", ":")))
+        call = f"IF(spark_partition_id() < 0, NULL, {JSON_FIELDS_FUNCTION}({text}, {names}))"
+        calls.append(f"{call} AS {_object_fields(index)}")
+        for position in range(len(columns)):
+            fields.append(f"{_object_fields(index)}[{2 * position}] AS "
+                          f"{_field_column(index, position)}")
+            if position in objects.kinded.get(text, set()):
+                fields.append(f"{_object_fields(index)}[{2 * position + 1}] IS NOT NULL AS "
+                              f"{_string_column(index, position)}")
+    return (f"(SELECT *, {', '.join(fields)} FROM (SELECT *, {', '.join(calls)} "
+            f"FROM {raw_table}) AS __ms_json) AS __ms_json_fields")
 
 
-@dataclass
-class _ObjectParts:
-    """The select items :func:`_with_json_objects` adds, level by level."""
-
-    structs: list[str] = field(default_factory=list)
-    maps: list[str] = field(default_factory=list)
-    uppers: list[str] = field(default_factory=list)
-    fields: list[str] = field(default_factory=list)
-
-
-def _add_object(parts: _ObjectParts, index: int, text: str, columns: list[Column],
-                kinded: set[int]) -> None:
-    """The items reading the ``index``-th object ``text``'s fields of ``columns``, and whether
-    the fields at ``kinded`` positions are JSON strings, from the object's fields as variants
-    (:data:`_VARIANT_FIELDS`), parsed once per record. The exact struct reads a kinded BOOLEAN
-    as a BOOLEAN, which only a JSON boolean fills: a record whose kinded columns are all
-    BOOLEANs, each read by the exact struct, is not parsed as variants."""
-    names = [c.name for c in columns]
-    booleans = {p for p in kinded if columns[p].type == ty.BOOLEAN}
-    parsed_map = f"from_json({text}, 'MAP<STRING,STRING>')"
-    kinds = _VARIANT_FIELDS.format(text=text)
-    distinct = len({name.upper() for name in names}) == len(names)
-    exact = _exact_fields(index)
-    exact_fields = [f"{exact}.{quote(name)}" for name in names]
-    if distinct:
-        schema = ", ".join(f"{quote(name)}: {'BOOLEAN' if position in booleans else 'STRING'}"
-                           for position, name in enumerate(names))
-        parsed = f"from_json({text}, {string_literal(f'STRUCT<{schema}>')})"
-        parts.structs.append(f"{_once_per_record(parsed)} AS {exact}")
-        found = " AND ".join(f"{name} IS NOT NULL" for name in exact_fields)
-        parsed_map = f"IF({found}, NULL, {parsed_map})"
-        if kinded == booleans:
-            kinds = f"IF({found}, NULL, {kinds})"
-    parts.maps.append(f"{parsed_map} AS {_json_object(index)}")
-    if kinded:  # once per record, as the exact struct
-        parts.maps.append(f"{_once_per_record(kinds)} AS {_json_kinds(index)}")
-        upper_kinds = _upper_fields(_json_kinds(index), names)
-        parts.uppers.append(f"{_once_per_record(upper_kinds)} AS {_upper_kinds(index)}")
-    upper = _upper_fields(_json_object(index), names)  # once per record, as the maps
-    parts.uppers.append(f"{_once_per_record(upper)} AS {_upper_object(index)}")
-    for position, name in enumerate(names):
-        field_text = _field_of(_json_object(index), _upper_object(index), name)
-        if distinct:
-            exact_text = exact_fields[position]
-            if position in booleans:
-                exact_text = f"CAST({exact_text} AS STRING)"
-            field_text = f"IF({_json_object(index)} IS NULL, {exact_text}, {field_text})"
-        parts.fields.append(f"{field_text} AS {_field_column(index, position)}")
-        if position in kinded:  # no variants: a BOOLEAN the exact struct read, not a string
-            is_string = _is_json_string(_json_kinds(index), _upper_kinds(index), name)
-            parts.fields.append(f"coalesce({is_string}, false) AS {_string_column(index, position)}")
-
-
-def _once_per_record(expression: str) -> str:
-    """``expression`` as a column Spark evaluates once per record, where its readers are: a
-    non-deterministic expression (``spark_partition_id()`` is never negative) is neither inlined
-    into the projections and filters above it nor pushed below it."""
-    return f"IF(spark_partition_id() < 0, NULL, {expression})"
-
-
-def _json_kinds(index: int) -> str:
-    return f"__ms_json_{index}_kinds"
-
-
-def _upper_kinds(index: int) -> str:
-    return f"__ms_json_{index}_kinds_upper"
+def _object_fields(index: int) -> str:
+    """The ``index``-th object's fields as ``json_fields`` reads them: per column its text and
+    whether it is a JSON string, then NULL, or ``refused`` for a record that is no object."""
+    return f"__ms_json_{index}"
 
 
 def _string_column(index: int, position: int) -> str:
     return f"__ms_json_{index}_s{position}"
 
 
-def _exact_fields(index: int) -> str:
-    return f"__ms_json_{index}_exact"
-
-
 def _field_column(index: int, position: int) -> str:
     return f"__ms_json_{index}_f{position}"
-
-
-def _json_object(index: int) -> str:
-    return f"__ms_json_{index}"
-
-
-def _upper_object(index: int) -> str:
-    return f"__ms_json_{index}_upper"
-
-
-def _upper_fields(fields: str, names: list[str]) -> str:
-    """The map ``fields`` by upper-cased field name, the last of a repeated name winning (NULL
-    when every one of ``names`` is a field: it is not read then)."""
-    present = " AND ".join(f"map_contains_key({fields}, {string_literal(n)})" for n in names)
-    return f"IF({present}, NULL, transform_keys({fields}, (k, v) -> upper(k)))"
 
 
 def _field_of(fields: str, upper: str, name: str) -> str:
@@ -629,34 +538,14 @@ def _kinds_descriptor(sql_type: ty.SqlType) -> dict[str, object]:
 def _kind_check(text: str, index: int, position: int, column: Column, objects: _JsonObjects
                 ) -> str | None:
     """The check of the JSON kind of ``column``'s field (:func:`_kind_refusal`), the
-    ``position``-th of the ``index``-th object ``text``: an integral column's is asked only of a
-    text that is no integer, which parses the object again then; the others' read whether the
-    field is a string from a column of its own (:func:`_add_object`)."""
-    field = _field_column(index, position)
-    integral = column.type in _INTEGRAL
-    if integral:
-        kinds = _VARIANT_FIELDS.format(text=text)
-        upper = f"transform_keys({kinds}, (k, v) -> upper(k))"  # lazily: asked rarely
-        is_string = f"coalesce({_is_json_string(kinds, upper, column.name)}, false)"
-    else:
-        is_string = _string_column(index, position)
-    refusal = _kind_refusal(field, is_string, column.type)
+    ``position``-th of the ``index``-th object ``text``, from whether that field is a JSON
+    string (:func:`_string_column`, which the column is then added to ``objects.kinded`` for)."""
+    refusal = _kind_refusal(_field_column(index, position), _string_column(index, position),
+                            column.type)
     if refusal is None:
         return None
-    if not integral:
-        objects.kinded.setdefault(text, set()).add(position)
+    objects.kinded.setdefault(text, set()).add(position)
     return f"({refusal})"
-
-
-_VARIANT_FIELDS = "from_json({text}, 'MAP<STRING,VARIANT>')"
-"""A JSON object's fields as variants, which know their JSON kind."""
-
-
-def _is_json_string(kinds: str, upper: str, name: str) -> str:
-    """Whether the field of column ``name`` (:func:`_field_of`) is a JSON string, from the map
-    ``kinds`` of an object's fields as variants (:data:`_VARIANT_FIELDS`) and ``upper``, that
-    map by upper-cased name."""
-    return f"schema_of_variant({_field_of(kinds, upper, name)}) = 'STRING'"
 
 
 _INTEGER_TEXT = "'^[+-]?[0-9]+$'"
@@ -673,7 +562,7 @@ def _kind_refusal(text: str, is_string: str, sql_type: ty.SqlType) -> str | None
     if sql_type == ty.BOOLEAN or isinstance(sql_type, ty.ArrayType | ty.MapType | ty.StructType):
         return is_string
     if sql_type in _INTEGRAL:
-        return f"{text} IS NOT NULL AND NOT ({text} RLIKE {_INTEGER_TEXT}) AND {is_string}"
+        return f"{is_string} AND NOT ({text} RLIKE {_INTEGER_TEXT})"
     if sql_type == ty.BYTES:
         return f"{text} IS NOT NULL AND NOT {is_string}"
     return None

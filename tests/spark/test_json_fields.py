@@ -1,13 +1,14 @@
 """ksqlDB's JSON field rule as Spark decodes it (metastore.spark.views), on a real Spark: a
 column reads the field of its exact name, else the last field whose upper-cased name is its
-name; the struct parse that reads records holding every exact name agrees with the maps that
-read the others, record by record, including names that differ only in case."""
+name, including names that differ only in case; and the project's ``json_fields``, which finds
+those fields in one pass, gives each field's text as Spark's own ``from_json`` does."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from metastore.jvm.classes import JSON_FIELDS_FUNCTION
 from metastore.spark.types import string_literal
 from metastore.spark.views import decode_select
 from metastore.testing.check import run_script
@@ -81,3 +82,46 @@ def test_names_that_differ_only_in_case_read_their_own_fields(spark: Any) -> Non
     assert _decoded(spark, SAME_BUT_CASE, texts) == [
         ("lower", "upper"), ("upper only" if _field(texts[1], "x") else None, "upper only"),
         ("lower only", "lower only")]
+
+
+FIELD_TEXTS = [
+    '{"n": 1, "f": 1.10, "e": 1e2, "g": 1E+2, "z": -0, "big": 12345678901234567890}',
+    '{"f": 12345678901234567890.123456789, "e": 0.1e-400, "n": -0.0, "big": 1.5e308}',
+    '{"s": "t\\u00e9xt \\"quoted\\" \\n", "b": true, "c": false, "null": null}',
+    '{"o": {"x" : 1 , "y": [1, 2.50, "s", null, {"z": true}]}, "a": [ ]}',
+    '{"n": NaN, "f": Infinity, "e": -Infinity}',
+    "{'s': 'single quotes', 'n': 3}",
+    '{"s": "", "o": {}, "a": [[1], [2.0]]}',
+]
+FIELD_NAMES = ["n", "f", "e", "g", "z", "big", "s", "b", "c", "null", "o", "a"]
+"""Names no other field's upper-cased name matches: each column reads the field of its name."""
+
+
+def test_json_fields_gives_each_field_the_text_spark_from_json_gives(spark: Any) -> None:
+    """Numbers as Spark's JSON reader prints them (a float through a double), nested values as
+    compact JSON, strings by their content, JSON null as NULL, and the options Spark reads JSON
+    with (single quotes, NaN): the texts ksqlDB's rules in the SQL were written against."""
+    names = string_literal(json.dumps(FIELD_NAMES))
+    rows = ", ".join(f"({index}, {string_literal(text)})" for index, text in enumerate(FIELD_TEXTS))
+    read = spark.sql(
+        f"SELECT {JSON_FIELDS_FUNCTION}(t, {names}) AS ours, from_json(t, 'MAP<STRING,STRING>') "
+        f"AS spark FROM VALUES {rows} AS v(i, t) ORDER BY i").collect()
+    for row in read:
+        ours, theirs = row["ours"], row["spark"]
+        assert ours[-1] is None
+        assert ours[0::2][:-1] == [theirs.get(name) for name in FIELD_NAMES]
+        kinds = [kind == "s" for kind in ours[1::2]]
+        assert kinds == [name == "s" and theirs.get(name) is not None for name in FIELD_NAMES]
+
+
+def test_json_fields_refuses_what_is_no_json_object(spark: Any) -> None:
+    """A text that is not a JSON object (or is cut off) is refused: the last element says so
+    and no field is read; JSON null and no text at all are readable, with every field NULL."""
+    texts = ["nonsense", '[{"n": 1}]', '"text"', "12", "", '{"n": 1', '{"n": 1,}', "null", " null ",
+             None]
+    rows = ", ".join(f"({index}, {'NULL' if text is None else string_literal(text)})"
+                     for index, text in enumerate(texts))
+    read = [row[0] for row in spark.sql(
+        f"SELECT {JSON_FIELDS_FUNCTION}(t, '[\"n\"]') FROM VALUES {rows} AS v(i, t) "
+        "ORDER BY i").collect()]
+    assert read == [[None, None, "refused"]] * 7 + [[None, None, None]] * 3

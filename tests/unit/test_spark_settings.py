@@ -25,7 +25,8 @@ def test_spark_conf_reaches_the_spark_settings() -> None:
 
 
 @pytest.mark.parametrize("key", ["executor.memory", "spark.master", "spark.jars",
-                                 "spark.sql.catalogImplementation", "spark.sql.session.timeZone"])
+                                 "spark.sql.catalogImplementation", "spark.sql.session.timeZone",
+                                 "spark.sql.catalog.metastore_functions"])
 def test_a_setting_the_node_owns_or_not_sparks_is_refused(key: str) -> None:
     with pytest.raises(SettingsError, match="spark_conf"):
         server_settings({**BASE, "spark_conf": {key: "x"}})
