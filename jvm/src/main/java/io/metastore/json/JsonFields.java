@@ -48,6 +48,7 @@ public final class JsonFields {
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final int CACHED_COLUMN_LISTS = 1000;
     private static final Map<UTF8String, Columns> COLUMN_LISTS = new ConcurrentHashMap<>();
+    private static volatile Recent mostRecent;
     private static final JsonFactory FACTORY = new JSONOptions(
             scala.collection.immutable.Map$.MODULE$.<String, String>empty(), "UTC", "")
             .buildJsonFactory();
@@ -134,6 +135,11 @@ public final class JsonFields {
                 return FALSE;
             case VALUE_NUMBER_INT:
                 return UTF8String.fromString(parser.getNumberValue().toString());
+            case VALUE_NUMBER_FLOAT:
+                double number = parser.getDoubleValue();
+                // as Jackson writes a finite double; it quotes NaN and the infinities
+                return Double.isFinite(number) ? UTF8String.fromString(Double.toString(number))
+                        : copied(parser);
             default:
                 return copied(parser);
         }
@@ -149,15 +155,30 @@ public final class JsonFields {
     }
 
     private static Columns columns(UTF8String names) {
-        Columns cached = COLUMN_LISTS.get(names);
-        if (cached != null) {
-            return cached;
+        Recent recent = mostRecent;
+        if (recent != null && recent.names == names) {  // a query's literal: one object a call
+            return recent.columns;
         }
-        Columns parsed = Columns.of(names.toString());
-        if (COLUMN_LISTS.size() < CACHED_COLUMN_LISTS) {
-            COLUMN_LISTS.put(names.clone(), parsed);
+        Columns columns = COLUMN_LISTS.get(names);
+        if (columns == null) {
+            columns = Columns.of(names.toString());
+            if (COLUMN_LISTS.size() < CACHED_COLUMN_LISTS) {
+                COLUMN_LISTS.put(names.clone(), columns);
+            }
         }
-        return parsed;
+        mostRecent = new Recent(names, columns);
+        return columns;
+    }
+
+    /** The columns of the names object read last, found again without hashing its bytes. */
+    private static final class Recent {
+        final UTF8String names;
+        final Columns columns;
+
+        Recent(UTF8String names, Columns columns) {
+            this.names = names;
+            this.columns = columns;
+        }
     }
 
     /** The column a field name is the exact name of, and the one it is the upper-cased name of. */
