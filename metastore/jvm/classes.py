@@ -55,3 +55,8 @@ SQL_FUNCTIONS_CATALOG = "metastore_functions"
 """The name Spark SQL calls those functions by: ``metastore_functions.json_fields(...)``."""
 JSON_FIELDS_FUNCTION = f"{SQL_FUNCTIONS_CATALOG}.json_fields"
 """The fields of a JSON object that columns read, in one pass (``io.metastore.json.JsonFields``)."""
+KAFKA_NUMBER_FUNCTIONS = {"INTEGER": f"{SQL_FUNCTIONS_CATALOG}.kafka_int",
+                          "BIGINT": f"{SQL_FUNCTIONS_CATALOG}.kafka_bigint",
+                          "DOUBLE": f"{SQL_FUNCTIONS_CATALOG}.kafka_double"}
+"""A KAFKA-format number of 4 or 8 bytes read as Kafka's deserializers read it
+(``io.metastore.functions.KafkaNumbers``), by the SQL type it is read as."""

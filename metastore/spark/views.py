@@ -29,7 +29,7 @@ from metastore.formats.avro import schema as avro
 from metastore.formats.json_sr import schema as json_sr
 from metastore.formats.protobuf import schema as protobuf
 from metastore.formats.rules import SPARK_READABLE
-from metastore.jvm.classes import JSON_FIELDS_FUNCTION, JSON_KINDS_CLASS
+from metastore.jvm.classes import JSON_FIELDS_FUNCTION, JSON_KINDS_CLASS, KAFKA_NUMBER_FUNCTIONS
 from metastore.kafka.settings import KafkaSettings
 from metastore.spark import avro as spark_avro
 from metastore.spark.protobuf import decode_json
@@ -280,8 +280,8 @@ def _with_window(source: DataSource, raw_table: str) -> str:
 
 
 def _int64_at(raw: str, position: str) -> str:
-    """The big-endian 8-byte integer at 1-based ``position`` of a binary."""
-    return f"CAST(conv(hex(substring({raw}, {position}, 8)), 16, -10) AS BIGINT)"
+    """The big-endian 8-byte integer at 1-based ``position`` of a binary that holds it."""
+    return f"{KAFKA_NUMBER_FUNCTIONS['BIGINT']}(substring({raw}, {position}, 8))"
 
 
 def _with_codecs(source: DataSource, raw_table: str) -> str:
@@ -577,14 +577,9 @@ def _kafka_bytes(raw: str, sql_type: ty.SqlType) -> str:
         return f"CAST({raw} AS STRING)"
     if sql_type == ty.BYTES:
         return raw
-    if sql_type == ty.DOUBLE:
-        bits = f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"
-        double = f"java_method('java.lang.Double', 'longBitsToDouble', {bits})"
-        return f"CAST(IF({raw} IS NULL, NULL, {double}) AS DOUBLE)"  # null cannot be unboxed
-    unsigned = f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"  # of four bytes: 0 to 2^32 - 1
-    if sql_type == ty.INTEGER:
-        return (f"CAST(IF({unsigned} >= 2147483648, {unsigned} - 4294967296, {unsigned}) AS INT)")
-    return f"CAST(conv(hex({raw}), 16, -10) AS BIGINT)"
+    size = _KAFKA_SIZES[sql_type]  # other sizes are refused (:func:`_field`): no number then
+    return (f"IF(octet_length({raw}) = {size}, {KAFKA_NUMBER_FUNCTIONS[sql_type.base]}({raw}), "
+            "NULL)")
 
 
 def _from_json_value(text: str, sql_type: ty.SqlType) -> str:

@@ -5,13 +5,16 @@ unreadable; an absent field or a JSON null is a NULL column."""
 
 from __future__ import annotations
 
+import math
+import struct
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from metastore.spark.types import string_literal
-from metastore.spark.views import nested_kinds_check
+from metastore.spark.views import decode_select, nested_kinds_check
 from metastore.sql import types as ty
+from metastore.testing.check import run_script
 from tests.spark.test_json_fields import _decoded
 
 JSON_STREAM = ("CREATE STREAM S (ID INT, FLAG BOOLEAN, N BIGINT, L ARRAY<INT>) "
@@ -208,3 +211,39 @@ def _nested_check(text: str | None, sql_type: ty.SqlType) -> str:
     check = nested_kinds_check(literal, sql_type)
     assert check is not None, "a type that nests others is checked"
     return f"coalesce({check}, false)"
+
+
+def _kafka_decoded(spark: Any, script: str, records: list[tuple[bytes | None, bytes | None]]
+                   ) -> list[tuple[Any, ...]]:
+    results, image = run_script(script)
+    assert all(r.ok for r in results)
+    [source] = image.sources.values()
+
+    def literal(raw: bytes | None) -> str:
+        return "CAST(NULL AS BINARY)" if raw is None else f"X'{raw.hex()}'"
+
+    rows = ", ".join(f"({index}, {literal(key)}, {literal(value)})"
+                     for index, (key, value) in enumerate(records))
+    raw = f"(SELECT key, value FROM (SELECT * FROM VALUES {rows} AS v(i, key, value) ORDER BY i))"
+    return [tuple(row) for row in spark.sql(decode_select(source, raw)).collect()]
+
+
+def test_kafka_numbers_are_read_as_kafkas_deserializers_read_them(spark: Any) -> None:
+    """Big-endian, signed, of exactly 4 (INT) or 8 (BIGINT, DOUBLE) bytes: a record of another
+    size is skipped; a record without a key or value has a NULL column."""
+    script = ("CREATE STREAM KN (K INT KEY, V BIGINT) WITH (KAFKA_TOPIC='kn', KEY_FORMAT='KAFKA', "
+              "VALUE_FORMAT='KAFKA', PARTITIONS=1);")
+    records = [(struct.pack(">i", -5), struct.pack(">q", -2**63)),
+               (struct.pack(">i", 2**31 - 1), struct.pack(">q", 2**63 - 1)),
+               (None, struct.pack(">q", 258)),
+               (b"\x00\x01\x02", struct.pack(">q", 1)),
+               (struct.pack(">i", 1), b"\x00" * 4)]
+    assert _kafka_decoded(spark, script, records) == [(-5, -2**63), (2**31 - 1, 2**63 - 1),
+                                                      (None, 258)]
+    doubles = ("CREATE STREAM KD (V DOUBLE) WITH (KAFKA_TOPIC='kd', VALUE_FORMAT='KAFKA', "
+               "PARTITIONS=1);")
+    values = [-0.0, 1.5e308, -2.25, float("inf")]
+    decoded = _kafka_decoded(spark, doubles, [(None, struct.pack(">d", v)) for v in values]
+                             + [(None, b"\x00" * 7)])
+    assert decoded == [(v,) for v in values]
+    assert math.copysign(1, decoded[0][0]) == -1
