@@ -65,10 +65,11 @@ def is_local(master: str) -> bool:
 JSON_READING = {"spark.sql.mapKeyDedupPolicy": "LAST_WIN",
                 "spark.sql.variant.allowDuplicateKeys": "true",
                 f"spark.sql.catalog.{classes.SQL_FUNCTIONS_CATALOG}": classes.SQL_FUNCTIONS_CLASS}
-"""How JSON objects are read as ksqlDB's JSON deserializer (Jackson) reads them: a field name
-repeated (in another case, for the maps by upper-cased name) is the last one, where Spark fails
-the query on a repeated key; and the project's functions, among them the one that reads a JSON
-object's fields (:data:`~metastore.jvm.classes.JSON_FIELDS_FUNCTION`)."""
+"""How JSON objects are read as ksqlDB's JSON deserializer (Jackson) reads them: a record's
+fields by the project's functions (:data:`~metastore.jvm.classes.JSON_FIELDS_FUNCTION`, and the
+KAFKA format's numbers); in a STRUCT nested in a column, a field name repeated (in another case,
+for the maps by upper-cased name) is the last one, where Spark fails the query on a repeated
+key."""
 
 
 def query_session(spark: SparkSession) -> SparkSession:

@@ -459,8 +459,9 @@ def _field_count_check(raw: str, text: str, count: int, separator: str) -> str:
 def _json_field(text: str, column: Column, objects: _JsonObjects, checks: list[str],
                 bare: bool, kinds: bool = False) -> str:
     """``column`` from ksqlDB's JSON text of a key or value: the value itself when ``bare``
-    (a single unwrapped column), else the object's field for the column (:func:`_field_of`),
-    read from the object's fields parsed once (its text and column added to ``objects``); its
+    (a single unwrapped column), else the object's field for the column, read from the
+    object's fields found once per record (its text and column added to ``objects``,
+    :func:`_with_json_objects`); its
     check (:func:`_checked`) added to ``checks``, and with ``kinds`` (JSON a producer wrote, not
     a codec) the check of the values nested in it (:func:`nested_kinds_check`)."""
     if bare:

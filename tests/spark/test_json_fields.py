@@ -27,6 +27,7 @@ TEXTS = [
     '"text"',
     "{}",
     '{"A": 12, "B": "u\\u00e9", "c": 40, "extra": true}',
+    '{"a": 13, "B": "first occurrence", "A2": 0, "a": 14}',
 ]
 SOURCE = ("CREATE STREAM S (A INT, B STRING, `c` BIGINT) "
           "WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', PARTITIONS=1);")
@@ -35,18 +36,20 @@ SAME_BUT_CASE = ("CREATE STREAM S (`x` STRING, X STRING) "
 
 
 def _field(text: str, name: str) -> Any:
-    """The rule, in Python: exact name, else the last field whose upper-cased name matches."""
+    """The rule, in Python, as ksqlDB's deserializer applies it over Jackson's ObjectNode: the
+    object keeps each name where it first came, with its last value (as a dict does); the exact
+    name, else the upper-cased copy of the object, whose last entry of a name wins."""
     try:
         pairs = json.loads(text, object_pairs_hook=list)
     except ValueError:
         return None
     if not isinstance(pairs, list) or (pairs and not isinstance(pairs[0], tuple)):
         return None
-    exact = [value for key, value in pairs if key == name]
-    if exact:
-        return exact[-1]
-    upper = [value for key, value in pairs if key.upper() == name]
-    return upper[-1] if upper else None
+    fields = dict(pairs)
+    if name in fields:
+        return fields[name]
+    upper = {key.upper(): value for key, value in fields.items()}
+    return upper.get(name)
 
 
 def _decoded(spark: Any, script: str, texts: list[str]) -> list[tuple[Any, ...]]:
@@ -80,8 +83,19 @@ def test_each_column_reads_ksqldbs_field(spark: Any) -> None:
 def test_names_that_differ_only_in_case_read_their_own_fields(spark: Any) -> None:
     texts = ['{"x": "lower", "X": "upper"}', '{"X": "upper only"}', '{"x": "lower only"}']
     assert _decoded(spark, SAME_BUT_CASE, texts) == [
-        ("lower", "upper"), ("upper only" if _field(texts[1], "x") else None, "upper only"),
-        ("lower only", "lower only")]
+        ("lower", "upper"), (None, "upper only"), ("lower only", "lower only")]
+
+
+def test_of_names_that_differ_in_case_the_one_first_seen_last_is_read_with_its_last_value(
+        spark: Any) -> None:
+    """ksqlDB's object keeps a repeated name where it first came: of ``ab`` and ``Ab``, the
+    column ``AB`` reads the one whose first occurrence is last, with that name's last value."""
+    script = ("CREATE STREAM S (AB INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', "
+              "PARTITIONS=1);")
+    texts = ['{"ab": 1, "Ab": 2, "ab": 3}', '{"Ab": 1, "ab": 2, "Ab": 3}', '{"ab": 1, "Ab": 2}',
+             '{"aB": 1, "ab": 2, "Ab": 3, "ab": 4, "aB": 5}', '{"ab": 1, "AB": 2, "Ab": 3}']
+    assert _decoded(spark, script, texts) == [(2,), (2,), (2,), (3,), (2,)]
+    assert [_field(text, "AB") for text in texts] == [2, 2, 2, 3, 2]
 
 
 FIELD_TEXTS = [
@@ -92,6 +106,7 @@ FIELD_TEXTS = [
     '{"n": NaN, "f": Infinity, "e": -Infinity}',
     "{'s': 'single quotes', 'n': 3}",
     '{"s": "", "o": {}, "a": [[1], [2.0]]}',
+    '{"n": "1", "b": "true", "null": "null", "o": "{}", "s": 7}',
 ]
 FIELD_NAMES = ["n", "f", "e", "g", "z", "big", "s", "b", "c", "null", "o", "a"]
 """Names no other field's upper-cased name matches: each column reads the field of its name."""
@@ -104,24 +119,34 @@ def test_json_fields_gives_each_field_the_text_spark_from_json_gives(spark: Any)
     names = string_literal(json.dumps(FIELD_NAMES))
     rows = ", ".join(f"({index}, {string_literal(text)})" for index, text in enumerate(FIELD_TEXTS))
     read = spark.sql(
-        f"SELECT {JSON_FIELDS_FUNCTION}(t, {names}) AS ours, from_json(t, 'MAP<STRING,STRING>') "
+        f"SELECT i, {JSON_FIELDS_FUNCTION}(t, {names}) AS ours, "
+        "from_json(t, 'MAP<STRING,STRING>') "
         f"AS spark FROM VALUES {rows} AS v(i, t) ORDER BY i").collect()
     for row in read:
         ours, theirs = row["ours"], row["spark"]
         assert ours[-1] is None
         assert ours[0::2][:-1] == [theirs.get(name) for name in FIELD_NAMES]
         kinds = [kind == "s" for kind in ours[1::2]]
-        assert kinds == [name == "s" and theirs.get(name) is not None for name in FIELD_NAMES]
+        strings = {key for key, value in json.loads(FIELD_TEXTS[row["i"]].replace("'", '"'),
+                                                     parse_constant=float).items()
+                   if isinstance(value, str)}
+        assert kinds == [name in strings for name in FIELD_NAMES]
 
 
 def test_json_fields_refuses_what_is_no_json_object(spark: Any) -> None:
-    """A text that is not a JSON object (or is cut off) is refused: the last element says so
-    and no field is read; JSON null and no text at all are readable, with every field NULL."""
-    texts = ["nonsense", '[{"n": 1}]', '"text"', "12", "", '{"n": 1', '{"n": 1,}', "null", " null ",
-             None]
-    rows = ", ".join(f"({index}, {'NULL' if text is None else string_literal(text)})"
-                     for index, text in enumerate(texts))
+    """A text that is not a JSON object (or is cut off, or is no UTF-8) is refused: the last
+    element says so and no field is read; JSON null (with any white space, or what follows it,
+    as ksqlDB's parser reads one value) and no text at all are readable, with every field NULL;
+    a byte-order mark or UTF-16 is read, as ksqlDB's parser detects the encoding."""
+    refused = ["nonsense", '[{"n": 1}]', '"text"', "12", "", '{"n": 1', '{"n": 1,}']
+    nulls = ["null", " null ", "null\n", "\tnull", "null junk"]
+    texts = [string_literal(text) for text in [*refused, *nulls]]
+    texts += ["NULL", "CAST(X'7b226e223a2022ff227d' AS STRING)"]  # {"n": "\xff"}
+    texts += [f"CAST(X'{text.encode(encoding).hex()}' AS STRING)"
+              for text, encoding in [('{"n": 2}', "utf-8-sig"), ('{"n": 3}', "utf-16")]]
+    rows = ", ".join(f"({index}, {text})" for index, text in enumerate(texts))
     read = [row[0] for row in spark.sql(
         f"SELECT {JSON_FIELDS_FUNCTION}(t, '[\"n\"]') FROM VALUES {rows} AS v(i, t) "
         "ORDER BY i").collect()]
-    assert read == [[None, None, "refused"]] * 7 + [[None, None, None]] * 3
+    assert read == ([[None, None, "refused"]] * len(refused) + [[None, None, None]] * 6
+                    + [[None, None, "refused"], ["2", None, None], ["3", None, None]])

@@ -13,7 +13,8 @@ import org.apache.spark.sql.types.StructType;
  * and {@code DoubleDeserializer} read them: {@code kafka_int}, {@code kafka_bigint} and
  * {@code kafka_double} of a key's or value's bytes, big-endian. Each reads the first 4 or 8
  * bytes; the SQL that calls them (metastore.spark.views) calls them only on bytes of that size,
- * where Kafka's deserializers refuse any other. Spark calls each one's static {@code invoke}
+ * where Kafka's deserializers refuse any other (fewer bytes, or none, are an
+ * IllegalArgumentException). Spark calls each one's static {@code invoke}
  * from its generated code, where the SQL read the bytes as hexadecimal text, then as a number.
  */
 public final class KafkaNumbers {
@@ -26,6 +27,10 @@ public final class KafkaNumbers {
     }
 
     private static long bigEndian(byte[] bytes, int size) {
+        if (bytes == null || bytes.length < size) {  // the SQL calls it on bytes of the size only
+            throw new IllegalArgumentException("a KAFKA number of " + size + " bytes read from "
+                    + (bytes == null ? "no bytes" : bytes.length + " bytes"));
+        }
         long value = 0;
         for (int i = 0; i < size; i++) {
             value = (value << 8) | (bytes[i] & 0xFF);
