@@ -461,9 +461,9 @@ def _json_field(text: str, column: Column, objects: _JsonObjects, checks: list[s
     """``column`` from ksqlDB's JSON text of a key or value: the value itself when ``bare``
     (a single unwrapped column), else the object's field for the column, read from the
     object's fields found once per record (its text and column added to ``objects``,
-    :func:`_with_json_objects`); its
-    check (:func:`_checked`) added to ``checks``, and with ``kinds`` (JSON a producer wrote, not
-    a codec) the check of the values nested in it (:func:`nested_kinds_check`)."""
+    :func:`_with_json_objects`); its check (:func:`_checked`) added to ``checks``, and with
+    ``kinds`` (JSON a producer wrote, not a codec) the check of the values nested in it
+    (:func:`nested_kinds_check`)."""
     if bare:
         value = text
         decoded = _from_json_value(text, column.type)
