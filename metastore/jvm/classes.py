@@ -53,6 +53,8 @@ SQL_FUNCTIONS_CLASS = "io.metastore.functions.SqlFunctions"
 Spark function catalog, configured in every session as :data:`SQL_FUNCTIONS_CATALOG`."""
 SQL_FUNCTIONS_CATALOG = "metastore_functions"
 """The name Spark SQL calls those functions by: ``metastore_functions.json_fields(...)``."""
+SQL_FUNCTIONS = ("json_fields", "kafka_bigint", "kafka_double", "kafka_int")
+"""The functions of that catalog (``SqlFunctions.listFunctions``): what a plan may call."""
 JSON_FIELDS_FUNCTION = f"{SQL_FUNCTIONS_CATALOG}.json_fields"
 """The fields of a JSON object that columns read, in one pass (``io.metastore.json.JsonFields``)."""
 KAFKA_NUMBER_FUNCTIONS = {"INTEGER": f"{SQL_FUNCTIONS_CATALOG}.kafka_int",

@@ -111,6 +111,7 @@ from metastore.planner.steps import (
     CheckedRows,
     QueryPlan,
     Step,
+    called_functions,
     formatted_time,
     stream_steps,
     table_versions_select,
@@ -770,7 +771,8 @@ class _Planner:
             tuple(dict.fromkeys(self.source_topics)), self.batch, earliest=earliest,
             table_state=bool(self.keyed or self.strategy.keyed_rows or self.changelog_view),
             stream_state=bool(self.session_stream or self.final_stream or self.unmatched_state),
-            window_key_bytes=window_key_bytes, checked=checked, aggregated=self.aggregated)
+            window_key_bytes=window_key_bytes, checked=checked, aggregated=self.aggregated,
+            functions=called_functions(sql, self.steps, self.batch))
 
     def result_plan(self) -> QueryPlan:
         """A push query's plan: its rows are the result's columns and whether they delete."""

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from metastore.catalog.commands import canonical_json
+from metastore.jvm.classes import SQL_FUNCTIONS
 from metastore.planner.exceptions import QueryRuntimeError
 from metastore.planner.steps import (
     BatchStage,
@@ -59,7 +60,8 @@ _NODES: tuple[type[Any], ...] = (
 _FIELDS_SINCE: Mapping[tuple[str, str], int] = {("QueryPlan", "checked"): 2,
                                                     ("QueryPlan", "aggregated"): 3,
                                                     ("CheckedRows", "carried"): 2,
-                                                    ("RecordCheck", "record"): 2}
+                                                    ("RecordCheck", "record"): 2,
+                                                    ("QueryPlan", "functions"): 4}
 """The fields a later version of a class added (with a default), by the version that added
 them: a node that leaves them at their default is written without them, as the earliest version
 that reads it, so a plan that needs no new field runs on the nodes of an earlier release too."""
@@ -120,6 +122,9 @@ def read_plan(text: str) -> QueryPlan:
     plan = _decode(document.get("plan"), versions)
     if not isinstance(plan, QueryPlan):
         raise PlanFormatError("The query's stored plan holds no query plan.")
+    unknown = sorted(set(plan.functions) - set(SQL_FUNCTIONS))
+    if unknown:
+        raise UnknownPlanVersionError(f"the SQL functions {', '.join(unknown)}")
     return plan
 
 

@@ -133,7 +133,8 @@ def test_a_query_command_in_the_log_carries_the_plan_every_node_runs(
                             "--service-id", server.service_id, "--json").stdout)
     [record] = [r for r in dumped if r["commandId"] == "stream/PLANNED/create"]
     plan = record["command"]["plan"]
-    assert plan["format"] == 1 and plan["versions"]["QueryPlan"] == 1
+    assert plan["format"] == 1 and plan["versions"]["QueryPlan"] == 4
+    assert plan["plan"]["functions"] == ["json_fields", "kafka_int"]
     assert plan["plan"]["@"] == "QueryPlan" and plan["plan"]["topic"] == "planned-cli"
     assert "pl-cli" in [step.get("topic") for step in plan["plan"]["steps"]]
     assert record["command"]["querySql"].startswith("SELECT ID, V FROM PL WHERE")

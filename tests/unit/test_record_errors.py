@@ -37,7 +37,11 @@ def _script_plan(script: str) -> QueryPlan:
 
 
 def test_a_plan_with_checks_is_query_plan_v2_and_one_without_is_the_v1_document() -> None:
-    plain, checked = _plan("UCASE(TXT) AS U"), _plan("CAST(TXT AS INT) AS X")
+    # a source read without the project's SQL functions (QueryPlan v4 names those it calls)
+    source = ("CREATE STREAM S (ID STRING KEY, TXT STRING, N INT) WITH (KAFKA_TOPIC='s', "
+              "VALUE_FORMAT='DELIMITED');")
+    plain, checked = (_script_plan(f"{source}CREATE STREAM T AS SELECT ID, {select} FROM S;")
+                      for select in ("UCASE(TXT) AS U", "CAST(TXT AS INT) AS X"))
     assert plain.checked is None and checked.checked is not None
     plain_document, checked_document = plan_document(plain), plan_document(checked)
     assert plain_document["versions"]["QueryPlan"] == 1

@@ -221,3 +221,36 @@ def test_a_query_the_planner_cannot_plan_is_refused_as_a_statement_and_nothing_i
     with pytest.raises(UnsupportedByRuntimeError, match="cannot be planned: no plan for this"):
         validator.validate(statement)
     assert "T" not in validator.image.sources
+
+
+def test_a_plan_names_the_projects_sql_functions_it_calls_which_makes_it_a_newer_version() -> None:
+    """A JSON source is read by ``json_fields`` and a KAFKA key by ``kafka_int``: the plan says
+    so, as QueryPlan v4, which a node of a release without those functions refuses."""
+    document = _document(_query(_image(QUERIES["filter"])))
+    plan = document["plan"]
+    assert isinstance(plan, dict) and isinstance(document["versions"], dict)
+    assert plan["functions"] == ["json_fields", "kafka_int"]
+    assert document["versions"]["QueryPlan"] == 4 == NODE_VERSIONS["QueryPlan"]
+    assert read_plan(json.dumps(document)).functions == ("json_fields", "kafka_int")
+    delimited = ("CREATE STREAM D (V STRING) WITH (kafka_topic='d', value_format='DELIMITED');"
+                 "CREATE STREAM T AS SELECT V FROM D;")
+    results, image = run_script(delimited)
+    assert all(result.ok for result in results)
+    assert "functions" not in json.loads(_query(image).plan)["plan"]
+
+
+def test_a_plan_calling_a_function_this_node_does_not_have_is_refused_naming_it() -> None:
+    document = _document(_query(_image(QUERIES["filter"])))
+    plan = document["plan"]
+    assert isinstance(plan, dict)
+    plan["functions"] = ["json_fields", "json_sr_fields"]
+    with pytest.raises(UnknownPlanVersionError) as refused:
+        read_plan(json.dumps(document))
+    assert refused.value.unknown == "the SQL functions json_sr_fields"
+
+
+def test_a_users_string_that_names_a_function_adds_only_the_catalogs_own_names() -> None:
+    query = ("CREATE STREAM T AS SELECT ID, 'metastore_functions.no_such(1) "
+             "metastore_functions.kafka_double(x)' AS S FROM S;")
+    plan = read_plan(_query(_image(query)).plan)
+    assert plan.functions == ("json_fields", "kafka_double", "kafka_int")
