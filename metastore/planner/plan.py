@@ -766,13 +766,13 @@ class _Planner:
 
     def _query_plan(self, sql: str, topic: str, *, earliest: bool = True,
                     window_key_bytes: int = 0, checked: CheckedRows | None = None) -> QueryPlan:
-        return QueryPlan(
+        plan = QueryPlan(
             self.query_id, tuple(self.steps), sql, self.mode, topic,
             tuple(dict.fromkeys(self.source_topics)), self.batch, earliest=earliest,
             table_state=bool(self.keyed or self.strategy.keyed_rows or self.changelog_view),
             stream_state=bool(self.session_stream or self.final_stream or self.unmatched_state),
-            window_key_bytes=window_key_bytes, checked=checked, aggregated=self.aggregated,
-            functions=called_functions(sql, self.steps, self.batch))
+            window_key_bytes=window_key_bytes, checked=checked, aggregated=self.aggregated)
+        return replace(plan, functions=called_functions(plan))
 
     def result_plan(self) -> QueryPlan:
         """A push query's plan: its rows are the result's columns and whether they delete."""

@@ -10,10 +10,13 @@ query.
 The document is JSON: ``{"format": 1, "versions": {node: version}, "plan": node}`` where a
 node is an object naming its class (``"@": "Step"``) with its fields; ``versions`` names the
 version of every node class the plan uses. A reader knows the versions in
-:data:`NODE_VERSIONS`; a plan with a format, a class or a version it does not know is refused
+:data:`NODE_VERSIONS`; a plan with a format, a class or a version it does not know, or that
+calls a project SQL function this release does not have (``QueryPlan.functions``), is refused
 (:class:`UnknownPlanVersionError`), so a node never runs a plan it would misread. What a
 release may change: a new node class, or a field with a default, is a new version of that
-class (older plans still read); a field's meaning never changes within a version.
+class (older plans still read); a field's meaning never changes within a version; a project
+SQL function never changes what it returns under its name (a change is a new name in
+:data:`~metastore.jvm.classes.SQL_FUNCTIONS`).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlglot import exp
@@ -266,12 +266,11 @@ class QueryPlan:
 _PROJECT_FUNCTION = re.compile(rf"\b{SQL_FUNCTIONS_CATALOG}\.(\w+)\s*\(")
 
 
-def called_functions(sql: str, steps: Sequence[Step], batch: BatchStage | None
-                     ) -> tuple[str, ...]:
-    """The project's Spark SQL functions (:data:`~metastore.jvm.classes.SQL_FUNCTIONS`) that a
-    plan's ``sql``, ``steps`` and ``batch`` call, sorted (a name in a string literal of the
-    user's counts too, harmlessly: only the catalog's own names are kept)."""
-    found = {name for text in _texts((sql, tuple(steps), batch))
+def called_functions(plan: QueryPlan) -> tuple[str, ...]:
+    """The project's Spark SQL functions (:data:`~metastore.jvm.classes.SQL_FUNCTIONS`) that
+    any SQL of ``plan`` calls, sorted (a name in a string literal of the user's counts too,
+    harmlessly: only the catalog's own names are kept)."""
+    found = {name for text in _texts(replace(plan, functions=()))
              for name in _PROJECT_FUNCTION.findall(text)}
     return tuple(sorted(found & set(SQL_FUNCTIONS)))
 

@@ -353,7 +353,9 @@ def _field_column(index: int, position: int) -> str:
 
 def _field_of(fields: str, upper: str, name: str) -> str:
     """ksqlDB's JSON field of the column ``name``: the field of that exact name, else the one
-    whose upper-cased name is ``name`` (KsqlJsonDeserializer; the last of those wins)."""
+    whose upper-cased name is ``name`` (KsqlJsonDeserializer): of names repeated in other
+    cases, the one first seen last, as ``fields`` (a map built LAST_WIN, which keeps a repeated
+    key where it first came) and ``upper`` (that map by upper-cased name, LAST_WIN) give it."""
     literal = string_literal(name)
     return f"IF(map_contains_key({fields}, {literal}), {fields}[{literal}], {upper}[{literal}])"
 

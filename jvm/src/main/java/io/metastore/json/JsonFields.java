@@ -295,6 +295,8 @@ public final class JsonFields {
                 return cached;
             }
             int exact = positions.getOrDefault(name, -1);
+            // ksqlDB upper-cases in the JVM's locale; ROOT differs only for Turkish,
+            // Azeri and Lithuanian locales, where a node would not match ksqlDB anyway
             int upper = positions.getOrDefault(name.toUpperCase(Locale.ROOT), -1);
             if (exact < 0 && upper < 0) {
                 return null;
