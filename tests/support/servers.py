@@ -63,7 +63,11 @@ def start_server(bootstrap: str, log_dir: Path, service_id: str, node_id: str,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
     server = ServerProcess(f"http://127.0.0.1:{port}", service_id, node_id, process, log)
     if wait:
-        wait_until_serving(server)
+        try:
+            wait_until_serving(server)
+        except BaseException:  # no caller holds it yet: it would outlive the test run
+            server.stop(signal.SIGKILL, timeout=5)
+            raise
     return server
 
 
