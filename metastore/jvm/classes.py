@@ -53,8 +53,6 @@ SQL_FUNCTIONS_CLASS = "io.metastore.functions.SqlFunctions"
 Spark function catalog, configured in every session as :data:`SQL_FUNCTIONS_CATALOG`."""
 SQL_FUNCTIONS_CATALOG = "metastore_functions"
 """The name Spark SQL calls those functions by: ``metastore_functions.json_fields(...)``."""
-SQL_FUNCTIONS = ("json_fields", "kafka_bigint", "kafka_double", "kafka_int")
-"""The functions of that catalog (``SqlFunctions.listFunctions``): what a plan may call."""
 JSON_FIELDS_FUNCTION = f"{SQL_FUNCTIONS_CATALOG}.json_fields"
 """The fields of a JSON object that columns read, in one pass (``io.metastore.json.JsonFields``)."""
 KAFKA_NUMBER_FUNCTIONS = {"INTEGER": f"{SQL_FUNCTIONS_CATALOG}.kafka_int",
@@ -62,3 +60,6 @@ KAFKA_NUMBER_FUNCTIONS = {"INTEGER": f"{SQL_FUNCTIONS_CATALOG}.kafka_int",
                           "DOUBLE": f"{SQL_FUNCTIONS_CATALOG}.kafka_double"}
 """A KAFKA-format number of 4 or 8 bytes read as Kafka's deserializers read it
 (``io.metastore.functions.KafkaNumbers``), by the SQL type it is read as."""
+SQL_FUNCTIONS = tuple(sorted(call.removeprefix(f"{SQL_FUNCTIONS_CATALOG}.") for call in
+                             (JSON_FIELDS_FUNCTION, *KAFKA_NUMBER_FUNCTIONS.values())))
+"""The functions of that catalog (``SqlFunctions.listFunctions``): what a plan may call."""

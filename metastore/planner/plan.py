@@ -75,7 +75,7 @@ from metastore.planner.outer_at_once import (
     keyed_unmatched,
     union_sql,
 )
-from metastore.planner.plan_format import PlanFormatError, plan_text, read_plan
+from metastore.planner.plan_format import PlanFormatError, called_functions, plan_text, read_plan
 from metastore.planner.prepared_columns import required_columns
 from metastore.planner.replacement import check_replacement
 from metastore.planner.session_state import keyed_final_sessions, keyed_sessions
@@ -111,7 +111,6 @@ from metastore.planner.steps import (
     CheckedRows,
     QueryPlan,
     Step,
-    called_functions,
     formatted_time,
     stream_steps,
     table_versions_select,

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any
 
 from metastore.catalog.commands import canonical_json
-from metastore.jvm.classes import SQL_FUNCTIONS
+from metastore.jvm.classes import SQL_FUNCTIONS, SQL_FUNCTIONS_CATALOG
 from metastore.planner.exceptions import QueryRuntimeError
 from metastore.planner.steps import (
     BatchStage,
@@ -102,6 +103,17 @@ def plan_text(plan: QueryPlan) -> str:
     """The canonical JSON text of ``plan``'s document (sorted keys, no spaces): equal plans,
     equal texts."""
     return canonical_json(plan_document(plan))
+
+
+_PROJECT_FUNCTION = re.compile(rf"\b{SQL_FUNCTIONS_CATALOG}\.(\w+)\s*\(")
+
+
+def called_functions(plan: QueryPlan) -> tuple[str, ...]:
+    """The project's Spark SQL functions (:data:`~metastore.jvm.classes.SQL_FUNCTIONS`) that
+    any SQL of ``plan`` calls, sorted, found in its document's text (a name in a string literal
+    of the user's counts too, harmlessly: only the catalog's own names are kept)."""
+    found = _PROJECT_FUNCTION.findall(plan_text(dataclasses.replace(plan, functions=())))
+    return tuple(sorted(set(found) & set(SQL_FUNCTIONS)))
 
 
 def read_plan(text: str) -> QueryPlan:

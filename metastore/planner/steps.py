@@ -5,18 +5,13 @@ columns the plan's views carry, and how a query reads its sources (:func:`stream
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 from sqlglot import exp
 
 from metastore.catalog.model import DataSource
 from metastore.functions import library as functions
 from metastore.functions.registry import Call
-from metastore.jvm.classes import SQL_FUNCTIONS, SQL_FUNCTIONS_CATALOG
 from metastore.planner import observed_reads
 from metastore.spark.types import quote
 from metastore.spark.views import decode_select
@@ -261,30 +256,6 @@ class QueryPlan:
     """The project's Spark SQL functions its SQL calls (:data:`~metastore.jvm.classes.
     SQL_FUNCTIONS`, sorted; QueryPlan v4): a node of a release without them refuses the plan
     rather than failing the query in Spark."""
-
-
-_PROJECT_FUNCTION = re.compile(rf"\b{SQL_FUNCTIONS_CATALOG}\.(\w+)\s*\(")
-
-
-def called_functions(plan: QueryPlan) -> tuple[str, ...]:
-    """The project's Spark SQL functions (:data:`~metastore.jvm.classes.SQL_FUNCTIONS`) that
-    any SQL of ``plan`` calls, sorted (a name in a string literal of the user's counts too,
-    harmlessly: only the catalog's own names are kept)."""
-    found = {name for text in _texts(replace(plan, functions=()))
-             for name in _PROJECT_FUNCTION.findall(text)}
-    return tuple(sorted(found & set(SQL_FUNCTIONS)))
-
-
-def _texts(value: Any) -> Iterator[str]:
-    """Every string in a plan's nodes, fields and tuples."""
-    if isinstance(value, str):
-        yield value
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for node_field in dataclasses.fields(value):
-            yield from _texts(getattr(value, node_field.name))
-    elif isinstance(value, tuple | list):
-        for item in value:
-            yield from _texts(item)
 
 
 def streaming_topics(plan: QueryPlan) -> list[str]:

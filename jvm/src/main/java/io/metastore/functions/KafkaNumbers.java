@@ -66,12 +66,30 @@ public final class KafkaNumbers {
         }
     }
 
+    /** A number function's name and result; each subclass has its own static invoke. */
     private abstract static class NumberFunction<T> implements ScalarFunction<T> {
         private static final long serialVersionUID = 1L;
+        private final String name;
+        private final DataType result;
+
+        NumberFunction(String name, DataType result) {
+            this.name = name;
+            this.result = result;
+        }
 
         @Override
         public DataType[] inputTypes() {
             return new DataType[] {DataTypes.BinaryType};
+        }
+
+        @Override
+        public DataType resultType() {
+            return result;
+        }
+
+        @Override
+        public String name() {
+            return name;
         }
 
         @Override
@@ -81,7 +99,7 @@ public final class KafkaNumbers {
 
         @Override
         public String canonicalName() {
-            return "io.metastore.functions." + name();
+            return "io.metastore.functions." + name;
         }
     }
 
@@ -89,18 +107,12 @@ public final class KafkaNumbers {
     public static final class IntFunction extends NumberFunction<Integer> {
         private static final long serialVersionUID = 1L;
 
+        IntFunction() {
+            super("kafka_int", DataTypes.IntegerType);
+        }
+
         public static int invoke(byte[] bytes) {
             return (int) bigEndian(bytes, Integer.BYTES);
-        }
-
-        @Override
-        public DataType resultType() {
-            return DataTypes.IntegerType;
-        }
-
-        @Override
-        public String name() {
-            return "kafka_int";
         }
     }
 
@@ -108,18 +120,12 @@ public final class KafkaNumbers {
     public static final class BigintFunction extends NumberFunction<Long> {
         private static final long serialVersionUID = 1L;
 
+        BigintFunction() {
+            super("kafka_bigint", DataTypes.LongType);
+        }
+
         public static long invoke(byte[] bytes) {
             return bigEndian(bytes, Long.BYTES);
-        }
-
-        @Override
-        public DataType resultType() {
-            return DataTypes.LongType;
-        }
-
-        @Override
-        public String name() {
-            return "kafka_bigint";
         }
     }
 
@@ -127,18 +133,12 @@ public final class KafkaNumbers {
     public static final class DoubleFunction extends NumberFunction<Double> {
         private static final long serialVersionUID = 1L;
 
+        DoubleFunction() {
+            super("kafka_double", DataTypes.DoubleType);
+        }
+
         public static double invoke(byte[] bytes) {
             return Double.longBitsToDouble(bigEndian(bytes, Long.BYTES));
-        }
-
-        @Override
-        public DataType resultType() {
-            return DataTypes.DoubleType;
-        }
-
-        @Override
-        public String name() {
-            return "kafka_double";
         }
     }
 }

@@ -258,10 +258,11 @@ public final class JsonFields {
         }
     }
 
-    /** A list of column names, with the match of each field name that matches one. */
+    /** A list of column names, with what each field name seen matches (or NONE). */
     private static final class Columns {
         private static final int CACHED_NAMES = 10_000;
         private static final int CACHED_NAME_CHARS = 256;
+        private static final Match NONE = new Match(-1, -1);
         final int count;
         private final Map<String, Integer> positions;
         private final Map<String, Match> matches = new ConcurrentHashMap<>();
@@ -286,26 +287,25 @@ public final class JsonFields {
         }
 
         /**
-         * The columns {@code name} is read by, or null when none reads it. Only names that match
-         * are kept (and only short ones, so many): a record's other names cost a look-up each.
+         * The columns {@code name} is read by, or null when none reads it. Only short names are
+         * kept, and only so many: what hostile names can hold is bounded, and the usual fields
+         * that no column reads are found again without upper-casing them at each record.
          */
         Match match(String name) {
             Match cached = matches.get(name);
             if (cached != null) {
-                return cached;
+                return cached == NONE ? null : cached;
             }
             int exact = positions.getOrDefault(name, -1);
             // ksqlDB upper-cases in the JVM's locale; ROOT differs only for Turkish,
             // Azeri and Lithuanian locales, where a node would not match ksqlDB anyway
             int upper = positions.getOrDefault(name.toUpperCase(Locale.ROOT), -1);
-            if (exact < 0 && upper < 0) {
-                return null;
-            }
-            Match found = new Match(exact, upper == exact ? -1 : upper);
+            Match found = exact < 0 && upper < 0 ? NONE
+                    : new Match(exact, upper == exact ? -1 : upper);
             if (matches.size() < CACHED_NAMES && name.length() <= CACHED_NAME_CHARS) {
                 matches.put(name, found);
             }
-            return found;
+            return found == NONE ? null : found;
         }
     }
 }
