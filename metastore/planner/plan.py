@@ -429,6 +429,7 @@ class _Planner:
         alias = JOINED if self.strategy.split_streams else self.stream_alias
         _rewrite(select, alias, self.config, self.bounds, own_windows or frozenset(),
                  self.failures)
+        record_checks.drop_thrown_predicates(select, self.failures)
         _rewrite(exp.Select(expressions=self.aggregated_values), alias, self.config,
                  self.bounds, own_windows or frozenset())
 

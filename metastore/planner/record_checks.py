@@ -318,6 +318,30 @@ def _check(logger: str, message: str, causes: dict[str, str], record: str | None
     return RecordCheck(logger, message, either, f"CASE {which} END", record)
 
 
+def drop_thrown_predicates(select: exp.Select, found: Sequence[failed.Failure]) -> None:
+    """Make ``select`` drop a row whose WHERE throws, and delete a group whose HAVING throws,
+    as ksqlDB's ``WhereFilter`` and ``HavingFilter`` take such a predicate for false: the NULL
+    that stands for the exception here could let an OR, an IS NULL or a COALESCE around it
+    keep the row. Each predicate (the SELECT's WHERE, or the WHERE or HAVING the planner moved
+    into a row's deletion, marked by :data:`~metastore.functions.failures.CLAUSE`) is ANDed
+    with NOT any of its ``found`` failures nothing inside it catches."""
+    for clause in (failed.WHERE, failed.HAVING):
+        thrown = [f.condition.copy() for f in found if f.clause == clause and not f.wrapped]
+        if not thrown:
+            continue
+        guard = exp.Not(this=exp.func("coalesce", exp.paren(exp.or_(*thrown, copy=False),
+                                                             copy=False), exp.false()))
+        moved = next((node for node in select.walk() if node._meta is not None
+                      and node.meta.get(failed.CLAUSE) == clause), None)
+        if moved is not None:
+            guarded = exp.Paren(this=exp.and_(moved.copy(), guard, copy=False))
+            guarded.meta[failed.CLAUSE] = clause
+            guarded.this.this.meta.pop(failed.CLAUSE, None)
+            moved.replace(guarded)
+        elif clause == failed.WHERE and select.args.get("where") is not None:
+            select.where(guard, copy=False)
+
+
 def split_where(where: exp.Expr) -> tuple[exp.Expr | None, exp.Expr | None]:
     """The query's own conditions of its translated WHERE, and those the planner added: on its
     GROUP BY expressions (a GROUP BY check must not be gated by them) and on tombstones."""

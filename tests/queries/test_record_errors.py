@@ -28,7 +28,7 @@ from tests.support.waiting import eventually
 ROWS = [  # (ID, TXT, A, B)
     (1, "5", 4, 2),
     (2, "x", 4, 2),  # CAST('x' AS INT) fails: N is NULL
-    (3, "7", 4, 0),  # A % B fails: the WHERE drops the row
+    (3, "7", 4, 0),  # A % B fails: the WHERE drops the row, though its OR A < 5 holds
     (4, "9", 6, 3),
 ]
 
@@ -40,7 +40,7 @@ def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_o
     sink = f"{name}_OUT"
     _produce_rows(producer_factory(), name)
     earliest(spark_node, f"CREATE STREAM {sink} WITH (KAFKA_TOPIC='{sink}') AS SELECT ID, "
-                         f"CAST(TXT AS INT) AS N, A / B AS Q FROM {name} WHERE A % B = 0;")
+                         f"CAST(TXT AS INT) AS N, A / B AS Q FROM {name} WHERE A % B = 0 OR A < 5;")
     assert _values(kafka_settings, sink, 3) == [{"N": 5, "Q": 2}, {"N": None, "Q": 2},
                                                  {"N": 9, "Q": 2}]
     [query_id] = [q["id"] for q in queries(spark_node).values() if q["sinks"] == [sink]]
@@ -53,7 +53,7 @@ def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_o
     errors = sorted((e["message"]["recordProcessingError"] for e in entries),
                     key=lambda error: str(error["errorMessage"]))
     assert errors == [
-        {"errorMessage": "Error evaluating predicate ((A % B) = 0)", "record": None,
+        {"errorMessage": "Error evaluating predicate (((A % B) = 0) OR (A < 5))", "record": None,
          "cause": ["/ by zero"]},
         {"errorMessage": "Error processing INTEGER", "record": None,
          "cause": ['For input string: "x"']}], "rows.include is false on the suite's node"
@@ -143,15 +143,16 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
         kafka_settings: KafkaSettings) -> None:
     name = _rows_source(spark_node, "RPA")
     _produce_rows(producer_factory(), name)
-    # the plain one: 1 and 2, its HAVING divides by 0 and drops the row; 3, it is false; 4, R
-    # divides by 0. The windowed one's rows go through a stage that writes them in time order;
-    # the HOPPING one's records are each in two windows' rows, and logged once; the SESSION and
-    # EMIT FINAL ones' WHERE is evaluated before their windows' keyed state.
+    # the plain one: 1 and 2, its HAVING divides by 0 and drops the row (though ID < 3 holds);
+    # 3, it is false; 4, R divides by 0. The windowed one's rows go through a stage that writes
+    # them in time order; the HOPPING one's records are each in two windows' rows, and logged
+    # once; the SESSION and EMIT FINAL ones' WHERE is evaluated before their windows' keyed
+    # state.
     sink, windowed, hopping = f"{name}_A", f"{name}_W", f"{name}_H"
     session, final = f"{name}_S", f"{name}_F"
     earliest(spark_node, f"CREATE TABLE {sink} AS SELECT ID, SUM(A) / SUM(B) AS Q, "
                          f"SUM(A) / (SUM(B) - 3) AS R FROM {name} GROUP BY ID "
-                         "HAVING SUM(A) / (SUM(B) - 2) >= 0;"
+                         "HAVING SUM(A) / (SUM(B) - 2) >= 0 OR ID < 3;"
                          f"CREATE TABLE {windowed} AS SELECT ID, SUM(A) / (SUM(B) - 3) AS R "
                          f"FROM {name} WINDOW TUMBLING (SIZE 1 HOUR) GROUP BY ID;"
                          f"CREATE TABLE {hopping} AS SELECT ID, COUNT(*) AS C FROM {name} "
@@ -170,7 +171,8 @@ def test_an_aggregations_having_and_select_log_the_aggregated_rows_they_cannot_c
     errors = sorted(((e["logger"], e["message"]["recordProcessingError"]["errorMessage"],
                       e["message"]["recordProcessingError"]["cause"]) for e in entries), key=str)
     having = (f"processing.{ids[sink]}.Aggregate.HavingFilter", "Error evaluating predicate "
-              "((KSQL_AGG_VARIABLE_4 / (KSQL_AGG_VARIABLE_5 - 2)) >= 0)", ["/ by zero"])
+              "(((KSQL_AGG_VARIABLE_4 / (KSQL_AGG_VARIABLE_5 - 2)) >= 0) OR (ID < 3))",
+              ["/ by zero"])
     assert errors == [having, having, (
         f"processing.{ids[sink]}.Aggregate.Project", "Error computing expression "
         "(KSQL_AGG_VARIABLE_2 / (KSQL_AGG_VARIABLE_3 - 3)) for column R with index 1",

@@ -13,6 +13,8 @@ import re
 from typing import Any
 
 import pytest
+import sqlglot
+from sqlglot import exp
 
 from metastore.catalog.image import Image
 from metastore.catalog.model import PersistentQuery
@@ -182,6 +184,34 @@ def test_a_where_is_checked_once_its_operands_are_evaluated_and_gates_the_projec
         _row(N=5, B=5, S="a", ROWOFFSET=4),  # dropped by the WHERE: its CAST is not computed
     ]) == [[], [("WhereFilter", predicate, "/ by zero")],
            [("Project", "Error processing INTEGER", 'For input string: "a"')], []]
+
+
+def test_a_where_that_throws_drops_the_row_though_an_or_would_keep_it(spark: Any) -> None:
+    """ksqlDB's WhereFilter takes a predicate that throws for false: the row is dropped, and
+    its SELECT neither computed nor logged, even where an OR around the failing node would
+    keep the NULL it stands for here."""
+    plan = _plan_of(SOURCE + "CREATE STREAM T AS SELECT ID, CAST(S AS INT) AS X FROM S "
+                    "WHERE N / B > 1 OR N > 0;")
+    checked = plan.checked
+    assert checked is not None
+    rows = [_row(N=5, B=0, S="a", ROWOFFSET=1),  # the division throws: dropped
+            _row(N=5, B=1, S="a", ROWOFFSET=2),  # kept, its CAST fails
+            _row(N=0, B=0, S="a", ROWOFFSET=3)]  # throws too
+    predicate = "Error evaluating predicate (((N / B) > 1) OR (N > 0))"
+    assert _failing(spark, checked, rows) == [
+        [("WhereFilter", predicate, "/ by zero")],
+        [("Project", "Error processing INTEGER", 'For input string: "a"')],
+        [("WhereFilter", predicate, "/ by zero")]]
+    assert _kept_offsets(spark, plan) == [2]
+
+
+def _kept_offsets(spark: Any, plan: QueryPlan) -> list[int]:
+    """The offsets of the rows in ``plan``'s stream view its filter keeps."""
+    [filtered] = [select for select in sqlglot.parse_one(plan.sql, dialect="spark").find_all(
+        exp.Select) if select.args.get("where") is not None]
+    filtered.set("expressions", [exp.column("ROWOFFSET")])
+    kept = spark.sql(f"{filtered.sql(dialect='spark')} ORDER BY ROWOFFSET").collect()
+    return [row.ROWOFFSET for row in kept]
 
 
 def test_each_group_by_expression_is_checked_for_the_rows_the_where_keeps(spark: Any) -> None:
