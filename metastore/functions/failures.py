@@ -268,6 +268,12 @@ def _failure(node: exp.Expr, condition: exp.Expr, cause: exp.Expr, caught: Caugh
     return Failure(name, condition, cause, wrapped, clause, index, column, caught_at=caught_at)
 
 
+def moved_clause(tree: exp.Expr, clause: str) -> exp.Expr | None:
+    """The node of ``tree`` a planner moved ``clause``'s expression into (marked by
+    :data:`CLAUSE`), if any."""
+    return next((node for node in tree.walk() if _meta(node, CLAUSE) == clause), None)
+
+
 def _meta(node: exp.Expr, key: str) -> Any:
     return node.meta.get(key) if node._meta is not None else None
 
@@ -306,4 +312,4 @@ def _taken(branch: exp.Expr, operand: exp.Expr | None) -> exp.Expr:
 
 
 __all__ = ["CLAUSE", "GROUP", "HAVING", "PREPARED", "PROJECT", "WHERE", "Failure", "catcher",
-           "of_arithmetic", "of_call", "of_cast"]
+           "moved_clause", "of_arithmetic", "of_call", "of_cast"]

@@ -324,21 +324,19 @@ def drop_thrown_predicates(select: exp.Select, found: Sequence[failed.Failure]) 
     that stands for the exception here could let an OR, an IS NULL or a COALESCE around it
     keep the row. Each predicate (the SELECT's WHERE, or the WHERE or HAVING the planner moved
     into a row's deletion, marked by :data:`~metastore.functions.failures.CLAUSE`) is ANDed
-    with NOT any of its ``found`` failures nothing inside it catches."""
+    with NOT any of its ``found`` failures nothing inside it catches (outside a lambda's body,
+    where none is recorded)."""
     for clause in (failed.WHERE, failed.HAVING):
         thrown = [f.condition.copy() for f in found if f.clause == clause and not f.wrapped]
         if not thrown:
             continue
         guard = exp.Not(this=exp.func("coalesce", exp.paren(exp.or_(*thrown, copy=False),
                                                              copy=False), exp.false()))
-        moved = next((node for node in select.walk() if node._meta is not None
-                      and node.meta.get(failed.CLAUSE) == clause), None)
+        moved = failed.moved_clause(select, clause)
         if moved is not None:
-            guarded = exp.Paren(this=exp.and_(moved.copy(), guard, copy=False))
-            guarded.meta[failed.CLAUSE] = clause
-            guarded.this.this.meta.pop(failed.CLAUSE, None)
-            moved.replace(guarded)
-        elif clause == failed.WHERE and select.args.get("where") is not None:
+            moved.set("this", exp.and_(exp.paren(moved.this, copy=False), guard, copy=False))
+        else:
+            assert clause == failed.WHERE and select.args.get("where") is not None, clause
             select.where(guard, copy=False)
 
 
@@ -482,6 +480,6 @@ def observed(checked: CheckedRows, order: str = _SOURCE_ORDER) -> Observed:
 __all__ = ["AGGREGATED_LOGGERS", "AGGREGATE_VARIABLE", "CARRIED", "CARRIED_ROWS", "CHECKED_KEPT",
            "CHECKED_ORDER", "CHECKED_PREFIX", "CHECKED_VALUE", "FIRST", "CheckedJoin",
            "ClauseTexts", "ColumnText", "SelectedChecks", "bound_by_lambda", "checked_rows",
-           "clause_texts", "conjuncts", "expression_text", "observation", "observed",
-           "reads_key_only", "record_columns", "record_json", "selected_rows", "split_where",
-           "with_aggregates"]
+           "clause_texts", "conjuncts", "drop_thrown_predicates", "expression_text",
+           "observation", "observed", "reads_key_only", "record_columns", "record_json",
+           "selected_rows", "split_where", "with_aggregates"]

@@ -189,7 +189,8 @@ def test_a_where_is_checked_once_its_operands_are_evaluated_and_gates_the_projec
 def test_a_where_that_throws_drops_the_row_though_an_or_would_keep_it(spark: Any) -> None:
     """ksqlDB's WhereFilter takes a predicate that throws for false: the row is dropped, and
     its SELECT neither computed nor logged, even where an OR around the failing node would
-    keep the NULL it stands for here."""
+    keep the NULL it stands for here. A failure a node inside the WHERE catches is that
+    node's NULL there too, and the row is kept if the WHERE holds."""
     plan = _plan_of(SOURCE + "CREATE STREAM T AS SELECT ID, CAST(S AS INT) AS X FROM S "
                     "WHERE N / B > 1 OR N > 0;")
     checked = plan.checked
@@ -202,11 +203,37 @@ def test_a_where_that_throws_drops_the_row_though_an_or_would_keep_it(spark: Any
         [("WhereFilter", predicate, "/ by zero")],
         [("Project", "Error processing INTEGER", 'For input string: "a"')],
         [("WhereFilter", predicate, "/ by zero")]]
-    assert _kept_offsets(spark, plan) == [2]
+    assert _kept_offsets(spark, plan, rows) == [2]
+
+    caught = _plan_of(SOURCE + "CREATE STREAM T AS SELECT ID, N FROM S "
+                      "WHERE CAST(S AS INT) IS NULL OR N > 9;")
+    assert caught.checked is not None
+    rows = [_row(S="x", ROWOFFSET=1), _row(S="5", ROWOFFSET=2)]
+    assert _failing(spark, caught.checked, rows) == [
+        [("WhereFilter", "Error processing INTEGER", 'For input string: "x"')], []]
+    assert _kept_offsets(spark, caught, rows) == [1], "the CAST caught it: NULL, kept"
 
 
-def _kept_offsets(spark: Any, plan: QueryPlan) -> list[int]:
-    """The offsets of the rows in ``plan``'s stream view its filter keeps."""
+def test_a_table_query_deletes_the_key_whose_where_throws_though_an_or_would_keep_it(
+        spark: Any) -> None:
+    """A query over a table moves its WHERE into its rows' deletion: one that throws deletes
+    the key, and its SELECT is neither computed nor logged."""
+    plan = _plan_of("CREATE TABLE TB (ID INT PRIMARY KEY, S STRING, N INT, B BIGINT, "
+                    "BY BYTES, DE DECIMAL(4, 2)) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');"
+                    "CREATE TABLE T AS SELECT ID, CAST(S AS INT) AS X FROM TB "
+                    "WHERE N / B > 1 OR N > 0;")
+    assert plan.checked is not None
+    predicate = "Error evaluating predicate (((N / B) > 1) OR (N > 0))"
+    assert _failing(spark, plan.checked, [_row(N=5, B=0, S="a", ROWOFFSET=1),
+                                          _row(N=5, B=1, S="a", ROWOFFSET=2)]) == [
+        [("WhereFilter", predicate, "/ by zero")],
+        [("Project", "Error processing INTEGER", 'For input string: "a"')]]
+
+
+def _kept_offsets(spark: Any, plan: QueryPlan, rows: list[dict[str, Any]]) -> list[int]:
+    """The offsets of ``rows``, in ``plan``'s stream view, that its one filter keeps."""
+    assert plan.checked is not None
+    spark.createDataFrame(rows, _SCHEMA).createOrReplaceTempView(plan.checked.view)
     [filtered] = [select for select in sqlglot.parse_one(plan.sql, dialect="spark").find_all(
         exp.Select) if select.args.get("where") is not None]
     filtered.set("expressions", [exp.column("ROWOFFSET")])
