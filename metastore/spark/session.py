@@ -106,6 +106,14 @@ where Spark's default (1g, the whole heap) would let it take the JVM down; a nod
 most four pull queries with Spark at once (``metastore.server.build.SPARK_PULL_SLOTS``)."""
 
 
+CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=512m"
+"""The driver's code cache for the JIT: a node's driver compiles the classes Spark generates
+for every query it runs, and in a long-lived driver JDK 17's default (240 MB) can fill; a
+method handle intrinsic then has no room, and the thread that needs one fails with an
+``InternalError`` (seen in Spark's RPC dispatcher, which stopped the SparkContext). Reserved,
+not committed: memory is taken only as code is compiled."""
+
+
 def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
                   persistent_catalog: bool = False,
                   conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -120,7 +128,7 @@ def start_session(master: str, app_name: str, warehouse: Path, ui: bool = False,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_AUTH_SOCKET_TIMEOUT", str(LOCAL_SOCKET_TIMEOUT_SECONDS))
     driver_options = (f"-Dderby.system.home={warehouse} -Dlog4j2.level=ERROR "
-                      f"-Dderby.stream.error.file={warehouse / 'derby.log'}")
+                      f"-Dderby.stream.error.file={warehouse / 'derby.log'} {CODE_CACHE_OPTION}")
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.jars", ",".join(str(j) for j in connector))
                .config("spark.ui.enabled", "true" if ui or not is_local(master) else "false")
