@@ -816,11 +816,10 @@ class _Planner:
                 or not reads or self.generated or (self.batch is not None and not windows_state)
                 or self.changelog_view):
             return None
-        where = self.select.args.get("where")
-        moved = failures.moved_clause(self.select, failures.WHERE)
+        where = self.select.args.get("where") or failures.moved_clause(self.select,
+                                                                      failures.WHERE)
         checked = record_checks.checked_rows(
-            self.failures, self.texts, where.this if isinstance(where, exp.Where) else
-            moved.this if moved is not None else None,
+            self.failures, self.texts, where.this if where is not None else None,
             bool(self.analysis.aggregate), self.stream_alias, source,
             reads if joined is None else (f"{self.prefix}_join_{len(self.keyed)}",),
             joined or (), self.scope.alias_of)
