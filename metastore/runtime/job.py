@@ -95,7 +95,8 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
           transactional_id: str | None = None,
           producer_options: Mapping[str, str] | None = None,
           real_time_ms: int | None = None,
-          stage_observed: StageObserved | None = None) -> StreamingQuery:
+          stage_observed: StageObserved | None = None,
+          wrote: Callable[[int], None] | None = None) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
@@ -107,7 +108,9 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     With ``real_time_ms`` the query runs in Spark's real-time mode, in batches of that length
     (a stateless plan, at least once: :mod:`metastore.planner.real_time`), in Spark's update
     output mode, which real-time mode requires and which writes a stateless query's rows as
-    append does. ``stage_observed`` hears what the batch stage's observed steps measure.
+    append does. ``stage_observed`` hears what the batch stage's observed steps measure;
+    ``wrote``, the records each micro-batch the exactly-once writer committed holds (Spark's
+    Kafka sink counts its own in the query's progress).
     """
     if real_time_ms is not None and (plan.batch is not None or transactional_id is not None):
         raise QueryRuntimeError(f"{plan.query_id}: real-time mode runs neither a batch stage "
@@ -127,7 +130,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     checkpoint.prepare(plan.table_state, plan.stream_state, bool(partitioner))
     sink_options = {**kafka_options, **partitioner, **(producer_options or {}),
                     "kafka.interceptor.classes": INTERCEPTOR_CLASS, "topic": plan.topic}
-    emit = (transactional_sink(sink_options, transactional_id, checkpoint)
+    emit = (_counted(transactional_sink(sink_options, transactional_id, checkpoint), wrote)
             if transactional_id is not None
             else lambda result, _batch_id: result.write.format("kafka").options(
                 **sink_options).save())
@@ -151,9 +154,10 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     return writer.start()
 
 
-Emit = Callable[["DataFrame", int], bool | None]
-"""Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id;
-False when it wrote nothing, an earlier attempt having written the micro-batch."""
+Emit = Callable[["DataFrame", int], int | None]
+"""Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id:
+the records written, -1 when an earlier attempt had written the micro-batch, None when Spark's
+Kafka sink wrote them (uncounted)."""
 
 Kept = list[tuple["DataFrame", Observed]]
 """A batch stage's observed steps: each step's frame, cached, and its :attr:`Step.observed`."""
@@ -188,12 +192,26 @@ def transactional_sink(sink_options: Mapping[str, str], transactional_id: str,
     topic = sink_options["topic"]
     checkpoint_id: list[str] = []
 
-    def write(rows: DataFrame, batch_id: int) -> bool:
+    def write(rows: DataFrame, batch_id: int) -> int:
         if not checkpoint_id:  # Spark writes it when the query first starts, before a batch
             checkpoint_id.append(str(json.loads(checkpoint.read_text("metadata"))["id"]))
         jvm: Any = rows.sparkSession._jvm
-        return bool(_java_class(jvm, TRANSACTIONAL_SINK_CLASS).write(
+        return int(_java_class(jvm, TRANSACTIONAL_SINK_CLASS).write(
             rows._jdf, config, topic, transactional_id, checkpoint_id[0], batch_id))
+
+    return write
+
+
+def _counted(emit: Emit, wrote: Callable[[int], None] | None) -> Emit:
+    """``emit``, telling ``wrote`` how many records each micro-batch it wrote holds."""
+    if wrote is None:
+        return emit
+
+    def write(rows: DataFrame, batch_id: int) -> int | None:
+        written = emit(rows, batch_id)
+        if written is not None and written >= 0:
+            wrote(written)
+        return written
 
     return write
 
@@ -256,7 +274,7 @@ def _stage_writer(session: SparkSession, plan: QueryPlan, checkpoint: Checkpoint
             _register(batch_session, stage.steps, kafka_options,
                       micro_batch_ends(checkpoint, batch_id), kept=kept)
             written = emit(batch_session.sql(plan.sql), batch_id)
-            if kept and observed is not None and written is not False:
+            if kept and observed is not None and written != -1:
                 _hand_measured(kept, observed, plan.query_id, batch_id)
         finally:
             for frame, _ in kept or ():

@@ -337,7 +337,8 @@ class QueryRunner:
                                      transactional_id=self._transactional_id(entry.query),
                                      producer_options=self._producer_options(plan.topic),
                                      real_time_ms=real_time_ms,
-                                     stage_observed=partial(self.record_errors.count, query_id))
+                                     stage_observed=partial(self.record_errors.count, query_id),
+                                     wrote=partial(self.statistics.wrote, query_id))
             entry.state = QueryState(query_id, RUNNING)
             entry.health.started()
             log.info("started %s (checkpoint %s)", query_id, checkpoint.location)

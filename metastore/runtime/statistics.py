@@ -1,13 +1,14 @@
 """What each persistent query has done on this node, from Spark's progress of its micro-batches.
 
 Per query: the records it read from each source topic (in all, per second in its last
-micro-batch, and when it last read one), the records it wrote when Spark counts them (its Kafka
-sink does; an exactly-once query's writer reports none), its last micro-batch's duration and
-the rows its state keeps. :class:`QueryStatistics` adds up the progress events of the queries'
-listeners (:mod:`metastore.runtime.progress_listener`); an idle query's rates fall to 0.
+micro-batch, and when it last read one), the records it wrote when they are counted (Spark's
+Kafka sink counts its own; an exactly-once query's writer tells :meth:`QueryStatistics.wrote`),
+its last micro-batch's duration and the rows its state keeps. :class:`QueryStatistics` adds up
+the progress events of the queries' listeners (:mod:`metastore.runtime.progress_listener`); an
+idle query's rates fall to 0.
 
 The owner publishes its queries' figures in its heartbeat with their states, so that any node
-reports them (DESCRIBE EXTENDED, SHOW QUERIES EXTENDED, ``metastore status``), and its own
+reports them (DESCRIBE EXTENDED, SHOW QUERIES, ``metastore status``), and its own
 ``/metrics`` exports them per query.
 """
 
@@ -102,6 +103,8 @@ class QueryStatistics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._figures: dict[str, QueryFigures] = {}
+        self._written: dict[str, int] = {}
+        """Records a query's own writer wrote since its last progress."""
 
     def of(self, query: str) -> QueryFigures | None:
         """A copy of ``query``'s figures, or None before its first micro-batch here."""
@@ -114,6 +117,13 @@ class QueryStatistics:
         counts start from 0 if it runs here again."""
         with self._lock:
             self._figures.pop(query, None)
+            self._written.pop(query, None)
+
+    def wrote(self, query: str, records: int) -> None:
+        """``query``'s own writer (not Spark's Kafka sink) wrote ``records`` in the micro-batch
+        whose progress comes next."""
+        with self._lock:
+            self._written[query] = self._written.get(query, 0) + records
 
     def hear(self, progress: Any) -> None:
         """Add one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""
@@ -133,6 +143,8 @@ class QueryStatistics:
                 figures.consumed.setdefault(topic, Flow()).add(records, per_second, at_ms)
             sink = progress.sink
             written = getattr(sink, "numOutputRows", -1) if sink is not None else -1
+            if written is None or written < 0:  # a foreachBatch sink's: its writer's count
+                written = self._written.pop(name, -1)
             seconds = int(progress.batchDuration or 0) / 1000
             if written is not None and written >= 0:
                 figures.produced = figures.produced or Flow()

@@ -12,6 +12,7 @@ a query downstream reads that sink to its end.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import time
 from collections.abc import Callable
@@ -81,18 +82,18 @@ def sink_topic(topic_factory: Callable[..., str]) -> str:
 def test_a_micro_batch_is_written_once_with_its_id(spark: Any, kafka_bootstrap: str,
                                                    sink_topic: str) -> None:
     sink, config, query = _sink(spark), {"bootstrap.servers": kafka_bootstrap}, unique("eos")
-    assert sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0)
-    assert not sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0), (
+    assert sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0) == 2
+    assert sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0) == -1, (
         "Spark runs a micro-batch again after a crash: it is written already")
     sink.close(query)  # another node takes the query over: its producer reads the mark
-    assert not sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0)
-    assert sink.write(_rows(spark, "c"), config, sink_topic, query, CHECKPOINT, 1)
-    assert sink.write(_rows(spark), config, sink_topic, query, CHECKPOINT, 2), "an empty one"
+    assert sink.write(_rows(spark, "a", "b"), config, sink_topic, query, CHECKPOINT, 0) == -1
+    assert sink.write(_rows(spark, "c"), config, sink_topic, query, CHECKPOINT, 1) == 1
+    assert sink.write(_rows(spark), config, sink_topic, query, CHECKPOINT, 2) == 0, "empty"
     assert sink.committed(config, sink_topic, query, CHECKPOINT) == 3
     assert _values(kafka_bootstrap, sink_topic) == [b"a", b"b", b"c"]
     sink.close(query)  # the query's checkpoint starts over: its micro-batch ids from 0 again
     assert sink.committed(config, sink_topic, query, "another checkpoint") == 0
-    assert sink.write(_rows(spark, "d"), config, sink_topic, query, "another checkpoint", 0)
+    assert sink.write(_rows(spark, "d"), config, sink_topic, query, "another checkpoint", 0) == 1
     assert _values(kafka_bootstrap, sink_topic) == [b"a", b"b", b"c", b"d"]
     sink.close(query)
 
@@ -109,7 +110,7 @@ def test_a_zombie_is_fenced_and_what_it_left_open_is_aborted(spark: Any, kafka_b
     zombie.send_offsets_to_transaction([TopicPartition(sink_topic, 0, 6, CHECKPOINT)],  # 0 to 5
                                        group.consumer_group_metadata(), 30)
     group.close()
-    assert sink.write(_rows(spark, "a"), config, sink_topic, query, CHECKPOINT, 0), (
+    assert sink.write(_rows(spark, "a"), config, sink_topic, query, CHECKPOINT, 0) == 1, (
         "the mark the zombie sent was never committed: micro-batch 0 is written")
     with pytest.raises(KafkaException, match=r"(?i)fenced|epoch"):
         zombie.commit_transaction(30)  # late: a newer producer of the query started
@@ -167,6 +168,12 @@ def test_a_query_asked_for_exactly_once_writes_its_sink_in_transactions(
                "the exactly-once query's micro-batches to be marked")
     assert _end_offset(kafka_bootstrap, once) > 10, "commit markers follow the records"
     assert _end_offset(kafka_bootstrap, twice) == 10, "no transactions: no markers"
+    eventually(lambda: _written(spark_node, "EOS_ONCE") == 10, 60,
+               lambda: f"DESCRIBE EXTENDED to count the exactly-once writer's 10 records: "
+                       f"{_written(spark_node, 'EOS_ONCE')}", interval=1)
+    label = f'{{query_id="{query_id}"}}'
+    assert f"metastore_query_records_out_total{label} 10.0" in httpx.get(
+        f"{spark_node.url}/metrics", timeout=10).text
     downstream = unique("after")
     [created] = ksql(spark_node, f"CREATE STREAM EOS_AFTER WITH (KAFKA_TOPIC='{downstream}', "
                                  "PARTITIONS=1) AS SELECT ID, V * 2 AS W FROM EOS_ONCE;")
@@ -176,6 +183,14 @@ def test_a_query_asked_for_exactly_once_writes_its_sink_in_transactions(
     after = created["commandStatus"]["queryId"]
     eventually(lambda: queries(spark_node)[after].get("lag") == 0, 60,
                "the downstream query's lag to reach 0: the markers are no records to wait for")
+
+
+def _written(server: ServerProcess, sink: str) -> int | None:
+    """The records DESCRIBE EXTENDED says the queries writing ``sink`` wrote, or None."""
+    [described] = ksql(server, f"DESCRIBE {sink} EXTENDED;")
+    statistics = described["sourceDescription"]["statistics"]
+    found = re.search(r" total-messages: *(\d+) ", statistics)
+    return int(found.group(1)) if found else None
 
 
 def _ksql_with(server: ServerProcess, text: str, properties: dict[str, str]) -> Any:

@@ -55,9 +55,10 @@ public final class TransactionalSink {
 
     /**
      * Writes micro-batch {@code batchId}'s {@code rows} to {@code topic} with the producer of
-     * {@code transactionalId}; false when an earlier attempt committed the micro-batch.
+     * {@code transactionalId}: the records written, or -1 when an earlier attempt committed the
+     * micro-batch.
      */
-    public static boolean write(Dataset<Row> rows, Map<String, String> config, String topic,
+    public static long write(Dataset<Row> rows, Map<String, String> config, String topic,
                                 String transactionalId, String checkpointId, long batchId) {
         Writer writer = WRITERS.get(transactionalId);
         if (writer == null) {  // built outside the map: a producer's start may take a while
@@ -165,16 +166,18 @@ public final class TransactionalSink {
             }
         }
 
-        boolean write(Dataset<Row> rows, long batchId) {
+        long write(Dataset<Row> rows, long batchId) {
             if (batchId < next) {
-                return false;
+                return -1;
             }
+            long written = 0;
             producer.beginTransaction();
             try {
                 Columns columns = new Columns(rows.schema().fieldNames());
                 Iterator<Row> each = rows.toLocalIterator();
                 while (each.hasNext()) {
                     producer.send(columns.record(topic, each.next()));
+                    written++;
                 }
                 producer.sendOffsetsToTransaction(
                         Map.of(mark, new OffsetAndMetadata(batchId + 1, checkpointId)),
@@ -189,7 +192,7 @@ public final class TransactionalSink {
                 throw e;
             }
             next = batchId + 1;
-            return true;
+            return written;
         }
 
         /** A key or value as Spark's Kafka sink takes it: binary, or a string in UTF-8. */
