@@ -145,7 +145,8 @@ def list_(what: Annotated[str, typer.Argument(help="streams, tables, queries, ty
 
 def status(server: Server = None, json_output: Json = False, user: User = None) -> None:
     """Show every node of the service (alive or not), this node's log position, and each
-    persistent query: its state, where it runs, its lag and what it reads."""
+    persistent query: its state, where it runs, its lag, what it reads, the records it skipped
+    and the rows it could not compute."""
     with connected(server, user) as client:
         cluster = run_or_exit(lambda: client.get("/clusterStatus"))
         node = run_or_exit(lambda: client.get("/v1/metastore"))
@@ -166,10 +167,12 @@ def status(server: Server = None, json_output: Json = False, user: User = None) 
     if queries is None:
         typer.echo("queries: the node did not list them (SHOW QUERIES failed)", err=True)
     elif queries:
-        print_table(["Query", "State", "Node", "Lag", "Records/s", "Records read", "Skipped"],
+        print_table(["Query", "State", "Node", "Lag", "Records/s", "Records read", "Skipped",
+                     "Errors"],
                     [[q["id"], q.get("state"), q.get("ownerNode") or "-",
                       "-" if q.get("lag") is None else q["lag"], q.get("recordsPerSecond", 0),
-                      q.get("recordsRead", 0), q.get("skippedRecords", 0)] for q in queries])
+                      q.get("recordsRead", 0), q.get("skippedRecords", 0),
+                      q.get("processingErrors", 0)] for q in queries])
 
 
 def _queries_or_none(client: KsqlClient) -> list[dict[str, Any]] | None:

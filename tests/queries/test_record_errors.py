@@ -21,6 +21,7 @@ from metastore.kafka.settings import KafkaSettings
 from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_skipped_records import _pushed, _values, earliest, values_to_end
+from tests.server.test_cli import cli
 from tests.support.kafka import unique
 from tests.support.servers import ServerProcess
 from tests.support.waiting import eventually
@@ -62,6 +63,11 @@ def test_a_row_a_query_cannot_compute_is_logged_and_counted_and_the_query_goes_o
     shown = eventually(lambda: queries(spark_node)[query_id] if queries(spark_node)[query_id][
         "processingErrors"] == 2 else None, 60, "SHOW QUERIES to count them", interval=1)
     assert shown["state"] == "RUNNING" and shown["skippedRecords"] == 0
+    status = cli("status", "--server", spark_node.url)
+    assert status.returncode == 0, status.stderr
+    [row] = [[cell.strip() for cell in line.strip(" |").split("|")]
+             for line in status.stdout.splitlines() if query_id in line]
+    assert row[-2:] == ["0", "2"], f"Skipped 0, Errors 2: {status.stdout}"
 
 
 def test_a_partition_by_a_table_source_and_a_push_query_log_the_rows_they_cannot_compute(
