@@ -1,16 +1,17 @@
 """A node process with Spark and a Schema Registry, end to end: a stream inferred from the
 registry, its AVRO records (written by a Confluent-framed producer) answered by a pull query,
 a CTAS that aggregates them into an AVRO table, which registers its schema under its topic's
-subject and answers pull queries too (records no codec can decode skipped by both, and
-counted), INSERT VALUES in each registry format read back, a Protobuf schema that imports
-another registered schema, and a query whose sink schema the registry refuses as it runs (ksqlDB's
-SERIALIZATION_ERROR, then a USER error until the subject takes it)."""
+subject and answers pull queries too (records no codec can decode skipped by both, counted and
+logged), INSERT VALUES in each registry format read back, a Protobuf schema that imports
+another registered schema, and a query whose sink schema the registry refuses as it runs
+(ksqlDB's SERIALIZATION_ERROR, then a USER error until the subject takes it)."""
 
 from __future__ import annotations
 
 import json
 import struct
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 from confluent_kafka import Consumer, Producer
@@ -48,8 +49,23 @@ UNDECODABLE: tuple[Callable[[int], bytes], ...] = (
 
 
 def test_a_node_reads_infers_aggregates_and_answers_avro(
-        registry_node: ServerProcess,
-        client: SchemaRegistryClient, producer_factory: Callable[..., Producer]) -> None:
+        registry_node: ServerProcess, client: SchemaRegistryClient,
+        producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings,
+        kafka_admin: Admin) -> None:
+    """The node's processing log is there for this test alone, as for the refused schema's
+    below: its unreadable records are logged."""
+    log_topic = ProcessingLogSettings().topic(registry_node.service_id)
+    kafka_admin.create(log_topic, partitions=1)
+    try:
+        _reads_infers_aggregates_and_answers(registry_node, client, producer_factory,
+                                             kafka_settings)
+    finally:
+        kafka_admin.delete_until_gone(log_topic, 30)
+
+
+def _reads_infers_aggregates_and_answers(
+        registry_node: ServerProcess, client: SchemaRegistryClient,
+        producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings) -> None:
     orders, counts = unique("orders"), unique("counts")
     key_id = client.register(f"{orders}-key", json.dumps("int"))
     value_id = client.register(f"{orders}-value", json.dumps(VALUE))
@@ -95,6 +111,20 @@ def test_a_node_reads_infers_aggregates_and_answers_avro(
 
     eventually(lambda: skipped() == len(UNDECODABLE), 60,
                "the CTAS to count the records it could not decode", interval=0.5)
+    [counter] = [q["id"] for q in ksql(node, "SHOW QUERIES;")[0]["queries"]
+                 if q["sinks"] == ["COUNTS"]]
+    logger = f"processing.{counter}.KsqlTopic.Source.deserializer"
+
+    def all_logged() -> list[dict[str, Any]] | None:
+        found = entries_of(kafka_settings, node, logger) or []
+        return found if len(found) >= len(UNDECODABLE) else None
+
+    logged = eventually(all_logged, 90, "the CTAS to log the records it could not decode",
+                        interval=1)
+    assert len(logged) == len(UNDECODABLE), logged
+    assert {(e["message"]["type"], e["message"]["deserializationError"]["target"],
+             e["message"]["deserializationError"]["topic"]) for e in logged} == {
+                 (0, "value", orders)}, "AVRO's unreadable values, as the JSON's are logged"
 
 
 def test_insert_values_in_each_registry_format_reads_back(
