@@ -9,7 +9,7 @@ depend on the names and values written); they are declared here for their transl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sqlglot import exp
 
@@ -117,6 +117,50 @@ def _unless_failing(collection: exp.Expr, is_map: bool, functions: Sequence[exp.
     for more in checks[1:]:
         condition = exp.Or(this=condition, expression=more)
     return sql.if_(sql.fn("coalesce", condition, sql.lit(False)), sql.null(), result)
+
+
+LambdaFailure = tuple[exp.Expr, exp.Expr, exp.Expr]
+"""A failure in a lambda's body that nothing there catches: the lambda, and the condition and
+the cause of its exception (Spark SQL over the lambda's parameters)."""
+
+
+def failing_element(call: Call, found: Sequence[LambdaFailure]) -> tuple[exp.Expr, exp.Expr] | None:
+    """Whether a TRANSFORM's or FILTER's lambdas (``call``'s arguments) throw on some element of
+    its collection, ``found`` saying where each throws, and the first such element's cause:
+    ksqlDB's call ends in that exception. None for REDUCE, whose lambda's failure depends on
+    the state before it (its NULL goes on in the state, as before)."""
+    if call.name not in ("TRANSFORM", "FILTER"):
+        return None
+    collection, is_map = call.args[0], isinstance(call.type(0), ty.MapType)
+    conditions: list[exp.Expr] = []
+    causes: list[exp.Expr] = []
+    for function in call.args[1:]:
+        own = [(condition, cause) for lam, condition, cause in found if lam is function]
+        if not own or not isinstance(function, exp.Lambda):
+            continue
+        params = [p.copy() for p in function.expressions]
+        fails_here = exp.Lambda(this=_any(c.copy() for c, _ in own), expressions=params)
+        cause_here = exp.Lambda(this=sql.fn("coalesce", *(
+            sql.if_(sql.fn("coalesce", c.copy(), exp.false()), why.copy(), sql.null())
+            for c, why in own)), expressions=[p.copy() for p in params])
+        element = (_entry("key"), _entry("value")) if is_map else (sql.var("__x"),)
+        conditions.append(apply(fails_here, *element))
+        causes.append(apply(cause_here, *element))
+    if not conditions:
+        return None
+    elements = sql.fn("map_entries", collection.copy()) if is_map else collection.copy()
+    variable = "__e" if is_map else "__x"
+    condition = sql.fn("exists", elements, sql.lam(_any(conditions), variable))
+    cause = sql.fn("element_at", sql.fn("filter", sql.fn(
+        "transform", elements.copy(), sql.lam(sql.fn("coalesce", *causes), variable)),
+        sql.lam(exp.Not(this=sql.is_null(sql.var("__c"))), "__c")), sql.lit(1))
+    return condition, cause
+
+
+def _any(conditions: Iterable[exp.Expr]) -> exp.Expr:
+    """Whether any of ``conditions`` holds."""
+    found = [sql.fn("coalesce", c, exp.false()) for c in conditions]
+    return found[0] if len(found) == 1 else exp.or_(*found, copy=False)
 
 
 def _transform(call: Call) -> exp.Expr:

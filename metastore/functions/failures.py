@@ -11,9 +11,15 @@ sits, so the planner can name the failure as ksqlDB's logger would
 
 Which nodes can fail: a CAST of text to a number, a time or bytes, and of a number to a DECIMAL
 too small for it; ``/`` and ``%`` of INTEGER, BIGINT or DECIMAL operands; a function declared
-``raises`` (a NULL result from arguments none of which is NULL is its exception). Nodes inside a
-lambda are not recorded (their condition would name the lambda's variables), and a node inside a
-CASE branch or behind AND / OR carries the condition under which Java would evaluate it.
+``raises`` (a NULL result from arguments none of which is NULL is its exception). A node inside
+a CASE branch or behind AND / OR carries the condition under which Java would evaluate it.
+
+In a lambda's body: a failure that a node inside the body catches is that element's NULL, and
+not recorded (its condition names the lambda's variables, and ksqlDB logs it once per element);
+one that nothing inside it catches aborts the whole call in ksqlDB (TRANSFORM's stream of
+elements ends in the exception), so it is kept *within* its lambda (:attr:`Failure.within`)
+until the call that takes the lambda lifts it (:func:`of_lambda_call`): the call fails where
+some element fails.
 
 Where the exception is caught: ksqlDB's ``ksql.nested.error.set.null`` wraps some nodes in a
 ``try`` that logs ``Error processing <what>`` and gives NULL (:func:`catcher`): every CAST (its
@@ -89,6 +95,10 @@ class Failure:
     caught_at: tuple[object, ...] = ()
     """Where the node that catches it sits, when :attr:`wrapped`: failures one node catches are
     one entry (the first exception ends its evaluation)."""
+    within: exp.Lambda | None = None
+    """The lambda in whose body it sits, uncaught there: its :attr:`condition` and
+    :attr:`cause` name the lambda's parameters, and it fails the call the lambda is passed to
+    (:func:`of_lambda_call`), not a clause."""
 
 
 def catcher(node: exp.Expr, type_of: TypeOf) -> Caught | None:
@@ -189,12 +199,29 @@ def of_arithmetic(node: exp.Binary, symbol: str, result_type: ty.SqlType | None,
 
 def of_call(node: exp.Anonymous, name: str, args: tuple[exp.Expr, ...],
             result: exp.Expr, type_of: TypeOf) -> Failure | None:
-    """The failure of a call of a function declared ``raises``: NULL from non-NULL arguments
-    (None inside a lambda); ``type_of`` as :func:`of_arithmetic`'s."""
+    """The failure of a call of a function declared ``raises``: NULL from non-NULL arguments;
+    ``type_of`` as :func:`of_arithmetic`'s."""
     if args and all(isinstance(argument, exp.Literal) for argument in args):
         return None  # the same for every row: constant, and checked by ksqlDB's own tests
     cause = sql.lit(f"Failed to invoke function {name}")
     return _failure(node, _null_from(result, *args), cause, catcher(node, type_of), name)
+
+
+def of_lambda_call(node: exp.Anonymous, name: str, condition: exp.Expr, cause: exp.Expr,
+                   type_of: TypeOf) -> Failure | None:
+    """The failure of a call of ``name`` whose lambda fails on some element where
+    ``condition`` holds (over the row), with ``cause``; ``type_of`` as :func:`of_arithmetic`'s."""
+    return _failure(node, condition, cause, catcher(node, type_of), name)
+
+
+def inside_lambda(node: exp.Expr) -> bool:
+    """Whether ``node`` sits in a lambda's body (under its clause's SELECT)."""
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        if isinstance(parent, exp.Lambda):
+            return True
+        parent = parent.parent
+    return False
 
 
 def _holds(target: ty.DecimalType, source: ty.SqlType) -> bool:
@@ -234,9 +261,10 @@ def _cast_cause(value: exp.Expr, target: ty.SqlType, text_parsed: bool) -> exp.E
 
 def _failure(node: exp.Expr, condition: exp.Expr, cause: exp.Expr, caught: Caught | None,
              name: str = "") -> Failure | None:
-    """``node``'s failure where it sits (None inside a lambda): its clause, and the condition
-    under which Java evaluates it at all (its CASE branch taken, AND / OR not decided before);
-    ``caught``: what catches it, if something does; ``name``: its own name otherwise."""
+    """``node``'s failure where it sits: its clause, and the condition under which Java
+    evaluates it at all (its CASE branch taken, AND / OR not decided before); ``caught``: what
+    catches it, if something does; ``name``: its own name otherwise. In a lambda's body: None
+    where the body catches it, else the failure :attr:`~Failure.within` that lambda."""
     wrapped, caught_at = caught is not None, caught[1] if caught is not None else ()
     name = caught[0] if caught is not None else name
     clause, index, column = "", 0, ""
@@ -244,7 +272,8 @@ def _failure(node: exp.Expr, condition: exp.Expr, cause: exp.Expr, caught: Caugh
     parent = node.parent
     while parent is not None:
         if isinstance(parent, exp.Lambda):
-            return None
+            return None if wrapped else Failure(name, condition, cause, False, "", 0, "",
+                                                within=parent)
         prepared = _meta(child, PREPARED)
         if prepared is not None:  # ksqlDB computes it for every row, whatever is around the call
             return Failure(name, condition, cause, wrapped, PROJECT, 0, "", prepared, caught_at)
@@ -312,4 +341,5 @@ def _taken(branch: exp.Expr, operand: exp.Expr | None) -> exp.Expr:
 
 
 __all__ = ["CLAUSE", "GROUP", "HAVING", "PREPARED", "PROJECT", "WHERE", "Failure", "catcher",
-           "moved_clause", "of_arithmetic", "of_call", "of_cast"]
+           "inside_lambda", "moved_clause", "of_arithmetic", "of_call", "of_cast",
+           "of_lambda_call"]

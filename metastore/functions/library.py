@@ -210,6 +210,8 @@ def to_spark(node: exp.Expr, context: SparkContext | None = None) -> exp.Expr:
 class _Translator:
     def __init__(self, context: SparkContext) -> None:
         self.context = context
+        self.within_lambdas: list[failures.Failure] = []
+        """Failures in lambdas' bodies nothing there catches, until their calls lift them."""
 
     def translate(self, node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous):
@@ -271,14 +273,37 @@ class _Translator:
                     self.context.config)
         result = sql.null_if_any_null(function.spark(call), *(
             args[i] for i in function.null_if_null if i < len(args)))
-        if function.raises and self.context.failures is not None:
+        if function.raises and self._recorded(node):
             self._keep(failures.of_call(node, function.name, args, result, ksql_type))
+        if self.within_lambdas and any(isinstance(a, exp.Lambda) for a in args):
+            result = self._lifted(node, call, result)
         return result
+
+    def _recorded(self, node: exp.Expr) -> bool:
+        """Whether ``node``'s failure is wanted: failures are recorded, or it sits in a lambda's
+        body, where it may fail the lambda's whole call (:meth:`_lifted`)."""
+        return self.context.failures is not None or failures.inside_lambda(node)
+
+    def _lifted(self, node: exp.Anonymous, call: Call, result: exp.Expr) -> exp.Expr:
+        """``result``, or NULL where the failures in its lambdas' bodies throw on some element,
+        as ksqlDB's call ends in the exception (recorded, as a failure of ``node``)."""
+        lambdas = [a for a in call.args if isinstance(a, exp.Lambda)]
+        found = [f for f in self.within_lambdas if any(f.within is lam for lam in lambdas)]
+        lifted = collections.failing_element(
+            call, [(f.within, f.condition, f.cause) for f in found if f.within is not None])
+        if lifted is None:
+            return result
+        self.within_lambdas = [f for f in self.within_lambdas if all(f is not g for g in found)]
+        condition, cause = lifted
+        if self._recorded(node):
+            self._keep(failures.of_lambda_call(node, call.name, condition.copy(), cause,
+                                               ksql_type))
+        return sql.if_(condition, sql.null(), result)
 
     def _record(self, node: exp.Expr, result: exp.Expr, cast_source: ty.SqlType | None) -> None:
         """Record the failure an operator or CAST ``node`` (its operands translated, in place;
         a CAST's of type ``cast_source``) may stand for, when failures are recorded."""
-        if self.context.failures is None:
+        if not self._recorded(node):
             return
         target = ksql_type(node)
         if isinstance(node, exp.Cast) and target is not None:
@@ -288,7 +313,9 @@ class _Translator:
                                               node.right, result, ksql_type))
 
     def _keep(self, failure: failures.Failure | None) -> None:
-        if failure is not None and self.context.failures is not None:
+        if failure is not None and failure.within is not None:
+            self.within_lambdas.append(failure)
+        elif failure is not None and self.context.failures is not None:
             self.context.failures.append(failure)
 
 

@@ -440,7 +440,8 @@ def ksql_text(expression: exp.Expr, column: ColumnText | None = None) -> str:
 
 
 def _logical_text(expression: exp.Expr, text: Callable[[exp.Expr], str]) -> str:
-    """AND, OR, NOT and CAST as ksqlDB's messages print them; other nodes as sqlglot does."""
+    """AND, OR, NOT, CAST and a lambda as ksqlDB's messages print them; other nodes as sqlglot
+    does."""
     if isinstance(expression, exp.And | exp.Or):
         word = "AND" if isinstance(expression, exp.And) else "OR"
         return f"({text(expression.left)} {word} {text(expression.right)})"
@@ -448,6 +449,9 @@ def _logical_text(expression: exp.Expr, text: Callable[[exp.Expr], str]) -> str:
         return f"(NOT {text(expression.this)})"
     if isinstance(expression, exp.Cast) and (target := expression.args.get("to")) is not None:
         return f"CAST({text(expression.this)} AS {_cast_target(target)})"
+    if isinstance(expression, exp.Lambda):
+        parameters = ", ".join(p.name for p in expression.expressions)
+        return f"({parameters}) => {text(expression.this)}"
     return expression.sql()
 
 

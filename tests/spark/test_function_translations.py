@@ -122,6 +122,15 @@ SCALARS: list[tuple[str, Any]] = [
     ("TRANSFORM(A, x => x + 1)", None), ("TRANSFORM(A, x => IFNULL(x, 0) + 1)", [4, 7, 1]),
     ("TRANSFORM(A, x => CASE WHEN x IS NULL THEN 0 ELSE x * 2 END)", [6, 12, 0]),
     ("FILTER(A, x => x * 2 > 7)", None),
+    # a lambda that throws on an element ends the whole call in its exception: NULL
+    ("TRANSFORM(A, x => 6 / (IFNULL(x, 0) - 3))", None),
+    ("TRANSFORM(A, x => 6 / (IFNULL(x, 1) - 0))", [2, 1, 6]),
+    ("FILTER(A, x => 12 / IFNULL(x, 0) > 1)", None),
+    ("TRANSFORM(M, (k, v) => k, (k, v) => 2 / (v - 1))", None),
+    ("TRANSFORM(M, (k, v) => k, (k, v) => 2 / v)", {"a": 2, "b": 1}),
+    ("ARRAY_LENGTH(TRANSFORM(A, x => 6 / (IFNULL(x, 0) - 6)))", None),
+    # ... but a node inside the lambda that catches it is only that element's NULL
+    ("TRANSFORM(A, x => CAST(CAST(6 / (IFNULL(x, 0) - 3) AS STRING) AS INT))", [None, 2, -2]),
     ("SPLIT_TO_MAP('a:1//b:2/c/a:3:4', '/', ':')", {"a": "3", "b": "2"}),
     ("SPLIT_TO_MAP('a:1', ':', ':')", None),
     ("INT_FROM_BYTES(TO_BYTES('AAAH5Q==', 'base64'))", 2021),

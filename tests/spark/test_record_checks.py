@@ -61,10 +61,10 @@ def _row(**values: Any) -> dict[str, Any]:
     return {**row, **values}
 
 
-def _failing(spark: Any, checked: CheckedRows, rows: list[dict[str, Any]]
-             ) -> list[list[tuple[str, str, str]]]:
+def _failing(spark: Any, checked: CheckedRows, rows: list[dict[str, Any]],
+             schema: str = _SCHEMA) -> list[list[tuple[str, str, str]]]:
     """Per row, the (logger, message, cause) of each check it fails."""
-    spark.createDataFrame(rows, _SCHEMA).createOrReplaceTempView(checked.view)
+    spark.createDataFrame(rows, schema).createOrReplaceTempView(checked.view)
     columns = ", ".join(f"IF({c.condition}, {c.cause}, NULL) AS c{i}"
                         for i, c in enumerate(checked.checks))
     found = spark.sql(f"SELECT {columns} FROM `{checked.view}` ORDER BY ROWOFFSET").collect()
@@ -169,6 +169,30 @@ def test_a_check_holds_for_the_rows_ksqldb_logs_a_record_processing_error_for(
         assert not logged
         return
     assert _failing(spark, checked, [_row(**values)]) == [logged]
+
+
+def test_a_lambda_that_throws_on_an_element_is_one_failure_of_its_call(spark: Any) -> None:
+    """ksqlDB's TRANSFORM and FILTER end in the exception their lambda's body throws on an
+    element: the call fails as a whole, logged once per row (by its clause, or by the call
+    around it that catches it) with the first failing element's cause; a node inside the body
+    that catches it makes only that element NULL, logged nowhere."""
+    checked = _plan_of(
+        "CREATE STREAM S (ID INT KEY, A ARRAY<INT>) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');"
+        "CREATE STREAM T AS SELECT ID, TRANSFORM(A, X => 10 / X) AS T, "
+        "ARRAY_LENGTH(FILTER(A, X => 10 / X > 1)) AS L, "
+        "TRANSFORM(A, X => CAST(CAST(10 / X AS STRING) AS INT)) AS C FROM S;").checked
+    assert checked is not None
+    schema = ("ID INT, A ARRAY<INT>, ROWTIME BIGINT, ROWPARTITION INT, ROWOFFSET BIGINT, "
+              "__MS_NULL_VALUE BOOLEAN")
+    rows = [{"ID": 1, "A": [5, 0, 0], "ROWTIME": 1, "ROWPARTITION": 0, "ROWOFFSET": 1,
+             "__MS_NULL_VALUE": False},
+            {"ID": 2, "A": [5, 2, None], "ROWTIME": 1, "ROWPARTITION": 0, "ROWOFFSET": 2,
+             "__MS_NULL_VALUE": False}]
+    assert _failing(spark, checked, rows, schema) == [
+        [("Project", "Error computing expression TRANSFORM(A, (X) => (10 / X)) for column T "
+          "with index 0", "/ by zero"),
+         ("Project", "Error processing FILTER", "/ by zero")],
+        []]
 
 
 def test_a_where_is_checked_once_its_operands_are_evaluated_and_gates_the_projection(
