@@ -17,8 +17,8 @@ assignment partition this node owns) with *running* (the StreamingQuery objects 
   changed (CREATE OR REPLACE) is restarted on the same checkpoint;
 - a query that failed is reported ERROR with Spark's reason and ksqlDB's query errors, and
   started again after a backoff (:mod:`metastore.runtime.query_health`);
-- a PAUSEd query is stopped and reported PAUSED, its checkpoint kept: RESUME starts it again
-  from where it stopped.
+- a PAUSEd query is stopped and reported PAUSED, its checkpoint kept, its lag measured from
+  where it stopped: RESUME starts it again from there.
 
 It also deletes checkpoints left by queries that were terminated while nobody owned them.
 """
@@ -109,6 +109,9 @@ class _Entry:
     state: QueryState
     health: QueryHealth
     handle: StreamingQuery | None = None
+    paused_at: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    """The source offsets its last micro-batch reached when it was paused here, where its lag
+    is measured from while it stays paused (ksqlDB's consumer group keeps its offsets)."""
 
 
 def _positions(reached: Mapping[tuple[str, int], int],
@@ -119,6 +122,17 @@ def _positions(reached: Mapping[tuple[str, int], int],
     for (topic, partition), (low, high) in sorted(marks.items()):
         positions.setdefault(topic, {})[str(partition)] = [low, reached[topic, partition], high]
     return positions
+
+
+def _reached(handle: StreamingQuery | None) -> Mapping[tuple[str, int], int]:
+    """The source offsets a stopped query's last micro-batch reached (none before one, or
+    when Spark is gone)."""
+    try:
+        reached = job.progress(handle) if handle is not None else None
+    except Exception as error:  # Spark gone: the lag is unknown until the query runs again
+        log.warning("the offsets of a stopped query: %s", error)
+        return {}
+    return reached.offsets if reached is not None else {}
 
 
 def _source_topics(image: Image, query: PersistentQuery) -> frozenset[str]:
@@ -390,7 +404,9 @@ class QueryRunner:
     def _pause(self, entry: _Entry) -> None:
         """Stop a PAUSEd query; its checkpoint stays, for RESUME to go on from."""
         if entry.state.state != PAUSED:
+            handle = entry.handle
             self._halt(entry)
+            entry.paused_at = _reached(handle)
             entry.state = QueryState(entry.query.query_id, PAUSED)
             entry.health.reset()
             log.info("%s paused: stopped, checkpoint kept", entry.query.query_id)
@@ -488,24 +504,27 @@ class QueryRunner:
         with self._lock:
             progress = {qid: job.progress(e.handle) for qid, e in self._entries.items()
                         if e.handle is not None}
+            reached = {qid: p.offsets for qid, p in progress.items() if p is not None}
+            reached |= {qid: e.paused_at for qid, e in self._entries.items()
+                        if e.handle is None and e.state.state == PAUSED}
         if self._offsets is None:
             self._offsets = EndOffsets(self._settings, group_id=self._lag_group)
-        positions: dict[str, dict[str, dict[str, list[int]]] | None] = {}
-        for query_id, reached in progress.items():
+        positions: dict[str, dict[str, dict[str, list[int]]] | None] = dict.fromkeys(progress)
+        for query_id, offsets in reached.items():
             positions[query_id] = None
-            if reached is None or not reached.offsets:
+            if not offsets:
                 continue
             try:
-                marks = self._offsets.watermarks(reached.offsets, timeout=5)
+                marks = self._offsets.watermarks(offsets, timeout=5)
             except KafkaUnavailableError:
                 continue
-            positions[query_id] = _positions(reached.offsets, marks)
+            positions[query_id] = _positions(offsets, marks)
         with self._lock:
             for query_id, position in positions.items():
                 entry = self._entries.get(query_id)
-                if entry is not None and progress[query_id] is not None:
+                if entry is not None and progress.get(query_id) is not None:
                     entry.health.ran()
-                if entry is not None and entry.state.state == RUNNING:
+                if entry is not None and entry.state.state in (RUNNING, PAUSED):
                     entry.state.lag = _lag(position) if position is not None else None
                     entry.state.offsets = position or {}
             for query_id, entry in self._entries.items():

@@ -52,7 +52,11 @@ def test_a_paused_query_stops_and_resumes_from_its_checkpoint(
     eventually(lambda: gauge(node, "metastore_spark_streaming_queries") == running - 1, 60,
                "the paused query's Spark query to stop", interval=0.5)
     insert(node, stream, (2, "two"))
-    time.sleep(3)
+    eventually(lambda: queries(node)[query_id].get("lag") == 1, 30,
+               lambda: f"the paused query's lag to count the record it has not read: "
+                       f"{queries(node)[query_id]}", interval=0.5)
+    assert gauge(node, f'metastore_query_lag{{query_id="{query_id}"}}') == 1.0
+    time.sleep(1)
     assert _values(kafka_settings, sink, 2, timeout=3) == [{"U": "ONE"}], "read while paused"
 
     [resumed] = ksql(node, "RESUME ALL;")
@@ -61,6 +65,8 @@ def test_a_paused_query_stops_and_resumes_from_its_checkpoint(
     eventually(lambda: queries(node)[query_id]["state"] == "RUNNING", 120, "the query to resume",
                interval=0.5)
     assert _values(kafka_settings, sink, 2) == [{"U": "ONE"}, {"U": "TWO"}]
+    eventually(lambda: queries(node)[query_id].get("lag") == 0, 30,
+               "the resumed query's lag to fall to 0", interval=0.5)
     time.sleep(2)
     assert len(_values(kafka_settings, sink, 3, timeout=3)) == 2, "a record written twice"
 
