@@ -144,7 +144,7 @@ def push_query_summaries(statuses: QueryStatuses | None) -> list[dict[str, Any]]
 
 
 def _throughput(status: Mapping[str, Any] | None) -> dict[str, Any]:
-    """What the query read on its owner: in all, and per second in its last micro-batch."""
+    """What the query read on its owner: in all, and per second over the last 30 s."""
     flows = _consumed(status)
     return {"recordsRead": sum(int(flow.get("total") or 0) for flow in flows),
             "recordsPerSecond": round(sum(float(flow.get("perSecond") or 0.0)

@@ -346,8 +346,7 @@ class QueryRunner:
             entry.handle = job.start(spark, plan, checkpoint, self._kafka_options,
                                      listener=progress_listener.listener(
                                          self.skipped.hear, self.record_errors.hear,
-                                         self.statistics.hear,
-                                         idle=self.statistics.idle),
+                                         self.statistics.hear),
                                      transactional_id=self._transactional_id(entry.query),
                                      producer_options=self._producer_options(plan.topic),
                                      real_time_ms=real_time_ms,

@@ -1,11 +1,11 @@
 """What each persistent query has done on this node, from Spark's progress of its micro-batches.
 
-Per query: the records it read from each source topic (in all, per second in its last
-micro-batch, and when it last read one), the records it wrote when they are counted (Spark's
+Per query: the records it read from each source topic (in all, per second over the last
+:data:`RATE_WINDOW_MS`, and when it last read one), the records it wrote when they are counted (Spark's
 Kafka sink counts its own; an exactly-once query's writer tells :meth:`QueryStatistics.wrote`),
 its last micro-batch's duration and the rows its state keeps. :class:`QueryStatistics` adds up
 the progress events of the queries' listeners (:mod:`metastore.runtime.progress_listener`); an
-idle query's rates fall to 0.
+idle query's rates fall to 0 as its last records leave the window.
 
 The owner publishes its queries' figures in its heartbeat with their states, so that any node
 reports them (DESCRIBE EXTENDED, SHOW QUERIES, ``metastore status``), and its own
@@ -15,27 +15,41 @@ reports them (DESCRIBE EXTENDED, SHOW QUERIES, ``metastore status``), and its ow
 from __future__ import annotations
 
 import json
-import math
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+RATE_WINDOW_MS = 30_000
+"""A rate is the records of the micro-batches that started in the last 30 s, over 30 s: as
+Kafka's metrics measure one (ksqlDB's ``messages-per-sec``, over 30 s samples), so it does not
+fall to 0 between two micro-batches."""
+
 
 @dataclass
 class Flow:
-    """Records through one topic: in all, per second in the last micro-batch, the last one's
-    time (epoch ms, the micro-batch's start)."""
+    """Records through one topic: in all, per second (:data:`RATE_WINDOW_MS`, as of
+    :meth:`measure`), the last one's time (epoch ms, its micro-batch's start)."""
 
     total: int = 0
     per_second: float = 0.0
     last_ms: int | None = None
+    recent: list[tuple[int, int]] = field(default_factory=list, compare=False, repr=False)
+    """Each micro-batch's start (epoch ms) and records, of those the window may still hold."""
 
-    def add(self, records: int, per_second: float, at_ms: int | None) -> None:
+    def add(self, records: int, at_ms: int | None) -> None:
         self.total += records
-        self.per_second = per_second
-        if records > 0 and at_ms is not None:
-            self.last_ms = at_ms
+        if at_ms is not None:
+            self.recent.append((at_ms, records))
+            if records > 0:
+                self.last_ms = at_ms
+
+    def measure(self, now_ms: int) -> None:
+        """Set :attr:`per_second` to the rate of the window that ends at ``now_ms``."""
+        start = now_ms - RATE_WINDOW_MS
+        self.recent = [(at, records) for at, records in self.recent if at > start]
+        self.per_second = sum(records for _, records in self.recent) * 1000 / RATE_WINDOW_MS
 
     def to_json(self) -> dict[str, Any]:
         return {"total": self.total, "perSecond": round(self.per_second, 2),
@@ -106,11 +120,18 @@ class QueryStatistics:
         self._written: dict[str, int] = {}
         """Records a query's own writer wrote since its last progress."""
 
-    def of(self, query: str) -> QueryFigures | None:
-        """A copy of ``query``'s figures, or None before its first micro-batch here."""
+    def of(self, query: str, now_ms: int | None = None) -> QueryFigures | None:
+        """A copy of ``query``'s figures, its rates those of the window ending ``now_ms``
+        (now), or None before its first micro-batch here."""
+        at = int(time.time() * 1000) if now_ms is None else now_ms
         with self._lock:
             figures = self._figures.get(query)
-            return QueryFigures.from_json(figures.to_json()) if figures is not None else None
+            if figures is None:
+                return None
+            for flow in (*figures.consumed.values(), figures.produced):
+                if flow is not None:
+                    flow.measure(at)
+            return QueryFigures.from_json(figures.to_json())
 
     def forget(self, query: str) -> None:
         """``query`` no longer runs here (terminated, dropped, or moved to another node): its
@@ -133,36 +154,25 @@ class QueryStatistics:
         at_ms = _epoch_ms(progress.timestamp)
         with self._lock:
             figures = self._figures.setdefault(name, QueryFigures())
-            read: dict[str, tuple[int, float]] = {}
+            read: dict[str, int] = {}
             for source in progress.sources or []:  # a self-join reads one topic twice
                 topic = _topic(source.endOffset)
                 if topic is not None and topic not in read:
-                    read[topic] = (int(source.numInputRows or 0),
-                                   _rate(source.inputRowsPerSecond))
-            for topic, (records, per_second) in read.items():
-                figures.consumed.setdefault(topic, Flow()).add(records, per_second, at_ms)
+                    read[topic] = int(source.numInputRows or 0)
+            for topic, records in read.items():
+                figures.consumed.setdefault(topic, Flow()).add(records, at_ms)
             sink = progress.sink
             written = getattr(sink, "numOutputRows", -1) if sink is not None else -1
             if written is None or written < 0:  # a foreachBatch sink's: its writer's count
                 written = self._written.pop(name, -1)
-            seconds = int(progress.batchDuration or 0) / 1000
             if written is not None and written >= 0:
                 figures.produced = figures.produced or Flow()
-                figures.produced.add(int(written), written / seconds if seconds else 0.0, at_ms)
+                figures.produced.add(int(written), at_ms)
             figures.batches += 1
             figures.batch_ms = int(progress.batchDuration or 0)
             operators = progress.stateOperators or []
             figures.state_rows = (sum(int(o.numRowsTotal or 0) for o in operators)
                                   if operators else None)
-
-    def idle(self, query: str) -> None:
-        """``query`` waits for records: its rates are 0."""
-        with self._lock:
-            figures = self._figures.get(query)
-            if figures is not None:
-                for flow in (*figures.consumed.values(), figures.produced):
-                    if flow is not None:
-                        flow.per_second = 0.0
 
 
 def _topic(end_offset: Any) -> str | None:
@@ -172,14 +182,6 @@ def _topic(end_offset: Any) -> str | None:
     except ValueError:
         return None
     return next(iter(offsets), None) if isinstance(offsets, dict) else None
-
-
-def _rate(value: Any) -> float:
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return rate if math.isfinite(rate) and rate >= 0 else 0.0
 
 
 def _epoch_ms(timestamp: Any) -> int | None:

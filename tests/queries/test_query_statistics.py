@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 
 from metastore.engine.source_statistics import STATISTICS_NOTICE
 from metastore.kafka.settings import KafkaSettings
+from metastore.runtime.statistics import RATE_WINDOW_MS
 from tests.queries.test_query_nodes import ksql, queries
 from tests.queries.test_skipped_records import earliest
 from tests.queries.test_spark_jobs import read_all
@@ -54,6 +55,9 @@ def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
     description = described["sourceDescription"]
     assert description["statistics"].startswith(STATISTICS_NOTICE), description["statistics"]
     assert f"consumer-total-messages:{RECORDS:>10} " in description["statistics"]
+    rate = RECORDS * 1000 / RATE_WINDOW_MS  # the window still holds the micro-batches that read
+    assert f"consumer-messages-per-sec:{rate:>10.2f} " in description["statistics"], (
+        description["statistics"])
     assert "    last-message: 20" in description["statistics"], "an ISO-8601 UTC time"
     host_port = urlsplit(spark_node.url).netloc  # as ksqlDB names hosts
     assert {"name": "consumer-total-messages", "host": host_port, "value": float(RECORDS)} in [
@@ -75,6 +79,7 @@ def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
     metrics = httpx.get(f"{spark_node.url}/metrics", timeout=10).text
     label = f'{{query_id="{query_id}"}}'
     assert f"metastore_query_records_in_total{label} {float(RECORDS)}" in metrics
+    assert f"metastore_query_records_in_per_second{label} {round(rate, 2)}" in metrics
     assert f"metastore_query_lag{label} 0.0" in metrics
     assert f"metastore_query_up{label} 1.0" in metrics
     assert f"metastore_query_batch_duration_seconds{label} " in metrics

@@ -121,7 +121,7 @@ QUERY_SERIES: dict[str, tuple[str, Callable[[QueryState], float | None]]] = {
     "metastore_query_records_in_total": ("Source records the query read on this node.",
                                          lambda q: _figures(q).consumed_total()),
     "metastore_query_records_in_per_second": (
-        "Source records per second in the query's last micro-batch (0 when idle).",
+        "Source records per second over the last 30 s (0 once it read none for 30 s).",
         lambda q: _figures(q).consumed_per_second()),
     "metastore_query_records_out_total": (
         "Records the query wrote to its sink on this node, where Spark counts them.",
