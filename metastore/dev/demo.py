@@ -210,7 +210,8 @@ def _start_nodes(nodes_cluster: LocalNodeCluster, service_id: str, spark_workers
 
 def show_query_figures(nodes: tuple[LocalNode, ...], timeout: float = 60) -> bool:
     """``metastore status`` lists each query with its lag and the records it read; the owner's
-    ``/metrics`` has the same count, labelled by query id."""
+    ``/metrics`` has the same series, labelled by query id: true when a query read records and
+    its owner's ``/metrics`` counts them."""
     deadline = time.monotonic() + timeout
     counted: list[dict[str, Any]] = []
     while time.monotonic() < deadline and not counted:
@@ -219,15 +220,19 @@ def show_query_figures(nodes: tuple[LocalNode, ...], timeout: float = 60) -> boo
         time.sleep(0 if counted else 1)
     say(cli("status", "--server", nodes[0].url).stdout.rstrip())
     by_name = {node.name: node for node in nodes}
+    exported = False
     for query in counted:
         owner = by_name.get(str(query.get("ownerNode")))
         if owner is not None:
             text = REACH.get(f"{owner.url}/metrics").text
-            say("  " + "\n  ".join(line for line in text.splitlines()
-                                    if f'query_id="{query["id"]}"' in line
-                                    and line.startswith(("metastore_query_records_in_total",
-                                                         "metastore_query_lag"))))
-    return bool(counted)
+            lines = [line for line in text.splitlines() if f'query_id="{query["id"]}"' in line
+                     and line.startswith(("metastore_query_records_in",
+                                          "metastore_query_lag"))]
+            say("  " + "\n  ".join(lines))
+            exported = exported or any(
+                line.startswith("metastore_query_records_in_total")
+                and float(line.rsplit(" ", 1)[-1]) > 0 for line in lines)
+    return exported
 
 
 def _show_catalog(nodes: tuple[LocalNode, ...], checks: list[tuple[str, bool]],
