@@ -9,7 +9,8 @@ owner's figures: records read per source topic, records written, skipped records
   ``last-message``, each stat as ksqlDB formats it (``%16s:%10.0f``, or ``%10.2f`` for a
   fraction), after the notice ksqlDB's server puts before it;
 - ``errorStats``: its records the reading queries could not deserialize
-  (``consumer-failed-messages``; ``last-failed`` is ``n/a``: the time of a skip is not kept);
+  (``consumer-failed-messages``), then ``last-failed``, when the first reader listed last
+  skipped one (its micro-batch's start);
 - ``clusterStatistics`` and ``clusterErrorStats``: the same per stat and owner
   (``{name, host, value, timestamp}``, the host as ksqlDB's clients read it: ``host:port``);
 - ``queryOffsetSummaries``: where each query writing the source is in its own sources, per
@@ -78,11 +79,12 @@ def failures(source: str, readers: Sequence[Status]) -> list[Stat]:
     """The records of ``source`` its readers skipped because they cannot deserialize them."""
     stats = []
     for status in readers:
-        skipped = status.get("skipped")
+        skipped, last = status.get("skipped"), status.get("skippedMs")
         count = skipped.get(source, 0) if isinstance(skipped, Mapping) else 0
+        at = last.get(source) if isinstance(last, Mapping) else None
         if count:
-            stats.append(Stat("consumer-failed-messages", _host(status),
-                              float(count), 0))
+            stats.append(Stat("consumer-failed-messages", _host(status), float(count),
+                              at if isinstance(at, int) else 0))
     return stats
 
 

@@ -18,6 +18,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,6 +27,18 @@ if TYPE_CHECKING:
 Hearer = Callable[[Any], None]
 """Takes a ``StreamingQueryProgress``."""
 log = logging.getLogger(__name__)
+
+def started_ms(progress: Any) -> int | None:
+    """When a micro-batch started (its progress' ``timestamp``), in epoch milliseconds; None
+    when the progress has none it can read."""
+    timestamp = progress.timestamp
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
 
 def source_offsets(progress: Any) -> list[tuple[str | None, str | None]]:
     """The start and end offsets (Spark's JSON) of each source a micro-batch's progress read."""
@@ -97,4 +110,4 @@ def _java_listener(listener: StreamingQueryListener) -> Any:
     return jvm.PythonStreamingQueryListenerWrapper(JsonProgress(listener))
 
 
-__all__ = ["listener", "progress_event", "source_offsets"]
+__all__ = ["listener", "progress_event", "source_offsets", "started_ms"]

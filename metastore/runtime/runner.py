@@ -84,6 +84,8 @@ class QueryState:
     since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     skipped: dict[str, int] = field(default_factory=dict)
     """Records it skipped on this node because it cannot read them, by source."""
+    skipped_ms: dict[str, int] = field(default_factory=dict)
+    """When it last skipped one, by source (epoch ms, its micro-batch's start)."""
     record_errors: int = 0
     """Rows it could not process on this node (ksqlDB's record processing errors)."""
     statistics: dict[str, Any] | None = None
@@ -98,6 +100,7 @@ class QueryState:
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "message": self.message, "lag": self.lag,
                 "sinceMs": self.since_ms, "skipped": dict(self.skipped),
+                "skippedMs": dict(self.skipped_ms),
                 "recordErrors": self.record_errors,
                 "statistics": self.statistics, "offsets": self.offsets,
                 "errors": list(self.errors), "failures": self.failures}
@@ -530,6 +533,7 @@ class QueryRunner:
                 entry.state.errors = _heartbeat_errors(entry.health)
                 entry.state.failures = entry.health.failures
                 entry.state.skipped = self.skipped.of(query_id)
+                entry.state.skipped_ms = self.skipped.last_of(query_id)
                 entry.state.record_errors = self.record_errors.of(query_id)
                 figures = self.statistics.of(query_id)
                 entry.state.statistics = figures.to_json() if figures is not None else None

@@ -32,6 +32,8 @@ class SkippedRecords:
         self._report: Callable[[SkippedBatch], None] | None = None
         self._lock = threading.Lock()
         self._counts: dict[str, dict[str, int]] = defaultdict(dict)
+        self._last_ms: dict[str, dict[str, int]] = defaultdict(dict)
+        """When each query last skipped a record of each source (its micro-batch's start)."""
         self._transient: dict[str, int] = {}
         """Push queries' skips by source: they come and go, so they are not kept per query."""
         self._from_start: dict[str, bool] = {}
@@ -42,6 +44,11 @@ class SkippedRecords:
         """Records ``query`` skipped so far on this node, by source (none skipped: empty)."""
         with self._lock:
             return dict(self._counts.get(query, {}))
+
+    def last_of(self, query: str) -> dict[str, int]:
+        """When ``query`` last skipped a record of each source on this node, in epoch ms."""
+        with self._lock:
+            return dict(self._last_ms.get(query, {}))
 
     def report_to(self, report: Callable[[SkippedBatch], None]) -> None:
         """Hand each micro-batch's skips, with the offsets it read, to ``report`` (the
@@ -65,10 +72,11 @@ class SkippedRecords:
                     + sum(self._transient.values()))
 
     def count(self, query: str, metrics: Mapping[str, Any], transient: bool = False,
-              sources: Sequence[tuple[str | None, str | None]] = ()) -> None:
+              sources: Sequence[tuple[str | None, str | None]] = (),
+              at_ms: int | None = None) -> None:
         """Add one micro-batch's observed metrics of ``query`` (a push query when
         ``transient``); ``sources``: the start and end offsets (Spark's JSON) of each source it
-        read, for the processing log."""
+        read, for the processing log; ``at_ms``: when the micro-batch started."""
         for name, row in metrics.items():
             observed = observed_read(name)
             skipped = int(row["skipped"] or 0) if observed is not None else 0
@@ -78,6 +86,8 @@ class SkippedRecords:
             with self._lock:
                 counts = self._transient if transient else self._counts[query]
                 counts[source] = counts.get(source, 0) + skipped
+                if at_ms is not None and not transient:
+                    self._last_ms[query][source] = at_ms
             first = row["first"]
             log.warning("query %s skipped %d record(s) of %s it cannot deserialize (topic %s, "
                         "the first at partition %s, offset %s)", query, skipped, source, topic,
@@ -98,7 +108,8 @@ class SkippedRecords:
         """Count one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""
         if progress.name and progress.observedMetrics:
             self.count(progress.name, progress.observedMetrics, transient,
-                       progress_listener.source_offsets(progress))
+                       progress_listener.source_offsets(progress),
+                       progress_listener.started_ms(progress))
 
 
 __all__ = ["SkippedRecords"]

@@ -18,8 +18,9 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
+
+from metastore.runtime import progress_listener
 
 RATE_WINDOW_MS = 30_000
 """A rate is the records of the micro-batches that started in the last 30 s, over 30 s: as
@@ -151,7 +152,7 @@ class QueryStatistics:
         name = progress.name
         if not name:
             return
-        at_ms = _epoch_ms(progress.timestamp)
+        at_ms = progress_listener.started_ms(progress)
         with self._lock:
             figures = self._figures.setdefault(name, QueryFigures())
             read: dict[str, int] = {}
@@ -182,15 +183,6 @@ def _topic(end_offset: Any) -> str | None:
     except ValueError:
         return None
     return next(iter(offsets), None) if isinstance(offsets, dict) else None
-
-
-def _epoch_ms(timestamp: Any) -> int | None:
-    if not isinstance(timestamp, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
 
 
 def _int_or_none(value: Any) -> int | None:

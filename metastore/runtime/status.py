@@ -38,9 +38,10 @@ class Claim(NamedTuple):
 
 
 def merge(image: Image, claims: Iterable[Claim]) -> dict[str, Status]:
-    """Each query of ``image``: ``{state, ownerNode, lag, message, skipped, recordErrors,
-    statistics, offsets, errors}`` from the nodes' claims (``skipped``: records its owner
-    skipped because it cannot read them, by source; ``recordErrors``: rows it could not
+    """Each query of ``image``: ``{state, ownerNode, lag, message, skipped, skippedMs,
+    recordErrors, statistics, offsets, errors}`` from the nodes' claims (``skipped``: records
+    its owner skipped because it cannot read them, by source, ``skippedMs`` when it last did;
+    ``recordErrors``: rows it could not
     process; ``statistics``: its owner's :class:`QueryFigures` as JSON; ``offsets``: where it
     is in each source, as :class:`QueryState` keeps them; ``errors``: ksqlDB's ``QueryError``s
     of its owner).
@@ -59,6 +60,7 @@ def merge(image: Image, claims: Iterable[Claim]) -> dict[str, Status]:
                          "ownerHost": urlsplit(url).netloc or node_id,
                          "lag": state.get("lag"), "message": state.get("message"),
                          "skipped": dict(skipped) if isinstance(skipped, Mapping) else {},
+                         "skippedMs": _times(state.get("skippedMs")),
                          "recordErrors": _count(state.get("recordErrors")),
                          "statistics": _figures(state.get("statistics")),
                          "offsets": dict(offsets) if isinstance(offsets, Mapping) else {},
@@ -71,7 +73,7 @@ def merge(image: Image, claims: Iterable[Claim]) -> dict[str, Status]:
     for query_id, query in sorted(image.queries.items()):
         status = best.get(query_id) or {"state": PENDING, "ownerNode": None,
                                         "ownerHost": None, "lag": None,
-                                        "message": None, "skipped": {},
+                                        "message": None, "skipped": {}, "skippedMs": {},
                                         "recordErrors": 0,
                                         "statistics": _figures(None), "offsets": {},
                                         "errors": []}
@@ -97,6 +99,13 @@ def push_queries(claims: Iterable[Claim]) -> dict[str, Status]:
                                "state": RUNNING, "ownerNode": node_id,
                                "ownerHost": urlsplit(url).netloc or node_id, "ownerUrl": url}
     return dict(sorted(found.items()))
+
+
+def _times(reported: Any) -> dict[str, int]:
+    """Epoch-ms times by name, as an owner reported them (anything else left out)."""
+    if not isinstance(reported, Mapping):
+        return {}
+    return {str(name): at for name, at in reported.items() if type(at) is int and at >= 0}
 
 
 def _count(reported: Any) -> int:

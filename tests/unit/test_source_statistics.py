@@ -38,6 +38,10 @@ def test_failures_and_no_traffic() -> None:
                                               + "consumer-failed-messages:         2 "
                                               + "     last-failed:       n/a\n")
     assert stats.statistics_text([]) == "" and stats.error_stats_text([]) == ""
+    timed = stats.failures("ORDERS", [{"ownerHost": "h:1", "skipped": {"ORDERS": 2},
+                                       "skippedMs": {"ORDERS": 1_538_842_403_035}}])
+    assert stats.error_stats_text(timed).endswith(
+        "     last-failed: 2018-10-06T16:13:23.035Z\n"), "when the reader last skipped one"
 
 
 def test_offsets_summaries_leave_out_what_is_malformed() -> None:
