@@ -62,8 +62,19 @@ def apply(function: exp.Expr, *arguments: exp.Expr) -> exp.Expr:
     return result
 
 
-def _entry(field: str) -> exp.Expr:
-    return exp.Dot(this=sql.var("__e"), expression=exp.to_identifier(field))
+def _bound(prefix: str, functions: Sequence[exp.Expr]) -> str:
+    """A variable the translation binds around ``functions``' bodies (a map's entry, REDUCE's
+    state), named after their parameters: ksqlDB lets no lambda inside a body take the name of a
+    parameter in scope, so no lambda of the bodies' translation binds it (one fixed name would
+    capture a lambda's own inside another of the same function)."""
+    names = [p.name.lower() for function in functions if isinstance(function, exp.Lambda)
+             for p in function.expressions]
+    return "_".join([prefix, *names])
+
+
+def _entry(variable: str, field: str) -> exp.Expr:
+    """The ``key`` or ``value`` of a map's entry bound to ``variable``."""
+    return exp.Dot(this=sql.var(variable), expression=exp.to_identifier(field))
 
 
 def _unguarded(node: exp.Expr) -> list[exp.Expr]:
@@ -106,9 +117,10 @@ def _unless_failing(collection: exp.Expr, is_map: bool, functions: Sequence[exp.
         if failing is None:
             continue
         if is_map:
-            entry = apply(failing, _entry("key"), _entry("value"))
+            variable = _bound("__e", functions)
+            entry = apply(failing, _entry(variable, "key"), _entry(variable, "value"))
             checks.append(sql.fn("exists", sql.fn("map_entries", collection.copy()),
-                                 sql.lam(entry, "__e")))
+                                 sql.lam(entry, variable)))
         else:
             checks.append(sql.fn("exists", collection.copy(), failing))
     if not checks:
@@ -126,35 +138,44 @@ the cause of its exception (Spark SQL over the lambda's parameters)."""
 
 def failing_element(call: Call, found: Sequence[LambdaFailure]) -> tuple[exp.Expr, exp.Expr] | None:
     """Whether a TRANSFORM's or FILTER's lambdas (``call``'s arguments) throw on some element of
-    its collection, ``found`` saying where each throws, and the first such element's cause:
-    ksqlDB's call ends in that exception. None for REDUCE, whose lambda's failure depends on
-    the state before it (its NULL goes on in the state, as before)."""
+    its collection, ``found`` saying where each throws, and the first such element's cause
+    (NULL where none throws): ksqlDB's call ends in that exception. None for REDUCE, whose
+    lambda's failure depends on the state before it (its NULL goes on in the state)."""
     if call.name not in ("TRANSFORM", "FILTER"):
         return None
-    collection, is_map = call.args[0], isinstance(call.type(0), ty.MapType)
+    functions = [f for f in call.args[1:] if any(lam is f for lam, _, _ in found)]
+    if not functions:
+        return None
+    is_map = isinstance(call.type(0), ty.MapType)
+    variable = _bound("__e", call.args[1:]) if is_map else None
     conditions: list[exp.Expr] = []
     causes: list[exp.Expr] = []
-    for function in call.args[1:]:
+    for function in functions:
         own = [(condition, cause) for lam, condition, cause in found if lam is function]
-        if not own or not isinstance(function, exp.Lambda):
-            continue
-        params = [p.copy() for p in function.expressions]
-        fails_here = exp.Lambda(this=_any(c.copy() for c, _ in own), expressions=params)
-        cause_here = exp.Lambda(this=sql.fn("coalesce", *(
+        fails_here = _any(c.copy() for c, _ in own)
+        cause_here = sql.fn("coalesce", *(
             sql.if_(sql.fn("coalesce", c.copy(), exp.false()), why.copy(), sql.null())
-            for c, why in own)), expressions=[p.copy() for p in params])
-        element = (_entry("key"), _entry("value")) if is_map else (sql.var("__x"),)
-        conditions.append(apply(fails_here, *element))
-        causes.append(apply(cause_here, *element))
-    if not conditions:
-        return None
+            for c, why in own))
+        if variable is not None:  # each entry's key and value for the lambda's parameters
+            entry = (_entry(variable, "key"), _entry(variable, "value"))
+            fails_here = apply(sql.lam(fails_here, *_names(function)), *entry)
+            cause_here = apply(sql.lam(cause_here, *_names(function)), *entry)
+        conditions.append(fails_here)
+        causes.append(cause_here)
+    collection = call.args[0]
     elements = sql.fn("map_entries", collection.copy()) if is_map else collection.copy()
-    variable = "__e" if is_map else "__x"
-    condition = sql.fn("exists", elements, sql.lam(_any(conditions), variable))
-    cause = sql.fn("element_at", sql.fn("filter", sql.fn(
-        "transform", elements.copy(), sql.lam(sql.fn("coalesce", *causes), variable)),
+    names = [variable] if variable is not None else _names(functions[0])
+    condition = sql.fn("exists", elements, sql.lam(_any(conditions), *names))
+    first = sql.fn("element_at", sql.fn("filter", sql.fn(
+        "transform", elements.copy(), sql.lam(sql.fn("coalesce", *causes), *names)),
         sql.lam(exp.Not(this=sql.is_null(sql.var("__c"))), "__c")), sql.lit(1))
-    return condition, cause
+    return condition, sql.if_(sql.fn("coalesce", condition.copy(), exp.false()), first,
+                              sql.null())
+
+
+def _names(function: exp.Expr) -> list[str]:
+    """A lambda's parameters' names."""
+    return [p.name for p in function.expressions] if isinstance(function, exp.Lambda) else []
 
 
 def _any(conditions: Iterable[exp.Expr]) -> exp.Expr:
@@ -170,9 +191,10 @@ def _transform(call: Call) -> exp.Expr:
         return _unless_failing(collection, False, [function],
                                sql.fn("transform", collection, function))
     collection, key_function, value_function = call.args
-    key, value = _entry("key"), _entry("value")
+    variable = _bound("__e", (key_function, value_function))
+    key, value = _entry(variable, "key"), _entry(variable, "value")
     entry = sql.fn("struct", apply(key_function, key, value), apply(value_function, key, value))
-    entries = sql.fn("transform", sql.fn("map_entries", collection), sql.lam(entry, "__e"))
+    entries = sql.fn("transform", sql.fn("map_entries", collection), sql.lam(entry, variable))
     # ksqlDB collects the entries with Collectors.toMap, which fails on two entries of one key
     # (Spark's map would keep the last) and on a NULL value: the result is NULL
     result = sql.fn("map_from_entries", entries)
@@ -195,8 +217,9 @@ def _reduce(call: Call) -> exp.Expr:
     collection, initial, function = call.args
     state = sql.cast(initial, call.returns) if call.returns is not None else initial
     if isinstance(call.type(0), ty.MapType):
-        merge = sql.lam(apply(function, sql.var("__s"), _entry("key"), _entry("value")),
-                        "__s", "__e")
+        state_name, entry_name = _bound("__s", [function]), _bound("__e", [function])
+        merge = sql.lam(apply(function, sql.var(state_name), _entry(entry_name, "key"),
+                              _entry(entry_name, "value")), state_name, entry_name)
         reduced = sql.fn("aggregate", sql.fn("map_entries", collection), state, merge)
     else:
         reduced = sql.fn("aggregate", collection, state, function)

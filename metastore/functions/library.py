@@ -291,9 +291,9 @@ class _Translator:
         found = [f for f in self.within_lambdas if any(f.within is lam for lam in lambdas)]
         lifted = collections.failing_element(
             call, [(f.within, f.condition, f.cause) for f in found if f.within is not None])
-        if lifted is None:
-            return result
         self.within_lambdas = [f for f in self.within_lambdas if all(f is not g for g in found)]
+        if lifted is None:  # REDUCE's: a step's NULL goes on in its state, logged nowhere
+            return result
         condition, cause = lifted
         if self._recorded(node):
             self._keep(failures.of_lambda_call(node, call.name, condition.copy(), cause,

@@ -96,7 +96,7 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
           producer_options: Mapping[str, str] | None = None,
           real_time_ms: int | None = None,
           stage_observed: StageObserved | None = None,
-          wrote: Callable[[int], None] | None = None) -> StreamingQuery:
+          wrote: Callable[[int, int], None] | None = None) -> StreamingQuery:
     """Start ``plan`` as a StreamingQuery writing its sink topic; returns the StreamingQuery.
 
     ``available_now`` processes what the source topics hold when it starts, then stops (what a
@@ -109,8 +109,8 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     (a stateless plan, at least once: :mod:`metastore.planner.real_time`), in Spark's update
     output mode, which real-time mode requires and which writes a stateless query's rows as
     append does. ``stage_observed`` hears what the batch stage's observed steps measure;
-    ``wrote``, the records each micro-batch the exactly-once writer committed holds (Spark's
-    Kafka sink counts its own in the query's progress).
+    ``wrote``, each micro-batch's id and the records the exactly-once writer committed of it
+    (Spark's Kafka sink counts its own in the query's progress).
     """
     if real_time_ms is not None and (plan.batch is not None or transactional_id is not None):
         raise QueryRuntimeError(f"{plan.query_id}: real-time mode runs neither a batch stage "
@@ -202,15 +202,15 @@ def transactional_sink(sink_options: Mapping[str, str], transactional_id: str,
     return write
 
 
-def _counted(emit: Emit, wrote: Callable[[int], None] | None) -> Emit:
-    """``emit``, telling ``wrote`` how many records each micro-batch it wrote holds."""
+def _counted(emit: Emit, wrote: Callable[[int, int], None] | None) -> Emit:
+    """``emit``, telling ``wrote`` each micro-batch's id and the records it wrote of it."""
     if wrote is None:
         return emit
 
     def write(rows: DataFrame, batch_id: int) -> int | None:
         written = emit(rows, batch_id)
         if written is not None and written >= 0:
-            wrote(written)
+            wrote(batch_id, written)
         return written
 
     return write

@@ -118,8 +118,8 @@ class QueryStatistics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._figures: dict[str, QueryFigures] = {}
-        self._written: dict[str, int] = {}
-        """Records a query's own writer wrote since its last progress."""
+        self._written: dict[tuple[str, int], int] = {}
+        """Records a query's own writer wrote, by query and micro-batch, until its progress."""
 
     def of(self, query: str, now_ms: int | None = None) -> QueryFigures | None:
         """A copy of ``query``'s figures, its rates those of the window ending ``now_ms``
@@ -139,13 +139,13 @@ class QueryStatistics:
         counts start from 0 if it runs here again."""
         with self._lock:
             self._figures.pop(query, None)
-            self._written.pop(query, None)
+            self._written = {key: n for key, n in self._written.items() if key[0] != query}
 
-    def wrote(self, query: str, records: int) -> None:
-        """``query``'s own writer (not Spark's Kafka sink) wrote ``records`` in the micro-batch
-        whose progress comes next."""
+    def wrote(self, query: str, batch_id: int, records: int) -> None:
+        """``query``'s own writer (not Spark's Kafka sink) wrote ``records`` in micro-batch
+        ``batch_id``, whose progress comes later."""
         with self._lock:
-            self._written[query] = self._written.get(query, 0) + records
+            self._written[query, batch_id] = records
 
     def hear(self, progress: Any) -> None:
         """Add one micro-batch's progress (PySpark's ``StreamingQueryProgress``)."""
@@ -165,7 +165,7 @@ class QueryStatistics:
             sink = progress.sink
             written = getattr(sink, "numOutputRows", -1) if sink is not None else -1
             if written is None or written < 0:  # a foreachBatch sink's: its writer's count
-                written = self._written.pop(name, -1)
+                written = self._written.pop((name, int(progress.batchId)), -1)
             if written is not None and written >= 0:
                 figures.produced = figures.produced or Flow()
                 figures.produced.add(int(written), at_ms)

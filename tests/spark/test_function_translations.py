@@ -126,7 +126,15 @@ SCALARS: list[tuple[str, Any]] = [
     ("TRANSFORM(A, x => 6 / (IFNULL(x, 0) - 3))", None),
     ("TRANSFORM(A, x => 6 / (IFNULL(x, 1) - 0))", [2, 1, 6]),
     ("FILTER(A, x => 12 / IFNULL(x, 0) > 1)", None),
-    ("TRANSFORM(M, (k, v) => k, (k, v) => 2 / (v - 1))", None),
+    ("TRANSFORM(M, (k, v) => 2 / (v - 1), (k, v) => v)", None),
+    ("FILTER(M, (k, v) => 2 / (v - 2) < 0)", None), ("FILTER(M, (k, v) => 2 / v > 1)", {"a": 1}),
+    ("TRANSFORM(A, x => CASE WHEN x IS NULL THEN 0 ELSE 6 / (x - 6) END)", None),
+    ("TRANSFORM(A, x => CASE WHEN x = 6 THEN 0 ELSE 6 / IFNULL(x, 1) END)", [2, 0, 6]),
+    # a lambda's call inside another's body: its variables are its own, the failure the outer's
+    ("TRANSFORM(A, x => TRANSFORM(ARRAY[0, 1], y => y / IFNULL(x, 1)))", [[0, 0], [0, 0], [0, 1]]),
+    ("TRANSFORM(A, x => TRANSFORM(ARRAY[1], y => y / (IFNULL(x, 0) - 3)))", None),
+    ("TRANSFORM(M, (k, v) => k, (k, v) => REDUCE(MAP('z' := 1), 0, (s, j, w) => s + w + v))",
+     {"a": 2, "b": 3}),
     ("TRANSFORM(M, (k, v) => k, (k, v) => 2 / v)", {"a": 2, "b": 1}),
     ("ARRAY_LENGTH(TRANSFORM(A, x => 6 / (IFNULL(x, 0) - 6)))", None),
     # ... but a node inside the lambda that catches it is only that element's NULL

@@ -18,11 +18,12 @@ STARTED_MS = 1_796_292_000_000
 
 
 def progress(name: str, records: int, *, written: int = -1, state_rows: int | None = None,
-             timestamp: str = "2026-12-03T10:00:00.000Z", rate: float = 50.0) -> Any:
+             timestamp: str = "2026-12-03T10:00:00.000Z", rate: float = 50.0,
+             batch_id: int = 0) -> Any:
     source = SimpleNamespace(endOffset=json.dumps({"orders": {"0": records}}),
                              startOffset=None, numInputRows=records, inputRowsPerSecond=rate)
     operators = [] if state_rows is None else [SimpleNamespace(numRowsTotal=state_rows)]
-    return SimpleNamespace(name=name, timestamp=timestamp, sources=[source],
+    return SimpleNamespace(name=name, batchId=batch_id, timestamp=timestamp, sources=[source],
                            sink=SimpleNamespace(numOutputRows=written), batchDuration=120,
                            processedRowsPerSecond=rate * 2, stateOperators=operators,
                            observedMetrics={})
@@ -57,13 +58,18 @@ def test_an_unknown_sink_count_and_state_rows_and_idleness() -> None:
 
 def test_a_querys_own_writer_counts_what_spark_does_not() -> None:
     statistics = QueryStatistics()
-    statistics.wrote("CSAS_F_6", 6)  # an exactly-once writer, before its micro-batch's progress
+    statistics.wrote("CSAS_F_6", 0, 6)  # an exactly-once writer, before the batch's progress
+    statistics.wrote("CSAS_F_6", 1, 2)  # the next one's, before the first's progress is heard
     statistics.hear(progress("CSAS_F_6", 9))
     statistics.hear(progress("CSAS_F_6", 0, timestamp="2026-12-03T10:00:01.000Z"))
     figures = statistics.of("CSAS_F_6", now_ms=STARTED_MS + 2_000)
     assert figures is not None and figures.produced is not None
-    assert figures.produced.total == 6, "counted once, with the micro-batch that wrote them"
+    assert figures.produced.total == 6, "each micro-batch's count with its own progress"
     assert figures.produced.per_second == round(6 * 1000 / RATE_WINDOW_MS, 2)
+    statistics.hear(progress("CSAS_F_6", 3, batch_id=1))
+    figures = statistics.of("CSAS_F_6", now_ms=STARTED_MS + 2_000)
+    assert figures is not None and figures.produced is not None
+    assert figures.produced.total == 8
 
 
 def test_figures_survive_a_heartbeat_and_malformed_ones_read_as_none() -> None:

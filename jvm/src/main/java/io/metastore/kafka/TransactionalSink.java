@@ -59,7 +59,7 @@ public final class TransactionalSink {
      * micro-batch.
      */
     public static long write(Dataset<Row> rows, Map<String, String> config, String topic,
-                                String transactionalId, String checkpointId, long batchId) {
+                             String transactionalId, String checkpointId, long batchId) {
         Writer writer = WRITERS.get(transactionalId);
         if (writer == null) {  // built outside the map: a producer's start may take a while
             Writer started = new Writer(config, topic, transactionalId, checkpointId);
