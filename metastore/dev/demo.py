@@ -223,8 +223,8 @@ def show_query_figures(nodes: tuple[LocalNode, ...], timeout: float = 60) -> boo
     exported = False
     for query in counted:
         owner = by_name.get(str(query.get("ownerNode")))
-        if owner is not None:
-            text = REACH.get(f"{owner.url}/metrics").text
+        text = _metrics_text(owner.url) if owner is not None else ""
+        if text:
             lines = [line for line in text.splitlines() if f'query_id="{query["id"]}"' in line
                      and line.startswith(("metastore_query_records_in",
                                           "metastore_query_lag"))]
@@ -233,6 +233,16 @@ def show_query_figures(nodes: tuple[LocalNode, ...], timeout: float = 60) -> boo
                 line.startswith("metastore_query_records_in_total")
                 and float(line.rsplit(" ", 1)[-1]) > 0 for line in lines)
     return exported
+
+
+def _metrics_text(url: str) -> str:
+    """A node's /metrics, or nothing when it does not answer (it may be restarting, or its
+    queries moving)."""
+    try:
+        response = REACH.get(f"{url}/metrics")
+    except httpx.HTTPError:
+        return ""
+    return response.text if response.status_code == 200 else ""
 
 
 def _show_catalog(nodes: tuple[LocalNode, ...], checks: list[tuple[str, bool]],

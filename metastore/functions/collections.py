@@ -64,12 +64,15 @@ def apply(function: exp.Expr, *arguments: exp.Expr) -> exp.Expr:
 
 def _bound(prefix: str, functions: Sequence[exp.Expr]) -> str:
     """A variable the translation binds around ``functions``' bodies (a map's entry, REDUCE's
-    state), named after their parameters: ksqlDB lets no lambda inside a body take the name of a
-    parameter in scope, so no lambda of the bodies' translation binds it (one fixed name would
-    capture a lambda's own inside another of the same function)."""
-    names = [p.name.lower() for function in functions if isinstance(function, exp.Lambda)
-             for p in function.expressions]
-    return "_".join([prefix, *names])
+    state), numbered by how many lambdas hold the call: a lambda of the bodies' translation
+    sits deeper, so it binds another (one fixed name would capture a lambda's own inside
+    another of the same function)."""
+    depth = 0
+    node = functions[0].parent if functions else None
+    while node is not None:
+        depth += isinstance(node, exp.Lambda)
+        node = node.parent
+    return f"{prefix}{depth}"
 
 
 def _entry(variable: str, field: str) -> exp.Expr:

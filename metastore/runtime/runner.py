@@ -112,9 +112,9 @@ class _Entry:
     state: QueryState
     health: QueryHealth
     handle: StreamingQuery | None = None
-    paused_at: Mapping[tuple[str, int], int] = field(default_factory=dict)
-    """The source offsets its last micro-batch reached when it was paused here, where its lag
-    is measured from while it stays paused (ksqlDB's consumer group keeps its offsets)."""
+    reached: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    """The source offsets its last micro-batch on this node reached: while it is paused, its
+    lag is measured from there (ksqlDB's consumer group keeps its offsets)."""
 
 
 def _positions(reached: Mapping[tuple[str, int], int],
@@ -408,7 +408,7 @@ class QueryRunner:
         if entry.state.state != PAUSED:
             handle = entry.handle
             self._halt(entry)
-            entry.paused_at = _reached(handle)
+            entry.reached = _reached(handle) or entry.reached
             entry.state = QueryState(entry.query.query_id, PAUSED)
             entry.health.reset()
             log.info("%s paused: stopped, checkpoint kept", entry.query.query_id)
@@ -507,7 +507,9 @@ class QueryRunner:
             progress = {qid: job.progress(e.handle) for qid, e in self._entries.items()
                         if e.handle is not None}
             reached = {qid: p.offsets for qid, p in progress.items() if p is not None}
-            reached |= {qid: e.paused_at for qid, e in self._entries.items()
+            for query_id, offsets in reached.items():
+                self._entries[query_id].reached = offsets
+            reached |= {qid: e.reached for qid, e in self._entries.items()
                         if e.handle is None and e.state.state == PAUSED}
         if self._offsets is None:
             self._offsets = EndOffsets(self._settings, group_id=self._lag_group)

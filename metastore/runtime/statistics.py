@@ -23,9 +23,13 @@ from typing import Any
 from metastore.runtime import progress_listener
 
 RATE_WINDOW_MS = 30_000
-"""A rate is the records of the micro-batches that started in the last 30 s, over 30 s: as
+"""A rate is the records of the micro-batches that ended in the last 30 s, over 30 s: as
 Kafka's metrics measure one (ksqlDB's ``messages-per-sec``, over 30 s samples), so it does not
 fall to 0 between two micro-batches."""
+
+
+_KEPT_BATCHES = 10_000
+"""The micro-batches a flow keeps for its rate at most, should nobody measure it."""
 
 
 @dataclass
@@ -37,12 +41,15 @@ class Flow:
     per_second: float = 0.0
     last_ms: int | None = None
     recent: list[tuple[int, int]] = field(default_factory=list, compare=False, repr=False)
-    """Each micro-batch's start (epoch ms) and records, of those the window may still hold."""
+    """Each micro-batch's end (epoch ms) and records, of those the window may still hold."""
 
-    def add(self, records: int, at_ms: int | None) -> None:
+    def add(self, records: int, at_ms: int | None, took_ms: int = 0) -> None:
+        """Add a micro-batch's ``records``, one that started at ``at_ms`` and took ``took_ms``."""
         self.total += records
         if at_ms is not None:
-            self.recent.append((at_ms, records))
+            self.recent.append((at_ms + took_ms, records))
+            if len(self.recent) > _KEPT_BATCHES:
+                del self.recent[0]
             if records > 0:
                 self.last_ms = at_ms
 
@@ -153,6 +160,7 @@ class QueryStatistics:
         if not name:
             return
         at_ms = progress_listener.started_ms(progress)
+        took_ms = int(progress.batchDuration or 0)
         with self._lock:
             figures = self._figures.setdefault(name, QueryFigures())
             read: dict[str, int] = {}
@@ -161,16 +169,16 @@ class QueryStatistics:
                 if topic is not None and topic not in read:
                     read[topic] = int(source.numInputRows or 0)
             for topic, records in read.items():
-                figures.consumed.setdefault(topic, Flow()).add(records, at_ms)
+                figures.consumed.setdefault(topic, Flow()).add(records, at_ms, took_ms)
             sink = progress.sink
             written = getattr(sink, "numOutputRows", -1) if sink is not None else -1
             if written is None or written < 0:  # a foreachBatch sink's: its writer's count
                 written = self._written.pop((name, int(progress.batchId)), -1)
             if written is not None and written >= 0:
                 figures.produced = figures.produced or Flow()
-                figures.produced.add(int(written), at_ms)
+                figures.produced.add(int(written), at_ms, took_ms)
             figures.batches += 1
-            figures.batch_ms = int(progress.batchDuration or 0)
+            figures.batch_ms = took_ms
             operators = progress.stateOperators or []
             figures.state_rows = (sum(int(o.numRowsTotal or 0) for o in operators)
                                   if operators else None)
