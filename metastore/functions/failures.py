@@ -214,16 +214,6 @@ def of_lambda_call(node: exp.Anonymous, name: str, condition: exp.Expr, cause: e
     return _failure(node, condition, cause, catcher(node, type_of), name)
 
 
-def inside_lambda(node: exp.Expr) -> bool:
-    """Whether ``node`` sits in a lambda's body (under its clause's SELECT)."""
-    parent = node.parent
-    while parent is not None and not isinstance(parent, exp.Select):
-        if isinstance(parent, exp.Lambda):
-            return True
-        parent = parent.parent
-    return False
-
-
 def _holds(target: ty.DecimalType, source: ty.SqlType) -> bool:
     """Whether every value of ``source`` fits ``target``'s integer digits (a widening CAST)."""
     digits = {"INTEGER": 10, "BIGINT": 19}.get(source.base)
@@ -341,5 +331,5 @@ def _taken(branch: exp.Expr, operand: exp.Expr | None) -> exp.Expr:
 
 
 __all__ = ["CLAUSE", "GROUP", "HAVING", "PREPARED", "PROJECT", "WHERE", "Failure", "catcher",
-           "inside_lambda", "moved_clause", "of_arithmetic", "of_call", "of_cast",
+           "moved_clause", "of_arithmetic", "of_call", "of_cast",
            "of_lambda_call"]

@@ -212,6 +212,8 @@ class _Translator:
         self.context = context
         self.within_lambdas: list[failures.Failure] = []
         """Failures in lambdas' bodies nothing there catches, until their calls lift them."""
+        self.lambdas = 0
+        """How many lambdas' bodies hold the node being translated."""
 
     def translate(self, node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Anonymous):
@@ -224,10 +226,14 @@ class _Translator:
         element_types = tuple(_operand_type(e) for e in node.expressions) \
             if isinstance(node, exp.Array) else ()
         cast_source = _operand_type(node.this) if isinstance(node, exp.Cast) else None
-        for child in list(node.iter_expressions()):
-            new = self.translate(child)
-            if new is not child:
-                child.replace(new)
+        self.lambdas += isinstance(node, exp.Lambda)
+        try:
+            for child in list(node.iter_expressions()):
+                new = self.translate(child)
+                if new is not child:
+                    child.replace(new)
+        finally:
+            self.lambdas -= isinstance(node, exp.Lambda)
         if operator is not None:
             result = operator()
             if arithmetic and isinstance(node, exp.Binary):
@@ -273,16 +279,17 @@ class _Translator:
                     self.context.config)
         result = sql.null_if_any_null(function.spark(call), *(
             args[i] for i in function.null_if_null if i < len(args)))
-        if function.raises and self._recorded(node):
+        if function.raises and self._recorded():
             self._keep(failures.of_call(node, function.name, args, result, ksql_type))
         if self.within_lambdas and any(isinstance(a, exp.Lambda) for a in args):
             result = self._lifted(node, call, result)
         return result
 
-    def _recorded(self, node: exp.Expr) -> bool:
-        """Whether ``node``'s failure is wanted: failures are recorded, or it sits in a lambda's
-        body, where it may fail the lambda's whole call (:meth:`_lifted`)."""
-        return self.context.failures is not None or failures.inside_lambda(node)
+    def _recorded(self) -> bool:
+        """Whether the failure of the node being translated is wanted: failures are recorded,
+        or it sits in a lambda's body, where it may fail the lambda's whole call
+        (:meth:`_lifted`)."""
+        return self.context.failures is not None or self.lambdas > 0
 
     def _lifted(self, node: exp.Anonymous, call: Call, result: exp.Expr) -> exp.Expr:
         """``result``, or NULL where the failures in its lambdas' bodies throw on some element,
@@ -295,7 +302,7 @@ class _Translator:
         if lifted is None:  # REDUCE's: a step's NULL goes on in its state, logged nowhere
             return result
         condition, cause = lifted
-        if self._recorded(node):
+        if self._recorded():
             self._keep(failures.of_lambda_call(node, call.name, condition.copy(), cause,
                                                ksql_type))
         return sql.if_(condition, sql.null(), result)
@@ -303,7 +310,7 @@ class _Translator:
     def _record(self, node: exp.Expr, result: exp.Expr, cast_source: ty.SqlType | None) -> None:
         """Record the failure an operator or CAST ``node`` (its operands translated, in place;
         a CAST's of type ``cast_source``) may stand for, when failures are recorded."""
-        if not self._recorded(node):
+        if not self._recorded():
             return
         target = ksql_type(node)
         if isinstance(node, exp.Cast) and target is not None:

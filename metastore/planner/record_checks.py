@@ -324,8 +324,8 @@ def drop_thrown_predicates(select: exp.Select, found: Sequence[failed.Failure]) 
     that stands for the exception here could let an OR, an IS NULL or a COALESCE around it
     keep the row. Each predicate (the SELECT's WHERE, or the WHERE or HAVING the planner moved
     into a row's deletion, marked by :data:`~metastore.functions.failures.CLAUSE`) is ANDed
-    with NOT any of its ``found`` failures nothing inside it catches (outside a lambda's body,
-    where none is recorded)."""
+    with NOT any of its ``found`` failures nothing inside it catches (a lambda's call that fails
+    on an element among them)."""
     for clause in (failed.WHERE, failed.HAVING):
         thrown = [f.condition.copy() for f in found if f.clause == clause and not f.wrapped]
         if not thrown:
