@@ -49,7 +49,7 @@ RECORD_PROCESSING_ERROR = 1
 compute (:mod:`metastore.runtime.record_errors`)."""
 SERIALIZATION_ERROR = 2
 """ksqlDB's ``MessageType.SERIALIZATION_ERROR``: the sink's serializer could not write a record
-(its format's registry refused the schema)."""
+(its format's registry refused the schema, or the schema cannot hold the record)."""
 PRODUCTION_ERROR = 3
 """ksqlDB's ``MessageType.PRODUCTION_ERROR``: the sink's producer could not send a record."""
 KAFKA_STREAMS_THREAD_ERROR = 4
@@ -58,6 +58,10 @@ UNCAUGHT = "Unhandled exception caught in streams thread"
 """The message of ksqlDB's entry for a query's failure."""
 
 
+_UNWRITABLE = re.compile(r"SerializationException: Error serializing a record of subject "
+                         r"(\S+): ([^\n]+)")
+"""The project's JVM writer of a registry format failing on a record its schema cannot hold
+(``io.metastore.avro.UnwritableRecord``): the subject, the reason."""
 _TOO_LARGE = re.compile(r"RecordTooLargeException:\s*(.+)")
 _SEND_TIMEOUT = re.compile(
     r"TimeoutException:\s*((?:Expiring \d+ record\(s\) for (\S+)-\d+|Topic (\S+) not "
@@ -108,19 +112,31 @@ class QueryFailure:
                        "productionError", {"errorMessage": sending})]
 
     def serialization_error(self) -> tuple[str, str] | None:
-        """The target (``key`` or ``value``) and the registry's answer, when a cause is the
-        registry refusing the schema of the sink topic's key or value subject (ksqlDB's
-        serializer registers it as it writes the first record, and fails the query)."""
+        """The target (``key`` or ``value``) and the reason, when a cause is the sink topic's
+        key or value serializer failing: the registry refusing its subject's schema (ksqlDB's
+        serializer registers it as it writes the first record), or a record the schema cannot
+        hold; either fails the query, in ksqlDB too."""
         for line in self._lines():
             refused = REGISTRY_REFUSAL.search(line)
-            if refused is None:
-                continue
-            subject = refused.group(2)
-            for target in ("key", "value"):
-                if subject == f"{self.sink_topic}-{target}":
-                    return target, (f"The Schema Registry refused the schema of subject "
-                                    f"{subject} ({refused.group(1)}): "
-                                    f"{refused.group(3).strip()}")
+            if refused is not None:
+                reason = (f"The Schema Registry refused the schema of subject "
+                          f"{refused.group(2)} ({refused.group(1)}): {refused.group(3).strip()}")
+                subject = refused.group(2)
+            else:
+                unwritable = _UNWRITABLE.search(line)
+                if unwritable is None:
+                    continue
+                subject, reason = unwritable.group(1), unwritable.group(2).strip()
+            target = self._sink_target(subject)
+            if target is not None:
+                return target, reason
+        return None
+
+    def _sink_target(self, subject: str) -> str | None:
+        """``key`` or ``value``, when ``subject`` is the sink topic's subject of that side."""
+        for target in ("key", "value"):
+            if subject == f"{self.sink_topic}-{target}":
+                return target
         return None
 
     def _lines(self) -> list[str]:

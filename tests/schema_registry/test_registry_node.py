@@ -4,7 +4,8 @@ a CTAS that aggregates them into an AVRO table, which registers its schema under
 subject and answers pull queries too (records no codec can decode skipped by both, counted and
 logged), INSERT VALUES in each registry format read back, a Protobuf schema that imports
 another registered schema, and a query whose sink schema the registry refuses as it runs
-(ksqlDB's SERIALIZATION_ERROR, then a USER error until the subject takes it)."""
+(ksqlDB's SERIALIZATION_ERROR, then a USER error until the subject takes it), as is a record
+the sink's registered schema cannot hold."""
 
 from __future__ import annotations
 
@@ -238,6 +239,53 @@ def _refused_then_taken(node: ServerProcess, client: SchemaRegistryClient,
     _compatibility(client, subject, "NONE")
     until_state(node, query_id, "RUNNING", timeout=120)
     assert len(read_all(kafka_settings, sink, 3)) == 3
+
+
+def test_a_record_the_sinks_registered_schema_cannot_hold_is_a_serialization_error(
+        registry_node: ServerProcess, client: SchemaRegistryClient,
+        producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings,
+        kafka_admin: Admin) -> None:
+    """A CSAS writes the schema its VALUE_SCHEMA_ID names, whose field has no NULL and no
+    default: a NULL there is ksqlDB's SERIALIZATION_ERROR, then the query's USER error."""
+    log_topic = ProcessingLogSettings().topic(registry_node.service_id)
+    kafka_admin.create(log_topic, partitions=1)
+    try:
+        _unwritable(registry_node, client, producer_factory, kafka_settings)
+    finally:
+        kafka_admin.delete_until_gone(log_topic, 30)
+
+
+def _unwritable(node: ServerProcess, client: SchemaRegistryClient,
+                producer_factory: Callable[..., Producer], settings: KafkaSettings) -> None:
+    name = unique("UNWRITABLE").upper().replace("-", "_")
+    topic, sink = name.lower(), f"{name.lower()}-out"
+    schema_id = client.register(f"{sink}-value", json.dumps({
+        "type": "record", "name": "Out", "fields": [{"name": "V", "type": "int"}]}))
+    ksql(node, f"CREATE STREAM {name} (ID INT KEY, V INT) WITH (KAFKA_TOPIC='{topic}', "
+               "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    [created] = earliest(node, f"CREATE STREAM {name}_OUT WITH (KAFKA_TOPIC='{sink}', "
+                               f"VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID={schema_id}) AS "
+                               f"SELECT ID, V FROM {name};")
+    query_id = created["commandStatus"]["queryId"]
+    producer = producer_factory()
+    for number, value in enumerate(([1], [None])):
+        producer.produce(topic, key=struct.pack(">i", number), value=json.dumps({"V": value[0]}))
+    assert producer.flush(30) == 0
+    try:
+        seen = until_state(node, query_id, "ERROR", timeout=120)
+        assert 'Out.V: NULL for a non-optional "int"' in (seen["errorMessage"] or ""), seen
+        [explained] = ksql(node, f"EXPLAIN {query_id};")
+        assert explained["queryDescription"]["queryErrors"][-1]["type"] == "USER"
+        [logged, *_] = eventually(
+            lambda: entries_of(settings, node, f"processing.{query_id}.OUTPUT.serializer"),
+            60, "the serialization error in the processing log", interval=1)
+    finally:
+        ksql(node, f"DROP STREAM {name}_OUT;")
+    assert logged["level"] == "ERROR" and logged["message"]["type"] == 2
+    error = logged["message"]["serializationError"]
+    assert (error["target"], error["topic"]) == ("value", sink)
+    assert error["errorMessage"].startswith(f"Error serializing message to topic: {sink}. ")
+    assert "NULL for a non-optional" in error["errorMessage"], error
 
 
 def _compatibility(client: SchemaRegistryClient, subject: str, level: str) -> None:

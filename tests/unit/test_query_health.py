@@ -125,6 +125,29 @@ def test_a_registry_refusing_the_sinks_schema_is_a_serialization_error(
     assert ErrorClassifier().classify(_REFUSED.format(subject=subject)) == USER
 
 
+_UNWRITABLE = ("Caused by: org.apache.kafka.common.errors.SerializationException: Error "
+               "serializing a record of subject {subject}: Out.Z: NULL for a non-optional \"int\"")
+
+
+@pytest.mark.parametrize(("subject", "target"), [
+    ("out-value", "value"), ("out-key", "key"), ("other-value", None)])
+def test_a_record_the_sinks_schema_cannot_hold_is_a_serialization_error(
+        subject: str, target: str | None) -> None:
+    """ksqlDB's serializer logs it, then fails the query: a USER error."""
+    detail = _UNWRITABLE.format(subject=subject)
+    unwritable = _sink_entry(detail)
+    assert ErrorClassifier().classify(detail) == USER
+    if target is None:
+        assert unwritable is None
+        return
+    assert unwritable is not None and unwritable["message"]["type"] == 2
+    error = unwritable["message"]["serializationError"]
+    assert (error["target"], error["topic"]) == (target, "out")
+    assert error["errorMessage"] == ("Error serializing message to topic: out. Out.Z: NULL for "
+                                     "a non-optional \"int\"")
+    assert error["cause"] == ["Out.Z: NULL for a non-optional \"int\""]
+
+
 @pytest.mark.parametrize("status", [401, 403])
 def test_a_registry_refusing_the_querys_credentials_is_a_user_error(status: int) -> None:
     """ksqlDB's schema authorization classifier: the user's to fix, as Kafka's refusals are."""

@@ -122,7 +122,12 @@ public final class AvroCodec {
             return null;
         }
         Schema schema = parse(schemaText);
-        Object datum = toAvro(schema, node, schema.getFullName());
+        Object datum;
+        try {
+            datum = toAvro(schema, node, schema.getFullName());
+        } catch (IllegalArgumentException e) {
+            throw UnwritableRecord.of(subject, e);
+        }
         int id = RegistryCalls.register(url, subject, "AVRO", schemaText);
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         out.write(MAGIC);
