@@ -1,8 +1,9 @@
 """A record a query cannot read is skipped and counted, never turned into a row of NULLs: on the
 suite's Spark node, for each format the runtime decodes with Spark alone, a stream of good and
-undecodable records under a CSAS, a CTAS count and a push query (each counts them, the persistent
-queries log each in the processing log, exactly-once queries too); and a query with
-``ksql.fail.on.deserialization.error`` fails on such a record instead."""
+undecodable records (values; keys too for JSON and KAFKA) under a CSAS, a CTAS count and a push
+query (each counts them, the persistent queries log each in the processing log with its target,
+exactly-once queries too); and a query with ``ksql.fail.on.deserialization.error`` fails on such
+a record instead."""
 
 from __future__ import annotations
 
@@ -50,34 +51,63 @@ CASES: dict[str, tuple[str, list[bytes], list[bytes]]] = {
 }
 
 
+KEYS: dict[str, tuple[str, Callable[[int], bytes], list[bytes]]] = {
+    # format: (the stream's key, the key of record i, keys it cannot read), each with a good
+    # value (ID 1): its row would be one ID too many
+    "JSON": ("K INT KEY) WITH (KEY_FORMAT='JSON'", lambda i: str(i).encode(),
+             [b"\x00not json", b'"nine"']),
+    "KAFKA": ("K INT KEY) WITH (KEY_FORMAT='KAFKA'", lambda i: struct.pack(">i", i),
+              [b"\x00\x09"]),
+}
+"""The formats whose streams have a key column, with records whose key alone is unreadable:
+ksqlDB reads a record's key whether or not its query selects it."""
+
+
 GUARANTEES = {"DELIMITED": {"processing.guarantee": "exactly_once_v2"}}
 """The formats whose persistent queries run exactly-once: their micro-batches reach the sink
 through a transactional writer (``foreachBatch``) instead of Spark's Kafka sink, and must count
 and log what they skip all the same."""
 
 
-def produce(producer: Producer, topic: str, values: list[bytes]) -> None:
+def produce(producer: Producer, topic: str, values: list[bytes],
+            keys: list[bytes] | None = None) -> None:
     failed: list[object] = []
     for index, value in enumerate(values):
-        producer.produce(topic, key=struct.pack(">i", index), value=value,
+        key = struct.pack(">i", index) if keys is None else keys[index]
+        producer.produce(topic, key=key, value=value,
                          on_delivery=lambda error, _message: failed.append(error) if error else None)
     assert producer.flush(30) == 0 and not failed, failed
+
+
+def _stream(value_format: str, name: str) -> tuple[str, list[tuple[bytes, bytes]], list[str]]:
+    """The CREATE STREAM of ``value_format``'s case, its records in order (key, value), and
+    the target (``value``, ``key``) of each that no query may read."""
+    columns, good, bad = CASES[value_format]
+    key, key_of, bad_keys = KEYS.get(value_format, ("", lambda i: struct.pack(">i", i), []))
+    values = [bad[0], *good[:1], *bad[1:], *good[1:]]
+    records = [(key_of(index), value) for index, value in enumerate(values)]
+    records[1:1] = [(bad_key, good[0]) for bad_key in bad_keys]  # after the first bad value
+    declared = f"{columns}, {key}" if key else f"{columns}) WITH ("
+    return (f"CREATE STREAM {name} ({declared}, KAFKA_TOPIC='{name}', PARTITIONS=1, "
+            f"VALUE_FORMAT='{value_format}');", records,
+            ["value"] * len(bad) + ["key"] * len(bad_keys))
 
 
 @pytest.mark.parametrize("value_format", sorted(CASES))
 def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
         spark_node: ServerProcess, producer_factory: Callable[..., Producer],
         kafka_settings: KafkaSettings, value_format: str) -> None:
-    columns, good, bad = CASES[value_format]
     name = unique(f"SKIP_{value_format}").upper().replace("-", "_")
     sink, counts = f"{name}_OUT", f"{name}_COUNTS"
-    ksql(spark_node, f"CREATE STREAM {name} ({columns}) WITH (KAFKA_TOPIC='{name}', "
-                     f"PARTITIONS=1, VALUE_FORMAT='{value_format}');")
-    produce(producer_factory(), name, [bad[0], *good[:1], *bad[1:], *good[1:]])
+    created, records, targets = _stream(value_format, name)
+    unreadable = len(targets)
+    ksql(spark_node, created)
+    produce(producer_factory(), name, [value for _key, value in records],
+            [key for key, _value in records])
     aggregated = value_format != "KAFKA"  # ksqlDB refuses GROUP BY over KAFKA values
     earliest(spark_node, f"""
         CREATE STREAM {sink} WITH (KAFKA_TOPIC='{sink}', VALUE_FORMAT='JSON')
-            AS SELECT ID FROM {name} EMIT CHANGES;""" + (f"""
+            AS SELECT {"K, " if value_format in KEYS else ""}ID FROM {name} EMIT CHANGES;""" + (f"""
         CREATE TABLE {counts} WITH (KAFKA_TOPIC='{counts}', VALUE_FORMAT='JSON')
             AS SELECT ID, COUNT(*) AS N FROM {name} GROUP BY ID EMIT CHANGES;"""
                                                          if aggregated else ""),
@@ -90,9 +120,9 @@ def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
 
     reading = {q["id"]: q for q in queries(spark_node).values()
                if q["sinks"] in ([sink], [counts])}
-    eventually(lambda: all(q["skippedRecords"] == len(bad) for q in _refreshed(spark_node,
-                                                                               reading)),
-               60, f"each query to count {len(bad)} skipped records", interval=1)
+    eventually(lambda: all(q["skippedRecords"] == unreadable
+                           for q in _refreshed(spark_node, reading)),
+               60, f"each query to count {unreadable} skipped records", interval=1)
     assert {q["state"] for q in _refreshed(spark_node, reading)} == {"RUNNING"}
     for query_id in reading:
         [explained] = ksql(spark_node, f"EXPLAIN {query_id};")
@@ -101,16 +131,18 @@ def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
             "processing.guarantee", "at_least_once"), properties
     [described] = ksql(spark_node, f"DESCRIBE {name} EXTENDED;")
     assert re.fullmatch(  # as ksqlDB's server prints it, with when a reader last skipped one
-        re.escape(ERROR_STATS_NOTICE + f"consumer-failed-messages:{len(reading) * len(bad):>10} "
+        re.escape(ERROR_STATS_NOTICE + f"consumer-failed-messages:{len(reading) * unreadable:>10} "
                   "     last-failed: ") + r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z\n",
         described["sourceDescription"]["errorStats"]), described["sourceDescription"]
 
-    assert gauge(spark_node, "metastore_records_skipped_total") >= len(reading) * len(bad)
-    entries = eventually(lambda: _logged(kafka_settings, spark_node, set(reading), len(bad)),
-                         90, f"each query to log its {len(bad)} unreadable records", interval=1)
+    assert gauge(spark_node, "metastore_records_skipped_total") >= len(reading) * unreadable
+    entries = eventually(lambda: _logged(kafka_settings, spark_node, set(reading), unreadable),
+                         90, f"each query to log its {unreadable} unreadable records",
+                         interval=1)
     assert {(e["level"], e["message"]["type"]) for e in entries} == {("ERROR", 0)}
     errors = [e["message"]["deserializationError"] for e in entries]
-    assert {(error["target"], error["topic"]) for error in errors} == {("value", name)}
+    assert sorted((error["target"], error["topic"]) for error in errors) == sorted(
+        (target, name) for _query in reading for target in targets), errors
     assert all(error["recordB64"] is None for error in errors), "rows.include is false"
     assert all(f"topic: {name}." in error["errorMessage"] for error in errors)
     if value_format == "JSON":  # the log's stream reads its entries
@@ -119,21 +151,22 @@ def test_undecodable_records_are_skipped_counted_and_the_queries_go_on(
             MESSAGE->DESERIALIZATIONERROR->TARGET AS TARGET FROM KSQL_PROCESSING_LOG
             WHERE MESSAGE->DESERIALIZATIONERROR->TOPIC = '{name}' EMIT CHANGES
             LIMIT {len(entries)};""", len(entries)) == sorted(
-            [logger(query_id), 0, "value"] for query_id in reading for _ in bad)
+            [logger(query_id), 0, target] for query_id in reading for target in targets)
 
     skipped_before = gauge(spark_node, "metastore_records_skipped_total")
 
     def counted_and_logged() -> None:
         eventually(lambda: gauge(spark_node, "metastore_records_skipped_total")
-                   >= skipped_before + len(bad), 60,
+                   >= skipped_before + unreadable, 60,
                    "the push query's skipped records to be counted", interval=1)
-        eventually(lambda: len(_push_entries(kafka_settings, spark_node, name)) >= len(bad), 60,
+        eventually(lambda: len(_push_entries(kafka_settings, spark_node, name)) >= unreadable,
+                   60,
                    "the push query's unreadable records to be logged", interval=1)
 
     pushed = _pushed(spark_node, f"SELECT ID FROM {name} EMIT CHANGES;", GOOD,
                      counted_and_logged)
     assert pushed == [[i] for i in range(1, GOOD + 1)]
-    assert len(_push_entries(kafka_settings, spark_node, name)) == len(bad)
+    assert len(_push_entries(kafka_settings, spark_node, name)) == unreadable
 
 
 def _pushed(server: ServerProcess, sql: str, rows: int,
