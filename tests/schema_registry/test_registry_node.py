@@ -2,7 +2,8 @@
 registry, its AVRO records (written by a Confluent-framed producer) answered by a pull query,
 a CTAS that aggregates them into an AVRO table, which registers its schema under its topic's
 subject and answers pull queries too (records no codec can decode skipped by both, counted and
-logged), INSERT VALUES in each registry format read back, a Protobuf schema that imports
+logged), INSERT VALUES in each registry format read back (PROTOBUF's and JSON_SR's unreadable
+records skipped by pull queries and logged by a CSAS), a Protobuf schema that imports
 another registered schema, and a query whose sink schema the registry refuses as it runs
 (ksqlDB's SERIALIZATION_ERROR, then a USER error until the subject takes it), as is a record
 the sink's registered schema cannot hold."""
@@ -128,18 +129,41 @@ def _reads_infers_aggregates_and_answers(
                  (0, "value", orders)}, "AVRO's unreadable values, as the JSON's are logged"
 
 
-def test_insert_values_in_each_registry_format_reads_back(
-        registry_node: ServerProcess,
-        client: SchemaRegistryClient) -> None:
-    node = registry_node
+UNREADABLE_VALUES = {
+    "PROTOBUF": [b"\0\0\0", b"\1\0\0\0\1\0\x0a\x03ann"],  # cut short; no magic byte
+    "JSON_SR": [b"\0\0\0", b'{"NAME": "ann"}'],
+}
+"""Values of the two registry formats whose unreadable records no other test logs."""
+
+
+def test_each_registry_format_reads_back_inserted_values_and_logs_unreadable_ones(
+        registry_node: ServerProcess, client: SchemaRegistryClient, kafka_admin: Admin,
+        producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings) -> None:
+    """And the records of PROTOBUF and JSON_SR no codec can read are skipped by pull queries,
+    and by a CSAS, which logs each (AVRO's: above)."""
+    log_topic = ProcessingLogSettings().topic(registry_node.service_id)
+    kafka_admin.create(log_topic, partitions=1)
+    try:
+        _inserted_read_back(registry_node, client, producer_factory, kafka_settings)
+    finally:
+        kafka_admin.delete_until_gone(log_topic, 30)
+
+
+def _inserted_read_back(node: ServerProcess, client: SchemaRegistryClient,
+                        producer_factory: Callable[..., Producer],
+                        settings: KafkaSettings) -> None:
     formats = {"AVRO": "AVRO", "PROTOBUF": "PROTOBUF", "JSON_SR": "JSON"}
     topics = {fmt: unique(fmt.lower()) for fmt in formats}
+    producer = producer_factory()
     for fmt, topic in topics.items():
         ksql(node, f"CREATE STREAM S_{fmt} (ID INT KEY, NAME STRING, PRICE DECIMAL(4, 2), "
                    f"TAGS ARRAY<STRING>) WITH (KAFKA_TOPIC='{topic}', FORMAT='{fmt}', "
                    "PARTITIONS=1);")
         ksql(node, f"INSERT INTO S_{fmt} (ID, NAME, PRICE, TAGS) VALUES (7, 'ann', 1.5, "
                    "ARRAY['x', 'y']);")
+        for value in UNREADABLE_VALUES.get(fmt, []):
+            producer.produce(topic, value=value)
+        assert producer.flush(30) == 0
         ksql(node, f"INSERT INTO S_{fmt} (ID, NAME) VALUES (8, 'bob');")
     wait_in_sync(node)
     for fmt, topic in topics.items():
@@ -149,6 +173,26 @@ def test_insert_values_in_each_registry_format_reads_back(
         for side in ("key", "value"):
             registered = client.latest(f"{topic}-{side}")
             assert registered is not None and registered.schema_type == formats[fmt], (fmt, side)
+    for fmt, values in UNREADABLE_VALUES.items():
+        _logs_unreadable_values(node, settings, fmt, topics[fmt], len(values))
+
+
+def _logs_unreadable_values(node: ServerProcess, settings: KafkaSettings, fmt: str, topic: str,
+                            count: int) -> None:
+    [created] = earliest(node, f"CREATE STREAM S_{fmt}_OUT WITH (VALUE_FORMAT='JSON') AS "
+                               f"SELECT ID, NAME FROM S_{fmt};")
+    logger = f"processing.{created['commandStatus']['queryId']}.KsqlTopic.Source.deserializer"
+    try:
+        logged = eventually(lambda: (found := entries_of(settings, node, logger) or [])
+                            and len(found) >= count and found, 120,
+                            f"the {fmt} CSAS to log its unreadable records", interval=1)
+        assert sorted(json.loads(value)["NAME"] for _key, value, _headers in read_all(
+            settings, f"S_{fmt}_OUT", 2)) == ["ann", "bob"]
+    finally:
+        ksql(node, f"DROP STREAM S_{fmt}_OUT DELETE TOPIC;")
+    assert [(e["message"]["type"], e["message"]["deserializationError"]["target"],
+             e["message"]["deserializationError"]["topic"]) for e in logged] == [
+                 (0, "value", topic)] * count, logged
 
 
 SHIPMENT = ('syntax = "proto3";\npackage shop;\nimport "shop/event.proto";\n'
