@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore.jvm.classes import (
+    COUNTED_KAFKA_WRITE_CLASS,
     FINAL_SESSIONS_CLASS,
     FINAL_WINDOWS_CLASS,
     FOREIGN_KEY_JOIN_CLASS,
@@ -109,8 +110,9 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     (a stateless plan, at least once: :mod:`metastore.planner.real_time`), in Spark's update
     output mode, which real-time mode requires and which writes a stateless query's rows as
     append does. ``stage_observed`` hears what the batch stage's observed steps measure;
-    ``wrote``, each micro-batch's id and the records the exactly-once writer committed of it
-    (Spark's Kafka sink counts its own in the query's progress).
+    ``wrote``, each micro-batch's id and the records the query's own writer wrote of it: the
+    exactly-once writer's committed records, or those of a batch stage's Spark Kafka batch
+    writer (Spark's streaming Kafka sink counts its own in the query's progress).
     """
     if real_time_ms is not None and (plan.batch is not None or transactional_id is not None):
         raise QueryRuntimeError(f"{plan.query_id}: real-time mode runs neither a batch stage "
@@ -130,10 +132,8 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
     checkpoint.prepare(plan.table_state, plan.stream_state, bool(partitioner))
     sink_options = {**kafka_options, **partitioner, **(producer_options or {}),
                     "kafka.interceptor.classes": INTERCEPTOR_CLASS, "topic": plan.topic}
-    emit = (_counted(transactional_sink(sink_options, transactional_id, checkpoint), wrote)
-            if transactional_id is not None
-            else lambda result, _batch_id: result.write.format("kafka").options(
-                **sink_options).save())
+    emit = _counted(transactional_sink(sink_options, transactional_id, checkpoint)
+                    if transactional_id is not None else counted_kafka_write(sink_options), wrote)
     if plan.batch is None and transactional_id is None:
         writer = (session.sql(plan.sql).writeStream.format("kafka").options(**sink_options)
                   .outputMode(plan.output_mode))
@@ -156,8 +156,8 @@ def start(spark: SparkSession, plan: QueryPlan, checkpoint: CheckpointDir,
 
 Emit = Callable[["DataFrame", int], int | None]
 """Writes a micro-batch's result rows (Spark's Kafka sink columns) with the micro-batch's id:
-the records written, -1 when an earlier attempt had written the micro-batch, None when Spark's
-Kafka sink wrote them (uncounted)."""
+the records written, -1 when an earlier attempt had written the micro-batch, None when they
+are not counted (a push query's, delivered to its client)."""
 
 Kept = list[tuple["DataFrame", Observed]]
 """A batch stage's observed steps: each step's frame, cached, and its :attr:`Step.observed`."""
@@ -198,6 +198,18 @@ def transactional_sink(sink_options: Mapping[str, str], transactional_id: str,
         jvm: Any = rows.sparkSession._jvm
         return int(_java_class(jvm, TRANSACTIONAL_SINK_CLASS).write(
             rows._jdf, config, topic, transactional_id, checkpoint_id[0], batch_id))
+
+    return write
+
+
+def counted_kafka_write(sink_options: Mapping[str, str]) -> Emit:
+    """Each micro-batch's rows written by Spark's Kafka batch writer, at least once, counted
+    (``CountedKafkaWrite``: an accumulator of the rows handed to the writer)."""
+    options = dict(sink_options)
+
+    def write(rows: DataFrame, _batch_id: int) -> int:
+        jvm: Any = rows.sparkSession._jvm
+        return int(_java_class(jvm, COUNTED_KAFKA_WRITE_CLASS).write(rows._jdf, options))
 
     return write
 

@@ -2,7 +2,8 @@
 
 Per query: the records it read from each source topic (in all, per second over the last
 :data:`RATE_WINDOW_MS`, and when it last read one), the records it wrote when they are counted (Spark's
-Kafka sink counts its own; an exactly-once query's writer tells :meth:`QueryStatistics.wrote`),
+Kafka sink counts its own; an exactly-once query's writer, or a batch stage's, tells
+:meth:`QueryStatistics.wrote`),
 its last micro-batch's duration and the rows its state keeps. :class:`QueryStatistics` adds up
 the progress events of the queries' listeners (:mod:`metastore.runtime.progress_listener`); an
 idle query's rates fall to 0 as its last records leave the window.

@@ -2,7 +2,8 @@
 node: after a known number of records, DESCRIBE EXTENDED's ``statistics`` (as ksqlDB prints
 them) and ``clusterStatistics`` of the source, the records written and ``queryOffsetSummaries``
 of the sink (each source partition read to its end), SHOW QUERIES' records read and lag,
-``/metrics``' series labelled by query id, ``/clusterStatus``' placement of each query and its
+``/metrics``' series labelled by query id (a table aggregation's records written too, which
+Spark's batch writer does not count), ``/clusterStatus``' placement of each query and its
 state's lag, and ``metastore status``' queries table."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from metastore.engine.source_statistics import STATISTICS_NOTICE
 from metastore.kafka.settings import KafkaSettings
@@ -109,10 +110,46 @@ def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
     assert placed[query_id]["activePartitions"] == [{"topic": source, "partition": 0},
                                                     {"topic": source, "partition": 1}]
 
+    _a_table_aggregation_counts_what_it_writes(spark_node, kafka_settings, f"{name}_N")
+
     status = cli("status", "--server", spark_node.url)
     assert status.returncode == 0, status.stderr
     [row] = [line for line in status.stdout.splitlines() if query_id in line]
     assert "RUNNING" in row and f" {RECORDS} " in row, status.stdout
+
+
+def _a_table_aggregation_counts_what_it_writes(server: ServerProcess, settings: KafkaSettings,
+                                              table: str) -> None:
+    """An aggregation of a table writes each micro-batch from its batch stage with Spark's
+    Kafka batch writer, which counts nothing: the node counts what it hands that writer."""
+    [created] = earliest(server, f"CREATE TABLE {table}_BY_N AS SELECT N, COUNT(*) AS C FROM "
+                                 f"{table} GROUP BY N;")
+    query_id = created["commandStatus"]["queryId"]
+    [described] = ksql(server, f"DESCRIBE {table}_BY_N;")
+    sink = described["sourceDescription"]["topic"]
+
+    def written_and_counted() -> tuple[int, int] | None:
+        metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+        found = re.search(rf'metastore_query_records_out_total{{query_id="{query_id}"}} '
+                          r"([0-9.]+)", metrics)
+        counted, written = (int(float(found.group(1))) if found else -1), _records_in(
+            settings, sink)
+        return (counted, written) if counted == written > 0 else None
+
+    eventually(written_and_counted, 60, f"{query_id} to count the records it wrote",
+               interval=1)
+
+
+def _records_in(settings: KafkaSettings, topic: str) -> int:
+    """The records a topic written without transactions holds, over its partitions."""
+    consumer = Consumer(settings.config(group_id=unique("count"), enable_auto_commit=False))
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(high - low for low, high in (
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            for p in partitions))
+    finally:
+        consumer.close()
 
 
 def numbered_stream(server: ServerProcess, prefix: str, partitions: int = 1) -> tuple[str, str]:
