@@ -80,7 +80,7 @@ class QueryFigures:
     consumed: dict[str, Flow] = field(default_factory=dict)
     """By source topic."""
     produced: Flow | None = None
-    """Records written to its sink, when Spark counts them."""
+    """Records written to its sink, when they are counted (not by a push query)."""
     batches: int = 0
     batch_ms: int | None = None
     state_rows: int | None = None
@@ -93,6 +93,9 @@ class QueryFigures:
 
     def produced_total(self) -> float | None:
         return float(self.produced.total) if self.produced is not None else None
+
+    def produced_per_second(self) -> float | None:
+        return self.produced.per_second if self.produced is not None else None
 
     def batch_seconds(self) -> float | None:
         return self.batch_ms / 1000 if self.batch_ms is not None else None

@@ -84,6 +84,10 @@ def test_a_querys_figures_reach_describe_show_queries_metrics_and_status(
     exported = re.search(rf"metastore_query_records_in_per_second{re.escape(label)} ([0-9.]+)",
                          metrics)
     assert exported is not None and 0 < float(exported.group(1)) <= rate, metrics
+    assert f"metastore_query_records_out_total{label} {float(RECORDS)}" in metrics
+    sent = re.search(rf"metastore_query_records_out_per_second{re.escape(label)} ([0-9.]+)",
+                     metrics)
+    assert sent is not None and 0 < float(sent.group(1)) <= rate, metrics
     assert f"metastore_query_lag{label} 0.0" in metrics
     assert f"metastore_query_up{label} 1.0" in metrics
     assert f"metastore_query_batch_duration_seconds{label} " in metrics

@@ -126,6 +126,9 @@ QUERY_SERIES: dict[str, tuple[str, Callable[[QueryState], float | None]]] = {
     "metastore_query_records_out_total": (
         "Records the query wrote to its sink on this node.",
         lambda q: _figures(q).produced_total()),
+    "metastore_query_records_out_per_second": (
+        "Records written per second over the last 30 s (0 once it wrote none for 30 s).",
+        lambda q: _figures(q).produced_per_second()),
     "metastore_query_records_skipped_total": (
         "Source records the query skipped because it cannot deserialize them.",
         lambda q: float(sum(q.skipped.values()))),
