@@ -28,7 +28,14 @@ from sqlglot import exp
 
 from metastore.catalog.exceptions import PREPARING, QueryError, SourceNotFoundError
 from metastore.catalog.model import Column, DataSource, WindowInfo
-from metastore.engine import aggregation, alternatives, ddl_rules, references, source_rules
+from metastore.engine import (
+    aggregation,
+    alternatives,
+    ddl_rules,
+    lambda_rules,
+    references,
+    source_rules,
+)
 from metastore.engine import joins as join_rules
 from metastore.engine.expression_forms import (
     deref_name,
@@ -112,6 +119,8 @@ def analyse(query: Query, sources: Mapping[str, DataSource],
     if new_planner and not transient:
         _check_new_planner(query)
     scope = _scope(query, sources)
+    lambda_rules.check_lambdas(_expressions(query), {
+        c.name for source in scope.by_alias.values() for c in source.columns})
     if new_planner and not transient and any(
             read.source.kind is SourceKind.TABLE for read in scope.reads):
         raise QueryError("Input TABLES are not supported by the new planner")
@@ -248,6 +257,18 @@ def _summary(select: exp.Select, projected: list[_Projected], group_by: list[exp
     return aggregation.summarise(
         [p.expression for p in projected], where.this if where is not None else None,
         group_by, having.this if having is not None else None, calls, _rendering(scope, typer))
+
+
+def _expressions(query: Query) -> list[exp.Expr]:
+    """The query's expressions in the order ksqlDB's sanitizer visits them: the SELECT's,
+    the join criteria, the WHERE, GROUP BY, PARTITION BY and HAVING."""
+    select = query.select
+    joins = select.args.get("joins") or []
+    where, group, having = (select.args.get(c) for c in ("where", "group", "having"))
+    return [*select.expressions, *(j.args["on"] for j in joins if j.args.get("on") is not None),
+            *([where.this] if where is not None else []),
+            *(group.expressions if group is not None else []), *query.partition_by,
+            *([having.this] if having is not None else [])]
 
 
 def _check_new_planner(query: Query) -> None:

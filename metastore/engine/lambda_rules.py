@@ -1,0 +1,35 @@
+"""ksqlDB's rules of a query's lambdas' parameters (its ``AstSanitizer``), checked once the
+query's sources are known and before its expressions are typed: a parameter may not be named as
+a column of a source the query reads (``Lambda function argument can't be a column name: X``),
+nor as a parameter of a lambda whose body holds it (``Reusing lambda arguments in nested
+lambda is not allowed``); lambdas side by side, arguments of one call, may share names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from sqlglot import exp
+
+from metastore.catalog.exceptions import QueryError
+
+
+def check_lambdas(expressions: Iterable[exp.Expr], column_names: Collection[str]) -> None:
+    """Each lambda in ``expressions`` (in the order written) names its parameters apart from
+    ``column_names`` (the sources' key and value columns) and from its enclosing lambdas'."""
+    for expression in expressions:
+        _check(expression, column_names, frozenset())
+
+
+def _check(node: exp.Expr, column_names: Collection[str], enclosing: frozenset[str]) -> None:
+    if isinstance(node, exp.Lambda):
+        names = [str(p.name).upper() for p in node.expressions]
+        for name in names:  # as ksqlDB's sanitizer walks the parameters, first to last
+            if name in column_names:
+                raise QueryError(f"Lambda function argument can't be a column name: {name}")
+        if enclosing.intersection(names):
+            raise QueryError("Reusing lambda arguments in nested lambda is not allowed")
+        _check(node.this, column_names, enclosing.union(names))
+        return
+    for child in node.iter_expressions():
+        _check(child, column_names, enclosing)

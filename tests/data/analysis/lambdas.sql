@@ -1,0 +1,33 @@
+-- Lambda parameters (ksqlDB's AstSanitizer): not named as a source's column, nor as a
+-- parameter of an enclosing lambda; lambdas side by side may share names.
+CREATE STREAM L (K STRING KEY, A ARRAY<INT>, M MAP<STRING, INT>, X INT) WITH (kafka_topic='l', value_format='JSON');
+CREATE STREAM R (K STRING KEY, Y INT) WITH (kafka_topic='r', value_format='JSON');
+
+-- error: Reusing lambda arguments in nested lambda is not allowed
+CREATE STREAM O AS SELECT K, TRANSFORM(A, Z => TRANSFORM(A, Z => Z + 1)) AS T FROM L;
+
+-- error: Reusing lambda arguments in nested lambda is not allowed
+CREATE STREAM O AS SELECT K, TRANSFORM(A, Z => TRANSFORM(M, (Q, W) => Q, (Q, Z) => W)) AS T FROM L;
+
+-- error: Reusing lambda arguments in nested lambda is not allowed
+CREATE STREAM O AS SELECT K, A FROM L WHERE ARRAY_LENGTH(FILTER(A, Z => ARRAY_LENGTH(FILTER(A, Z => Z > 0)) > 0)) > 0;
+
+-- ok
+CREATE STREAM O AS SELECT K, TRANSFORM(M, (Q, W) => Q, (Q, W) => W + 1) AS T, TRANSFORM(A, Z => Z + 1) AS U, TRANSFORM(A, Z => Z * 2) AS V FROM L;
+
+-- ok
+CREATE STREAM O AS SELECT K, TRANSFORM(A, Z => TRANSFORM(A, W => W + Z)) AS T FROM L;
+
+-- error: Lambda function argument can't be a column name: X
+CREATE STREAM O AS SELECT K, TRANSFORM(A, X => X + 1) AS T FROM L;
+
+-- error: Lambda function argument can't be a column name: K
+CREATE STREAM O AS SELECT K, TRANSFORM(A, k => k + 1) AS T FROM L;
+
+-- A joined source's columns too.
+-- error: Lambda function argument can't be a column name: Y
+CREATE STREAM O AS SELECT L.K, TRANSFORM(A, Y => Y + 1) AS T FROM L JOIN R WITHIN 1 MINUTE ON L.K = R.K;
+
+-- A pseudo column is no column of a source's schema.
+-- ok
+CREATE STREAM O AS SELECT K, TRANSFORM(A, ROWTIME => ROWTIME + 1) AS T FROM L;
