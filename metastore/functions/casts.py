@@ -90,7 +90,11 @@ def cast(value: exp.Expr, source: ty.SqlType | None, target: ty.SqlType) -> exp.
                                              target.key), "key"),
                    exp.alias_(cast(_field(sql.var("e"), "value"), source.value, target.value),
                               "value")), "e"))
-        return sql.if_(sql.is_null(value), sql.cast(sql.null(), target),
+        # a key that does not convert fails ksqlDB's whole CAST; Spark's map fails on it
+        unconverted = sql.fn("exists", sql.fn("map_keys", value.copy()), sql.lam(
+            sql.is_null(cast(sql.var("k"), source.key, target.key)), "k"))
+        return sql.if_(exp.or_(sql.is_null(value.copy()), unconverted),
+                       sql.cast(sql.null(), target),
                        sql.fn("map_from_entries", entries))
     if isinstance(source, ty.StructType) and isinstance(target, ty.StructType):
         return _struct_to_struct(value, source, target)

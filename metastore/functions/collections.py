@@ -196,14 +196,24 @@ def _transform(call: Call) -> exp.Expr:
     collection, key_function, value_function = call.args
     variable = _bound("__e", (key_function, value_function))
     key, value = _entry(variable, "key"), _entry(variable, "value")
-    entry = sql.fn("struct", apply(key_function, key, value), apply(value_function, key, value))
-    entries = sql.fn("transform", sql.fn("map_entries", collection), sql.lam(entry, variable))
+    entry = _pair(apply(key_function, key, value), apply(value_function, key, value))
+    returned = call.returns
+    key_type = returned.key if isinstance(returned, ty.MapType) else STRING
+    mapped = sql.fn("transform", sql.fn("map_entries", collection), sql.lam(entry, variable))
+    result = sql.fn("map_from_entries", _keyed_entries(mapped, key_type))
     # ksqlDB collects the entries with Collectors.toMap, which fails on two entries of one key
-    # (Spark's map would keep the last) and on a NULL value: the result is NULL
-    result = sql.fn("map_from_entries", entries)
-    unique = sql.eq(sql.fn("cardinality", result), sql.fn("cardinality", collection.copy()))
-    no_null = exp.Not(this=sql.fn("exists", sql.fn("map_values", result.copy()),
-                                  sql.lam(sql.is_null(sql.var("__v")), "__v")))
+    # (Spark's map would keep the last; one NULL key is a key, left out here but for STRING
+    # keys, 'null') and on a NULL value: the result is NULL
+    size = sql.fn("cardinality", collection.copy())
+    if key_type == STRING:
+        unique: exp.Expr = sql.eq(sql.fn("cardinality", result), size)
+    else:
+        null_keys = sql.fn("size", sql.fn("filter", mapped.copy(), sql.lam(
+            sql.is_null(_entry("__p", "k")), "__p")))
+        unique = exp.and_(sql.eq(sql.add(sql.fn("cardinality", result.copy()), null_keys),
+                                 size), exp.LTE(this=null_keys.copy(), expression=sql.lit(1)))
+    no_null = exp.Not(this=sql.fn("exists", mapped.copy(), sql.lam(
+        sql.is_null(_entry("__p", "v")), "__p")))
     return _unless_failing(collection, True, [key_function, value_function],
                            sql.if_(exp.And(this=unique, expression=no_null), result.copy(),
                                    sql.null()))
@@ -316,12 +326,30 @@ def _array_sort(call: Call) -> exp.Expr:
 
 def _as_map(call: Call) -> exp.Expr:
     """A key per element of the keys, with the value at its position, NULL past the values'
-    end (ksqlDB's AS_MAP): Spark's ``map_from_arrays`` refuses arrays of other lengths."""
+    end, a later key replacing an earlier one (ksqlDB's AS_MAP, a ``HashMap``), a NULL key
+    kept as the MAP constructor keeps one: Spark's ``map_from_arrays`` refuses arrays of other
+    lengths, and a NULL key."""
     keys, values = call.args
-    value_at = sql.fn("get", values, sql.var("__i"))
-    paired = sql.fn("map_from_arrays", keys, sql.fn("transform", keys.copy(),
-                                                    sql.lam(value_at, "__k", "__i")))
+    entry = _pair(sql.var("__k"), sql.fn("get", values, sql.var("__i")))
+    paired = sql.fn("map_from_entries", _keyed_entries(
+        sql.fn("transform", keys, sql.lam(entry, "__k", "__i")), STRING))
     return sql.if_(sql.is_null(values.copy()), sql.null(), paired)
+
+
+def _pair(key: exp.Expr, value: exp.Expr) -> exp.Expr:
+    """A map's entry for ``map_from_entries``: a struct of its key ``k`` and its value ``v``."""
+    return sql.fn("named_struct", sql.lit("k"), key, sql.lit("v"), value)
+
+
+def _keyed_entries(entries: exp.Expr, key_type: ty.SqlType) -> exp.Expr:
+    """``entries`` (:func:`_pair`'s) with a NULL key as ksqlDB's maps keep one (a ``HashMap``
+    holds it): of STRING keys as ``'null'``, what ksqlDB's JSON writes for it; of others left
+    out. Spark's maps hold no NULL key: ``map_from_entries`` fails the query on one."""
+    key = _entry("__p", "k")
+    if key_type == STRING:
+        return sql.fn("transform", entries, sql.lam(
+            _pair(sql.fn("coalesce", key, sql.lit("null")), _entry("__p", "v")), "__p"))
+    return sql.fn("filter", entries, sql.lam(exp.Not(this=sql.is_null(key)), "__p"))
 
 
 def _slice(call: Call) -> exp.Expr:
@@ -379,15 +407,10 @@ def _map(call: Call) -> exp.Expr:
     if all(isinstance(k, exp.Literal) for k in written) \
             and len({str(k.this) for k in written}) == len(written):  # distinct, none NULL
         return sql.fn("map", *(part for pair in zip(keys, values, strict=True) for part in pair))
-    if returned.key == STRING:
-        keys = [sql.fn("coalesce", k, sql.lit("null")) for k in keys]
-    entry = sql.var("__e")
-    key, value = (exp.Dot(this=entry, expression=exp.to_identifier(f)) for f in ("k", "v"))
-    entries = sql.fn("array", *(sql.fn("named_struct", sql.lit("k"), k, sql.lit("v"), v)
-                                for k, v in zip(keys, values, strict=True)))
-    if returned.key != STRING:
-        entries = sql.fn("filter", entries, sql.lam(exp.Not(this=sql.is_null(key.copy())),
-                                                    "__e"))
+    key, value = _entry("__e", "k"), _entry("__e", "v")
+    entries = _keyed_entries(sql.fn("array", *(_pair(k, v) for k, v in zip(keys, values,
+                                                                          strict=True))),
+                            returned.key)
     others = sql.fn("map_filter", sql.var("__m"), sql.lam(
         exp.Not(this=sql.eq(sql.var("__k"), key.copy())), "__k", "__v"))
     put = sql.fn("map_concat", others, sql.fn("map", key, value))

@@ -52,7 +52,7 @@ from metastore.planner.steps import (
 
 PLAN_FORMAT = 1
 """The document's own shape: ``format``, ``versions`` and ``plan``."""
-PLANNER_VERSION = 9
+PLANNER_VERSION = 10
 """The version of what the planner writes: a release that plans any query differently bumps
 it (and the node versions whose meaning changed) and saves the new plans of ksqlDB's dev cases
 (``python -m integration.plans save``); ``tests/plans/<version>/`` keeps each version's."""
