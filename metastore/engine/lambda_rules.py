@@ -23,7 +23,7 @@ def check_lambdas(expressions: Iterable[exp.Expr], column_names: Collection[str]
 
 def _check(node: exp.Expr, column_names: Collection[str], enclosing: frozenset[str]) -> None:
     if isinstance(node, exp.Lambda):
-        names = [str(p.name).upper() for p in node.expressions]
+        names = [_name(p) for p in node.expressions]
         for name in names:  # as ksqlDB's sanitizer walks the parameters, first to last
             if name in column_names:
                 raise QueryError(f"Lambda function argument can't be a column name: {name}")
@@ -33,3 +33,9 @@ def _check(node: exp.Expr, column_names: Collection[str], enclosing: frozenset[s
         return
     for child in node.iter_expressions():
         _check(child, column_names, enclosing)
+
+
+def _name(parameter: exp.Expr) -> str:
+    """A parameter's name as ksqlDB's parser reads it: upper-cased unless quoted."""
+    quoted = isinstance(parameter, exp.Identifier) and bool(parameter.args.get("quoted"))
+    return str(parameter.name) if quoted else str(parameter.name).upper()

@@ -82,8 +82,9 @@ class QueryFailure:
 
     def entries(self) -> list[str]:
         """ksqlDB's entries for the failure, as its JSON layout writes them: a
-        SERIALIZATION_ERROR when the registry refused the sink's schema (ksqlDB's serializer
-        logs it, then fails the query), else a PRODUCTION_ERROR when the sink's producer
+        SERIALIZATION_ERROR when the sink's serializer failed (the registry refused its schema,
+        or the schema cannot hold the record: ksqlDB's serializer logs it, then fails the
+        query), else a PRODUCTION_ERROR when the sink's producer
         failed to send (ksqlDB's production exception handler logs it, then fails the query),
         and the KAFKA_STREAMS_THREAD_ERROR of the failure."""
         thread_error = {"errorMessage": UNCAUGHT,

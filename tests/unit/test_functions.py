@@ -158,7 +158,7 @@ def test_the_analysis_types_calls_through_the_registry() -> None:
                      "N / 2 AS H, A[1] AS E, M['x'] AS V") == (
         "STRING, INTEGER, BIGINT, DECIMAL(4, 2), INTEGER, INTEGER, BIGINT")
     assert schema_of("TRANSFORM(A, x => CAST(x AS STRING)) AS T, FILTER(M, (k, v) => v > 1) AS F, "
-                     "REDUCE(A, B, (s, x) => s + x) AS R") == (
+                     "REDUCE(A, B, (acc, x) => acc + x) AS R") == (
         "ARRAY<STRING>, MAP<STRING, BIGINT>, BIGINT")
     assert schema_of("TIMESTAMPADD(SECONDS, 5, T) AS T2, DATEADD(DAYS, 1, FROM_DAYS(N)) AS D2") == (
         "TIMESTAMP, DATE")

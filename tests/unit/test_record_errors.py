@@ -140,16 +140,3 @@ def test_after_a_join_a_partition_by_is_over_the_joined_row_not_a_key_alone() ->
         "PartitionBy", "Error computing new key from expression (S_ID / 0)", None), \
         "the join's key is U.ID: S.ID is a value of the joined row, named as ksqlDB names it"
     assert check.condition.startswith("NOT `__MS_NULL_VALUE` AND"), "no tombstone is joined"
-
-
-def test_a_lambdas_variable_in_a_join_check_is_not_a_tables_column_of_its_name() -> None:
-    checked = _script_plan(
-        "CREATE STREAM A (ID INT KEY, ARR ARRAY<STRING>, C STRING) WITH (KAFKA_TOPIC='a', "
-        "VALUE_FORMAT='JSON', PARTITIONS=1);"
-        "CREATE TABLE U (ID INT PRIMARY KEY, X STRING) WITH (KAFKA_TOPIC='u', "
-        "VALUE_FORMAT='JSON', PARTITIONS=1);"
-        "CREATE STREAM J AS SELECT A.ID, CAST(ARRAY_JOIN(TRANSFORM(ARR, x => CONCAT(x, C))) "
-        "AS INT) AS T FROM A JOIN U ON A.ID = U.ID;").checked
-    assert checked is not None
-    [check] = checked.checks
-    assert "`X` -> " in check.condition and "__MS_J1_X" not in check.condition

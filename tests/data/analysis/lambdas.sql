@@ -2,6 +2,7 @@
 -- parameter of an enclosing lambda; lambdas side by side may share names.
 CREATE STREAM L (K STRING KEY, A ARRAY<INT>, M MAP<STRING, INT>, X INT) WITH (kafka_topic='l', value_format='JSON');
 CREATE STREAM R (K STRING KEY, Y INT) WITH (kafka_topic='r', value_format='JSON');
+CREATE STREAM Q (K STRING KEY, A ARRAY<INT>, `x` INT) WITH (kafka_topic='q', value_format='JSON');
 
 -- error: Reusing lambda arguments in nested lambda is not allowed
 CREATE STREAM O AS SELECT K, TRANSFORM(A, Z => TRANSFORM(A, Z => Z + 1)) AS T FROM L;
@@ -31,3 +32,7 @@ CREATE STREAM O AS SELECT L.K, TRANSFORM(A, Y => Y + 1) AS T FROM L JOIN R WITHI
 -- A pseudo column is no column of a source's schema.
 -- ok
 CREATE STREAM O AS SELECT K, TRANSFORM(A, ROWTIME => ROWTIME + 1) AS T FROM L;
+
+-- A quoted parameter keeps its case.
+-- error: Lambda function argument can't be a column name: x
+CREATE STREAM O AS SELECT K, TRANSFORM(A, `x` => `x` + 1) AS T FROM Q;

@@ -138,6 +138,8 @@ public final class AvroCodec {
             encoder.flush();
         } catch (IOException e) {
             throw new IllegalStateException(e);
+        } catch (AvroRuntimeException e) {  // a symbol its enum has not, ...
+            throw UnwritableRecord.of(subject, e);
         }
         return Base64.getEncoder().encodeToString(out.toByteArray());
     }

@@ -13,8 +13,10 @@ import org.apache.spark.util.LongAccumulator;
  * A micro-batch's result written by Spark's Kafka batch writer, as an at-least-once query's
  * batch stage writes it, counting the records it hands the writer: Spark's batch writer reports
  * no count, and the query's progress has none of a {@code foreachBatch} sink. The count is a
- * Spark accumulator, so it holds on a cluster as in local mode; a task Spark runs again counts
- * its records again, as its producer sends them again.
+ * Spark accumulator, so it holds on a cluster as in local mode, and it is the rows of the
+ * micro-batch's result: Spark applies a result task's updates once per partition, and a write
+ * that fails counts nothing (the records a failed attempt sent before it failed are in the
+ * topic, at least once, but not counted).
  */
 public final class CountedKafkaWrite {
     private CountedKafkaWrite() {

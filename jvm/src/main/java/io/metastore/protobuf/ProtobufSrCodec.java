@@ -4,7 +4,6 @@ import java.io.ByteArrayOutputStream;
 import java.util.Base64;
 
 import io.metastore.avro.RegistryCalls;
-import io.metastore.avro.UnwritableRecord;
 
 /**
  * ksqlDB's PROTOBUF records: Confluent's wire format (a zero magic byte, the writer schema's
@@ -74,12 +73,7 @@ public final class ProtobufSrCodec {
     /** {@link #encode} on the registry at {@code url}, of a text with references. */
     public static String encodeWith(String url, String schema, String subject, String protoText,
                                     String referencesJson, String text) {
-        String body;
-        try {
-            body = ProtobufNoSrCodec.encode(schema, text);
-        } catch (IllegalArgumentException e) {
-            throw UnwritableRecord.of(subject, e);
-        }
+        String body = ProtobufNoSrCodec.encode(schema, text);
         if (body == null) {
             return null;
         }
