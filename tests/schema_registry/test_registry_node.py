@@ -18,9 +18,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Consumer, Producer
 
-from metastore.kafka.admin import Admin
 from metastore.kafka.settings import KafkaSettings
-from metastore.runtime.processing_log_settings import ProcessingLogSettings
 from metastore.schema_registry.client import SchemaReference, SchemaRegistryClient
 from tests.queries.test_query_health import entries_of, until_state
 from tests.queries.test_query_nodes import ksql
@@ -53,16 +51,10 @@ UNDECODABLE: tuple[Callable[[int], bytes], ...] = (
 def test_a_node_reads_infers_aggregates_and_answers_avro(
         registry_node: ServerProcess, client: SchemaRegistryClient,
         producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings,
-        kafka_admin: Admin) -> None:
-    """The node's processing log is there for this test alone, as for the refused schema's
-    below: its unreadable records are logged."""
-    log_topic = ProcessingLogSettings().topic(registry_node.service_id)
-    kafka_admin.create(log_topic, partitions=1)
-    try:
-        _reads_infers_aggregates_and_answers(registry_node, client, producer_factory,
-                                             kafka_settings)
-    finally:
-        kafka_admin.delete_until_gone(log_topic, 30)
+        registry_node_log: str) -> None:
+    """With the node's processing log: its unreadable records are logged."""
+    _reads_infers_aggregates_and_answers(registry_node, client, producer_factory,
+                                         kafka_settings)
 
 
 def _reads_infers_aggregates_and_answers(
@@ -137,16 +129,11 @@ UNREADABLE_VALUES = {
 
 
 def test_each_registry_format_reads_back_inserted_values_and_logs_unreadable_ones(
-        registry_node: ServerProcess, client: SchemaRegistryClient, kafka_admin: Admin,
+        registry_node: ServerProcess, client: SchemaRegistryClient, registry_node_log: str,
         producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings) -> None:
     """And the records of PROTOBUF and JSON_SR no codec can read are skipped by pull queries,
     and by a CSAS, which logs each (AVRO's: above)."""
-    log_topic = ProcessingLogSettings().topic(registry_node.service_id)
-    kafka_admin.create(log_topic, partitions=1)
-    try:
-        _inserted_read_back(registry_node, client, producer_factory, kafka_settings)
-    finally:
-        kafka_admin.delete_until_gone(log_topic, 30)
+    _inserted_read_back(registry_node, client, producer_factory, kafka_settings)
 
 
 def _inserted_read_back(node: ServerProcess, client: SchemaRegistryClient,
@@ -230,18 +217,11 @@ def test_a_protobuf_schema_that_imports_another_is_read_and_written(
 def test_a_sink_schema_the_registry_refuses_is_a_serialization_error_until_it_takes_it(
         registry_node: ServerProcess, client: SchemaRegistryClient,
         producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings,
-        kafka_admin: Admin) -> None:
+        registry_node_log: str) -> None:
     """The node registers the sink's schema when the CSAS is written; the query registers it
     again as it writes its first record (ksqlDB's serializer does), and by then the subject
-    holds an incompatible schema under BACKWARD compatibility. The node's processing log is
-    there for this test alone: its other tests skip records on purpose, and logging them
-    would cost the node's one Spark core jobs they are timed against."""
-    log_topic = ProcessingLogSettings().topic(registry_node.service_id)
-    kafka_admin.create(log_topic, partitions=1)
-    try:
-        _refused_then_taken(registry_node, client, producer_factory, kafka_settings)
-    finally:
-        kafka_admin.delete_until_gone(log_topic, 30)
+    holds an incompatible schema under BACKWARD compatibility."""
+    _refused_then_taken(registry_node, client, producer_factory, kafka_settings)
 
 
 def _refused_then_taken(node: ServerProcess, client: SchemaRegistryClient,
@@ -288,15 +268,10 @@ def _refused_then_taken(node: ServerProcess, client: SchemaRegistryClient,
 def test_a_record_the_sinks_registered_schema_cannot_hold_is_a_serialization_error(
         registry_node: ServerProcess, client: SchemaRegistryClient,
         producer_factory: Callable[..., Producer], kafka_settings: KafkaSettings,
-        kafka_admin: Admin) -> None:
+        registry_node_log: str) -> None:
     """A CSAS writes the schema its VALUE_SCHEMA_ID names, whose field has no NULL and no
     default: a NULL there is ksqlDB's SERIALIZATION_ERROR, then the query's USER error."""
-    log_topic = ProcessingLogSettings().topic(registry_node.service_id)
-    kafka_admin.create(log_topic, partitions=1)
-    try:
-        _unwritable(registry_node, client, producer_factory, kafka_settings)
-    finally:
-        kafka_admin.delete_until_gone(log_topic, 30)
+    _unwritable(registry_node, client, producer_factory, kafka_settings)
 
 
 def _unwritable(node: ServerProcess, client: SchemaRegistryClient,
