@@ -16,16 +16,20 @@ from metastore.catalog.exceptions import QueryError
 
 def check_lambdas(expressions: Iterable[exp.Expr], column_names: Collection[str]) -> None:
     """Each lambda in ``expressions`` (in the order written) names its parameters apart from
-    ``column_names`` (the sources' key and value columns) and from its enclosing lambdas'."""
+    ``column_names`` (the sources' key and value columns) and from its enclosing lambdas'. A
+    quoted parameter is refused as ksqlDB refuses it, and also beside a column of its name in
+    another case, which the translation, binding names in any case, would take for it."""
+    folded = {name.upper() for name in column_names}
     for expression in expressions:
-        _check(expression, column_names, frozenset())
+        _check(expression, folded, frozenset())
 
 
 def _check(node: exp.Expr, column_names: Collection[str], enclosing: frozenset[str]) -> None:
+    """``column_names``: upper-cased."""
     if isinstance(node, exp.Lambda):
         names = [_name(p) for p in node.expressions]
         for name in names:  # as ksqlDB's sanitizer walks the parameters, first to last
-            if name in column_names:
+            if name.upper() in column_names:
                 raise QueryError(f"Lambda function argument can't be a column name: {name}")
         if enclosing.intersection(names):
             raise QueryError("Reusing lambda arguments in nested lambda is not allowed")

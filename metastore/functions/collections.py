@@ -43,23 +43,34 @@ INTEGER, BOOLEAN, STRING = ty.INTEGER, ty.BOOLEAN, ty.STRING
 
 
 def apply(function: exp.Expr, *arguments: exp.Expr) -> exp.Expr:
-    """The body of a lambda with its parameters replaced by ``arguments``."""
+    """The body of a lambda with its parameters replaced by ``arguments``, but inside a lambda
+    of the body that binds a variable of the same name (a translation's own: ``e`` of a CAST's
+    elements is that lambda's element, not a parameter ``e``)."""
     if not isinstance(function, exp.Lambda):
         raise UntranslatableError("a lambda was expected")
     names = [p.name.upper() for p in function.expressions]
     if len(names) != len(arguments):
         raise UntranslatableError("the lambda takes another number of arguments")
-    replacing = dict(zip(names, arguments, strict=True))
+    return _substituted(function.this.copy(), dict(zip(names, arguments, strict=True)))
 
-    def substitute(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column) and not node.table and node.name.upper() in replacing:
-            replacement: exp.Expr = replacing[node.name.upper()].copy()
-            return replacement
-        return node
 
-    body: exp.Expr = function.this.copy()
-    result: exp.Expr = body.transform(substitute)
-    return result
+def _substituted(node: exp.Expr, replacing: dict[str, exp.Expr]) -> exp.Expr:
+    """``node`` with each unqualified column ``replacing`` names replaced, where no lambda
+    around it rebinds the name."""
+    if isinstance(node, exp.Column) and not node.table and node.name.upper() in replacing:
+        return replacing[node.name.upper()].copy()
+    if isinstance(node, exp.Lambda):
+        bound = {p.name.upper() for p in node.expressions}
+        replacing = {name: value for name, value in replacing.items() if name not in bound}
+    for key, value in list(node.args.items()):
+        if key == "expressions" and isinstance(node, exp.Lambda):
+            continue  # the parameters themselves
+        if isinstance(value, exp.Expr):
+            node.set(key, _substituted(value, replacing))
+        elif isinstance(value, list):
+            node.set(key, [_substituted(v, replacing) if isinstance(v, exp.Expr) else v
+                           for v in value])
+    return node
 
 
 def _bound(prefix: str, functions: Sequence[exp.Expr]) -> str:

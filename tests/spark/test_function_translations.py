@@ -211,6 +211,10 @@ SCALARS: list[tuple[str, Any]] = [
     ("CAST(MAP('1' := 1, 'x' := 2) AS MAP<INT, INT>)", None),
     ("CAST(MAP('1' := 1, '2' := 2) AS MAP<INT, INT>)", {1: 1, 2: 2}),
     ("MAP(CAST(NULL AS INT) := 1, 2 := 2)", {2: 2}),
+    # a parameter named as a translation's own lambda variable stays out of that lambda
+    ("TRANSFORM(MAP('a' := MAP('1' := '2')), (k, v) => k, (k, v) => CAST(v AS MAP<INT, INT>))",
+     {"a": {1: 2}}),
+    ("TRANSFORM(ARRAY[ARRAY['1', '2']], e => CAST(e AS ARRAY<INT>))", [[1, 2]]),
     ("LOG(15, 13)", 0.9471572411831843), ("LOG(15, 0)", float("-inf")),
     ("LOG(0, 13)", float("nan")), ("LOG(1, 13)", float("nan")), ("LOG(-15.0, 13.0)", float("nan")),
     ("LOG(15, -13)", float("nan")), ("LOG(CAST(NULL AS INT), 13)", None),

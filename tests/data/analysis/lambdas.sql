@@ -36,3 +36,8 @@ CREATE STREAM O AS SELECT K, TRANSFORM(A, ROWTIME => ROWTIME + 1) AS T FROM L;
 -- A quoted parameter keeps its case.
 -- error: Lambda function argument can't be a column name: x
 CREATE STREAM O AS SELECT K, TRANSFORM(A, `x` => `x` + 1) AS T FROM Q;
+
+-- A quoted parameter beside a column of its name in another case, which the translation would
+-- take for it, is refused too.
+-- error: Lambda function argument can't be a column name: a
+CREATE STREAM O AS SELECT K, TRANSFORM(A, `a` => `a` + 1) AS T FROM L;
