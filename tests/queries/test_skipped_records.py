@@ -52,11 +52,11 @@ CASES: dict[str, tuple[str, list[bytes], list[bytes]]] = {
 
 
 KEYS: dict[str, tuple[str, Callable[[int], bytes], list[bytes]]] = {
-    # format: (the stream's key, the key of record i, keys it cannot read), each with a good
+    # format: (its INT key's format, the key of record i, keys it cannot read), each with a good
     # value (ID 1): its row would be one ID too many
-    "JSON": ("K INT KEY) WITH (KEY_FORMAT='JSON'", lambda i: str(i).encode(),
+    "JSON": ("JSON", lambda i: str(i).encode(),
              [b"\x00not json", b'"nine"']),
-    "KAFKA": ("K INT KEY) WITH (KEY_FORMAT='KAFKA'", lambda i: struct.pack(">i", i),
+    "KAFKA": ("KAFKA", lambda i: struct.pack(">i", i),
               [b"\x00\x09"]),
 }
 """The formats whose streams have a key column, with records whose key alone is unreadable:
@@ -87,8 +87,8 @@ def _stream(value_format: str, name: str) -> tuple[str, list[tuple[bytes, bytes]
     values = [bad[0], *good[:1], *bad[1:], *good[1:]]
     records = [(key_of(index), value) for index, value in enumerate(values)]
     records[1:1] = [(bad_key, good[0]) for bad_key in bad_keys]  # after the first bad value
-    declared = f"{columns}, {key}" if key else f"{columns}) WITH ("
-    return (f"CREATE STREAM {name} ({declared}, KAFKA_TOPIC='{name}', PARTITIONS=1, "
+    declared = f"{columns}, K INT KEY) WITH (KEY_FORMAT='{key}'," if key else f"{columns}) WITH ("
+    return (f"CREATE STREAM {name} ({declared} KAFKA_TOPIC='{name}', PARTITIONS=1, "
             f"VALUE_FORMAT='{value_format}');", records,
             ["value"] * len(bad) + ["key"] * len(bad_keys))
 
