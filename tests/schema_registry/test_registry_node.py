@@ -247,17 +247,8 @@ def _refused_then_taken(node: ServerProcess, client: SchemaRegistryClient,
         producer.produce(topic, key=struct.pack(">i", number), value=json.dumps({"V": number}))
     assert producer.flush(30) == 0
 
-    seen = until_state(node, query_id, "ERROR", timeout=120)
-    assert "the Schema Registry answered 409" in (seen["errorMessage"] or ""), seen
-    [explained] = ksql(node, f"EXPLAIN {query_id};")
-    assert explained["queryDescription"]["queryErrors"][-1]["type"] == "USER"
-    [logged, *_] = eventually(
-        lambda: entries_of(kafka_settings, node, f"processing.{query_id}.OUTPUT.serializer"),
-        60, "the serialization error in the processing log", interval=1)
-    assert logged["level"] == "ERROR" and logged["message"]["type"] == 2
-    error = logged["message"]["serializationError"]
-    assert (error["target"], error["topic"]) == ("value", sink)
-    assert error["errorMessage"].startswith(f"Error serializing message to topic: {sink}. ")
+    error = _serialization_error(node, kafka_settings, query_id, sink,
+                                 "the Schema Registry answered 409")
     assert subject in error["errorMessage"] and error["cause"]
 
     _compatibility(client, subject, "NONE")
@@ -291,20 +282,29 @@ def _unwritable(node: ServerProcess, client: SchemaRegistryClient,
         producer.produce(topic, key=struct.pack(">i", number), value=json.dumps({"V": value[0]}))
     assert producer.flush(30) == 0
     try:
-        seen = until_state(node, query_id, "ERROR", timeout=120)
-        assert 'Out.V: NULL for a non-optional "int"' in (seen["errorMessage"] or ""), seen
-        [explained] = ksql(node, f"EXPLAIN {query_id};")
-        assert explained["queryDescription"]["queryErrors"][-1]["type"] == "USER"
-        [logged, *_] = eventually(
-            lambda: entries_of(settings, node, f"processing.{query_id}.OUTPUT.serializer"),
-            60, "the serialization error in the processing log", interval=1)
+        error = _serialization_error(node, settings, query_id, sink,
+                                     'Out.V: NULL for a non-optional "int"')
     finally:
         ksql(node, f"DROP STREAM {name}_OUT;")
+    assert "NULL for a non-optional" in error["errorMessage"], error
+
+
+def _serialization_error(node: ServerProcess, settings: KafkaSettings, query_id: str,
+                         sink: str, cause: str) -> dict[str, Any]:
+    """``query_id``'s failure on its sink's value, once it is ERROR with ``cause``: a USER
+    error, logged first as ksqlDB's serializer logs it; the entry's ``serializationError``."""
+    seen = until_state(node, query_id, "ERROR", timeout=120)
+    assert cause in (seen["errorMessage"] or ""), seen
+    [explained] = ksql(node, f"EXPLAIN {query_id};")
+    assert explained["queryDescription"]["queryErrors"][-1]["type"] == "USER"
+    [logged, *_] = eventually(
+        lambda: entries_of(settings, node, f"processing.{query_id}.OUTPUT.serializer"),
+        60, "the serialization error in the processing log", interval=1)
     assert logged["level"] == "ERROR" and logged["message"]["type"] == 2
-    error = logged["message"]["serializationError"]
+    error: dict[str, Any] = logged["message"]["serializationError"]
     assert (error["target"], error["topic"]) == ("value", sink)
     assert error["errorMessage"].startswith(f"Error serializing message to topic: {sink}. ")
-    assert "NULL for a non-optional" in error["errorMessage"], error
+    return error
 
 
 def _compatibility(client: SchemaRegistryClient, subject: str, level: str) -> None:
