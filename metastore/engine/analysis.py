@@ -260,15 +260,15 @@ def _summary(select: exp.Select, projected: list[_Projected], group_by: list[exp
 
 
 def _expressions(query: Query) -> list[exp.Expr]:
-    """The query's expressions in the order ksqlDB's sanitizer visits them: the SELECT's,
-    the join criteria, the WHERE, GROUP BY, PARTITION BY and HAVING."""
+    """The query's expressions: the SELECT's, the WHERE, the HAVING, the join criteria, the
+    GROUP BY's and the PARTITION BY's."""
     select = query.select
     joins = select.args.get("joins") or []
-    where, group, having = (select.args.get(c) for c in ("where", "group", "having"))
-    return [*select.expressions, *(j.args["on"] for j in joins if j.args.get("on") is not None),
-            *([where.this] if where is not None else []),
-            *(group.expressions if group is not None else []), *query.partition_by,
-            *([having.this] if having is not None else [])]
+    return [*select.expressions, *(select.args[c].this for c in ("where", "having")
+                                   if select.args.get(c) is not None),
+            *(j.args["on"] for j in joins if j.args.get("on") is not None),
+            *(select.args["group"].expressions if select.args.get("group") else []),
+            *query.partition_by]
 
 
 def _check_new_planner(query: Query) -> None:
@@ -318,11 +318,7 @@ def _scope(query: Query, sources: Mapping[str, DataSource], criteria: bool = Tru
             raise QueryError("Sub-queries are not supported.")
     tables = [from_.this, *(join.this for join in joins)]
     references.check_qualifiers(
-        [*select.expressions, *(select.args[c].this for c in ("where", "having")
-                                if select.args.get(c) is not None),
-         *(j.args["on"] for j in joins if j.args.get("on") is not None),
-         *(select.args["group"].expressions if select.args.get("group") else []),
-         *query.partition_by],
+        _expressions(query),
         {name for table in tables for name in (table.name, table.alias_or_name)})
     by_alias: dict[str, DataSource] = {}
     reads: list[SourceRead] = []

@@ -16,9 +16,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from metastore.engine.source_statistics import STATISTICS_NOTICE
+from metastore.kafka.admin import Admin
+from metastore.kafka.consumer import EndOffsets
 from metastore.kafka.settings import KafkaSettings
 from metastore.runtime.statistics import RATE_WINDOW_MS
 from tests.queries.test_query_nodes import ksql, queries
@@ -146,14 +148,14 @@ def _a_table_aggregation_counts_what_it_writes(server: ServerProcess, settings: 
 
 def _records_in(settings: KafkaSettings, topic: str) -> int:
     """The records a topic written without transactions holds, over its partitions."""
-    consumer = Consumer(settings.config(group_id=unique("count"), enable_auto_commit=False))
+    info = Admin(settings).describe(topic)
+    assert info is not None, topic
+    offsets = EndOffsets(settings, group_id=unique("count"), committed=False)
     try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(high - low for low, high in (
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            for p in partitions))
+        marks = offsets.watermarks((topic, p) for p in range(info.partitions))
     finally:
-        consumer.close()
+        offsets.close()
+    return sum(high - low for low, high in marks.values())
 
 
 def numbered_stream(server: ServerProcess, prefix: str, partitions: int = 1) -> tuple[str, str]:
